@@ -1,0 +1,96 @@
+#include "kiln/base/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kiln/base/checked_math.h"
+
+namespace kiln {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+std::shared_ptr<std::byte> allocate_aligned(size_t bytes) {
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  void* raw = std::aligned_alloc(kAlignment, rounded);
+  if (raw == nullptr) return nullptr;
+  std::memset(raw, 0, rounded);
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
+}
+
+}  // namespace
+
+StatusOr<Tensor> Tensor::create(DType dtype, ConcreteShape shape) {
+  auto count = checked_product(shape);
+  if (!count) return out_of_range("tensor dims {} overflow or are negative", fmt::join(shape, "x"));
+  auto bytes = checked_mul(*count, static_cast<int64_t>(dtype_size(dtype)));
+  if (!bytes) return out_of_range("tensor of dims {} is too large", fmt::join(shape, "x"));
+  auto storage = allocate_aligned(static_cast<size_t>(*bytes));
+  if (storage == nullptr) {
+    return out_of_range("cannot allocate {} bytes for a tensor of dims {}", *bytes,
+                        fmt::join(shape, "x"));
+  }
+  Tensor out;
+  out.dtype_ = dtype;
+  out.shape_ = std::move(shape);
+  out.element_count_ = *count;
+  out.data_ = storage.get();
+  out.storage_ = std::move(storage);
+  return out;
+}
+
+Tensor Tensor::borrow(DType dtype, ConcreteShape shape, const std::byte* data,
+                      std::shared_ptr<const void> keep_alive) {
+  Tensor out;
+  out.dtype_ = dtype;
+  out.element_count_ = checked_product(shape).value_or(0);
+  out.shape_ = std::move(shape);
+  out.data_ = data;
+  out.storage_ = std::move(keep_alive);
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  auto copy = create(dtype_, shape_);
+  KILN_CHECK(copy.ok());
+  if (byte_size() > 0) std::memcpy(copy->mutable_data(), data_, byte_size());
+  return std::move(copy).value();
+}
+
+Tensor Tensor::reshaped(ConcreteShape shape) const {
+  Tensor out = *this;
+  KILN_CHECK(checked_product(shape).value_or(-1) == element_count_);
+  out.shape_ = std::move(shape);
+  return out;
+}
+
+double element_as_double(const Tensor& tensor, int64_t index) {
+  switch (tensor.dtype()) {
+    case DType::kF32: return tensor.values<float>()[index];
+    case DType::kF64: return tensor.values<double>()[index];
+    case DType::kI64: return static_cast<double>(tensor.values<int64_t>()[index]);
+    case DType::kI32: return tensor.values<int32_t>()[index];
+    case DType::kI8: return tensor.values<int8_t>()[index];
+    case DType::kU8: return tensor.values<uint8_t>()[index];
+    case DType::kBool: return tensor.values<uint8_t>()[index] != 0;
+    case DType::kF16: break;
+  }
+  KILN_CHECK(false && "element_as_double: unsupported dtype");
+  return 0;
+}
+
+int64_t element_as_int64(const Tensor& tensor, int64_t index) {
+  switch (tensor.dtype()) {
+    case DType::kI64: return tensor.values<int64_t>()[index];
+    case DType::kI32: return tensor.values<int32_t>()[index];
+    case DType::kI8: return tensor.values<int8_t>()[index];
+    case DType::kU8: return tensor.values<uint8_t>()[index];
+    case DType::kBool: return tensor.values<uint8_t>()[index] != 0;
+    default: break;
+  }
+  KILN_CHECK(false && "element_as_int64: not an integer dtype");
+  return 0;
+}
+
+}  // namespace kiln

@@ -1,0 +1,65 @@
+// Tensor: a dense, row-major host tensor (dtype, concrete dims, 64-byte aligned bytes). Copies
+// share storage (cheap, like a shared_ptr); call clone() for an independent copy. Used for
+// constants, reference evaluation, runtime inputs/outputs and file IO.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kiln/base/dtype.h"
+#include "kiln/base/status.h"
+
+namespace kiln {
+
+using ConcreteShape = std::vector<int64_t>;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled. Error if the byte size overflows or any dim is negative.
+  static StatusOr<Tensor> create(DType dtype, ConcreteShape shape);
+  // Wraps external memory without copying; `keep_alive` owns it (e.g. an mmap'd module).
+  static Tensor borrow(DType dtype, ConcreteShape shape, const std::byte* data,
+                       std::shared_ptr<const void> keep_alive);
+
+  DType dtype() const { return dtype_; }
+  const ConcreteShape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t element_count() const { return element_count_; }
+  size_t byte_size() const { return element_count_ * dtype_size(dtype_); }
+  bool empty_storage() const { return data_ == nullptr; }
+
+  const std::byte* data() const { return data_; }
+  // Writable bytes; only valid for tensors made by create() or clone().
+  std::byte* mutable_data() { return const_cast<std::byte*>(data_); }
+
+  template <typename T>
+  std::span<const T> values() const {
+    return {reinterpret_cast<const T*>(data_), static_cast<size_t>(element_count_)};
+  }
+  template <typename T>
+  std::span<T> mutable_values() {
+    return {reinterpret_cast<T*>(mutable_data()), static_cast<size_t>(element_count_)};
+  }
+
+  Tensor clone() const;
+  // Same storage, new dims with the same element count (checked by the caller).
+  Tensor reshaped(ConcreteShape shape) const;
+
+ private:
+  DType dtype_ = DType::kF32;
+  ConcreteShape shape_;
+  int64_t element_count_ = 0;
+  const std::byte* data_ = nullptr;
+  std::shared_ptr<const void> storage_;
+};
+
+// Reads element `index` of a numeric tensor as double (any dtype).
+double element_as_double(const Tensor& tensor, int64_t index);
+// Reads element `index` of an integer or bool tensor as int64.
+int64_t element_as_int64(const Tensor& tensor, int64_t index);
+
+}  // namespace kiln

@@ -1,0 +1,104 @@
+// The IR: one graph of nodes over values. Values have a dtype and a symbolic Shape; a value is a
+// graph input, a constant (weights, with data), or a node output. Nodes keep the ONNX op_type and
+// attributes, and `origins` lists the ONNX node names a node stands for after fusion, so that
+// errors, dumps and triage can point back at the user's model.
+//
+// Values and nodes are addressed by index (ValueId, NodeId). Passes edit the graph in place and
+// call remove_dead() to compact it; ids are not stable across remove_dead().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+#include "kiln/base/attributes.h"
+#include "kiln/shape/shape.h"
+
+namespace kiln::ir {
+
+using kiln::Attribute;
+using kiln::Attributes;
+
+using ValueId = int32_t;
+using NodeId = int32_t;
+// An absent optional node input (ONNX's empty input name).
+inline constexpr ValueId kAbsent = -1;
+
+struct Value {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  std::optional<Tensor> constant;  // set for weights and folded values
+  std::optional<NodeId> producer;  // set for node outputs
+};
+
+struct Node {
+  std::string name;     // ONNX node name (or a generated one, unique in the graph)
+  std::string op_type;  // ONNX op type, or a kiln op such as "kiln.FusedConv"
+  std::vector<ValueId> inputs;   // kAbsent for an omitted optional input
+  std::vector<ValueId> outputs;
+  Attributes attributes;
+  std::vector<std::string> origins;  // ONNX node names this node came from
+
+  // "node 'resnetv17_conv0_fwd' (Conv)", for error notes.
+  std::string describe() const;
+};
+
+class Graph {
+ public:
+  std::string name;
+  int64_t opset = 17;
+
+  ValueId add_value(Value value);
+  ValueId add_input(std::string name, DType dtype, Shape shape);
+  ValueId add_constant(std::string name, Tensor data);
+  // Appends a node and sets producer on its outputs. Nodes must be added in topological order.
+  NodeId add_node(Node node);
+  void add_output(ValueId id) { outputs_.push_back(id); }
+
+  Value& value(ValueId id) { return values_.at(id); }
+  const Value& value(ValueId id) const { return values_.at(id); }
+  Node& node(NodeId id) { return nodes_.at(id); }
+  const Node& node(NodeId id) const { return nodes_.at(id); }
+  const std::vector<Value>& values() const { return values_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  std::vector<Node>& mutable_nodes() { return nodes_; }
+  const std::vector<ValueId>& inputs() const { return inputs_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+  std::vector<ValueId>& mutable_outputs() { return outputs_; }
+  std::vector<ValueId>& mutable_inputs() { return inputs_; }
+
+  std::optional<ValueId> find_value(const std::string& name) const;
+  // True if the value is a constant with data.
+  bool is_constant(ValueId id) const { return id != kAbsent && values_.at(id).constant.has_value(); }
+  // Nodes that read each value (computed on demand; O(nodes)).
+  std::vector<std::vector<NodeId>> consumers() const;
+  // A name not yet used by any value, derived from `base`.
+  std::string unique_value_name(const std::string& base) const;
+
+  // Replaces every use of `from` (node inputs and graph outputs) by `to`.
+  void replace_uses(ValueId from, ValueId to);
+  // Marks a node for removal by remove_dead (clears its outputs' producer).
+  void erase_node(NodeId id);
+  // Drops erased nodes, nodes whose outputs are unused, and values nothing refers to; renumbers.
+  void remove_dead();
+  // Re-sorts nodes topologically (after a pass inserted nodes out of order).
+  Status topological_sort();
+
+ private:
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> inputs_;
+  std::vector<ValueId> outputs_;
+  std::vector<bool> erased_;
+};
+
+// Structural checks: ids in range, each value produced once, topological order, inputs and
+// outputs declared, constants' data matching their dtype and shape. Error names the node.
+Status verify_graph(const Graph& graph);
+
+}  // namespace kiln::ir

@@ -1,0 +1,84 @@
+// The compiled module: what `kiln compile` writes and the runtime loads. It holds the dispatch
+// list (one entry per kernel launch, with the ONNX nodes it came from), the shape program (every
+// value's dims as symbolic expressions over the module's symbols), and the constants (weights)
+// in a 64-byte aligned segment that the loader maps rather than copies.
+//
+// File layout (little-endian):
+//   [0..8)    magic "KILNMOD\0"
+//   [8..12)   u32 format version (kFormatVersion)
+//   [12..16)  u32 flags (0)
+//   [16..24)  u64 metadata offset   [24..32) u64 metadata size   (flatbuffer, schema module.fbs)
+//   [32..40)  u64 constants offset  [40..48) u64 constants size  (64-byte aligned)
+//   [48..56)  u64 xxHash64 of every byte of the file after this header (bytes [64, file end))
+//   [56..64)  reserved, zero
+// A reader verifies magic, version, bounds, the flatbuffer (flatbuffers::Verifier), every index and
+// constant range, and (unless told to trust the file) the checksum, before anything is used.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/base/attributes.h"
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+#include "kiln/shape/shape.h"
+
+namespace kiln::module {
+
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr int32_t kAbsentValue = -1;
+
+enum class ValueKind : uint8_t { kInput = 0, kConstant = 1, kIntermediate = 2 };
+
+struct ModuleValue {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;  // symbolic dims over ModuleContents::symbols
+  ValueKind kind = ValueKind::kIntermediate;
+  Tensor constant;  // kConstant only: the data (borrowed from the mapped file when loaded)
+};
+
+struct Dispatch {
+  std::string name;                  // unique, e.g. "d12_resnetv17_stage1_conv0_fwd"
+  std::string op_type;               // ONNX op type (with kiln extensions, see ops/registry.h)
+  std::vector<int32_t> inputs;       // value indices; kAbsentValue for an omitted optional input
+  std::vector<int32_t> outputs;      // value indices
+  Attributes attributes;
+  std::vector<std::string> origins;  // ONNX node names fused into this dispatch
+};
+
+struct ModuleContents {
+  std::string model_name;
+  std::string producer;              // e.g. "kiln 0.1"
+  std::vector<std::string> symbols;  // every symbol a dim may use (bound from input shapes)
+  std::vector<ModuleValue> values;
+  std::vector<int32_t> inputs;       // graph inputs, in the model's order
+  std::vector<int32_t> outputs;      // graph outputs, in the model's order
+  std::vector<Dispatch> dispatches;  // in execution order
+};
+
+struct LoadOptions {
+  bool verify_checksum = true;  // false for `--trust-module`
+};
+
+// Serializes `contents` to `path` atomically (temporary file + rename; nothing is left at `path`
+// on error). Errors name the path.
+Status write_module(const ModuleContents& contents, const std::string& path);
+
+// Maps and fully verifies a module file. Constants in the result borrow the mapping, which lives
+// as long as any of them or the returned object. Errors (kDataLoss for damage, kInvalidArgument
+// for structure, kFailedPrecondition for another format version) name the path and what is wrong.
+StatusOr<std::shared_ptr<const ModuleContents>> load_module(const std::string& path,
+                                                            LoadOptions options = {});
+// The same from bytes already in memory (fuzzing, tests); the bytes are copied.
+StatusOr<std::shared_ptr<const ModuleContents>> load_module_from_bytes(const void* data, size_t size,
+                                                                       LoadOptions options = {});
+
+// Checks semantic consistency shared by writer and loader: value indices in range, each
+// non-input non-constant value produced exactly once and before use, symbols in dims declared,
+// constant data matching dtype and shape.
+Status verify_contents(const ModuleContents& contents);
+
+}  // namespace kiln::module

@@ -1,0 +1,87 @@
+// The op registry: for each op type, its shape/type inference (symbolic) and its reference
+// evaluation (float64 accumulation, the oracle for tests and triage). Registered explicitly by
+// register_all(); no static initializers.
+//
+// kiln extensions to ONNX ops produced by the fusion passes (documented per op):
+//   Conv: optional 4th input "residual" (same shape as the output) added after bias, and
+//         attribute "kiln_activation" = "relu" applied last: y = act(conv(x,w)+b+residual).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+#include "kiln/ir/graph.h"
+
+namespace kiln::ops {
+
+struct ValueType {
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+
+struct InferContext {
+  const ir::Node& node;
+  // One per node input; nullopt for an absent optional input.
+  std::vector<std::optional<ValueType>> inputs;
+  // One per node input; non-null when that input is a constant (e.g. Reshape's shape).
+  std::vector<const Tensor*> constants;
+  // One per node output, filled by the op's infer function.
+  std::vector<ValueType> outputs;
+};
+
+// Checks input count, dtypes, ranks, attributes and shapes; fills ctx.outputs. Errors say what is
+// wrong ("input 1 'W' must have rank 4, got 3"); the caller adds the node note.
+using InferFn = std::function<Status(InferContext& ctx)>;
+// Computes outputs from inputs (absent optional inputs are default-constructed Tensors with
+// empty_storage()). Outputs are created by the function with the dtypes/shapes infer gives.
+using EvaluateFn =
+    std::function<Status(const ir::Node& node, std::span<const Tensor> inputs, std::vector<Tensor>& outputs)>;
+
+struct OpDef {
+  std::string op_type;
+  InferFn infer;
+  EvaluateFn evaluate;
+};
+
+class Registry {
+ public:
+  void add(OpDef def);
+  const OpDef* find(std::string_view op_type) const;
+  std::vector<std::string> op_types() const;
+
+ private:
+  std::map<std::string, OpDef, std::less<>> defs_;
+};
+
+// Registers every op kiln supports.
+void register_all(Registry& registry);
+// The process-wide registry with register_all applied (built on first use, thread-safe).
+const Registry& default_registry();
+
+// Runs inference for one node and writes dtypes/shapes onto its output values.
+Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry = default_registry());
+// Runs inference for every node in order. Errors carry "in node 'X' (Op)".
+Status infer_graph(ir::Graph& graph, const Registry& registry = default_registry());
+// Lists every op type in the graph that the registry lacks, as "Op (node 'a', node 'b')"; empty
+// if all are supported.
+std::vector<std::string> unsupported_ops(const ir::Graph& graph,
+                                         const Registry& registry = default_registry());
+
+// Reference evaluation of the whole graph. `inputs` are in graph.inputs() order. Returns the
+// graph outputs. When `intermediates` is non-null, every value computed is stored there by id.
+StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<const Tensor> inputs,
+                                             std::map<ir::ValueId, Tensor>* intermediates = nullptr,
+                                             const Registry& registry = default_registry());
+// Evaluates a single node given its input tensors.
+StatusOr<std::vector<Tensor>> evaluate_node(const ir::Graph& graph, ir::NodeId id,
+                                            std::span<const Tensor> inputs,
+                                            const Registry& registry = default_registry());
+
+}  // namespace kiln::ops

@@ -1,0 +1,94 @@
+#include "kiln/shape/dim_expr.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/shape/shape.h"
+
+namespace kiln {
+namespace {
+
+DimExpr N = DimExpr::symbol("N");
+
+TEST(DimExpr, ConstantsFold) {
+  DimExpr e = DimExpr(3) * DimExpr(4) + DimExpr(2);
+  EXPECT_EQ(e.constant_value(), 14);
+  EXPECT_EQ(e.to_string(), "14");
+}
+
+TEST(DimExpr, PolynomialNormalForm) {
+  EXPECT_EQ((N + N).to_string(), "2*N");
+  EXPECT_EQ((N * 3 + 2 - N).to_string(), "2*N + 2");
+  EXPECT_EQ(N - N, DimExpr(0));
+  EXPECT_EQ((N + 1) * (N + 1), N * N + N * 2 + 1);
+  EXPECT_TRUE(N.is_symbol());
+  EXPECT_FALSE((N * 2).is_symbol());
+}
+
+TEST(DimExpr, FloorDivPullsOutMultiples) {
+  // conv output: floor((H + 2*pad - kernel)/stride) + 1
+  DimExpr h = DimExpr::symbol("H");
+  DimExpr out = (h + 6 - 7).floor_div(2) + 1;
+  EXPECT_EQ(out.evaluate({{"H", 224}}).value(), 112);
+  EXPECT_EQ(out.evaluate({{"H", 225}}).value(), 113);
+  EXPECT_EQ((N * 4 + 6).floor_div(2).to_string(), "2*N + 3");
+  EXPECT_EQ((N * 4 + 7).floor_div(2).to_string(), "2*N + 3");
+  EXPECT_EQ(DimExpr(-7).floor_div(2).constant_value(), -4);
+  EXPECT_EQ((N + 1).ceil_div(2).evaluate({{"N", 4}}).value(), 3);
+}
+
+TEST(DimExpr, ExactDivForReshapeMinusOne) {
+  DimExpr total = N * 2048;
+  auto q = total.exact_div(N);
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(*q, DimExpr(2048));
+  EXPECT_EQ(total.exact_div(DimExpr(1024)).value(), N * 2);
+  EXPECT_FALSE(total.exact_div(DimExpr(3)).has_value());
+  EXPECT_FALSE((N + 1).exact_div(N).has_value());
+}
+
+TEST(DimExpr, EvaluateRequiresBindings) {
+  auto missing = (N * 2).evaluate({});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("'N'"), std::string::npos);
+  EXPECT_EQ((N * 2).evaluate({{"N", 8}}).value(), 16);
+}
+
+TEST(DimExpr, SubstituteBindsSymbols) {
+  DimExpr e = (N * 3 + 1).floor_div(2);
+  EXPECT_EQ(e.substitute({{"N", DimExpr(3)}}), DimExpr(5));
+  EXPECT_EQ(N.substitute({{"N", DimExpr::symbol("B") * 2}}).to_string(), "2*B");
+}
+
+TEST(DimExpr, ParseRoundTrip) {
+  for (const char* text : {"N", "2*N + 3", "floor((N + 1)/2)", "N*N - 4", "\"batch size\" + 1",
+                           "7", "-3", "3*floor((H + 1)/2)*W + 1"}) {
+    auto parsed = parse_dim_expr(text);
+    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status().to_string();
+    auto again = parse_dim_expr(parsed->to_string());
+    ASSERT_TRUE(again.ok()) << parsed->to_string();
+    EXPECT_EQ(*again, *parsed) << text;
+  }
+}
+
+TEST(DimExpr, ParseRejectsGarbage) {
+  for (const char* text : {"", "N +", "floor(N/0)", "floor(N/-2)", "(N", "3 $ 4",
+                           "99999999999999999999", "\"open"}) {
+    EXPECT_FALSE(parse_dim_expr(text).ok()) << text;
+  }
+  std::string deep(1000, '(');
+  EXPECT_FALSE(parse_dim_expr(deep).ok());
+}
+
+TEST(Shape, ParseAndEvaluate) {
+  auto shape = parse_shape("[N,3,floor((N + 1)/2),224]");
+  ASSERT_TRUE(shape.ok());
+  EXPECT_EQ(shape_to_string(*shape), "[N,3,floor((N + 1)/2),224]");
+  auto concrete = evaluate_shape(*shape, {{"N", 5}});
+  ASSERT_TRUE(concrete.ok());
+  EXPECT_EQ(*concrete, (ConcreteShape{5, 3, 3, 224}));
+  EXPECT_FALSE(element_count({int64_t{1} << 62, 8}).ok());
+  EXPECT_EQ(symbolic_element_count(*shape).evaluate({{"N", 1}}).value(), 672);
+}
+
+}  // namespace
+}  // namespace kiln

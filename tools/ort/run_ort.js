@@ -1,0 +1,198 @@
+#!/usr/bin/env node
+// ONNX Runtime (CPU EP) oracle and benchmark peer for kiln.
+//
+// Usage:
+//   node tools/ort/run_ort.js run  MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] --output-dir DIR
+//        [--threads N]
+//   node tools/ort/run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...]
+//        [--warmup N] [--repeat N] [--threads N]
+//
+// SHAPE is dims joined by 'x' (e.g. 8x3x224x224; use 'scalar' for a 0-d tensor).
+// Element types: f32 (float32), f64, i32, i64, u8, i8, bool. FILE is raw little-endian data.
+//
+// `run` writes, for each model output, DIR/<name>.bin (raw little-endian data of the output's type,
+// f32 for float models) and DIR/<name>.shape (text, e.g. `8x1000`). Characters in <name> outside
+// [A-Za-z0-9._-] are replaced by '_'.
+// `time` prints one JSON line to stdout: {"times_ms":[...],"median_ms":...,...}.
+//
+// Install: cd tools/ort && ONNXRUNTIME_NODE_INSTALL=skip npm install
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const { performance } = require('perf_hooks');
+
+function die(msg) {
+  process.stderr.write(`run_ort: ${msg}\n`);
+  process.exit(2);
+}
+
+const USAGE = `usage:
+  node run_ort.js run  MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] --output-dir DIR [--threads N]
+  node run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] [--warmup N] [--repeat N] [--threads N]`;
+
+const TYPES = {
+  f32: { ort: 'float32', array: Float32Array },
+  f64: { ort: 'float64', array: Float64Array },
+  i32: { ort: 'int32', array: Int32Array },
+  i64: { ort: 'int64', array: BigInt64Array },
+  u8: { ort: 'uint8', array: Uint8Array },
+  i8: { ort: 'int8', array: Int8Array },
+  bool: { ort: 'bool', array: Uint8Array },
+};
+
+function parseIntArg(v, name, min) {
+  if (v === undefined || !/^\d+$/.test(v)) die(`${name} needs a non-negative integer, got '${v}'`);
+  const n = parseInt(v, 10);
+  if (n < min) die(`${name} must be >= ${min}`);
+  return n;
+}
+
+function parseArgs(argv) {
+  if (argv.length < 2 || argv[0] === '-h' || argv[0] === '--help') {
+    process.stdout.write(USAGE + '\n');
+    process.exit(argv.length < 2 && !(argv[0] === '-h' || argv[0] === '--help') ? 2 : 0);
+  }
+  const opts = {
+    mode: argv[0], model: argv[1], inputs: [], outputDir: null,
+    threads: 2, warmup: 3, repeat: 10,
+  };
+  if (opts.mode !== 'run' && opts.mode !== 'time') die(`unknown mode '${opts.mode}'\n${USAGE}`);
+  for (let i = 2; i < argv.length; i++) {
+    const a = argv[i];
+    const next = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); return argv[++i]; };
+    if (a === '--input') opts.inputs.push(parseInput(next()));
+    else if (a === '--output-dir') opts.outputDir = next();
+    else if (a === '--threads') opts.threads = parseIntArg(next(), a, 1);
+    else if (a === '--warmup') opts.warmup = parseIntArg(next(), a, 0);
+    else if (a === '--repeat') opts.repeat = parseIntArg(next(), a, 1);
+    else die(`unknown argument '${a}'\n${USAGE}`);
+  }
+  if (opts.mode === 'run' && !opts.outputDir) die('run needs --output-dir DIR');
+  return opts;
+}
+
+// NAME=SHAPE:TYPE:FILE ; NAME may itself contain '=' only before the last '=' preceding SHAPE,
+// FILE may contain ':' (we split on the first two ':' after '=').
+function parseInput(spec) {
+  const eq = spec.lastIndexOf('=', spec.indexOf(':') === -1 ? spec.length : spec.indexOf(':'));
+  if (eq <= 0) die(`bad --input '${spec}' (want NAME=SHAPE:TYPE:FILE)`);
+  const name = spec.slice(0, eq);
+  const rest = spec.slice(eq + 1);
+  const c1 = rest.indexOf(':');
+  const c2 = c1 < 0 ? -1 : rest.indexOf(':', c1 + 1);
+  if (c1 < 0 || c2 < 0) die(`bad --input '${spec}' (want NAME=SHAPE:TYPE:FILE)`);
+  const shapeStr = rest.slice(0, c1);
+  const type = rest.slice(c1 + 1, c2);
+  const file = rest.slice(c2 + 1);
+  if (!TYPES[type]) die(`unsupported element type '${type}' in --input '${spec}'`);
+  let dims;
+  if (shapeStr === 'scalar' || shapeStr === '') dims = [];
+  else {
+    dims = shapeStr.split('x').map((d) => {
+      if (!/^\d+$/.test(d)) die(`bad shape '${shapeStr}' in --input '${spec}'`);
+      return parseInt(d, 10);
+    });
+  }
+  return { name, dims, type, file };
+}
+
+function loadTensor(ort, inp) {
+  const t = TYPES[inp.type];
+  const count = inp.dims.reduce((a, b) => a * b, 1);
+  let buf;
+  try { buf = fs.readFileSync(inp.file); } catch (e) { die(`cannot read ${inp.file}: ${e.message}`); }
+  const want = count * t.array.BYTES_PER_ELEMENT;
+  if (buf.length !== want) {
+    die(`${inp.file}: ${buf.length} bytes, but ${inp.name} [${inp.dims.join('x')}] ${inp.type} needs ${want}`);
+  }
+  // Copy into an aligned buffer (Buffer from readFileSync may be a slice of a pool).
+  const ab = new ArrayBuffer(want);
+  new Uint8Array(ab).set(buf);
+  return new ort.Tensor(t.ort, new t.array(ab), inp.dims);
+}
+
+function safeName(n) {
+  return n.replace(/[^A-Za-z0-9._-]/g, '_');
+}
+
+function tensorBytes(t) {
+  const d = t.data;
+  if (ArrayBuffer.isView(d)) return Buffer.from(d.buffer, d.byteOffset, d.byteLength);
+  if (Array.isArray(d) && t.type === 'bool') return Buffer.from(d.map((v) => (v ? 1 : 0)));
+  die(`cannot serialise output of type ${t.type}`);
+  return null;
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  let ort;
+  try {
+    ort = require('onnxruntime-node');
+  } catch (e) {
+    die(`cannot load onnxruntime-node (${e.message}); run: cd ${__dirname} && ONNXRUNTIME_NODE_INSTALL=skip npm install`);
+  }
+  if (!fs.existsSync(opts.model)) die(`no such model: ${opts.model}`);
+
+  const session = await ort.InferenceSession.create(opts.model, {
+    executionProviders: ['cpu'],
+    intraOpNumThreads: opts.threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
+
+  const feeds = {};
+  for (const inp of opts.inputs) {
+    if (!session.inputNames.includes(inp.name)) {
+      die(`model has no input '${inp.name}' (inputs: ${session.inputNames.join(', ')})`);
+    }
+    feeds[inp.name] = loadTensor(ort, inp);
+  }
+  // MXNet-style models list initializers as graph inputs; only the non-initializer ones must be fed,
+  // ORT handles the rest. Anything else missing is reported by ORT itself.
+
+  if (opts.mode === 'run') {
+    const results = await session.run(feeds);
+    fs.mkdirSync(opts.outputDir, { recursive: true });
+    for (const name of session.outputNames) {
+      const t = results[name];
+      const base = path.join(opts.outputDir, safeName(name));
+      fs.writeFileSync(base + '.bin', tensorBytes(t));
+      fs.writeFileSync(base + '.shape', (t.dims.length ? t.dims.join('x') : 'scalar') + '\n');
+      process.stderr.write(`run_ort: ${name} ${t.type} [${t.dims.join('x')}] -> ${base}.bin\n`);
+    }
+    return;
+  }
+
+  // time
+  for (let i = 0; i < opts.warmup; i++) await session.run(feeds);
+  const times = [];
+  for (let i = 0; i < opts.repeat; i++) {
+    const t0 = performance.now();
+    await session.run(feeds);
+    times.push(performance.now() - t0);
+  }
+  const out = {
+    times_ms: times.map((t) => Math.round(t * 1000) / 1000),
+    median_ms: Math.round(median(times) * 1000) / 1000,
+    min_ms: Math.round(Math.min(...times) * 1000) / 1000,
+    mean_ms: Math.round((times.reduce((a, b) => a + b, 0) / times.length) * 1000) / 1000,
+    threads: opts.threads,
+    warmup: opts.warmup,
+    repeat: opts.repeat,
+    ort_version: ort.env.versions ? ort.env.versions.node : undefined,
+  };
+  process.stdout.write(JSON.stringify(out) + '\n');
+}
+
+main().catch((e) => {
+  process.stderr.write(`run_ort: ${e && e.stack ? e.stack : e}\n`);
+  process.exit(1);
+});
