@@ -3,9 +3,9 @@
 //
 // Usage:
 //   node tools/ort/run_ort.js run  MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] --output-dir DIR
-//        [--threads N]
+//        [--threads N] [--verbose]
 //   node tools/ort/run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...]
-//        [--warmup N] [--repeat N] [--threads N]
+//        [--warmup N] [--repeat N] [--threads N] [--verbose]
 //
 // SHAPE is dims joined by 'x' (e.g. 8x3x224x224; use 'scalar' for a 0-d tensor).
 // Element types: f32 (float32), f64, i32, i64, u8, i8, bool. FILE is raw little-endian data.
@@ -28,8 +28,9 @@ function die(msg) {
 }
 
 const USAGE = `usage:
-  node run_ort.js run  MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] --output-dir DIR [--threads N]
-  node run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] [--warmup N] [--repeat N] [--threads N]`;
+  node run_ort.js run  MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] --output-dir DIR [--threads N] [--verbose]
+  node run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] [--warmup N] [--repeat N] [--threads N] [--verbose]
+defaults: --threads 2 --warmup 3 --repeat 10; ORT CPU EP, graphOptimizationLevel 'all'`;
 
 const TYPES = {
   f32: { ort: 'float32', array: Float32Array },
@@ -55,7 +56,7 @@ function parseArgs(argv) {
   }
   const opts = {
     mode: argv[0], model: argv[1], inputs: [], outputDir: null,
-    threads: 2, warmup: 3, repeat: 10,
+    threads: 2, warmup: 3, repeat: 10, verbose: false,
   };
   if (opts.mode !== 'run' && opts.mode !== 'time') die(`unknown mode '${opts.mode}'\n${USAGE}`);
   for (let i = 2; i < argv.length; i++) {
@@ -66,6 +67,7 @@ function parseArgs(argv) {
     else if (a === '--threads') opts.threads = parseIntArg(next(), a, 1);
     else if (a === '--warmup') opts.warmup = parseIntArg(next(), a, 0);
     else if (a === '--repeat') opts.repeat = parseIntArg(next(), a, 1);
+    else if (a === '--verbose') opts.verbose = true;
     else die(`unknown argument '${a}'\n${USAGE}`);
   }
   if (opts.mode === 'run' && !opts.outputDir) die('run needs --output-dir DIR');
@@ -146,6 +148,9 @@ async function main() {
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
+    // 0 verbose .. 4 fatal. MXNet-style models (initializers listed in graph.input) make ORT warn
+    // once per initializer; keep that quiet unless asked.
+    logSeverityLevel: opts.verbose ? 1 : 3,
   });
 
   const feeds = {};
