@@ -1,0 +1,64 @@
+#include "kiln/compiler/emit.h"
+
+#include <set>
+
+namespace kiln::compiler {
+
+StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
+  module::ModuleContents contents;
+  contents.model_name = graph.name;
+  contents.producer = "kiln 0.1";
+
+  std::set<std::string> bindable;
+  for (ir::ValueId in : graph.inputs()) {
+    for (const DimExpr& dim : graph.value(in).shape) {
+      if (dim.is_symbol()) bindable.insert(dim.symbols()[0]);
+    }
+  }
+  contents.symbols.assign(bindable.begin(), bindable.end());
+
+  std::vector<bool> is_input(graph.values().size(), false);
+  for (ir::ValueId in : graph.inputs()) is_input[in] = true;
+  for (size_t v = 0; v < graph.values().size(); ++v) {
+    const ir::Value& value = graph.value(static_cast<ir::ValueId>(v));
+    for (const std::string& symbol : symbolic_element_count(value.shape).symbols()) {
+      if (!bindable.count(symbol)) {
+        return unimplemented(
+            "value '{}' has shape {} whose symbol '{}' cannot be bound from the graph inputs' "
+            "shapes",
+            value.name, shape_to_string(value.shape), symbol);
+      }
+    }
+    module::ModuleValue out;
+    out.name = value.name;
+    out.dtype = value.dtype;
+    out.shape = value.shape;
+    if (is_input[v]) {
+      out.kind = module::ValueKind::kInput;
+    } else if (value.constant) {
+      out.kind = module::ValueKind::kConstant;
+      out.constant = *value.constant;
+    } else {
+      out.kind = module::ValueKind::kIntermediate;
+    }
+    contents.values.push_back(std::move(out));
+  }
+  contents.inputs.assign(graph.inputs().begin(), graph.inputs().end());
+  contents.outputs.assign(graph.outputs().begin(), graph.outputs().end());
+
+  for (size_t n = 0; n < graph.nodes().size(); ++n) {
+    const ir::Node& node = graph.nodes()[n];
+    module::Dispatch dispatch;
+    dispatch.name = fmt::format("d{}_{}", n, node.name);
+    dispatch.op_type = node.op_type;
+    dispatch.inputs.assign(node.inputs.begin(), node.inputs.end());
+    dispatch.outputs.assign(node.outputs.begin(), node.outputs.end());
+    dispatch.attributes = node.attributes;
+    dispatch.origins = node.origins;
+    contents.dispatches.push_back(std::move(dispatch));
+  }
+  KILN_RETURN_IF_ERROR(module::verify_contents(contents));
+  return contents;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,26 @@
+// Graph-to-graph rewrites run by the compiler, in this order (see pipeline.h):
+//   simplify        drop Identity and inference-mode Dropout
+//   canonicalize    resolve auto_pad into explicit pads on Conv and pooling ops, so that backends
+//                   see one form
+//   fold_constants  evaluate nodes whose inputs are all constants (reference evaluator)
+//   fold_batchnorm  fold an inference BatchNormalization into the Conv that feeds only it
+//   fuse_conv       fuse bias-free residual Add and Relu into Conv (kiln extension, ops/registry.h);
+//                   fuse Relu into a standalone BatchNormalization
+//   remove_dead     drop nodes and values nothing uses
+// Each pass keeps the graph verified and its shapes unchanged, and records the ONNX nodes it
+// absorbs in Node::origins. Each returns the number of rewrites it made.
+#pragma once
+
+#include "kiln/base/status.h"
+#include "kiln/ir/graph.h"
+
+namespace kiln::passes {
+
+StatusOr<int> simplify(ir::Graph& graph);
+StatusOr<int> canonicalize(ir::Graph& graph);
+StatusOr<int> fold_constants(ir::Graph& graph);
+StatusOr<int> fold_batchnorm(ir::Graph& graph);
+StatusOr<int> fuse_conv(ir::Graph& graph);
+StatusOr<int> remove_dead(ir::Graph& graph);
+
+}  // namespace kiln::passes

@@ -1,0 +1,178 @@
+#include "kiln/passes/passes.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kiln/ops/registry.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::Graph;
+using ir::Node;
+using ir::ValueId;
+
+Tensor random_tensor(ConcreteShape shape, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t = Tensor::create(DType::kF32, std::move(shape)).value();
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (float& v : t.mutable_values<float>()) v = dist(rng);
+  return t;
+}
+
+ValueId add_intermediate(Graph& g, const std::string& name) {
+  return g.add_value({name, DType::kF32, {}, {}, {}});
+}
+
+Node conv_node(const std::string& name, ValueId x, ValueId w, ValueId b, ValueId y) {
+  Node node{name, "Conv", {x, w}, {y}, {}, {}};
+  if (b != ir::kAbsent) node.inputs.push_back(b);
+  node.attributes.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  return node;
+}
+
+// x[N,4,6,6] -> conv a (+bias) -> BN -> Relu -> conv b -> BN -> Add(residual from conv c(x)+BN) -> Relu
+Graph residual_block(std::mt19937& rng) {
+  Graph g;
+  g.name = "block";
+  ValueId x = g.add_input("x", DType::kF32, {DimExpr::symbol("N"), 4, 6, 6});
+  auto bn_params = [&](const std::string& prefix, std::vector<ValueId>& out) {
+    out.push_back(g.add_constant(prefix + "_scale", random_tensor({4}, rng, 0.5f, 1.5f)));
+    out.push_back(g.add_constant(prefix + "_shift", random_tensor({4}, rng)));
+    out.push_back(g.add_constant(prefix + "_mean", random_tensor({4}, rng)));
+    out.push_back(g.add_constant(prefix + "_var", random_tensor({4}, rng, 0.5f, 1.5f)));
+  };
+  auto conv_bn = [&](const std::string& name, ValueId in, bool bias) {
+    ValueId w = g.add_constant(name + "_w", random_tensor({4, 4, 3, 3}, rng));
+    ValueId b = bias ? g.add_constant(name + "_b", random_tensor({4}, rng)) : ir::kAbsent;
+    ValueId y = add_intermediate(g, name + "_y");
+    g.add_node(conv_node(name, in, w, b, y));
+    std::vector<ValueId> params;
+    bn_params(name + "_bn", params);
+    ValueId z = add_intermediate(g, name + "_bn_y");
+    Node bn{name + "_bn", "BatchNormalization", {y}, {z}, {}, {}};
+    bn.inputs.insert(bn.inputs.end(), params.begin(), params.end());
+    g.add_node(std::move(bn));
+    return z;
+  };
+  ValueId a = conv_bn("conv_a", x, true);
+  ValueId a_relu = add_intermediate(g, "relu_a");
+  g.add_node({"relu_a", "Relu", {a}, {a_relu}, {}, {}});
+  ValueId ident = add_intermediate(g, "ident");
+  g.add_node({"identity", "Identity", {a_relu}, {ident}, {}, {}});
+  ValueId b = conv_bn("conv_b", ident, false);
+  ValueId c = conv_bn("conv_c", x, false);
+  ValueId sum = add_intermediate(g, "sum");
+  g.add_node({"add", "Add", {b, c}, {sum}, {}, {}});
+  ValueId out = add_intermediate(g, "out");
+  g.add_node({"relu_out", "Relu", {sum}, {out}, {}, {}});
+  g.add_output(out);
+  EXPECT_TRUE(ops::infer_graph(g).ok());
+  return g;
+}
+
+void expect_close(const Tensor& a, const Tensor& b, double tol) {
+  ASSERT_EQ(a.shape(), b.shape());
+  auto av = a.values<float>();
+  auto bv = b.values<float>();
+  for (size_t i = 0; i < av.size(); ++i) {
+    ASSERT_TRUE(std::fabs(av[i] - bv[i]) <= tol + tol * std::fabs(bv[i])) << i << ": " << av[i] << " vs " << bv[i];
+  }
+}
+
+int count_op(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op_type == op;
+  return n;
+}
+
+TEST(Passes, FoldAndFusePreserveResults) {
+  std::mt19937 rng(1);
+  Graph g = residual_block(rng);
+  Tensor x = random_tensor({2, 4, 6, 6}, rng);
+  auto before = ops::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+
+  EXPECT_EQ(simplify(g).value(), 1);
+  EXPECT_EQ(fold_batchnorm(g).value(), 3);
+  EXPECT_EQ(count_op(g, "BatchNormalization"), 0);
+  EXPECT_GT(fuse_conv(g).value(), 0);
+  ASSERT_TRUE(ir::verify_graph(g).ok());
+  // Three convs remain, nothing else: relu and the residual add live inside them.
+  EXPECT_EQ(g.nodes().size(), 3u);
+  EXPECT_EQ(count_op(g, "Conv"), 3);
+  const Node& last = g.nodes().back();
+  EXPECT_EQ(last.inputs.size(), 4u);
+  EXPECT_EQ(last.attributes.get_string("kiln_activation", "").value(), "relu");
+  EXPECT_NE(std::find(last.origins.begin(), last.origins.end(), "add"), last.origins.end());
+  EXPECT_EQ(g.value(g.outputs()[0]).name, "out");
+
+  auto after = ops::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  expect_close((*after)[0], (*before)[0], 1e-5);
+}
+
+TEST(Passes, FoldConstantsEvaluatesConstantSubgraphs) {
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {2});
+  Tensor one = Tensor::create(DType::kF32, {2}).value();
+  one.mutable_values<float>()[0] = 1.0f;
+  one.mutable_values<float>()[1] = 2.0f;
+  ValueId c = g.add_constant("c", one);
+  ValueId cc = add_intermediate(g, "cc");
+  g.add_node({"double", "Add", {c, c}, {cc}, {}, {}});
+  ValueId y = add_intermediate(g, "y");
+  g.add_node({"use", "Mul", {x, cc}, {y}, {}, {}});
+  g.add_output(y);
+  ASSERT_TRUE(ops::infer_graph(g).ok());
+  EXPECT_EQ(fold_constants(g).value(), 1);
+  ASSERT_EQ(g.nodes().size(), 1u);
+  const ir::Value& folded = g.value(g.nodes()[0].inputs[1]);
+  ASSERT_TRUE(folded.constant.has_value());
+  EXPECT_EQ(folded.constant->values<float>()[1], 4.0f);
+}
+
+TEST(Passes, ConvFeedingTwoConsumersIsNotFolded) {
+  std::mt19937 rng(2);
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {1, 4, 6, 6});
+  ValueId w = g.add_constant("w", random_tensor({4, 4, 3, 3}, rng));
+  ValueId y = add_intermediate(g, "y");
+  g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
+  std::vector<ValueId> bn_inputs{y};
+  for (const char* p : {"s", "b", "m", "v"}) bn_inputs.push_back(g.add_constant(p, random_tensor({4}, rng, 0.5f, 1.0f)));
+  ValueId z = add_intermediate(g, "z");
+  g.add_node({"bn", "BatchNormalization", bn_inputs, {z}, {}, {}});
+  g.add_output(z);
+  g.add_output(y);  // the conv output is also a model output: folding would change it
+  ASSERT_TRUE(ops::infer_graph(g).ok());
+  EXPECT_EQ(fold_batchnorm(g).value(), 0);
+  EXPECT_EQ(fuse_conv(g).value(), 0);
+  EXPECT_EQ(g.nodes().size(), 2u);
+}
+
+TEST(Passes, ReluBeforeAddIsNotFusedAsResidual) {
+  // Conv -> Relu -> Add: the relu must stay before the add, so the add cannot be a conv post-op.
+  std::mt19937 rng(3);
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {1, 4, 6, 6});
+  ValueId w = g.add_constant("w", random_tensor({4, 4, 3, 3}, rng));
+  ValueId y = add_intermediate(g, "y");
+  g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
+  ValueId r = add_intermediate(g, "r");
+  g.add_node({"relu", "Relu", {y}, {r}, {}, {}});
+  ValueId s = add_intermediate(g, "s");
+  g.add_node({"add", "Add", {r, x}, {s}, {}, {}});
+  g.add_output(s);
+  ASSERT_TRUE(ops::infer_graph(g).ok());
+  Tensor input = random_tensor({1, 4, 6, 6}, rng);
+  auto before = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+  fuse_conv(g).value();
+  EXPECT_EQ(count_op(g, "Add"), 1);
+  auto after = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+  expect_close(after[0], before[0], 1e-6);
+}
+
+}  // namespace
+}  // namespace kiln::passes

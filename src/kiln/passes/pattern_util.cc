@@ -1,0 +1,30 @@
+#include "kiln/passes/pattern_util.h"
+
+#include <algorithm>
+
+namespace kiln::passes {
+
+std::optional<ir::NodeId> sole_consumer(const ir::Graph& graph,
+                                        const std::vector<std::vector<ir::NodeId>>& consumers,
+                                        ir::ValueId value) {
+  const auto& outputs = graph.outputs();
+  if (std::find(outputs.begin(), outputs.end(), value) != outputs.end()) return std::nullopt;
+  const auto& readers = consumers.at(value);
+  if (readers.size() != 1) return std::nullopt;
+  const ir::Node& reader = graph.node(readers[0]);
+  if (std::count(reader.inputs.begin(), reader.inputs.end(), value) != 1) return std::nullopt;
+  return readers[0];
+}
+
+void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed) {
+  ir::ValueId new_output = graph.node(absorbed).outputs.at(0);
+  std::vector<std::string> origins = graph.node(absorbed).origins;
+  graph.erase_node(absorbed);
+  ir::Node& node = graph.node(into);
+  graph.value(node.outputs[0]).producer.reset();
+  node.outputs[0] = new_output;
+  graph.value(new_output).producer = into;
+  node.origins.insert(node.origins.end(), origins.begin(), origins.end());
+}
+
+}  // namespace kiln::passes

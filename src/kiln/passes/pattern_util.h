@@ -1,0 +1,19 @@
+// Small queries shared by the fusion passes.
+#pragma once
+
+#include <vector>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::passes {
+
+// The single node that reads `value`, if exactly one does and the value is not a graph output.
+std::optional<ir::NodeId> sole_consumer(const ir::Graph& graph,
+                                        const std::vector<std::vector<ir::NodeId>>& consumers,
+                                        ir::ValueId value);
+
+// Makes `into` produce `absorbed`'s (single) output instead of its own, records the absorbed
+// node's origins, and erases `absorbed`. The caller has already moved any inputs it needs.
+void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed);
+
+}  // namespace kiln::passes

@@ -1,0 +1,28 @@
+// Arena planning: places every buffer at a 64-byte aligned offset in one arena so that buffers
+// whose lifetimes overlap never share bytes, and buffers whose lifetimes are disjoint may.
+// Lifetimes are inclusive dispatch-index intervals [first, last]: a dispatch's outputs therefore
+// never alias its inputs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kiln::runtime {
+
+struct BufferRequest {
+  size_t bytes = 0;  // 0: not placed in the arena
+  int32_t first = 0;  // dispatch that writes it
+  int32_t last = 0;   // last dispatch that reads it (>= first)
+};
+
+struct ArenaPlan {
+  std::vector<size_t> offsets;  // one per request; 0 for requests of 0 bytes
+  size_t arena_bytes = 0;
+};
+
+// Greedy: largest buffers first, each at the lowest offset that fits between the buffers already
+// placed whose lifetimes overlap. Deterministic for the same requests.
+ArenaPlan plan_arena(const std::vector<BufferRequest>& requests);
+
+}  // namespace kiln::runtime

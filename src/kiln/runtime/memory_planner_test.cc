@@ -1,0 +1,56 @@
+#include "kiln/runtime/memory_planner.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace kiln::runtime {
+namespace {
+
+bool ranges_overlap(size_t a, size_t a_bytes, size_t b, size_t b_bytes) {
+  return a < b + b_bytes && b < a + a_bytes;
+}
+
+TEST(MemoryPlanner, ChainReusesMemory) {
+  // a -> b -> c -> d: each buffer only overlaps its neighbours, so two slots suffice.
+  std::vector<BufferRequest> requests = {{1000, 0, 1}, {1000, 1, 2}, {1000, 2, 3}, {1000, 3, 4}};
+  ArenaPlan plan = plan_arena(requests);
+  EXPECT_EQ(plan.arena_bytes, 2 * 1024u);
+  for (size_t offset : plan.offsets) EXPECT_EQ(offset % 64, 0u);
+}
+
+TEST(MemoryPlanner, LiveBuffersNeverOverlapRandomized) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<BufferRequest> requests;
+    for (int i = 0; i < 40; ++i) {
+      int32_t first = static_cast<int32_t>(rng() % 30);
+      int32_t last = first + static_cast<int32_t>(rng() % 6);
+      requests.push_back({static_cast<size_t>(rng() % 5000), first, last});
+    }
+    ArenaPlan plan = plan_arena(requests);
+    size_t total = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      total += (requests[i].bytes + 63) / 64 * 64;
+      EXPECT_LE(plan.offsets[i] + requests[i].bytes, plan.arena_bytes);
+      for (size_t j = i + 1; j < requests.size(); ++j) {
+        if (requests[i].bytes == 0 || requests[j].bytes == 0) continue;
+        bool live_together = requests[i].first <= requests[j].last && requests[j].first <= requests[i].last;
+        if (live_together) {
+          EXPECT_FALSE(ranges_overlap(plan.offsets[i], requests[i].bytes, plan.offsets[j], requests[j].bytes))
+              << "trial " << trial << " buffers " << i << " and " << j;
+        }
+      }
+    }
+    EXPECT_LE(plan.arena_bytes, total);
+  }
+}
+
+TEST(MemoryPlanner, ZeroByteRequestsAreNotPlaced) {
+  ArenaPlan plan = plan_arena({{0, 0, 5}, {128, 0, 5}});
+  EXPECT_EQ(plan.arena_bytes, 128u);
+  EXPECT_EQ(plan.offsets[0], 0u);
+}
+
+}  // namespace
+}  // namespace kiln::runtime

@@ -1,0 +1,216 @@
+#include "kiln/runtime/session.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/runtime/memory_planner.h"
+
+namespace kiln::runtime {
+
+struct Session::Prepared {
+  std::vector<ConcreteShape> shapes;
+  hal::ProgramSpec spec;
+  std::unique_ptr<hal::Executable> executable;
+  std::vector<size_t> offsets;
+  size_t arena_bytes = 0;
+};
+
+StatusOr<std::unique_ptr<hal::Device>> create_device(const std::string& name,
+                                                     const hal::DeviceOptions& options) {
+  if (name == "cpu") return hal::cpu::create_cpu_device(options);
+  return invalid_argument("unknown device '{}': available devices: cpu", name);
+}
+
+Session::Session(std::shared_ptr<const module::ModuleContents> module,
+                 std::unique_ptr<hal::Device> device)
+    : module_(std::move(module)), device_(std::move(device)) {}
+
+Session::~Session() = default;
+
+StatusOr<std::unique_ptr<Session>> Session::open(const std::string& module_path,
+                                                 const SessionOptions& options) {
+  module::LoadOptions load_options;
+  load_options.verify_checksum = !options.trust_module;
+  KILN_ASSIGN_OR_RETURN(auto module, module::load_module(module_path, load_options));
+  return create(std::move(module), options);
+}
+
+StatusOr<std::unique_ptr<Session>> Session::create(
+    std::shared_ptr<const module::ModuleContents> module, const SessionOptions& options) {
+  if (options.threads < 0) return invalid_argument("--threads must be >= 0, got {}", options.threads);
+  hal::DeviceOptions device_options;
+  device_options.threads = options.threads;
+  KILN_ASSIGN_OR_RETURN(auto device, create_device(options.device, device_options));
+  return std::unique_ptr<Session>(new Session(std::move(module), std::move(device)));
+}
+
+StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
+  const auto& module = *module_;
+  if (inputs.size() != module.inputs.size()) {
+    std::vector<std::string> names;
+    for (int32_t id : module.inputs) names.push_back(module.values[id].name);
+    return invalid_argument("the module takes {} input(s) ({}), got {}", module.inputs.size(),
+                            fmt::join(names, ", "), inputs.size());
+  }
+  Bindings bindings;
+  std::map<std::string, std::string> bound_by;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const module::ModuleValue& expected = module.values[module.inputs[i]];
+    const Tensor& actual = inputs[i];
+    if (actual.dtype() != expected.dtype) {
+      return invalid_argument("input {} '{}': expected dtype {}, got {}", i, expected.name,
+                              dtype_name(expected.dtype), dtype_name(actual.dtype()));
+    }
+    if (actual.shape().size() != expected.shape.size()) {
+      return invalid_argument("input {} '{}': expected rank {} {}, got rank {} {}", i, expected.name,
+                              expected.shape.size(), shape_to_string(expected.shape),
+                              actual.shape().size(), shape_to_string(actual.shape()));
+    }
+    for (size_t d = 0; d < expected.shape.size(); ++d) {
+      const DimExpr& dim = expected.shape[d];
+      int64_t got = actual.shape()[d];
+      if (!dim.is_symbol()) continue;
+      const std::string symbol = dim.symbols()[0];
+      auto [it, inserted] = bindings.emplace(symbol, got);
+      std::string where = fmt::format("input '{}' dim {}", expected.name, d);
+      if (inserted) {
+        bound_by[symbol] = where;
+      } else if (it->second != got) {
+        return invalid_argument("{} is {}, but symbol '{}' is {} from {}", where, got, symbol,
+                                it->second, bound_by[symbol]);
+      }
+    }
+  }
+  // Static and compound dims are checked once every symbol has a value.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const module::ModuleValue& expected = module.values[module.inputs[i]];
+    for (size_t d = 0; d < expected.shape.size(); ++d) {
+      auto want = expected.shape[d].evaluate(bindings);
+      if (!want.ok()) return std::move(want).status().with_note(fmt::format("in input '{}'", expected.name));
+      if (*want != inputs[i].shape()[d]) {
+        return invalid_argument("input {} '{}' dim {}: expected {} ({} in {}), got {} (input shape {})",
+                                i, expected.name, d, *want, expected.shape[d].to_string(),
+                                shape_to_string(expected.shape), inputs[i].shape()[d],
+                                shape_to_string(inputs[i].shape()));
+      }
+    }
+  }
+  for (const std::string& symbol : module.symbols) {
+    if (!bindings.count(symbol)) return invalid_argument("symbol '{}' is not set by any input", symbol);
+  }
+  return bindings;
+}
+
+StatusOr<std::vector<ConcreteShape>> Session::value_shapes(const Bindings& bindings) const {
+  std::vector<ConcreteShape> shapes;
+  shapes.reserve(module_->values.size());
+  for (const module::ModuleValue& value : module_->values) {
+    auto shape = evaluate_shape(value.shape, bindings);
+    if (!shape.ok()) return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
+    KILN_RETURN_IF_ERROR(element_count(*shape).status());
+    shapes.push_back(std::move(shape).value());
+  }
+  return shapes;
+}
+
+StatusOr<Session::Prepared*> Session::prepare(const Bindings& bindings) {
+  if (auto it = prepared_.find(bindings); it != prepared_.end()) return it->second.get();
+  const auto& module = *module_;
+  auto prepared = std::make_unique<Prepared>();
+  KILN_ASSIGN_OR_RETURN(prepared->shapes, value_shapes(bindings));
+
+  hal::ProgramSpec& spec = prepared->spec;
+  std::vector<hal::ValueRole> roles(module.values.size(), hal::ValueRole::kIntermediate);
+  for (size_t v = 0; v < module.values.size(); ++v) {
+    if (module.values[v].kind == module::ValueKind::kConstant) roles[v] = hal::ValueRole::kConstant;
+    if (module.values[v].kind == module::ValueKind::kInput) roles[v] = hal::ValueRole::kInput;
+  }
+  for (int32_t out : module.outputs) {
+    if (roles[out] == hal::ValueRole::kIntermediate) roles[out] = hal::ValueRole::kOutput;
+  }
+  for (size_t v = 0; v < module.values.size(); ++v) {
+    const module::ModuleValue& value = module.values[v];
+    hal::ValueSpec value_spec;
+    value_spec.name = value.name;
+    value_spec.dtype = value.dtype;
+    value_spec.shape = prepared->shapes[v];
+    value_spec.role = roles[v];
+    if (roles[v] == hal::ValueRole::kConstant) value_spec.constant = &value.constant;
+    spec.values.push_back(std::move(value_spec));
+  }
+  for (const module::Dispatch& dispatch : module.dispatches) {
+    spec.dispatches.push_back(
+        {dispatch.name, dispatch.op_type, &dispatch.attributes, dispatch.inputs, dispatch.outputs});
+  }
+  spec.inputs = module.inputs;
+  for (int32_t out : module.outputs) {
+    // Outputs that are inputs or constants are copied by the session, not computed.
+    if (roles[out] == hal::ValueRole::kOutput) spec.outputs.push_back(out);
+  }
+  KILN_ASSIGN_OR_RETURN(prepared->executable, device_->prepare(spec));
+
+  std::vector<BufferRequest> requests(module.values.size());
+  for (size_t d = 0; d < module.dispatches.size(); ++d) {
+    for (int32_t out : module.dispatches[d].outputs) {
+      requests[out].first = requests[out].last = static_cast<int32_t>(d);
+    }
+    for (int32_t in : module.dispatches[d].inputs) {
+      if (in >= 0) requests[in].last = static_cast<int32_t>(d);
+    }
+  }
+  for (size_t v = 0; v < module.values.size(); ++v) {
+    if (roles[v] == hal::ValueRole::kIntermediate) {
+      requests[v].bytes = prepared->executable->storage_bytes(static_cast<int32_t>(v));
+    }
+  }
+  ArenaPlan plan = plan_arena(requests);
+  prepared->offsets = std::move(plan.offsets);
+  prepared->arena_bytes = plan.arena_bytes;
+  Prepared* raw = prepared.get();
+  prepared_.emplace(bindings, std::move(prepared));
+  return raw;
+}
+
+StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
+  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
+  KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(bindings));
+  const auto& module = *module_;
+
+  if (prepared->arena_bytes > arena_bytes_) {
+    size_t bytes = (prepared->arena_bytes + 63) / 64 * 64;
+    void* raw = std::aligned_alloc(64, bytes);
+    if (raw == nullptr) return out_of_range("cannot allocate a {}-byte activation arena", bytes);
+    arena_.reset(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
+    arena_bytes_ = bytes;
+  }
+
+  std::vector<Tensor> computed;
+  for (int32_t out : prepared->spec.outputs) {
+    KILN_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(module.values[out].dtype, prepared->shapes[out]));
+    computed.push_back(std::move(tensor));
+  }
+  hal::RunArgs args;
+  args.arena = arena_.get();
+  args.offsets = prepared->offsets;
+  args.inputs = inputs;
+  args.outputs = computed;
+  KILN_RETURN_IF_ERROR(prepared->executable->run(args));
+
+  std::vector<Tensor> outputs;
+  size_t next_computed = 0;
+  for (int32_t out : module.outputs) {
+    const module::ModuleValue& value = module.values[out];
+    if (value.kind == module::ValueKind::kConstant) {
+      outputs.push_back(value.constant.clone());
+    } else if (value.kind == module::ValueKind::kInput) {
+      auto pos = std::find(module.inputs.begin(), module.inputs.end(), out) - module.inputs.begin();
+      outputs.push_back(inputs[pos].clone());
+    } else {
+      outputs.push_back(computed[next_computed++]);
+    }
+  }
+  return outputs;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,67 @@
+// Session: runs a compiled module. Load once; call run() with inputs of any size the module's
+// symbols allow. The first run at a new set of symbol values prepares kernels and an arena for
+// those shapes (cached); later runs at the same sizes reuse them.
+//
+// The runtime links only base, shape, module and hal (never protobuf, the IR or the passes).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+#include "kiln/hal/device.h"
+#include "kiln/module/module.h"
+#include "kiln/shape/shape.h"
+
+namespace kiln::runtime {
+
+struct SessionOptions {
+  std::string device = "cpu";
+  int threads = 0;            // 0: all cores
+  bool trust_module = false;  // skip the module checksum (structure is still verified)
+};
+
+class Session {
+ public:
+  // Loads and verifies a module file, then creates the device.
+  static StatusOr<std::unique_ptr<Session>> open(const std::string& module_path,
+                                                 const SessionOptions& options = {});
+  static StatusOr<std::unique_ptr<Session>> create(std::shared_ptr<const module::ModuleContents> module,
+                                                   const SessionOptions& options = {});
+  ~Session();
+
+  const module::ModuleContents& module() const { return *module_; }
+
+  // Symbol values implied by the inputs' shapes. Errors name the input and dim: wrong count,
+  // dtype, rank, a static dim that differs, a symbol bound to two different values.
+  StatusOr<Bindings> bind(std::span<const Tensor> inputs) const;
+
+  // Runs the module. Inputs are plain row-major tensors in module().inputs order; outputs are
+  // returned in module().outputs order.
+  StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs);
+
+  // Concrete shape of every module value for these bindings.
+  StatusOr<std::vector<ConcreteShape>> value_shapes(const Bindings& bindings) const;
+
+ private:
+  struct Prepared;
+
+  Session(std::shared_ptr<const module::ModuleContents> module, std::unique_ptr<hal::Device> device);
+  StatusOr<Prepared*> prepare(const Bindings& bindings);
+
+  std::shared_ptr<const module::ModuleContents> module_;
+  std::unique_ptr<hal::Device> device_;
+  std::map<Bindings, std::unique_ptr<Prepared>> prepared_;
+  std::shared_ptr<std::byte> arena_;
+  size_t arena_bytes_ = 0;
+};
+
+// Creates a backend by name ("cpu"); the error lists the available devices.
+StatusOr<std::unique_ptr<hal::Device>> create_device(const std::string& name,
+                                                     const hal::DeviceOptions& options);
+
+}  // namespace kiln::runtime

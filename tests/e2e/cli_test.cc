@@ -1,0 +1,194 @@
+// The `kiln` command line as a user drives it: import, compile, run with expected outputs, and
+// every kind of bad input the end-to-end issue names, each a clear error with a non-zero exit and
+// no output file left behind.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/test_env.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::make_temp_dir;
+using testing::model_path;
+using testing::run_kiln;
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+std::string inline_values(const std::string& type, int count) {
+  std::string spec = "'" + type + "=";
+  for (int i = 0; i < count; ++i) spec += i ? " 0" : "0";
+  return spec + "'";
+}
+
+class KilnCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = make_temp_dir("cli");
+    module_ = dir_ + "/tiny.kmod";
+    auto compiled = run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --target=cpu -o " + module_);
+    ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  }
+
+  // Expects a usage/input error whose message contains every fragment, and no file at `path`.
+  void expect_error(const testing::CommandResult& result, std::initializer_list<const char*> fragments,
+                    const std::string& must_not_exist = "") {
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    for (const char* fragment : fragments) {
+      EXPECT_NE(result.output.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << result.output;
+    }
+    if (!must_not_exist.empty()) EXPECT_FALSE(fs::exists(must_not_exist)) << must_not_exist << " was written";
+  }
+
+  std::string tiny_input(int batch) {
+    return std::to_string(batch) + "x3x8x8xf32=@" + model_path("small/tiny_input_b" + std::to_string(batch) + ".bin");
+  }
+  std::string tiny_ref(int batch) {
+    return std::to_string(batch) + "x10xf32=@" + model_path("small/tiny_cnn.ref_b" + std::to_string(batch) + ".bin");
+  }
+
+  std::string dir_;
+  std::string module_;
+};
+
+TEST_F(KilnCli, RunMatchesOnnxRuntimeAtTwoBatchSizesFromOneModule) {
+  for (int batch : {1, 3}) {
+    std::string out = dir_ + "/out" + std::to_string(batch) + ".npy";
+    auto result = run_kiln("run --module=" + module_ + " --device=cpu --input=" + tiny_input(batch) +
+                           " --output=@" + out + " --expected_output=" + tiny_ref(batch) +
+                           " --atol=1e-6 --rtol=1e-5");
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    EXPECT_NE(result.output.find("NaN: 0/" + std::to_string(batch * 10)), std::string::npos) << result.output;
+    EXPECT_TRUE(fs::exists(out));
+  }
+}
+
+TEST_F(KilnCli, ImportWritesIrThatCompiles) {
+  std::string kir = dir_ + "/tiny.kir";
+  auto imported = run_kiln("import " + model_path("small/tiny_cnn.onnx") + " --opset-version 17 -o " + kir);
+  ASSERT_EQ(imported.exit_code, 0) << imported.output;
+  EXPECT_EQ(read_bytes(kir).rfind("kiln-ir 1", 0), 0u);
+  std::string module = dir_ + "/from_kir.kmod";
+  auto compiled = run_kiln("compile " + kir + " --target=cpu -o " + module);
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  auto result = run_kiln("run --module=" + module + " --input=" + tiny_input(3) + " --expected_output=" +
+                         tiny_ref(3) + " --atol=1e-6 --rtol=1e-5");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
+TEST_F(KilnCli, MismatchExitsOneAndReportsErrors) {
+  auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --expected_output=" +
+                         inline_values("1x10xf32", 10));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("FAIL"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("first mismatch"), std::string::npos) << result.output;
+}
+
+TEST_F(KilnCli, TruncatedOnnxIsRefused) {
+  std::string bytes = read_bytes(model_path("small/tiny_cnn.onnx"));
+  std::string truncated = dir_ + "/truncated.onnx";
+  write_bytes(truncated, bytes.substr(0, bytes.size() / 2));
+  std::string out = dir_ + "/truncated.kmod";
+  expect_error(run_kiln("compile " + truncated + " -o " + out), {"truncated.onnx"}, out);
+}
+
+TEST_F(KilnCli, CorruptOnnxIsRefused) {
+  std::string corrupt = dir_ + "/corrupt.onnx";
+  write_bytes(corrupt, std::string("\xff\xff\xff\xff this is not a protobuf \x01\x02", 32));
+  std::string out = dir_ + "/corrupt.kmod";
+  expect_error(run_kiln("compile " + corrupt + " -o " + out), {"corrupt.onnx"}, out);
+}
+
+TEST_F(KilnCli, UnsupportedOpsAreAllListedWithTheirNodes) {
+  std::string out = dir_ + "/unsupported.kmod";
+  expect_error(run_kiln("compile " + model_path("small/unsupported.onnx") + " -o " + out),
+               {"TopK", "topk_a", "topk_b", "Einsum", "einsum_a"}, out);
+}
+
+TEST_F(KilnCli, WrongInputRankIsRefused) {
+  std::string out = dir_ + "/o.npy";
+  expect_error(run_kiln("run --module=" + module_ + " --input=" + inline_values("3x8x8xf32", 192) + " --output=@" + out),
+               {"'data'", "rank"}, out);
+}
+
+TEST_F(KilnCli, WrongInputDtypeIsRefused) {
+  std::string out = dir_ + "/o.npy";
+  expect_error(run_kiln("run --module=" + module_ + " --input=" + inline_values("1x3x8x8xi64", 192) + " --output=@" + out),
+               {"'data'", "dtype", "f32", "i64"}, out);
+}
+
+TEST_F(KilnCli, WrongInputDimIsRefused) {
+  std::string out = dir_ + "/o.npy";
+  expect_error(run_kiln("run --module=" + module_ + " --input=" + inline_values("1x4x8x8xf32", 256) + " --output=@" + out),
+               {"'data'", "dim 1", "expected 3", "got 4"}, out);
+}
+
+TEST_F(KilnCli, InputFileSizeMismatchIsRefused) {
+  std::string out = dir_ + "/o.npy";
+  expect_error(run_kiln("run --module=" + module_ + " --input=2x3x8x8xf32=@" + model_path("small/tiny_input_b1.bin") +
+                        " --output=@" + out),
+               {"tiny_input_b1.bin", "768", "1536"}, out);
+}
+
+TEST_F(KilnCli, CorruptedModuleIsRefused) {
+  std::string bytes = read_bytes(module_);
+  for (size_t offset : {size_t{70}, bytes.size() / 2, bytes.size() - 1}) {
+    std::string damaged = bytes;
+    damaged[offset] = static_cast<char>(damaged[offset] ^ 0x5a);
+    std::string path = dir_ + "/damaged.kmod";
+    write_bytes(path, damaged);
+    std::string out = dir_ + "/o.npy";
+    expect_error(run_kiln("run --module=" + path + " --input=" + tiny_input(1) + " --output=@" + out),
+                 {"damaged.kmod"}, out);
+  }
+  std::string path = dir_ + "/short.kmod";
+  write_bytes(path, bytes.substr(0, bytes.size() - 100));
+  expect_error(run_kiln("run --module=" + path + " --input=" + tiny_input(1)), {"short.kmod"});
+}
+
+TEST_F(KilnCli, ModuleOfAnotherFormatVersionIsRefused) {
+  std::string bytes = read_bytes(module_);
+  bytes[8] = 2;  // u32 format version at offset 8
+  std::string path = dir_ + "/v2.kmod";
+  write_bytes(path, bytes);
+  expect_error(run_kiln("run --module=" + path + " --input=" + tiny_input(1)), {"version 2", "recompile"});
+}
+
+TEST_F(KilnCli, ExternalDataInsideTheModelDirectoryWorks) {
+  std::string out = dir_ + "/ext.kmod";
+  auto compiled = run_kiln("compile " + model_path("small/external/model.onnx") + " -o " + out);
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  // y[0] = 1.5 * x, y[1] = -2 * x for a 1x1 conv.
+  auto result = run_kiln("run --module=" + out + " --input='1x1x2x2xf32=1 2 3 4' --expected_output='1x2x2x2xf32=1.5 3 4.5 6 -2 -4 -6 -8' --atol=0");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
+TEST_F(KilnCli, ExternalDataOutsideTheModelDirectoryIsRefused) {
+  for (const char* model : {"small/escape_dotdot/model.onnx", "small/escape_abs/model.onnx"}) {
+    std::string out = dir_ + "/escape.kmod";
+    expect_error(run_kiln(std::string("compile ") + model_path(model) + " -o " + out), {"'w'", "outside.bin"}, out);
+  }
+  std::string out = dir_ + "/range.kmod";
+  expect_error(run_kiln("compile " + model_path("small/external_range/model.onnx") + " -o " + out), {"'w'", "weights.bin"}, out);
+}
+
+TEST_F(KilnCli, UnknownTargetAndBadBindAreUsageErrors) {
+  std::string out = dir_ + "/x.kmod";
+  expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --target=tpu -o " + out), {"tpu"}, out);
+  expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind M=3 -o " + out), {"'M'"}, out);
+  expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind N=x -o " + out), {"N=x"}, out);
+}
+
+}  // namespace
+}  // namespace kiln

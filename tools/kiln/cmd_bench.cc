@@ -1,0 +1,104 @@
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "kiln/base/file_util.h"
+#include "kiln/runtime/session.h"
+#include "kiln/tooling/tensor_spec.h"
+
+namespace kiln::cli {
+namespace {
+
+struct BenchFlags {
+  std::string module;
+  std::string device = "cpu";
+  std::vector<std::string> inputs;
+  int warmup = 3;
+  int repeat = 10;
+  int threads = 0;
+  std::string json;
+};
+
+double percentile(std::vector<double> sorted, double q) {
+  std::sort(sorted.begin(), sorted.end());
+  size_t index = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(index, sorted.size() - 1)];
+}
+
+int run_bench(const BenchFlags& flags) {
+  std::vector<Tensor> inputs;
+  for (const std::string& spec : flags.inputs) {
+    auto tensor = parse_tensor_spec(spec);
+    if (!tensor.ok()) return report_error("bench", std::move(tensor).status().with_note("in --input"));
+    inputs.push_back(std::move(tensor).value());
+  }
+  runtime::SessionOptions options;
+  options.device = flags.device;
+  options.threads = flags.threads;
+  auto load_start = std::chrono::steady_clock::now();
+  auto session = runtime::Session::open(flags.module, options);
+  if (!session.ok()) return report_error("bench", session.status());
+  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+
+  auto timed_run = [&]() -> StatusOr<double> {
+    auto start = std::chrono::steady_clock::now();
+    auto outputs = (*session)->run(inputs);
+    if (!outputs.ok()) return outputs.status();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto cold = timed_run();
+  if (!cold.ok()) return report_error("bench", cold.status());
+  for (int i = 0; i < flags.warmup; ++i) {
+    if (auto t = timed_run(); !t.ok()) return report_error("bench", t.status());
+  }
+  std::vector<double> times;
+  for (int i = 0; i < flags.repeat; ++i) {
+    auto t = timed_run();
+    if (!t.ok()) return report_error("bench", t.status());
+    times.push_back(*t);
+  }
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  double batch = !inputs.empty() && inputs[0].rank() > 0 ? static_cast<double>(inputs[0].shape()[0]) : 1.0;
+  double median = percentile(times, 0.5);
+  nlohmann::json report = {
+      {"module", flags.module},     {"load_ms", load_ms},
+      {"cold_ms", *cold},           {"min_ms", percentile(times, 0.0)},
+      {"median_ms", median},        {"p90_ms", percentile(times, 0.9)},
+      {"times_ms", times},          {"items_per_s", batch * 1000.0 / median},
+      {"peak_rss_mib", static_cast<double>(usage.ru_maxrss) / 1024.0},
+      {"threads", flags.threads},   {"warmup", flags.warmup},
+      {"repeat", flags.repeat}};
+  std::printf("load %.1f ms, cold run %.1f ms; min %.2f ms, median %.2f ms, p90 %.2f ms; %.1f items/s; "
+              "peak RSS %.0f MiB\n",
+              load_ms, *cold, percentile(times, 0.0), median, percentile(times, 0.9), batch * 1000.0 / median,
+              report["peak_rss_mib"].get<double>());
+  if (!flags.json.empty()) {
+    Status written = write_file_atomically(flags.json, report.dump(2) + "\n");
+    if (!written.ok()) return report_error("bench", written);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto flags = std::make_shared<BenchFlags>();
+  CLI::App* sub = app.add_subcommand("bench", "time a compiled module");
+  sub->add_option("--module", flags->module, "module file (.kmod)")->required();
+  sub->add_option("--device", flags->device, "device to run on (cpu)");
+  sub->add_option("--input", flags->inputs, "input tensor, as for `kiln run` (repeatable)");
+  sub->add_option("--warmup", flags->warmup, "untimed runs after the cold run")->check(CLI::NonNegativeNumber);
+  sub->add_option("--repeat", flags->repeat, "timed runs")->check(CLI::PositiveNumber);
+  sub->add_option("--threads", flags->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--json", flags->json, "also write the figures as JSON to this file");
+  return {sub, [flags] { return run_bench(*flags); }};
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,90 @@
+#include "commands.h"
+#include "kiln/compiler/model_loader.h"
+#include "kiln/compiler/pipeline.h"
+#include "kiln/ir/text_format.h"
+#include "kiln/module/module.h"
+
+namespace kiln::cli {
+namespace {
+
+struct CompileFlags {
+  std::string model;
+  std::string output;
+  std::string target = "cpu";
+  std::vector<std::string> bind;
+  std::string stop_after;
+  int64_t opset = 17;
+  bool weights_as_inputs = false;
+};
+
+StatusOr<std::map<std::string, int64_t, std::less<>>> parse_bindings(const std::vector<std::string>& specs) {
+  std::map<std::string, int64_t, std::less<>> out;
+  for (const std::string& spec : specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return invalid_argument("--bind '{}': expected NAME=VALUE, e.g. --bind N=3", spec);
+    }
+    std::string value = spec.substr(eq + 1);
+    char* end = nullptr;
+    errno = 0;
+    long long parsed = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || errno != 0 || parsed < 0) {
+      return invalid_argument("--bind '{}': '{}' is not a non-negative integer", spec, value);
+    }
+    out[spec.substr(0, eq)] = parsed;
+  }
+  return out;
+}
+
+int run_compile(const CompileFlags& flags) {
+  onnx_import::ImportOptions import_options;
+  import_options.target_opset = flags.opset;
+  import_options.weights_as_inputs = flags.weights_as_inputs;
+  auto graph = compiler::load_model(flags.model, import_options);
+  if (!graph.ok()) return report_error("compile", graph.status());
+
+  compiler::CompileOptions options;
+  options.target = flags.target;
+  auto bind = parse_bindings(flags.bind);
+  if (!bind.ok()) return report_error("compile", bind.status());
+  options.bind = std::move(bind).value();
+
+  if (!flags.stop_after.empty()) {
+    auto stage = compiler::parse_stage(flags.stop_after);
+    if (!stage.ok()) return report_error("compile", stage.status());
+    Status status = compiler::run_stages(*graph, options, *stage);
+    if (!status.ok()) return report_error("compile", status);
+    status = ir::write_kir(*graph, flags.output);
+    if (!status.ok()) return report_error("compile", status);
+    std::printf("stopped after stage '%s': %zu nodes -> %s\n", flags.stop_after.c_str(),
+                graph->nodes().size(), flags.output.c_str());
+    return kExitOk;
+  }
+  auto contents = compiler::compile(std::move(graph).value(), options);
+  if (!contents.ok()) return report_error("compile", contents.status());
+  Status written = module::write_module(*contents, flags.output);
+  if (!written.ok()) return report_error("compile", written);
+  std::printf("compiled '%s': %zu dispatches, symbols [%s] -> %s\n", contents->model_name.c_str(),
+              contents->dispatches.size(), fmt::format("{}", fmt::join(contents->symbols, ",")).c_str(),
+              flags.output.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_compile_command(CLI::App& app) {
+  auto flags = std::make_shared<CompileFlags>();
+  CLI::App* sub = app.add_subcommand("compile", "compile an .onnx or .kir model into a module (.kmod)");
+  sub->add_option("model", flags->model, "model file (.onnx or .kir)")->required();
+  sub->add_option("-o,--output", flags->output, "module file to write (.kmod), or .kir with --stop-after")
+      ->required();
+  sub->add_option("--target", flags->target, "target device (cpu)");
+  sub->add_option("--bind", flags->bind, "fix a symbolic dim, e.g. --bind N=3 (repeatable)");
+  sub->add_option("--stop-after", flags->stop_after, "stop after a stage (shapes|fold|fuse) and write its IR");
+  sub->add_option("--opset-version", flags->opset, "upgrade an .onnx model to this opset (default 17)");
+  sub->add_flag("--weights-as-inputs", flags->weights_as_inputs,
+                "keep initializers listed in graph.input as runtime inputs");
+  return {sub, [flags] { return run_compile(*flags); }};
+}
+
+}  // namespace kiln::cli
