@@ -1,0 +1,226 @@
+#include "kiln/tooling/comparator.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <span>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kiln/base/checked_math.h"
+
+namespace kiln {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+bool is_float_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::kF64; }
+
+// A default-constructed Tensor claims a scalar it has no bytes for; comparing two of them must not
+// "pass".
+bool has_valid_storage(const Tensor& t) {
+  return checked_product(t.shape()).value_or(-1) == t.element_count() &&
+         (t.byte_size() == 0 || t.data() != nullptr);
+}
+
+// atol + rtol * |e|, without 0 * inf = NaN when rtol is infinite and e is zero.
+double bound_for(const Tolerance& t, double abs_expected) {
+  return t.atol + (abs_expected == 0 ? 0.0 : t.rtol * abs_expected);
+}
+
+class Accumulator {
+ public:
+  explicit Accumulator(CompareResult& result) : r_(result) {}
+
+  void finite_pair(int64_t index, double abs_err, double abs_expected) {
+    if (!r_.max_abs_error_index || abs_err > r_.max_abs_error) {
+      r_.max_abs_error = abs_err;
+      r_.max_abs_error_index = index;
+    }
+    if (abs_expected != 0) {
+      double rel = abs_err / abs_expected;
+      if (!r_.max_rel_error_index || rel > r_.max_rel_error) {
+        r_.max_rel_error = rel;
+        r_.max_rel_error_index = index;
+      }
+    }
+  }
+
+  void mismatch(int64_t index, double actual, double expected) {
+    if (r_.mismatches++ == 0) {
+      r_.first_mismatch = index;
+      r_.first_actual = actual;
+      r_.first_expected = expected;
+    }
+  }
+
+ private:
+  CompareResult& r_;
+};
+
+template <typename T>
+void compare_floats(const Tensor& actual, const Tensor& expected, const Tolerance& t,
+                    CompareResult& r) {
+  std::span<const T> a = actual.values<T>();
+  std::span<const T> e = expected.values<T>();
+  Accumulator acc(r);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double av = a[i];
+    const double ev = e[i];
+    r.actual_nan += std::isnan(av);
+    r.actual_inf += std::isinf(av);
+    r.expected_nan += std::isnan(ev);
+    r.expected_inf += std::isinf(ev);
+    const auto index = static_cast<int64_t>(i);
+    bool pass = false;
+    if (std::isfinite(ev)) {
+      if (std::isfinite(av)) {
+        const double abs_err = std::fabs(av - ev);
+        const double abs_e = std::fabs(ev);
+        acc.finite_pair(index, abs_err, abs_e);
+        pass = abs_err <= bound_for(t, abs_e);
+      }
+    } else if (std::isnan(ev)) {
+      pass = t.nan_equal && std::isnan(av);
+    } else {
+      pass = av == ev;  // same infinity; NaN compares unequal
+    }
+    if (!pass) acc.mismatch(index, av, ev);
+  }
+}
+
+// Integers compare exactly: the difference is taken in uint64 (no overflow, no rounding) and
+// checked against floor(bound), which is exact for any bound below 2^64.
+void compare_integers(const Tensor& actual, const Tensor& expected, const Tolerance& t,
+                      CompareResult& r) {
+  Accumulator acc(r);
+  for (int64_t i = 0; i < actual.element_count(); ++i) {
+    const int64_t av = element_as_int64(actual, i);
+    const int64_t ev = element_as_int64(expected, i);
+    const uint64_t diff = av >= ev ? static_cast<uint64_t>(av) - static_cast<uint64_t>(ev)
+                                   : static_cast<uint64_t>(ev) - static_cast<uint64_t>(av);
+    const double abs_e = std::fabs(static_cast<double>(ev));
+    acc.finite_pair(i, static_cast<double>(diff), abs_e);
+    const double bound = bound_for(t, abs_e);
+    bool pass = diff == 0;
+    if (!pass) {
+      pass = bound >= 0x1p64 || diff <= static_cast<uint64_t>(std::floor(bound));
+    }
+    if (!pass) acc.mismatch(i, static_cast<double>(av), static_cast<double>(ev));
+  }
+}
+
+std::string format_value(double v, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return fmt::format("{}", static_cast<float>(v));
+    case DType::kF64: return fmt::format("{}", v);
+    default: return fmt::format("{}", static_cast<int64_t>(v));
+  }
+}
+
+std::string shape_string(const Tensor& t) {
+  if (t.rank() == 0) return fmt::format("{} scalar", dtype_name(t.dtype()));
+  return fmt::format("{}x{}", fmt::join(t.shape(), "x"), dtype_name(t.dtype()));
+}
+
+}  // namespace
+
+StatusOr<CompareResult> compare_tensors(const Tensor& actual, const Tensor& expected,
+                                        const Tolerance& tolerance) {
+  if (!(tolerance.atol >= 0)) {
+    return invalid_argument("atol must be a non-negative number, got {}", tolerance.atol);
+  }
+  if (!(tolerance.rtol >= 0)) {
+    return invalid_argument("rtol must be a non-negative number, got {}", tolerance.rtol);
+  }
+  if (actual.dtype() != expected.dtype() || actual.shape() != expected.shape()) {
+    return invalid_argument("cannot compare tensors: actual is {}, expected is {}",
+                            shape_string(actual), shape_string(expected));
+  }
+  if (actual.dtype() == DType::kF16) {
+    return unimplemented("comparing f16 tensors is not supported");
+  }
+  if (!has_valid_storage(actual) || !has_valid_storage(expected)) {
+    return invalid_argument("cannot compare tensors: the {} tensor has no valid storage",
+                            has_valid_storage(actual) ? "expected" : "actual");
+  }
+  CompareResult r;
+  r.count = actual.element_count();
+  r.dtype = actual.dtype();
+  r.shape = actual.shape();
+  switch (actual.dtype()) {
+    case DType::kF32: compare_floats<float>(actual, expected, tolerance, r); break;
+    case DType::kF64: compare_floats<double>(actual, expected, tolerance, r); break;
+    default: compare_integers(actual, expected, tolerance, r); break;
+  }
+  return r;
+}
+
+std::string format_index(int64_t flat, const ConcreteShape& shape) {
+  std::vector<int64_t> index(shape.size(), 0);
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] <= 0) break;
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return fmt::format("[{}]", fmt::join(index, ","));
+}
+
+std::string format_compare_result(const CompareResult& r, const Tolerance& t) {
+  std::string out =
+      fmt::format("{}: {}/{} mismatches (atol {}, rtol {}{})", r.passed() ? "PASS" : "FAIL",
+                  r.mismatches, r.count, t.atol, t.rtol, t.nan_equal ? ", NaN equal" : "");
+  if (is_float_dtype(r.dtype)) {
+    out += fmt::format("; actual NaN {}/{}, Inf {}/{}; expected NaN {}/{}, Inf {}/{}", r.actual_nan,
+                       r.count, r.actual_inf, r.count, r.expected_nan, r.count, r.expected_inf,
+                       r.count);
+  }
+  out += fmt::format("; max abs err {}", r.max_abs_error);
+  if (r.max_abs_error_index) out += " at " + format_index(*r.max_abs_error_index, r.shape);
+  out += fmt::format("; max rel err {}", r.max_rel_error);
+  if (r.max_rel_error_index) out += " at " + format_index(*r.max_rel_error_index, r.shape);
+  if (r.first_mismatch) {
+    out +=
+        fmt::format("; first mismatch at {} (flat {}): actual {} expected {}",
+                    format_index(*r.first_mismatch, r.shape), *r.first_mismatch,
+                    format_value(r.first_actual, r.dtype), format_value(r.first_expected, r.dtype));
+  }
+  return out;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  if (a.byte_size() == 0) return true;
+  return std::memcmp(a.data(), b.data(), a.byte_size()) == 0;
+}
+
+double max_abs_difference(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return kInf;
+  if (a.dtype() == DType::kF16) return kInf;
+  double worst = 0;
+  if (!is_float_dtype(a.dtype())) {
+    for (int64_t i = 0; i < a.element_count(); ++i) {
+      const int64_t x = element_as_int64(a, i);
+      const int64_t y = element_as_int64(b, i);
+      const uint64_t diff = x >= y ? static_cast<uint64_t>(x) - static_cast<uint64_t>(y)
+                                   : static_cast<uint64_t>(y) - static_cast<uint64_t>(x);
+      worst = std::max(worst, static_cast<double>(diff));
+    }
+    return worst;
+  }
+  for (int64_t i = 0; i < a.element_count(); ++i) {
+    const double x = element_as_double(a, i);
+    const double y = element_as_double(b, i);
+    if (std::isnan(x) || std::isnan(y)) {
+      if (std::isnan(x) != std::isnan(y)) return kInf;
+      continue;
+    }
+    if (x == y) continue;                  // also equal infinities
+    const double diff = std::fabs(x - y);  // inf when either side is infinite
+    if (diff > worst) worst = diff;
+  }
+  return worst;
+}
+
+}  // namespace kiln

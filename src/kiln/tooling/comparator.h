@@ -1,0 +1,73 @@
+// The one strict tensor comparator (DESIGN.md invariant 3), shared by the `kiln run` CLI, the model
+// suites and the tests. Do not write another: a comparator that lets NaN through is how the bug
+// kiln exists to prevent went unnoticed.
+//
+// Rule, per element (a = actual, e = expected, bound = atol + rtol * |e|):
+//   e finite:  passes iff a is finite and |a - e| <= bound. NaN or Inf in `a` always fails, however
+//              large the tolerance.
+//   e = ±Inf:  passes iff a is the same infinity.
+//   e = NaN:   passes iff a is NaN and Tolerance::nan_equal is set.
+// The test is written `abs_err <= bound`, never `abs_err > bound`, so NaN can never slip through.
+// Integer and bool tensors compare as exact integers (no rounding through double), with the same
+// atol/rtol applied numerically; atol = rtol = 0 means exact equality.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+
+namespace kiln {
+
+struct Tolerance {
+  double atol = 0;         // absolute; must be >= 0 (not NaN)
+  double rtol = 0;         // relative to |expected|; must be >= 0 (not NaN)
+  bool nan_equal = false;  // NaN in expected matches NaN in actual
+};
+
+struct CompareResult {
+  int64_t count = 0;       // elements compared
+  int64_t mismatches = 0;  // elements that failed the rule above
+  // Non-finite counts over all elements, whether they passed or not. Always zero for integers.
+  int64_t actual_nan = 0, actual_inf = 0;
+  int64_t expected_nan = 0, expected_inf = 0;
+  // Over pairs where both values are finite; 0 when there are none. The relative error is
+  // |a - e| / |e| over pairs with e != 0 (pairs with e == 0 are covered by the absolute error).
+  double max_abs_error = 0, max_rel_error = 0;
+  std::optional<int64_t> max_abs_error_index, max_rel_error_index;  // flat, row-major
+  std::optional<int64_t> first_mismatch;  // flat, row-major; nullopt when none
+  // Values at first_mismatch (integers beyond 2^53 are rounded here, not in the comparison).
+  double first_actual = 0, first_expected = 0;
+  DType dtype = DType::kF32;  // of both tensors; decides how values are printed
+  ConcreteShape shape;
+
+  bool passed() const { return mismatches == 0; }
+};
+
+// Compares element by element. Errors (invalid argument) when the dtypes or shapes differ (the
+// message names both), when a tolerance is negative or NaN, or for a dtype the comparator does not
+// support (f16: unimplemented), or when a tensor has no storage (a default-constructed Tensor).
+StatusOr<CompareResult> compare_tensors(const Tensor& actual, const Tensor& expected,
+                                        const Tolerance& tolerance);
+
+// One line, e.g.
+// "FAIL: 3/4000 mismatches (atol 2e-05, rtol 1e-05); actual NaN 1/4000, Inf 0/4000; expected NaN
+//  0/4000, Inf 0/4000; max abs err 0.0012 at [1,17]; max rel err 0.04 at [0,5]; first mismatch at
+//  [0,5] (flat 5): actual 0.51 expected 0.49"
+std::string format_compare_result(const CompareResult& result, const Tolerance& tolerance);
+
+// Row-major multi-index of a flat index: "[1,17]"; "[]" for a scalar. `flat` must be in range.
+std::string format_index(int64_t flat, const ConcreteShape& shape);
+
+// True iff dtype, shape and every byte are equal (NaN payloads included): the static-vs-dynamic
+// and batch-invariance checks.
+bool bitwise_equal(const Tensor& a, const Tensor& b);
+
+// Largest |a - b| over elements, NaN-aware: +inf when NaN positions differ, when infinities differ,
+// or when dtypes or shapes differ; NaN paired with NaN and equal infinities count as 0. 0 for empty
+// tensors. f16 yields +inf (unsupported).
+double max_abs_difference(const Tensor& a, const Tensor& b);
+
+}  // namespace kiln

@@ -1,0 +1,176 @@
+#include "kiln/tooling/tensor_io.h"
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kiln/base/checked_math.h"
+#include "kiln/base/file_util.h"
+#include "kiln/tooling/comparator.h"
+#include "kiln/tooling/npy.h"
+#include "kiln/tooling/tensor_spec.h"
+
+namespace kiln {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "raw tensor files are little-endian");
+
+bool ends_with_ignoring_case(std::string_view s, std::string_view suffix) {
+  if (s.size() < suffix.size()) return false;
+  return std::equal(suffix.begin(), suffix.end(), s.end() - suffix.size(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) ==
+           std::tolower(static_cast<unsigned char>(b));
+  });
+}
+
+// Only for printing: kiln's tooling does not otherwise take f16, but a runtime output may be f16.
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1f;
+  const uint32_t mantissa = h & 0x3ff;
+  if (exponent == 0) {
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+// A default-constructed or hand-made tensor may claim elements it has no bytes for.
+Status check_writable(const Tensor& tensor) {
+  if (checked_product(tensor.shape()).value_or(-1) != tensor.element_count() ||
+      (tensor.byte_size() > 0 && tensor.data() == nullptr)) {
+    return invalid_argument("cannot write tensor {}: it has no valid storage",
+                            format_tensor_type(tensor.dtype(), tensor.shape()));
+  }
+  return ok_status();
+}
+
+std::string_view bytes_of(const Tensor& tensor) {
+  return {reinterpret_cast<const char*>(tensor.data()), tensor.byte_size()};
+}
+
+}  // namespace
+
+StatusOr<TensorFileFormat> tensor_file_format(std::string_view path) {
+  if (ends_with_ignoring_case(path, ".npy")) return TensorFileFormat::kNpy;
+  if (ends_with_ignoring_case(path, ".bin")) return TensorFileFormat::kRaw;
+  return invalid_argument(
+      "cannot tell the tensor file format of '{}': its extension must be .bin (raw little-endian) "
+      "or .npy",
+      path);
+}
+
+StatusOr<Tensor> read_raw_tensor_file(const std::string& path, DType dtype,
+                                      const ConcreteShape& shape) {
+  const std::string type = format_tensor_type(dtype, shape);
+  if (dtype == DType::kF16) {
+    return unimplemented("reading f16 tensor files ('{}') is not supported", path);
+  }
+  auto count = checked_product(shape);
+  auto expected =
+      count ? checked_mul(*count, static_cast<int64_t>(dtype_size(dtype))) : std::nullopt;
+  if (!expected || static_cast<uint64_t>(*expected) > kMaxTensorFileBytes) {
+    return out_of_range("tensor {} for file '{}' is too large (limit {} bytes)", type, path,
+                        kMaxTensorFileBytes);
+  }
+  auto bytes = read_file(path, static_cast<uint64_t>(*expected));
+  if (!bytes.ok()) {
+    if (bytes.status().code() != StatusCode::kOutOfRange) return std::move(bytes).status();
+    // read_file stopped at the expected size; the actual size is only known for regular files.
+    std::error_code ec;
+    const uintmax_t actual = std::filesystem::file_size(path, ec);
+    std::string actual_text =
+        ec ? fmt::format("more than {} bytes", *expected) : fmt::format("{} bytes", actual);
+    return data_loss("raw tensor file '{}' holds {}, but {} needs exactly {} bytes", path,
+                     actual_text, type, *expected);
+  }
+  if (bytes->size() != static_cast<size_t>(*expected)) {
+    return data_loss("raw tensor file '{}' holds {} bytes, but {} needs exactly {} bytes", path,
+                     bytes->size(), type, *expected);
+  }
+  if (dtype == DType::kBool) {
+    for (size_t i = 0; i < bytes->size(); ++i) {
+      const auto byte = static_cast<unsigned char>((*bytes)[i]);
+      if (byte > 1) {
+        return invalid_argument(
+            "raw tensor file '{}': bool element {} has byte value {} (not 0 or 1)", path, i, byte);
+      }
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(dtype, shape));
+  if (!bytes->empty()) std::memcpy(tensor.mutable_data(), bytes->data(), bytes->size());
+  return tensor;
+}
+
+Status write_tensor_file(const std::string& path, const Tensor& tensor) {
+  KILN_ASSIGN_OR_RETURN(TensorFileFormat format, tensor_file_format(path));
+  return write_tensor_file(path, tensor, format);
+}
+
+Status write_tensor_file(const std::string& path, const Tensor& tensor, TensorFileFormat format) {
+  KILN_RETURN_IF_ERROR(check_writable(tensor));
+  if (format == TensorFileFormat::kRaw) return write_file_atomically(path, bytes_of(tensor));
+
+  KILN_ASSIGN_OR_RETURN(std::string header, serialize_npy_header(tensor));
+  KILN_ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::open(path));
+  KILN_RETURN_IF_ERROR(out.append(header));
+  if (tensor.dtype() == DType::kBool) {
+    std::string normalized(bytes_of(tensor));
+    for (char& c : normalized) c = c != 0 ? 1 : 0;
+    KILN_RETURN_IF_ERROR(out.append(normalized));
+  } else {
+    KILN_RETURN_IF_ERROR(out.append(bytes_of(tensor)));
+  }
+  return out.commit();
+}
+
+std::string format_element(const Tensor& tensor, int64_t index) {
+  switch (tensor.dtype()) {
+    case DType::kF32: return fmt::format("{}", tensor.values<float>()[index]);
+    case DType::kF64: return fmt::format("{}", tensor.values<double>()[index]);
+    case DType::kF16: return fmt::format("{}", half_to_float(tensor.values<uint16_t>()[index]));
+    case DType::kBool: return tensor.values<uint8_t>()[index] != 0 ? "1" : "0";
+    default: return fmt::format("{}", element_as_int64(tensor, index));
+  }
+}
+
+std::string format_tensor(const Tensor& tensor, int line_width) {
+  std::string out = format_tensor_type(tensor.dtype(), tensor.shape());
+  out += '\n';
+  if (tensor.element_count() == 0) return out;
+  if (tensor.rank() == 0) return out + format_element(tensor, 0) + '\n';
+
+  const int64_t row = tensor.shape().back();
+  const auto width = static_cast<size_t>(std::max(line_width, 1));
+  std::string line;
+  for (int64_t i = 0; i < tensor.element_count(); ++i) {
+    std::string value = format_element(tensor, i);
+    const bool row_start = i % row == 0;
+    if (!row_start && line.size() + 1 + value.size() > width) {
+      out += line;
+      out += '\n';
+      line.clear();
+    }
+    if (row_start && !line.empty()) {
+      out += line;
+      out += '\n';
+      line.clear();
+    }
+    if (line.empty()) line = format_index(i, tensor.shape()) + ":";
+    line += ' ';
+    line += value;
+  }
+  out += line;
+  out += '\n';
+  return out;
+}
+
+}  // namespace kiln

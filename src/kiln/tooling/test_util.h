@@ -1,0 +1,86 @@
+// Helpers for kiln_tooling's tests only: hex fixtures, a scratch directory, plain file access.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kiln/base/tensor.h"
+
+namespace kiln::testing {
+
+inline std::string from_hex(std::string_view hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "kiln_tooling_XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::add, ec);
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(std::string_view name) const { return (path_ / name).string(); }
+  // Names of the entries in the directory, to check that no temporary file was left behind.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(path_)) {
+      names.push_back(entry.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_plain_file(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+inline std::string read_plain_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+template <typename T>
+Tensor make_tensor(DType dtype, ConcreteShape shape, std::vector<T> values) {
+  auto tensor = Tensor::create(dtype, std::move(shape));
+  EXPECT_TRUE(tensor.ok());
+  if (tensor->element_count() != static_cast<int64_t>(values.size())) {
+    ADD_FAILURE() << "make_tensor: " << values.size() << " values for " << tensor->element_count();
+    return std::move(tensor).value();
+  }
+  std::copy(values.begin(), values.end(), tensor->template mutable_values<T>().begin());
+  return std::move(tensor).value();
+}
+
+inline Tensor f32(ConcreteShape shape, std::vector<float> values) {
+  return make_tensor<float>(DType::kF32, std::move(shape), std::move(values));
+}
+
+}  // namespace kiln::testing
