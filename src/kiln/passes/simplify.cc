@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kiln/passes/passes.h"
 
 namespace kiln::passes {
