@@ -5,6 +5,11 @@
 // kiln extensions to ONNX ops produced by the fusion passes (documented per op):
 //   Conv: optional 4th input "residual" (same shape as the output) added after bias, and
 //         attribute "kiln_activation" = "relu" applied last: y = act(conv(x,w)+b+residual).
+//   BatchNormalization: attribute "kiln_activation" = "relu" applied last.
+//
+// Versioning: an op whose semantics changed across ONNX opsets (Softmax at 13) is registered once
+// per version with OpDef::since_version; lookups that know the graph's opset pick the newest
+// definition with since_version <= opset, like ONNX's own schema registry.
 #pragma once
 
 #include <functional>
@@ -48,16 +53,23 @@ struct OpDef {
   std::string op_type;
   InferFn infer;
   EvaluateFn evaluate;
+  // First ONNX opset (default domain) this definition applies to.
+  int64_t since_version = 1;
 };
 
 class Registry {
  public:
+  // Adds a definition; replaces one with the same op_type and since_version.
   void add(OpDef def);
+  // The newest definition of `op_type` (any opset); nullptr when unknown.
   const OpDef* find(std::string_view op_type) const;
+  // The definition that applies at `opset`: the largest since_version <= opset; nullptr when none.
+  const OpDef* find(std::string_view op_type, int64_t opset) const;
+  // Distinct op types, sorted.
   std::vector<std::string> op_types() const;
 
  private:
-  std::map<std::string, OpDef, std::less<>> defs_;
+  std::map<std::string, std::map<int64_t, OpDef>, std::less<>> defs_;
 };
 
 // Registers every op kiln supports.
@@ -65,7 +77,8 @@ void register_all(Registry& registry);
 // The process-wide registry with register_all applied (built on first use, thread-safe).
 const Registry& default_registry();
 
-// Runs inference for one node and writes dtypes/shapes onto its output values.
+// Runs inference for one node and writes dtypes/shapes onto its output values (absent outputs,
+// kAbsent, are skipped). Ops are looked up at graph.opset. Errors carry "in node 'X' (Op)".
 Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry = default_registry());
 // Runs inference for every node in order. Errors carry "in node 'X' (Op)".
 Status infer_graph(ir::Graph& graph, const Registry& registry = default_registry());
@@ -74,12 +87,17 @@ Status infer_graph(ir::Graph& graph, const Registry& registry = default_registry
 std::vector<std::string> unsupported_ops(const ir::Graph& graph,
                                          const Registry& registry = default_registry());
 
-// Reference evaluation of the whole graph. `inputs` are in graph.inputs() order. Returns the
-// graph outputs. When `intermediates` is non-null, every value computed is stored there by id.
+// Reference evaluation of the whole graph. `inputs` are in graph.inputs() order; each must have
+// its graph input's dtype and rank, constant dims must match, and symbolic dims must bind
+// consistently (N is the same wherever it occurs). Constants come from Value::constant. Returns
+// the graph outputs. When `intermediates` is non-null, every value computed is stored there by
+// id. Errors carry "in node 'X' (Op)".
 StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<const Tensor> inputs,
                                              std::map<ir::ValueId, Tensor>* intermediates = nullptr,
                                              const Registry& registry = default_registry());
-// Evaluates a single node given its input tensors.
+// Evaluates a single node given its input tensors (one per node input; a default-constructed
+// Tensor for an absent optional input). Every op re-checks its inputs' concrete shapes with its
+// infer function first, so bad tensors give a Status, never a crash.
 StatusOr<std::vector<Tensor>> evaluate_node(const ir::Graph& graph, ir::NodeId id,
                                             std::span<const Tensor> inputs,
                                             const Registry& registry = default_registry());

@@ -1,0 +1,136 @@
+// evaluate_graph (declared in registry.h): binds symbols from the inputs, then runs each node's
+// reference evaluation in order.
+#include "kiln/ops/registry.h"
+
+namespace kiln::ops {
+namespace {
+
+Status bind_inputs(const ir::Graph& graph, std::span<const Tensor> inputs, Bindings& bindings) {
+  if (inputs.size() != graph.inputs().size()) {
+    return invalid_argument("graph '{}' has {} inputs, got {} tensors", graph.name,
+                            graph.inputs().size(), inputs.size());
+  }
+  // Bind plain symbols first so that a later dim such as 2*N can be checked whatever the order.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Value& v = graph.value(graph.inputs()[i]);
+    const Tensor& t = inputs[i];
+    if (t.empty_storage()) return invalid_argument("graph input {} '{}' has no data", i, v.name);
+    if (t.dtype() != v.dtype) {
+      return invalid_argument("graph input {} '{}' must have dtype {}, got {}", i, v.name,
+                              dtype_name(v.dtype), dtype_name(t.dtype()));
+    }
+    if (t.shape().size() != v.shape.size()) {
+      return invalid_argument("graph input {} '{}' must have shape {} (rank {}), got {}", i,
+                              v.name, shape_to_string(v.shape), v.shape.size(),
+                              shape_to_string(t.shape()));
+    }
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      if (!v.shape[d].is_symbol()) continue;
+      std::string name = v.shape[d].symbols().front();
+      auto [it, inserted] = bindings.emplace(name, t.shape()[d]);
+      if (!inserted && it->second != t.shape()[d]) {
+        return invalid_argument(
+            "graph input {} '{}' dim {} is symbol '{}' = {}, but '{}' is already bound to {} by "
+            "an earlier dim",
+            i, v.name, d, name, t.shape()[d], name, it->second);
+      }
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Value& v = graph.value(graph.inputs()[i]);
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      auto expected = v.shape[d].evaluate(bindings);
+      if (!expected.ok()) {
+        return std::move(expected).status().with_note(
+            fmt::format("in dim {} of graph input {} '{}'", d, i, v.name));
+      }
+      if (*expected != inputs[i].shape()[d]) {
+        return invalid_argument("graph input {} '{}' must have shape {}, got {}: dim {} ({}) "
+                                "must be {}",
+                                i, v.name, shape_to_string(v.shape),
+                                shape_to_string(inputs[i].shape()), d, v.shape[d].to_string(),
+                                *expected);
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<const Tensor> inputs,
+                                             std::map<ir::ValueId, Tensor>* intermediates,
+                                             const Registry& registry) {
+  Bindings bindings;
+  KILN_RETURN_IF_ERROR(bind_inputs(graph, inputs, bindings));
+  size_t value_count = graph.values().size();
+  std::vector<std::optional<Tensor>> computed(value_count);
+  for (size_t i = 0; i < inputs.size(); ++i) computed[graph.inputs()[i]] = inputs[i];
+
+  // Remaining reads of each value, so that intermediates can be freed early (ResNet-sized
+  // graphs at large batch would otherwise hold every activation).
+  std::vector<int64_t> uses(value_count, 0);
+  for (const ir::Node& node : graph.nodes()) {
+    for (ir::ValueId in : node.inputs) {
+      if (in >= 0 && static_cast<size_t>(in) < value_count) ++uses[in];
+    }
+  }
+  std::vector<bool> is_output(value_count, false);
+  for (ir::ValueId out : graph.outputs()) {
+    if (out < 0 || static_cast<size_t>(out) >= value_count) {
+      return invalid_argument("graph output value id {} is out of range", out);
+    }
+    is_output[out] = true;
+  }
+
+  for (size_t n = 0; n < graph.nodes().size(); ++n) {
+    const ir::Node& node = graph.node(static_cast<ir::NodeId>(n));
+    std::vector<Tensor> args;
+    args.reserve(node.inputs.size());
+    for (ir::ValueId in : node.inputs) {
+      if (in == ir::kAbsent) {
+        args.emplace_back();
+      } else if (in < 0 || static_cast<size_t>(in) >= value_count) {
+        return invalid_argument("input value id {} is out of range", in)
+            .with_note("in " + node.describe());
+      } else if (computed[in]) {
+        args.push_back(*computed[in]);
+      } else if (graph.value(in).constant) {
+        args.push_back(*graph.value(in).constant);
+      } else {
+        return invalid_argument("input '{}' has no value: it is not a graph input, a constant or "
+                                "the output of an earlier node",
+                                graph.value(in).name)
+            .with_note("in " + node.describe());
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
+                          evaluate_node(graph, static_cast<ir::NodeId>(n), args, registry));
+    for (size_t i = 0; i < outs.size(); ++i) {
+      ir::ValueId out = node.outputs[i];
+      if (out == ir::kAbsent) continue;
+      if (intermediates != nullptr) (*intermediates)[out] = outs[i];
+      computed[out] = std::move(outs[i]);
+    }
+    if (intermediates == nullptr) {
+      for (ir::ValueId in : node.inputs) {
+        if (in == ir::kAbsent) continue;
+        if (--uses[in] == 0 && !is_output[in]) computed[in].reset();
+      }
+    }
+  }
+
+  std::vector<Tensor> results;
+  for (ir::ValueId out : graph.outputs()) {
+    if (computed[out]) {
+      results.push_back(*computed[out]);
+    } else if (graph.value(out).constant) {
+      results.push_back(*graph.value(out).constant);
+    } else {
+      return invalid_argument("graph output '{}' is never computed", graph.value(out).name);
+    }
+  }
+  return results;
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,16 @@
+// Registration entry points of the op families; register_all (registry.cc) calls each one.
+#pragma once
+
+#include "kiln/ops/registry.h"
+
+namespace kiln::ops {
+
+void register_elementwise_ops(Registry& registry);    // Relu, Add, Sub, Mul, Div, Sum
+void register_conv_ops(Registry& registry);           // Conv
+void register_pooling_ops(Registry& registry);        // MaxPool, AveragePool, GlobalAveragePool
+void register_normalization_ops(Registry& registry);  // BatchNormalization
+void register_linear_ops(Registry& registry);         // Gemm, MatMul
+void register_softmax_ops(Registry& registry);        // Softmax (opset 1 and 13 semantics)
+void register_shape_ops(Registry& registry);  // Flatten, Reshape, Identity, Dropout, Constant
+
+}  // namespace kiln::ops
