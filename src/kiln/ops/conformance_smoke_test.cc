@@ -3,10 +3,10 @@
 // expected outputs; a second run makes dim 0 of every runtime input a symbol "N" and must either
 // give bit-identical results or refuse with Unimplemented (never a different answer).
 // Cases are skipped when the test data is not installed.
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "kiln/ops/onnx_test_reader.h"
 #include "kiln/ops/op_test_util.h"
@@ -20,39 +20,103 @@ using testing::has_error;
 const char* const kDataDir = "/usr/share/libonnx-testdata/data/node";
 
 const char* const kPassing[] = {
-    "test_add", "test_add_bcast", "test_sub", "test_sub_bcast", "test_sub_example", "test_mul",
-    "test_mul_bcast", "test_mul_example", "test_div", "test_div_bcast", "test_div_example",
-    "test_sum_example", "test_sum_one_input", "test_sum_two_inputs", "test_relu",
-    "test_averagepool_1d_default", "test_averagepool_2d_ceil", "test_averagepool_2d_default",
-    "test_averagepool_2d_pads", "test_averagepool_2d_pads_count_include_pad",
-    "test_averagepool_2d_precomputed_pads", "test_averagepool_2d_precomputed_pads_count_include_pad",
-    "test_averagepool_2d_precomputed_same_upper", "test_averagepool_2d_precomputed_strides",
-    "test_averagepool_2d_same_lower", "test_averagepool_2d_same_upper",
-    "test_averagepool_2d_strides", "test_averagepool_3d_default", "test_maxpool_1d_default",
-    "test_maxpool_2d_ceil", "test_maxpool_2d_default", "test_maxpool_2d_dilations",
-    "test_maxpool_2d_pads", "test_maxpool_2d_precomputed_pads",
-    "test_maxpool_2d_precomputed_same_upper", "test_maxpool_2d_precomputed_strides",
-    "test_maxpool_2d_same_lower", "test_maxpool_2d_same_upper", "test_maxpool_2d_strides",
-    "test_maxpool_3d_default", "test_globalaveragepool", "test_globalaveragepool_precomputed",
-    "test_basic_conv_with_padding", "test_basic_conv_without_padding",
-    "test_conv_with_autopad_same", "test_conv_with_strides_and_asymmetric_padding",
-    "test_conv_with_strides_no_padding", "test_conv_with_strides_padding",
-    "test_batchnorm_epsilon", "test_batchnorm_example", "test_dropout_default",
-    "test_dropout_default_mask", "test_dropout_default_mask_ratio", "test_dropout_default_old",
-    "test_dropout_default_ratio", "test_dropout_random_old", "test_flatten_axis0",
-    "test_flatten_axis1", "test_flatten_axis2", "test_flatten_axis3", "test_flatten_default_axis",
-    "test_flatten_negative_axis1", "test_flatten_negative_axis2", "test_flatten_negative_axis3",
-    "test_flatten_negative_axis4", "test_gemm_all_attributes", "test_gemm_alpha", "test_gemm_beta",
-    "test_gemm_default_matrix_bias", "test_gemm_default_no_bias", "test_gemm_default_scalar_bias",
-    "test_gemm_default_single_elem_vector_bias", "test_gemm_default_vector_bias",
-    "test_gemm_default_zero_bias", "test_gemm_transposeA", "test_gemm_transposeB",
-    "test_identity", "test_matmul_2d", "test_matmul_3d", "test_matmul_4d",
-    "test_reshape_allowzero_reordered", "test_reshape_extended_dims", "test_reshape_negative_dim",
-    "test_reshape_negative_extended_dims", "test_reshape_one_dim", "test_reshape_reduced_dims",
-    "test_reshape_reordered_all_dims", "test_reshape_reordered_last_dims",
-    "test_reshape_zero_and_negative_dim", "test_reshape_zero_dim", "test_softmax_axis_0",
-    "test_softmax_axis_1", "test_softmax_axis_2", "test_softmax_default_axis",
-    "test_softmax_example", "test_softmax_large_number", "test_softmax_negative_axis",
+    "test_add",
+    "test_add_bcast",
+    "test_sub",
+    "test_sub_bcast",
+    "test_sub_example",
+    "test_mul",
+    "test_mul_bcast",
+    "test_mul_example",
+    "test_div",
+    "test_div_bcast",
+    "test_div_example",
+    "test_sum_example",
+    "test_sum_one_input",
+    "test_sum_two_inputs",
+    "test_relu",
+    "test_averagepool_1d_default",
+    "test_averagepool_2d_ceil",
+    "test_averagepool_2d_default",
+    "test_averagepool_2d_pads",
+    "test_averagepool_2d_pads_count_include_pad",
+    "test_averagepool_2d_precomputed_pads",
+    "test_averagepool_2d_precomputed_pads_count_include_pad",
+    "test_averagepool_2d_precomputed_same_upper",
+    "test_averagepool_2d_precomputed_strides",
+    "test_averagepool_2d_same_lower",
+    "test_averagepool_2d_same_upper",
+    "test_averagepool_2d_strides",
+    "test_averagepool_3d_default",
+    "test_maxpool_1d_default",
+    "test_maxpool_2d_ceil",
+    "test_maxpool_2d_default",
+    "test_maxpool_2d_dilations",
+    "test_maxpool_2d_pads",
+    "test_maxpool_2d_precomputed_pads",
+    "test_maxpool_2d_precomputed_same_upper",
+    "test_maxpool_2d_precomputed_strides",
+    "test_maxpool_2d_same_lower",
+    "test_maxpool_2d_same_upper",
+    "test_maxpool_2d_strides",
+    "test_maxpool_3d_default",
+    "test_globalaveragepool",
+    "test_globalaveragepool_precomputed",
+    "test_basic_conv_with_padding",
+    "test_basic_conv_without_padding",
+    "test_conv_with_autopad_same",
+    "test_conv_with_strides_and_asymmetric_padding",
+    "test_conv_with_strides_no_padding",
+    "test_conv_with_strides_padding",
+    "test_batchnorm_epsilon",
+    "test_batchnorm_example",
+    "test_dropout_default",
+    "test_dropout_default_mask",
+    "test_dropout_default_mask_ratio",
+    "test_dropout_default_old",
+    "test_dropout_default_ratio",
+    "test_dropout_random_old",
+    "test_flatten_axis0",
+    "test_flatten_axis1",
+    "test_flatten_axis2",
+    "test_flatten_axis3",
+    "test_flatten_default_axis",
+    "test_flatten_negative_axis1",
+    "test_flatten_negative_axis2",
+    "test_flatten_negative_axis3",
+    "test_flatten_negative_axis4",
+    "test_gemm_all_attributes",
+    "test_gemm_alpha",
+    "test_gemm_beta",
+    "test_gemm_default_matrix_bias",
+    "test_gemm_default_no_bias",
+    "test_gemm_default_scalar_bias",
+    "test_gemm_default_single_elem_vector_bias",
+    "test_gemm_default_vector_bias",
+    "test_gemm_default_zero_bias",
+    "test_gemm_transposeA",
+    "test_gemm_transposeB",
+    "test_identity",
+    "test_matmul_2d",
+    "test_matmul_3d",
+    "test_matmul_4d",
+    "test_reshape_allowzero_reordered",
+    "test_reshape_extended_dims",
+    "test_reshape_negative_dim",
+    "test_reshape_negative_extended_dims",
+    "test_reshape_one_dim",
+    "test_reshape_reduced_dims",
+    "test_reshape_reordered_all_dims",
+    "test_reshape_reordered_last_dims",
+    "test_reshape_zero_and_negative_dim",
+    "test_reshape_zero_dim",
+    "test_softmax_axis_0",
+    "test_softmax_axis_1",
+    "test_softmax_axis_2",
+    "test_softmax_default_axis",
+    "test_softmax_example",
+    "test_softmax_large_number",
+    "test_softmax_negative_axis",
 };
 
 // Valid models that kiln refuses, with the code it must give.
@@ -82,9 +146,9 @@ StatusOr<Loaded> load(const std::string& name, bool symbolic_batch) {
   std::vector<ir::ValueId> kept;
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     ir::ValueId id = g.inputs()[i];
-    KILN_ASSIGN_OR_RETURN(
-        Tensor t, testing::read_tensor_file(
-                      (dir / "test_data_set_0" / fmt::format("input_{}.pb", i)).string()));
+    KILN_ASSIGN_OR_RETURN(Tensor t,
+                          testing::read_tensor_file(
+                              (dir / "test_data_set_0" / fmt::format("input_{}.pb", i)).string()));
     ir::Value& v = g.value(id);
     if (t.dtype() == DType::kI64 || (t.dtype() == DType::kBool && v.shape.empty())) {
       v.constant = t;
@@ -95,8 +159,8 @@ StatusOr<Loaded> load(const std::string& name, bool symbolic_batch) {
     v.shape = shape_from_concrete(t.shape());
     // The symbolic batch covers the inputs that share the first input's dim 0.
     if (symbolic_batch && !v.shape.empty() &&
-        (out.inputs.empty() || (!out.inputs[0].shape().empty() &&
-                                out.inputs[0].shape()[0] == t.shape()[0]))) {
+        (out.inputs.empty() ||
+         (!out.inputs[0].shape().empty() && out.inputs[0].shape()[0] == t.shape()[0]))) {
       v.shape[0] = DimExpr::symbol("N");
     }
     kept.push_back(id);
@@ -104,9 +168,9 @@ StatusOr<Loaded> load(const std::string& name, bool symbolic_batch) {
   }
   g.mutable_inputs() = kept;
   for (size_t i = 0; i < g.outputs().size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(
-        Tensor t, testing::read_tensor_file(
-                      (dir / "test_data_set_0" / fmt::format("output_{}.pb", i)).string()));
+    KILN_ASSIGN_OR_RETURN(Tensor t,
+                          testing::read_tensor_file(
+                              (dir / "test_data_set_0" / fmt::format("output_{}.pb", i)).string()));
     out.expected.push_back(t);
   }
   return out;

@@ -20,8 +20,7 @@ Status infer_conv(InferContext& ctx) {
 
   KILN_ASSIGN_OR_RETURN(int64_t group, ctx.node.attributes.get_int("group", 1));
   if (group < 1) return invalid_argument("attribute 'group' must be >= 1, got {}", group);
-  KILN_ASSIGN_OR_RETURN(WindowGeometry geometry,
-                        node_window_geometry(ctx.node, x.shape, &w.shape));
+  KILN_ASSIGN_OR_RETURN(WindowGeometry geometry, node_window_geometry(ctx.node, x.shape, &w.shape));
 
   const DimExpr& out_channels = w.shape[0];
   KILN_RETURN_IF_ERROR(check_dims_equal(
@@ -29,22 +28,21 @@ Status infer_conv(InferContext& ctx) {
       fmt::format("input 0 'X' dim 1 (channels; input 1 'W' dim 1 {} * attribute 'group' {})",
                   w.shape[1].to_string(), group)));
   if (group > 1) {
-    KILN_ASSIGN_OR_RETURN(int64_t m, require_constant_dim(out_channels,
-                                                          "input 1 'W' dim 0 (output channels)"));
+    KILN_ASSIGN_OR_RETURN(
+        int64_t m, require_constant_dim(out_channels, "input 1 'W' dim 0 (output channels)"));
     if (m % group != 0) {
       return invalid_argument(
-          "input 1 'W' dim 0 (output channels) = {} must be divisible by attribute 'group' = {}",
-          m, group);
+          "input 1 'W' dim 0 (output channels) = {} must be divisible by attribute 'group' = {}", m,
+          group);
     }
   }
   if (const ValueType* b = optional_input(ctx, 2)) {
     KILN_RETURN_IF_ERROR(check_same_dtype(*b, 2, "B", x.dtype, "input 0 'X'"));
     KILN_RETURN_IF_ERROR(check_rank(*b, 2, "B", 1));
-    KILN_RETURN_IF_ERROR(check_dims_equal(b->shape[0], out_channels,
-                                          "input 2 'B' dim 0 (input 1 'W' dim 0)"));
+    KILN_RETURN_IF_ERROR(
+        check_dims_equal(b->shape[0], out_channels, "input 2 'B' dim 0 (input 1 'W' dim 0)"));
   }
-  KILN_ASSIGN_OR_RETURN(Shape spatial,
-                        window_output_dims(geometry, std::span(x.shape).subspan(2)));
+  KILN_ASSIGN_OR_RETURN(Shape spatial, window_output_dims(geometry, std::span(x.shape).subspan(2)));
   Shape out{x.shape[0], out_channels};
   out.insert(out.end(), spatial.begin(), spatial.end());
   if (const ValueType* residual = optional_input(ctx, 3)) {

@@ -36,10 +36,14 @@ StatusOr<AutoPad> parse_auto_pad(const Attributes& attributes) {
 
 const char* auto_pad_name(AutoPad p) {
   switch (p) {
-    case AutoPad::kNotSet: return "NOTSET";
-    case AutoPad::kSameUpper: return "SAME_UPPER";
-    case AutoPad::kSameLower: return "SAME_LOWER";
-    case AutoPad::kValid: return "VALID";
+    case AutoPad::kNotSet:
+      return "NOTSET";
+    case AutoPad::kSameUpper:
+      return "SAME_UPPER";
+    case AutoPad::kSameLower:
+      return "SAME_LOWER";
+    case AutoPad::kValid:
+      return "VALID";
   }
   return "?";
 }
@@ -60,10 +64,10 @@ StatusOr<WindowGeometry> parse_window_geometry(const Attributes& attributes, siz
   if (attributes.has("kernel_shape")) {
     KILN_ASSIGN_OR_RETURN(g.kernel, ints_of_size(attributes, "kernel_shape", spatial_rank, 1, 1));
     if (options.kernel_from_weights && *options.kernel_from_weights != g.kernel) {
-      return invalid_argument("attribute 'kernel_shape' [{}] does not match the spatial dims [{}] "
-                              "of input 1 'W'",
-                              fmt::join(g.kernel, ","),
-                              fmt::join(*options.kernel_from_weights, ","));
+      return invalid_argument(
+          "attribute 'kernel_shape' [{}] does not match the spatial dims [{}] "
+          "of input 1 'W'",
+          fmt::join(g.kernel, ","), fmt::join(*options.kernel_from_weights, ","));
     }
   } else if (options.kernel_from_weights) {
     g.kernel = *options.kernel_from_weights;
@@ -168,7 +172,8 @@ StatusOr<std::vector<int64_t>> explicit_pads(const WindowGeometry& g,
   for (size_t i = 0; i < r; ++i) {
     const DimExpr& in = input_spatial[i];
     int64_t s = g.strides[i];
-    DimExpr total = (in.ceil_div(s) - DimExpr(1)) * DimExpr(s) + DimExpr(g.effective_kernel(i)) - in;
+    DimExpr total =
+        (in.ceil_div(s) - DimExpr(1)) * DimExpr(s) + DimExpr(g.effective_kernel(i)) - in;
     auto value = total.constant_value();
     if (!value) {
       return unimplemented(

@@ -88,10 +88,8 @@ TEST(WindowGeometry, ExplicitPadsForSame) {
   EXPECT_EQ(explicit_pads(geometry(3, 2, 1, {2, 1}, AutoPad::kNotSet), six).value(), (Ints{2, 1}));
   // Stride 1: the total pad is k_eff - 1 whatever H is.
   Shape h{sym("H")};
-  EXPECT_EQ(explicit_pads(geometry(4, 1, 1, {0, 0}, AutoPad::kSameUpper), h).value(),
-            (Ints{1, 2}));
-  EXPECT_EQ(explicit_pads(geometry(4, 1, 1, {0, 0}, AutoPad::kSameLower), h).value(),
-            (Ints{2, 1}));
+  EXPECT_EQ(explicit_pads(geometry(4, 1, 1, {0, 0}, AutoPad::kSameUpper), h).value(), (Ints{1, 2}));
+  EXPECT_EQ(explicit_pads(geometry(4, 1, 1, {0, 0}, AutoPad::kSameLower), h).value(), (Ints{2, 1}));
   // Stride 2: the pad depends on H's parity.
   EXPECT_TRUE(has_error(explicit_pads(geometry(3, 2, 1, {0, 0}, AutoPad::kSameUpper), h).status(),
                         StatusCode::kUnimplemented, {"attribute 'auto_pad' = SAME_UPPER", "'H'"}));
@@ -107,7 +105,8 @@ TEST(WindowGeometry, SameEqualsFloorModeWithExplicitPads) {
             WindowGeometry same = geometry(k, s, d, {0, 0}, mode);
             Ints pads = explicit_pads(same, dims).value();
             WindowGeometry expl = geometry(k, s, d, pads, AutoPad::kNotSet);
-            EXPECT_EQ(window_output_dims(same, dims).value(), window_output_dims(expl, dims).value())
+            EXPECT_EQ(window_output_dims(same, dims).value(),
+                      window_output_dims(expl, dims).value())
                 << in << " " << k << " " << s << " " << d;
           }
         }
@@ -123,8 +122,8 @@ TEST(WindowGeometry, NodeEntryPoints) {
   Shape x{sym("N"), 3, 6, 5};
   Shape w{8, 3, 3, 3};
   EXPECT_EQ(explicit_pads(conv, x, &w).value(), (Ints{1, 1, 0, 1}));
-  EXPECT_TRUE(has_error(explicit_pads(conv, x).status(), StatusCode::kInvalidArgument,
-                        {"kernel_shape"}));
+  EXPECT_TRUE(
+      has_error(explicit_pads(conv, x).status(), StatusCode::kInvalidArgument, {"kernel_shape"}));
   conv.attributes.set("kernel_shape", Ints{3, 3});
   EXPECT_EQ(explicit_pads(conv, x).value(), (Ints{1, 1, 0, 1}));
   ir::Node pool{"p", "MaxPool", {}, {}, {}, {}};
@@ -180,8 +179,8 @@ TEST(WindowGeometry, CanonicalizeKeepsShapesAndResults) {
       .attr("kernel_shape", Ints{3, 3})
       .attr("strides", Ints{2, 2})
       .attr("auto_pad", std::string("SAME_UPPER"));
-  EXPECT_TRUE(has_error(canonicalize_window_attributes(symbolic.graph(), 0), StatusCode::kUnimplemented,
-                        {"auto_pad", "in node 'n0' (AveragePool)"}));
+  EXPECT_TRUE(has_error(canonicalize_window_attributes(symbolic.graph(), 0),
+                        StatusCode::kUnimplemented, {"auto_pad", "in node 'n0' (AveragePool)"}));
 }
 
 }  // namespace

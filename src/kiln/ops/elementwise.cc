@@ -39,8 +39,9 @@ Status infer_broadcasting(InferContext& ctx, size_t min_inputs, size_t max_input
                           std::initializer_list<DType> dtypes) {
   KILN_RETURN_IF_ERROR(check_arity(ctx, min_inputs, max_inputs, 1, 1));
   if (ctx.node.attributes.has("axis")) {
-    return unimplemented("attribute 'axis' (opset < 7 legacy broadcasting) is not supported; "
-                         "convert the model to opset >= 7");
+    return unimplemented(
+        "attribute 'axis' (opset < 7 legacy broadcasting) is not supported; "
+        "convert the model to opset >= 7");
   }
   bool variadic = max_inputs > 2;
   std::vector<Shape> shapes;
@@ -78,14 +79,21 @@ Status binary_int_kernel(BinaryOp op, std::span<const Tensor> in, Tensor& out) {
     auto u0 = static_cast<uint64_t>(x0);
     auto u1 = static_cast<uint64_t>(x1);
     switch (op) {
-      case BinaryOp::kAdd: y[i] = wrap(u0 + u1); break;
-      case BinaryOp::kSub: y[i] = wrap(u0 - u1); break;
-      case BinaryOp::kMul: y[i] = wrap(u0 * u1); break;
+      case BinaryOp::kAdd:
+        y[i] = wrap(u0 + u1);
+        break;
+      case BinaryOp::kSub:
+        y[i] = wrap(u0 - u1);
+        break;
+      case BinaryOp::kMul:
+        y[i] = wrap(u0 * u1);
+        break;
       case BinaryOp::kDiv:
         if (x1 == 0) {
-          return invalid_argument("integer division by zero at output element {} (input 1 'B' "
-                                  "element {})",
-                                  i, ib[i]);
+          return invalid_argument(
+              "integer division by zero at output element {} (input 1 'B' "
+              "element {})",
+              i, ib[i]);
         }
         // INT64_MIN / -1 overflows; its wrapped result is INT64_MIN.
         y[i] = (x1 == -1) ? wrap(uint64_t{0} - u0) : x0 / x1;
@@ -107,10 +115,18 @@ KernelFn binary_kernel(BinaryOp op) {
       double x0 = a[ia[i]];
       double x1 = b[ib[i]];
       switch (op) {
-        case BinaryOp::kAdd: y[i] = x0 + x1; break;
-        case BinaryOp::kSub: y[i] = x0 - x1; break;
-        case BinaryOp::kMul: y[i] = x0 * x1; break;
-        case BinaryOp::kDiv: y[i] = x0 / x1; break;
+        case BinaryOp::kAdd:
+          y[i] = x0 + x1;
+          break;
+        case BinaryOp::kSub:
+          y[i] = x0 - x1;
+          break;
+        case BinaryOp::kMul:
+          y[i] = x0 * x1;
+          break;
+        case BinaryOp::kDiv:
+          y[i] = x0 / x1;
+          break;
       }
     }
     store_doubles(y, out[0]);
@@ -133,9 +149,10 @@ Status sum_kernel(const ir::Node&, std::span<const Tensor> in, std::span<Tensor>
 
 void register_elementwise_ops(Registry& registry) {
   registry.add(make_op("Relu", infer_relu, relu_kernel));
-  const std::pair<const char*, BinaryOp> binaries[] = {
-      {"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub}, {"Mul", BinaryOp::kMul},
-      {"Div", BinaryOp::kDiv}};
+  const std::pair<const char*, BinaryOp> binaries[] = {{"Add", BinaryOp::kAdd},
+                                                       {"Sub", BinaryOp::kSub},
+                                                       {"Mul", BinaryOp::kMul},
+                                                       {"Div", BinaryOp::kDiv}};
   for (const auto& [name, op] : binaries) {
     auto infer = [](InferContext& ctx) {
       return infer_broadcasting(ctx, 2, 2, {DType::kF32, DType::kF64, DType::kI64});

@@ -1,8 +1,8 @@
 // Relu, Add, Sub, Mul, Div, Sum: small hand-computed cases.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
-
-#include <gtest/gtest.h>
 
 #include "kiln/ops/op_test_util.h"
 
@@ -76,7 +76,8 @@ TEST(Binary, IntegerSemantics) {
 
 TEST(Binary, SymbolicBroadcasting) {
   OpGraph same("Add");
-  same.input("A", DType::kF32, {sym("N"), 3, sym("H")}).input("B", DType::kF32, {sym("N"), 3, sym("H")});
+  same.input("A", DType::kF32, {sym("N"), 3, sym("H")})
+      .input("B", DType::kF32, {sym("N"), 3, sym("H")});
   ASSERT_TRUE(same.infer().ok());
   EXPECT_EQ(shape_to_string(same.output_shape()), "[N,3,H]");
   OpGraph ones("Mul");
@@ -85,9 +86,9 @@ TEST(Binary, SymbolicBroadcasting) {
   EXPECT_EQ(shape_to_string(ones.output_shape()), "[N,C,4]");
   OpGraph two("Add");
   two.input("A", DType::kF32, {sym("N"), 3}).input("B", DType::kF32, {sym("M"), 3});
-  EXPECT_TRUE(has_error(two.infer(), StatusCode::kUnimplemented,
-                        {"cannot broadcast input 0 'A' shape [N,3] with input 1 'B' shape [M,3]",
-                         "N vs M"}));
+  EXPECT_TRUE(has_error(
+      two.infer(), StatusCode::kUnimplemented,
+      {"cannot broadcast input 0 'A' shape [N,3] with input 1 'B' shape [M,3]", "N vs M"}));
   // A run at bound sizes checks the inferred symbolic shape against the result.
   OpGraph run("Sub");
   run.input("A", DType::kF32, {sym("N"), 2}).input("B", DType::kF32, {1, 2});

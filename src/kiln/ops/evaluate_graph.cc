@@ -5,6 +5,34 @@
 namespace kiln::ops {
 namespace {
 
+// Ids are validated up front so that the evaluation loop can index freely (verify_graph does
+// more, but evaluate_graph must not crash on a graph that skipped it).
+Status check_ids(const ir::Graph& graph) {
+  const auto count = static_cast<ir::ValueId>(graph.values().size());
+  auto valid = [&](ir::ValueId id) { return id >= 0 && id < count; };
+  for (ir::ValueId id : graph.inputs()) {
+    if (!valid(id)) return invalid_argument("graph input value id {} is out of range", id);
+  }
+  for (ir::ValueId id : graph.outputs()) {
+    if (!valid(id)) return invalid_argument("graph output value id {} is out of range", id);
+  }
+  for (const ir::Node& node : graph.nodes()) {
+    for (ir::ValueId id : node.inputs) {
+      if (id != ir::kAbsent && !valid(id)) {
+        return invalid_argument("input value id {} is out of range", id)
+            .with_note("in " + node.describe());
+      }
+    }
+    for (ir::ValueId id : node.outputs) {
+      if (id != ir::kAbsent && !valid(id)) {
+        return invalid_argument("output value id {} is out of range", id)
+            .with_note("in " + node.describe());
+      }
+    }
+  }
+  return ok_status();
+}
+
 Status bind_inputs(const ir::Graph& graph, std::span<const Tensor> inputs, Bindings& bindings) {
   if (inputs.size() != graph.inputs().size()) {
     return invalid_argument("graph '{}' has {} inputs, got {} tensors", graph.name,
@@ -20,9 +48,8 @@ Status bind_inputs(const ir::Graph& graph, std::span<const Tensor> inputs, Bindi
                               dtype_name(v.dtype), dtype_name(t.dtype()));
     }
     if (t.shape().size() != v.shape.size()) {
-      return invalid_argument("graph input {} '{}' must have shape {} (rank {}), got {}", i,
-                              v.name, shape_to_string(v.shape), v.shape.size(),
-                              shape_to_string(t.shape()));
+      return invalid_argument("graph input {} '{}' must have shape {} (rank {}), got {}", i, v.name,
+                              shape_to_string(v.shape), v.shape.size(), shape_to_string(t.shape()));
     }
     for (size_t d = 0; d < v.shape.size(); ++d) {
       if (!v.shape[d].is_symbol()) continue;
@@ -45,11 +72,11 @@ Status bind_inputs(const ir::Graph& graph, std::span<const Tensor> inputs, Bindi
             fmt::format("in dim {} of graph input {} '{}'", d, i, v.name));
       }
       if (*expected != inputs[i].shape()[d]) {
-        return invalid_argument("graph input {} '{}' must have shape {}, got {}: dim {} ({}) "
-                                "must be {}",
-                                i, v.name, shape_to_string(v.shape),
-                                shape_to_string(inputs[i].shape()), d, v.shape[d].to_string(),
-                                *expected);
+        return invalid_argument(
+            "graph input {} '{}' must have shape {}, got {}: dim {} ({}) "
+            "must be {}",
+            i, v.name, shape_to_string(v.shape), shape_to_string(inputs[i].shape()), d,
+            v.shape[d].to_string(), *expected);
       }
     }
   }
@@ -61,6 +88,7 @@ Status bind_inputs(const ir::Graph& graph, std::span<const Tensor> inputs, Bindi
 StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<const Tensor> inputs,
                                              std::map<ir::ValueId, Tensor>* intermediates,
                                              const Registry& registry) {
+  KILN_RETURN_IF_ERROR(check_ids(graph));
   Bindings bindings;
   KILN_RETURN_IF_ERROR(bind_inputs(graph, inputs, bindings));
   size_t value_count = graph.values().size();
@@ -72,16 +100,11 @@ StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<c
   std::vector<int64_t> uses(value_count, 0);
   for (const ir::Node& node : graph.nodes()) {
     for (ir::ValueId in : node.inputs) {
-      if (in >= 0 && static_cast<size_t>(in) < value_count) ++uses[in];
+      if (in != ir::kAbsent) ++uses[in];
     }
   }
   std::vector<bool> is_output(value_count, false);
-  for (ir::ValueId out : graph.outputs()) {
-    if (out < 0 || static_cast<size_t>(out) >= value_count) {
-      return invalid_argument("graph output value id {} is out of range", out);
-    }
-    is_output[out] = true;
-  }
+  for (ir::ValueId out : graph.outputs()) is_output[out] = true;
 
   for (size_t n = 0; n < graph.nodes().size(); ++n) {
     const ir::Node& node = graph.node(static_cast<ir::NodeId>(n));
@@ -90,17 +113,15 @@ StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<c
     for (ir::ValueId in : node.inputs) {
       if (in == ir::kAbsent) {
         args.emplace_back();
-      } else if (in < 0 || static_cast<size_t>(in) >= value_count) {
-        return invalid_argument("input value id {} is out of range", in)
-            .with_note("in " + node.describe());
       } else if (computed[in]) {
         args.push_back(*computed[in]);
       } else if (graph.value(in).constant) {
         args.push_back(*graph.value(in).constant);
       } else {
-        return invalid_argument("input '{}' has no value: it is not a graph input, a constant or "
-                                "the output of an earlier node",
-                                graph.value(in).name)
+        return invalid_argument(
+                   "input '{}' has no value: it is not a graph input, a constant or "
+                   "the output of an earlier node",
+                   graph.value(in).name)
             .with_note("in " + node.describe());
       }
     }

@@ -100,10 +100,10 @@ Status infer_matmul(InferContext& ctx) {
   Shape bs = b.shape;
   if (as.size() == 1) as.insert(as.begin(), DimExpr(1));
   if (bs.size() == 1) bs.push_back(DimExpr(1));
-  KILN_RETURN_IF_ERROR(check_dims_equal(
-      bs[bs.size() - 2], as.back(),
-      fmt::format("input 1 'B' {} contracted dim (K = last dim of input 0 'A' {})",
-                  shape_to_string(b.shape), shape_to_string(a.shape))));
+  KILN_RETURN_IF_ERROR(
+      check_dims_equal(bs[bs.size() - 2], as.back(),
+                       fmt::format("input 1 'B' {} contracted dim (K = last dim of input 0 'A' {})",
+                                   shape_to_string(b.shape), shape_to_string(a.shape))));
   std::vector<Shape> batches{Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2)};
   std::vector<std::string> labels{"input 0 'A' batch dims", "input 1 'B' batch dims"};
   KILN_ASSIGN_OR_RETURN(Shape out, broadcast_shapes(batches, labels));

@@ -24,8 +24,8 @@ TEST(Gemm, TransposesAlphaBetaAndRowBias) {
       .attr("alpha", 0.5)
       .attr("beta", 2.0);
   expect_close(g.run1({f32({4, 3}, pattern(12, 5, 1, 7, 2))}), {3, 5},
-               {2.0625, -2.3125, 0.875, 0.0625, 3.6875, 1.0625, -2.375, 1.75, -0.9375, 3.625,
-                3.125, -2.0, 0.4375, 1.125, 4.0});
+               {2.0625, -2.3125, 0.875, 0.0625, 3.6875, 1.0625, -2.375, 1.75, -0.9375, 3.625, 3.125,
+                -2.0, 0.4375, 1.125, 4.0});
 }
 
 TEST(Gemm, ColumnBiasScalarBiasAndNoBias) {
@@ -33,10 +33,14 @@ TEST(Gemm, ColumnBiasScalarBiasAndNoBias) {
   Tensor a = f64({2, 3}, pattern(6, 1, 0, 5, 1));
   Tensor b = f64({3, 4}, pattern(12, 1, 0, 7, 1));
   OpGraph col("Gemm");
-  col.input("A", DType::kF64, {2, 3}).input("B", DType::kF64, {3, 4}).constant("C", f64({2, 1}, {10, 20}));
+  col.input("A", DType::kF64, {2, 3})
+      .input("B", DType::kF64, {3, 4})
+      .constant("C", f64({2, 1}, {10, 20}));
   expect_close(col.run1({a, b}), {2, 4}, {15, 12, 9, 13, 23, 24, 25, 12}, 0, 0);
   OpGraph scalar("Gemm");
-  scalar.input("A", DType::kF64, {2, 3}).input("B", DType::kF64, {3, 4}).constant("C", f64({}, {1}));
+  scalar.input("A", DType::kF64, {2, 3})
+      .input("B", DType::kF64, {3, 4})
+      .constant("C", f64({}, {1}));
   expect_close(scalar.run1({a, b}), {2, 4}, {6, 3, 0, 4, 4, 5, 6, -7}, 0, 0);
   OpGraph none("Gemm");
   none.input("A", DType::kF64, {2, 3}).input("B", DType::kF64, {3, 4});
@@ -83,10 +87,10 @@ TEST(Gemm, BadInputs) {
 TEST(MatMul, BatchBroadcasting) {
   OpGraph g("MatMul");
   g.input("A", DType::kF32, {2, 1, 2, 3}).constant("B", f32({3, 3, 2}, pattern(18, 3, 2, 9, 4)));
-  expect_close(g.run1({f32({2, 1, 2, 3}, pattern(12, 5, 1, 7, 2))}), {2, 3, 2, 2},
-               {2.125, -0.5, -1.0, 1.625, 2.125, -0.5, -1.0, 1.625, 2.125, -0.5, -1.0, 1.625,
-                -0.625, 2.0, -1.125, -1.125, -0.625, 2.0, -1.125, -1.125, -0.625, 2.0, -1.125,
-                -1.125});
+  expect_close(
+      g.run1({f32({2, 1, 2, 3}, pattern(12, 5, 1, 7, 2))}), {2, 3, 2, 2},
+      {2.125,  -0.5, -1.0,   1.625,  2.125,  -0.5, -1.0,   1.625,  2.125,  -0.5, -1.0,   1.625,
+       -0.625, 2.0,  -1.125, -1.125, -0.625, 2.0,  -1.125, -1.125, -0.625, 2.0,  -1.125, -1.125});
 }
 
 TEST(MatMul, OneDimensionalOperands) {
@@ -112,8 +116,7 @@ TEST(MatMul, OneDimensionalOperands) {
   {
     OpGraph g("MatMul");
     g.input("A", DType::kF64, {3}).input("B", DType::kF64, {2, 3, 4});
-    expect_close(g.run1({f64({3}, {1, -2, 0.5}), f64({2, 3, 4}, pattern(24, 7, 1, 11, 3))}),
-                 {2, 4},
+    expect_close(g.run1({f64({3}, {1, -2, 0.5}), f64({2, 3, 4}, pattern(24, 7, 1, 11, 3))}), {2, 4},
                  {-3.1666666666666665, 2.9999999999999996, -3.666666666666667, -3.0,
                   2.9999999999999996, -3.666666666666667, -3.0, 3.1666666666666665},
                  1e-12, 1e-12);
@@ -135,8 +138,8 @@ TEST(MatMul, BadInputs) {
   {
     OpGraph g("MatMul");
     g.input("A", DType::kF32, {2, 3}).input("B", DType::kF32, {4, 5});
-    EXPECT_TRUE(has_error(g.infer(), StatusCode::kInvalidArgument,
-                          {"contracted dim", "must be 3, got 4"}));
+    EXPECT_TRUE(
+        has_error(g.infer(), StatusCode::kInvalidArgument, {"contracted dim", "must be 3, got 4"}));
   }
   {
     OpGraph g("MatMul");
@@ -147,7 +150,8 @@ TEST(MatMul, BadInputs) {
   {
     OpGraph g("MatMul");
     g.input("A", DType::kF32, {}).input("B", DType::kF32, {3});
-    EXPECT_TRUE(has_error(g.infer(), StatusCode::kInvalidArgument, {"input 0 'A' must have rank >= 1"}));
+    EXPECT_TRUE(
+        has_error(g.infer(), StatusCode::kInvalidArgument, {"input 0 'A' must have rank >= 1"}));
   }
   {
     OpGraph g("MatMul");

@@ -44,24 +44,22 @@ Status infer_batch_norm(InferContext& ctx) {
     KILN_ASSIGN_OR_RETURN(ValueType p, required_input(ctx, i, kParamNames[i]));
     KILN_RETURN_IF_ERROR(check_dtype(p, i, kParamNames[i], {DType::kF32, DType::kF64}));
     if (p.shape.size() != expected.size()) {
-      return invalid_argument("{} must have shape {} ({}), got {}",
-                              input_label(i, kParamNames[i]), shape_to_string(expected),
+      return invalid_argument("{} must have shape {} ({}), got {}", input_label(i, kParamNames[i]),
+                              shape_to_string(expected),
                               spatial == 1 ? "channels of X" : "X.shape[1:] for spatial = 0",
                               shape_to_string(p.shape));
     }
     for (size_t d = 0; d < expected.size(); ++d) {
       KILN_RETURN_IF_ERROR(check_dims_equal(
           p.shape[d], expected[d],
-          fmt::format("{} dim {} (input 0 'X' dim {})", input_label(i, kParamNames[i]), d,
-                      d + 1)));
+          fmt::format("{} dim {} (input 0 'X' dim {})", input_label(i, kParamNames[i]), d, d + 1)));
     }
   }
   ctx.outputs.assign(ctx.node.outputs.size(), ValueType{x.dtype, x.shape});
   return ok_status();
 }
 
-Status batch_norm_kernel(const ir::Node& node, std::span<const Tensor> in,
-                         std::span<Tensor> out) {
+Status batch_norm_kernel(const ir::Node& node, std::span<const Tensor> in, std::span<Tensor> out) {
   KILN_ASSIGN_OR_RETURN(double epsilon, node.attributes.get_float("epsilon", 1e-5));
   KILN_ASSIGN_OR_RETURN(int64_t spatial, node.attributes.get_int("spatial", 1));
   KILN_ASSIGN_OR_RETURN(Activation activation, parse_activation(node.attributes));

@@ -4,11 +4,11 @@
 // inferred (possibly symbolic) output shapes evaluate to the shapes actually produced.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kiln/ops/registry.h"
 
@@ -19,11 +19,20 @@ inline Tensor make_tensor(DType dtype, ConcreteShape shape, const std::vector<do
   EXPECT_EQ(static_cast<int64_t>(values.size()), t.element_count());
   for (int64_t i = 0; i < t.element_count() && i < static_cast<int64_t>(values.size()); ++i) {
     switch (dtype) {
-      case DType::kF32: t.mutable_values<float>()[i] = static_cast<float>(values[i]); break;
-      case DType::kF64: t.mutable_values<double>()[i] = values[i]; break;
-      case DType::kI64: t.mutable_values<int64_t>()[i] = static_cast<int64_t>(values[i]); break;
-      case DType::kBool: t.mutable_values<uint8_t>()[i] = values[i] != 0; break;
-      default: ADD_FAILURE() << "make_tensor: unsupported dtype";
+      case DType::kF32:
+        t.mutable_values<float>()[i] = static_cast<float>(values[i]);
+        break;
+      case DType::kF64:
+        t.mutable_values<double>()[i] = values[i];
+        break;
+      case DType::kI64:
+        t.mutable_values<int64_t>()[i] = static_cast<int64_t>(values[i]);
+        break;
+      case DType::kBool:
+        t.mutable_values<uint8_t>()[i] = values[i] != 0;
+        break;
+      default:
+        ADD_FAILURE() << "make_tensor: unsupported dtype";
     }
   }
   return t;
@@ -67,7 +76,8 @@ inline void expect_close(const Tensor& actual, const ConcreteShape& shape,
     double e = expected[i];
     bool ok = std::isfinite(a) && std::fabs(a - e) <= atol + rtol * std::fabs(e);
     if (!std::isfinite(e)) ok = (std::isnan(e) && std::isnan(a)) || a == e;
-    if (!ok && ++failures <= 10) ADD_FAILURE() << "element " << i << ": got " << a << ", expected " << e;
+    if (!ok && ++failures <= 10)
+      ADD_FAILURE() << "element " << i << ": got " << a << ", expected " << e;
   }
 }
 

@@ -66,8 +66,8 @@ Status check_dtype(const ValueType& type, size_t index, std::string_view name,
                           dtype_name(type.dtype));
 }
 
-Status check_same_dtype(const ValueType& type, size_t index, std::string_view name,
-                        DType expected, std::string_view expected_from) {
+Status check_same_dtype(const ValueType& type, size_t index, std::string_view name, DType expected,
+                        std::string_view expected_from) {
   if (type.dtype == expected) return ok_status();
   return invalid_argument("{} must have dtype {} like {}, got {}", input_label(index, name),
                           dtype_name(expected), expected_from, dtype_name(type.dtype));
@@ -76,17 +76,16 @@ Status check_same_dtype(const ValueType& type, size_t index, std::string_view na
 Status check_rank(const ValueType& type, size_t index, std::string_view name, int64_t rank) {
   auto got = static_cast<int64_t>(type.shape.size());
   if (got == rank) return ok_status();
-  return invalid_argument("{} must have rank {}, got {} (shape {})", input_label(index, name),
-                          rank, got, shape_to_string(type.shape));
+  return invalid_argument("{} must have rank {}, got {} (shape {})", input_label(index, name), rank,
+                          got, shape_to_string(type.shape));
 }
 
 Status check_rank_range(const ValueType& type, size_t index, std::string_view name,
                         int64_t min_rank, int64_t max_rank) {
   auto got = static_cast<int64_t>(type.shape.size());
   if (got >= min_rank && got <= max_rank) return ok_status();
-  return invalid_argument("{} must have rank {} to {}, got {} (shape {})",
-                          input_label(index, name), min_rank, max_rank, got,
-                          shape_to_string(type.shape));
+  return invalid_argument("{} must have rank {} to {}, got {} (shape {})", input_label(index, name),
+                          min_rank, max_rank, got, shape_to_string(type.shape));
 }
 
 Status check_dims_equal(const DimExpr& got, const DimExpr& expected, std::string_view what) {
@@ -117,8 +116,7 @@ StatusOr<Activation> parse_activation(const Attributes& attributes) {
   KILN_ASSIGN_OR_RETURN(std::string name, attributes.get_string("kiln_activation", ""));
   if (name.empty()) return Activation::kNone;
   if (name == "relu") return Activation::kRelu;
-  return invalid_argument("attribute 'kiln_activation' must be \"\" or \"relu\", got \"{}\"",
-                          name);
+  return invalid_argument("attribute 'kiln_activation' must be \"\" or \"relu\", got \"{}\"", name);
 }
 
 EvaluateFn checked_evaluate(InferFn infer, KernelFn kernel) {
@@ -198,7 +196,8 @@ void store_doubles(std::span<const double> values, Tensor& out) {
       for (size_t i = 0; i < values.size(); ++i) v[i] = values[i];
       return;
     }
-    default: break;
+    default:
+      break;
   }
   KILN_CHECK(false && "store_doubles: output dtype must be f32 or f64");
 }

@@ -37,8 +37,8 @@ bool output_requested(const ir::Node& node, size_t index);
 Status check_dtype(const ValueType& type, size_t index, std::string_view name,
                    std::initializer_list<DType> allowed);
 // "input 2 'B' must have dtype f32 like input 0 'X', got f64".
-Status check_same_dtype(const ValueType& type, size_t index, std::string_view name,
-                        DType expected, std::string_view expected_from);
+Status check_same_dtype(const ValueType& type, size_t index, std::string_view name, DType expected,
+                        std::string_view expected_from);
 Status check_rank(const ValueType& type, size_t index, std::string_view name, int64_t rank);
 Status check_rank_range(const ValueType& type, size_t index, std::string_view name,
                         int64_t min_rank, int64_t max_rank);

@@ -32,8 +32,7 @@ Status infer_pool(InferContext& ctx, PoolKind kind) {
     }
   }
   KILN_ASSIGN_OR_RETURN(WindowGeometry geometry, node_window_geometry(ctx.node, x.shape));
-  KILN_ASSIGN_OR_RETURN(Shape spatial,
-                        window_output_dims(geometry, std::span(x.shape).subspan(2)));
+  KILN_ASSIGN_OR_RETURN(Shape spatial, window_output_dims(geometry, std::span(x.shape).subspan(2)));
   Shape out{x.shape[0], x.shape[1]};
   out.insert(out.end(), spatial.begin(), spatial.end());
   ctx.outputs.assign(ctx.node.outputs.size(), ValueType{x.dtype, out});
@@ -41,8 +40,7 @@ Status infer_pool(InferContext& ctx, PoolKind kind) {
 }
 
 KernelFn pool_kernel(PoolKind kind) {
-  return [kind](const ir::Node& node, std::span<const Tensor> in,
-                std::span<Tensor> out) -> Status {
+  return [kind](const ir::Node& node, std::span<const Tensor> in, std::span<Tensor> out) -> Status {
     const Tensor& xt = in[0];
     Shape x_shape = shape_from_concrete(xt.shape());
     KILN_ASSIGN_OR_RETURN(WindowGeometry geometry, node_window_geometry(node, x_shape));
@@ -160,8 +158,7 @@ void register_pooling_ops(Registry& registry) {
   registry.add(make_op(
       "AveragePool", [](InferContext& ctx) { return infer_pool(ctx, PoolKind::kAverage); },
       pool_kernel(PoolKind::kAverage)));
-  registry.add(make_op("GlobalAveragePool", infer_global_average_pool,
-                       global_average_pool_kernel));
+  registry.add(make_op("GlobalAveragePool", infer_global_average_pool, global_average_pool_kernel));
 }
 
 }  // namespace kiln::ops

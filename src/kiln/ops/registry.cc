@@ -75,6 +75,11 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
   const ir::Node& node = graph.node(id);
   auto def = lookup(graph, node, registry);
   if (!def.ok()) return with_node_note(std::move(def).status(), node);
+  for (ir::ValueId out : node.outputs) {
+    if (out != ir::kAbsent && (out < 0 || static_cast<size_t>(out) >= graph.values().size())) {
+      return with_node_note(internal_error("output value id {} is out of range", out), node);
+    }
+  }
   InferContext ctx{node, {}, {}, {}};
   for (ir::ValueId in : node.inputs) {
     if (in == ir::kAbsent) {
@@ -144,8 +149,8 @@ StatusOr<std::vector<Tensor>> evaluate_node(const ir::Graph& graph, ir::NodeId i
   auto def = lookup(graph, node, registry);
   if (!def.ok()) return with_node_note(std::move(def).status(), node);
   if (inputs.size() != node.inputs.size()) {
-    return with_node_note(invalid_argument("got {} input tensors for {} node inputs",
-                                           inputs.size(), node.inputs.size()),
+    return with_node_note(invalid_argument("got {} input tensors for {} node inputs", inputs.size(),
+                                           node.inputs.size()),
                           node);
   }
   std::vector<Tensor> outputs;

@@ -183,7 +183,8 @@ TEST(EvaluateGraph, ValidatesInputs) {
                         {"graph input 1 'b' must have shape [N,2], got [3,5]"}));
   Tensor wrong_rank = f32({6}, std::vector<double>(6, 1.0));
   EXPECT_TRUE(has_error(evaluate_graph(g, std::vector<Tensor>{ok2, wrong_rank}).status(),
-                        StatusCode::kInvalidArgument, {"graph input 1 'b' must have shape [N,2] (rank 2)"}));
+                        StatusCode::kInvalidArgument,
+                        {"graph input 1 'b' must have shape [N,2] (rank 2)"}));
   Tensor wrong_type = testing::f64({3, 2}, std::vector<double>(6, 1.0));
   EXPECT_TRUE(has_error(evaluate_graph(g, std::vector<Tensor>{ok2, wrong_type}).status(),
                         StatusCode::kInvalidArgument, {"must have dtype f32, got f64"}));
@@ -197,10 +198,18 @@ TEST(EvaluateGraph, DerivedDimsAreCheckedAndMissingValuesReported) {
   ir::ValueId b = g.add_input("b", DType::kF32, {sym("N") * DimExpr(2)});
   g.add_output(b);
   (void)a;
-  EXPECT_TRUE(evaluate_graph(g, std::vector<Tensor>{f32({2}, {1, 2}), f32({4}, {1, 2, 3, 4})}).ok());
+  EXPECT_TRUE(
+      evaluate_graph(g, std::vector<Tensor>{f32({2}, {1, 2}), f32({4}, {1, 2, 3, 4})}).ok());
   EXPECT_TRUE(has_error(
       evaluate_graph(g, std::vector<Tensor>{f32({2}, {1, 2}), f32({3}, {1, 2, 3})}).status(),
       StatusCode::kInvalidArgument, {"dim 0 (2*N) must be 4"}));
+
+  ir::Graph bad_ids = graph_with_ops({{"r", "Relu"}});
+  bad_ids.mutable_nodes()[0].outputs[0] = 99;
+  EXPECT_TRUE(
+      has_error(evaluate_graph(bad_ids, std::vector<Tensor>{f32({1, 4}, {1, 2, 3, 4})}).status(),
+                StatusCode::kInvalidArgument, {"output value id 99 is out of range"}));
+  EXPECT_TRUE(has_error(infer_graph(bad_ids), StatusCode::kInternal, {"out of range"}));
 
   ir::Graph h;
   ir::ValueId x = h.add_input("x", DType::kF32, {2});

@@ -1,9 +1,9 @@
 // ResNet-50 (v1 layout, as in the ONNX model zoo's resnet50-v1) built in the IR: symbolic shapes
 // must flow from [N,3,H,W] to [N,1000], and reference evaluation at batch 1 must be practical.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cmath>
-
-#include <gtest/gtest.h>
 
 #include "kiln/ops/op_test_util.h"
 
@@ -24,8 +24,8 @@ class ResNetBuilder {
 
   ir::Graph build() {
     ir::ValueId h = conv_bn(x_, 3, 64, 7, 2, 3, true);
-    h = node("MaxPool", {h}, {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}},
-                              {"pads", Ints{1, 1, 1, 1}}});
+    h = node("MaxPool", {h},
+             {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
     int64_t channels = 64;
     const int64_t blocks[] = {3, 4, 6, 3};
     for (int stage = 0; stage < 4; ++stage) {
@@ -56,7 +56,8 @@ class ResNetBuilder {
                       int64_t pad, bool relu) {
     ir::ValueId w = param({out, in, k, k}, in * k * k);
     ir::ValueId y = node("Conv", {x, w},
-                         {{"kernel_shape", Ints{k, k}}, {"strides", Ints{stride, stride}},
+                         {{"kernel_shape", Ints{k, k}},
+                          {"strides", Ints{stride, stride}},
                           {"pads", Ints{pad, pad, pad, pad}}});
     ir::ValueId scale = constant("scale", DType::kF32, {out}, std::vector<double>(out, 1.0));
     ir::ValueId bias = param({out}, 0);
@@ -79,8 +80,8 @@ class ResNetBuilder {
     int64_t count = 1;
     for (int64_t d : shape) count *= d;
     double scale = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.01;
-    std::vector<double> values = testing::pattern(count, 7919, static_cast<int64_t>(g_.values().size()),
-                                                  101, 50.0 / scale / 1.5);
+    std::vector<double> values = testing::pattern(
+        count, 7919, static_cast<int64_t>(g_.values().size()), 101, 50.0 / scale / 1.5);
     return g_.add_constant(name, f32(std::move(shape), values));
   }
 
@@ -133,8 +134,7 @@ TEST(ResNet50, DISABLED_EvaluatesAtBatch1) {
   Tensor x = f32({1, 3, 224, 224}, testing::pattern(3 * 224 * 224, 31, 7, 97, 48.0));
   auto start = std::chrono::steady_clock::now();
   auto out = evaluate_graph(g, std::vector<Tensor>{x});
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   ASSERT_EQ((*out)[0].shape(), (ConcreteShape{1, 1000}));
   for (float v : (*out)[0].values<float>()) ASSERT_TRUE(std::isfinite(v));

@@ -56,6 +56,10 @@ StatusOr<std::vector<int64_t>> reshape_target(const InferContext& ctx) {
         "constant (fold the shape computation first)",
         ctx.node.name);
   }
+  if (shape->dtype() != DType::kI64 || shape->rank() != 1) {
+    return invalid_argument("input 1 'shape' constant must be a 1-D i64 tensor, got {} {}",
+                            dtype_name(shape->dtype()), shape_to_string(shape->shape()));
+  }
   auto values = shape->values<int64_t>();
   return std::vector<int64_t>(values.begin(), values.end());
 }
@@ -88,9 +92,10 @@ Status infer_reshape(InferContext& ctx) {
       has_zero = true;
       if (allow_zero == 0) {
         if (i >= x.shape.size()) {
-          return invalid_argument("input 1 'shape' {} copies dim {} (0) but input 0 'data' {} "
-                                  "has rank {}",
-                                  target_text, i, shape_to_string(x.shape), x.shape.size());
+          return invalid_argument(
+              "input 1 'shape' {} copies dim {} (0) but input 0 'data' {} "
+              "has rank {}",
+              target_text, i, shape_to_string(x.shape), x.shape.size());
         }
         dim = x.shape[i];
       }
@@ -105,9 +110,10 @@ Status infer_reshape(InferContext& ctx) {
   DimExpr total = symbolic_element_count(x.shape);
   if (inferred) {
     if (known == DimExpr(0)) {
-      return invalid_argument("input 1 'shape' {}: cannot infer -1 when the other dims have no "
-                              "elements",
-                              target_text);
+      return invalid_argument(
+          "input 1 'shape' {}: cannot infer -1 when the other dims have no "
+          "elements",
+          target_text);
     }
     std::optional<DimExpr> quotient = total.exact_div(known);
     if (!quotient) {

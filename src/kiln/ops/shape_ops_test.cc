@@ -97,6 +97,15 @@ TEST(Reshape, BadInputs) {
                         {"input 1 'shape' must have dtype i64, got f32"}));
 }
 
+TEST(Reshape, ConstantWhoseDataDisagreesWithItsValueTypeIsAnError) {
+  // A malformed graph (value says i64, data is f32) must not be read as i64.
+  OpGraph g("Reshape");
+  g.input("data", DType::kF32, {6}).constant("shape", f32({1}, {6}));
+  g.graph().value(g.node().inputs[1]).dtype = DType::kI64;
+  EXPECT_TRUE(has_error(g.infer(), StatusCode::kInvalidArgument,
+                        {"constant must be a 1-D i64 tensor, got f32"}));
+}
+
 TEST(Identity, CopiesAnyDtype) {
   OpGraph g("Identity");
   g.input("x", DType::kI64, {sym("N")});

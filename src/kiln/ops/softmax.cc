@@ -13,8 +13,7 @@ Status infer_softmax(InferContext& ctx, int64_t default_axis) {
   KILN_ASSIGN_OR_RETURN(ValueType x, required_input(ctx, 0, "input"));
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "input", {DType::kF32, DType::kF64}));
   KILN_ASSIGN_OR_RETURN(int64_t axis, ctx.node.attributes.get_int("axis", default_axis));
-  KILN_RETURN_IF_ERROR(
-      normalize_axis(axis, static_cast<int64_t>(x.shape.size()), "axis").status());
+  KILN_RETURN_IF_ERROR(normalize_axis(axis, static_cast<int64_t>(x.shape.size()), "axis").status());
   ctx.outputs = {x};
   return ok_status();
 }
