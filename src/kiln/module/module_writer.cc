@@ -1,0 +1,261 @@
+// write_module (declared in module.h).
+
+#include <xxhash.h>
+
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/base/file_util.h"
+#include "kiln/module/dim_text_guard.h"
+#include "kiln/module/module.h"
+#include "kiln/module/module_generated.h"
+#include "kiln/module/module_header.h"
+
+namespace kiln::module {
+namespace {
+
+namespace fbs = flatbuffers;
+
+constexpr std::byte kZeros[kSegmentAlignment] = {};
+
+struct ConstantPlacement {
+  const Tensor* data = nullptr;
+  uint64_t offset = 0;  // from the start of the constants segment
+  uint64_t size = 0;
+};
+
+fbs::Offset<fbs::Vector<fbs::Offset<fbs::String>>> string_vector(
+    fbs::FlatBufferBuilder& builder, const std::vector<std::string>& strings) {
+  std::vector<fbs::Offset<fbs::String>> offsets;
+  offsets.reserve(strings.size());
+  for (const std::string& s : strings) offsets.push_back(builder.CreateString(s));
+  return builder.CreateVector(offsets);
+}
+
+fbs::Offset<fb::Attr> build_attribute(fbs::FlatBufferBuilder& builder, const std::string& name,
+                                      const Attribute& attribute) {
+  auto name_offset = builder.CreateString(name);
+  fb::AttrValue type = fb::AttrValue::NONE;
+  fbs::Offset<void> value;
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          type = fb::AttrValue::IntAttr;
+          value = fb::CreateIntAttr(builder, v).Union();
+        } else if constexpr (std::is_same_v<T, double>) {
+          type = fb::AttrValue::FloatAttr;
+          value = fb::CreateFloatAttr(builder, v).Union();
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          type = fb::AttrValue::StringAttr;
+          value = fb::CreateStringAttr(builder, builder.CreateString(v)).Union();
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          type = fb::AttrValue::IntsAttr;
+          value = fb::CreateIntsAttr(builder, builder.CreateVector(v)).Union();
+        } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+          type = fb::AttrValue::FloatsAttr;
+          value = fb::CreateFloatsAttr(builder, builder.CreateVector(v)).Union();
+        } else {
+          static_assert(std::is_same_v<T, std::vector<std::string>>);
+          type = fb::AttrValue::StringsAttr;
+          value = fb::CreateStringsAttr(builder, string_vector(builder, v)).Union();
+        }
+      },
+      attribute);
+  return fb::CreateAttr(builder, name_offset, type, value);
+}
+
+// A generous upper bound of the metadata size, so that an oversized module is an error rather
+// than a flatbuffers assertion.
+uint64_t estimate_metadata_size(const ModuleContents& contents) {
+  uint64_t total = 1024 + contents.model_name.size() + contents.producer.size();
+  auto strings = [](const std::vector<std::string>& v) {
+    uint64_t n = 0;
+    for (const std::string& s : v) n += s.size() + 16;
+    return n;
+  };
+  total += strings(contents.symbols) + 8 * (contents.inputs.size() + contents.outputs.size());
+  for (const ModuleValue& value : contents.values) {
+    total += 96 + value.name.size();
+    for (const DimExpr& dim : value.shape) total += 16 + dim.to_string().size();
+  }
+  for (const Dispatch& dispatch : contents.dispatches) {
+    total += 96 + dispatch.name.size() + dispatch.op_type.size() + strings(dispatch.origins) +
+             8 * (dispatch.inputs.size() + dispatch.outputs.size());
+    for (const auto& [name, attribute] : dispatch.attributes.all()) {
+      total += 64 + name.size();
+      std::visit(
+          [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              total += v.size() + 16;
+            } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+              total += strings(v);
+            } else if constexpr (std::is_arithmetic_v<T>) {
+              total += 16;
+            } else {
+              total += 16 + 8 * v.size();
+            }
+          },
+          attribute);
+    }
+  }
+  return total;
+}
+
+// The loader accepts only canonical dim text and must read back the same dims, so the writer
+// refuses what would not survive (e.g. coefficients wrapped around to INT64_MIN).
+Status check_dim_texts(const ModuleContents& contents) {
+  for (size_t i = 0; i < contents.values.size(); ++i) {
+    const ModuleValue& value = contents.values[i];
+    for (size_t d = 0; d < value.shape.size(); ++d) {
+      std::string text = value.shape[d].to_string();
+      Status canonical = check_canonical_dim_text(text);
+      auto parsed = canonical.ok() ? parse_dim_expr(text) : StatusOr<DimExpr>(canonical);
+      if (!parsed.ok() || *parsed != value.shape[d]) {
+        return invalid_argument("value {} '{}': dim {} '{}' does not survive its text form{}{}", i,
+                                value.name, d, text, parsed.ok() ? "" : ": ",
+                                parsed.ok() ? "" : parsed.status().message());
+      }
+    }
+  }
+  return ok_status();
+}
+
+StatusOr<std::vector<ConstantPlacement>> place_constants(const ModuleContents& contents,
+                                                         uint64_t* segment_size) {
+  std::vector<ConstantPlacement> placements(contents.values.size());
+  uint64_t next = 0;
+  for (size_t i = 0; i < contents.values.size(); ++i) {
+    const ModuleValue& value = contents.values[i];
+    if (value.kind != ValueKind::kConstant) continue;
+    uint64_t size = value.constant.byte_size();
+    if (size > (uint64_t{1} << 62) - next) {
+      return invalid_argument("the constants exceed 4 EiB at value {} '{}'", i, value.name);
+    }
+    placements[i] = {&value.constant, next, size};
+    next = align_to_segment(next + size);
+  }
+  *segment_size = next;
+  return placements;
+}
+
+std::vector<uint8_t> build_metadata(const ModuleContents& contents,
+                                    const std::vector<ConstantPlacement>& placements) {
+  fbs::FlatBufferBuilder builder(4096);
+  std::vector<fbs::Offset<fb::Value>> values;
+  values.reserve(contents.values.size());
+  for (size_t i = 0; i < contents.values.size(); ++i) {
+    const ModuleValue& value = contents.values[i];
+    std::vector<std::string> dims;
+    dims.reserve(value.shape.size());
+    for (const DimExpr& dim : value.shape) dims.push_back(dim.to_string());
+    auto name = builder.CreateString(value.name);
+    auto dims_offset = string_vector(builder, dims);
+    values.push_back(fb::CreateValue(builder, name, static_cast<uint8_t>(value.dtype), dims_offset,
+                                     static_cast<uint8_t>(value.kind), placements[i].offset,
+                                     placements[i].size));
+  }
+  std::vector<fbs::Offset<fb::Dispatch>> dispatches;
+  dispatches.reserve(contents.dispatches.size());
+  for (const Dispatch& dispatch : contents.dispatches) {
+    std::vector<fbs::Offset<fb::Attr>> attributes;
+    for (const auto& [name, attribute] : dispatch.attributes.all()) {
+      attributes.push_back(build_attribute(builder, name, attribute));
+    }
+    auto name = builder.CreateString(dispatch.name);
+    auto op_type = builder.CreateString(dispatch.op_type);
+    auto inputs = builder.CreateVector(dispatch.inputs);
+    auto outputs = builder.CreateVector(dispatch.outputs);
+    auto attributes_offset = builder.CreateVector(attributes);
+    auto origins = string_vector(builder, dispatch.origins);
+    dispatches.push_back(fb::CreateDispatch(builder, name, op_type, inputs, outputs,
+                                            attributes_offset, origins));
+  }
+  auto model_name = builder.CreateString(contents.model_name);
+  auto producer = builder.CreateString(contents.producer);
+  auto symbols = string_vector(builder, contents.symbols);
+  auto values_offset = builder.CreateVector(values);
+  auto inputs = builder.CreateVector(contents.inputs);
+  auto outputs = builder.CreateVector(contents.outputs);
+  auto dispatches_offset = builder.CreateVector(dispatches);
+  auto root = fb::CreateModule(builder, model_name, producer, symbols, values_offset, inputs,
+                               outputs, dispatches_offset);
+  fb::FinishSizePrefixedModuleBuffer(builder, root);
+  return std::vector<uint8_t>(builder.GetBufferPointer(),
+                              builder.GetBufferPointer() + builder.GetSize());
+}
+
+// Visits the bytes after the header in file order, in pieces that the caller hashes or writes.
+template <typename Sink>
+Status for_each_piece(const std::vector<uint8_t>& metadata,
+                      const std::vector<ConstantPlacement>& placements, uint64_t padding,
+                      Sink&& sink) {
+  KILN_RETURN_IF_ERROR(sink(metadata.data(), metadata.size()));
+  KILN_RETURN_IF_ERROR(sink(kZeros, padding));
+  uint64_t position = 0;
+  for (const ConstantPlacement& placement : placements) {
+    if (placement.data == nullptr) continue;
+    KILN_RETURN_IF_ERROR(sink(placement.data->data(), placement.size));
+    position = placement.offset + placement.size;
+    KILN_RETURN_IF_ERROR(sink(kZeros, align_to_segment(position) - position));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status write_module(const ModuleContents& contents, const std::string& path) {
+  Status valid = verify_contents(contents);
+  if (valid.ok()) valid = check_dim_texts(contents);
+  if (!valid.ok()) {
+    return Status(valid.code(), fmt::format("cannot write module '{}': {}", path, valid.message()));
+  }
+  if (estimate_metadata_size(contents) >= kMaxMetadataSize) {
+    return out_of_range("cannot write module '{}': its metadata would exceed the 2 GiB limit",
+                        path);
+  }
+  uint64_t constants_size = 0;
+  auto placements = place_constants(contents, &constants_size);
+  if (!placements.ok()) {
+    return Status(placements.status().code(),
+                  fmt::format("cannot write module '{}': {}", path, placements.status().message()));
+  }
+  std::vector<uint8_t> metadata = build_metadata(contents, *placements);
+
+  ModuleHeader header;
+  header.metadata_offset = kHeaderSize;
+  header.metadata_size = metadata.size();
+  header.constants_offset = align_to_segment(kHeaderSize + metadata.size());
+  header.constants_size = constants_size;
+  uint64_t padding = header.constants_offset - kHeaderSize - metadata.size();
+
+  // The checksum precedes the data it covers, so the bytes are visited twice (hash, then write)
+  // rather than assembled in memory: constants can be gigabytes.
+  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(),
+                                                                    &XXH64_freeState);
+  if (state == nullptr || XXH64_reset(state.get(), 0) != XXH_OK) {
+    return internal_error("cannot write module '{}': xxHash state allocation failed", path);
+  }
+  Status hashed = for_each_piece(metadata, *placements, padding, [&](const void* p, uint64_t n) {
+    if (XXH64_update(state.get(), p, n) != XXH_OK) return internal_error("xxHash update failed");
+    return ok_status();
+  });
+  KILN_RETURN_IF_ERROR(hashed);
+  header.checksum = XXH64_digest(state.get());
+
+  KILN_ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::open(path));
+  auto header_bytes = encode_header(header);
+  KILN_RETURN_IF_ERROR(out.append(header_bytes.data(), header_bytes.size()));
+  KILN_RETURN_IF_ERROR(for_each_piece(metadata, *placements, padding,
+                                      [&](const void* p, uint64_t n) { return out.append(p, n); }));
+  if (out.bytes_written() != header.constants_offset + header.constants_size) {
+    return internal_error("module writer produced {} bytes for '{}', expected {}",
+                          out.bytes_written(), path,
+                          header.constants_offset + header.constants_size);
+  }
+  return out.commit();
+}
+
+}  // namespace kiln::module

@@ -1,0 +1,203 @@
+// verify_contents (declared in module.h): the semantic checks shared by writer and loader.
+
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/base/checked_math.h"
+#include "kiln/module/module.h"
+#include "kiln/module/module_header.h"
+
+namespace kiln::module {
+namespace {
+
+const char* kind_name(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kInput: return "a graph input";
+    case ValueKind::kConstant: return "a constant";
+    case ValueKind::kIntermediate: return "an intermediate";
+  }
+  return "an invalid kind";
+}
+
+std::string value_label(const ModuleContents& contents, int64_t index) {
+  return fmt::format("value {} '{}'", index, contents.values[static_cast<size_t>(index)].name);
+}
+
+std::string dispatch_label(const Dispatch& dispatch, size_t index) {
+  return fmt::format("dispatch {} '{}' ({})", index, dispatch.name, dispatch.op_type);
+}
+
+Status check_index(const ModuleContents& contents, int32_t index, std::string_view where) {
+  if (index < 0 || static_cast<size_t>(index) >= contents.values.size()) {
+    return invalid_argument("{} is value {}, out of range (the module has {} values)", where,
+                            index, contents.values.size());
+  }
+  return ok_status();
+}
+
+Status verify_constant(const ModuleValue& value) {
+  ConcreteShape dims;
+  for (size_t d = 0; d < value.shape.size(); ++d) {
+    std::optional<int64_t> dim = value.shape[d].constant_value();
+    if (!dim) {
+      return invalid_argument("a constant must have static dims, got {}",
+                              shape_to_string(value.shape));
+    }
+    dims.push_back(*dim);
+  }
+  const Tensor& data = value.constant;
+  if (data.dtype() != value.dtype) {
+    return invalid_argument("constant data is {}, the value is {}", dtype_name(data.dtype()),
+                            dtype_name(value.dtype));
+  }
+  if (data.shape() != dims) {
+    return invalid_argument("constant data has dims {}, the value has {}",
+                            shape_to_string(data.shape()), shape_to_string(dims));
+  }
+  std::optional<int64_t> count = checked_product(dims);
+  std::optional<int64_t> bytes =
+      count ? checked_mul(*count, static_cast<int64_t>(dtype_size(value.dtype))) : std::nullopt;
+  if (!bytes) return invalid_argument("constant dims {} overflow", shape_to_string(dims));
+  if (*bytes > 0 && data.empty_storage()) return invalid_argument("constant has no data");
+  return ok_status();
+}
+
+Status verify_value(const ModuleValue& value, const std::set<std::string, std::less<>>& symbols) {
+  if (!is_valid_dtype_code(static_cast<int>(value.dtype))) {
+    return invalid_argument("invalid dtype code {}", static_cast<int>(value.dtype));
+  }
+  if (static_cast<uint8_t>(value.kind) > static_cast<uint8_t>(ValueKind::kIntermediate)) {
+    return invalid_argument("invalid kind code {}", static_cast<int>(value.kind));
+  }
+  for (size_t d = 0; d < value.shape.size(); ++d) {
+    const DimExpr& dim = value.shape[d];
+    if (std::optional<int64_t> c = dim.constant_value(); c && *c < 0) {
+      return invalid_argument("dim {} is {}; dims must not be negative", d, *c);
+    }
+    std::string text = dim.to_string();
+    if (text.size() > kMaxDimTextLength) {
+      return invalid_argument("dim {} is {} characters long, over the limit of {}", d, text.size(),
+                              kMaxDimTextLength);
+    }
+    for (const std::string& symbol : dim.symbols()) {
+      if (symbols.count(symbol) == 0) {
+        return invalid_argument("dim {} '{}' uses symbol '{}', which the module does not declare",
+                                d, text, symbol);
+      }
+    }
+  }
+  if (value.kind == ValueKind::kConstant) return verify_constant(value);
+  if (!value.constant.empty_storage()) {
+    return invalid_argument("{} value carries constant data", kind_name(value.kind));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status verify_contents(const ModuleContents& contents) {
+  if (contents.values.size() > static_cast<size_t>(INT32_MAX)) {
+    return invalid_argument("the module has {} values, more than an int32 index can address",
+                            contents.values.size());
+  }
+  std::set<std::string, std::less<>> symbols;
+  for (size_t i = 0; i < contents.symbols.size(); ++i) {
+    const std::string& symbol = contents.symbols[i];
+    if (symbol.empty()) return invalid_argument("symbol {} has an empty name", i);
+    if (!symbols.insert(symbol).second) {
+      return invalid_argument("symbol {} '{}' is declared twice", i, symbol);
+    }
+  }
+
+  for (size_t i = 0; i < contents.values.size(); ++i) {
+    Status status = verify_value(contents.values[i], symbols);
+    if (!status.ok()) {
+      return Status(status.code(), value_label(contents, static_cast<int64_t>(i)) + ": " +
+                                       status.message());
+    }
+  }
+
+  std::vector<bool> is_graph_input(contents.values.size(), false);
+  std::unordered_set<std::string> input_names;
+  for (size_t i = 0; i < contents.inputs.size(); ++i) {
+    int32_t index = contents.inputs[i];
+    KILN_RETURN_IF_ERROR(check_index(contents, index, fmt::format("graph input {}", i)));
+    const ModuleValue& value = contents.values[static_cast<size_t>(index)];
+    if (value.kind != ValueKind::kInput) {
+      return invalid_argument("graph input {} is {}, which is {}, not an input value", i,
+                              value_label(contents, index), kind_name(value.kind));
+    }
+    if (is_graph_input[static_cast<size_t>(index)]) {
+      return invalid_argument("graph input {} ({}) is listed twice", i,
+                              value_label(contents, index));
+    }
+    // The runtime binds inputs by name.
+    if (!input_names.insert(value.name).second) {
+      return invalid_argument("graph input {} ({}): another graph input has the same name", i,
+                              value_label(contents, index));
+    }
+    is_graph_input[static_cast<size_t>(index)] = true;
+  }
+  for (size_t i = 0; i < contents.values.size(); ++i) {
+    if (contents.values[i].kind == ValueKind::kInput && !is_graph_input[i]) {
+      return invalid_argument("{} is an input value but not listed as a graph input",
+                              value_label(contents, static_cast<int64_t>(i)));
+    }
+  }
+
+  constexpr size_t kNotProduced = SIZE_MAX;
+  std::vector<size_t> producer(contents.values.size(), kNotProduced);
+  std::unordered_map<std::string_view, size_t> dispatch_names;
+  for (size_t d = 0; d < contents.dispatches.size(); ++d) {
+    const Dispatch& dispatch = contents.dispatches[d];
+    std::string label = dispatch_label(dispatch, d);
+    if (dispatch.op_type.empty()) return invalid_argument("{}: empty op type", label);
+    if (auto [it, fresh] = dispatch_names.emplace(dispatch.name, d); !fresh) {
+      return invalid_argument("{}: the name is already used by dispatch {}", label, it->second);
+    }
+    for (size_t k = 0; k < dispatch.inputs.size(); ++k) {
+      int32_t index = dispatch.inputs[k];
+      if (index == kAbsentValue) continue;
+      Status status = check_index(contents, index, fmt::format("input {}", k));
+      if (!status.ok()) return invalid_argument("{}: {}", label, status.message());
+      const ModuleValue& value = contents.values[static_cast<size_t>(index)];
+      if (value.kind == ValueKind::kIntermediate &&
+          producer[static_cast<size_t>(index)] == kNotProduced) {
+        return invalid_argument("{}: input {} reads {} before any dispatch produces it", label, k,
+                                value_label(contents, index));
+      }
+    }
+    for (size_t k = 0; k < dispatch.outputs.size(); ++k) {
+      int32_t index = dispatch.outputs[k];
+      Status status = check_index(contents, index, fmt::format("output {}", k));
+      if (!status.ok()) return invalid_argument("{}: {}", label, status.message());
+      const ModuleValue& value = contents.values[static_cast<size_t>(index)];
+      if (value.kind != ValueKind::kIntermediate) {
+        return invalid_argument("{}: output {} writes {}, which is {}", label, k,
+                                value_label(contents, index), kind_name(value.kind));
+      }
+      size_t& produced_by = producer[static_cast<size_t>(index)];
+      if (produced_by != kNotProduced) {
+        return invalid_argument("{}: output {} writes {}, already produced by dispatch {}", label,
+                                k, value_label(contents, index), produced_by);
+      }
+      produced_by = d;
+    }
+  }
+  for (size_t i = 0; i < contents.values.size(); ++i) {
+    if (contents.values[i].kind == ValueKind::kIntermediate && producer[i] == kNotProduced) {
+      return invalid_argument("{} is an intermediate that no dispatch produces",
+                              value_label(contents, static_cast<int64_t>(i)));
+    }
+  }
+  for (size_t i = 0; i < contents.outputs.size(); ++i) {
+    KILN_RETURN_IF_ERROR(
+        check_index(contents, contents.outputs[i], fmt::format("graph output {}", i)));
+  }
+  return ok_status();
+}
+
+}  // namespace kiln::module
