@@ -1,0 +1,159 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "kiln/onnx/importer.h"
+#include "kiln/onnx/test_models.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing::ModelBuilder;
+namespace fs = std::filesystem;
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string float_bytes(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+// root/model/      the model directory, with weights.bin (24 bytes of data at offset 64)
+// root/outside/    a directory the model must not read from
+class ExternalData : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "kiln_external_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+    model_dir_ = root_ / "model";
+    fs::create_directories(model_dir_ / "sub");
+    fs::create_directories(root_ / "outside");
+    write_bytes(model_dir_ / "weights.bin", std::string(64, 'x') + float_bytes(kValues));
+    write_bytes(model_dir_ / "sub" / "w.bin", float_bytes(kValues));
+    write_bytes(root_ / "outside" / "secret.bin", float_bytes(kValues));
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // x[2,3] + w[2,3] where w lives in external data.
+  ModelBuilder model(const std::string& location, const std::string& offset = "",
+                     const std::string& length = "") {
+    ModelBuilder b;
+    b.input("x", onnx::TensorProto::FLOAT, {int64_t{2}, int64_t{3}});
+    onnx::TensorProto* w = b.graph().add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(2);
+    w->add_dims(3);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const char* key, const std::string& value) {
+      auto* entry = w->add_external_data();
+      entry->set_key(key);
+      entry->set_value(value);
+    };
+    add("location", location);
+    if (!offset.empty()) add("offset", offset);
+    if (!length.empty()) add("length", length);
+    b.node("Add", {"x", "w"}, {"y"});
+    b.output("y");
+    return b;
+  }
+
+  StatusOr<ir::Graph> import_model(const ModelBuilder& b) {
+    std::string path = (model_dir_ / "model.onnx").string();
+    write_bytes(path, b.bytes());
+    return import_file(path);
+  }
+
+  static void expect_error(const StatusOr<ir::Graph>& g, StatusCode code,
+                           const std::string& detail) {
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.status().code(), code) << g.status().to_string();
+    EXPECT_THAT(g.status().message(), AllOf(HasSubstr("'w'"), HasSubstr(detail)));
+  }
+
+  const std::vector<float> kValues{1, 2, 3, 4, 5, 6};
+  fs::path root_;
+  fs::path model_dir_;
+};
+
+TEST_F(ExternalData, ReadsOffsetAndLength) {
+  auto g = import_model(model("weights.bin", "64", "24"));
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto w = g->find_value("w");
+  ASSERT_TRUE(w && g->is_constant(*w));
+  auto values = g->value(*w).constant->values<float>();
+  EXPECT_EQ(std::vector<float>(values.begin(), values.end()), kValues);
+}
+
+TEST_F(ExternalData, ReadsWholeFileInSubdirectory) {
+  auto g = import_model(model("sub/w.bin"));
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(g->value(*g->find_value("w")).constant->values<float>()[5], 6.0f);
+}
+
+TEST_F(ExternalData, SymlinkInsideModelDirIsAllowed) {
+  fs::create_symlink("sub/w.bin", model_dir_ / "alias.bin");
+  auto g = import_model(model("alias.bin"));
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+}
+
+TEST_F(ExternalData, RefusesAbsolutePath) {
+  std::string secret = (root_ / "outside" / "secret.bin").string();
+  expect_error(import_model(model(secret)), StatusCode::kInvalidArgument, "absolute");
+}
+
+TEST_F(ExternalData, RefusesDotDot) {
+  expect_error(import_model(model("../outside/secret.bin")), StatusCode::kInvalidArgument,
+               "'..'");
+  expect_error(import_model(model("sub/../../outside/secret.bin")), StatusCode::kInvalidArgument,
+               "'..'");
+}
+
+TEST_F(ExternalData, RefusesSymlinkEscapingModelDir) {
+  fs::create_symlink(root_ / "outside" / "secret.bin", model_dir_ / "link.bin");
+  expect_error(import_model(model("link.bin")), StatusCode::kInvalidArgument, "outside");
+  fs::create_directory_symlink(root_ / "outside", model_dir_ / "linkdir");
+  expect_error(import_model(model("linkdir/secret.bin")), StatusCode::kInvalidArgument,
+               "outside");
+}
+
+TEST_F(ExternalData, RefusesRangesBeyondTheFile) {
+  expect_error(import_model(model("weights.bin", "1000")), StatusCode::kOutOfRange, "weights.bin");
+  expect_error(import_model(model("weights.bin", "64", "4000")), StatusCode::kOutOfRange,
+               "beyond the end");
+  expect_error(import_model(model("weights.bin", "18446744073709551615", "24")),
+               StatusCode::kOutOfRange, "beyond the end");
+}
+
+TEST_F(ExternalData, RefusesLengthMismatch) {
+  expect_error(import_model(model("weights.bin", "64", "20")), StatusCode::kInvalidArgument,
+               "20 bytes");
+  expect_error(import_model(model("weights.bin")), StatusCode::kInvalidArgument, "88 bytes");
+}
+
+TEST_F(ExternalData, RefusesBadKeysAndMissingFiles) {
+  expect_error(import_model(model("weights.bin", "-5")), StatusCode::kInvalidArgument, "offset");
+  expect_error(import_model(model("weights.bin", "12abc")), StatusCode::kInvalidArgument, "offset");
+  expect_error(import_model(model("missing.bin")), StatusCode::kNotFound, "missing.bin");
+  expect_error(import_model(model("sub")), StatusCode::kInvalidArgument, "not a regular file");
+  expect_error(import_model(model("")), StatusCode::kInvalidArgument, "location");
+}
+
+TEST_F(ExternalData, RefusedWithoutModelDirectory) {
+  std::string bytes = model("weights.bin", "64", "24").bytes();
+  auto g = import_bytes(bytes.data(), bytes.size(), "");
+  expect_error(g, StatusCode::kInvalidArgument, "without a model directory");
+  auto with_dir = import_bytes(bytes.data(), bytes.size(), model_dir_.string());
+  EXPECT_TRUE(with_dir.ok()) << with_dir.status().to_string();
+}
+
+}  // namespace
+}  // namespace kiln::onnx_import

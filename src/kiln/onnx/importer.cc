@@ -1,0 +1,143 @@
+#include "kiln/onnx/importer.h"
+
+#include <algorithm>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "onnx/onnx_pb.h"
+
+#include "kiln/onnx/graph_builder.h"
+#include "kiln/onnx/opset_upgrade.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
+// protobuf cannot parse a message of 2 GiB or more.
+uint64_t effective_limit(const ImportOptions& options) {
+  return std::min<uint64_t>(options.max_model_bytes, static_cast<uint64_t>(INT_MAX));
+}
+
+Status check_domains(const onnx::ModelProto& model) {
+  std::map<std::string, std::vector<std::string>> foreign;
+  for (int i = 0; i < model.graph().node_size(); ++i) {
+    const onnx::NodeProto& node = model.graph().node(i);
+    if (is_default_domain(node.domain())) continue;
+    std::string name = node.name().empty() ? fmt::format("#{}", i) : "'" + node.name() + "'";
+    foreign[node.domain()].push_back(fmt::format("node {} ({})", name, node.op_type()));
+  }
+  if (foreign.empty()) return ok_status();
+  std::vector<std::string> parts;
+  for (const auto& [domain, nodes] : foreign) {
+    parts.push_back(fmt::format("{} ({})", domain, fmt::join(nodes, ", ")));
+  }
+  return unimplemented("model uses operators from non-default domains, which kiln does not "
+                       "support: {}",
+                       fmt::join(parts, "; "));
+}
+
+StatusOr<int64_t> default_opset(const onnx::ModelProto& model) {
+  std::optional<int64_t> opset;
+  for (const auto& entry : model.opset_import()) {
+    if (!is_default_domain(entry.domain())) continue;
+    if (opset && *opset != entry.version()) {
+      return invalid_argument("model declares the default opset twice ({} and {})", *opset,
+                              entry.version());
+    }
+    opset = entry.version();
+  }
+  if (!opset) return invalid_argument("model declares no opset for the default ONNX domain");
+  if (*opset < 1) return invalid_argument("model declares default opset {}", *opset);
+  return *opset;
+}
+
+StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& model_dir,
+                                 const ImportOptions& options) {
+  KILN_RETURN_IF_ERROR(check_domains(model));
+  KILN_ASSIGN_OR_RETURN(int64_t opset, default_opset(model));
+  if (opset > options.target_opset) {
+    return invalid_argument("model opset {} is newer than the target opset {}; kiln only upgrades",
+                            opset, options.target_opset);
+  }
+  // All unsupported ops in one error, before the converter can fail on the first of them.
+  KILN_RETURN_IF_ERROR(check_supported_ops(model.graph(), options.target_opset));
+  // Before conversion too: the converter drops the types it cannot represent.
+  for (const auto& input : model.graph().input()) {
+    if (input.has_type() && !input.type().has_tensor_type()) {
+      return unimplemented("graph input '{}' is not a tensor (sequence, map and optional inputs "
+                           "are unsupported)", input.name());
+    }
+  }
+  if (opset < options.target_opset) {
+    KILN_ASSIGN_OR_RETURN(model, upgrade_opset(std::move(model), opset, options.target_opset));
+  }
+  return build_graph(model.graph(), options.target_opset, model_dir, options);
+}
+
+StatusOr<onnx::ModelProto> parse_model(const void* data, size_t size, const ImportOptions& options,
+                                       const std::string& source) {
+  if (size > effective_limit(options)) {
+    return out_of_range("{} is {} bytes, over the limit of {} bytes", source, size,
+                        effective_limit(options));
+  }
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(data, static_cast<int>(size))) {
+    return data_loss("{} is not a valid ONNX model: protobuf parsing failed (truncated or "
+                     "corrupt)",
+                     source);
+  }
+  if (!model.has_graph()) {
+    return data_loss("{} is not a valid ONNX model: it has no graph (truncated, corrupt or not "
+                     "an ONNX file)",
+                     source);
+  }
+  return model;
+}
+
+StatusOr<ir::Graph> import_parsed(onnx::ModelProto model, const std::string& model_dir,
+                                  const ImportOptions& options, const std::string& source) {
+  auto graph = import_model(std::move(model), model_dir, options);
+  if (!graph.ok()) return std::move(graph).status().with_note(fmt::format("importing {}", source));
+  return graph;
+}
+
+}  // namespace
+
+StatusOr<ir::Graph> import_file(const std::string& path, const ImportOptions& options) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return not_found("model file '{}' does not exist or is not a file", path);
+  uint64_t size = fs::file_size(path, ec);
+  if (ec) return not_found("cannot read model file '{}': {}", path, ec.message());
+  std::string source = fmt::format("'{}'", path);
+  if (size > effective_limit(options)) {
+    return out_of_range("model file {} is {} bytes, over the limit of {} bytes", source, size,
+                        effective_limit(options));
+  }
+  onnx::ModelProto model;
+  {
+    // The file's bytes are dropped once parsed; the weights then live only in the proto.
+    std::string bytes(size, '\0');
+    std::ifstream in(path, std::ios::binary);
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
+      return data_loss("cannot read {} bytes from model file {}", size, source);
+    }
+    KILN_ASSIGN_OR_RETURN(model, parse_model(bytes.data(), bytes.size(), options, source));
+  }
+  fs::path dir = fs::path(path).parent_path();
+  return import_parsed(std::move(model), dir.empty() ? "." : dir.string(), options, source);
+}
+
+StatusOr<ir::Graph> import_bytes(const void* data, size_t size, const std::string& model_dir,
+                                 const ImportOptions& options) {
+  const std::string source = "model bytes";
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, parse_model(data, size, options, source));
+  return import_parsed(std::move(model), model_dir, options, source);
+}
+
+}  // namespace kiln::onnx_import

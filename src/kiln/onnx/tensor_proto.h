@@ -1,0 +1,30 @@
+// ONNX TensorProto → kiln Tensor, for initializers and Constant nodes. Internal to kiln_onnx.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "onnx/onnx_pb.h"
+
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+
+namespace kiln::onnx_import {
+
+// ONNX's name for a TensorProto.DataType ("FLOAT16", "STRING", ...), or "type <n>".
+std::string onnx_type_name(int32_t elem_type);
+
+// The kiln dtype for an ONNX element type; Unimplemented naming `what` (e.g. "input 'x'") for
+// types kiln does not support.
+StatusOr<DType> dtype_from_onnx(int32_t elem_type, std::string_view what);
+
+// Converts `proto` to a Tensor. Data comes from raw_data, the typed field for its type
+// (float_data, double_data, int64_data, int32_data) or, for data_location = EXTERNAL, a file
+// inside `model_dir` (empty `model_dir` refuses external data). The data length must match the
+// dims exactly (product overflow-checked). `what` names the tensor in errors ("initializer
+// 'conv0.weight'").
+StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& model_dir,
+                                   std::string_view what);
+
+}  // namespace kiln::onnx_import
