@@ -1,0 +1,86 @@
+// BatchNormalization (inference) on oneDNN batch_normalization_forward with global statistics,
+// separate scale and shift, and kiln_activation relu fused (fuse_norm_relu). Works on the
+// input's layout, so it keeps a conv's blocked output blocked.
+#include <fmt/format.h>
+
+#include "kiln/hal/cpu/op_table.h"
+#include "kiln/hal/cpu/program_builder.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+struct BatchNormParams {
+  float epsilon = 1e-5f;
+  bool relu = false;
+};
+
+StatusOr<BatchNormParams> read_batch_norm(const OpReader& op) {
+  KILN_RETURN_IF_ERROR(op.expect_attributes(
+      {"epsilon", "momentum", "training_mode", "spatial", "is_test", "kiln_activation"}));
+  KILN_RETURN_IF_ERROR(op.expect_inputs(5, 5));
+  if (op.output_count() > 1) {
+    return unimplemented("training outputs (running mean/var) are not supported");
+  }
+  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
+  for (size_t i = 0; i < 5; ++i) KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
+  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
+  KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 2, 5));
+  KILN_ASSIGN_OR_RETURN(int64_t training, op.get_int("training_mode", 0));
+  if (training != 0) return unimplemented("training_mode=1 is not supported");
+  KILN_ASSIGN_OR_RETURN(int64_t spatial, op.get_int("spatial", 1));
+  if (spatial != 1) return unimplemented("spatial=0 is not supported");
+  const ConcreteShape& x = op.input(0).shape;
+  static constexpr const char* kNames[] = {"X", "scale", "B", "mean", "var"};
+  for (size_t i = 1; i < 5; ++i) {
+    if (op.input(i).shape != ConcreteShape{x[1]}) {
+      return invalid_argument("input {} '{}' must be [{}], got [{}]", i, kNames[i], x[1],
+                              fmt::join(op.input(i).shape, ","));
+    }
+  }
+  if (op.output(0).shape != x) {
+    return invalid_argument("output must have X's shape [{}], got [{}]", fmt::join(x, ","),
+                            fmt::join(op.output(0).shape, ","));
+  }
+  BatchNormParams p;
+  KILN_ASSIGN_OR_RETURN(double eps, op.get_float("epsilon", 1e-5));
+  if (!(eps >= 0)) return invalid_argument("attribute 'epsilon' must be >= 0, got {}", eps);
+  p.epsilon = static_cast<float>(eps);
+  KILN_ASSIGN_OR_RETURN(p.relu, op.relu_activation());
+  return p;
+}
+
+}  // namespace
+
+Status check_batch_norm(const OpReader& op) { return read_batch_norm(op).status(); }
+
+Status build_batch_norm(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_ASSIGN_OR_RETURN(BatchNormParams p, read_batch_norm(op));
+  const int32_t x = op.input_index(0);
+  const dnnl_desc src = b.layout(x);
+  auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+               dnnl::normalization_flags::use_shift;
+  if (p.relu) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
+  dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, src, p.epsilon,
+                                               flags);
+  dnnl::batch_normalization_forward::primitive_desc pd(desc, b.attr(), b.engine());
+  const dnnl_desc channel = plain_desc(op.input(1).shape);
+  KILN_ASSIGN_OR_RETURN(BufferRef src_ref, b.input_as(x, src));
+  KILN_ASSIGN_OR_RETURN(BufferRef scale, b.input_as(op.input_index(1), channel));
+  KILN_ASSIGN_OR_RETURN(BufferRef shift, b.input_as(op.input_index(2), channel));
+  KILN_ASSIGN_OR_RETURN(BufferRef mean, b.input_as(op.input_index(3), channel));
+  KILN_ASSIGN_OR_RETURN(BufferRef var, b.input_as(op.input_index(4), channel));
+  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), pd.dst_desc()));
+  PrimitiveStep& step = b.add_primitive(b.label(fmt::format("batch_norm {} {}{}", impl_name(pd),
+                                                            describe(src), p.relu ? " +relu" : "")),
+                                        pd, dnnl::batch_normalization_forward(pd));
+  step.bind(DNNL_ARG_SRC, src, src_ref);
+  step.bind(DNNL_ARG_SCALE, channel, scale);
+  step.bind(DNNL_ARG_SHIFT, channel, shift);
+  step.bind(DNNL_ARG_MEAN, channel, mean);
+  step.bind(DNNL_ARG_VARIANCE, channel, var);
+  step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
+  return ok_status();
+}
+
+}  // namespace kiln::hal::cpu

@@ -1,0 +1,173 @@
+// Conv on oneDNN convolution_forward (direct algorithm: exact f32 arithmetic, no Winograd), with
+// format_tag::any so oneDNN picks blocked layouts; bias, kiln's residual (a sum post-op over the
+// destination pre-filled with the residual) and relu (an eltwise post-op) are fused.
+#include <fmt/format.h>
+
+#include "kiln/hal/cpu/op_table.h"
+#include "kiln/hal/cpu/program_builder.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+struct ConvParams {
+  Window window;
+  int64_t group = 1;
+  bool relu = false;
+  bool has_bias = false;
+  bool has_residual = false;
+};
+
+StatusOr<ConvParams> read_conv(const OpReader& op) {
+  KILN_RETURN_IF_ERROR(op.expect_attributes(
+      {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "kiln_activation"}));
+  KILN_RETURN_IF_ERROR(op.expect_inputs(2, 4));
+  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
+  for (size_t i = 0; i < 4; ++i) {
+    if (op.has_input(i)) KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
+  }
+  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
+  KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 3, 5));
+  const ConcreteShape& x = op.input(0).shape;
+  const ConcreteShape& w = op.input(1).shape;
+  const ConcreteShape& y = op.output(0).shape;
+  const size_t r = x.size() - 2;
+  if (w.size() != x.size()) {
+    return invalid_argument("input 1 'W' must have rank {} like X, got {}", x.size(), w.size());
+  }
+  ConvParams p;
+  KILN_ASSIGN_OR_RETURN(p.group, op.get_int("group", 1));
+  if (p.group < 1) return invalid_argument("attribute 'group' must be >= 1, got {}", p.group);
+  const int64_t c = x[1], m = w[0];
+  if (c % p.group != 0 || m % p.group != 0 || w[1] * p.group != c) {
+    return invalid_argument(
+        "channels do not match: X has {} channels, W is [{}], group {} (need W[1] * group == C "
+        "and M divisible by group)",
+        c, fmt::join(w, ","), p.group);
+  }
+  KILN_ASSIGN_OR_RETURN(p.window,
+                        read_window(op, r, std::span(w).subspan(2), /*allow_dilations=*/true));
+  ConcreteShape expected{x[0], m};
+  for (size_t i = 0; i < r; ++i) {
+    expected.push_back(window_output_size(x[2 + i], p.window.kernel[i], p.window.strides[i],
+                                          p.window.dilations[i], p.window.pads_begin[i],
+                                          p.window.pads_end[i], false));
+  }
+  if (y != expected) {
+    return invalid_argument("output 'Y' is [{}], but X [{}] and W [{}] give [{}]",
+                            fmt::join(y, ","), fmt::join(x, ","), fmt::join(w, ","),
+                            fmt::join(expected, ","));
+  }
+  for (int64_t d : expected) {
+    if (d < 1) return invalid_argument("the window does not fit: output [{}]", fmt::join(y, ","));
+  }
+  p.has_bias = op.has_input(2);
+  if (p.has_bias && op.input(2).shape != ConcreteShape{m}) {
+    return invalid_argument("input 2 'B' must be [{}], got [{}]", m,
+                            fmt::join(op.input(2).shape, ","));
+  }
+  p.has_residual = op.has_input(3);
+  if (p.has_residual && op.input(3).shape != y) {
+    return invalid_argument("input 3 (residual) must have the output's shape [{}], got [{}]",
+                            fmt::join(y, ","), fmt::join(op.input(3).shape, ","));
+  }
+  KILN_ASSIGN_OR_RETURN(p.relu, op.relu_activation());
+  return p;
+}
+
+dnnl_dims with_dim0(dnnl_dims dims, int64_t n) {
+  dims[0] = n;
+  return dims;
+}
+
+}  // namespace
+
+Status check_conv(const OpReader& op) { return read_conv(op).status(); }
+
+Status build_conv(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_ASSIGN_OR_RETURN(ConvParams p, read_conv(op));
+  const ConcreteShape& x = op.input(0).shape;
+  const ConcreteShape& w = op.input(1).shape;
+  const ConcreteShape& y = op.output(0).shape;
+  const size_t r = x.size() - 2;
+  const int64_t batch = x[0];
+
+  dnnl_dims src_dims = to_dnnl_dims(x), dst_dims = to_dnnl_dims(y), wei_dims;
+  if (p.group > 1) {
+    wei_dims = {p.group, w[0] / p.group, w[1]};
+    wei_dims.insert(wei_dims.end(), w.begin() + 2, w.end());
+  } else {
+    wei_dims = to_dnnl_dims(w);
+  }
+  dnnl_dims strides(p.window.strides.begin(), p.window.strides.end());
+  dnnl_dims dilates(r), pad_l(p.window.pads_begin.begin(), p.window.pads_begin.end()),
+      pad_r(p.window.pads_end.begin(), p.window.pads_end.end());
+  for (size_t i = 0; i < r; ++i) dilates[i] = p.window.dilations[i] - 1;
+  const dnnl_desc bias_desc = p.has_bias ? dnnl_desc({w[0]}, dt::f32, tag::a) : dnnl_desc();
+
+  dnnl::primitive_attr attr = b.attr();
+  dnnl::post_ops post_ops;
+  if (p.has_residual) post_ops.append_sum(1.0f);
+  if (p.relu) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  attr.set_post_ops(post_ops);
+
+  auto make_pd = [&](int64_t n) {
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        dnnl_desc(with_dim0(src_dims, n), dt::f32, tag::any),
+        dnnl_desc(wei_dims, dt::f32, tag::any), bias_desc,
+        dnnl_desc(with_dim0(dst_dims, n), dt::f32, tag::any), strides, dilates, pad_l, pad_r);
+    return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
+  };
+
+  // Batch invariance: the whole batch runs in one call only when that kernel reduces in the same
+  // order as the one-sample kernel; otherwise the one-sample primitive runs per sample.
+  dnnl::convolution_forward::primitive_desc pd = make_pd(1);
+  int64_t repeat = 1;
+  dnnl_desc src_layout = pd.src_desc(), dst_layout = pd.dst_desc();
+  size_t src_stride = 0, dst_stride = 0;
+  if (batch > 1) {
+    dnnl::convolution_forward::primitive_desc batched = make_pd(batch);
+    const std::string impl = impl_name(batched);
+    auto src_one = sample_stride_bytes(pd.src_desc());
+    auto dst_one = sample_stride_bytes(pd.dst_desc());
+    if ((impl == impl_name(pd) && !reduction_may_depend_on_batch(impl)) || !src_one || !dst_one) {
+      pd = batched;
+      src_layout = pd.src_desc();
+      dst_layout = pd.dst_desc();
+    } else {
+      repeat = batch;
+      src_stride = *src_one;
+      dst_stride = *dst_one;
+      KILN_ASSIGN_OR_RETURN(src_layout, with_batch(pd.src_desc(), batch));
+      KILN_ASSIGN_OR_RETURN(dst_layout, with_batch(pd.dst_desc(), batch));
+    }
+  }
+
+  KILN_ASSIGN_OR_RETURN(BufferRef src, b.input_as(op.input_index(0), src_layout));
+  KILN_ASSIGN_OR_RETURN(BufferRef wei, b.input_as(op.input_index(1), pd.weights_desc()));
+  BufferRef bias;
+  if (p.has_bias) {
+    KILN_ASSIGN_OR_RETURN(bias, b.input_as(op.input_index(2), bias_desc));
+  }
+  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), dst_layout));
+  if (p.has_residual) {
+    const int32_t res = op.input_index(3);
+    b.add_reorder(BufferRef::of_value(res), b.layout(res), dst, dst_layout);
+  }
+  std::string what =
+      fmt::format("conv {} {} -> {}{}{}{}", impl_name(pd), describe(src_layout),
+                  describe(dst_layout), p.has_residual ? " +residual" : "", p.relu ? " +relu" : "",
+                  repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
+  PrimitiveStep& step = b.add_primitive(b.label(what), pd, dnnl::convolution_forward(pd), repeat);
+  step.bind(DNNL_ARG_SRC, pd.src_desc(), src, src_stride);
+  step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei);
+  if (p.has_bias) step.bind(DNNL_ARG_BIAS, bias_desc, bias);
+  step.bind(DNNL_ARG_DST, pd.dst_desc(), dst, dst_stride);
+  return ok_status();
+}
+
+}  // namespace kiln::hal::cpu

@@ -1,0 +1,188 @@
+// Conv on the CPU backend against the naive float64 reference: strides, asymmetric pads,
+// dilations, groups, depthwise, bias or not, kiln's residual + relu fusion, 1-D/3-D, odd channel
+// counts (padded blocked layouts), and weights that are not constants.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/test_support.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using namespace testing;
+
+struct ConvCase {
+  std::string name;
+  ConcreteShape x, w;
+  std::vector<int64_t> strides, pads, dilations;  // empty: attribute absent
+  int64_t group = 1;
+  bool bias = true;
+  bool residual = false;
+  bool relu = false;
+  bool constant_weights = true;
+};
+
+void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
+
+ConvCase make_case(std::string name, ConcreteShape x, ConcreteShape w,
+                   void (*set)(ConvCase&) = nullptr) {
+  ConvCase c;
+  c.name = std::move(name);
+  c.x = std::move(x);
+  c.w = std::move(w);
+  if (set) set(c);
+  return c;
+}
+
+class CpuConvTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(CpuConvTest, MatchesReference) {
+  const ConvCase& c = GetParam();
+  const size_t r = c.x.size() - 2;
+  ConvRef ref;
+  ref.strides = c.strides.empty() ? std::vector<int64_t>(r, 1) : c.strides;
+  ref.dilations = c.dilations.empty() ? std::vector<int64_t>(r, 1) : c.dilations;
+  std::vector<int64_t> pads = c.pads.empty() ? std::vector<int64_t>(2 * r, 0) : c.pads;
+  ref.pads_begin.assign(pads.begin(), pads.begin() + r);
+  ref.pads_end.assign(pads.begin() + r, pads.end());
+  ref.group = c.group;
+  ref.relu = c.relu;
+
+  Tensor x = random_tensor(c.x, 1);
+  Tensor w = random_tensor(c.w, 2);
+  Tensor b = random_tensor({c.w[0]}, 3);
+  Tensor expected_shape_probe = ref_conv(x, w, nullptr, nullptr, ref);
+  Tensor res = random_tensor(expected_shape_probe.shape(), 4);
+  Tensor expected = ref_conv(x, w, c.bias ? &b : nullptr, c.residual ? &res : nullptr, ref);
+
+  SpecBuilder s;
+  std::vector<Tensor> inputs{x};
+  const int32_t xi = s.input("x", c.x);
+  int32_t wi;
+  if (c.constant_weights) {
+    wi = s.constant("w", w);
+  } else {
+    wi = s.input("w", c.w);
+    inputs.push_back(w);
+  }
+  std::vector<int32_t> ins{xi, wi, c.bias ? s.constant("b", b) : -1};
+  if (c.residual) {
+    ins.push_back(s.input("res", res.shape()));
+    inputs.push_back(res);
+  }
+  while (!ins.empty() && ins.back() < 0) ins.pop_back();
+  const int32_t y = s.output("y", expected.shape());
+  Attributes a;
+  a.set("group", c.group);
+  if (!c.strides.empty()) a.set("strides", c.strides);
+  if (!c.pads.empty()) a.set("pads", c.pads);
+  if (!c.dilations.empty()) a.set("dilations", c.dilations);
+  a.set("kernel_shape", std::vector<int64_t>(c.w.begin() + 2, c.w.end()));
+  if (c.relu) a.set("kiln_activation", std::string("relu"));
+  s.dispatch("conv", "Conv", ins, {y}, a);
+
+  auto device = create_cpu_device({});
+  ASSERT_TRUE(device.ok()) << device.status().to_string();
+  ASSERT_TRUE((*device)->supports(s.spec().dispatches[0], s.spec().values).ok());
+  auto exe = (*device)->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = run_program(**exe, s.spec(), inputs);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, CpuConvTest,
+    ::testing::Values(make_case("basic_3x3", {2, 16, 8, 8}, {16, 16, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                }),
+                      make_case("stride2_asymmetric_pads", {2, 8, 9, 10}, {24, 8, 3, 3},
+                                [](ConvCase& c) {
+                                  c.strides = {2, 2};
+                                  c.pads = {0, 1, 1, 2};
+                                }),
+                      make_case("dilation2", {1, 16, 12, 12}, {8, 16, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {2, 2, 2, 2};
+                                  c.dilations = {2, 2};
+                                }),
+                      make_case("dilation_stride_mixed", {2, 8, 13, 11}, {16, 8, 3, 2},
+                                [](ConvCase& c) {
+                                  c.strides = {2, 1};
+                                  c.pads = {1, 0, 2, 1};
+                                  c.dilations = {1, 3};
+                                }),
+                      make_case("group4", {2, 16, 7, 7}, {32, 4, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.group = 4;
+                                }),
+                      make_case("depthwise", {2, 32, 9, 9}, {32, 1, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.group = 32;
+                                }),
+                      make_case("depthwise_stride2", {1, 24, 10, 10}, {24, 1, 3, 3},
+                                [](ConvCase& c) {
+                                  c.strides = {2, 2};
+                                  c.pads = {1, 1, 0, 0};
+                                  c.group = 24;
+                                }),
+                      make_case("pointwise_no_bias", {2, 64, 6, 6}, {32, 64, 1, 1},
+                                [](ConvCase& c) { c.bias = false; }),
+                      make_case("residual_relu", {2, 16, 8, 8}, {16, 16, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.residual = c.relu = true;
+                                }),
+                      make_case("residual_only", {1, 8, 6, 6}, {16, 8, 1, 1},
+                                [](ConvCase& c) { c.residual = true; }),
+                      make_case("relu_only_no_bias", {2, 8, 6, 6}, {8, 8, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.bias = false;
+                                  c.relu = true;
+                                }),
+                      make_case("odd_channels_3_to_5", {2, 3, 9, 9}, {5, 3, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                }),
+                      make_case("odd_channels_5_to_7_residual", {2, 5, 6, 6}, {7, 5, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.residual = c.relu = true;
+                                }),
+                      make_case("first_layer_7x7", {1, 3, 32, 32}, {16, 3, 7, 7},
+                                [](ConvCase& c) {
+                                  c.strides = {2, 2};
+                                  c.pads = {3, 3, 3, 3};
+                                }),
+                      make_case("conv1d", {2, 8, 20}, {16, 8, 3},
+                                [](ConvCase& c) {
+                                  c.strides = {2};
+                                  c.pads = {1, 0};
+                                }),
+                      make_case("conv1d_dilated_group", {1, 8, 17}, {8, 2, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {2, 2};
+                                  c.dilations = {2};
+                                  c.group = 4;
+                                }),
+                      make_case("conv3d", {1, 8, 6, 6, 6}, {8, 8, 3, 3, 3},
+                                [](ConvCase& c) { c.pads = {1, 1, 1, 1, 1, 1}; }),
+                      make_case("weights_not_constant", {2, 16, 6, 6}, {16, 16, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.residual = c.relu = true;
+                                  c.constant_weights = false;
+                                }),
+                      make_case("batch3_stride3", {3, 16, 11, 11}, {16, 16, 3, 3},
+                                [](ConvCase& c) {
+                                  c.strides = {3, 3};
+                                })),
+    [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace kiln::hal::cpu

@@ -1,0 +1,60 @@
+// The CPU backend: hal::Device on oneDNN (JIT kernels for the host ISA) plus kiln's own OpenMP
+// kernels.
+//
+// Ops: Conv (1-3-D, groups, dilations, bias, kiln's residual input and kiln_activation relu),
+// BatchNormalization (inference, kiln_activation relu), Relu, MaxPool, AveragePool,
+// GlobalAveragePool, GlobalMaxPool, Add/Sub/Mul/Div (numpy broadcasting), Sum, Gemm, MatMul,
+// Softmax (opset-13 semantics: along `axis`), Flatten, Reshape, Identity, Dropout (inference).
+// All f32; Reshape/Flatten/Identity/Dropout also pass other dtypes through. auto_pad must be
+// NOTSET (the compiler resolves it into pads); unknown attributes are rejected.
+//
+// Layouts: values produced by conv chains stay in oneDNN's blocked layout (nChw8c on AVX2,
+// nChw16c on AVX-512); graph inputs/outputs and constants are plain. storage_bytes() reports the
+// padded size of the chosen layout. Constants are reordered once at prepare() and shared between
+// all executables of the device (e.g. batch 1 and batch 8 of one model).
+//
+// Batch invariance (DESIGN.md invariant 4): a conv/Gemm/MatMul whose oneDNN implementation may
+// reduce in a batch-dependent order (gemm-based kernels) runs once per sample with a primitive
+// made for one sample; direct JIT kernels (measured bitwise invariant) run the whole batch.
+//
+// Threads: DeviceOptions::threads OpenMP threads (0: all cores), set on the calling thread in
+// prepare() and run().
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kiln/base/status.h"
+#include "kiln/hal/device.h"
+
+namespace kiln::hal::cpu {
+
+struct DeviceState;
+
+class CpuDevice : public Device {
+ public:
+  explicit CpuDevice(std::shared_ptr<DeviceState> state);
+  ~CpuDevice() override;
+
+  // "cpu (oneDNN <version>, <threads> threads)".
+  std::string name() const override;
+  // Error (naming the dispatch, op type and detail) when the op type, an attribute, a dtype or a
+  // shape is not supported.
+  Status supports(const DispatchSpec& dispatch, std::span<const ValueSpec> values) const override;
+  // Errors: a malformed spec (bad indices or roles, a value used before it is produced), an
+  // unsupported dispatch (as supports()), or oneDNN failing to create a kernel.
+  StatusOr<std::unique_ptr<Executable>> prepare(const ProgramSpec& spec) override;
+
+  int threads() const;
+  // Reordered constants currently shared by live executables.
+  size_t cached_weight_count() const;
+
+ private:
+  std::shared_ptr<DeviceState> state_;
+};
+
+// Error when options are invalid (threads < 0) or oneDNN cannot create a CPU engine.
+StatusOr<std::unique_ptr<Device>> create_cpu_device(const DeviceOptions& options);
+
+}  // namespace kiln::hal::cpu

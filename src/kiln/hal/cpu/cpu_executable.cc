@@ -1,0 +1,120 @@
+#include "kiln/hal/cpu/cpu_executable.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "kiln/hal/cpu/dnnl_util.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+std::byte* allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  return static_cast<std::byte*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+}
+
+Status check_tensor(const Tensor& t, const ValueSpec& v, const char* what, size_t index) {
+  if (t.dtype() != v.dtype || t.shape() != v.shape) {
+    return invalid_argument("{} {} '{}' must be {} [{}], got {} [{}]", what, index, v.name,
+                            dtype_name(v.dtype), fmt::join(v.shape, ","), dtype_name(t.dtype()),
+                            fmt::join(t.shape(), ","));
+  }
+  if (t.element_count() > 0 && t.empty_storage()) {
+    return invalid_argument("{} {} '{}' has no storage", what, index, v.name);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(Parts parts) {
+  std::unique_ptr<CpuExecutable> exe(new CpuExecutable(std::move(parts)));
+  exe->workspace_ = allocate(exe->parts_.workspace_bytes);
+  exe->scratchpad_ = allocate(exe->parts_.scratchpad_bytes);
+  if ((exe->parts_.workspace_bytes > 0 && exe->workspace_ == nullptr) ||
+      (exe->parts_.scratchpad_bytes > 0 && exe->scratchpad_ == nullptr)) {
+    return out_of_range("cannot allocate {} bytes of workspace and {} bytes of scratchpad",
+                        exe->parts_.workspace_bytes, exe->parts_.scratchpad_bytes);
+  }
+  exe->value_ptrs_.assign(exe->parts_.values.size(), nullptr);
+  for (size_t v = 0; v < exe->parts_.values.size(); ++v) {
+    const Tensor& c = exe->parts_.constants[v];
+    if (!c.empty_storage()) exe->value_ptrs_[v] = const_cast<std::byte*>(c.data());
+  }
+  KILN_RETURN_IF_ERROR(catch_dnnl("creating a stream", [&]() -> Status {
+    exe->stream_ = dnnl::stream(exe->parts_.device->engine);
+    return ok_status();
+  }));
+  return exe;
+}
+
+CpuExecutable::~CpuExecutable() {
+  std::free(workspace_);
+  std::free(scratchpad_);
+}
+
+size_t CpuExecutable::storage_bytes(int32_t value) const {
+  if (value < 0 || static_cast<size_t>(value) >= parts_.storage.size()) return 0;
+  return parts_.storage[value];
+}
+
+Status CpuExecutable::check_args(const RunArgs& args) const {
+  if (args.offsets.size() != parts_.values.size()) {
+    return invalid_argument("run: got {} offsets, the program has {} values", args.offsets.size(),
+                            parts_.values.size());
+  }
+  if (args.inputs.size() != parts_.inputs.size()) {
+    return invalid_argument("run: got {} inputs, the program has {}", args.inputs.size(),
+                            parts_.inputs.size());
+  }
+  if (args.outputs.size() != parts_.outputs.size()) {
+    return invalid_argument("run: got {} outputs, the program has {}", args.outputs.size(),
+                            parts_.outputs.size());
+  }
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    KILN_RETURN_IF_ERROR(check_tensor(args.inputs[i], parts_.values[parts_.inputs[i]], "input", i));
+  }
+  for (size_t i = 0; i < args.outputs.size(); ++i) {
+    KILN_RETURN_IF_ERROR(
+        check_tensor(args.outputs[i], parts_.values[parts_.outputs[i]], "output", i));
+  }
+  for (size_t v = 0; v < parts_.storage.size(); ++v) {
+    if (parts_.storage[v] > 0 && args.arena == nullptr) {
+      return invalid_argument("run: the program needs an arena (value '{}' lives there)",
+                              parts_.values[v].name);
+    }
+  }
+  return ok_status();
+}
+
+Status CpuExecutable::run(const RunArgs& args) {
+  KILN_RETURN_IF_ERROR(check_args(args));
+  for (size_t v = 0; v < parts_.storage.size(); ++v) {
+    if (parts_.storage[v] > 0) value_ptrs_[v] = args.arena + args.offsets[v];
+  }
+  for (size_t i = 0; i < parts_.inputs.size(); ++i) {
+    value_ptrs_[parts_.inputs[i]] = const_cast<std::byte*>(args.inputs[i].data());
+  }
+  for (size_t i = 0; i < parts_.outputs.size(); ++i) {
+    value_ptrs_[parts_.outputs[i]] = args.outputs[i].mutable_data();
+  }
+  use_threads(parts_.device->threads);
+  ExecContext ctx{value_ptrs_, workspace_, scratchpad_, stream_.get()};
+  for (const auto& step : parts_.steps) {
+    KILN_RETURN_IF_ERROR(step->run(ctx));
+  }
+  if (dnnl_stream_wait(stream_.get()) != dnnl_success) {
+    return internal_error("run: oneDNN stream wait failed");
+  }
+  return ok_status();
+}
+
+std::vector<std::string> CpuExecutable::summary() const {
+  std::vector<std::string> out;
+  out.reserve(parts_.steps.size());
+  for (const auto& step : parts_.steps) out.push_back(step->describe());
+  return out;
+}
+
+}  // namespace kiln::hal::cpu

@@ -1,0 +1,67 @@
+// CpuExecutable: the CPU backend's prepared program. Holds the steps ProgramBuilder made (all
+// oneDNN primitives created, constants reordered), a workspace for per-dispatch temporaries and
+// one user-managed oneDNN scratchpad sized for the largest primitive.
+//
+// run() resolves the arena, graph inputs and graph outputs to addresses and runs the steps in
+// order; it allocates no buffers (oneDNN still builds a small argument map per primitive call).
+// One run at a time per executable: concurrent run() calls on the same executable are not
+// allowed (they share the workspace); different executables may run concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "kiln/hal/cpu/device_state.h"
+#include "kiln/hal/cpu/step.h"
+#include "kiln/hal/device.h"
+
+namespace kiln::hal::cpu {
+
+class CpuExecutable : public Executable {
+ public:
+  // What ProgramBuilder hands over.
+  struct Parts {
+    std::shared_ptr<DeviceState> device;
+    std::vector<ValueSpec> values;         // constant pointers cleared; see `constants`
+    std::vector<Tensor> constants;         // per value: a copy sharing the constant's storage
+    std::vector<int32_t> inputs, outputs;  // graph inputs/outputs (value indices)
+    std::vector<size_t> storage;           // per value: arena bytes (intermediates)
+    std::vector<std::string> layouts;      // per value: chosen layout, described
+    std::vector<std::unique_ptr<Step>> steps;
+    std::vector<std::shared_ptr<const ReorderedConstant>> held_constants;
+    size_t workspace_bytes = 0;
+    size_t scratchpad_bytes = 0;
+  };
+
+  // Error when the workspace or scratchpad cannot be allocated.
+  static StatusOr<std::unique_ptr<CpuExecutable>> create(Parts parts);
+  ~CpuExecutable() override;
+
+  size_t storage_bytes(int32_t value) const override;
+  // Errors: argument counts, shapes or dtypes that differ from the spec, a missing arena, and
+  // oneDNN execution failures (naming the dispatch).
+  Status run(const RunArgs& args) override;
+
+  // One line per step, in run order: the kernel chosen for each dispatch and every reorder.
+  std::vector<std::string> summary() const;
+  // The layout chosen for value `v` ("plain 1x3x8x8", "aBcd8b 1x16x8x8", ...).
+  const std::string& layout_of(int32_t v) const { return parts_.layouts[v]; }
+  size_t workspace_bytes() const { return parts_.workspace_bytes; }
+  size_t scratchpad_bytes() const { return parts_.scratchpad_bytes; }
+
+ private:
+  explicit CpuExecutable(Parts parts) : parts_(std::move(parts)) {}
+  Status check_args(const RunArgs& args) const;
+
+  Parts parts_;
+  std::byte* workspace_ = nullptr;
+  std::byte* scratchpad_ = nullptr;
+  std::vector<std::byte*> value_ptrs_;
+  dnnl::stream stream_;
+};
+
+}  // namespace kiln::hal::cpu

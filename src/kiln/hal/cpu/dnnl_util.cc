@@ -1,0 +1,98 @@
+#include "kiln/hal/cpu/dnnl_util.h"
+
+#include <fmt/format.h>
+
+namespace kiln::hal::cpu {
+
+dnnl_dims to_dnnl_dims(std::span<const int64_t> shape) {
+  if (shape.empty()) return {1};
+  return dnnl_dims(shape.begin(), shape.end());
+}
+
+dnnl_desc plain_desc(std::span<const int64_t> shape) {
+  const dnnl_dims dims = to_dnnl_dims(shape);
+  dnnl_dims strides(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * std::max<int64_t>(dims[i], 1);
+  return dnnl_desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+dnnl_desc strided_desc(const dnnl_dims& dims, const dnnl_dims& strides) {
+  return dnnl_desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+bool is_plain(const dnnl_desc& desc) {
+  if (desc.data.format_kind != dnnl_blocked || desc.data.ndims == 0) return false;
+  return desc == plain_desc(desc.dims());
+}
+
+std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc) {
+  const dnnl_memory_desc_t& md = desc.data;
+  if (md.format_kind != dnnl_blocked || md.ndims < 1 || md.offset0 != 0) return std::nullopt;
+  const dnnl_blocking_desc_t& blk = md.format_desc.blocking;
+  for (int i = 0; i < blk.inner_nblks; ++i) {
+    if (blk.inner_idxs[i] == 0) return std::nullopt;
+  }
+  if (md.padded_dims[0] != md.dims[0]) return std::nullopt;
+  // A sample is one contiguous block exactly when dim 0's stride covers everything else.
+  dnnl_desc one = desc;
+  one.data.dims[0] = 1;
+  one.data.padded_dims[0] = 1;
+  const size_t sample_bytes = one.get_size();
+  const size_t stride_bytes =
+      static_cast<size_t>(blk.strides[0]) * dnnl_data_type_size(md.data_type);
+  if (stride_bytes != sample_bytes) return std::nullopt;
+  return stride_bytes;
+}
+
+StatusOr<dnnl_desc> with_batch(const dnnl_desc& one_sample, int64_t batch) {
+  if (one_sample.data.ndims < 1 || one_sample.data.dims[0] != 1 ||
+      !sample_stride_bytes(one_sample)) {
+    return internal_error("layout {} does not store samples contiguously", describe(one_sample));
+  }
+  dnnl_desc out = one_sample;
+  out.data.dims[0] = batch;
+  out.data.padded_dims[0] = batch;
+  return out;
+}
+
+std::string describe(const dnnl_desc& desc) {
+  const dnnl_memory_desc_t& md = desc.data;
+  std::string dims;
+  for (int i = 0; i < md.ndims; ++i) dims += fmt::format("{}{}", i ? "x" : "", md.dims[i]);
+  if (md.format_kind != dnnl_blocked) return fmt::format("any {}", dims);
+  if (is_plain(desc)) return fmt::format("plain {}", dims);
+  const dnnl_blocking_desc_t& blk = md.format_desc.blocking;
+  // Outer dims ordered by decreasing stride, then inner blocks: oneDNN's tag notation.
+  std::string order;
+  bool used[DNNL_MAX_NDIMS] = {};
+  for (int k = 0; k < md.ndims; ++k) {
+    int best = -1;
+    for (int i = 0; i < md.ndims; ++i) {
+      if (!used[i] && (best < 0 || blk.strides[i] > blk.strides[best])) best = i;
+    }
+    used[best] = true;
+    bool blocked = false;
+    for (int b = 0; b < blk.inner_nblks; ++b) blocked |= blk.inner_idxs[b] == best;
+    order += static_cast<char>((blocked ? 'A' : 'a') + best);
+  }
+  for (int b = 0; b < blk.inner_nblks; ++b) {
+    order += fmt::format("{}{}", blk.inner_blks[b], static_cast<char>('a' + blk.inner_idxs[b]));
+  }
+  return fmt::format("{} {}", order, dims);
+}
+
+std::string impl_name(const dnnl::primitive_desc_base& pd) {
+  const char* name = nullptr;
+  if (dnnl_primitive_desc_query(pd.get(), dnnl_query_impl_info_str, 0, &name) != dnnl_success ||
+      name == nullptr) {
+    return "unknown";
+  }
+  return name;
+}
+
+bool reduction_may_depend_on_batch(const std::string& impl) {
+  return impl.find("gemm") != std::string::npos && impl.rfind("brg", 0) != 0;
+}
+
+}  // namespace kiln::hal::cpu

@@ -1,0 +1,64 @@
+// Glue between kiln and oneDNN: converting oneDNN's C++ exceptions into Status (library code
+// never lets one escape), dims and memory descriptors for kiln shapes, and the layout queries the
+// backend's planning relies on (plain or blocked, per-sample stride).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+
+namespace kiln::hal::cpu {
+
+using dnnl_dims = dnnl::memory::dims;
+using dnnl_desc = dnnl::memory::desc;
+
+// Runs `fn` (which may throw dnnl::error or std::bad_alloc) and returns its Status; an exception
+// becomes an Unimplemented (unsupported configuration) or OutOfRange (allocation) Status naming
+// `what` and oneDNN's message.
+template <typename Fn>
+Status catch_dnnl(const char* what, Fn&& fn) {
+  try {
+    return std::forward<Fn>(fn)();
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_out_of_memory) return out_of_range("{}: oneDNN is out of memory", what);
+    return unimplemented("{}: oneDNN rejected it: {}", what, e.what());
+  } catch (const std::bad_alloc&) {
+    return out_of_range("{}: out of memory", what);
+  }
+}
+
+// kiln dims as oneDNN dims; a rank-0 shape becomes {1} (oneDNN has no scalars).
+dnnl_dims to_dnnl_dims(std::span<const int64_t> shape);
+// Row-major f32 descriptor of `shape` (a kiln shape or oneDNN dims; rank 0 becomes {1}).
+dnnl_desc plain_desc(std::span<const int64_t> shape);
+// f32 descriptor with explicit element strides.
+dnnl_desc strided_desc(const dnnl_dims& dims, const dnnl_dims& strides);
+// Whether `desc` is the row-major layout of its dims.
+bool is_plain(const dnnl_desc& desc);
+
+// Byte distance between consecutive samples (dim 0) when the layout stores each sample as one
+// contiguous block of the same structure (dim 0 outermost, not blocked); nullopt otherwise.
+std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc);
+// The layout `one_sample` (dim 0 == 1, per sample_stride_bytes) extended to `batch` samples.
+// Error when the layout does not store samples contiguously.
+StatusOr<dnnl_desc> with_batch(const dnnl_desc& one_sample, int64_t batch);
+
+// "nChw16c 8x64x56x56"-style description for messages and executable summaries.
+std::string describe(const dnnl_desc& desc);
+
+// Implementation name of a primitive descriptor ("jit:avx2", "brgconv:avx512_core", ...).
+std::string impl_name(const dnnl::primitive_desc_base& pd);
+// Whether results of an implementation may depend on the minibatch: gemm-based kernels spread
+// the reduction of one output over threads according to how much other work exists (measured
+// with oneDNN 2.6: x64:gemm:jit inner product and matmul give different rounding at mb 8 than
+// at mb 1, while brgemm/jit direct kernels are bitwise batch invariant).
+bool reduction_may_depend_on_batch(const std::string& impl);
+
+}  // namespace kiln::hal::cpu

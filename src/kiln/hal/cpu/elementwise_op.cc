@@ -1,0 +1,204 @@
+// Relu (oneDNN eltwise), Add/Sub/Mul/Div (oneDNN binary when the first operand has the output's
+// shape — both operands then share its layout, blocked or plain — else kiln's broadcasting
+// kernel on plain data) and variadic Sum (oneDNN sum for equal shapes, else a chain of kiln
+// broadcasting adds).
+#include <fmt/format.h>
+
+#include "kiln/hal/cpu/op_table.h"
+#include "kiln/hal/cpu/plain_kernels.h"
+#include "kiln/hal/cpu/program_builder.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+Status check_all_f32(const OpReader& op) {
+  for (size_t i = 0; i < op.input_count(); ++i) {
+    if (!op.has_input(i)) return invalid_argument("input {} is absent", i);
+    KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
+  }
+  return op.expect_output_dtype(0, DType::kF32);
+}
+
+BinaryOp binary_op(const std::string& type) {
+  if (type == "Sub") return BinaryOp::kSub;
+  if (type == "Mul") return BinaryOp::kMul;
+  if (type == "Div") return BinaryOp::kDiv;
+  return BinaryOp::kAdd;
+}
+
+dnnl::algorithm binary_algorithm(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return dnnl::algorithm::binary_add;
+    case BinaryOp::kSub:
+      return dnnl::algorithm::binary_sub;
+    case BinaryOp::kMul:
+      return dnnl::algorithm::binary_mul;
+    case BinaryOp::kDiv:
+      return dnnl::algorithm::binary_div;
+  }
+  return dnnl::algorithm::binary_add;
+}
+
+// `shape` right-aligned to `rank` dims with leading 1s.
+dnnl_dims padded_dims(const ConcreteShape& shape, size_t rank) {
+  dnnl_dims dims(rank - shape.size(), 1);
+  dims.insert(dims.end(), shape.begin(), shape.end());
+  return dims;
+}
+
+Status add_plain_broadcast(ProgramBuilder& b, BinaryOp kind, int32_t a, int32_t c, int32_t y) {
+  const ConcreteShape& ys = b.value(y).shape;
+  KILN_ASSIGN_OR_RETURN(BroadcastPlan plan,
+                        make_broadcast_plan(ys, b.value(a).shape, b.value(c).shape));
+  KILN_ASSIGN_OR_RETURN(BufferRef a_ref, b.input_as(a, plain_desc(b.value(a).shape)));
+  KILN_ASSIGN_OR_RETURN(BufferRef c_ref, b.input_as(c, plain_desc(b.value(c).shape)));
+  KILN_ASSIGN_OR_RETURN(BufferRef y_ref, b.output(y, plain_desc(ys)));
+  b.add(std::make_unique<BroadcastStep>(b.op().dispatch().name, kind, false, std::move(plan), a_ref,
+                                        c_ref, y_ref));
+  return ok_status();
+}
+
+}  // namespace
+
+Status check_relu(const OpReader& op) {
+  KILN_RETURN_IF_ERROR(op.expect_attributes({}));
+  KILN_RETURN_IF_ERROR(op.expect_inputs(1, 1));
+  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
+  KILN_RETURN_IF_ERROR(check_all_f32(op));
+  if (op.input(0).shape != op.output(0).shape) {
+    return invalid_argument("output shape [{}] differs from the input's [{}]",
+                            fmt::join(op.output(0).shape, ","), fmt::join(op.input(0).shape, ","));
+  }
+  return ok_status();
+}
+
+Status build_relu(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  const int32_t x = op.input_index(0);
+  const dnnl_desc src = b.layout(x);
+  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                   dnnl::algorithm::eltwise_relu, src, 0.0f, 0.0f);
+  dnnl::eltwise_forward::primitive_desc pd(desc, b.attr(), b.engine());
+  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), pd.dst_desc()));
+  PrimitiveStep& step =
+      b.add_primitive(b.label(fmt::format("relu {} {}", impl_name(pd), describe(src))), pd,
+                      dnnl::eltwise_forward(pd));
+  step.bind(DNNL_ARG_SRC, src, BufferRef::of_value(x));
+  step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
+  return ok_status();
+}
+
+Status check_binary(const OpReader& op) {
+  KILN_RETURN_IF_ERROR(op.expect_attributes({}));
+  KILN_RETURN_IF_ERROR(op.expect_inputs(2, 2));
+  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
+  KILN_RETURN_IF_ERROR(check_all_f32(op));
+  return make_broadcast_plan(op.output(0).shape, op.input(0).shape, op.input(1).shape).status();
+}
+
+Status build_binary(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  const BinaryOp kind = binary_op(op.dispatch().op_type);
+  int32_t a = op.input_index(0), c = op.input_index(1);
+  const int32_t y = op.output_index(0);
+  const ConcreteShape& ys = b.value(y).shape;
+  if (b.value(a).shape != ys && b.value(c).shape == ys &&
+      (kind == BinaryOp::kAdd || kind == BinaryOp::kMul)) {
+    std::swap(a, c);
+  }
+  if (b.value(a).shape != ys) return add_plain_broadcast(b, kind, a, c, y);
+
+  // oneDNN binary: src0 and dst in A's layout; B in the same layout when it has the full shape,
+  // else plain with broadcast dims of 1.
+  const dnnl_desc src0 = b.layout(a);
+  const bool same_shape = b.value(c).shape == ys;
+  const dnnl_desc src1 =
+      same_shape ? src0 : plain_desc(padded_dims(b.value(c).shape, src0.dims().size()));
+  dnnl::binary::primitive_desc pd;
+  try {
+    dnnl::binary::desc desc(binary_algorithm(kind), src0, src1, src0);
+    pd = dnnl::binary::primitive_desc(desc, b.attr(), b.engine());
+  } catch (const dnnl::error&) {
+    // oneDNN lacks this broadcast for this layout.
+    return add_plain_broadcast(b, kind, a, c, y);
+  }
+  KILN_ASSIGN_OR_RETURN(BufferRef a_ref, b.input_as(a, src0));
+  KILN_ASSIGN_OR_RETURN(BufferRef c_ref, b.input_as(c, src1));
+  KILN_ASSIGN_OR_RETURN(BufferRef y_ref, b.output(y, pd.dst_desc()));
+  PrimitiveStep& step = b.add_primitive(
+      b.label(fmt::format("binary {} {} {}", impl_name(pd), describe(src0), describe(src1))), pd,
+      dnnl::binary(pd));
+  step.bind(DNNL_ARG_SRC_0, src0, a_ref);
+  step.bind(DNNL_ARG_SRC_1, src1, c_ref);
+  step.bind(DNNL_ARG_DST, pd.dst_desc(), y_ref);
+  return ok_status();
+}
+
+Status check_sum(const OpReader& op) {
+  KILN_RETURN_IF_ERROR(op.expect_attributes({}));
+  KILN_RETURN_IF_ERROR(op.expect_inputs(1, 64));
+  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
+  KILN_RETURN_IF_ERROR(check_all_f32(op));
+  for (size_t i = 0; i < op.input_count(); ++i) {
+    KILN_RETURN_IF_ERROR(
+        make_broadcast_plan(op.output(0).shape, op.input(i).shape, op.output(0).shape).status());
+  }
+  return ok_status();
+}
+
+Status build_sum(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  const size_t n = op.input_count();
+  const int32_t y = op.output_index(0);
+  const ConcreteShape& ys = b.value(y).shape;
+  bool same = true;
+  for (size_t i = 0; i < n; ++i) same = same && op.input(i).shape == ys;
+  if (same && n == 1) {
+    const int32_t x = op.input_index(0);
+    KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(y, b.layout(x)));
+    b.add_reorder(BufferRef::of_value(x), b.layout(x), dst, b.layout(x));
+    return ok_status();
+  }
+  if (same) {
+    std::vector<dnnl_desc> srcs;
+    for (size_t i = 0; i < n; ++i) srcs.push_back(b.layout(op.input_index(i)));
+    dnnl::sum::primitive_desc pd(srcs[0], std::vector<float>(n, 1.0f), srcs, b.engine(), b.attr());
+    KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(y, pd.dst_desc()));
+    PrimitiveStep& step = b.add_primitive(
+        b.label(fmt::format("sum {} of {} {}", impl_name(pd), n, describe(srcs[0]))), pd,
+        dnnl::sum(pd));
+    for (size_t i = 0; i < n; ++i) {
+      step.bind(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), srcs[i],
+                BufferRef::of_value(op.input_index(i)));
+    }
+    step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
+    return ok_status();
+  }
+  // Broadcasting: y = x0 + x1, then y += xi, all plain.
+  std::vector<BufferRef> refs;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t v = op.input_index(i);
+    KILN_ASSIGN_OR_RETURN(BufferRef r, b.input_as(v, plain_desc(b.value(v).shape)));
+    refs.push_back(r);
+  }
+  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(y, plain_desc(ys)));
+  if (n == 1) {
+    KILN_ASSIGN_OR_RETURN(BroadcastPlan plan, make_broadcast_plan(ys, op.input(0).shape, ys));
+    b.add(std::make_unique<BroadcastStep>(b.op().dispatch().name, BinaryOp::kAdd, true,
+                                          std::move(plan), refs[0], refs[0], dst));
+    return ok_status();
+  }
+  KILN_ASSIGN_OR_RETURN(BroadcastPlan first,
+                        make_broadcast_plan(ys, op.input(0).shape, op.input(1).shape));
+  b.add(std::make_unique<BroadcastStep>(b.op().dispatch().name, BinaryOp::kAdd, false,
+                                        std::move(first), refs[0], refs[1], dst));
+  for (size_t i = 2; i < n; ++i) {
+    KILN_ASSIGN_OR_RETURN(BroadcastPlan plan, make_broadcast_plan(ys, ys, op.input(i).shape));
+    b.add(std::make_unique<BroadcastStep>(b.op().dispatch().name, BinaryOp::kAdd, false,
+                                          std::move(plan), dst, refs[i], dst));
+  }
+  return ok_status();
+}
+
+}  // namespace kiln::hal::cpu

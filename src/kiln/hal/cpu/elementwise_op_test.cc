@@ -1,0 +1,178 @@
+// Add/Sub/Mul/Div with numpy broadcasting and variadic Sum, on plain inputs and on blocked conv
+// outputs (odd channel counts included, so padded blocked layouts pass through binary ops).
+#include <gtest/gtest.h>
+
+#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/test_support.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using namespace testing;
+
+std::unique_ptr<Device> device() {
+  auto d = create_cpu_device({});
+  KILN_CHECK(d.ok());
+  return std::move(d).value();
+}
+
+const char* op_name(char op) {
+  switch (op) {
+    case '+':
+      return "Add";
+    case '-':
+      return "Sub";
+    case '*':
+      return "Mul";
+    default:
+      return "Div";
+  }
+}
+
+struct BinaryCase {
+  char op;
+  ConcreteShape a, b;
+};
+
+class CpuBinaryTest : public ::testing::TestWithParam<BinaryCase> {};
+
+TEST_P(CpuBinaryTest, PlainBroadcastMatchesReference) {
+  const BinaryCase& c = GetParam();
+  Tensor a = random_tensor(c.a, 1);
+  Tensor b = random_tensor(c.b, 2, 0.5f, 2.0f);
+  Tensor expected = ref_binary(c.op, a, b);
+  SpecBuilder s;
+  const int32_t ai = s.input("a", c.a);
+  const int32_t bi = s.input("b", c.b);
+  const int32_t y = s.output("y", expected.shape());
+  s.dispatch("op", op_name(c.op), {ai, bi}, {y});
+  auto exe = device()->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = run_program(**exe, s.spec(), {a, b});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], expected, 1e-6, 1e-6));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CpuBinaryTest,
+    ::testing::Values(BinaryCase{'+', {2, 3, 4}, {2, 3, 4}}, BinaryCase{'-', {2, 3, 4}, {}},
+                      BinaryCase{'*', {2, 3, 4}, {4}}, BinaryCase{'/', {2, 3, 4}, {3, 1}},
+                      BinaryCase{'/', {3, 1, 5}, {4, 1}}, BinaryCase{'-', {1, 4}, {3, 1}},
+                      BinaryCase{'+', {4}, {2, 3, 4}}, BinaryCase{'-', {5}, {2, 5}},
+                      BinaryCase{'*', {2, 1, 3, 1}, {1, 4, 1, 5}},
+                      BinaryCase{'/', {70000}, {70000}}, BinaryCase{'+', {}, {}}));
+
+// conv(x) -> op(conv_out, other) -> conv -> y, with `other` shaped `other_shape`.
+void check_binary_between_convs(char op, int64_t c, ConcreteShape other_shape, bool other_conv) {
+  const ConcreteShape xs{2, c, 6, 6};
+  Tensor x = random_tensor(xs, 3);
+  Tensor w1 = random_tensor({c, c, 3, 3}, 4);
+  Tensor w2 = random_tensor({c, c, 1, 1}, 5);
+  Tensor other = random_tensor(other_shape, 6, 0.5f, 2.0f);
+  ConvRef pad1{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, false};
+  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  Tensor c1 = ref_conv(x, w1, nullptr, nullptr, pad1);
+  Tensor rhs = other_conv ? ref_conv(x, w2, nullptr, nullptr, pw) : other;
+  Tensor expected = ref_conv(ref_binary(op, c1, rhs), w2, nullptr, nullptr, pw);
+
+  SpecBuilder s;
+  const int32_t xi = s.input("x", xs);
+  const int32_t a = s.value("a", xs);
+  s.dispatch("conv1", "Conv", {xi, s.constant("w1", w1)}, {a},
+             attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  int32_t bi;
+  if (other_conv) {
+    bi = s.value("b", xs);
+    s.dispatch("conv_b", "Conv", {xi, s.constant("w2b", w2)}, {bi});
+  } else {
+    bi = s.constant("b", other);
+  }
+  const int32_t m = s.value("m", xs);
+  s.dispatch("op", op_name(op), {a, bi}, {m});
+  const int32_t y = s.output("y", xs);
+  s.dispatch("conv2", "Conv", {m, s.constant("w2", w2)}, {y});
+  auto exe = device()->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = run_program(**exe, s.spec(), {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], expected, 1e-5, 2e-4));
+}
+
+TEST(CpuBinaryBlockedTest, AddTwoConvOutputs) {
+  check_binary_between_convs('+', 16, {2, 16, 6, 6}, true);
+}
+TEST(CpuBinaryBlockedTest, DivOddChannelsKeepsPaddingClean) {
+  // 0/0 in the padded channels of a blocked layout would be NaN and poison the next conv.
+  check_binary_between_convs('/', 5, {2, 5, 6, 6}, true);
+}
+TEST(CpuBinaryBlockedTest, MulPerChannelConstant) {
+  check_binary_between_convs('*', 16, {16, 1, 1}, false);
+}
+TEST(CpuBinaryBlockedTest, SubPlainConstantFullShape) {
+  check_binary_between_convs('-', 8, {2, 8, 6, 6}, false);
+}
+TEST(CpuBinaryBlockedTest, DivPerChannelOddChannels) {
+  check_binary_between_convs('/', 5, {1, 5, 1, 1}, false);
+}
+
+TEST(CpuSumTest, SameShapeMixedLayouts) {
+  const ConcreteShape xs{2, 8, 5, 5};
+  Tensor x = random_tensor(xs, 1);
+  Tensor w = random_tensor({8, 8, 1, 1}, 2);
+  Tensor z = random_tensor(xs, 3);
+  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  Tensor c = ref_conv(x, w, nullptr, nullptr, pw);
+  Tensor expected = ref_binary('+', ref_binary('+', c, x), z);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", xs);
+  const int32_t zi = s.input("z", xs);
+  const int32_t ci = s.value("c", xs);
+  s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {ci});
+  const int32_t y = s.output("y", xs);
+  s.dispatch("sum", "Sum", {ci, xi, zi}, {y});
+  auto exe = device()->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = run_program(**exe, s.spec(), {x, z});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], expected));
+}
+
+TEST(CpuSumTest, BroadcastAndSingleInput) {
+  Tensor a = random_tensor({3, 1}, 1), b = random_tensor({4}, 2), c = random_tensor({2, 3, 4}, 3);
+  SpecBuilder s;
+  const int32_t ai = s.input("a", {3, 1}), bi = s.input("b", {4}), ci = s.input("c", {2, 3, 4});
+  const int32_t y = s.output("y", {2, 3, 4});
+  const int32_t y1 = s.output("y1", {4});
+  s.dispatch("sum", "Sum", {ai, bi, ci}, {y});
+  s.dispatch("sum1", "Sum", {bi}, {y1});
+  auto exe = device()->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = run_program(**exe, s.spec(), {a, b, c});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], ref_binary('+', ref_binary('+', a, b), c), 1e-6, 1e-6));
+  EXPECT_TRUE(bitwise_equal((*out)[1], b));
+}
+
+TEST(CpuBinaryTest, NonBroadcastableShapesAreRejected) {
+  SpecBuilder s;
+  const int32_t a = s.input("a", {2, 3}), b = s.input("b", {4});
+  const int32_t y = s.output("y", {2, 3});
+  s.dispatch("bad_add", "Add", {a, b}, {y});
+  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.to_string().find("'bad_add' (Add)"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.to_string().find("does not broadcast"), std::string::npos) << st.to_string();
+}
+
+TEST(CpuBinaryTest, IntegerInputsAreUnimplemented) {
+  SpecBuilder s;
+  const int32_t a = s.input("a", {2}, DType::kI64), b = s.input("b", {2}, DType::kI64);
+  const int32_t y = s.output("y", {2}, DType::kI64);
+  s.dispatch("int_add", "Add", {a, b}, {y});
+  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.to_string().find("must be f32, got i64"), std::string::npos) << st.to_string();
+}
+
+}  // namespace
+}  // namespace kiln::hal::cpu

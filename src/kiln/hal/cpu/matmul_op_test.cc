@@ -1,0 +1,250 @@
+// Gemm, MatMul, Softmax and the data-movement ops (Flatten, Reshape, Identity, Dropout) against
+// naive references; Flatten/Reshape after blocked convs check the reorder back to plain.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/test_support.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using namespace testing;
+
+std::unique_ptr<Device> device() {
+  auto d = create_cpu_device({});
+  KILN_CHECK(d.ok());
+  return std::move(d).value();
+}
+
+StatusOr<std::vector<Tensor>> prepare_and_run(SpecBuilder& s, const std::vector<Tensor>& inputs) {
+  auto dev = device();
+  KILN_ASSIGN_OR_RETURN(auto exe, dev->prepare(s.spec()));
+  return run_program(*exe, s.spec(), inputs);
+}
+
+struct GemmCase {
+  bool trans_a, trans_b;
+  double alpha, beta;
+  std::optional<ConcreteShape> c;
+  bool constant_b;
+  int64_t m = 5;
+};
+
+class CpuGemmTest : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(CpuGemmTest, MatchesReference) {
+  const GemmCase& g = GetParam();
+  const int64_t m = g.m, k = 37, n = 19;
+  const ConcreteShape as = g.trans_a ? ConcreteShape{k, m} : ConcreteShape{m, k};
+  const ConcreteShape bs = g.trans_b ? ConcreteShape{n, k} : ConcreteShape{k, n};
+  Tensor a = random_tensor(as, 1), b = random_tensor(bs, 2);
+  Tensor c = g.c ? random_tensor(*g.c, 3) : Tensor();
+  SpecBuilder s;
+  std::vector<Tensor> inputs{a};
+  std::vector<int32_t> ins{s.input("a", as)};
+  if (g.constant_b) {
+    ins.push_back(s.constant("b", b));
+  } else {
+    ins.push_back(s.input("b", bs));
+    inputs.push_back(b);
+  }
+  if (g.c) ins.push_back(s.constant("c", c));
+  const int32_t y = s.output("y", {m, n});
+  s.dispatch("gemm", "Gemm", ins, {y},
+             attrs({{"transA", int64_t{g.trans_a}},
+                    {"transB", int64_t{g.trans_b}},
+                    {"alpha", g.alpha},
+                    {"beta", g.beta}}));
+  auto out = prepare_and_run(s, inputs);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0],
+                        ref_gemm(a, b, g.c ? &c : nullptr, g.alpha, g.beta, g.trans_a, g.trans_b)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, CpuGemmTest,
+    ::testing::Values(GemmCase{false, false, 1.0, 1.0, std::nullopt, true},
+                      GemmCase{false, true, 1.0, 1.0, ConcreteShape{19}, true},
+                      GemmCase{true, false, 0.5, 2.0, ConcreteShape{1, 19}, true},
+                      GemmCase{true, true, -1.5, 0.25, ConcreteShape{5, 1}, true},
+                      GemmCase{false, false, 2.0, 1.0, ConcreteShape{5, 19}, false},
+                      GemmCase{false, true, 1.0, -1.0, ConcreteShape{}, false},
+                      GemmCase{true, false, 1.0, 0.0, ConcreteShape{19}, false},
+                      GemmCase{true, true, 0.75, 1.0, ConcreteShape{19}, false},
+                      GemmCase{false, true, 1.0, 1.0, ConcreteShape{19}, true, 1}));
+
+struct MatMulCase {
+  ConcreteShape a, b;
+  bool constant_b;
+};
+
+class CpuMatMulTest : public ::testing::TestWithParam<MatMulCase> {};
+
+TEST_P(CpuMatMulTest, MatchesReference) {
+  const MatMulCase& c = GetParam();
+  Tensor a = random_tensor(c.a, 1), b = random_tensor(c.b, 2);
+  Tensor expected = ref_matmul(a, b);
+  SpecBuilder s;
+  std::vector<Tensor> inputs{a};
+  const int32_t ai = s.input("a", c.a);
+  int32_t bi;
+  if (c.constant_b) {
+    bi = s.constant("b", b);
+  } else {
+    bi = s.input("b", c.b);
+    inputs.push_back(b);
+  }
+  const int32_t y = s.output("y", expected.shape());
+  s.dispatch("mm", "MatMul", {ai, bi}, {y});
+  auto out = prepare_and_run(s, inputs);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CpuMatMulTest,
+    ::testing::Values(MatMulCase{{4, 5}, {5, 6}, true}, MatMulCase{{4, 5}, {5, 6}, false},
+                      MatMulCase{{2, 3, 4, 5}, {5, 6}, true},
+                      MatMulCase{{3, 4, 5}, {3, 5, 6}, false},
+                      MatMulCase{{1, 4, 5}, {3, 5, 6}, false},
+                      MatMulCase{{3, 4, 5}, {1, 5, 6}, true},
+                      MatMulCase{{2, 1, 4, 5}, {3, 5, 6}, false}, MatMulCase{{5}, {5, 6}, true},
+                      MatMulCase{{2, 4, 5}, {5}, false}, MatMulCase{{5}, {5}, false},
+                      MatMulCase{{1, 7}, {7, 3}, true}));
+
+TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
+  SpecBuilder s;
+  const int32_t a = s.input("a", {2, 3}), b = s.input("b", {4, 5});
+  const int32_t y = s.output("y", {2, 5});
+  s.dispatch("mm", "MatMul", {a, b}, {y});
+  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.to_string().find("inner dims differ"), std::string::npos) << st.to_string();
+}
+
+class CpuSoftmaxTest : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(CpuSoftmaxTest, MatchesReference) {
+  const ConcreteShape xs{2, 3, 17};
+  Tensor x = random_tensor(xs, 5, -4.0f, 4.0f);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", xs);
+  const int32_t y = s.output("y", xs);
+  s.dispatch("softmax", "Softmax", {xi}, {y}, attrs({{"axis", GetParam()}}));
+  auto out = prepare_and_run(s, {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], ref_softmax(x, GetParam()), 1e-5, 1e-6));
+}
+
+INSTANTIATE_TEST_SUITE_P(Axes, CpuSoftmaxTest, ::testing::Values(0, 1, 2, -1, -3));
+
+TEST(CpuSoftmaxTest, DefaultAxisAfterBlockedConv) {
+  const ConcreteShape xs{2, 16, 3, 3};
+  Tensor x = random_tensor(xs, 1);
+  Tensor w = random_tensor({16, 16, 1, 1}, 2);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", xs);
+  const int32_t c = s.value("c", xs);
+  s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
+  const int32_t y = s.output("y", xs);
+  s.dispatch("softmax", "Softmax", {c}, {y}, attrs({{"axis", int64_t{1}}}));
+  auto out = prepare_and_run(s, {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  EXPECT_TRUE(
+      all_close((*out)[0], ref_softmax(ref_conv(x, w, nullptr, nullptr, pw), 1), 1e-5, 1e-6));
+}
+
+// conv (blocked) -> Flatten -> Gemm and conv -> Reshape -> output: the flattened data must be
+// the plain NCHW order, not the blocked one.
+TEST(CpuReshapeTest, FlattenAndReshapeAfterBlockedConv) {
+  const ConcreteShape xs{2, 13, 4, 4};
+  Tensor x = random_tensor(xs, 1);
+  Tensor w = random_tensor({24, 13, 3, 3}, 2);
+  Tensor fc = random_tensor({10, 24 * 4 * 4}, 3);
+  Tensor fc_b = random_tensor({10}, 4);
+  ConvRef cr{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, true};
+  Tensor conv = ref_conv(x, w, nullptr, nullptr, cr);
+  Tensor flat = conv.reshaped({2, 24 * 16});
+  Tensor expected_fc = ref_gemm(flat, fc, &fc_b, 1.0, 1.0, false, true);
+
+  SpecBuilder s;
+  const int32_t xi = s.input("x", xs);
+  const int32_t c = s.value("c", conv.shape());
+  s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c},
+             attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                    {"kiln_activation", std::string("relu")}}));
+  const int32_t f = s.value("f", {2, 24 * 16});
+  s.dispatch("flatten", "Flatten", {c}, {f}, attrs({{"axis", int64_t{1}}}));
+  const int32_t y = s.output("y", {2, 10});
+  s.dispatch("fc", "Gemm", {f, s.constant("fc", fc), s.constant("fc_b", fc_b)}, {y},
+             attrs({{"transB", int64_t{1}}}));
+  const int32_t r = s.output("r", {2, 24, 16});
+  Tensor shape = filled({3}, {2, 24, 16});
+  s.dispatch("reshape", "Reshape", {c, s.constant("shape", shape)}, {r});
+  auto out = prepare_and_run(s, {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], expected_fc));
+  EXPECT_TRUE(all_close((*out)[1], conv.reshaped({2, 24, 16})));
+}
+
+TEST(CpuReshapeTest, Int64PassThrough) {
+  auto t = Tensor::create(DType::kI64, {2, 3});
+  ASSERT_TRUE(t.ok());
+  for (int64_t i = 0; i < 6; ++i) t->mutable_values<int64_t>()[i] = 1000000000000LL * i - 7;
+  SpecBuilder s;
+  const int32_t x = s.input("x", {2, 3}, DType::kI64);
+  const int32_t m = s.value("m", {6}, DType::kI64);
+  const int32_t y = s.output("y", {3, 2}, DType::kI64);
+  auto shape1 = Tensor::create(DType::kI64, {1});
+  auto shape2 = Tensor::create(DType::kI64, {2});
+  s.dispatch("r1", "Reshape", {x, s.constant("s1", *shape1)}, {m});
+  const int32_t m2 = s.value("m2", {6}, DType::kI64);
+  s.dispatch("id", "Identity", {m}, {m2});
+  s.dispatch("r2", "Reshape", {m2, s.constant("s2", *shape2)}, {y});
+  auto out = prepare_and_run(s, {*t});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(std::memcmp((*out)[0].data(), t->data(), t->byte_size()), 0);
+}
+
+TEST(CpuIdentityTest, IdentityAndDropoutAfterConv) {
+  const ConcreteShape xs{1, 8, 4, 4};
+  Tensor x = random_tensor(xs, 1);
+  Tensor w = random_tensor({8, 8, 1, 1}, 2);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", xs);
+  const int32_t c = s.value("c", xs);
+  s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
+  const int32_t d = s.value("d", xs);
+  const int32_t mask = s.output("mask", xs, DType::kBool);
+  s.dispatch("dropout", "Dropout", {c}, {d, mask});
+  const int32_t i1 = s.output("i1", xs);
+  s.dispatch("identity", "Identity", {d}, {i1});
+  const int32_t i2 = s.output("i2", xs);
+  s.dispatch("identity_in", "Identity", {xi}, {i2});
+  auto out = prepare_and_run(s, {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  EXPECT_TRUE(all_close((*out)[1], ref_conv(x, w, nullptr, nullptr, pw)));
+  EXPECT_TRUE(bitwise_equal((*out)[2], x));
+  for (std::byte b : std::span((*out)[0].data(), (*out)[0].byte_size())) {
+    ASSERT_EQ(b, std::byte{1});
+  }
+}
+
+TEST(CpuIdentityTest, DropoutTrainingModeIsUnimplemented) {
+  SpecBuilder s;
+  const int32_t x = s.input("x", {4});
+  auto mode = Tensor::create(DType::kBool, {});
+  mode->mutable_values<uint8_t>()[0] = 1;
+  const int32_t y = s.output("y", {4});
+  s.dispatch("drop", "Dropout", {x, -1, s.constant("training_mode", *mode)}, {y});
+  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.to_string().find("training_mode"), std::string::npos) << st.to_string();
+}
+
+}  // namespace
+}  // namespace kiln::hal::cpu

@@ -1,0 +1,76 @@
+// Reading and checking one dispatch: input/output counts, dtypes, attributes (with ONNX
+// defaults) and the window geometry of Conv and pooling. Shared by supports() and prepare(), so
+// both reject exactly the same dispatches. Errors say what is wrong; callers add the dispatch note.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/hal/device.h"
+
+namespace kiln::hal::cpu {
+
+class OpReader {
+ public:
+  OpReader(const DispatchSpec& dispatch, std::span<const ValueSpec> values)
+      : dispatch_(dispatch), values_(values) {}
+
+  const DispatchSpec& dispatch() const { return dispatch_; }
+  // Every input/output index is -1 or a valid value index; no output is absent.
+  Status check_indices() const;
+  // Present inputs: indices 0..count-1 with trailing absent (-1) inputs ignored. Errors name the
+  // expected range.
+  Status expect_inputs(size_t min, size_t max) const;
+  Status expect_outputs(size_t min, size_t max) const;
+  // Rejects attributes not in `known` (an ignored attribute could change the result).
+  Status expect_attributes(std::initializer_list<std::string_view> known) const;
+
+  bool has_input(size_t i) const;
+  int32_t input_index(size_t i) const { return dispatch_.inputs[i]; }
+  int32_t output_index(size_t i) const { return dispatch_.outputs[i]; }
+  const ValueSpec& input(size_t i) const { return values_[dispatch_.inputs[i]]; }
+  const ValueSpec& output(size_t i) const { return values_[dispatch_.outputs[i]]; }
+  size_t output_count() const { return dispatch_.outputs.size(); }
+  // Number of present inputs counted as in expect_inputs.
+  size_t input_count() const;
+
+  // Input/output i has dtype `dtype`; the error names it ("input 1 'W' must be f32, got i64").
+  Status expect_input_dtype(size_t i, DType dtype) const;
+  Status expect_output_dtype(size_t i, DType dtype) const;
+  Status expect_input_rank(size_t i, size_t min, size_t max) const;
+
+  // Attribute getters with ONNX defaults when absent (also when the dispatch has none).
+  StatusOr<int64_t> get_int(const std::string& name, int64_t fallback) const;
+  StatusOr<double> get_float(const std::string& name, double fallback) const;
+  StatusOr<std::string> get_string(const std::string& name, std::string fallback) const;
+  StatusOr<std::vector<int64_t>> get_ints(const std::string& name,
+                                          std::vector<int64_t> fallback) const;
+  // kiln_activation: "" (absent) or "relu"; anything else is Unimplemented.
+  StatusOr<bool> relu_activation() const;
+
+ private:
+  const DispatchSpec& dispatch_;
+  std::span<const ValueSpec> values_;
+};
+
+// Window geometry of Conv / MaxPool / AveragePool with explicit pads.
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
+};
+
+// Reads kernel_shape (or `kernel_from_weights` when absent; must agree when both), strides,
+// dilations, pads and auto_pad (only NOTSET is accepted: the compiler resolves the others into
+// pads). `allow_dilations` false rejects dilations other than 1.
+StatusOr<Window> read_window(const OpReader& op, size_t spatial_rank,
+                             std::span<const int64_t> kernel_from_weights, bool allow_dilations);
+
+// Output size of one spatial dim: floor or ceil of (in + pads - effective kernel) / stride, + 1.
+int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
+                           int64_t pad_begin, int64_t pad_end, bool ceil_mode);
+
+}  // namespace kiln::hal::cpu

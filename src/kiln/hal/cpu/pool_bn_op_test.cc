@@ -1,0 +1,269 @@
+// Pooling, BatchNormalization and Relu on the CPU backend against naive references, on plain
+// graph inputs and on blocked conv outputs.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/test_support.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using namespace testing;
+
+std::unique_ptr<Device> device() {
+  auto d = create_cpu_device({});
+  KILN_CHECK(d.ok());
+  return std::move(d).value();
+}
+
+StatusOr<Tensor> run_one(SpecBuilder& s, std::vector<Tensor> inputs) {
+  auto dev = device();
+  KILN_ASSIGN_OR_RETURN(auto exe, dev->prepare(s.spec()));
+  KILN_ASSIGN_OR_RETURN(auto out, run_program(*exe, s.spec(), inputs));
+  return out[0];
+}
+
+struct PoolCase {
+  std::string name;
+  std::string op;  // MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
+  ConcreteShape x;
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  bool ceil = false;
+  bool include_pad = false;
+  bool after_conv = false;  // feed the pool from a conv (blocked layout)
+};
+
+void PrintTo(const PoolCase& c, std::ostream* os) { *os << c.name; }
+
+PoolCase pool_case(std::string name, std::string op, ConcreteShape x, std::vector<int64_t> kernel,
+                   void (*set)(PoolCase&) = nullptr) {
+  PoolCase c;
+  c.name = std::move(name);
+  c.op = std::move(op);
+  c.x = std::move(x);
+  c.kernel = std::move(kernel);
+  if (set) set(c);
+  return c;
+}
+
+class CpuPoolTest : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(CpuPoolTest, MatchesReference) {
+  const PoolCase& c = GetParam();
+  const size_t r = c.x.size() - 2;
+  const bool global = c.op.rfind("Global", 0) == 0;
+  PoolRef ref;
+  ref.max = c.op == "MaxPool" || c.op == "GlobalMaxPool";
+  ref.count_include_pad = c.include_pad;
+  ref.kernel = global ? std::vector<int64_t>(c.x.begin() + 2, c.x.end()) : c.kernel;
+  ref.strides = c.strides.empty() ? std::vector<int64_t>(r, 1) : c.strides;
+  ref.dilations = c.dilations.empty() ? std::vector<int64_t>(r, 1) : c.dilations;
+  std::vector<int64_t> pads = c.pads.empty() ? std::vector<int64_t>(2 * r, 0) : c.pads;
+  ref.pads_begin.assign(pads.begin(), pads.begin() + r);
+  ref.pads_end.assign(pads.begin() + r, pads.end());
+  ref.out = {c.x[0], c.x[1]};
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t span =
+        c.x[2 + i] + pads[i] + pads[r + i] - (ref.dilations[i] * (ref.kernel[i] - 1) + 1);
+    ref.out.push_back(
+        (c.ceil ? (span + ref.strides[i] - 1) / ref.strides[i] : span / ref.strides[i]) + 1);
+  }
+
+  SpecBuilder s;
+  Tensor x = random_tensor(c.x, 7);
+  Tensor pool_in = x;
+  const int32_t xi = s.input("x", c.x);
+  int32_t src = xi;
+  if (c.after_conv) {
+    // 1x1 conv with identity-like random weights: the reference pools the conv's output.
+    Tensor w = random_tensor({c.x[1], c.x[1], 1, 1}, 8);
+    ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+    pool_in = ref_conv(x, w, nullptr, nullptr, cr);
+    src = s.value("conv_out", c.x);
+    s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {src});
+  }
+  const int32_t y = s.output("y", ref.out);
+  Attributes a;
+  if (!global) {
+    a.set("kernel_shape", c.kernel);
+    if (!c.strides.empty()) a.set("strides", c.strides);
+    if (!c.pads.empty()) a.set("pads", c.pads);
+    if (!c.dilations.empty()) a.set("dilations", c.dilations);
+    if (c.ceil) a.set("ceil_mode", int64_t{1});
+    if (c.op == "AveragePool") a.set("count_include_pad", int64_t{c.include_pad ? 1 : 0});
+  }
+  s.dispatch("pool", c.op, {src}, {y}, a);
+  auto out = run_one(s, {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close(*out, ref_pool(pool_in, ref)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, CpuPoolTest,
+    ::testing::Values(
+        pool_case("max_3x3_s2_p1", "MaxPool", {2, 16, 15, 15}, {3, 3},
+                  [](PoolCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {1, 1, 1, 1};
+                  }),
+        pool_case("max_after_conv", "MaxPool", {2, 16, 14, 14}, {3, 3},
+                  [](PoolCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {1, 1, 1, 1};
+                    c.after_conv = true;
+                  }),
+        pool_case("max_ceil", "MaxPool", {1, 8, 10, 10}, {3, 3},
+                  [](PoolCase& c) {
+                    c.strides = {2, 2};
+                    c.ceil = true;
+                  }),
+        pool_case("max_dilated", "MaxPool", {1, 8, 9, 9}, {2, 2},
+                  [](PoolCase& c) {
+                    c.dilations = {2, 2};
+                  }),
+        pool_case("max_asymmetric_pads", "MaxPool", {2, 5, 7, 8}, {2, 3},
+                  [](PoolCase& c) {
+                    c.strides = {2, 1};
+                    c.pads = {0, 1, 1, 0};
+                  }),
+        pool_case("max_1d", "MaxPool", {2, 4, 11}, {3}, [](PoolCase& c) { c.strides = {2}; }),
+        pool_case("avg_include_pad", "AveragePool", {2, 16, 7, 7}, {3, 3},
+                  [](PoolCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.include_pad = true;
+                  }),
+        pool_case("avg_exclude_pad", "AveragePool", {2, 16, 7, 7}, {3, 3},
+                  [](PoolCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                  }),
+        pool_case("avg_ceil_exclude_pad", "AveragePool", {1, 8, 10, 10}, {3, 3},
+                  [](PoolCase& c) {
+                    c.strides = {2, 2};
+                    c.ceil = true;
+                  }),
+        pool_case("avg_ceil_include_pad_no_overhang", "AveragePool", {1, 8, 11, 11}, {3, 3},
+                  [](PoolCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {1, 1, 1, 1};
+                    c.ceil = true;
+                    c.include_pad = true;
+                  }),
+        pool_case("avg_after_conv_odd_channels", "AveragePool", {2, 5, 6, 6}, {2, 2},
+                  [](PoolCase& c) {
+                    c.strides = {2, 2};
+                    c.after_conv = true;
+                  }),
+        pool_case("avg_3d", "AveragePool", {1, 4, 5, 5, 5}, {2, 2, 2}),
+        pool_case("global_avg", "GlobalAveragePool", {2, 16, 7, 7}, {}),
+        pool_case("global_avg_after_conv", "GlobalAveragePool", {2, 32, 7, 7}, {},
+                  [](PoolCase& c) { c.after_conv = true; }),
+        pool_case("global_max", "GlobalMaxPool", {2, 8, 5, 6}, {})),
+    [](const ::testing::TestParamInfo<PoolCase>& info) { return info.param.name; });
+
+TEST(CpuPoolTest, CeilOverhangWithIncludePadIsUnimplemented) {
+  SpecBuilder s;
+  const int32_t x = s.input("x", {1, 8, 10, 10});
+  const int32_t y = s.output("y", {1, 8, 5, 5});
+  s.dispatch("avg", "AveragePool", {x}, {y},
+             attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                    {"strides", std::vector<int64_t>{2, 2}},
+                    {"ceil_mode", int64_t{1}},
+                    {"count_include_pad", int64_t{1}}}));
+  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.to_string().find("count_include_pad"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.to_string().find("'avg' (AveragePool)"), std::string::npos) << st.to_string();
+}
+
+TEST(CpuPoolTest, MaxPoolIndicesOutputIsUnimplemented) {
+  SpecBuilder s;
+  const int32_t x = s.input("x", {1, 8, 4, 4});
+  const int32_t y = s.output("y", {1, 8, 2, 2});
+  const int32_t idx = s.output("idx", {1, 8, 2, 2}, DType::kI64);
+  s.dispatch("mp", "MaxPool", {x}, {y, idx},
+             attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                    {"strides", std::vector<int64_t>{2, 2}}}));
+  auto exe = device()->prepare(s.spec());
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(exe.status().to_string().find("Indices"), std::string::npos);
+}
+
+class CpuBatchNormTest : public ::testing::TestWithParam<std::tuple<ConcreteShape, bool, bool>> {};
+
+TEST_P(CpuBatchNormTest, MatchesReference) {
+  const auto& [shape, relu, after_conv] = GetParam();
+  const int64_t c = shape[1];
+  Tensor x = random_tensor(shape, 11);
+  Tensor scale = random_tensor({c}, 12, 0.5f, 1.5f);
+  Tensor bias = random_tensor({c}, 13);
+  Tensor mean = random_tensor({c}, 14);
+  Tensor var = random_tensor({c}, 15, 0.1f, 2.0f);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", shape);
+  int32_t src = xi;
+  Tensor bn_in = x;
+  if (after_conv) {
+    Tensor w = random_tensor({c, c, 3, 3}, 16);
+    ConvRef cr{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, false};
+    bn_in = ref_conv(x, w, nullptr, nullptr, cr);
+    src = s.value("conv_out", shape);
+    s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {src},
+               attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  }
+  const int32_t y = s.output("y", shape);
+  Attributes a = attrs({{"epsilon", 1e-3}});
+  if (relu) a.set("kiln_activation", std::string("relu"));
+  s.dispatch("bn", "BatchNormalization",
+             {src, s.constant("scale", scale), s.constant("B", bias), s.constant("mean", mean),
+              s.constant("var", var)},
+             {y}, a);
+  auto out = run_one(s, {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close(*out, ref_batch_norm(bn_in, scale, bias, mean, var, 1e-3, relu)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, CpuBatchNormTest,
+                         ::testing::Values(std::make_tuple(ConcreteShape{2, 16, 5, 5}, false,
+                                                           false),
+                                           std::make_tuple(ConcreteShape{2, 16, 5, 5}, true, false),
+                                           std::make_tuple(ConcreteShape{2, 16, 6, 6}, true, true),
+                                           std::make_tuple(ConcreteShape{1, 5, 4, 4}, false, true),
+                                           std::make_tuple(ConcreteShape{4, 6}, true, false),
+                                           std::make_tuple(ConcreteShape{2, 3, 10}, false, false)));
+
+TEST(CpuBatchNormTest, TrainingModeIsUnimplemented) {
+  SpecBuilder s;
+  const int32_t x = s.input("x", {1, 2, 2, 2});
+  std::vector<int32_t> ins{x};
+  for (const char* n : {"s", "b", "m", "v"}) ins.push_back(s.constant(n, random_tensor({2}, 1)));
+  const int32_t y = s.output("y", {1, 2, 2, 2});
+  s.dispatch("bn", "BatchNormalization", ins, {y}, attrs({{"training_mode", int64_t{1}}}));
+  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.to_string().find("training_mode"), std::string::npos);
+}
+
+TEST(CpuReluTest, PlainAndAfterConv) {
+  Tensor x = random_tensor({2, 8, 5, 5}, 21);
+  Tensor w = random_tensor({8, 8, 1, 1}, 22);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {2, 8, 5, 5});
+  const int32_t c = s.value("c", {2, 8, 5, 5});
+  const int32_t y1 = s.output("y1", {2, 8, 5, 5});
+  const int32_t y2 = s.output("y2", {2, 8, 5, 5});
+  s.dispatch("relu_plain", "Relu", {xi}, {y1});
+  s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
+  s.dispatch("relu_blocked", "Relu", {c}, {y2});
+  auto dev = device();
+  auto exe = dev->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = run_program(**exe, s.spec(), {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], ref_relu(x)));
+  ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  EXPECT_TRUE(all_close((*out)[1], ref_relu(ref_conv(x, w, nullptr, nullptr, cr))));
+}
+
+}  // namespace
+}  // namespace kiln::hal::cpu

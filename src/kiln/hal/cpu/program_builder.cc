@@ -1,0 +1,315 @@
+#include "kiln/hal/cpu/program_builder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kiln/base/checked_math.h"
+#include "kiln/hal/cpu/cpu_executable.h"
+#include "kiln/hal/cpu/op_table.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+const char* role_name(ValueRole role) {
+  switch (role) {
+    case ValueRole::kInput:
+      return "graph input";
+    case ValueRole::kOutput:
+      return "graph output";
+    case ValueRole::kConstant:
+      return "constant";
+    case ValueRole::kIntermediate:
+      return "intermediate";
+  }
+  return "?";
+}
+
+int64_t element_count(const ValueSpec& v) { return checked_product(v.shape).value_or(0); }
+
+}  // namespace
+
+ProgramBuilder::ProgramBuilder(const ProgramSpec& spec, std::shared_ptr<DeviceState> device)
+    : spec_(spec), device_(std::move(device)) {}
+
+std::string ProgramBuilder::label(std::string_view what) const {
+  return fmt::format("{} ({}): {}", op_->dispatch().name, op_->dispatch().op_type, what);
+}
+
+bool ProgramBuilder::requires_plain(int32_t v) const {
+  return spec_.values[v].role == ValueRole::kOutput;
+}
+
+const Tensor* ProgramBuilder::constant(int32_t v) const {
+  const ValueSpec& value = spec_.values[v];
+  return value.role == ValueRole::kConstant ? value.constant : nullptr;
+}
+
+Status ProgramBuilder::validate_spec() const {
+  const auto n = static_cast<int32_t>(spec_.values.size());
+  for (const ValueSpec& v : spec_.values) {
+    if (!checked_product(v.shape)) {
+      return invalid_argument("value '{}' has negative or overflowing dims [{}]", v.name,
+                              fmt::join(v.shape, ","));
+    }
+    if (v.role == ValueRole::kConstant) {
+      if (v.constant == nullptr) return invalid_argument("constant '{}' has no data", v.name);
+      if (v.constant->dtype() != v.dtype || v.constant->shape() != v.shape) {
+        return invalid_argument("constant '{}' is declared {} [{}] but its data is {} [{}]", v.name,
+                                dtype_name(v.dtype), fmt::join(v.shape, ","),
+                                dtype_name(v.constant->dtype()),
+                                fmt::join(v.constant->shape(), ","));
+      }
+      if (v.constant->element_count() > 0 && v.constant->empty_storage()) {
+        return invalid_argument("constant '{}' has no data", v.name);
+      }
+    }
+  }
+  auto check_list = [&](const std::vector<int32_t>& list, ValueRole role) -> Status {
+    for (int32_t v : list) {
+      if (v < 0 || v >= n) {
+        return invalid_argument("{} index {} is out of range ({} values)", role_name(role), v, n);
+      }
+      if (spec_.values[v].role != role) {
+        return invalid_argument("value '{}' is listed as a {} but its role is {}",
+                                spec_.values[v].name, role_name(role),
+                                role_name(spec_.values[v].role));
+      }
+    }
+    for (int32_t v = 0; v < n; ++v) {
+      if (spec_.values[v].role == role && std::count(list.begin(), list.end(), v) != 1) {
+        return invalid_argument("{} '{}' must be listed exactly once", role_name(role),
+                                spec_.values[v].name);
+      }
+    }
+    return ok_status();
+  };
+  KILN_RETURN_IF_ERROR(check_list(spec_.inputs, ValueRole::kInput));
+  KILN_RETURN_IF_ERROR(check_list(spec_.outputs, ValueRole::kOutput));
+  return ok_status();
+}
+
+StatusOr<BufferRef> ProgramBuilder::input_as(int32_t v, const dnnl_desc& want,
+                                             const std::optional<dnnl_desc>& view) {
+  if (!layouts_[v]) {
+    return internal_error("input '{}' is not available as f32", spec_.values[v].name);
+  }
+  const dnnl_desc& have = *layouts_[v];
+  if (have == want) return BufferRef::of_value(v);
+  BufferRef from = BufferRef::of_value(v);
+  if (!is_plain(have)) {
+    if (have.dims() == want.dims() && !view) {
+      BufferRef t = temp(want.get_size());
+      add_reorder(from, have, t, want);
+      return t;
+    }
+    // Make it plain first; the view below applies to plain bytes.
+    const dnnl_desc plain = plain_desc(have.dims());
+    BufferRef t = temp(plain.get_size());
+    add_reorder(from, have, t, plain);
+    from = t;
+  }
+  const dnnl_desc source = view ? *view : plain_desc(want.dims());
+  if (source.dims() != want.dims() || source.get_size() != plain_desc(have.dims()).get_size()) {
+    return internal_error("value '{}' stored as {} cannot be read as {}", spec_.values[v].name,
+                          describe(have), describe(source));
+  }
+  if (source == want) return from;
+  if (from.kind == BufferRef::Kind::kValue) {
+    if (const Tensor* c = constant(v)) {
+      KILN_ASSIGN_OR_RETURN(auto reordered, device_->weights.get(*c, source, want, engine()));
+      std::byte* data = reordered->data();
+      held_constants_.push_back(std::move(reordered));
+      return BufferRef::at(data);
+    }
+  }
+  BufferRef t = temp(want.get_size());
+  add_reorder(from, source, t, want);
+  return t;
+}
+
+StatusOr<BufferRef> ProgramBuilder::output(int32_t v, const dnnl_desc& produced) {
+  const ValueSpec& value = spec_.values[v];
+  if (value.dtype != DType::kF32) {
+    return internal_error("output '{}' is {}, not f32", value.name, dtype_name(value.dtype));
+  }
+  const dnnl_desc plain = plain_desc(value.shape);
+  if (is_plain(produced)) {
+    if (produced.get_size() != plain.get_size()) {
+      return internal_error("output '{}' [{}] produced as {}", value.name,
+                            fmt::join(value.shape, ","), describe(produced));
+    }
+    layouts_[v] = plain;
+    if (value.role == ValueRole::kIntermediate) storage_[v] = plain.get_size();
+    return BufferRef::of_value(v);
+  }
+  if (produced.dims() != plain.dims()) {
+    return internal_error("output '{}' [{}] produced as {}", value.name,
+                          fmt::join(value.shape, ","), describe(produced));
+  }
+  if (requires_plain(v)) {
+    BufferRef t = temp(produced.get_size());
+    pending_.push_back(PendingReorder{t, produced, v});
+    layouts_[v] = plain;
+    return t;
+  }
+  layouts_[v] = produced;
+  if (value.role == ValueRole::kIntermediate) storage_[v] = produced.get_size();
+  return BufferRef::of_value(v);
+}
+
+BufferRef ProgramBuilder::plain_output(int32_t v) {
+  const ValueSpec& value = spec_.values[v];
+  if (value.dtype == DType::kF32) layouts_[v] = plain_desc(value.shape);
+  if (value.role == ValueRole::kIntermediate) {
+    storage_[v] = static_cast<size_t>(element_count(value)) * dtype_size(value.dtype);
+  }
+  return BufferRef::of_value(v);
+}
+
+BufferRef ProgramBuilder::temp(size_t bytes) {
+  const size_t offset = temp_used_;
+  temp_used_ += round_up(std::max<size_t>(bytes, 1));
+  workspace_bytes_ = std::max(workspace_bytes_, temp_used_);
+  return BufferRef::workspace(offset);
+}
+
+dnnl::primitive_attr ProgramBuilder::attr() const {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+PrimitiveStep& ProgramBuilder::add_primitive(std::string label, const dnnl::primitive_desc_base& pd,
+                                             dnnl::primitive primitive, int64_t repeat) {
+  auto step =
+      std::make_unique<PrimitiveStep>(std::move(label), engine(), std::move(primitive), repeat);
+  const dnnl_desc scratch = pd.scratchpad_desc();
+  if (scratch.get_size() > 0) {
+    step->bind(DNNL_ARG_SCRATCHPAD, scratch, BufferRef::scratchpad());
+    scratchpad_bytes_ = std::max(scratchpad_bytes_, scratch.get_size());
+  }
+  PrimitiveStep& ref = *step;
+  steps_.push_back(std::move(step));
+  return ref;
+}
+
+void ProgramBuilder::add_reorder(const BufferRef& from, const dnnl_desc& from_desc,
+                                 const BufferRef& to, const dnnl_desc& to_desc) {
+  if (from_desc == to_desc) {
+    steps_.push_back(std::make_unique<CopyStep>(label(fmt::format("copy {}", describe(from_desc))),
+                                                from, to, from_desc.get_size()));
+    return;
+  }
+  dnnl::reorder::primitive_desc pd(engine(), from_desc, engine(), to_desc, attr());
+  PrimitiveStep& step =
+      add_primitive(label(fmt::format("reorder {} -> {}", describe(from_desc), describe(to_desc))),
+                    pd, dnnl::reorder(pd));
+  step.bind(DNNL_ARG_FROM, from_desc, from);
+  step.bind(DNNL_ARG_TO, to_desc, to);
+}
+
+Status ProgramBuilder::build_dispatch(size_t index) {
+  const DispatchSpec& d = spec_.dispatches[index];
+  op_.emplace(d, spec_.values);
+  Status status = [&]() -> Status {
+    KILN_RETURN_IF_ERROR(op_->check_indices());
+    for (size_t i = 0; i < d.inputs.size(); ++i) {
+      const int32_t v = d.inputs[i];
+      if (v >= 0 && !available_[v]) {
+        return invalid_argument("input {} '{}' is not produced by an earlier dispatch", i,
+                                spec_.values[v].name);
+      }
+    }
+    for (size_t i = 0; i < d.outputs.size(); ++i) {
+      const ValueSpec& v = spec_.values[d.outputs[i]];
+      if (v.role != ValueRole::kIntermediate && v.role != ValueRole::kOutput) {
+        return invalid_argument("output {} '{}' is a {} and cannot be written", i, v.name,
+                                role_name(v.role));
+      }
+      if (available_[d.outputs[i]]) {
+        return invalid_argument("output {} '{}' is already produced by an earlier dispatch", i,
+                                v.name);
+      }
+    }
+    const OpImpl* impl = find_op(d.op_type);
+    if (impl == nullptr) {
+      return unimplemented("op type '{}' is not supported by the CPU backend", d.op_type);
+    }
+    KILN_RETURN_IF_ERROR(impl->check(*op_));
+    temp_used_ = 0;
+    pending_.clear();
+    const bool all_empty = std::all_of(d.outputs.begin(), d.outputs.end(), [&](int32_t v) {
+      return element_count(spec_.values[v]) == 0;
+    });
+    if (all_empty) {
+      for (int32_t v : d.outputs) plain_output(v);
+    } else {
+      KILN_RETURN_IF_ERROR(catch_dnnl("preparing the kernels", [&]() -> Status {
+        KILN_RETURN_IF_ERROR(impl->build(*this));
+        for (const PendingReorder& p : pending_) {
+          add_reorder(p.from, p.from_desc, BufferRef::of_value(p.value),
+                      plain_desc(spec_.values[p.value].shape));
+        }
+        return ok_status();
+      }));
+    }
+    for (int32_t v : d.outputs) available_[v] = true;
+    return ok_status();
+  }();
+  if (!status.ok()) {
+    return std::move(status).with_note(fmt::format("in dispatch '{}' ({})", d.name, d.op_type));
+  }
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
+  KILN_RETURN_IF_ERROR(validate_spec());
+  use_threads(device_->threads);
+  const size_t n = spec_.values.size();
+  layouts_.assign(n, std::nullopt);
+  available_.assign(n, false);
+  storage_.assign(n, 0);
+  for (size_t v = 0; v < n; ++v) {
+    const ValueSpec& value = spec_.values[v];
+    if (value.role == ValueRole::kInput || value.role == ValueRole::kConstant) {
+      available_[v] = true;
+      if (value.dtype == DType::kF32) layouts_[v] = plain_desc(value.shape);
+    }
+  }
+  for (size_t i = 0; i < spec_.dispatches.size(); ++i) {
+    KILN_RETURN_IF_ERROR(build_dispatch(i));
+  }
+  for (int32_t v : spec_.outputs) {
+    if (!available_[v]) {
+      return invalid_argument("graph output '{}' is not produced by any dispatch",
+                              spec_.values[v].name);
+    }
+  }
+  CpuExecutable::Parts parts;
+  parts.device = device_;
+  parts.values = spec_.values;
+  parts.constants.resize(n);
+  parts.layouts.resize(n);
+  for (size_t v = 0; v < n; ++v) {
+    if (const Tensor* c = constant(static_cast<int32_t>(v))) parts.constants[v] = *c;
+    parts.values[v].constant = nullptr;
+    parts.layouts[v] = layouts_[v] ? describe(*layouts_[v])
+                                   : fmt::format("plain {} [{}]", dtype_name(spec_.values[v].dtype),
+                                                 fmt::join(spec_.values[v].shape, "x"));
+  }
+  parts.inputs = spec_.inputs;
+  parts.outputs = spec_.outputs;
+  parts.storage = std::move(storage_);
+  parts.steps = std::move(steps_);
+  parts.held_constants = std::move(held_constants_);
+  parts.workspace_bytes = workspace_bytes_;
+  parts.scratchpad_bytes = scratchpad_bytes_;
+  return CpuExecutable::create(std::move(parts));
+}
+
+}  // namespace kiln::hal::cpu

@@ -1,0 +1,105 @@
+// ProgramBuilder: turns a ProgramSpec into the steps of a CpuExecutable, choosing one layout per
+// value as it goes (DESIGN.md invariant 1: from the concrete spec only).
+//
+// Layout rules. Graph inputs, graph outputs and constants are plain (row-major). An intermediate
+// takes the layout its producer writes (oneDNN's blocked choice for conv, kept by bn/relu/pool/
+// binary ops that follow it); a consumer that wants another layout gets a reorder: at prepare
+// time, cached on the device, for constants; at run time, into a per-dispatch temporary, for
+// anything else. A producer whose output must be plain (a graph output) writes a temporary and
+// reorders into the output.
+//
+// Op builders (one per op family, see op_table.h) call input_as() for each input, output() for
+// each output, and add their steps in order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/hal/cpu/device_state.h"
+#include "kiln/hal/cpu/dnnl_util.h"
+#include "kiln/hal/cpu/op_params.h"
+#include "kiln/hal/cpu/step.h"
+#include "kiln/hal/device.h"
+
+namespace kiln::hal::cpu {
+
+class CpuExecutable;
+
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const ProgramSpec& spec, std::shared_ptr<DeviceState> device);
+
+  // Checks the spec, builds every dispatch in order and returns the executable. Errors from a
+  // dispatch carry "in dispatch 'name' (Op)".
+  StatusOr<std::unique_ptr<CpuExecutable>> build();
+
+  // --- for op builders, about the dispatch being built ---
+  const OpReader& op() const { return *op_; }
+  const ValueSpec& value(int32_t v) const { return spec_.values[v]; }
+  const dnnl::engine& engine() const { return device_->engine; }
+  // "conv0 (Conv): what" for step descriptions.
+  std::string label(std::string_view what) const;
+
+  // The layout value `v` (f32, already available) is stored in.
+  const dnnl_desc& layout(int32_t v) const { return *layouts_[v]; }
+  // Whether `v` must be stored plain (graph outputs).
+  bool requires_plain(int32_t v) const;
+  // Whether `v` is a constant (its data is known at prepare time).
+  const Tensor* constant(int32_t v) const;
+
+  // A buffer holding value `v` in layout `want`. `view` says how the value's bytes read with
+  // want's dims when the value is stored plain: by default row-major (a regrouping with the same
+  // element count, e.g. goihw conv weights); a strided view expresses a transpose.
+  StatusOr<BufferRef> input_as(int32_t v, const dnnl_desc& want,
+                               const std::optional<dnnl_desc>& view = std::nullopt);
+  // Where a step writes value `v` (f32) in layout `produced`. The value takes that layout, or,
+  // when it must be plain and `produced` is not, the step writes a temporary that is reordered
+  // into the value after this dispatch's steps.
+  StatusOr<BufferRef> output(int32_t v, const dnnl_desc& produced);
+  // The value's own buffer for a plain output of any dtype (element_count * dtype size bytes).
+  BufferRef plain_output(int32_t v);
+  // A per-dispatch temporary of `bytes` (64-byte aligned, valid only during this dispatch).
+  BufferRef temp(size_t bytes);
+
+  // Attributes with the user-managed scratchpad every primitive uses.
+  dnnl::primitive_attr attr() const;
+  // Adds a primitive step for `pd`, binding the shared scratchpad when the primitive needs one.
+  // Callers bind the other arguments on the returned step. May throw dnnl::error.
+  PrimitiveStep& add_primitive(std::string label, const dnnl::primitive_desc_base& pd,
+                               dnnl::primitive primitive, int64_t repeat = 1);
+  // Adds a reorder (or a plain copy when the layouts are equal). May throw dnnl::error.
+  void add_reorder(const BufferRef& from, const dnnl_desc& from_desc, const BufferRef& to,
+                   const dnnl_desc& to_desc);
+  void add(std::unique_ptr<Step> step) { steps_.push_back(std::move(step)); }
+
+ private:
+  Status validate_spec() const;
+  Status build_dispatch(size_t index);
+
+  const ProgramSpec& spec_;
+  std::shared_ptr<DeviceState> device_;
+  std::vector<std::optional<dnnl_desc>> layouts_;  // f32 values once available
+  std::vector<bool> available_;
+  std::vector<size_t> storage_;  // intermediates' bytes
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<std::shared_ptr<const ReorderedConstant>> held_constants_;
+  std::optional<OpReader> op_;
+  struct PendingReorder {
+    BufferRef from;
+    dnnl_desc from_desc;
+    int32_t value;
+  };
+  std::vector<PendingReorder> pending_;
+  size_t temp_used_ = 0;
+  size_t workspace_bytes_ = 0;
+  size_t scratchpad_bytes_ = 0;
+};
+
+}  // namespace kiln::hal::cpu

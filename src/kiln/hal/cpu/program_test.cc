@@ -1,0 +1,473 @@
+// Whole programs on the CPU backend: a small ResNet-like network against the reference, arena
+// sharing with NaN poisoning, two shape sets on one device sharing reordered weights, batch
+// invariance (batch 8 vs each sample alone, bitwise), layout choices, and malformed specs.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/cpu_executable.h"
+#include "kiln/hal/cpu/test_support.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using namespace testing;
+
+std::unique_ptr<Device> device(int threads = 0) {
+  auto d = create_cpu_device({threads});
+  KILN_CHECK(d.ok());
+  return std::move(d).value();
+}
+
+std::vector<int64_t> v(std::initializer_list<int64_t> l) { return l; }
+
+// Weights of the ResNet-like test network, shared by every batch size.
+struct Weights {
+  Tensor stem = random_tensor({16, 3, 7, 7}, 101, -0.2f, 0.2f), stem_b = random_tensor({16}, 102);
+  Tensor c1 = random_tensor({16, 16, 3, 3}, 103, -0.15f, 0.15f), c1_b = random_tensor({16}, 104);
+  Tensor c2 = random_tensor({16, 16, 3, 3}, 105, -0.15f, 0.15f), c2_b = random_tensor({16}, 106);
+  Tensor c3 = random_tensor({32, 16, 3, 3}, 107, -0.15f, 0.15f);
+  Tensor bn_s = random_tensor({32}, 108, 0.5f, 1.5f), bn_b = random_tensor({32}, 109);
+  Tensor bn_m = random_tensor({32}, 110), bn_v = random_tensor({32}, 111, 0.5f, 2.0f);
+  Tensor c4 = random_tensor({32, 32, 1, 1}, 112, -0.3f, 0.3f);
+  Tensor fc = random_tensor({10, 32}, 113), fc_b = random_tensor({10}, 114);
+  Tensor flat_shape = filled({2}, {0, -1});
+};
+
+const Weights& weights() {
+  static const Weights w;
+  return w;
+}
+
+// x[N,3,32,32] -> conv7x7/2+relu -> maxpool3/2 -> conv3x3+relu -> conv3x3+residual+relu ->
+// conv3x3/2 -> bn+relu -> conv1x1 -> add(bn) -> relu -> gap -> flatten -> gemm -> softmax.
+void build_resnet_like(SpecBuilder& s, int64_t n) {
+  const Weights& w = weights();
+  auto pads = [](int64_t p) { return std::vector<int64_t>(4, p); };
+  const int32_t x = s.input("x", {n, 3, 32, 32});
+  const int32_t stem = s.value("stem", {n, 16, 16, 16});
+  s.dispatch(
+      "stem", "Conv", {x, s.constant("stem_w", w.stem), s.constant("stem_b", w.stem_b)}, {stem},
+      attrs({{"strides", v({2, 2})}, {"pads", pads(3)}, {"kiln_activation", std::string("relu")}}));
+  const int32_t pool = s.value("pool", {n, 16, 8, 8});
+  s.dispatch("pool", "MaxPool", {stem}, {pool},
+             attrs({{"kernel_shape", v({3, 3})}, {"strides", v({2, 2})}, {"pads", pads(1)}}));
+  const int32_t c1 = s.value("c1", {n, 16, 8, 8});
+  s.dispatch("c1", "Conv", {pool, s.constant("c1_w", w.c1), s.constant("c1_b", w.c1_b)}, {c1},
+             attrs({{"pads", pads(1)}, {"kiln_activation", std::string("relu")}}));
+  const int32_t c2 = s.value("c2", {n, 16, 8, 8});
+  s.dispatch("c2", "Conv", {c1, s.constant("c2_w", w.c2), s.constant("c2_b", w.c2_b), pool}, {c2},
+             attrs({{"pads", pads(1)}, {"kiln_activation", std::string("relu")}}));
+  const int32_t c3 = s.value("c3", {n, 32, 4, 4});
+  s.dispatch("c3", "Conv", {c2, s.constant("c3_w", w.c3)}, {c3},
+             attrs({{"pads", pads(1)}, {"strides", v({2, 2})}}));
+  const int32_t bn = s.value("bn", {n, 32, 4, 4});
+  s.dispatch("bn", "BatchNormalization",
+             {c3, s.constant("bn_s", w.bn_s), s.constant("bn_b", w.bn_b),
+              s.constant("bn_m", w.bn_m), s.constant("bn_v", w.bn_v)},
+             {bn}, attrs({{"epsilon", 1e-5}, {"kiln_activation", std::string("relu")}}));
+  const int32_t c4 = s.value("c4", {n, 32, 4, 4});
+  s.dispatch("c4", "Conv", {bn, s.constant("c4_w", w.c4)}, {c4});
+  const int32_t add = s.value("add", {n, 32, 4, 4});
+  s.dispatch("add", "Add", {c4, bn}, {add});
+  const int32_t relu = s.value("relu", {n, 32, 4, 4});
+  s.dispatch("relu", "Relu", {add}, {relu});
+  const int32_t gap = s.value("gap", {n, 32, 1, 1});
+  s.dispatch("gap", "GlobalAveragePool", {relu}, {gap});
+  const int32_t flat = s.output("features", {n, 32});
+  s.dispatch("flatten", "Reshape", {gap, s.constant("flat_shape", w.flat_shape)}, {flat});
+  const int32_t logits = s.value("logits", {n, 10});
+  s.dispatch("fc", "Gemm", {flat, s.constant("fc_w", w.fc), s.constant("fc_b", w.fc_b)}, {logits},
+             attrs({{"transB", int64_t{1}}}));
+  const int32_t probs = s.output("probs", {n, 10});
+  s.dispatch("softmax", "Softmax", {logits}, {probs}, attrs({{"axis", int64_t{1}}}));
+}
+
+std::vector<Tensor> reference_resnet_like(const Tensor& x) {
+  const Weights& w = weights();
+  const int64_t n = x.shape()[0];
+  auto conv = [](const Tensor& in, const Tensor& wt, const Tensor* b, const Tensor* res,
+                 int64_t stride, int64_t pad, bool relu) {
+    ConvRef p{{stride, stride}, {pad, pad}, {pad, pad}, {1, 1}, 1, relu};
+    return ref_conv(in, wt, b, res, p);
+  };
+  Tensor stem = conv(x, w.stem, &w.stem_b, nullptr, 2, 3, true);
+  PoolRef pr{true, false, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {n, 16, 8, 8}};
+  Tensor pool = ref_pool(stem, pr);
+  Tensor c1 = conv(pool, w.c1, &w.c1_b, nullptr, 1, 1, true);
+  Tensor c2 = conv(c1, w.c2, &w.c2_b, &pool, 1, 1, true);
+  Tensor c3 = conv(c2, w.c3, nullptr, nullptr, 2, 1, false);
+  Tensor bn = ref_batch_norm(c3, w.bn_s, w.bn_b, w.bn_m, w.bn_v, 1e-5, true);
+  Tensor c4 = conv(bn, w.c4, nullptr, nullptr, 1, 0, false);
+  Tensor relu = ref_relu(ref_binary('+', c4, bn));
+  PoolRef gr{false, false, {4, 4}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, {n, 32, 1, 1}};
+  Tensor features = ref_pool(relu, gr).reshaped({n, 32});
+  Tensor logits = ref_gemm(features, w.fc, &w.fc_b, 1.0, 1.0, false, true);
+  return {features, ref_softmax(logits, 1)};
+}
+
+TEST(CpuProgramTest, ResNetLikeMatchesReference) {
+  SpecBuilder s;
+  build_resnet_like(s, 3);
+  Tensor x = random_tensor({3, 3, 32, 32}, 1);
+  auto dev = device();
+  auto exe = dev->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = run_program(**exe, s.spec(), {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  auto expected = reference_resnet_like(x);
+  EXPECT_TRUE(all_close((*out)[0], expected[0]));
+  EXPECT_TRUE(all_close((*out)[1], expected[1], 1e-5, 1e-6));
+}
+
+TEST(CpuProgramTest, ConvChainsKeepOneLayoutAndReorderOnlyAtTheEdges) {
+  SpecBuilder s;
+  build_resnet_like(s, 2);
+  auto dev = device();
+  auto exe = dev->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto& cpu = static_cast<CpuExecutable&>(**exe);
+  std::string steps;
+  for (const std::string& line : cpu.summary()) steps += line + "\n";
+  std::cout << steps;
+  // Reorders may only convert the graph input for the stem conv and the blocked features to
+  // plain for Flatten/Reshape; the conv/pool/bn/add/relu chain runs in one layout.
+  for (const std::string& line : cpu.summary()) {
+    if (line.find(": reorder") == std::string::npos) continue;
+    EXPECT_TRUE(line.rfind("stem (Conv): reorder plain", 0) == 0 || line.rfind("flatten", 0) == 0)
+        << "unexpected reorder: " << line;
+  }
+  const auto& values = s.spec().values;
+  std::string chain_layout;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string& name = values[i].name;
+    const std::string& layout = cpu.layout_of(static_cast<int32_t>(i));
+    if (name == "stem" || name == "pool" || name == "c2" || name == "bn" || name == "add") {
+      // The kind of layout (e.g. "aBcd8b" or "acdb") is the same along the chain.
+      const std::string kind = layout.substr(0, layout.find(' '));
+      if (chain_layout.empty()) chain_layout = kind;
+      EXPECT_EQ(kind, chain_layout) << name << " is " << layout;
+      EXPECT_NE(kind, "plain") << name << " is " << layout;
+    }
+    if (name == "logits") {
+      EXPECT_EQ(layout, "plain 2x10");
+    }
+  }
+}
+
+TEST(CpuProgramTest, StorageBytesReportPaddedBlockedSize) {
+  SpecBuilder s;
+  const int32_t x = s.input("x", {2, 8, 5, 5});
+  const int32_t c = s.value("c", {2, 5, 5, 5});
+  s.dispatch("conv", "Conv", {x, s.constant("w", random_tensor({5, 8, 1, 1}, 1))}, {c});
+  const int32_t y = s.output("y", {2, 5, 5, 5});
+  s.dispatch("relu", "Relu", {c}, {y});
+  auto exe = device()->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto& cpu = static_cast<CpuExecutable&>(**exe);
+  const size_t plain = 2 * 5 * 5 * 5 * 4;
+  const std::string layout = cpu.layout_of(c);
+  if (layout.find("8b") != std::string::npos || layout.find("16b") != std::string::npos) {
+    // Channels padded to the block: 5 -> 8 or 16.
+    const size_t block = layout.find("16b") != std::string::npos ? 16 : 8;
+    EXPECT_EQ(cpu.storage_bytes(c), plain / 5 * block) << layout;
+  } else {
+    EXPECT_EQ(cpu.storage_bytes(c), plain) << layout;
+  }
+  EXPECT_EQ(cpu.storage_bytes(x), 0u);
+  EXPECT_EQ(cpu.storage_bytes(y), 0u);
+}
+
+TEST(CpuProgramTest, ArenaSharingAndNaNPoisonDoNotChangeResults) {
+  SpecBuilder s;
+  build_resnet_like(s, 2);
+  Tensor x = random_tensor({2, 3, 32, 32}, 2);
+  auto dev = device();
+  auto exe = dev->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto separate = run_program(**exe, s.spec(), {x}, {.share_memory = false, .poison = false});
+  ASSERT_TRUE(separate.ok()) << separate.status().to_string();
+  const size_t separate_bytes = last_arena_bytes();
+  for (int i = 0; i < 3; ++i) {
+    auto shared = run_program(**exe, s.spec(), {x}, {.share_memory = true, .poison = true});
+    ASSERT_TRUE(shared.ok()) << shared.status().to_string();
+    EXPECT_LT(last_arena_bytes(), separate_bytes);
+    for (size_t o = 0; o < shared->size(); ++o) {
+      EXPECT_TRUE(bitwise_equal((*shared)[o], (*separate)[o])) << "output " << o << " run " << i;
+    }
+  }
+}
+
+TEST(CpuProgramTest, TwoShapeSetsOnOneDeviceShareWeights) {
+  auto dev = device();
+  auto* cpu = static_cast<CpuDevice*>(dev.get());
+  SpecBuilder s1, s8;
+  build_resnet_like(s1, 1);
+  build_resnet_like(s8, 8);
+  auto e1 = dev->prepare(s1.spec());
+  ASSERT_TRUE(e1.ok()) << e1.status().to_string();
+  const size_t after_first = cpu->cached_weight_count();
+  EXPECT_GT(after_first, 0u);
+  auto e8 = dev->prepare(s8.spec());
+  ASSERT_TRUE(e8.ok()) << e8.status().to_string();
+  // Conv weights are shared; at most the FC's preferred layout may differ between M=1 and M=8.
+  EXPECT_LE(cpu->cached_weight_count(), after_first + 1);
+  Tensor x8 = random_tensor({8, 3, 32, 32}, 3);
+  auto out8 = run_program(**e8, s8.spec(), {x8});
+  ASSERT_TRUE(out8.ok()) << out8.status().to_string();
+  auto expected = reference_resnet_like(x8);
+  EXPECT_TRUE(all_close((*out8)[0], expected[0]));
+  EXPECT_TRUE(all_close((*out8)[1], expected[1], 1e-5, 1e-6));
+  Tensor x1 = slice_batch(x8, 5);
+  auto out1 = run_program(**e1, s1.spec(), {x1});
+  ASSERT_TRUE(out1.ok()) << out1.status().to_string();
+  EXPECT_TRUE(all_close((*out1)[1], slice_batch(expected[1], 5), 1e-5, 1e-6));
+  e1->reset();
+  e8->reset();
+  EXPECT_EQ(cpu->cached_weight_count(), 0u);
+}
+
+// Runs `build` at batch 8 and at batch 1 for every sample; every output row must match bitwise.
+void expect_batch_invariant(const std::function<void(SpecBuilder&, int64_t)>& build,
+                            const ConcreteShape& sample_shape, const std::string& what) {
+  SCOPED_TRACE(what);
+  auto dev = device();
+  SpecBuilder s1, s8;
+  build(s1, 1);
+  build(s8, 8);
+  auto e1 = dev->prepare(s1.spec());
+  auto e8 = dev->prepare(s8.spec());
+  ASSERT_TRUE(e1.ok()) << e1.status().to_string();
+  ASSERT_TRUE(e8.ok()) << e8.status().to_string();
+  for (const std::string& line : static_cast<CpuExecutable&>(**e8).summary()) {
+    std::cout << "  [batch 8] " << line << "\n";
+  }
+  ConcreteShape shape8 = sample_shape;
+  shape8.insert(shape8.begin(), 8);
+  Tensor x8 = random_tensor(shape8, 42);
+  auto out8 = run_program(**e8, s8.spec(), {x8});
+  ASSERT_TRUE(out8.ok()) << out8.status().to_string();
+  for (int64_t i = 0; i < 8; ++i) {
+    auto out1 = run_program(**e1, s1.spec(), {slice_batch(x8, i)});
+    ASSERT_TRUE(out1.ok()) << out1.status().to_string();
+    for (size_t o = 0; o < out1->size(); ++o) {
+      EXPECT_TRUE(bitwise_equal((*out1)[o], slice_batch((*out8)[o], i)))
+          << "sample " << i << " output " << o;
+    }
+  }
+}
+
+TEST(CpuBatchInvarianceTest, ResNetLike) {
+  expect_batch_invariant(build_resnet_like, {3, 32, 32}, "resnet-like");
+}
+
+TEST(CpuBatchInvarianceTest, ResNetSizedConvReluChainAndPools) {
+  static const Tensor w1 = random_tensor({64, 64, 3, 3}, 1, -0.05f, 0.05f);
+  static const Tensor w2 = random_tensor({256, 64, 1, 1}, 2, -0.1f, 0.1f);
+  static const Tensor w3 = random_tensor({128, 256, 1, 1}, 3, -0.1f, 0.1f);
+  static const Tensor w4 = random_tensor({128, 128, 3, 3}, 4, -0.05f, 0.05f);
+  auto build = [](SpecBuilder& s, int64_t n) {
+    const int32_t x = s.input("x", {n, 64, 28, 28});
+    const int32_t a = s.value("a", {n, 64, 28, 28});
+    s.dispatch("c3x3", "Conv", {x, s.constant("w1", w1)}, {a},
+               attrs({{"pads", v({1, 1, 1, 1})}, {"kiln_activation", std::string("relu")}}));
+    const int32_t b = s.value("b", {n, 256, 28, 28});
+    s.dispatch("c1x1_up", "Conv", {a, s.constant("w2", w2)}, {b},
+               attrs({{"kiln_activation", std::string("relu")}}));
+    const int32_t c = s.value("c", {n, 128, 14, 14});
+    s.dispatch("c1x1_s2", "Conv", {b, s.constant("w3", w3)}, {c}, attrs({{"strides", v({2, 2})}}));
+    const int32_t d = s.value("d", {n, 128, 14, 14});
+    s.dispatch("c3x3_res", "Conv", {c, s.constant("w4", w4), -1, c}, {d},
+               attrs({{"pads", v({1, 1, 1, 1})}, {"kiln_activation", std::string("relu")}}));
+    const int32_t mp = s.output("max", {n, 128, 7, 7});
+    s.dispatch(
+        "maxpool", "MaxPool", {d}, {mp},
+        attrs({{"kernel_shape", v({3, 3})}, {"strides", v({2, 2})}, {"pads", v({1, 1, 1, 1})}}));
+    const int32_t ap = s.output("avg", {n, 128, 7, 7});
+    s.dispatch("avgpool", "AveragePool", {d}, {ap},
+               attrs({{"kernel_shape", v({2, 2})}, {"strides", v({2, 2})}}));
+    const int32_t gp = s.output("gap", {n, 128, 1, 1});
+    s.dispatch("gap", "GlobalAveragePool", {d}, {gp});
+  };
+  expect_batch_invariant(build, {64, 28, 28}, "conv chain");
+}
+
+TEST(CpuBatchInvarianceTest, ResNetSizedGemmAndMatMul) {
+  static const Tensor fc = random_tensor({1000, 2048}, 5, -0.05f, 0.05f);
+  static const Tensor fc_b = random_tensor({1000}, 6);
+  static const Tensor mm = random_tensor({2048, 64}, 7, -0.05f, 0.05f);
+  auto build = [](SpecBuilder& s, int64_t n) {
+    const int32_t x = s.input("x", {n, 2048});
+    const int32_t y = s.output("fc", {n, 1000});
+    s.dispatch("fc", "Gemm", {x, s.constant("fc", fc), s.constant("fc_b", fc_b)}, {y},
+               attrs({{"transB", int64_t{1}}}));
+    const int32_t z = s.output("mm", {n, 64});
+    s.dispatch("mm", "MatMul", {x, s.constant("mm", mm)}, {z});
+    const int32_t p = s.output("softmax", {n, 1000});
+    s.dispatch("softmax", "Softmax", {y}, {p}, attrs({{"axis", int64_t{1}}}));
+  };
+  expect_batch_invariant(build, {2048}, "gemm");
+}
+
+TEST(CpuBatchInvarianceTest, BatchedMatMul) {
+  static const Tensor w = random_tensor({96, 40}, 8);
+  auto build = [](SpecBuilder& s, int64_t n) {
+    const int32_t x = s.input("x", {n, 12, 96});
+    const int32_t y = s.output("y", {n, 12, 40});
+    s.dispatch("mm", "MatMul", {x, s.constant("w", w)}, {y});
+  };
+  expect_batch_invariant(build, {12, 96}, "batched matmul");
+}
+
+TEST(CpuProgramTest, SingleThreadDeviceMatchesReference) {
+  auto dev = device(1);
+  EXPECT_NE(dev->name().find("1 threads"), std::string::npos) << dev->name();
+  SpecBuilder s;
+  build_resnet_like(s, 2);
+  Tensor x = random_tensor({2, 3, 32, 32}, 9);
+  auto exe = dev->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = run_program(**exe, s.spec(), {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[1], reference_resnet_like(x)[1], 1e-5, 1e-6));
+}
+
+// ---- malformed specs and arguments ----
+
+struct Bad {
+  SpecBuilder s;
+  int32_t x, y;
+  Bad() {
+    x = s.input("x", {1, 4, 6, 6});
+    y = s.output("y", {1, 4, 6, 6});
+  }
+};
+
+void expect_error(const Status& st, StatusCode code, std::initializer_list<const char*> parts) {
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), code) << st.to_string();
+  for (const char* p : parts) {
+    EXPECT_NE(st.to_string().find(p), std::string::npos)
+        << "'" << p << "' not in: " << st.to_string();
+  }
+}
+
+TEST(CpuBadSpecTest, AutoPadSameIsRejected) {
+  Bad b;
+  b.s.dispatch("conv_same", "Conv", {b.x, b.s.constant("w", random_tensor({4, 4, 3, 3}, 1))}, {b.y},
+               attrs({{"auto_pad", std::string("SAME_UPPER")}}));
+  auto dev = device();
+  expect_error(dev->supports(b.s.spec().dispatches[0], b.s.spec().values),
+               StatusCode::kUnimplemented, {"conv_same", "(Conv)", "auto_pad", "SAME_UPPER"});
+  expect_error(dev->prepare(b.s.spec()).status(), StatusCode::kUnimplemented,
+               {"conv_same", "auto_pad"});
+}
+
+TEST(CpuBadSpecTest, UnsupportedOpIsRejected) {
+  Bad b;
+  b.s.dispatch("mystery", "LSTM", {b.x}, {b.y});
+  auto dev = device();
+  expect_error(dev->supports(b.s.spec().dispatches[0], b.s.spec().values),
+               StatusCode::kUnimplemented, {"'mystery' (LSTM)", "op type 'LSTM' is not supported"});
+  expect_error(dev->prepare(b.s.spec()).status(), StatusCode::kUnimplemented, {"mystery"});
+}
+
+TEST(CpuBadSpecTest, WrongInputCountIsRejected) {
+  Bad b;
+  b.s.dispatch("relu2", "Relu", {b.x, b.x}, {b.y});
+  expect_error(device()->prepare(b.s.spec()).status(), StatusCode::kInvalidArgument,
+               {"'relu2' (Relu)", "expects 1 inputs, got 2"});
+  Bad c;
+  c.s.dispatch("conv1", "Conv", {c.x}, {c.y});
+  expect_error(device()->prepare(c.s.spec()).status(), StatusCode::kInvalidArgument,
+               {"'conv1' (Conv)", "expects 2 to 4 inputs, got 1"});
+}
+
+TEST(CpuBadSpecTest, UnknownAttributeAndActivationAreRejected) {
+  Bad b;
+  b.s.dispatch("r", "Relu", {b.x}, {b.y}, attrs({{"alpha", 0.1}}));
+  expect_error(device()->prepare(b.s.spec()).status(), StatusCode::kUnimplemented,
+               {"attribute 'alpha' is not supported"});
+  Bad c;
+  c.s.dispatch("conv", "Conv", {c.x, c.s.constant("w", random_tensor({4, 4, 1, 1}, 1))}, {c.y},
+               attrs({{"kiln_activation", std::string("sigmoid")}}));
+  expect_error(device()->prepare(c.s.spec()).status(), StatusCode::kUnimplemented,
+               {"kiln_activation 'sigmoid'"});
+}
+
+TEST(CpuBadSpecTest, ConvShapeMismatchesAreRejected) {
+  Bad b;
+  b.s.dispatch("conv", "Conv", {b.x, b.s.constant("w", random_tensor({4, 4, 3, 3}, 1))}, {b.y});
+  expect_error(device()->prepare(b.s.spec()).status(), StatusCode::kInvalidArgument,
+               {"output 'Y' is [1,4,6,6]", "give [1,4,4,4]"});
+  Bad c;
+  c.s.dispatch("conv", "Conv", {c.x, c.s.constant("w", random_tensor({4, 3, 1, 1}, 1))}, {c.y});
+  expect_error(device()->prepare(c.s.spec()).status(), StatusCode::kInvalidArgument,
+               {"channels do not match"});
+}
+
+TEST(CpuBadSpecTest, StructuralErrorsAreRejected) {
+  {
+    Bad b;  // index out of range
+    b.s.dispatch("r", "Relu", {17}, {b.y});
+    expect_error(device()->prepare(b.s.spec()).status(), StatusCode::kInvalidArgument,
+                 {"input 0 refers to value 17"});
+  }
+  {
+    Bad b;  // consumed before produced
+    const int32_t t = b.s.value("t", {1, 4, 6, 6});
+    b.s.dispatch("first", "Relu", {t}, {b.y});
+    b.s.dispatch("second", "Relu", {b.x}, {t});
+    expect_error(device()->prepare(b.s.spec()).status(), StatusCode::kInvalidArgument,
+                 {"'first' (Relu)", "'t' is not produced by an earlier dispatch"});
+  }
+  {
+    Bad b;  // produced twice
+    b.s.dispatch("a", "Relu", {b.x}, {b.y});
+    b.s.dispatch("b", "Relu", {b.x}, {b.y});
+    expect_error(device()->prepare(b.s.spec()).status(), StatusCode::kInvalidArgument,
+                 {"'b' (Relu)", "already produced"});
+  }
+  {
+    Bad b;  // graph output never produced
+    expect_error(device()->prepare(b.s.spec()).status(), StatusCode::kInvalidArgument,
+                 {"graph output 'y' is not produced"});
+  }
+  {
+    Bad b;  // writes a graph input
+    b.s.dispatch("w", "Relu", {b.x}, {b.x});
+    expect_error(device()->prepare(b.s.spec()).status(), StatusCode::kInvalidArgument,
+                 {"cannot be written"});
+  }
+  {
+    Bad b;  // constant without data
+    const int32_t c = b.s.constant("c", random_tensor({1}, 1));
+    b.s.spec().values[c].constant = nullptr;
+    b.s.dispatch("r", "Relu", {b.x}, {b.y});
+    expect_error(device()->prepare(b.s.spec()).status(), StatusCode::kInvalidArgument,
+                 {"constant 'c' has no data"});
+  }
+}
+
+TEST(CpuBadSpecTest, BadRunArgumentsAreRejected) {
+  Bad b;
+  b.s.dispatch("r", "Relu", {b.x}, {b.y});
+  auto exe = device()->prepare(b.s.spec());
+  ASSERT_TRUE(exe.ok());
+  expect_error(run_program(**exe, b.s.spec(), {random_tensor({1, 4, 6, 5}, 1)}).status(),
+               StatusCode::kInvalidArgument,
+               {"input 0 'x' must be f32 [1,4,6,6]", "got f32 [1,4,6,5]"});
+  expect_error(run_program(**exe, b.s.spec(), {}).status(), StatusCode::kInvalidArgument,
+               {"got 0 inputs"});
+  RunArgs args;
+  expect_error((*exe)->run(args), StatusCode::kInvalidArgument, {"offsets"});
+}
+
+TEST(CpuBadSpecTest, NegativeThreadsAreRejected) {
+  expect_error(create_cpu_device({-1}).status(), StatusCode::kInvalidArgument, {"threads"});
+}
+
+}  // namespace
+}  // namespace kiln::hal::cpu

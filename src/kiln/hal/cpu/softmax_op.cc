@@ -1,0 +1,50 @@
+// Softmax with opset-13 semantics (normalize along `axis`, default -1) on oneDNN softmax_forward
+// over plain data; a blocked input is reordered to plain first.
+#include <fmt/format.h>
+
+#include "kiln/hal/cpu/op_table.h"
+#include "kiln/hal/cpu/program_builder.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+StatusOr<int> read_axis(const OpReader& op) {
+  KILN_RETURN_IF_ERROR(op.expect_attributes({"axis"}));
+  KILN_RETURN_IF_ERROR(op.expect_inputs(1, 1));
+  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
+  KILN_RETURN_IF_ERROR(op.expect_input_dtype(0, DType::kF32));
+  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
+  const ConcreteShape& x = op.input(0).shape;
+  if (op.output(0).shape != x) {
+    return invalid_argument("output shape [{}] differs from the input's [{}]",
+                            fmt::join(op.output(0).shape, ","), fmt::join(x, ","));
+  }
+  const auto rank = static_cast<int64_t>(std::max<size_t>(x.size(), 1));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, op.get_int("axis", -1));
+  if (axis < -rank || axis >= rank) {
+    return invalid_argument("attribute 'axis' {} is out of range for rank {}", axis, x.size());
+  }
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+}  // namespace
+
+Status check_softmax(const OpReader& op) { return read_axis(op).status(); }
+
+Status build_softmax(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_ASSIGN_OR_RETURN(int axis, read_axis(op));
+  const dnnl_desc data = plain_desc(op.input(0).shape);
+  dnnl::softmax_forward::desc desc(dnnl::prop_kind::forward_inference, data, axis);
+  dnnl::softmax_forward::primitive_desc pd(desc, b.attr(), b.engine());
+  KILN_ASSIGN_OR_RETURN(BufferRef src, b.input_as(op.input_index(0), data));
+  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), pd.dst_desc()));
+  PrimitiveStep& step = b.add_primitive(
+      b.label(fmt::format("softmax {} {} axis {}", impl_name(pd), describe(data), axis)), pd,
+      dnnl::softmax_forward(pd));
+  step.bind(DNNL_ARG_SRC, data, src);
+  step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
+  return ok_status();
+}
+
+}  // namespace kiln::hal::cpu

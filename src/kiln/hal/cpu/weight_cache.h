@@ -1,0 +1,60 @@
+// WeightCache: constants reordered into the layout a primitive wants, shared by every executable
+// a device prepares (batch 1 and batch 8 of one model reuse the same reordered weights).
+//
+// Entries are keyed by (source data address, source layout, target layout). An entry lives as
+// long as some executable holds it; each holder also keeps the source Tensor (and so its storage)
+// alive, so an address cannot be reused by other data while an entry for it exists.
+// Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+
+namespace kiln::hal::cpu {
+
+// A reordered copy of a constant; immutable once built.
+class ReorderedConstant {
+ public:
+  ReorderedConstant(Tensor source, dnnl::memory::desc layout, std::byte* data);
+  ~ReorderedConstant();
+  ReorderedConstant(const ReorderedConstant&) = delete;
+  ReorderedConstant& operator=(const ReorderedConstant&) = delete;
+
+  const dnnl::memory::desc& layout() const { return layout_; }
+  std::byte* data() const { return data_; }
+
+ private:
+  Tensor source_;  // keeps the original bytes (and thus the cache key's address) alive
+  dnnl::memory::desc layout_;
+  std::byte* data_;  // 64-byte aligned, owned
+};
+
+class WeightCache {
+ public:
+  // Returns `constant` (plain f32 data described by `source` — dims may regroup the tensor's,
+  // e.g. goihw for grouped conv weights) in layout `target`, reordering it on first use.
+  StatusOr<std::shared_ptr<const ReorderedConstant>> get(const Tensor& constant,
+                                                         const dnnl::memory::desc& source,
+                                                         const dnnl::memory::desc& target,
+                                                         const dnnl::engine& engine);
+  // Live entries (for tests).
+  size_t size() const;
+
+ private:
+  struct Entry {
+    const std::byte* data;
+    dnnl::memory::desc source;
+    dnnl::memory::desc target;
+    std::weak_ptr<const ReorderedConstant> value;
+  };
+  mutable std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace kiln::hal::cpu
