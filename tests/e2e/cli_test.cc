@@ -48,7 +48,9 @@ class KilnCli : public ::testing::Test {
     for (const char* fragment : fragments) {
       EXPECT_NE(result.output.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << result.output;
     }
-    if (!must_not_exist.empty()) EXPECT_FALSE(fs::exists(must_not_exist)) << must_not_exist << " was written";
+    if (!must_not_exist.empty()) {
+      EXPECT_FALSE(fs::exists(must_not_exist)) << must_not_exist << " was written";
+    }
   }
 
   std::string tiny_input(int batch) {

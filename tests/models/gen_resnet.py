@@ -44,6 +44,11 @@ CALIB_BATCH = 2  # the calibration batch is input_b2 itself
 IMG = (3, 224, 224)
 NUM_CLASSES = 1000
 BN_EPS = 1e-5
+# Scale of each bottleneck's residual branch relative to its shortcut (v1: the last BN's gamma;
+# v2: the last conv's output std). Trained ResNets end their residual branches small (zero-init
+# residual gamma); unit-scale branches make the random network amplify float32 rounding ~10x
+# more than the zoo models do, so no two float32 engines would agree to the tolerance.
+RESIDUAL_GAMMA = (0.2, 0.4)
 BN_MOMENTUM = 0.9
 STAMP = ".gen_resnet.stamp"
 GEN_VERSION = 1
@@ -163,7 +168,7 @@ class Builder:
         self.stats.append((label, float(v.std()), float(v.mean()), float(np.abs(v).max())))
 
     # --- ops
-    def conv(self, x, name, cout, k, stride, pad, bias):
+    def conv(self, x, name, cout, k, stride, pad, bias, out_scale=1.0):
         xv = self.vals[x]
         cin = xv.shape[1]
         fan_in = cin * k * k
@@ -171,7 +176,7 @@ class Builder:
         y = np_conv2d(xv, w.astype(np.float32).astype(np.float64), None, stride, pad)
         # Calibrate: rescale each output channel to unit std on the calibration batch.
         std = y.std(axis=(0, 2, 3))
-        scale = 1.0 / np.maximum(std, 1e-3)
+        scale = out_scale / np.maximum(std, 1e-3)
         w32 = (w * scale.reshape(-1, 1, 1, 1)).astype(np.float32)
         y = np_conv2d(xv, w32.astype(np.float64), None, stride, pad)
         inputs = [x, self.init(name + "_weight", w32)]
@@ -184,7 +189,7 @@ class Builder:
         return self.node("Conv", inputs, out, kernel_shape=[k, k], strides=[stride, stride],
                          pads=[pad] * 4, dilations=[1, 1], group=1)
 
-    def bn(self, x, name, affine=True):
+    def bn(self, x, name, affine=True, gamma_range=(0.8, 1.2)):
         # Data-dependent running statistics (like a trained network's): running_mean is the
         # calibration batch's channel mean plus N(0, 0.1) noise, running_var its channel variance
         # times U(0.5, 1.5). After a calibrated conv (unit std) that is var ~ U(0.5, 1.5).
@@ -193,7 +198,7 @@ class Builder:
         mean = xv.mean(axis=(0, 2, 3)) + self.rng.normal(0.0, 0.1, c)
         var = xv.var(axis=(0, 2, 3)) * self.rng.uniform(0.5, 1.5, c)
         if affine:
-            gamma = self.rng.uniform(0.8, 1.2, c)
+            gamma = self.rng.uniform(*gamma_range, c)
             beta = self.rng.uniform(-0.1, 0.1, c)
         else:  # gluon BatchNorm(scale=False, center=False): exported as gamma=1, beta=0
             gamma, beta = np.ones(c), np.zeros(c)
@@ -278,7 +283,7 @@ def build_v1(b):
             r = b.relu(r, f"{sp}relu{nrelu + 1}_fwd")
             nrelu += 2
             r = b.conv(r, f"{sp}conv{c[2]}", cout, 1, 1, 0, bias=True)
-            r = b.bn(r, f"{sp}batchnorm{n[2]}")
+            r = b.bn(r, f"{sp}batchnorm{n[2]}", gamma_range=RESIDUAL_GAMMA)
             sc = x
             if down:
                 sc = b.conv(x, f"{sp}conv{c[3]}", cout, 1, stride, 0, bias=True)
@@ -326,7 +331,7 @@ def build_v2(b):
             r = b.conv(r, f"{sp}conv{cc[1]}", width, 3, stride, 1, bias=False)
             r = b.bn(r, f"{sp}batchnorm{nbn + 2}")
             r = b.relu(r, f"{sp}activation{nact + 2}")
-            r = b.conv(r, f"{sp}conv{cc[2]}", cout, 1, 1, 0, bias=False)
+            r = b.conv(r, f"{sp}conv{cc[2]}", cout, 1, 1, 0, bias=False, out_scale=RESIDUAL_GAMMA[1])
             nbn += 3
             nact += 3
             x = b.add(r, sc, f"{sp}_plus{bi}")
@@ -552,7 +557,9 @@ def main():
                 if bsz <= CALIB_BATCH and np.array_equal(inputs[bsz], inputs[CALIB_BATCH][:bsz]):
                     cmp = compare(ref, npl[:bsz])
                     manifest["numpy_vs_ort"][fname] = cmp
-                    ok = cmp["rel_to_maxabs"] < 1e-4 and cmp["argmax_agree"]
+                    # The zoo models put ORT within ~5e-6 of exact; a replica that lets float32
+                    # rounding grow past 1e-5 would make the 2e-5 comparison meaningless.
+                    ok = cmp["max_abs"] < 1e-5 and cmp["argmax_agree"]
                     log(f"{fname}: ORT vs numpy max_abs {cmp['max_abs']:.3e} rel {cmp['rel_to_maxabs']:.3e} "
                         f"rel_l2 {cmp['rel_l2']:.3e} argmax_agree {cmp['argmax_agree']} ({time.time() - tr:.1f}s)")
                     if not ok:

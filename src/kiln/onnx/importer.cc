@@ -75,7 +75,16 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
     }
   }
   if (opset < options.target_opset) {
+    // The converter round-trips through ONNX's in-memory IR, which drops external-data
+    // references; keep the original TensorProtos of externally stored initializers.
+    std::map<std::string, onnx::TensorProto> external;
+    for (const auto& tensor : model.graph().initializer()) {
+      if (tensor.data_location() == onnx::TensorProto::EXTERNAL) external[tensor.name()] = tensor;
+    }
     KILN_ASSIGN_OR_RETURN(model, upgrade_opset(std::move(model), opset, options.target_opset));
+    for (auto& tensor : *model.mutable_graph()->mutable_initializer()) {
+      if (auto it = external.find(tensor.name()); it != external.end()) tensor = it->second;
+    }
   }
   return build_graph(model.graph(), options.target_opset, model_dir, options);
 }

@@ -1,5 +1,6 @@
 #include "kiln/runtime/session.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 

@@ -332,7 +332,9 @@ class DimExprParser {
     char c = text_[pos_];
     if (c == '-') {
       ++pos_;
+      if (++depth_ > kMaxDepth) return error("nesting too deep");
       KILN_ASSIGN_OR_RETURN(DimExpr inner, parse_factor());
+      --depth_;
       return DimExpr(-1) * inner;
     }
     if (c == '(') {

@@ -77,6 +77,8 @@ TEST(DimExpr, ParseRejectsGarbage) {
   }
   std::string deep(1000, '(');
   EXPECT_FALSE(parse_dim_expr(deep).ok());
+  // A long run of unary minus once recursed without a limit and overflowed the stack.
+  EXPECT_FALSE(parse_dim_expr(std::string(1000000, '-') + "N").ok());
 }
 
 TEST(Shape, ParseAndEvaluate) {
@@ -87,6 +89,10 @@ TEST(Shape, ParseAndEvaluate) {
   ASSERT_TRUE(concrete.ok());
   EXPECT_EQ(*concrete, (ConcreteShape{5, 3, 3, 224}));
   EXPECT_FALSE(element_count({int64_t{1} << 62, 8}).ok());
+  // A quoted symbol may hold an escaped quote followed by a comma.
+  auto quoted = parse_shape(R"([N,"a\",b",3])");
+  ASSERT_TRUE(quoted.ok()) << quoted.status().to_string();
+  EXPECT_EQ(quoted->size(), 3u);
   EXPECT_EQ(symbolic_element_count(*shape).evaluate({{"N", 1}}).value(), 672);
 }
 

@@ -27,6 +27,10 @@ StatusOr<Shape> parse_shape(std::string_view text) {
   size_t start = 0;
   bool quoted = false;
   for (size_t i = 0; i <= body.size(); ++i) {
+    if (quoted && i < body.size() && body[i] == '\\') {
+      ++i;  // an escaped character inside a quoted symbol never ends it
+      continue;
+    }
     if (i < body.size() && body[i] == '"') quoted = !quoted;
     if (i == body.size() || (!quoted && body[i] == ',')) {
       KILN_ASSIGN_OR_RETURN(DimExpr dim, parse_dim_expr(body.substr(start, i - start)));
