@@ -176,3 +176,42 @@ TEST(Passes, ReluBeforeAddIsNotFusedAsResidual) {
 
 }  // namespace
 }  // namespace kiln::passes
+
+namespace kiln::passes {
+namespace {
+
+Graph softmax_graph(int64_t opset, int64_t axis, ConcreteShape shape) {
+  Graph g;
+  g.opset = opset;
+  ValueId x = g.add_input("x", DType::kF32, shape_from_concrete(shape));
+  ValueId y = g.add_value({"y", DType::kF32, {}, {}, {}});
+  Node node{"sm", "Softmax", {x}, {y}, {}, {}};
+  node.attributes.set("axis", axis);
+  g.add_node(std::move(node));
+  g.add_output(y);
+  EXPECT_TRUE(ops::infer_graph(g).ok());
+  return g;
+}
+
+TEST(Canonicalize, LegacySoftmaxOnLastAxisBecomesOpset13Form) {
+  std::mt19937 rng(4);
+  Graph g = softmax_graph(11, 1, {2, 5});
+  Tensor x = random_tensor({2, 5}, rng);
+  auto before = ops::evaluate_graph(g, std::span<const Tensor>(&x, 1)).value();
+  ASSERT_TRUE(canonicalize(g).ok());
+  EXPECT_EQ(g.node(0).attributes.get_int("axis", 0).value(), -1);
+  g.opset = 17;  // the rewritten node must mean the same under opset-13 semantics
+  auto after = ops::evaluate_graph(g, std::span<const Tensor>(&x, 1)).value();
+  expect_close(after[0], before[0], 1e-7);
+}
+
+TEST(Canonicalize, LegacySoftmaxOverSeveralDimsIsRefusedByName) {
+  Graph g = softmax_graph(11, 1, {2, 3, 4});
+  auto result = canonicalize(g);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(result.status().to_string().find("node 'sm' (Softmax)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::passes
