@@ -37,6 +37,11 @@ struct DispatchSpec {
   const Attributes* attributes = nullptr;
   std::vector<int32_t> inputs;   // indices into ProgramSpec::values; -1 for absent
   std::vector<int32_t> outputs;
+  // Where the dispatch came from, for diagnostics and fault selection (KILN_FAULT, hal/cpu):
+  // its index in the module (-1: its position in ProgramSpec::dispatches) and the ONNX node
+  // names fused into it. A program that runs one dispatch of a module alone keeps both.
+  int32_t module_index = -1;
+  std::vector<std::string> origins;
 };
 
 struct ProgramSpec {
@@ -46,11 +51,30 @@ struct ProgramSpec {
   std::vector<int32_t> outputs;  // graph outputs
 };
 
+// Watches a run dispatch by dispatch: tracing (`kiln run --trace`), triage, per-dispatch timing
+// (`kiln run --profile`). Dispatches are identified by their position in
+// ProgramSpec::dispatches. A run without an observer does no extra work.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  // Whether after_dispatch(d, ...) gets d's outputs. Asked once per dispatch per run, before it
+  // runs. Observing costs a copy (and a reorder out of a blocked layout) per output.
+  virtual bool wants_outputs(int32_t dispatch) { return false; }
+  // Called once per dispatch, in order, after it finished. `elapsed_ms` is the wall time of the
+  // dispatch's own work (kernels and the reorders it needs), excluding the copies made for the
+  // observer. `outputs` has one tensor per DispatchSpec output when wants_outputs(dispatch) said
+  // so, else it is empty: plain row-major, freshly allocated; the observer may keep them. An
+  // error stops the run and is returned by Executable::run with a note naming the dispatch.
+  virtual Status after_dispatch(int32_t dispatch, double elapsed_ms,
+                                std::span<const Tensor> outputs) = 0;
+};
+
 struct RunArgs {
   std::byte* arena = nullptr;            // 64-byte aligned
   std::span<const size_t> offsets;       // per value: offset into arena (intermediates only)
   std::span<const Tensor> inputs;        // graph inputs, plain row-major, ProgramSpec order
   std::span<Tensor> outputs;             // graph outputs, allocated by the runtime, plain
+  RunObserver* observer = nullptr;       // optional; not owned
 };
 
 class Executable {
@@ -61,6 +85,9 @@ class Executable {
   virtual size_t storage_bytes(int32_t value) const = 0;
   // Runs every dispatch in order. Errors name the dispatch.
   virtual Status run(const RunArgs& args) = 0;
+  // How dispatch `d` (position in ProgramSpec::dispatches) runs at these shapes: one line per
+  // kernel, primitive or reorder, with its parameters. Empty when the backend does not say.
+  virtual std::vector<std::string> describe_dispatch(int32_t d) const { return {}; }
 };
 
 struct DeviceOptions {

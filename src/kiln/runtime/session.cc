@@ -140,9 +140,11 @@ StatusOr<Session::Prepared*> Session::prepare(const Bindings& bindings) {
     if (roles[v] == hal::ValueRole::kConstant) value_spec.constant = &value.constant;
     spec.values.push_back(std::move(value_spec));
   }
-  for (const module::Dispatch& dispatch : module.dispatches) {
-    spec.dispatches.push_back(
-        {dispatch.name, dispatch.op_type, &dispatch.attributes, dispatch.inputs, dispatch.outputs});
+  for (size_t d = 0; d < module.dispatches.size(); ++d) {
+    const module::Dispatch& dispatch = module.dispatches[d];
+    spec.dispatches.push_back({dispatch.name, dispatch.op_type, &dispatch.attributes,
+                               dispatch.inputs, dispatch.outputs, static_cast<int32_t>(d),
+                               dispatch.origins});
   }
   spec.inputs = module.inputs;
   for (int32_t out : module.outputs) {
@@ -173,7 +175,18 @@ StatusOr<Session::Prepared*> Session::prepare(const Bindings& bindings) {
   return raw;
 }
 
-StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
+StatusOr<std::vector<std::vector<std::string>>> Session::describe_dispatches(
+    const Bindings& bindings) {
+  KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(bindings));
+  std::vector<std::vector<std::string>> out;
+  for (size_t d = 0; d < module_->dispatches.size(); ++d) {
+    out.push_back(prepared->executable->describe_dispatch(static_cast<int32_t>(d)));
+  }
+  return out;
+}
+
+StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
+                                           hal::RunObserver* observer) {
   KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
   KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(bindings));
   const auto& module = *module_;
@@ -196,6 +209,7 @@ StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs) {
   args.offsets = prepared->offsets;
   args.inputs = inputs;
   args.outputs = computed;
+  args.observer = observer;
   KILN_RETURN_IF_ERROR(prepared->executable->run(args));
 
   std::vector<Tensor> outputs;

@@ -41,8 +41,14 @@ class Session {
   StatusOr<Bindings> bind(std::span<const Tensor> inputs) const;
 
   // Runs the module. Inputs are plain row-major tensors in module().inputs order; outputs are
-  // returned in module().outputs order.
-  StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs);
+  // returned in module().outputs order. An `observer` (not owned) sees every dispatch as it
+  // finishes, dispatches numbered as in module().dispatches (hal::RunObserver).
+  StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs,
+                                    hal::RunObserver* observer = nullptr);
+
+  // How each dispatch runs at these bindings (kernels, primitives, reorders with their
+  // parameters), one list of lines per module dispatch; prepares them first if needed.
+  StatusOr<std::vector<std::vector<std::string>>> describe_dispatches(const Bindings& bindings);
 
   // Concrete shape of every module value for these bindings.
   StatusOr<std::vector<ConcreteShape>> value_shapes(const Bindings& bindings) const;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 
 #include "kiln/hal/cpu/dnnl_util.h"
 
@@ -101,6 +103,7 @@ Status CpuExecutable::run(const RunArgs& args) {
   }
   use_threads(parts_.device->threads);
   ExecContext ctx{value_ptrs_, workspace_, scratchpad_, stream_.get()};
+  if (args.observer != nullptr) return run_observed(ctx, *args.observer);
   for (const auto& step : parts_.steps) {
     KILN_RETURN_IF_ERROR(step->run(ctx));
   }
@@ -110,10 +113,78 @@ Status CpuExecutable::run(const RunArgs& args) {
   return ok_status();
 }
 
+Status CpuExecutable::run_observed(const ExecContext& ctx, RunObserver& observer) {
+  using Clock = std::chrono::steady_clock;
+  for (size_t d = 0; d < parts_.dispatches.size(); ++d) {
+    const DispatchSteps& dispatch = parts_.dispatches[d];
+    const auto index = static_cast<int32_t>(d);
+    const bool wants = observer.wants_outputs(index);
+    const Clock::time_point start = Clock::now();
+    for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
+      KILN_RETURN_IF_ERROR(parts_.steps[s]->run(ctx));
+    }
+    // The clock stops only once the stream has drained, so the time is this dispatch's alone.
+    if (dnnl_stream_wait(stream_.get()) != dnnl_success) {
+      return internal_error("run: oneDNN stream wait failed after dispatch '{}'", dispatch.name);
+    }
+    const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    std::vector<Tensor> outputs;
+    if (wants) {
+      for (int32_t v : dispatch.outputs) {
+        auto tensor = read_plain(ctx, v);
+        if (!tensor.ok()) {
+          return std::move(tensor).status().with_note(
+              fmt::format("observing dispatch '{}'", dispatch.name));
+        }
+        outputs.push_back(std::move(tensor).value());
+      }
+    }
+    Status observed = observer.after_dispatch(index, elapsed_ms, outputs);
+    if (!observed.ok()) {
+      return std::move(observed).with_note(fmt::format("after dispatch '{}'", dispatch.name));
+    }
+  }
+  return ok_status();
+}
+
+StatusOr<Tensor> CpuExecutable::read_plain(const ExecContext& ctx, int32_t v) {
+  const ValueSpec& value = parts_.values[v];
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(value.dtype, value.shape));
+  if (out.byte_size() == 0) return out;
+  const std::byte* from = ctx.values[v];
+  if (from == nullptr) return internal_error("value '{}' has no storage", value.name);
+  const auto& desc = parts_.descs[v];
+  if (!desc || is_plain(*desc)) {
+    std::memcpy(out.mutable_data(), from, out.byte_size());
+    return out;
+  }
+  KILN_RETURN_IF_ERROR(catch_dnnl("reordering an observed value to plain", [&]() -> Status {
+    const dnnl_desc plain = plain_desc(value.shape);
+    const dnnl::engine& engine = parts_.device->engine;
+    dnnl::memory src(*desc, engine, const_cast<std::byte*>(from));
+    dnnl::memory dst(plain, engine, out.mutable_data());
+    dnnl::stream stream(engine);
+    dnnl::reorder(src, dst).execute(stream, src, dst);
+    stream.wait();
+    return ok_status();
+  }));
+  return out;
+}
+
 std::vector<std::string> CpuExecutable::summary() const {
   std::vector<std::string> out;
   out.reserve(parts_.steps.size());
   for (const auto& step : parts_.steps) out.push_back(step->describe());
+  return out;
+}
+
+std::vector<std::string> CpuExecutable::describe_dispatch(int32_t d) const {
+  std::vector<std::string> out;
+  if (d < 0 || static_cast<size_t>(d) >= parts_.dispatches.size()) return out;
+  const DispatchSteps& dispatch = parts_.dispatches[d];
+  for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
+    out.push_back(parts_.steps[s]->describe());
+  }
   return out;
 }
 

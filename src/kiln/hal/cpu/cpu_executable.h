@@ -4,6 +4,8 @@
 //
 // run() resolves the arena, graph inputs and graph outputs to addresses and runs the steps in
 // order; it allocates no buffers (oneDNN still builds a small argument map per primitive call).
+// With a RunObserver it runs the steps dispatch by dispatch, timing each and handing observed
+// outputs over as plain tensors (reordered out of blocked layouts).
 // One run at a time per executable: concurrent run() calls on the same executable are not
 // allowed (they share the workspace); different executables may run concurrently.
 #pragma once
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +34,9 @@ class CpuExecutable : public Executable {
     std::vector<int32_t> inputs, outputs;  // graph inputs/outputs (value indices)
     std::vector<size_t> storage;           // per value: arena bytes (intermediates)
     std::vector<std::string> layouts;      // per value: chosen layout, described
+    std::vector<std::optional<dnnl::memory::desc>> descs;  // per f32 value: chosen layout
     std::vector<std::unique_ptr<Step>> steps;
+    std::vector<DispatchSteps> dispatches;  // per ProgramSpec dispatch, in order
     std::vector<std::shared_ptr<const ReorderedConstant>> held_constants;
     size_t workspace_bytes = 0;
     size_t scratchpad_bytes = 0;
@@ -48,6 +53,8 @@ class CpuExecutable : public Executable {
 
   // One line per step, in run order: the kernel chosen for each dispatch and every reorder.
   std::vector<std::string> summary() const;
+  // The summary lines of dispatch `d`'s steps; empty for an index out of range.
+  std::vector<std::string> describe_dispatch(int32_t d) const override;
   // The layout chosen for value `v` ("plain 1x3x8x8", "aBcd8b 1x16x8x8", ...).
   const std::string& layout_of(int32_t v) const { return parts_.layouts[v]; }
   size_t workspace_bytes() const { return parts_.workspace_bytes; }
@@ -56,6 +63,9 @@ class CpuExecutable : public Executable {
  private:
   explicit CpuExecutable(Parts parts) : parts_(std::move(parts)) {}
   Status check_args(const RunArgs& args) const;
+  Status run_observed(const ExecContext& ctx, RunObserver& observer);
+  // A plain copy of value `v` as it is stored right now.
+  StatusOr<Tensor> read_plain(const ExecContext& ctx, int32_t v);
 
   Parts parts_;
   std::byte* workspace_ = nullptr;

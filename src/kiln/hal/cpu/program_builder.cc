@@ -216,6 +216,7 @@ void ProgramBuilder::add_reorder(const BufferRef& from, const dnnl_desc& from_de
 Status ProgramBuilder::build_dispatch(size_t index) {
   const DispatchSpec& d = spec_.dispatches[index];
   op_.emplace(d, spec_.values);
+  const size_t first_step = steps_.size();
   Status status = [&]() -> Status {
     KILN_RETURN_IF_ERROR(op_->check_indices());
     for (size_t i = 0; i < d.inputs.size(); ++i) {
@@ -255,6 +256,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
           add_reorder(p.from, p.from_desc, BufferRef::of_value(p.value),
                       plain_desc(spec_.values[p.value].shape));
         }
+        if (fault_ && fault_->matches(d, static_cast<int32_t>(index))) add_fault(d, *fault_);
         return ok_status();
       }));
     }
@@ -264,11 +266,33 @@ Status ProgramBuilder::build_dispatch(size_t index) {
   if (!status.ok()) {
     return std::move(status).with_note(fmt::format("in dispatch '{}' ({})", d.name, d.op_type));
   }
+  dispatch_steps_.push_back(DispatchSteps{d.name, first_step, steps_.size(), d.outputs});
   return ok_status();
+}
+
+void ProgramBuilder::add_fault(const DispatchSpec& d, const FaultSpec& fault) {
+  for (int32_t v : d.outputs) {
+    const ValueSpec& value = spec_.values[v];
+    if (value.dtype != DType::kF32 || element_count(value) == 0 || !layouts_[v]) continue;
+    const std::string label = this->label(fmt::format("{}={} on '{}'", kFaultVariable,
+                                                      fault.kind_text(), value.name));
+    const dnnl_desc& have = *layouts_[v];
+    if (is_plain(have)) {
+      add(std::make_unique<FaultStep>(label, fault, BufferRef::of_value(v), element_count(value)));
+      continue;
+    }
+    // Corrupt a plain copy and reorder it back, so a blocked layout's padding stays zero.
+    const dnnl_desc plain = plain_desc(value.shape);
+    BufferRef t = temp(plain.get_size());
+    add_reorder(BufferRef::of_value(v), have, t, plain);
+    add(std::make_unique<FaultStep>(label, fault, t, element_count(value)));
+    add_reorder(t, plain, BufferRef::of_value(v), have);
+  }
 }
 
 StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   KILN_RETURN_IF_ERROR(validate_spec());
+  KILN_ASSIGN_OR_RETURN(fault_, fault_from_environment());
   use_threads(device_->threads);
   const size_t n = spec_.values.size();
   layouts_.assign(n, std::nullopt);
@@ -295,9 +319,11 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   parts.values = spec_.values;
   parts.constants.resize(n);
   parts.layouts.resize(n);
+  parts.descs.resize(n);
   for (size_t v = 0; v < n; ++v) {
     if (const Tensor* c = constant(static_cast<int32_t>(v))) parts.constants[v] = *c;
     parts.values[v].constant = nullptr;
+    if (layouts_[v]) parts.descs[v] = *layouts_[v];
     parts.layouts[v] = layouts_[v] ? describe(*layouts_[v])
                                    : fmt::format("plain {} [{}]", dtype_name(spec_.values[v].dtype),
                                                  fmt::join(spec_.values[v].shape, "x"));
@@ -306,6 +332,7 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   parts.outputs = spec_.outputs;
   parts.storage = std::move(storage_);
   parts.steps = std::move(steps_);
+  parts.dispatches = std::move(dispatch_steps_);
   parts.held_constants = std::move(held_constants_);
   parts.workspace_bytes = workspace_bytes_;
   parts.scratchpad_bytes = scratchpad_bytes_;

@@ -57,6 +57,13 @@ struct ExecContext {
   }
 };
 
+// The steps of one dispatch: [first_step, end_step) of an executable's step list.
+struct DispatchSteps {
+  std::string name;
+  size_t first_step = 0, end_step = 0;
+  std::vector<int32_t> outputs;  // value indices
+};
+
 class Step {
  public:
   virtual ~Step() = default;

@@ -172,6 +172,7 @@ StatusOr<std::vector<Tensor>> run_program(Executable& exe, const ProgramSpec& sp
   args.offsets = offsets;
   args.inputs = inputs;
   args.outputs = outputs;
+  args.observer = options.observer;
   KILN_RETURN_IF_ERROR(exe.run(args));
   return outputs;
 }

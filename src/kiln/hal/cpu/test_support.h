@@ -41,6 +41,7 @@ class SpecBuilder {
 struct RunOptions {
   bool share_memory = true;  // overlap intermediates whose lifetimes do not overlap
   bool poison = true;        // fill arena and outputs with NaN first
+  RunObserver* observer = nullptr;  // passed through RunArgs
 };
 
 // Plans an arena like the runtime (64-byte aligned offsets from storage_bytes and lifetimes) and
