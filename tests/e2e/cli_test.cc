@@ -194,3 +194,29 @@ TEST_F(KilnCli, UnknownTargetAndBadBindAreUsageErrors) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(KilnCliWeights, InitializersListedAsInputsAreConstantsUnlessAsked) {
+  std::string dir = testing::make_temp_dir("weights");
+  std::string model = testing::model_path("small/weights_in_inputs.onnx");
+  // Default: the initializer is a constant, so the module takes only x.
+  auto compiled = testing::run_kiln("compile " + model + " -o " + dir + "/const.kmod");
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  auto run = testing::run_kiln("run --module=" + dir + "/const.kmod --input='1x1x2x2xf32=1 2 3 4' "
+                               "--expected_output='1x2x2x2xf32=1.5 3 4.5 6 -2 -4 -6 -8' --atol=0");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  // --weights-as-inputs: w is a runtime input and the values given at run time are used.
+  compiled = testing::run_kiln("compile " + model + " --weights-as-inputs -o " + dir + "/inputs.kmod");
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  run = testing::run_kiln("run --module=" + dir + "/inputs.kmod --input='1x1x2x2xf32=1 2 3 4' "
+                          "--input='2x1x1x1xf32=3 1' --expected_output='1x2x2x2xf32=3 6 9 12 1 2 3 4' --atol=0");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  run = testing::run_kiln("run --module=" + dir + "/inputs.kmod --input='1x1x2x2xf32=1 2 3 4'");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("'w'"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace kiln

@@ -6,6 +6,7 @@ Writes into DIR/small/:
   tiny_input_b{1,3}.bin, tiny_cnn.ref_b{1,3}.bin   inputs and ONNX Runtime outputs
   tiny_cnn.onnx            input `data` f32 [N,3,8,8] -> Conv+bias, BN, Relu, MaxPool, a residual
                            block, GlobalAveragePool, Flatten, Gemm, Softmax -> `prob` [N,10]
+  weights_in_inputs.onnx   a Conv whose weight initializer is also a graph input
   unsupported.onnx         a valid model using ops kiln does not support (TopK twice, Einsum once)
   external/model.onnx      a Conv whose weight lives in external/weights.bin (allowed)
   escape_dotdot/model.onnx external data at "../outside.bin" (must be refused)
@@ -113,6 +114,17 @@ def ort_reference(model, input_path, batch, out_path):
         os.replace(os.path.join(tmp, "prob.bin"), out_path)
 
 
+def weights_in_inputs_model():
+    """A 1x1 Conv whose weight is an initializer also listed in graph.input (MXNet style)."""
+    w = numpy_helper.from_array(np.array([1.5, -2.0], dtype=np.float32).reshape(2, 1, 1, 1), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")], "weights_in_inputs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 2, 2]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [2, 1, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 2, 2])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -131,6 +143,7 @@ def main():
     for b in (1, 3):
         ort_reference(os.path.join(out, "tiny_cnn.onnx"), os.path.join(out, f"tiny_input_b{b}.bin"),
                       b, os.path.join(out, f"tiny_cnn.ref_b{b}.bin"))
+    onnx.save(weights_in_inputs_model(), os.path.join(out, "weights_in_inputs.onnx"))
     onnx.save(unsupported_model(), os.path.join(out, "unsupported.onnx"))
 
     ext = os.path.join(out, "external")

@@ -50,7 +50,7 @@ StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
   const auto& module = *module_;
   if (inputs.size() != module.inputs.size()) {
     std::vector<std::string> names;
-    for (int32_t id : module.inputs) names.push_back(module.values[id].name);
+    for (int32_t id : module.inputs) names.push_back("'" + module.values[id].name + "'");
     return invalid_argument("the module takes {} input(s) ({}), got {}", module.inputs.size(),
                             fmt::join(names, ", "), inputs.size());
   }
