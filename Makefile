@@ -4,7 +4,9 @@ MODELS ?= $(BUILD)/models
 JOBS ?= 2
 PY := /usr/bin/python3
 
-.PHONY: all setup configure build models test demo bench clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all setup configure build models test demo bench sanitize fuzz clean
 
 all: build
 
@@ -29,6 +31,17 @@ demo: build models
 
 bench: build models
 	@bench/vs_onnxruntime.sh $(BUILD) $(MODELS)
+
+# The unit, conformance and model tests again with AddressSanitizer + UndefinedBehaviorSanitizer.
+sanitize: setup models
+	@cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON >/dev/null
+	@cmake --build $(BUILD)-asan -j$(JOBS)
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD)-asan -j$(JOBS) --output-on-failure
+
+# libFuzzer targets (clang), each run for FUZZ_SECONDS on seeds made from the test models.
+fuzz: build models
+	@scripts/fuzz.sh $(BUILD)-fuzz $(MODELS) $(BUILD)/tools/kiln $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD)

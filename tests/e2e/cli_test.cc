@@ -185,6 +185,16 @@ TEST_F(KilnCli, ExternalDataOutsideTheModelDirectoryIsRefused) {
   expect_error(run_kiln("compile " + model_path("small/external_range/model.onnx") + " -o " + out), {"'w'", "weights.bin"}, out);
 }
 
+TEST_F(KilnCli, ShapesOverTheMemoryLimitAreRefusedBeforeAllocation) {
+  std::string out = dir_ + "/o.npy";
+  expect_error(run_kiln("run --module=" + module_ + " --input=" + tiny_input(3) + " --max-memory=1K --output=@" + out),
+               {"memory limit", "N=3"}, out);
+  expect_error(run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --max-memory=lots"),
+               {"--max-memory", "lots"});
+  auto ok = run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --max-memory=64M");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+}
+
 TEST_F(KilnCli, UnknownTargetAndBadBindAreUsageErrors) {
   std::string out = dir_ + "/x.kmod";
   expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --target=tpu -o " + out), {"tpu"}, out);
@@ -216,6 +226,29 @@ TEST(KilnCliWeights, InitializersListedAsInputsAreConstantsUnlessAsked) {
   run = testing::run_kiln("run --module=" + dir + "/inputs.kmod --input='1x1x2x2xf32=1 2 3 4'");
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("'w'"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(KilnCliSymbols, OneSymbolBoundToTwoValuesIsRefusedNamingBothInputs) {
+  std::string dir = testing::make_temp_dir("symbols");
+  auto compiled = testing::run_kiln("compile " + testing::model_path("small/two_inputs.onnx") + " -o " + dir + "/m.kmod");
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  auto ok = testing::run_kiln("run --module=" + dir + "/m.kmod --input='2x4xf32=1 2 3 4 5 6 7 8' "
+                              "--input='2x4xf32=1 1 1 1 1 1 1 1' --expected_output='2x4xf32=2 3 4 5 6 7 8 9' --atol=0");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  std::string out = dir + "/o.npy";
+  auto bad = testing::run_kiln("run --module=" + dir + "/m.kmod --input='1x4xf32=1 2 3 4' "
+                               "--input='2x4xf32=1 1 1 1 1 1 1 1' --output=@" + out);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  for (const char* fragment : {"'a'", "'b'", "'N'"}) {
+    EXPECT_NE(bad.output.find(fragment), std::string::npos) << fragment << " missing in " << bad.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace

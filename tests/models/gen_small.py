@@ -6,6 +6,7 @@ Writes into DIR/small/:
   tiny_input_b{1,3}.bin, tiny_cnn.ref_b{1,3}.bin   inputs and ONNX Runtime outputs
   tiny_cnn.onnx            input `data` f32 [N,3,8,8] -> Conv+bias, BN, Relu, MaxPool, a residual
                            block, GlobalAveragePool, Flatten, Gemm, Softmax -> `prob` [N,10]
+  two_inputs.onnx          y = a + b, both [N,4] (one symbol bound from two inputs)
   weights_in_inputs.onnx   a Conv whose weight initializer is also a graph input
   unsupported.onnx         a valid model using ops kiln does not support (TopK twice, Einsum once)
   external/model.onnx      a Conv whose weight lives in external/weights.bin (allowed)
@@ -125,6 +126,16 @@ def weights_in_inputs_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def two_inputs_model():
+    """y = a + b with a and b both [N, 4]: N must bind to one value from both inputs."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="add_ab")], "two_inputs",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -143,6 +154,7 @@ def main():
     for b in (1, 3):
         ort_reference(os.path.join(out, "tiny_cnn.onnx"), os.path.join(out, f"tiny_input_b{b}.bin"),
                       b, os.path.join(out, f"tiny_cnn.ref_b{b}.bin"))
+    onnx.save(two_inputs_model(), os.path.join(out, "two_inputs.onnx"))
     onnx.save(weights_in_inputs_model(), os.path.join(out, "weights_in_inputs.onnx"))
     onnx.save(unsupported_model(), os.path.join(out, "unsupported.onnx"))
 

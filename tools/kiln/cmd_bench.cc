@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "flags.h"
 #include "kiln/base/file_util.h"
 #include "kiln/runtime/session.h"
 #include "kiln/tooling/tensor_spec.h"
+#include "profiling.h"
 
 namespace kiln::cli {
 namespace {
@@ -23,6 +26,7 @@ struct BenchFlags {
   int repeat = 10;
   int threads = 0;
   std::string json;
+  bool per_dispatch = false;
 };
 
 double percentile(std::vector<double> sorted, double q) {
@@ -32,12 +36,9 @@ double percentile(std::vector<double> sorted, double q) {
 }
 
 int run_bench(const BenchFlags& flags) {
-  std::vector<Tensor> inputs;
-  for (const std::string& spec : flags.inputs) {
-    auto tensor = parse_tensor_spec(spec);
-    if (!tensor.ok()) return report_error("bench", std::move(tensor).status().with_note("in --input"));
-    inputs.push_back(std::move(tensor).value());
-  }
+  auto loaded = load_tensor_specs("--input", flags.inputs);
+  if (!loaded.ok()) return report_error("bench", loaded.status());
+  std::vector<Tensor> inputs = std::move(loaded).value();
   runtime::SessionOptions options;
   options.device = flags.device;
   options.threads = flags.threads;
@@ -65,6 +66,8 @@ int run_bench(const BenchFlags& flags) {
   }
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
+  std::error_code size_error;
+  const auto module_bytes = std::filesystem::file_size(flags.module, size_error);
   double batch = !inputs.empty() && inputs[0].rank() > 0 ? static_cast<double>(inputs[0].shape()[0]) : 1.0;
   double median = percentile(times, 0.5);
   nlohmann::json report = {
@@ -74,11 +77,23 @@ int run_bench(const BenchFlags& flags) {
       {"times_ms", times},          {"items_per_s", batch * 1000.0 / median},
       {"peak_rss_mib", static_cast<double>(usage.ru_maxrss) / 1024.0},
       {"threads", flags.threads},   {"warmup", flags.warmup},
-      {"repeat", flags.repeat}};
+      {"repeat", flags.repeat},
+      {"module_mib", size_error ? 0.0 : static_cast<double>(module_bytes) / (1024.0 * 1024.0)}};
   std::printf("load %.1f ms, cold run %.1f ms; min %.2f ms, median %.2f ms, p90 %.2f ms; %.1f items/s; "
               "peak RSS %.0f MiB\n",
               load_ms, *cold, percentile(times, 0.0), median, percentile(times, 0.9), batch * 1000.0 / median,
               report["peak_rss_mib"].get<double>());
+  if (flags.per_dispatch) {
+    // Separate runs, after the timed ones: observing drains the device after every dispatch.
+    auto info = dispatch_info(**session, inputs);
+    if (!info.ok()) return report_error("bench", info.status());
+    DispatchProfiler profiler((*session)->module().dispatches.size());
+    Status profiled = profile_runs(**session, inputs, flags.repeat, profiler);
+    if (!profiled.ok()) return report_error("bench", profiled);
+    std::printf("\nper dispatch (median of %d observed runs):\n%s", flags.repeat,
+                format_dispatch_table(profiler, *info).c_str());
+    report["dispatches"] = nlohmann::json::parse(dispatch_table_json(profiler, *info));
+  }
   if (!flags.json.empty()) {
     Status written = write_file_atomically(flags.json, report.dump(2) + "\n");
     if (!written.ok()) return report_error("bench", written);
@@ -98,6 +113,9 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--repeat", flags->repeat, "timed runs")->check(CLI::PositiveNumber);
   sub->add_option("--threads", flags->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sub->add_option("--json", flags->json, "also write the figures as JSON to this file");
+  sub->add_flag("--per-dispatch", flags->per_dispatch,
+                "then time each dispatch over --repeat more runs: a table sorted by time, with "
+                "GFLOP/s per convolution and matrix product");
   return {sub, [flags] { return run_bench(*flags); }};
 }
 

@@ -1,10 +1,12 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "flags.h"
 #include "kiln/runtime/session.h"
 #include "kiln/tooling/comparator.h"
 #include "kiln/tooling/tensor_io.h"
 #include "kiln/tooling/tensor_spec.h"
+#include "kiln/triage/tracer.h"
 
 namespace kiln::cli {
 namespace {
@@ -19,6 +21,9 @@ struct RunFlags {
   double rtol = 1e-5;
   int threads = 0;
   bool trust_module = false;
+  std::string trace;           // --trace=DIR
+  std::string trace_dispatch;  // --trace-dispatch=N|NAME
+  std::string max_memory;
 };
 
 std::string nonfinite_summary(const Tensor& tensor) {
@@ -33,40 +38,53 @@ std::string nonfinite_summary(const Tensor& tensor) {
 }
 
 int run_module(const RunFlags& flags) {
-  // Every spec is checked before any work, so a typo never costs a run or leaves partial output.
-  std::vector<Tensor> inputs;
-  for (const std::string& spec : flags.inputs) {
-    auto tensor = parse_tensor_spec(spec);
-    if (!tensor.ok()) return report_error("run", std::move(tensor).status().with_note("in --input"));
-    inputs.push_back(std::move(tensor).value());
+  if (!flags.trace_dispatch.empty() && flags.trace.empty()) {
+    return report_error("run", invalid_argument("--trace-dispatch needs --trace=DIR"));
   }
+  // Every spec is checked before any work, so a typo never costs a run or leaves partial output.
+  auto inputs = load_tensor_specs("--input", flags.inputs);
+  if (!inputs.ok()) return report_error("run", inputs.status());
   std::vector<OutputSpec> output_specs;
   for (const std::string& spec : flags.outputs) {
     auto parsed = parse_output_spec(spec);
     if (!parsed.ok()) return report_error("run", std::move(parsed).status().with_note("in --output"));
     output_specs.push_back(std::move(parsed).value());
   }
-  std::vector<Tensor> expected;
-  for (const std::string& spec : flags.expected) {
-    auto tensor = parse_tensor_spec(spec);
-    if (!tensor.ok()) return report_error("run", std::move(tensor).status().with_note("in --expected_output"));
-    expected.push_back(std::move(tensor).value());
-  }
+  auto expected = load_tensor_specs("--expected_output", flags.expected);
+  if (!expected.ok()) return report_error("run", expected.status());
   Tolerance tolerance{flags.atol, flags.rtol, false};
 
   runtime::SessionOptions options;
   options.device = flags.device;
   options.threads = flags.threads;
   options.trust_module = flags.trust_module;
+  if (!flags.max_memory.empty()) {
+    auto limit = parse_byte_size("--max-memory", flags.max_memory);
+    if (!limit.ok()) return report_error("run", limit.status());
+    options.max_memory_bytes = *limit;
+  }
   auto session = runtime::Session::open(flags.module, options);
   if (!session.ok()) return report_error("run", session.status());
   const auto& module = (*session)->module();
-  if (output_specs.size() > module.outputs.size() || expected.size() > module.outputs.size()) {
+  if (output_specs.size() > module.outputs.size() || expected->size() > module.outputs.size()) {
     return report_error("run", invalid_argument("the module has {} output(s); got {} --output and {} "
                                                 "--expected_output",
-                                                module.outputs.size(), output_specs.size(), expected.size()));
+                                                module.outputs.size(), output_specs.size(), expected->size()));
   }
-  auto outputs = (*session)->run(inputs);
+  std::unique_ptr<triage::Tracer> tracer;
+  if (!flags.trace.empty()) {
+    std::optional<std::string> only;
+    if (!flags.trace_dispatch.empty()) only = flags.trace_dispatch;
+    auto created = triage::Tracer::create(module, *inputs, flags.trace, only);
+    if (!created.ok()) return report_error("run", std::move(created).status().with_note("in --trace"));
+    tracer = std::move(created).value();
+  }
+  auto outputs = (*session)->run(*inputs, tracer.get());
+  if (outputs.ok() && tracer) {
+    Status traced = tracer->finish(**session, *inputs);
+    if (!traced.ok()) return report_error("run", std::move(traced).with_note("in --trace"));
+    for (const std::string& line : tracer->summary()) std::printf("trace %s\n", line.c_str());
+  }
   if (!outputs.ok()) return report_error("run", outputs.status());
 
   int exit_code = kExitOk;
@@ -79,8 +97,8 @@ int run_module(const RunFlags& flags) {
       Status written = write_output(output_specs[i], output, stdout);
       if (!written.ok()) return report_error("run", std::move(written).with_note("writing output '" + name + "'"));
     }
-    if (i < expected.size()) {
-      auto result = compare_tensors(output, expected[i], tolerance);
+    if (i < expected->size()) {
+      auto result = compare_tensors(output, (*expected)[i], tolerance);
       if (!result.ok()) return report_error("run", std::move(result).status().with_note("comparing output '" + name + "'"));
       std::printf("  vs expected: %s\n", format_compare_result(*result, tolerance).c_str());
       if (!result->passed()) exit_code = kExitMismatch;
@@ -103,6 +121,12 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--rtol", flags->rtol, "relative tolerance for --expected_output")->check(CLI::NonNegativeNumber);
   sub->add_option("--threads", flags->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sub->add_flag("--trust-module", flags->trust_module, "skip the module checksum");
+  sub->add_option("--trace", flags->trace,
+                  "write every dispatch's inputs and outputs (.npy), descriptions and a summary to DIR");
+  sub->add_option("--trace-dispatch", flags->trace_dispatch,
+                  "with --trace: only this dispatch (index, dispatch name or ONNX node name)");
+  sub->add_option("--max-memory", flags->max_memory,
+                  "refuse inputs whose activations need more, e.g. 2G (default: 3/4 of RAM)");
   return {sub, [flags] { return run_module(*flags); }};
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "onnx/onnx_pb.h"
@@ -42,6 +43,46 @@ Status check_domains(const onnx::ModelProto& model) {
                        fmt::join(parts, "; "));
 }
 
+// ONNX's version converter dereferences names without checking them (an undefined graph output
+// crashes it), so the wiring is checked on the proto before the converter ever sees it.
+Status check_wiring(const onnx::GraphProto& graph) {
+  std::set<std::string> defined;
+  for (const auto& input : graph.input()) defined.insert(input.name());
+  for (const auto& tensor : graph.initializer()) defined.insert(tensor.name());
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    std::string where = fmt::format("node {} ({})", node.name().empty() ? fmt::format("#{}", i) : "'" + node.name() + "'",
+                                    node.op_type());
+    for (const auto& attribute : node.attribute()) {
+      if (attribute.type() == onnx::AttributeProto::GRAPH || attribute.type() == onnx::AttributeProto::GRAPHS ||
+          attribute.has_g() || attribute.graphs_size() > 0) {
+        return unimplemented("{}: attribute '{}' holds a subgraph; kiln does not support control flow yet",
+                             where, attribute.name());
+      }
+    }
+    for (const std::string& input : node.input()) {
+      if (!input.empty() && !defined.count(input)) {
+        return invalid_argument("{}: input '{}' is not a graph input, an initializer or the output of an "
+                                "earlier node",
+                                where, input);
+      }
+    }
+    for (const std::string& output : node.output()) {
+      if (output.empty()) continue;
+      if (!defined.insert(output).second) {
+        return invalid_argument("{}: output '{}' is defined twice", where, output);
+      }
+    }
+  }
+  for (const auto& output : graph.output()) {
+    if (!defined.count(output.name())) {
+      return invalid_argument("graph output '{}' is not produced by any node, input or initializer",
+                              output.name());
+    }
+  }
+  return ok_status();
+}
+
 StatusOr<int64_t> default_opset(const onnx::ModelProto& model) {
   std::optional<int64_t> opset;
   for (const auto& entry : model.opset_import()) {
@@ -67,6 +108,7 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
   }
   // All unsupported ops in one error, before the converter can fail on the first of them.
   KILN_RETURN_IF_ERROR(check_supported_ops(model.graph(), options.target_opset));
+  KILN_RETURN_IF_ERROR(check_wiring(model.graph()));
   // Before conversion too: the converter drops the types it cannot represent.
   for (const auto& input : model.graph().input()) {
     if (input.has_type() && !input.type().has_tensor_type()) {

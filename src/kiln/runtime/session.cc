@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
+#include "kiln/base/checked_math.h"
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/runtime/memory_planner.h"
 
@@ -16,6 +19,35 @@ struct Session::Prepared {
   std::vector<size_t> offsets;
   size_t arena_bytes = 0;
 };
+
+uint64_t default_max_memory_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return uint64_t{8} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 4 * 3;
+}
+
+namespace {
+
+// Bytes of a value with these dims, saturating instead of wrapping on absurd shapes.
+uint64_t value_bytes(const ConcreteShape& shape, DType dtype) {
+  auto count = checked_product(shape);
+  if (!count) return UINT64_MAX;
+  auto bytes = checked_mul(*count, static_cast<int64_t>(dtype_size(dtype)));
+  return bytes ? static_cast<uint64_t>(*bytes) : UINT64_MAX;
+}
+
+uint64_t saturating_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+Status check_memory(uint64_t needed, uint64_t limit, std::string_view what, const Bindings& bindings) {
+  if (needed <= limit) return ok_status();
+  std::vector<std::string> values;
+  for (const auto& [symbol, value] : bindings) values.push_back(fmt::format("{}={}", symbol, value));
+  return out_of_range("{} need {} bytes at [{}], over the memory limit of {} bytes (--max-memory)",
+                      what, needed, fmt::join(values, ", "), limit);
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<hal::Device>> create_device(const std::string& name,
                                                      const hal::DeviceOptions& options) {
@@ -43,7 +75,10 @@ StatusOr<std::unique_ptr<Session>> Session::create(
   hal::DeviceOptions device_options;
   device_options.threads = options.threads;
   KILN_ASSIGN_OR_RETURN(auto device, create_device(options.device, device_options));
-  return std::unique_ptr<Session>(new Session(std::move(module), std::move(device)));
+  auto session = std::unique_ptr<Session>(new Session(std::move(module), std::move(device)));
+  session->max_memory_bytes_ =
+      options.max_memory_bytes != 0 ? options.max_memory_bytes : default_max_memory_bytes();
+  return session;
 }
 
 StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
@@ -120,6 +155,13 @@ StatusOr<Session::Prepared*> Session::prepare(const Bindings& bindings) {
   const auto& module = *module_;
   auto prepared = std::make_unique<Prepared>();
   KILN_ASSIGN_OR_RETURN(prepared->shapes, value_shapes(bindings));
+  // Any single activation or output over the limit is refused before the backend sizes kernels.
+  for (size_t v = 0; v < module.values.size(); ++v) {
+    if (module.values[v].kind != module::ValueKind::kIntermediate) continue;
+    uint64_t bytes = value_bytes(prepared->shapes[v], module.values[v].dtype);
+    KILN_RETURN_IF_ERROR(check_memory(bytes, max_memory_bytes_,
+                                      fmt::format("value '{}' would", module.values[v].name), bindings));
+  }
 
   hal::ProgramSpec& spec = prepared->spec;
   std::vector<hal::ValueRole> roles(module.values.size(), hal::ValueRole::kIntermediate);
@@ -165,9 +207,16 @@ StatusOr<Session::Prepared*> Session::prepare(const Bindings& bindings) {
   for (size_t v = 0; v < module.values.size(); ++v) {
     if (roles[v] == hal::ValueRole::kIntermediate) {
       requests[v].bytes = prepared->executable->storage_bytes(static_cast<int32_t>(v));
+      requests[v].same_as = prepared->executable->storage_shared_with(static_cast<int32_t>(v));
     }
   }
   ArenaPlan plan = plan_arena(requests);
+  uint64_t output_bytes = 0;
+  for (int32_t out : module.outputs) {
+    output_bytes = saturating_add(output_bytes, value_bytes(prepared->shapes[out], module.values[out].dtype));
+  }
+  KILN_RETURN_IF_ERROR(check_memory(saturating_add(plan.arena_bytes, output_bytes), max_memory_bytes_,
+                                    "activations and outputs would", bindings));
   prepared->offsets = std::move(plan.offsets);
   prepared->arena_bytes = plan.arena_bytes;
   Prepared* raw = prepared.get();

@@ -23,7 +23,13 @@ struct SessionOptions {
   std::string device = "cpu";
   int threads = 0;            // 0: all cores
   bool trust_module = false;  // skip the module checksum (structure is still verified)
+  // Refuse to run shapes whose activations (arena) plus outputs need more than this many bytes;
+  // checked before anything that size is allocated. 0: default_max_memory_bytes().
+  uint64_t max_memory_bytes = 0;
 };
+
+// Three quarters of the machine's physical memory.
+uint64_t default_max_memory_bytes();
 
 class Session {
  public:
@@ -62,6 +68,7 @@ class Session {
   std::shared_ptr<const module::ModuleContents> module_;
   std::unique_ptr<hal::Device> device_;
   std::map<Bindings, std::unique_ptr<Prepared>> prepared_;
+  uint64_t max_memory_bytes_ = 0;
   std::shared_ptr<std::byte> arena_;
   size_t arena_bytes_ = 0;
 };

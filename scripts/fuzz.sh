@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds kiln's libFuzzer targets with clang (ASan + UBSan) and runs each for SECONDS seconds on a
+# seed corpus made from kiln's test models. A crash, leak, timeout or sanitizer report fails the
+# run and leaves the reproducer in BUILD/artifacts/.
+# Usage: scripts/fuzz.sh BUILD_DIR MODEL_DIR KILN_BINARY [SECONDS]
+set -euo pipefail
+build=${1:-build-fuzz}
+models=${2:-build/models}
+kiln=${3:-build/tools/kiln}
+seconds=${4:-60}
+targets=(fuzz_onnx_import fuzz_module_load fuzz_tensor_spec fuzz_npy fuzz_kir)
+
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null
+cmake --build "$build" -j2 --target "${targets[@]}"
+
+seeds="$build/seeds"
+rm -rf "$seeds"
+mkdir -p "$seeds"/{fuzz_onnx_import,fuzz_module_load,fuzz_tensor_spec,fuzz_npy,fuzz_kir} "$build/artifacts"
+cp "$models"/small/*.onnx "$seeds/fuzz_onnx_import/"
+for t in test_relu test_conv_with_strides_padding test_gemm_default_no_bias test_maxpool_2d_pads \
+         test_softmax_axis_1 test_batchnorm_example test_reshape_negative_dim; do
+  f=/usr/share/libonnx-testdata/data/node/$t/model.onnx
+  [ -f "$f" ] && cp "$f" "$seeds/fuzz_onnx_import/$t.onnx"
+done
+"$kiln" compile "$models/small/tiny_cnn.onnx" -o "$seeds/fuzz_module_load/tiny_cnn.kmod" >/dev/null
+"$kiln" compile "$models/small/weights_in_inputs.onnx" -o "$seeds/fuzz_module_load/weights.kmod" >/dev/null
+"$kiln" import "$models/small/tiny_cnn.onnx" -o "$seeds/fuzz_kir/tiny_cnn.kir" >/dev/null
+"$kiln" import "$models/small/weights_in_inputs.onnx" -o "$seeds/fuzz_kir/weights.kir" >/dev/null
+i=0
+for spec in '2x2xf32=1 2 3 4' 'f32=5' '0x3xf32=' '2xi64=-1 7' '3xbool=1 0 true' '1x2xf64=nan -inf' \
+            '-' '[N,3,floor((N + 1)/2),224]' '2*N + 3' 'floor((H + 6 - 7)/2) + 1' '"batch size"*4'; do
+  printf '%s' "$spec" > "$seeds/fuzz_tensor_spec/seed$((i++))"
+done
+"$kiln" run --module="$seeds/fuzz_module_load/tiny_cnn.kmod" \
+  --input="1x3x8x8xf32=@$models/small/tiny_input_b1.bin" --output="@$seeds/fuzz_npy/prob.npy" >/dev/null
+/usr/bin/python3 - "$seeds/fuzz_npy" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+for name, a in {"f64": np.arange(6.0).reshape(2, 3), "i64": np.array([1, -2], dtype=np.int64),
+                "bool": np.array([True, False]), "u8": np.zeros((0, 4), np.uint8),
+                "scalar": np.float32(1.5)}.items():
+    np.save(f"{d}/{name}.npy", a)
+PY
+
+for target in "${targets[@]}"; do
+  echo "== $target: ${seconds}s"
+  work="$build/corpus/$target"
+  mkdir -p "$work"
+  "$build/tests/fuzz/$target" "$work" "$seeds/$target" -max_total_time="$seconds" -timeout=20 \
+    -rss_limit_mb=3072 -max_len=1048576 -print_final_stats=1 -artifact_prefix="$build/artifacts/$target-" \
+    2>&1 | grep -E "stat::number_of_executed_units|stat::peak_rss|ERROR|SUMMARY|Done" || true
+  if ls "$build/artifacts/$target-"* >/dev/null 2>&1; then
+    echo "fuzz: $target found a failure: $(ls "$build/artifacts/$target-"*)" >&2
+    exit 1
+  fi
+done
+echo "fuzz: all targets ran ${seconds}s without a failure"

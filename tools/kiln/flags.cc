@@ -1,0 +1,31 @@
+#include "flags.h"
+
+#include <charconv>
+
+#include "kiln/tooling/tensor_spec.h"
+
+namespace kiln::cli {
+
+StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text) {
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  std::string_view suffix(end, text.data() + text.size() - end);
+  int shift = suffix.empty() ? 0 : suffix == "K" ? 10 : suffix == "M" ? 20 : suffix == "G" ? 30 : -1;
+  if (error != std::errc() || end == text.data() || shift < 0 || value == 0 ||
+      value > (UINT64_MAX >> shift)) {
+    return invalid_argument("{} '{}': expected a positive byte count such as 1048576, 512M or 2G", flag, text);
+  }
+  return value << shift;
+}
+
+StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag, const std::vector<std::string>& specs) {
+  std::vector<Tensor> tensors;
+  for (const std::string& spec : specs) {
+    auto tensor = parse_tensor_spec(spec);
+    if (!tensor.ok()) return std::move(tensor).status().with_note(fmt::format("in {}", flag));
+    tensors.push_back(std::move(tensor).value());
+  }
+  return tensors;
+}
+
+}  // namespace kiln::cli

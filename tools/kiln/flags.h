@@ -1,0 +1,20 @@
+// Flag values shared by several subcommands.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+
+namespace kiln::cli {
+
+// "1048576", "512K", "64M", "2G" (powers of 1024) → bytes. Errors quote the flag and value.
+StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text);
+
+// Loads every `--input`-style spec in order; the error names the flag and the spec.
+StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag, const std::vector<std::string>& specs);
+
+}  // namespace kiln::cli
