@@ -3,6 +3,7 @@
 #include "kiln/compiler/pipeline.h"
 #include "kiln/ir/text_format.h"
 #include "kiln/module/module.h"
+#include "kiln/triage/dispatch_dump.h"
 
 namespace kiln::cli {
 namespace {
@@ -13,30 +14,15 @@ struct CompileFlags {
   std::string target = "cpu";
   std::vector<std::string> bind;
   std::string stop_after;
+  std::string dump_dispatches;
   int64_t opset = 17;
   bool weights_as_inputs = false;
 };
 
-StatusOr<std::map<std::string, int64_t, std::less<>>> parse_bindings(const std::vector<std::string>& specs) {
-  std::map<std::string, int64_t, std::less<>> out;
-  for (const std::string& spec : specs) {
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return invalid_argument("--bind '{}': expected NAME=VALUE, e.g. --bind N=3", spec);
-    }
-    std::string value = spec.substr(eq + 1);
-    char* end = nullptr;
-    errno = 0;
-    long long parsed = std::strtoll(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || errno != 0 || parsed < 0) {
-      return invalid_argument("--bind '{}': '{}' is not a non-negative integer", spec, value);
-    }
-    out[spec.substr(0, eq)] = parsed;
-  }
-  return out;
-}
-
 int run_compile(const CompileFlags& flags) {
+  if (!flags.stop_after.empty() && !flags.dump_dispatches.empty()) {
+    return report_error("compile", invalid_argument("--dump-dispatches needs a full compile, not --stop-after"));
+  }
   onnx_import::ImportOptions import_options;
   import_options.target_opset = flags.opset;
   import_options.weights_as_inputs = flags.weights_as_inputs;
@@ -45,7 +31,7 @@ int run_compile(const CompileFlags& flags) {
 
   compiler::CompileOptions options;
   options.target = flags.target;
-  auto bind = parse_bindings(flags.bind);
+  auto bind = compiler::parse_bind_specs(flags.bind);
   if (!bind.ok()) return report_error("compile", bind.status());
   options.bind = std::move(bind).value();
 
@@ -60,8 +46,14 @@ int run_compile(const CompileFlags& flags) {
                 graph->nodes().size(), flags.output.c_str());
     return kExitOk;
   }
+  triage::OriginOps origin_ops;
+  for (const ir::Node& node : graph->nodes()) origin_ops[node.name] = node.op_type;
   auto contents = compiler::compile(std::move(graph).value(), options);
   if (!contents.ok()) return report_error("compile", contents.status());
+  if (!flags.dump_dispatches.empty()) {
+    Status dumped = triage::write_dispatch_dump(flags.dump_dispatches, *contents, origin_ops, nullptr);
+    if (!dumped.ok()) return report_error("compile", std::move(dumped).with_note("in --dump-dispatches"));
+  }
   Status written = module::write_module(*contents, flags.output);
   if (!written.ok()) return report_error("compile", written);
   std::printf("compiled '%s': %zu dispatches, symbols [%s] -> %s\n", contents->model_name.c_str(),
@@ -81,6 +73,8 @@ Command add_compile_command(CLI::App& app) {
   sub->add_option("--target", flags->target, "target device (cpu)");
   sub->add_option("--bind", flags->bind, "fix a symbolic dim, e.g. --bind N=3 (repeatable)");
   sub->add_option("--stop-after", flags->stop_after, "stop after a stage (shapes|fold|fuse) and write its IR");
+  sub->add_option("--dump-dispatches", flags->dump_dispatches,
+                  "also describe every dispatch (ONNX origins, fused ops, symbolic shapes) in this directory");
   sub->add_option("--opset-version", flags->opset, "upgrade an .onnx model to this opset (default 17)");
   sub->add_flag("--weights-as-inputs", flags->weights_as_inputs,
                 "keep initializers listed in graph.input as runtime inputs");

@@ -25,6 +25,7 @@ Command add_import_command(CLI::App& app);
 Command add_compile_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_triage_command(CLI::App& app);
 
 // Prints "kiln <command>: error: ..." and returns kExitError.
 int report_error(const char* command, const Status& status);

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<kiln::cli::Command> commands = {
       kiln::cli::add_import_command(app), kiln::cli::add_compile_command(app),
-      kiln::cli::add_run_command(app), kiln::cli::add_bench_command(app)};
+      kiln::cli::add_run_command(app), kiln::cli::add_bench_command(app),
+      kiln::cli::add_triage_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,7 @@
 #include "kiln/compiler/pipeline.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <set>
 
 #include "kiln/compiler/emit.h"
@@ -47,6 +49,25 @@ std::string_view stage_name(Stage stage) {
     if (candidate == stage) return text;
   }
   return "?";
+}
+
+StatusOr<std::map<std::string, int64_t, std::less<>>> parse_bind_specs(const std::vector<std::string>& specs) {
+  std::map<std::string, int64_t, std::less<>> out;
+  for (const std::string& spec : specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return invalid_argument("--bind '{}': expected NAME=VALUE, e.g. --bind N=3", spec);
+    }
+    std::string value = spec.substr(eq + 1);
+    char* end = nullptr;
+    errno = 0;
+    long long parsed = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || errno != 0 || parsed < 0) {
+      return invalid_argument("--bind '{}': '{}' is not a non-negative integer", spec, value);
+    }
+    out[spec.substr(0, eq)] = parsed;
+  }
+  return out;
 }
 
 Status bind_symbols(ir::Graph& graph, const std::map<std::string, int64_t, std::less<>>& bind) {

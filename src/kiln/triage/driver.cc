@@ -1,0 +1,122 @@
+#include "kiln/triage/driver.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "kiln/base/file_util.h"
+#include "kiln/compiler/model_loader.h"
+#include "kiln/compiler/pipeline.h"
+#include "kiln/triage/report.h"
+
+namespace kiln::triage {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+bool ends_with(const std::string& text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
+  const Clock::time_point start = Clock::now();
+  TriageOutcome outcome;
+  const bool against_module = ends_with(request.against, ".kmod");
+  if (request.against != "reference" && request.against != "onnxruntime" && !against_module) {
+    return invalid_argument("--against='{}': expected reference, onnxruntime or a module file (.kmod)",
+                            request.against);
+  }
+  if (request.against == "onnxruntime" && !ends_with(request.model, ".onnx")) {
+    return invalid_argument("--against=onnxruntime needs an .onnx model, got '{}'", request.model);
+  }
+
+  Clock::time_point t = Clock::now();
+  KILN_ASSIGN_OR_RETURN(ir::Graph graph, compiler::load_model(request.model, {}));
+  outcome.timings_ms["import"] = ms_since(t);
+  t = Clock::now();
+  compiler::CompileOptions compile_options;
+  compile_options.bind = request.bind;
+  auto contents = compiler::compile(graph, compile_options);
+  if (!contents.ok()) return std::move(contents).status().with_note(fmt::format("compiling '{}'", request.model));
+  auto module = std::make_shared<const module::ModuleContents>(std::move(contents).value());
+  outcome.timings_ms["compile"] = ms_since(t);
+
+  Triage triage(module, &graph, request.options);
+  if (auto bound = triage.check_inputs(request.inputs); !bound.ok()) {
+    return std::move(bound).status().with_note(fmt::format("checking --input against '{}'", request.model));
+  }
+  std::unique_ptr<runtime::Session> other;
+  if (against_module) {
+    auto loaded = runtime::Session::open(request.against, request.options.session);
+    if (!loaded.ok()) return std::move(loaded).status().with_note("loading the --against module");
+    other = std::move(loaded).value();
+    const std::string what = fmt::format("--against module '{}'", request.against);
+    KILN_RETURN_IF_ERROR(check_module_matches_graph(other->module(), graph, what));
+    if (auto bound = other->bind(request.inputs); !bound.ok()) {
+      return std::move(bound).status().with_note(fmt::format("checking --input against {}", what));
+    }
+  }
+
+  t = Clock::now();
+  ReferenceValues reference;
+  if (against_module) {
+    KILN_ASSIGN_OR_RETURN(reference, run_module_reference(*other, request.inputs,
+                                                          fmt::format("module '{}'", request.against)));
+  } else if (request.against == "onnxruntime") {
+    OrtOptions ort = request.ort;
+    if (ort.work_dir.empty()) ort.work_dir = request.output_dir + "/onnxruntime";
+    std::vector<std::string> wanted;
+    for (const std::string& name : triage.reference_names()) wanted.push_back(name);
+    KILN_ASSIGN_OR_RETURN(reference, run_onnxruntime(request.model, graph, request.inputs, wanted, ort));
+  } else {
+    KILN_ASSIGN_OR_RETURN(reference, evaluate_reference(graph, request.inputs));
+  }
+  outcome.timings_ms["reference"] = ms_since(t);
+
+  KILN_ASSIGN_OR_RETURN(outcome.result, triage.run(request.inputs, reference));
+  outcome.timings_ms["kiln run"] = outcome.result.kiln_ms;
+  if (outcome.result.first_divergence) outcome.timings_ms["isolated re-run"] = outcome.result.isolate_ms;
+
+  std::error_code ec;
+  std::filesystem::create_directories(request.output_dir, ec);
+  if (ec) return invalid_argument("cannot create '{}': {}", request.output_dir, ec.message());
+  if (!outcome.result.clean()) {
+    t = Clock::now();
+    const Divergence& d = *outcome.result.first_divergence;
+    ReproRequest repro;
+    repro.graph = &graph;
+    repro.module = module.get();
+    repro.dispatch = d.dispatch;
+    repro.reference = &reference;
+    repro.model_inputs = request.inputs;
+    for (const LayerReport& layer : outcome.result.layers) {
+      if (layer.dispatch == d.dispatch) repro.tolerances.push_back(layer.tolerance);
+    }
+    repro.dir = request.output_dir + "/repro";
+    repro.kiln = request.kiln;
+    repro.summary = fmt::format("kiln triage of '{}' against the {}: first divergence at dispatch {} '{}'",
+                                request.model, reference.description, d.dispatch,
+                                module->dispatches[d.dispatch].name);
+    KILN_ASSIGN_OR_RETURN(outcome.repro, write_repro(repro));
+    outcome.timings_ms["repro"] = ms_since(t);
+  }
+  outcome.timings_ms["total"] = ms_since(start);
+
+  ReportContext context;
+  context.model = request.model;
+  context.result = &outcome.result;
+  context.repro = outcome.repro ? &*outcome.repro : nullptr;
+  context.timings_ms = outcome.timings_ms;
+  outcome.text = text_report(context);
+  outcome.json = json_report(context);
+  outcome.html_path = request.output_dir + "/report.html";
+  KILN_RETURN_IF_ERROR(write_file_atomically(outcome.html_path, html_report(context)));
+  return outcome;
+}
+
+}  // namespace kiln::triage

@@ -1,0 +1,96 @@
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+
+#include "commands.h"
+#include "kiln/base/file_util.h"
+#include "kiln/compiler/pipeline.h"
+#include "kiln/tooling/tensor_spec.h"
+#include "kiln/triage/driver.h"
+
+namespace kiln::cli {
+namespace {
+
+struct TriageFlags {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string against = "reference";
+  std::vector<std::string> bind;
+  std::string json;
+  std::string output_dir = "kiln-triage";
+  std::string device = "cpu";
+  int threads = 0;
+  double atol = 1e-5, rtol = 1e-4, scale_tol = 1e-4;
+  std::string ort_runner;
+  std::string node = "node";
+};
+
+// The running binary, so that the repro command works from any directory.
+std::string self_path() {
+  char buffer[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "kiln";
+}
+
+int run_triage(const TriageFlags& flags) {
+  triage::TriageRequest request;
+  request.model = flags.model;
+  for (const std::string& spec : flags.inputs) {
+    auto tensor = parse_tensor_spec(spec);
+    if (!tensor.ok()) return report_error("triage", std::move(tensor).status().with_note("in --input"));
+    request.inputs.push_back(std::move(tensor).value());
+  }
+  auto bind = compiler::parse_bind_specs(flags.bind);
+  if (!bind.ok()) return report_error("triage", bind.status());
+  request.bind = std::move(bind).value();
+  request.against = flags.against;
+  request.options.tolerance = {flags.atol, flags.rtol, flags.scale_tol};
+  request.options.session.device = flags.device;
+  request.options.session.threads = flags.threads;
+  request.output_dir = flags.output_dir;
+  request.kiln = self_path();
+  request.ort.node = flags.node;
+  request.ort.runner = flags.ort_runner.empty() ? triage::default_ort_runner() : flags.ort_runner;
+  request.ort.threads = flags.threads;
+
+  auto outcome = triage::run_triage(request);
+  if (!outcome.ok()) return report_error("triage", outcome.status());
+  std::fputs(outcome->text.c_str(), stdout);
+  std::printf("  report: %s\n", outcome->html_path.c_str());
+  if (!flags.json.empty()) {
+    Status written = write_file_atomically(flags.json, outcome->json.dump(2) + "\n");
+    if (!written.ok()) return report_error("triage", std::move(written).with_note("writing --json"));
+  }
+  return outcome->result.clean() ? kExitOk : kExitMismatch;
+}
+
+}  // namespace
+
+Command add_triage_command(CLI::App& app) {
+  auto flags = std::make_shared<TriageFlags>();
+  CLI::App* sub = app.add_subcommand(
+      "triage", "find the first dispatch that diverges from a reference, and the ONNX nodes behind it");
+  sub->add_option("model", flags->model, "model file (.onnx, or .kir)")->required();
+  sub->add_option("--input", flags->inputs, "input tensor, as for `kiln run` (repeatable)");
+  sub->add_option("--against", flags->against,
+                  "reference: the float64 evaluator (default), onnxruntime, or another module (.kmod)");
+  sub->add_option("--bind", flags->bind, "fix a symbolic dim of the module under test, e.g. --bind N=1");
+  sub->add_option("--json", flags->json, "also write the findings as JSON to this file");
+  sub->add_option("-o,--output-dir", flags->output_dir,
+                  "where report.html and the repro go (default kiln-triage)");
+  sub->add_option("--device", flags->device, "device to run on (cpu)");
+  sub->add_option("--threads", flags->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--atol", flags->atol, "absolute tolerance floor per layer (default 1e-5)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--rtol", flags->rtol, "relative tolerance per element (default 1e-4)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--scale-tol", flags->scale_tol,
+                  "atol grows by this fraction of the layer's largest |expected| (default 1e-4)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--ort-runner", flags->ort_runner, "tools/ort/run_ort.js, for --against=onnxruntime");
+  sub->add_option("--node", flags->node, "node.js binary, for --against=onnxruntime (default node)");
+  return {sub, [flags] { return run_triage(*flags); }};
+}
+
+}  // namespace kiln::cli
