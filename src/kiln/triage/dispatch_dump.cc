@@ -19,14 +19,14 @@ const char* kind_name(module::ValueKind kind) {
   return "?";
 }
 
-nlohmann::json attribute_json(const Attribute& attribute) {
-  return std::visit([](const auto& v) { return nlohmann::json(v); }, attribute);
+nlohmann::ordered_json attribute_json(const Attribute& attribute) {
+  return std::visit([](const auto& v) { return nlohmann::ordered_json(v); }, attribute);
 }
 
-nlohmann::json value_json(const module::ModuleContents& module, int32_t v, const DispatchRunInfo* run) {
+nlohmann::ordered_json value_json(const module::ModuleContents& module, int32_t v, const DispatchRunInfo* run) {
   if (v < 0) return nullptr;
   const module::ModuleValue& value = module.values[v];
-  nlohmann::json out = {{"name", value.name},
+  nlohmann::ordered_json out = {{"name", value.name},
                         {"kind", kind_name(value.kind)},
                         {"dtype", std::string(dtype_name(value.dtype))},
                         {"shape", shape_to_string(value.shape)}};
@@ -81,21 +81,21 @@ std::string dispatch_file_stem(const module::ModuleContents& module, size_t disp
   return fmt::format("d{:03d}_{}", dispatch, base);
 }
 
-nlohmann::json describe_dispatch(const module::ModuleContents& module, size_t d,
+nlohmann::ordered_json describe_dispatch(const module::ModuleContents& module, size_t d,
                                  const OriginOps& origin_ops, const DispatchRunInfo* run) {
   const module::Dispatch& dispatch = module.dispatches[d];
-  nlohmann::json origins = nlohmann::json::array();
+  nlohmann::ordered_json origins = nlohmann::ordered_json::array();
   for (const std::string& origin : dispatch.origins) {
-    nlohmann::json o = {{"name", origin}};
+    nlohmann::ordered_json o = {{"name", origin}};
     if (auto it = origin_ops.find(origin); it != origin_ops.end()) o["op_type"] = it->second;
     origins.push_back(std::move(o));
   }
-  nlohmann::json attributes = nlohmann::json::object();
+  nlohmann::ordered_json attributes = nlohmann::ordered_json::object();
   for (const auto& [name, value] : dispatch.attributes.all()) attributes[name] = attribute_json(value);
-  nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
+  nlohmann::ordered_json inputs = nlohmann::ordered_json::array(), outputs = nlohmann::ordered_json::array();
   for (int32_t v : dispatch.inputs) inputs.push_back(value_json(module, v, run));
   for (int32_t v : dispatch.outputs) outputs.push_back(value_json(module, v, run));
-  nlohmann::json out = {{"index", d},
+  nlohmann::ordered_json out = {{"index", d},
                         {"name", dispatch.name},
                         {"op_type", dispatch.op_type},
                         {"origins", std::move(origins)},
@@ -119,9 +119,9 @@ Status write_dispatch_dump(const std::string& dir, const module::ModuleContents&
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return invalid_argument("cannot create directory '{}': {}", dir, ec.message());
-  nlohmann::json index = {{"model", module.model_name}, {"symbols", module.symbols}};
+  nlohmann::ordered_json index = {{"model", module.model_name}, {"symbols", module.symbols}};
   if (run != nullptr) index["bindings"] = run->bindings;
-  nlohmann::json entries = nlohmann::json::array();
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   std::string text = fmt::format("# {} dispatches of '{}'{}\n", module.dispatches.size(),
                                  module.model_name, run ? "" : " (symbolic shapes)");
   for (size_t d = 0; d < module.dispatches.size(); ++d) {

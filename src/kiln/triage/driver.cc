@@ -99,7 +99,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     }
     repro.dir = request.output_dir + "/repro";
     repro.kiln = request.kiln;
-    repro.summary = fmt::format("kiln triage of '{}' against the {}: first divergence at dispatch {} '{}'",
+    repro.summary = fmt::format("kiln triage of '{}' against {}: first divergence at dispatch {} '{}'",
                                 request.model, reference.description, d.dispatch,
                                 module->dispatches[d.dispatch].name);
     KILN_ASSIGN_OR_RETURN(outcome.repro, write_repro(repro));

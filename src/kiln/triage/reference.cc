@@ -72,7 +72,7 @@ class KeepAll : public hal::RunObserver {
 
 StatusOr<ReferenceValues> evaluate_reference(const ir::Graph& graph, std::span<const Tensor> inputs) {
   ReferenceValues out;
-  out.description = "float64 reference evaluator";
+  out.description = "the float64 reference evaluator";
   const Clock::time_point start = Clock::now();
   std::map<ir::ValueId, Tensor> intermediates;
   auto results = ops::evaluate_graph(graph, inputs, &intermediates);
@@ -130,7 +130,7 @@ StatusOr<ReferenceValues> run_onnxruntime(const std::string& model_path, const i
   command += " 2>&1";
 
   ReferenceValues out;
-  out.description = "onnxruntime";
+  out.description = "ONNX Runtime (CPU)";
   const Clock::time_point start = Clock::now();
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return internal_error("cannot start '{}'", command);
@@ -174,6 +174,8 @@ StatusOr<ReferenceValues> run_onnxruntime(const std::string& model_path, const i
     out.values[name] = std::move(tensor);
   }
   for (size_t i = 0; i < inputs.size(); ++i) out.values[graph.value(graph.inputs()[i]).name] = inputs[i];
+  // The model copy and the outputs are large and now in memory.
+  fs::remove_all(options.work_dir, ec);
   return out;
 }
 

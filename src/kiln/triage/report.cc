@@ -43,7 +43,7 @@ nlohmann::json compare_json(const CompareResult& r) {
 
 std::string text_report(const ReportContext& context) {
   const TriageResult& result = *context.result;
-  std::string out = fmt::format("kiln triage: '{}' against the {}", context.model, result.reference);
+  std::string out = fmt::format("kiln triage: '{}' against {}", context.model, result.reference);
   std::vector<std::string> bindings;
   for (const auto& [name, value] : result.bindings) bindings.push_back(fmt::format("{}={}", name, value));
   if (!bindings.empty()) out += fmt::format(" ({})", fmt::join(bindings, ", "));

@@ -114,16 +114,16 @@ Status Tracer::finish(runtime::Session& session, std::span<const Tensor> inputs)
   run.extra.resize(module_.dispatches.size());
   for (size_t d = 0; d < module_.dispatches.size(); ++d) {
     if (!traced(static_cast<int32_t>(d))) continue;
-    nlohmann::json extra = nlohmann::json::object();
+    nlohmann::ordered_json extra = nlohmann::ordered_json::object();
     const std::string stem = dispatch_file_stem(module_, d);
     if (time_[d]) extra["elapsed_ms"] = *time_[d];
-    nlohmann::json stats = nlohmann::json::array();
+    nlohmann::ordered_json stats = nlohmann::ordered_json::array();
     for (const TensorStats& s : stats_[d]) {
       stats.push_back({{"count", s.count}, {"nan", s.nan}, {"inf", s.inf}, {"min", s.min},
                        {"max", s.max}, {"mean", s.mean}});
     }
     extra["output_stats"] = std::move(stats);
-    nlohmann::json files = nlohmann::json::array();
+    nlohmann::ordered_json files = nlohmann::ordered_json::array();
     const module::Dispatch& dispatch = module_.dispatches[d];
     for (size_t i = 0; i < dispatch.inputs.size(); ++i) {
       const int32_t v = dispatch.inputs[i];
