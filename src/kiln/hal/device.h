@@ -83,6 +83,12 @@ class Executable {
   // Arena bytes an intermediate value needs in the backend's chosen layout (may exceed
   // element_count * dtype size for padded blocked layouts); 0 for other roles.
   virtual size_t storage_bytes(int32_t value) const = 0;
+  // An intermediate whose arena bytes intermediate `value` may reuse (the same offset), or -1. A
+  // backend offers this when a dispatch can write `value` in place over an input that no later
+  // dispatch reads (e.g. a convolution accumulating into its residual): placed together, the
+  // dispatch skips copying that input into `value`. Optional for the runtime; the returned
+  // value's storage_bytes equal `value`'s.
+  virtual int32_t storage_shared_with(int32_t value) const { return -1; }
   // Runs every dispatch in order. Errors name the dispatch.
   virtual Status run(const RunArgs& args) = 0;
   // How dispatch `d` (position in ProgramSpec::dispatches) runs at these shapes: one line per

@@ -52,5 +52,21 @@ TEST(MemoryPlanner, ZeroByteRequestsAreNotPlaced) {
   EXPECT_EQ(plan.offsets[0], 0u);
 }
 
+TEST(MemoryPlanner, SameAsChainsShareOffsetsAndStayApartFromOverlappingBuffers) {
+  // r [0,2] is overwritten in place by y [2,4], which z [4,5] overwrites in turn; o [1,3]
+  // overlaps the chain and must not share its bytes.
+  std::vector<BufferRequest> requests = {{1000, 0, 2}, {1000, 2, 4, 0}, {500, 4, 5, 1}, {800, 1, 3}};
+  ArenaPlan plan = plan_arena(requests);
+  EXPECT_EQ(plan.offsets[0], plan.offsets[1]);
+  EXPECT_EQ(plan.offsets[1], plan.offsets[2]);
+  EXPECT_FALSE(ranges_overlap(plan.offsets[0], 1000, plan.offsets[3], 800));
+  EXPECT_EQ(plan.arena_bytes, 1024u + 832u);
+}
+
+TEST(MemoryPlanner, SameAsOutOfRangeIsIgnored) {
+  ArenaPlan plan = plan_arena({{128, 0, 1, 7}, {128, 0, 1, -3}});
+  EXPECT_EQ(plan.arena_bytes, 256u);
+}
+
 }  // namespace
 }  // namespace kiln::runtime

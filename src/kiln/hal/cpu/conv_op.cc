@@ -1,6 +1,8 @@
 // Conv on oneDNN convolution_forward (direct algorithm: exact f32 arithmetic, no Winograd), with
 // format_tag::any so oneDNN picks blocked layouts; bias, kiln's residual (a sum post-op over the
-// destination pre-filled with the residual) and relu (an eltwise post-op) are fused.
+// destination pre-filled with the residual) and relu (an eltwise post-op) are fused. When nothing
+// reads the residual afterwards and it is stored in the destination's layout, the destination
+// offers to take over its bytes, and the pre-fill copy then does nothing.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/op_table.h"
@@ -153,14 +155,19 @@ Status build_conv(ProgramBuilder& b) {
   if (p.has_bias) {
     KILN_ASSIGN_OR_RETURN(bias, b.input_as(op.input_index(2), bias_desc));
   }
-  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), dst_layout));
-  if (p.has_residual) {
-    const int32_t res = op.input_index(3);
-    b.add_reorder(BufferRef::of_value(res), b.layout(res), dst, dst_layout);
+  const int32_t out = op.output_index(0), res = p.has_residual ? op.input_index(3) : -1;
+  const bool in_place = p.has_residual && b.can_overwrite(res, out, dst_layout);
+  BufferRef dst;
+  if (in_place) {
+    KILN_ASSIGN_OR_RETURN(dst, b.output_over(out, res, dst_layout));
+  } else {
+    KILN_ASSIGN_OR_RETURN(dst, b.output(out, dst_layout));
+    if (p.has_residual) b.add_reorder(BufferRef::of_value(res), b.layout(res), dst, dst_layout);
   }
   std::string what =
       fmt::format("conv {} {} -> {}{}{}{}", impl_name(pd), describe(src_layout),
-                  describe(dst_layout), p.has_residual ? " +residual" : "", p.relu ? " +relu" : "",
+                  describe(dst_layout),
+                  p.has_residual ? (in_place ? " +residual(in place)" : " +residual") : "", p.relu ? " +relu" : "",
                   repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
   PrimitiveStep& step = b.add_primitive(b.label(what), pd, dnnl::convolution_forward(pd), repeat);
   step.bind(DNNL_ARG_SRC, pd.src_desc(), src, src_stride);

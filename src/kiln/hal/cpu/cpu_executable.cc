@@ -61,6 +61,11 @@ size_t CpuExecutable::storage_bytes(int32_t value) const {
   return parts_.storage[value];
 }
 
+int32_t CpuExecutable::storage_shared_with(int32_t value) const {
+  if (value < 0 || static_cast<size_t>(value) >= parts_.shared_storage.size()) return -1;
+  return parts_.shared_storage[value];
+}
+
 Status CpuExecutable::check_args(const RunArgs& args) const {
   if (args.offsets.size() != parts_.values.size()) {
     return invalid_argument("run: got {} offsets, the program has {} values", args.offsets.size(),

@@ -33,6 +33,7 @@ class CpuExecutable : public Executable {
     std::vector<Tensor> constants;         // per value: a copy sharing the constant's storage
     std::vector<int32_t> inputs, outputs;  // graph inputs/outputs (value indices)
     std::vector<size_t> storage;           // per value: arena bytes (intermediates)
+    std::vector<int32_t> shared_storage;   // per value: storage_shared_with, -1 for none
     std::vector<std::string> layouts;      // per value: chosen layout, described
     std::vector<std::optional<dnnl::memory::desc>> descs;  // per f32 value: chosen layout
     std::vector<std::unique_ptr<Step>> steps;
@@ -47,6 +48,7 @@ class CpuExecutable : public Executable {
   ~CpuExecutable() override;
 
   size_t storage_bytes(int32_t value) const override;
+  int32_t storage_shared_with(int32_t value) const override;
   // Errors: argument counts, shapes or dtypes that differ from the spec, a missing arena, and
   // oneDNN execution failures (naming the dispatch).
   Status run(const RunArgs& args) override;

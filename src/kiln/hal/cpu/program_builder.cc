@@ -162,6 +162,31 @@ StatusOr<BufferRef> ProgramBuilder::output(int32_t v, const dnnl_desc& produced)
   return BufferRef::of_value(v);
 }
 
+bool ProgramBuilder::can_overwrite(int32_t in, int32_t out, const dnnl_desc& layout) const {
+  const ValueSpec& from = spec_.values[in];
+  const ValueSpec& to = spec_.values[out];
+  if (from.role != ValueRole::kIntermediate || to.role != ValueRole::kIntermediate ||
+      to.dtype != DType::kF32 || !layouts_[in] || *layouts_[in] != layout ||
+      layout.dims() != to_dnnl_dims(to.shape)) {
+    return false;
+  }
+  if (last_reader_[in] != static_cast<int32_t>(dispatch_index_)) return false;
+  const DispatchSpec& d = spec_.dispatches[dispatch_index_];
+  return std::count(d.inputs.begin(), d.inputs.end(), in) == 1;
+}
+
+StatusOr<BufferRef> ProgramBuilder::output_over(int32_t out, int32_t in, const dnnl_desc& layout) {
+  if (!can_overwrite(in, out, layout)) {
+    return internal_error("output '{}' cannot be written over input '{}'", spec_.values[out].name,
+                          spec_.values[in].name);
+  }
+  layouts_[out] = layout;
+  storage_[out] = storage_[in];
+  shared_storage_[out] = in;
+  add_reorder(BufferRef::of_value(in), layout, BufferRef::of_value(out), layout);
+  return BufferRef::of_value(out);
+}
+
 BufferRef ProgramBuilder::plain_output(int32_t v) {
   const ValueSpec& value = spec_.values[v];
   if (value.dtype == DType::kF32) layouts_[v] = plain_desc(value.shape);
@@ -215,6 +240,7 @@ void ProgramBuilder::add_reorder(const BufferRef& from, const dnnl_desc& from_de
 
 Status ProgramBuilder::build_dispatch(size_t index) {
   const DispatchSpec& d = spec_.dispatches[index];
+  dispatch_index_ = index;
   op_.emplace(d, spec_.values);
   const size_t first_step = steps_.size();
   Status status = [&]() -> Status {
@@ -298,6 +324,13 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   layouts_.assign(n, std::nullopt);
   available_.assign(n, false);
   storage_.assign(n, 0);
+  shared_storage_.assign(n, -1);
+  last_reader_.assign(n, -1);
+  for (size_t d = 0; d < spec_.dispatches.size(); ++d) {
+    for (int32_t v : spec_.dispatches[d].inputs) {
+      if (v >= 0 && static_cast<size_t>(v) < n) last_reader_[v] = static_cast<int32_t>(d);
+    }
+  }
   for (size_t v = 0; v < n; ++v) {
     const ValueSpec& value = spec_.values[v];
     if (value.role == ValueRole::kInput || value.role == ValueRole::kConstant) {
@@ -331,6 +364,7 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   parts.inputs = spec_.inputs;
   parts.outputs = spec_.outputs;
   parts.storage = std::move(storage_);
+  parts.shared_storage = std::move(shared_storage_);
   parts.steps = std::move(steps_);
   parts.dispatches = std::move(dispatch_steps_);
   parts.held_constants = std::move(held_constants_);

@@ -64,6 +64,14 @@ class ProgramBuilder {
   // when it must be plain and `produced` is not, the step writes a temporary that is reordered
   // into the value after this dispatch's steps.
   StatusOr<BufferRef> output(int32_t v, const dnnl_desc& produced);
+  // Whether output `out` (f32) of the dispatch being built may be stored in `layout` over the
+  // bytes of its input `in`: both are intermediates, `in` is stored in `layout` (so the sizes
+  // match), and neither a later dispatch nor another input slot of this one reads `in`.
+  bool can_overwrite(int32_t in, int32_t out, const dnnl_desc& layout) const;
+  // output() for an `out` that starts as a copy of `in` and may take over its bytes
+  // (can_overwrite must hold, else an error): adds the copy, which does nothing when the runtime
+  // placed both at one offset as storage_shared_with offers.
+  StatusOr<BufferRef> output_over(int32_t out, int32_t in, const dnnl_desc& layout);
   // The value's own buffer for a plain output of any dtype (element_count * dtype size bytes).
   BufferRef plain_output(int32_t v);
   // A per-dispatch temporary of `bytes` (64-byte aligned, valid only during this dispatch).
@@ -91,6 +99,9 @@ class ProgramBuilder {
   std::vector<std::optional<dnnl_desc>> layouts_;  // f32 values once available
   std::vector<bool> available_;
   std::vector<size_t> storage_;  // intermediates' bytes
+  std::vector<int32_t> last_reader_;     // per value: index of the last dispatch reading it
+  std::vector<int32_t> shared_storage_;  // per value: output_over's `in`, else -1
+  size_t dispatch_index_ = 0;            // the dispatch being built
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<DispatchSteps> dispatch_steps_;
   std::optional<FaultSpec> fault_;  // from KILN_FAULT, read once per build()

@@ -121,6 +121,19 @@ StatusOr<std::vector<Tensor>> run_program(Executable& exe, const ProgramSpec& sp
       if (v >= 0) last[v] = std::max<int64_t>(last[v], static_cast<int64_t>(d));
     }
   }
+  // With sharing, a value the executable offers to place over another (storage_shared_with)
+  // takes its chain root's offset, and the root lives as long as the whole chain.
+  std::vector<int32_t> root(n, -1);
+  if (options.share_memory) {
+    for (size_t v = 0; v < n; ++v) {
+      int32_t r = static_cast<int32_t>(v);
+      for (int32_t s = exe.storage_shared_with(r); s >= 0; s = exe.storage_shared_with(r)) r = s;
+      if (r == static_cast<int32_t>(v)) continue;
+      root[v] = r;
+      first[r] = std::min(first[r], first[v]);
+      last[r] = std::max(last[r], last[v]);
+    }
+  }
   struct Block {
     size_t offset, size;
     int64_t first, last;
@@ -130,7 +143,7 @@ StatusOr<std::vector<Tensor>> run_program(Executable& exe, const ProgramSpec& sp
   size_t arena = 0;
   for (size_t v = 0; v < n; ++v) {
     const size_t size = (exe.storage_bytes(static_cast<int32_t>(v)) + 63) / 64 * 64;
-    if (size == 0 || spec.values[v].role != ValueRole::kIntermediate) continue;
+    if (size == 0 || spec.values[v].role != ValueRole::kIntermediate || root[v] >= 0) continue;
     size_t offset = 0;
     if (options.share_memory) {
       // First fit among blocks whose lifetimes overlap this one.
@@ -150,6 +163,9 @@ StatusOr<std::vector<Tensor>> run_program(Executable& exe, const ProgramSpec& sp
     offsets[v] = offset;
     blocks.push_back({offset, size, first[v], last[v]});
     arena = std::max(arena, offset + size);
+  }
+  for (size_t v = 0; v < n; ++v) {
+    if (root[v] >= 0) offsets[v] = offsets[root[v]];
   }
   g_last_arena_bytes = arena;
   std::vector<std::byte> storage(arena + 64);
