@@ -206,6 +206,19 @@ Status AtomicFileWriter::commit() {
   return ok_status();
 }
 
+void release_mapped_pages(const std::byte* data, size_t bytes) {
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (data == nullptr || page_size <= 0) return;
+  const auto page = static_cast<uintptr_t>(page_size);
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t end = (begin + bytes) / page * page;
+  if (end <= first) return;
+  // MADV_DONTNEED on a clean private file mapping only unmaps: the next access faults the file's
+  // bytes back in.
+  ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+}
+
 StatusOr<MappedFile> MappedFile::open(const std::string& path) {
   int fd = open_retrying(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return open_error(path, errno);

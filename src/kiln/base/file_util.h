@@ -64,6 +64,11 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
+// Drops the whole pages inside [data, data + bytes) from this process's resident memory. Only for
+// bytes of a MappedFile (a read-only private file mapping): touched again, they are read back from
+// the file, usually from the page cache. A hint: failures are ignored.
+void release_mapped_pages(const std::byte* data, size_t bytes);
+
 // A read-only private mapping of a whole file, unmapped on destruction. The file must not be
 // truncated or rewritten in place while mapped (kiln replaces files by rename, which is safe).
 // An empty file is valid: size() is 0 and data() is nullptr. Move-only.

@@ -15,6 +15,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "kiln/base/tensor.h"
+
 namespace kiln {
 namespace {
 
@@ -186,6 +188,34 @@ TEST_F(FileUtilTest, MappedFileMapsContents) {
   assigned = std::move(moved);
   EXPECT_EQ(moved.data(), nullptr);  // NOLINT(bugprone-use-after-move): moved-from is empty
   EXPECT_EQ(std::memcmp(assigned.data(), "mapped", 6), 0);
+}
+
+TEST_F(FileUtilTest, ReleasedMappedPagesReadBackUnchanged) {
+  // Several pages of distinct bytes; release all of them, then a range starting mid-page.
+  std::string bytes(5 * 4096 + 123, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + i / 4096);
+  write_plain("pages.bin", bytes);
+  auto mapped = MappedFile::open(path("pages.bin"));
+  ASSERT_TRUE(mapped.ok()) << mapped.status().to_string();
+  auto contents = [&] {
+    return std::string(reinterpret_cast<const char*>(mapped->data()), mapped->size());
+  };
+  ASSERT_EQ(contents(), bytes);
+  release_mapped_pages(mapped->data(), mapped->size());
+  EXPECT_EQ(contents(), bytes);
+  release_mapped_pages(mapped->data() + 100, 3 * 4096);
+  release_mapped_pages(mapped->data() + 5, 10);  // no whole page inside: nothing to do
+  release_mapped_pages(nullptr, 4096);
+  EXPECT_EQ(contents(), bytes);
+
+  Tensor t = Tensor::borrow_mapped(DType::kU8, {static_cast<int64_t>(bytes.size())},
+                                   mapped->data(), nullptr);
+  t.release_resident();
+  EXPECT_EQ(std::memcmp(t.data(), bytes.data(), bytes.size()), 0);
+  // A tensor in ordinary memory keeps its bytes resident (release is a no-op there).
+  Tensor heap = t.clone();
+  heap.release_resident();
+  EXPECT_EQ(std::memcmp(heap.data(), bytes.data(), bytes.size()), 0);
 }
 
 TEST_F(FileUtilTest, MappedFileAcceptsEmptyFile) {

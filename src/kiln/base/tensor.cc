@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kiln/base/checked_math.h"
+#include "kiln/base/file_util.h"
 
 namespace kiln {
 namespace {
@@ -49,6 +50,17 @@ Tensor Tensor::borrow(DType dtype, ConcreteShape shape, const std::byte* data,
   out.data_ = data;
   out.storage_ = std::move(keep_alive);
   return out;
+}
+
+Tensor Tensor::borrow_mapped(DType dtype, ConcreteShape shape, const std::byte* data,
+                             std::shared_ptr<const void> keep_alive) {
+  Tensor out = borrow(dtype, std::move(shape), data, std::move(keep_alive));
+  out.mapped_ = true;
+  return out;
+}
+
+void Tensor::release_resident() const {
+  if (mapped_) release_mapped_pages(data_, byte_size());
 }
 
 Tensor Tensor::clone() const {

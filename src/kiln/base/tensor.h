@@ -24,6 +24,15 @@ class Tensor {
   // Wraps external memory without copying; `keep_alive` owns it (e.g. an mmap'd module).
   static Tensor borrow(DType dtype, ConcreteShape shape, const std::byte* data,
                        std::shared_ptr<const void> keep_alive);
+  // borrow() for bytes inside a MappedFile (kiln/base/file_util.h), which release_resident() may
+  // drop from memory.
+  static Tensor borrow_mapped(DType dtype, ConcreteShape shape, const std::byte* data,
+                              std::shared_ptr<const void> keep_alive);
+
+  // Hint that these bytes will not be read for a while (e.g. weights copied into another
+  // layout): a tensor from borrow_mapped() leaves resident memory and is read back from its file
+  // when touched; for any other tensor nothing happens. Contents never change.
+  void release_resident() const;
 
   DType dtype() const { return dtype_; }
   const ConcreteShape& shape() const { return shape_; }
@@ -55,6 +64,7 @@ class Tensor {
   int64_t element_count_ = 0;
   const std::byte* data_ = nullptr;
   std::shared_ptr<const void> storage_;
+  bool mapped_ = false;  // data_ lies in a MappedFile
 };
 
 // Reads element `index` of a numeric tensor as double (any dtype).

@@ -49,13 +49,15 @@ size_t size_of(const fbs::Vector<T>* vector) {
 // length), and the total charge may not exceed the metadata size.
 class Converter {
  public:
+  // `mapped`: the constants lie in a MappedFile, so their tensors may release resident pages.
   Converter(const fb::Module& root, uint64_t metadata_size, const std::byte* constants,
-            uint64_t constants_size, std::shared_ptr<const void> storage)
+            uint64_t constants_size, std::shared_ptr<const void> storage, bool mapped)
       : root_(root),
         budget_(metadata_size),
         constants_(constants),
         constants_size_(constants_size),
-        storage_(std::move(storage)) {}
+        storage_(std::move(storage)),
+        mapped_(mapped) {}
 
   StatusOr<ModuleContents> convert() {
     ModuleContents out;
@@ -198,7 +200,9 @@ class Converter {
           "constant bytes [{}, {}) are outside the constants segment of {} bytes", offset,
           offset + size, constants_size_);
     }
-    return Tensor::borrow(value.dtype, std::move(dims), constants_ + offset, storage_);
+    const std::byte* data = constants_ + offset;
+    if (mapped_) return Tensor::borrow_mapped(value.dtype, std::move(dims), data, storage_);
+    return Tensor::borrow(value.dtype, std::move(dims), data, storage_);
   }
 
   StatusOr<Dispatch> convert_dispatch(const fb::Dispatch& in) {
@@ -268,12 +272,14 @@ class Converter {
   const std::byte* constants_;
   uint64_t constants_size_;
   std::shared_ptr<const void> storage_;
+  bool mapped_;
 };
 
 // Everything after reading the bytes; errors are not yet prefixed with the source.
+// `mapped`: `data` is a MappedFile's.
 StatusOr<std::shared_ptr<const ModuleContents>> load(const std::byte* data, size_t size,
                                                      std::shared_ptr<const void> storage,
-                                                     const LoadOptions& options) {
+                                                     const LoadOptions& options, bool mapped) {
   KILN_ASSIGN_OR_RETURN(ModuleHeader header, decode_header(data, size));
   if (options.verify_checksum) {
     uint64_t actual = file_checksum(data, size);
@@ -305,9 +311,12 @@ StatusOr<std::shared_ptr<const ModuleContents>> load(const std::byte* data, size
   auto loaded = std::make_shared<LoadedModule>();
   loaded->storage = storage;
   Converter converter(*root, header.metadata_size, data + header.constants_offset,
-                      header.constants_size, std::move(storage));
+                      header.constants_size, std::move(storage), mapped);
   KILN_ASSIGN_OR_RETURN(loaded->contents, converter.convert());
   KILN_RETURN_IF_ERROR(verify_contents(loaded->contents));
+  // The checksum and the checks read every byte; loading is a map, so let them go until a
+  // backend reads the constants it needs.
+  if (mapped) release_mapped_pages(data, size);
   return std::shared_ptr<const ModuleContents>(loaded, &loaded->contents);
 }
 
@@ -320,7 +329,7 @@ StatusOr<std::shared_ptr<const ModuleContents>> load_module(const std::string& p
   auto file = std::make_shared<const MappedFile>(std::move(mapped).value());
   const std::byte* data = file->data();
   size_t size = file->size();
-  auto loaded = load(data, size, std::move(file), options);
+  auto loaded = load(data, size, std::move(file), options, /*mapped=*/true);
   if (!loaded.ok()) return with_source(std::move(loaded).status(), fmt::format("'{}'", path));
   return loaded;
 }
@@ -341,7 +350,7 @@ StatusOr<std::shared_ptr<const ModuleContents>> load_module_from_bytes(const voi
     copy.reset(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
   }
   const std::byte* bytes = copy.get();
-  auto loaded = load(bytes, size, std::move(copy), options);
+  auto loaded = load(bytes, size, std::move(copy), options, /*mapped=*/false);
   if (!loaded.ok()) return with_source(std::move(loaded).status(), "module bytes");
   return loaded;
 }

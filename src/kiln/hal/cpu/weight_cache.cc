@@ -42,6 +42,8 @@ StatusOr<std::shared_ptr<const ReorderedConstant>> WeightCache::get(
     stream.wait();
     return ok_status();
   }));
+  // The plain bytes are not needed while this copy lives: a mapped module's pages may go.
+  constant.release_resident();
   entries_.push_back(Entry{constant.data(), source, target, value});
   return std::shared_ptr<const ReorderedConstant>(value);
 }

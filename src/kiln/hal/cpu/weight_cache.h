@@ -3,7 +3,9 @@
 //
 // Entries are keyed by (source data address, source layout, target layout). An entry lives as
 // long as some executable holds it; each holder also keeps the source Tensor (and so its storage)
-// alive, so an address cannot be reused by other data while an entry for it exists.
+// alive, so an address cannot be reused by other data while an entry for it exists. Once
+// reordered, the source is let go from resident memory (Tensor::release_resident: a mapped
+// module's pages are read back from the file only if touched again).
 // Thread-safe.
 #pragma once
 
