@@ -6,7 +6,7 @@ PY := /usr/bin/python3
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build models test demo bench sanitize fuzz clean
+.PHONY: all setup configure build models test suite demo bench sanitize fuzz clean
 
 all: build
 
@@ -28,6 +28,11 @@ test: build models
 
 demo: build models
 	@scripts/demo.sh $(BUILD) $(MODELS)
+
+# kiln's model suite alone (also part of `make test`), with its JUnit file and an HTML report.
+suite: build models
+	@$(BUILD)/tools/kiln test-suite tests/suite/kiln_models.json --model-dir $(abspath $(MODELS)) \
+	  -j$(JOBS) --junit $(BUILD)/kiln_models.junit.xml --report $(BUILD)/kiln_models_report.html
 
 bench: build models
 	@bench/vs_onnxruntime.sh $(BUILD) $(MODELS)

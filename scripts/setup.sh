@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-onnx python3-numpy libonnx-testdata
+  libxml2-utils
   clang libclang-rt-14-dev
 )
 missing=()

@@ -2,6 +2,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "kiln/onnx/tensor_proto_file.h"
+#include "kiln/tooling/tensor_file_codec.h"
 
 namespace kiln::cli {
 
@@ -13,12 +15,23 @@ int report_error(const char* command, const Status& status) {
 }  // namespace kiln::cli
 
 int main(int argc, char** argv) {
+  // TensorProto (.pb) tensor files for --input/--output/--expected_output: tooling cannot parse
+  // protobuf itself (only kiln_onnx may), so the CLI lends it kiln_onnx's reader and writer.
+  kiln::register_tensor_file_codec(
+      {"TensorProto", ".pb",
+       [](const std::string& path) -> kiln::StatusOr<kiln::Tensor> {
+         KILN_ASSIGN_OR_RETURN(auto file, kiln::onnx_import::read_tensor_proto_file(path));
+         return std::move(file.tensor);
+       },
+       [](const std::string& path, const kiln::Tensor& tensor) {
+         return kiln::onnx_import::write_tensor_proto_file(path, tensor);
+       }});
   CLI::App app{"kiln: ahead-of-time compiler and runtime for ONNX models"};
   app.require_subcommand(1);
   std::vector<kiln::cli::Command> commands = {
       kiln::cli::add_import_command(app), kiln::cli::add_compile_command(app),
       kiln::cli::add_run_command(app), kiln::cli::add_bench_command(app),
-      kiln::cli::add_triage_command(app)};
+      kiln::cli::add_triage_command(app), kiln::cli::add_test_suite_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

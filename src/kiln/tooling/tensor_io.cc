@@ -15,6 +15,7 @@
 #include "kiln/base/file_util.h"
 #include "kiln/tooling/comparator.h"
 #include "kiln/tooling/npy.h"
+#include "kiln/tooling/tensor_file_codec.h"
 #include "kiln/tooling/tensor_spec.h"
 
 namespace kiln {
@@ -62,6 +63,7 @@ std::string_view bytes_of(const Tensor& tensor) {
 StatusOr<TensorFileFormat> tensor_file_format(std::string_view path) {
   if (ends_with_ignoring_case(path, ".npy")) return TensorFileFormat::kNpy;
   if (ends_with_ignoring_case(path, ".bin")) return TensorFileFormat::kRaw;
+  if (find_tensor_file_codec(path) != nullptr) return TensorFileFormat::kCodec;
   return invalid_argument(
       "cannot tell the tensor file format of '{}': its extension must be .bin (raw little-endian) "
       "or .npy",
@@ -118,6 +120,15 @@ Status write_tensor_file(const std::string& path, const Tensor& tensor) {
 Status write_tensor_file(const std::string& path, const Tensor& tensor, TensorFileFormat format) {
   KILN_RETURN_IF_ERROR(check_writable(tensor));
   if (format == TensorFileFormat::kRaw) return write_file_atomically(path, bytes_of(tensor));
+  if (format == TensorFileFormat::kCodec) {
+    const TensorFileCodec* codec = find_tensor_file_codec(path);
+    if (codec == nullptr || !codec->write) {
+      return invalid_argument("cannot write '{}': no tensor file writer is registered for its "
+                              "extension",
+                              path);
+    }
+    return codec->write(path, tensor);
+  }
 
   KILN_ASSIGN_OR_RETURN(std::string header, serialize_npy_header(tensor));
   KILN_ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::open(path));

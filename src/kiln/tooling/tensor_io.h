@@ -17,10 +17,11 @@ inline constexpr uint64_t kMaxTensorFileBytes = uint64_t{1} << 34;
 enum class TensorFileFormat {
   kRaw,  // ".bin": element bytes only, little-endian, row-major; shape and dtype kept elsewhere
   kNpy,  // ".npy"
+  kCodec,  // an extension with a registered TensorFileCodec (".pb" in the `kiln` CLI)
 };
 
-// The format named by the path's extension (case-insensitive ".bin" or ".npy"). Error (invalid
-// argument, naming the path) for any other extension.
+// The format named by the path's extension (case-insensitive ".bin", ".npy", or one registered
+// with register_tensor_file_codec). Error (invalid argument, naming the path) for any other.
 StatusOr<TensorFileFormat> tensor_file_format(std::string_view path);
 
 // Reads a raw little-endian file holding exactly element_count(shape) * dtype_size(dtype) bytes.
@@ -33,7 +34,7 @@ StatusOr<Tensor> read_raw_tensor_file(const std::string& path, DType dtype,
 // Writes `tensor` to `path` in the format its extension names, atomically: the file appears
 // complete or not at all, and on any error a previous file at `path` is left as it was.
 // Errors: an unknown extension; a tensor without valid storage; f16 as .npy (unimplemented); the
-// file system's (naming the path).
+// file system's (naming the path); kCodec for a path no registered codec claims.
 Status write_tensor_file(const std::string& path, const Tensor& tensor);
 // The same with the format given, whatever the extension.
 Status write_tensor_file(const std::string& path, const Tensor& tensor, TensorFileFormat format);

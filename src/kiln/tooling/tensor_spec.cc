@@ -12,6 +12,7 @@
 
 #include "kiln/base/checked_math.h"
 #include "kiln/tooling/npy.h"
+#include "kiln/tooling/tensor_file_codec.h"
 
 namespace kiln {
 namespace {
@@ -144,16 +145,31 @@ StatusOr<Tensor> parse_inline_values(const TensorType& type, std::string_view te
   return tensor;
 }
 
+// A file that carries its own dtype and shape must agree with the spec's, when one is given.
+StatusOr<Tensor> check_file_type(const std::optional<TensorType>& type, Tensor tensor,
+                                 const std::string& path, std::string_view spec) {
+  if (type && (type->dtype != tensor.dtype() || type->shape != tensor.shape())) {
+    return invalid_argument("tensor spec {}: the spec says {} but '{}' holds {}", quote(spec),
+                            format_tensor_type(type->dtype, type->shape), path,
+                            format_tensor_type(tensor.dtype(), tensor.shape()));
+  }
+  return tensor;
+}
+
 StatusOr<Tensor> load_file(std::optional<TensorType> type, std::string_view path_view,
                            std::string_view spec) {
   const std::string path(path_view);
   if (path.empty()) {
     return invalid_argument("tensor spec {}: missing file name after '@'", quote(spec));
   }
+  if (const TensorFileCodec* codec = find_tensor_file_codec(path); codec && codec->read) {
+    KILN_ASSIGN_OR_RETURN(Tensor tensor, codec->read(path));
+    return check_file_type(type, std::move(tensor), path, spec);
+  }
   if (has_extension(path, ".pb")) {
     return unimplemented(
-        "tensor spec {}: TensorProto (.pb) files are not supported; use .npy or "
-        "raw .bin",
+        "tensor spec {}: TensorProto (.pb) files are not supported by this program; use "
+        ".npy or raw .bin",
         quote(spec));
   }
   if (!has_extension(path, ".npy")) {
@@ -166,12 +182,7 @@ StatusOr<Tensor> load_file(std::optional<TensorType> type, std::string_view path
     return read_raw_tensor_file(path, type->dtype, type->shape);
   }
   KILN_ASSIGN_OR_RETURN(Tensor tensor, read_npy_file(path, kMaxTensorFileBytes));
-  if (type && (type->dtype != tensor.dtype() || type->shape != tensor.shape())) {
-    return invalid_argument("tensor spec {}: the spec says {} but '{}' holds {}", quote(spec),
-                            format_tensor_type(type->dtype, type->shape), path,
-                            format_tensor_type(tensor.dtype(), tensor.shape()));
-  }
-  return tensor;
+  return check_file_type(type, std::move(tensor), path, spec);
 }
 
 }  // namespace

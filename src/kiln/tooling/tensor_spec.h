@@ -11,12 +11,14 @@
 //   DTYPE=VALUE              a scalar                                    f32=5
 // SHAPE is dims joined by 'x' (0 allowed: 0x3xf32= is empty); DTYPE is f32 f64 i64 i32 i8 u8
 // bool (f16 is refused as unsupported). Any extension other than .npy after '@' is read raw,
-// except .pb (TensorProto), refused as unsupported. Floats take decimal and exponent forms, nan,
-// inf and -inf; a value that overflows the dtype is an error, one that underflows rounds to 0 or
-// a subnormal. Integers take decimal digits with an optional sign and must fit the dtype. bool
+// except one with a registered TensorFileCodec (tensor_file_codec.h: .pb TensorProto in the
+// `kiln` CLI), read by that codec and typed like .npy; unregistered .pb is refused as
+// unsupported. Floats take decimal and exponent forms, nan, inf and -inf; a value that overflows
+// the dtype is an error, one that underflows rounds to 0 or a subnormal. Integers take decimal digits with an optional sign and must fit the dtype. bool
 // takes 0, 1, true, false. Error messages quote the spec (shortened when long).
 //
-// Output spec grammar: `-` (print to stdout with format_tensor), `@FILE.bin`, `@FILE.npy`.
+// Output spec grammar: `-` (print to stdout with format_tensor), `@FILE.bin`, `@FILE.npy`, or a
+// file with a registered codec's extension (`@FILE.pb`).
 #pragma once
 
 #include <cstdio>
@@ -53,8 +55,8 @@ struct OutputSpec {
   bool operator==(const OutputSpec&) const = default;
 };
 
-// Parses "-", "@FILE.bin" or "@FILE.npy". Errors (invalid argument) quote the spec; an unknown
-// extension is an error.
+// Parses "-", "@FILE.bin", "@FILE.npy" or "@FILE.<registered codec extension>". Errors (invalid
+// argument) quote the spec; an unknown extension is an error.
 StatusOr<OutputSpec> parse_output_spec(std::string_view spec);
 
 // Delivers `tensor` where `spec` says: format_tensor text to `stdout_stream`, or an atomic file

@@ -1,0 +1,88 @@
+#include "kiln/onnx/tensor_proto_file.h"
+
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "kiln/base/checked_math.h"
+#include "kiln/base/file_util.h"
+#include "kiln/onnx/tensor_proto.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using onnx::TensorProto;
+
+TensorProto::DataType onnx_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return TensorProto::FLOAT;
+    case DType::kF64: return TensorProto::DOUBLE;
+    case DType::kF16: return TensorProto::FLOAT16;
+    case DType::kI64: return TensorProto::INT64;
+    case DType::kI32: return TensorProto::INT32;
+    case DType::kI8: return TensorProto::INT8;
+    case DType::kU8: return TensorProto::UINT8;
+    case DType::kBool: return TensorProto::BOOL;
+  }
+  return TensorProto::UNDEFINED;
+}
+
+}  // namespace
+
+StatusOr<TensorProtoFile> parse_tensor_proto(std::string_view bytes, std::string_view source,
+                                             const std::string& base_dir) {
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return out_of_range("TensorProto file '{}' is {} bytes, over protobuf's 2 GiB limit", source,
+                        bytes.size());
+  }
+  TensorProto proto;
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return data_loss("'{}' is not a valid TensorProto: protobuf parsing failed (truncated or "
+                     "corrupt)",
+                     source);
+  }
+  if (!proto.has_data_type()) {
+    return data_loss("'{}' is not a valid TensorProto: it has no data_type", source);
+  }
+  const std::string what = proto.name().empty()
+                               ? fmt::format("tensor in '{}'", source)
+                               : fmt::format("tensor '{}' in '{}'", proto.name(), source);
+  KILN_ASSIGN_OR_RETURN(Tensor tensor, tensor_from_proto(proto, base_dir, what));
+  return TensorProtoFile{proto.name(), std::move(tensor)};
+}
+
+StatusOr<TensorProtoFile> read_tensor_proto_file(const std::string& path, uint64_t max_bytes) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path, max_bytes));
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return parse_tensor_proto(bytes, path, dir.empty() ? std::string(".") : dir);
+}
+
+StatusOr<std::string> serialize_tensor_proto(const Tensor& tensor, std::string_view name) {
+  if (checked_product(tensor.shape()).value_or(-1) != tensor.element_count() ||
+      (tensor.byte_size() > 0 && tensor.data() == nullptr)) {
+    return invalid_argument("cannot serialize a tensor without valid storage as a TensorProto");
+  }
+  TensorProto proto;
+  if (!name.empty()) proto.set_name(std::string(name));
+  proto.set_data_type(onnx_type_of(tensor.dtype()));
+  for (int64_t d : tensor.shape()) proto.add_dims(d);
+  std::string raw(reinterpret_cast<const char*>(tensor.data()), tensor.byte_size());
+  if (tensor.dtype() == DType::kBool) {
+    for (char& c : raw) c = c != 0 ? 1 : 0;
+  }
+  proto.set_raw_data(std::move(raw));
+  std::string out;
+  if (!proto.SerializeToString(&out)) {
+    return internal_error("protobuf could not serialize a {}-byte TensorProto", tensor.byte_size());
+  }
+  return out;
+}
+
+Status write_tensor_proto_file(const std::string& path, const Tensor& tensor,
+                               std::string_view name) {
+  auto bytes = serialize_tensor_proto(tensor, name);
+  if (!bytes.ok()) return std::move(bytes).status().with_note(fmt::format("writing '{}'", path));
+  return write_file_atomically(path, *bytes);
+}
+
+}  // namespace kiln::onnx_import

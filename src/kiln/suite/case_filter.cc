@@ -1,0 +1,64 @@
+#include "kiln/suite/case_filter.h"
+
+#include <set>
+
+namespace kiln::suite {
+namespace {
+
+// Pattern positions reachable after reading `text` (a glob NFA without backtracking blowup);
+// position pattern.size() means the whole pattern was consumed.
+std::set<size_t> advance(const std::string& pattern, std::string_view text) {
+  auto close = [&](std::set<size_t> states) {
+    // '*' may match nothing: a state before '*' also stands after it.
+    std::set<size_t> out;
+    for (size_t s : states) {
+      while (true) {
+        out.insert(s);
+        if (s < pattern.size() && pattern[s] == '*') ++s;
+        else break;
+      }
+    }
+    return out;
+  };
+  std::set<size_t> states = close({0});
+  for (char c : text) {
+    std::set<size_t> next;
+    for (size_t s : states) {
+      if (s == pattern.size()) continue;
+      if (pattern[s] == '*') next.insert(s);
+      else if (pattern[s] == '?' || pattern[s] == c) next.insert(s + 1);
+    }
+    states = close(std::move(next));
+    if (states.empty()) break;
+  }
+  return states;
+}
+
+}  // namespace
+
+CaseFilter::CaseFilter(std::vector<std::string> patterns) {
+  for (std::string& pattern : patterns) {
+    if (pattern.empty()) continue;
+    if (pattern.find_first_of("*?") == std::string::npos) pattern = "*" + pattern + "*";
+    globs_.push_back(std::move(pattern));
+  }
+}
+
+bool CaseFilter::matches(std::string_view name) const {
+  if (globs_.empty()) return true;
+  for (const std::string& glob : globs_) {
+    if (advance(glob, name).count(glob.size())) return true;
+  }
+  return false;
+}
+
+bool CaseFilter::may_match_prefix(std::string_view prefix) const {
+  if (globs_.empty()) return true;
+  for (const std::string& glob : globs_) {
+    // Any state left can be completed by a suitable suffix.
+    if (!advance(glob, prefix).empty()) return true;
+  }
+  return false;
+}
+
+}  // namespace kiln::suite

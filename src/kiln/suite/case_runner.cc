@@ -1,0 +1,348 @@
+#include "kiln/suite/case_runner.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "kiln/compiler/model_loader.h"
+#include "kiln/compiler/pipeline.h"
+#include "kiln/runtime/session.h"
+#include "kiln/suite/case_data.h"
+
+namespace kiln::suite {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// First line of a failure, for the one-line reason; the whole text stays in CaseResult::failures.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+Tensor sample_of(const Tensor& tensor, int64_t index) {
+  ConcreteShape shape = tensor.shape();
+  const int64_t batch = shape[0];
+  shape[0] = 1;
+  Tensor out = Tensor::create(tensor.dtype(), shape).value();
+  const size_t bytes = tensor.byte_size() / static_cast<size_t>(batch);
+  if (bytes > 0) std::memcpy(out.mutable_data(), tensor.data() + bytes * index, bytes);
+  return out;
+}
+
+class ModelRun {
+ public:
+  ModelRun(const ModelSpec& spec, const RunContext& ctx) : spec_(spec), ctx_(ctx) {}
+
+  std::vector<CaseResult> run() {
+    if (!spec_.setup_error.empty()) {
+      model_level_failure(Outcome::kError, spec_.setup_error);
+      return std::move(results_);
+    }
+    const auto start = Clock::now();
+    if (ctx_.on_start) ctx_.on_start(spec_.name);
+    auto graph = compiler::load_model(spec_.path, {});
+    if (!graph.ok()) {
+      model_level_failure(Outcome::kFailImport, graph.status().to_string(), seconds_since(start));
+      return std::move(results_);
+    }
+    graph_ = std::move(graph).value();
+    import_seconds_ = seconds_since(start);
+    io_ = model_io(graph_);
+    if (Status checked = check_spec_against_model(spec_, io_); !checked.ok()) {
+      model_level_failure(Outcome::kError, checked.to_string(), import_seconds_);
+      return std::move(results_);
+    }
+    if (!spec_.data_sets.empty()) {
+      for (const DataSet& set : spec_.data_sets) {
+        run_sizes(&set, spec_.data_sets.size() > 1 ? set.name : "", {});
+      }
+    } else {
+      for (const Bindings& sizes : size_combinations(spec_, io_)) run_sizes(nullptr, "", sizes);
+    }
+    return std::move(results_);
+  }
+
+ private:
+  bool selected(const std::string& name) const { return !ctx_.selected || ctx_.selected(name); }
+
+  CaseResult make_case(const std::string& data_set, const std::string& variant, const std::string& sizes) {
+    CaseResult c;
+    c.model = spec_.name;
+    c.data_set = data_set;
+    c.variant = variant;
+    c.sizes = sizes;
+    c.name = case_name(spec_.name, data_set, variant, sizes);
+    c.model_path = spec_.path;
+    c.expected = spec_.expectation(ctx_.backend);
+    return c;
+  }
+
+  void finish(CaseResult& c) {
+    c.verdict = judge(c.outcome, c.expected);
+    if (ctx_.on_done) ctx_.on_done(c);
+    results_.push_back(std::move(c));
+  }
+
+  // Records a failure; the first one decides the outcome and the one-line reason.
+  static void fail(CaseResult& c, Outcome outcome, const std::string& text) {
+    if (c.outcome == Outcome::kPass) {
+      c.outcome = outcome;
+      c.reason = first_line(text);
+    }
+    c.failures.push_back(text);
+  }
+
+  void model_level_failure(Outcome outcome, const std::string& text, double seconds = 0) {
+    // Reported whatever the filter: the suite only runs models a filter may select, and a
+    // model that cannot be planned has no finer cases to match.
+    CaseResult c = make_case("", "", "");
+    fail(c, outcome, text);
+    c.seconds = seconds;
+    finish(c);
+  }
+
+  StatusOr<std::unique_ptr<runtime::Session>> compile_session(const Bindings& bind) {
+    compiler::CompileOptions options;
+    options.target = ctx_.backend;
+    options.bind = bind;
+    KILN_ASSIGN_OR_RETURN(module::ModuleContents contents, compiler::compile(graph_, options));
+    runtime::SessionOptions session_options;
+    session_options.device = ctx_.backend;
+    session_options.threads = ctx_.threads;
+    return runtime::Session::create(std::make_shared<const module::ModuleContents>(std::move(contents)),
+                                    session_options);
+  }
+
+  // The dynamic module, compiled on first use; its compile time is charged to that case.
+  StatusOr<runtime::Session*> dynamic_session(CaseResult& c) {
+    if (!dynamic_) {
+      const auto start = Clock::now();
+      dynamic_.emplace(compile_session({}));
+      c.details.push_back(fmt::format("imported in {:.2f} s, dynamic module compiled in {:.2f} s",
+                                      import_seconds_, seconds_since(start)));
+    }
+    if (!dynamic_->ok()) return dynamic_->status();
+    return dynamic_->value().get();
+  }
+
+  static StatusOr<std::vector<Tensor>> run_session(runtime::Session& session, std::span<const NamedTensor> inputs) {
+    std::vector<Tensor> tensors;
+    for (const NamedTensor& input : inputs) tensors.push_back(input.tensor);
+    return session.run(tensors);
+  }
+
+  void compare_outputs(CaseResult& c, const std::vector<Tensor>& outputs, const References& refs) {
+    for (size_t k = 0; k < io_.outputs.size() && k < outputs.size(); ++k) {
+      OutputReport report;
+      report.name = io_.outputs[k].name;
+      report.reference = refs.sources[k];
+      report.tolerance = spec_.tolerance_for(report.name);
+      auto result = compare_tensors(outputs[k], refs.outputs[k], report.tolerance);
+      if (!result.ok()) {
+        report.message = result.status().to_string();
+      } else {
+        report.compare = *result;
+        report.passed = result->passed();
+        report.message = format_compare_result(*result, report.tolerance);
+      }
+      if (!report.passed) {
+        fail(c, Outcome::kFailCompare,
+             fmt::format("output '{}' vs {}: {}", report.name, report.reference, report.message));
+      }
+      if (report.compare && report.compare->actual_nan + report.compare->actual_inf > 0) {
+        const CompareResult& r = *report.compare;
+        std::string note = fmt::format("output '{}' holds {} NaN and {} Inf (the reference: {} NaN, {} Inf)",
+                                       report.name, r.actual_nan, r.actual_inf, r.expected_nan, r.expected_inf);
+        (report.passed ? c.details : c.failures).push_back(std::move(note));
+      }
+      c.outputs.push_back(std::move(report));
+    }
+  }
+
+  // The symbol to split: the manifest's, else one that is dim 0 of every input and output.
+  std::optional<std::string> batch_symbol() const {
+    auto leading = [](const Port& port) -> std::optional<std::string> {
+      if (port.shape.empty() || !port.shape[0].is_symbol()) return std::nullopt;
+      return port.shape[0].symbols().front();
+    };
+    std::optional<std::string> symbol = spec_.batch_dim;
+    if (!symbol && !io_.inputs.empty()) symbol = leading(io_.inputs[0]);
+    if (!symbol) return std::nullopt;
+    for (const auto* ports : {&io_.inputs, &io_.outputs}) {
+      for (const Port& port : *ports) {
+        if (leading(port) != symbol) return std::nullopt;
+      }
+    }
+    return symbol;
+  }
+
+  void check_batch_invariance(CaseResult& c, runtime::Session& session, std::span<const NamedTensor> inputs,
+                              const std::vector<Tensor>& outputs, const Bindings& sizes) {
+    if (spec_.batch_invariance == BatchInvariance::kOff) return;
+    std::optional<std::string> symbol = batch_symbol();
+    auto bound = symbol ? sizes.find(*symbol) : sizes.end();
+    if (bound == sizes.end() || bound->second <= 1) return;
+    const int64_t batch = bound->second;
+    double worst = 0;
+    bool equal = true;
+    std::string where;
+    for (int64_t i = 0; i < batch; ++i) {
+      std::vector<NamedTensor> alone;
+      for (const NamedTensor& input : inputs) alone.push_back({input.name, sample_of(input.tensor, i)});
+      auto single = run_session(session, alone);
+      if (!single.ok()) {
+        fail(c, Outcome::kFailRun, fmt::format("batch invariance: running sample {} alone ({}=1): {}", i, *symbol,
+                                               single.status().to_string()));
+        return;
+      }
+      for (size_t k = 0; k < outputs.size() && k < single->size(); ++k) {
+        Tensor row = sample_of(outputs[k], i);
+        if (bitwise_equal(row, (*single)[k])) continue;
+        equal = false;
+        double diff = max_abs_difference(row, (*single)[k]);
+        if (where.empty() || diff > worst) {
+          worst = std::max(worst, diff);
+          where = fmt::format("output '{}', sample {}", io_.outputs[k].name, i);
+        }
+      }
+    }
+    c.batch_invariance = equal ? 0.0 : std::max(worst, 0.0);
+    if (equal) {
+      c.details.push_back(fmt::format("batch invariance: every sample of {}={} equals the sample run alone, bit for bit",
+                                      *symbol, batch));
+      return;
+    }
+    std::string text = fmt::format("batch invariance: samples of {}={} differ from the samples run alone by up to "
+                                   "{:.3g} (worst: {})",
+                                   *symbol, batch, worst, where);
+    if (spec_.batch_invariance == BatchInvariance::kEnforce) {
+      fail(c, Outcome::kFailCompare, text);
+    } else {
+      c.details.push_back(text + " [reported, not enforced]");
+    }
+  }
+
+  void run_sizes(const DataSet* set, const std::string& set_name, Bindings sizes) {
+    const bool symbolic = !io_.symbols.empty();
+    std::vector<NamedTensor> inputs;
+    Status loaded = ok_status();
+    if (set != nullptr) {
+      auto tensors = data_set_inputs(*set, io_, sizes);
+      if (tensors.ok()) inputs = std::move(tensors).value();
+      else loaded = tensors.status();
+    }
+    const std::string size_text = format_sizes(sizes, io_.symbols);
+    CaseResult first = make_case(set_name, symbolic ? "dynamic" : "static", size_text);
+    CaseResult bound = make_case(set_name, "bound", size_text);
+    const bool run_first = selected(first.name);
+    const bool run_bound = symbolic && selected(bound.name);
+    if (!run_first && !run_bound) return;
+    if (set == nullptr && loaded.ok()) {
+      auto tensors = manifest_inputs(spec_, io_, sizes);
+      if (tensors.ok()) inputs = std::move(tensors).value();
+      else loaded = tensors.status();
+    }
+    if (!loaded.ok()) {
+      for (auto [c, wanted] : {std::pair{&first, run_first}, std::pair{&bound, run_bound}}) {
+        if (!wanted) continue;
+        fail(*c, Outcome::kError, "cannot set up the inputs: " + loaded.to_string());
+        finish(*c);
+      }
+      return;
+    }
+    std::optional<StatusOr<References>> refs;
+    auto references = [&]() -> const StatusOr<References>& {
+      if (!refs) refs.emplace(reference_outputs(spec_, io_, graph_, set, sizes, inputs, ctx_.ort));
+      return *refs;
+    };
+    auto check_against_reference = [&](CaseResult& c, const std::vector<Tensor>& outputs) {
+      const StatusOr<References>& r = references();
+      if (!r.ok()) {
+        fail(c, Outcome::kError, "cannot get the reference outputs: " + r.status().to_string());
+        return;
+      }
+      compare_outputs(c, outputs, *r);
+    };
+
+    // The dynamic (or static) run; the bound case compares with it, so it runs for either.
+    std::optional<std::vector<Tensor>> dynamic_outputs;
+    {
+      if (ctx_.on_start && run_first) ctx_.on_start(first.name);
+      const auto start = Clock::now();
+      auto session = dynamic_session(first);
+      if (!session.ok()) {
+        fail(first, Outcome::kFailCompile, session.status().to_string());
+      } else if (auto outputs = run_session(**session, inputs); !outputs.ok()) {
+        fail(first, Outcome::kFailRun, outputs.status().to_string());
+      } else {
+        if (ctx_.tamper) ctx_.tamper(first.name, *outputs);
+        dynamic_outputs = *outputs;
+        check_against_reference(first, *outputs);
+        if (symbolic) check_batch_invariance(first, **session, inputs, *outputs, sizes);
+      }
+      first.seconds = seconds_since(start);
+      if (run_first) finish(first);
+    }
+    if (!run_bound) return;
+    if (ctx_.on_start) ctx_.on_start(bound.name);
+    const auto start = Clock::now();
+    auto session = compile_session(sizes);
+    if (!session.ok()) {
+      fail(bound, Outcome::kFailCompile, session.status().to_string());
+    } else if (auto outputs = run_session(**session, inputs); !outputs.ok()) {
+      fail(bound, Outcome::kFailRun, outputs.status().to_string());
+    } else {
+      if (ctx_.tamper) ctx_.tamper(bound.name, *outputs);
+      check_against_reference(bound, *outputs);
+      compare_with_dynamic(bound, *outputs, dynamic_outputs, size_text);
+    }
+    bound.seconds = seconds_since(start);
+    finish(bound);
+  }
+
+  void compare_with_dynamic(CaseResult& c, const std::vector<Tensor>& outputs,
+                            const std::optional<std::vector<Tensor>>& dynamic, const std::string& sizes) {
+    if (!dynamic) {
+      c.details.push_back("bound vs dynamic: not checked, the dynamic module did not run");
+      return;
+    }
+    double worst = 0;
+    std::string differing;
+    for (size_t k = 0; k < outputs.size() && k < dynamic->size(); ++k) {
+      if (bitwise_equal(outputs[k], (*dynamic)[k])) continue;
+      double diff = max_abs_difference(outputs[k], (*dynamic)[k]);
+      if (differing.empty() || diff > worst) {
+        worst = std::max(worst, diff);
+        differing = io_.outputs[k].name;
+      }
+    }
+    c.bound_vs_dynamic = differing.empty() ? 0.0 : worst;
+    if (differing.empty()) {
+      c.details.push_back(fmt::format("bound vs dynamic at {}: bit for bit equal", sizes));
+      return;
+    }
+    fail(c, Outcome::kFailCompare,
+         fmt::format("output '{}': the module bound to {} differs from the dynamic module at {} (max abs "
+                     "difference {:.3g}); invariant 1 requires them bit for bit equal",
+                     differing, sizes, sizes, worst));
+  }
+
+  const ModelSpec& spec_;
+  const RunContext& ctx_;
+  ir::Graph graph_;
+  ModelIo io_;
+  double import_seconds_ = 0;
+  std::optional<StatusOr<std::unique_ptr<runtime::Session>>> dynamic_;
+  std::vector<CaseResult> results_;
+};
+
+}  // namespace
+
+std::vector<CaseResult> run_model(const ModelSpec& spec, const RunContext& context) {
+  return ModelRun(spec, context).run();
+}
+
+}  // namespace kiln::suite
