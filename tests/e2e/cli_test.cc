@@ -76,6 +76,34 @@ TEST_F(KilnCli, RunMatchesOnnxRuntimeAtTwoBatchSizesFromOneModule) {
   }
 }
 
+TEST_F(KilnCli, BenchReportsFiguresAndPerDispatchTable) {
+  std::string json = dir_ + "/bench.json";
+  auto result = run_kiln("bench --module=" + module_ + " --input=" + tiny_input(3) +
+                         " --threads=1 --warmup=1 --repeat=3 --per-dispatch --json=" + json);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (const char* fragment : {"cold run", "median", "p90", "items/s", "peak RSS", "GFLOP/s", "Conv"}) {
+    EXPECT_NE(result.output.find(fragment), std::string::npos) << fragment << " in:\n" << result.output;
+  }
+  std::string report = read_bytes(json);
+  for (const char* key : {"\"cold_ms\"", "\"min_ms\"", "\"median_ms\"", "\"p90_ms\"", "\"items_per_s\"",
+                          "\"peak_rss_mib\"", "\"module_mib\"", "\"gflop\"", "\"dispatches\"", "\"gflop_per_s\""}) {
+    EXPECT_NE(report.find(key), std::string::npos) << key << " in:\n" << report;
+  }
+}
+
+TEST_F(KilnCli, RunProfileWritesAChromeTrace) {
+  std::string trace = dir_ + "/trace.json";
+  auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --profile=" + trace +
+                         " --profile-runs=2");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::string text = read_bytes(trace);
+  EXPECT_EQ(text.rfind("{\"displayTimeUnit\"", 0), 0u) << text.substr(0, 200);
+  EXPECT_NE(text.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(text.find("\"ph\":\"X\""), std::string::npos);
+  EXPECT_NE(text.find("\"run 1\""), std::string::npos);
+  EXPECT_NE(text.find("\"cat\":\"Conv\""), std::string::npos);
+}
+
 TEST_F(KilnCli, ImportWritesIrThatCompiles) {
   std::string kir = dir_ + "/tiny.kir";
   auto imported = run_kiln("import " + model_path("small/tiny_cnn.onnx") + " --opset-version 17 -o " + kir);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -29,6 +30,12 @@ struct BenchFlags {
   bool per_dispatch = false;
 };
 
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
 double percentile(std::vector<double> sorted, double q) {
   std::sort(sorted.begin(), sorted.end());
   size_t index = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
@@ -47,11 +54,19 @@ int run_bench(const BenchFlags& flags) {
   if (!session.ok()) return report_error("bench", session.status());
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
 
+  // Wall time of each run; the process CPU time of each timed run goes to cpu_times (all threads,
+  // spin-waiting included: with OMP_WAIT_POLICY=passive it is the work done, which other load on
+  // the machine disturbs less than the wall time).
+  std::vector<double> cpu_times;
   auto timed_run = [&]() -> StatusOr<double> {
+    const double cpu_start = process_cpu_ms();
     auto start = std::chrono::steady_clock::now();
     auto outputs = (*session)->run(inputs);
     if (!outputs.ok()) return outputs.status();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double wall =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    cpu_times.push_back(process_cpu_ms() - cpu_start);
+    return wall;
   };
   auto cold = timed_run();
   if (!cold.ok()) return report_error("bench", cold.status());
@@ -59,6 +74,7 @@ int run_bench(const BenchFlags& flags) {
     if (auto t = timed_run(); !t.ok()) return report_error("bench", t.status());
   }
   std::vector<double> times;
+  cpu_times.clear();
   for (int i = 0; i < flags.repeat; ++i) {
     auto t = timed_run();
     if (!t.ok()) return report_error("bench", t.status());
@@ -68,21 +84,39 @@ int run_bench(const BenchFlags& flags) {
   getrusage(RUSAGE_SELF, &usage);
   std::error_code size_error;
   const auto module_bytes = std::filesystem::file_size(flags.module, size_error);
-  double batch = !inputs.empty() && inputs[0].rank() > 0 ? static_cast<double>(inputs[0].shape()[0]) : 1.0;
-  double median = percentile(times, 0.5);
+  // Work per run: the flops of convolutions and matrix products at these input sizes.
+  double flops = 0;
+  if (auto bindings = (*session)->bind(inputs); bindings.ok()) {
+    if (auto shapes = (*session)->value_shapes(*bindings); shapes.ok()) {
+      for (double f : dispatch_flops((*session)->module(), *shapes)) flops += f;
+    }
+  }
+  const double batch =
+      !inputs.empty() && inputs[0].rank() > 0 ? static_cast<double>(inputs[0].shape()[0]) : 1.0;
+  const double median = percentile(times, 0.5);
   nlohmann::json report = {
-      {"module", flags.module},     {"load_ms", load_ms},
-      {"cold_ms", *cold},           {"min_ms", percentile(times, 0.0)},
-      {"median_ms", median},        {"p90_ms", percentile(times, 0.9)},
-      {"times_ms", times},          {"items_per_s", batch * 1000.0 / median},
+      {"module", flags.module},
+      {"module_mib", size_error ? 0.0 : static_cast<double>(module_bytes) / (1024.0 * 1024.0)},
+      {"load_ms", load_ms},
+      {"cold_ms", *cold},
+      {"min_ms", percentile(times, 0.0)},
+      {"median_ms", median},
+      {"p90_ms", percentile(times, 0.9)},
+      {"times_ms", times},
+      {"cpu_median_ms", percentile(cpu_times, 0.5)},
+      {"items_per_s", batch * 1000.0 / median},
+      {"gflop", flops / 1e9},
+      {"gflop_per_s", flops / (median * 1e6)},
       {"peak_rss_mib", static_cast<double>(usage.ru_maxrss) / 1024.0},
-      {"threads", flags.threads},   {"warmup", flags.warmup},
-      {"repeat", flags.repeat},
-      {"module_mib", size_error ? 0.0 : static_cast<double>(module_bytes) / (1024.0 * 1024.0)}};
-  std::printf("load %.1f ms, cold run %.1f ms; min %.2f ms, median %.2f ms, p90 %.2f ms; %.1f items/s; "
-              "peak RSS %.0f MiB\n",
-              load_ms, *cold, percentile(times, 0.0), median, percentile(times, 0.9), batch * 1000.0 / median,
-              report["peak_rss_mib"].get<double>());
+      {"threads", flags.threads},
+      {"warmup", flags.warmup},
+      {"repeat", flags.repeat}};
+  std::printf(
+      "load %.1f ms, cold run %.1f ms; min %.2f ms, median %.2f ms, p90 %.2f ms; %.1f items/s, "
+      "%.1f GFLOP/s; peak RSS %.0f MiB (module %.0f MiB)\n",
+      load_ms, *cold, percentile(times, 0.0), median, percentile(times, 0.9),
+      batch * 1000.0 / median, flops / (median * 1e6), report["peak_rss_mib"].get<double>(),
+      report["module_mib"].get<double>());
   if (flags.per_dispatch) {
     // Separate runs, after the timed ones: observing drains the device after every dispatch.
     auto info = dispatch_info(**session, inputs);

@@ -2,11 +2,13 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "kiln/base/file_util.h"
 #include "kiln/runtime/session.h"
 #include "kiln/tooling/comparator.h"
 #include "kiln/tooling/tensor_io.h"
 #include "kiln/tooling/tensor_spec.h"
 #include "kiln/triage/tracer.h"
+#include "profiling.h"
 
 namespace kiln::cli {
 namespace {
@@ -24,6 +26,8 @@ struct RunFlags {
   std::string trace;           // --trace=DIR
   std::string trace_dispatch;  // --trace-dispatch=N|NAME
   std::string max_memory;
+  std::string profile;  // --profile=trace.json
+  int profile_runs = 3;
 };
 
 std::string nonfinite_summary(const Tensor& tensor) {
@@ -80,6 +84,20 @@ int run_module(const RunFlags& flags) {
     tracer = std::move(created).value();
   }
   auto outputs = (*session)->run(*inputs, tracer.get());
+  if (outputs.ok() && !flags.profile.empty()) {
+    // Warm runs only: the first run above paid for preparing kernels and touching memory.
+    DispatchProfiler profiler(module.dispatches.size());
+    Status profiled = profile_runs(**session, *inputs, flags.profile_runs, profiler);
+    auto info = dispatch_info(**session, *inputs);
+    if (profiled.ok() && !info.ok()) profiled = info.status();
+    if (profiled.ok()) {
+      profiled = write_file_atomically(flags.profile, chrome_trace_json(profiler, *info));
+    }
+    if (!profiled.ok()) return report_error("run", std::move(profiled).with_note("in --profile"));
+    std::printf("profile: %d run(s) of %zu dispatches, median %.2f ms per run -> %s\n",
+                flags.profile_runs, module.dispatches.size(), profiler.total_median_ms(),
+                flags.profile.c_str());
+  }
   if (outputs.ok() && tracer) {
     Status traced = tracer->finish(**session, *inputs);
     if (!traced.ok()) return report_error("run", std::move(traced).with_note("in --trace"));
@@ -125,6 +143,11 @@ Command add_run_command(CLI::App& app) {
                   "write every dispatch's inputs and outputs (.npy), descriptions and a summary to DIR");
   sub->add_option("--trace-dispatch", flags->trace_dispatch,
                   "with --trace: only this dispatch (index, dispatch name or ONNX node name)");
+  sub->add_option("--profile", flags->profile,
+                  "after the run, time every dispatch over --profile-runs more runs and write "
+                  "them as a Chrome trace (JSON; opens in Perfetto or chrome://tracing)");
+  sub->add_option("--profile-runs", flags->profile_runs, "runs in the --profile trace")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--max-memory", flags->max_memory,
                   "refuse inputs whose activations need more, e.g. 2G (default: 3/4 of RAM)");
   return {sub, [flags] { return run_module(*flags); }};

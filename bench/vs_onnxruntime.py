@@ -1,0 +1,248 @@
+#!/usr/bin/python3
+"""kiln and ONNX Runtime side by side, on the same model files, inputs and thread count.
+
+Every figure is a median over PAIRS alternating rounds (kiln, ORT, kiln, ORT, ...: both see the
+same machine conditions), each round a fresh process timing a few runs after warm-up runs. Per
+model and batch it reports kiln's and ORT's medians and their ratio, against the ResNet replicas
+as shipped (weights also listed in graph.input, so ORT must treat them as inputs) and against
+ORT's best case (the same model with those inputs stripped), kiln's GFLOP/s as a fraction of the
+FMA peak that bench/fma_peak measures in the same run, the dynamic-batch module against one
+compiled with --bind N=B, compile and load time, the cold (first) run at each batch, and peak RSS
+at batch 1 against the module size. The targets of the performance issue are checked at the end.
+
+Usage: bench/vs_onnxruntime.py --build BUILD --models MODELS [--pairs 10] [--threads 2]
+       [--quick] [--json OUT.json]
+(bench/vs_onnxruntime.sh builds what it needs first and runs this.)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESNETS = ["resnet50-v1-12", "resnet50-v2-7"]
+
+
+def run(cmd, env=None):
+    """Runs cmd and returns its stdout; exits with the command's stderr on failure."""
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env)
+    if proc.returncode != 0:
+        sys.exit(f"vs_onnxruntime: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc.stdout
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.kiln = os.path.join(args.build, "tools", "kiln")
+        self.fma_peak = os.path.join(args.build, "bench", "fma_peak")
+        self.work = os.path.join(args.build, "bench-work")
+        self.ort = os.path.join(ROOT, "tools", "ort", "run_ort.js")
+        os.makedirs(self.work, exist_ok=True)
+
+    # --- one timed process each ---
+    def kiln_bench(self, module, spec, warmup, repeat):
+        out = os.path.join(self.work, "kiln_bench.json")
+        run([self.kiln, "bench", f"--module={module}", f"--input={spec}",
+             f"--threads={self.args.threads}", f"--warmup={warmup}", f"--repeat={repeat}",
+             f"--json={out}"])
+        with open(out) as f:
+            return json.load(f)
+
+    def ort_time(self, model, name, shape, data, warmup, repeat):
+        dims = "x".join(str(d) for d in shape)
+        text = run(["node", self.ort, "time", model, "--input", f"{name}={dims}:f32:{data}",
+                    "--threads", str(self.args.threads), "--warmup", str(warmup),
+                    "--repeat", str(repeat)])
+        return json.loads(text)
+
+    def peak(self):
+        return json.loads(run([self.fma_peak, "--threads", str(self.args.threads), "--json"]))
+
+    def compile(self, model, out, bind=None):
+        cmd = [self.kiln, "compile", model, "--target=cpu", "-o", out]
+        if bind:
+            cmd.append(f"--bind={bind}")
+        start = time.perf_counter()
+        run(cmd)
+        return (time.perf_counter() - start) * 1000
+
+    def input_file(self, source, batch, sample_bytes):
+        path = os.path.join(self.work, f"{os.path.basename(source)}.b{batch}.bin")
+        with open(source, "rb") as f:
+            data = f.read(batch * sample_bytes)
+        if len(data) != batch * sample_bytes:
+            sys.exit(f"vs_onnxruntime: {source} holds fewer than {batch} samples")
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    # --- alternating rounds ---
+    def alternate(self, contenders, warmup, repeat):
+        """contenders: name -> fn(warmup, repeat) returning a dict with median_ms. One untimed
+        warm-up round (page cache, CPU clocks), then PAIRS rounds in turn. Returns name -> list
+        of the per-process results."""
+        for fn in contenders.values():
+            fn(1, 1)
+        results = {name: [] for name in contenders}
+        for _ in range(self.args.pairs):
+            for name, fn in contenders.items():
+                results[name].append(fn(warmup, repeat))
+        return results
+
+
+def med(results, key="median_ms"):
+    return statistics.median(r[key] for r in results)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--models", required=True)
+    parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="v1 only, batch 1 and 8, 3 pairs")
+    parser.add_argument("--json", help="also write every figure here")
+    args = parser.parse_args()
+    if args.quick:
+        args.pairs = min(args.pairs, 3)
+    bench = Bench(args)
+    summary = {"threads": args.threads, "pairs": args.pairs, "load_average_start": load_average()}
+    print(f"kiln vs onnxruntime-node, {args.threads} threads, {args.pairs} alternating pairs per "
+          f"figure; load average {summary['load_average_start']:.2f} at start", flush=True)
+
+    peak_start = bench.peak()
+    print(f"FMA peak: AVX2 {peak_start['avx2_gflops']:.1f} GFLOP/s, AVX-512 "
+          f"{peak_start['avx512_gflops'] or 0:.1f} GFLOP/s ({args.threads} threads)", flush=True)
+
+    rows, checks = [], []
+    models = RESNETS[:1] if args.quick else RESNETS
+    image_bytes = 3 * 224 * 224 * 4
+    for model in models:
+        shipped = os.path.join(args.models, f"{model}.onnx")
+        best = os.path.join(bench.work, f"{model}-ort-best.onnx")
+        if not os.path.exists(best) or os.path.getmtime(best) < os.path.getmtime(shipped):
+            run(["/usr/bin/python3", os.path.join(ROOT, "bench", "strip_initializer_inputs.py"),
+                 shipped, best])
+        module = os.path.join(bench.work, f"{model}.kmod")
+        compile_ms = statistics.median(bench.compile(shipped, module) for _ in range(3))
+        module_mib = os.path.getsize(module) / 2**20
+        print(f"\n{model}: compile {compile_ms:.0f} ms (median of 3), module {module_mib:.1f} MiB",
+              flush=True)
+        for batch in (1, 8):
+            data = bench.input_file(os.path.join(args.models, "input_b8.bin"), batch, image_bytes)
+            shape = [batch, 3, 224, 224]
+            spec = f"{batch}x3x224x224xf32=@{data}"
+            bound = os.path.join(bench.work, f"{model}-N{batch}.kmod")
+            bench.compile(shipped, bound, bind=f"N={batch}")
+            warmup, repeat = (3, 10) if batch == 1 else (1, 4)
+            res = bench.alternate({
+                "kiln": lambda w, r: bench.kiln_bench(module, spec, w, r),
+                "ort_shipped": lambda w, r: bench.ort_time(shipped, "data", shape, data, w, r),
+                "kiln_bound": lambda w, r: bench.kiln_bench(bound, spec, w, r),
+                "ort_best": lambda w, r: bench.ort_time(best, "data", shape, data, w, r),
+            }, warmup, repeat)
+            k, o, kb, ob = (med(res[n]) for n in ("kiln", "ort_shipped", "kiln_bound", "ort_best"))
+            gflop = res["kiln"][0]["gflop"]
+            row = {
+                "model": model, "batch": batch, "kiln_ms": k, "ort_shipped_ms": o,
+                "ort_best_ms": ob, "kiln_bound_ms": kb, "ratio_shipped": k / o,
+                "ratio_best": k / ob, "dynamic_vs_bound": k / kb, "gflop": gflop,
+                "kiln_gflop_per_s": gflop / (k / 1000), "compile_ms": compile_ms,
+                "load_ms": med(res["kiln"], "load_ms"), "cold_ms": med(res["kiln"], "cold_ms"),
+                "peak_rss_mib": med(res["kiln"], "peak_rss_mib"), "module_mib": module_mib,
+                "kiln_cpu_ms": med(res["kiln"], "cpu_median_ms"),
+            }
+            rows.append(row)
+            print(f"  batch {batch}: kiln {k:.1f} ms | ORT shipped {o:.1f} ms -> kiln/ORT "
+                  f"{k / o:.3f} | ORT best case {ob:.1f} ms -> kiln/ORT {k / ob:.3f} | "
+                  f"dynamic/bound {k / kb:.3f}", flush=True)
+            print(f"           kiln {row['kiln_gflop_per_s']:.1f} GFLOP/s; cold run "
+                  f"{row['cold_ms']:.0f} ms, load {row['load_ms']:.1f} ms, peak RSS "
+                  f"{row['peak_rss_mib']:.0f} MiB (module {module_mib:.0f} MiB)", flush=True)
+
+    # The other models of the suite: tiny_cnn (weights are not graph inputs).
+    tiny = os.path.join(args.models, "small", "tiny_cnn.onnx")
+    if os.path.exists(tiny) and not args.quick:
+        module = os.path.join(bench.work, "tiny_cnn.kmod")
+        bench.compile(tiny, module)
+        for batch in (1, 3):
+            data = os.path.join(args.models, "small", f"tiny_input_b{batch}.bin")
+            spec = f"{batch}x3x8x8xf32=@{data}"
+            res = bench.alternate({
+                "kiln": lambda w, r: bench.kiln_bench(module, spec, w, r),
+                "ort_shipped": lambda w, r: bench.ort_time(tiny, "data", [batch, 3, 8, 8], data,
+                                                           w, r),
+            }, 100, 1000)
+            k, o = med(res["kiln"]), med(res["ort_shipped"])
+            rows.append({"model": "tiny_cnn", "batch": batch, "kiln_ms": k, "ort_shipped_ms": o,
+                         "ratio_shipped": k / o})
+            print(f"\ntiny_cnn batch {batch}: kiln {k * 1000:.1f} us | ORT {o * 1000:.1f} us -> "
+                  f"kiln/ORT {k / o:.3f}", flush=True)
+
+    peak_end = bench.peak()
+    peak = max(peak_start["peak_gflops"], peak_end["peak_gflops"])
+    summary["fma_peak_gflops"] = peak
+    summary["fma_peak"] = [peak_start, peak_end]
+    summary["load_average_end"] = load_average()
+    for row in rows:
+        if "kiln_gflop_per_s" in row:
+            row["fraction_of_peak"] = row["kiln_gflop_per_s"] / peak
+    summary["rows"] = rows
+
+    print(f"\nFMA peak {peak:.1f} GFLOP/s (best of start and end); load average "
+          f"{summary['load_average_end']:.2f} at end")
+    print(f"{'model':<16}{'batch':>6}{'kiln ms':>10}{'ORT ms':>10}{'k/ORT':>8}{'ORT best':>10}"
+          f"{'k/best':>8}{'dyn/bound':>10}{'GFLOP/s':>9}{'% peak':>8}")
+    for r in rows:
+        if "ort_best_ms" in r:
+            print(f"{r['model']:<16}{r['batch']:>6}{r['kiln_ms']:>10.2f}{r['ort_shipped_ms']:>10.2f}"
+                  f"{r['ratio_shipped']:>8.3f}{r['ort_best_ms']:>10.2f}{r['ratio_best']:>8.3f}"
+                  f"{r['dynamic_vs_bound']:>10.3f}{r['kiln_gflop_per_s']:>9.1f}"
+                  f"{100 * r['fraction_of_peak']:>7.1f}%")
+        else:
+            print(f"{r['model']:<16}{r['batch']:>6}{r['kiln_ms']:>10.4f}{r['ort_shipped_ms']:>10.4f}"
+                  f"{r['ratio_shipped']:>8.3f}")
+
+    def check(what, value, limit, fmt="{:.3f}"):
+        ok = value <= limit
+        checks.append({"target": what, "value": value, "limit": limit, "met": ok})
+        print(f"  [{'x' if ok else ' '}] {what}: {fmt.format(value)} (target <= {fmt.format(limit)})")
+
+    print("\ntargets:")
+    for r in rows:
+        if "ort_best_ms" not in r:
+            check(f"{r['model']} b{r['batch']} kiln/ORT", r["ratio_shipped"], 1.0)
+            continue
+        tag = f"{r['model']} b{r['batch']}"
+        check(f"{tag} kiln/ORT as shipped", r["ratio_shipped"], 0.65 if r["batch"] == 1 else 0.85)
+        check(f"{tag} kiln/ORT best case", r["ratio_best"], 0.95)
+        check(f"{tag} dynamic/bound", r["dynamic_vs_bound"], 1.02)
+        if r["batch"] == 8:
+            ok = r["fraction_of_peak"] >= 0.8
+            checks.append({"target": f"{tag} fraction of FMA peak", "value": r["fraction_of_peak"],
+                           "limit": 0.8, "met": ok})
+            print(f"  [{'x' if ok else ' '}] {tag} fraction of FMA peak: "
+                  f"{r['fraction_of_peak']:.3f} (target >= 0.800)")
+        if r["batch"] == 1:
+            check(f"{r['model']} compile ms", r["compile_ms"], 3000, "{:.0f}")
+            check(f"{r['model']} load ms", r["load_ms"], 100, "{:.1f}")
+            check(f"{tag} peak RSS MiB", r["peak_rss_mib"], r["module_mib"] + 64, "{:.0f}")
+    summary["checks"] = checks
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=2)
+        print(f"\nfigures: {args.json}")
+
+
+if __name__ == "__main__":
+    main()
