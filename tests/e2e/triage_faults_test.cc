@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <ostream>
 #include <set>
 
 #include "kiln/compiler/model_loader.h"
@@ -89,6 +91,8 @@ struct Case {
   int64_t batch;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " at batch " << c.batch; }
+
 class TriageFaults : public ::testing::TestWithParam<Case> {
  protected:
   void TearDown() override { unsetenv("KILN_FAULT"); }
@@ -133,6 +137,9 @@ TEST_P(TriageFaults, NamesTheFaultyDispatchAndFindsItAtFault) {
   const std::vector<std::string> kinds = {"nan", "inf", "zero", "perturb=0.01"};
   size_t variant = 0;
   for (const Place& place : m.places()) {
+    std::printf("%s B=%lld, %s: dispatch %d '%s' <- %s\n", c.model.c_str(), static_cast<long long>(c.batch),
+                place.what.c_str(), place.dispatch, m.module->dispatches[place.dispatch].name.c_str(),
+                fmt::format("{}", fmt::join(m.module->dispatches[place.dispatch].origins, ", ")).c_str());
     for (const std::string& kind : kinds) {
       const std::string fault = "dispatch:" + selector(*m.module, place.dispatch, variant++) + ":" + kind;
       SCOPED_TRACE(place.what + ", KILN_FAULT=" + fault);
