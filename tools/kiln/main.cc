@@ -21,10 +21,14 @@ namespace {
 // waiting thread spins through 300000 pause instructions (about 11 ms on the Zen 4 it was
 // measured on) before it sleeps; on a machine with other work that spinning takes the cores from
 // the very threads being waited for, and ResNet-50 ran 2-3x slower than with a short spin, which
-// costs nothing when the machine is idle. Unless the user chose a policy, kiln restarts itself
-// once with a short spin.
+// costs nothing when the machine is idle. Unless the user set up OpenMP themselves, kiln restarts
+// itself once with a short spin. (Not with thread binding: libgomp has already bound this thread,
+// and the binding would carry over into the restarted process.)
 void restart_with_short_omp_spin(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES",
+                           "GOMP_CPU_AFFINITY"}) {
+    if (std::getenv(name) != nullptr) return;
+  }
   if (setenv("GOMP_SPINCOUNT", "3000", 1) != 0) return;
   execv("/proc/self/exe", argv);
   // Only reached when the restart failed: carry on with libgomp's default.
