@@ -161,6 +161,8 @@ def main():
                 "load_ms": med(res["kiln"], "load_ms"), "cold_ms": med(res["kiln"], "cold_ms"),
                 "peak_rss_mib": med(res["kiln"], "peak_rss_mib"), "module_mib": module_mib,
                 "kiln_cpu_ms": med(res["kiln"], "cpu_median_ms"),
+                "rounds_ms": {name: [r["median_ms"] for r in results]
+                              for name, results in res.items()},
             }
             rows.append(row)
             print(f"  batch {batch}: kiln {k:.1f} ms | ORT shipped {o:.1f} ms -> kiln/ORT "
@@ -185,7 +187,9 @@ def main():
             }, 100, 1000)
             k, o = med(res["kiln"]), med(res["ort_shipped"])
             rows.append({"model": "tiny_cnn", "batch": batch, "kiln_ms": k, "ort_shipped_ms": o,
-                         "ratio_shipped": k / o})
+                         "ratio_shipped": k / o,
+                         "rounds_ms": {name: [r["median_ms"] for r in results]
+                                       for name, results in res.items()}})
             print(f"\ntiny_cnn batch {batch}: kiln {k * 1000:.1f} us | ORT {o * 1000:.1f} us -> "
                   f"kiln/ORT {k / o:.3f}", flush=True)
 
