@@ -10,6 +10,8 @@ pairs=${3:-10}
 threads=${4:-2}
 shift $(( $# < 4 ? $# : 4 ))
 [ "${1:-}" = "--" ] && shift
+# Configure again: a build tree made before bench/CMakeLists.txt existed lacks fma_peak.
+cmake -S . -B "$build" >/dev/null
 cmake --build "$build" -j"${JOBS:-2}" --target kiln fma_peak >/dev/null
 exec /usr/bin/python3 bench/vs_onnxruntime.py --build "$build" --models "$models" \
   --pairs "$pairs" --threads "$threads" --json "$build/bench-work/summary.json" "$@"
