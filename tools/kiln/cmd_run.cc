@@ -37,6 +37,12 @@ std::string nonfinite_summary(const Tensor& tensor) {
       nan += std::isnan(v);
       inf += std::isinf(v);
     }
+  } else if (is_float(tensor.dtype())) {
+    for (int64_t i = 0; i < tensor.element_count(); ++i) {
+      const double v = element_as_double(tensor, i);
+      nan += std::isnan(v);
+      inf += std::isinf(v);
+    }
   }
   return fmt::format("NaN: {}/{}, Inf: {}/{}", nan, tensor.element_count(), inf, tensor.element_count());
 }

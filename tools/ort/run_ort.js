@@ -8,7 +8,8 @@
 //        [--warmup N] [--repeat N] [--threads N] [--verbose]
 //
 // SHAPE is dims joined by 'x' (e.g. 8x3x224x224; use 'scalar' for a 0-d tensor).
-// Element types: f32 (float32), f64, i32, i64, u8, i8, bool. FILE is raw little-endian data.
+// Element types: f32 (float32), f64, f16, i64, i32, i16, i8, u64, u32, u16, u8, bool (no bf16:
+// onnxruntime-node has no bfloat16 tensors). FILE is raw little-endian data.
 //
 // `run` writes, for each model output, DIR/<name>.bin (raw little-endian data of the output's type,
 // f32 for float models) and DIR/<name>.shape (text, e.g. `8x1000`). Characters in <name> outside
@@ -35,9 +36,14 @@ defaults: --threads 2 --warmup 3 --repeat 10; ORT CPU EP, graphOptimizationLevel
 const TYPES = {
   f32: { ort: 'float32', array: Float32Array },
   f64: { ort: 'float64', array: Float64Array },
+  f16: { ort: 'float16', array: Uint16Array },  // bit patterns; ORT takes Uint16Array for float16
   i32: { ort: 'int32', array: Int32Array },
   i64: { ort: 'int64', array: BigInt64Array },
+  i16: { ort: 'int16', array: Int16Array },
   u8: { ort: 'uint8', array: Uint8Array },
+  u16: { ort: 'uint16', array: Uint16Array },
+  u32: { ort: 'uint32', array: Uint32Array },
+  u64: { ort: 'uint64', array: BigUint64Array },
   i8: { ort: 'int8', array: Int8Array },
   bool: { ort: 'bool', array: Uint8Array },
 };

@@ -47,7 +47,7 @@ TEST(Tensor, CreateIsZeroedAndAligned) {
 }
 
 TEST(DType, NamesRoundTrip) {
-  for (int code = 1; code <= 8; ++code) {
+  for (int code = 1; code <= kLastDTypeCode; ++code) {
     auto dtype = static_cast<DType>(code);
     EXPECT_EQ(parse_dtype(dtype_name(dtype)), dtype);
   }

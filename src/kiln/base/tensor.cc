@@ -5,6 +5,7 @@
 
 #include "kiln/base/checked_math.h"
 #include "kiln/base/file_util.h"
+#include "kiln/base/half.h"
 
 namespace kiln {
 namespace {
@@ -81,12 +82,17 @@ double element_as_double(const Tensor& tensor, int64_t index) {
   switch (tensor.dtype()) {
     case DType::kF32: return tensor.values<float>()[index];
     case DType::kF64: return tensor.values<double>()[index];
+    case DType::kF16: return half_bits_to_float(tensor.values<uint16_t>()[index]);
+    case DType::kBF16: return bfloat16_bits_to_float(tensor.values<uint16_t>()[index]);
     case DType::kI64: return static_cast<double>(tensor.values<int64_t>()[index]);
     case DType::kI32: return tensor.values<int32_t>()[index];
+    case DType::kI16: return tensor.values<int16_t>()[index];
     case DType::kI8: return tensor.values<int8_t>()[index];
+    case DType::kU64: return static_cast<double>(tensor.values<uint64_t>()[index]);
+    case DType::kU32: return tensor.values<uint32_t>()[index];
+    case DType::kU16: return tensor.values<uint16_t>()[index];
     case DType::kU8: return tensor.values<uint8_t>()[index];
     case DType::kBool: return tensor.values<uint8_t>()[index] != 0;
-    case DType::kF16: break;
   }
   KILN_CHECK(false && "element_as_double: unsupported dtype");
   return 0;
@@ -96,10 +102,17 @@ int64_t element_as_int64(const Tensor& tensor, int64_t index) {
   switch (tensor.dtype()) {
     case DType::kI64: return tensor.values<int64_t>()[index];
     case DType::kI32: return tensor.values<int32_t>()[index];
+    case DType::kI16: return tensor.values<int16_t>()[index];
     case DType::kI8: return tensor.values<int8_t>()[index];
+    case DType::kU64: return static_cast<int64_t>(tensor.values<uint64_t>()[index]);
+    case DType::kU32: return tensor.values<uint32_t>()[index];
+    case DType::kU16: return tensor.values<uint16_t>()[index];
     case DType::kU8: return tensor.values<uint8_t>()[index];
     case DType::kBool: return tensor.values<uint8_t>()[index] != 0;
-    default: break;
+    case DType::kF32:
+    case DType::kF64:
+    case DType::kF16:
+    case DType::kBF16: break;
   }
   KILN_CHECK(false && "element_as_int64: not an integer dtype");
   return 0;

@@ -69,7 +69,8 @@ class Tensor {
 
 // Reads element `index` of a numeric tensor as double (any dtype).
 double element_as_double(const Tensor& tensor, int64_t index);
-// Reads element `index` of an integer or bool tensor as int64.
+// Reads element `index` of an integer or bool tensor as int64; a u64 value above INT64_MAX wraps
+// (two's complement), so callers that need the full u64 range read values<uint64_t>() instead.
 int64_t element_as_int64(const Tensor& tensor, int64_t index);
 
 }  // namespace kiln

@@ -157,6 +157,19 @@ TEST(ModuleReader, BadDtypeCode) {
   expect_refused(m, {"value 2 'y'", "invalid dtype code 99"});
   m.values[2].dtype = 0;
   expect_refused(m, {"value 2 'y'", "invalid dtype code 0"});
+  m.values[2].dtype = kLastDTypeCode + 1;
+  expect_refused(m, {"value 2 'y'", ("invalid dtype code " + std::to_string(kLastDTypeCode + 1)).c_str()});
+}
+
+TEST(ModuleReader, EveryDtypeCodeLoads) {
+  for (int code = 1; code <= kLastDTypeCode; ++code) {
+    RawModule m = valid_raw();
+    m.values[2].dtype = static_cast<uint8_t>(code);
+    std::string file = assemble(build_metadata(m), m.constants);
+    auto loaded = load_module_from_bytes(file.data(), file.size());
+    ASSERT_TRUE(loaded.ok()) << code << ": " << loaded.status().to_string();
+    EXPECT_EQ((*loaded)->values[2].dtype, static_cast<DType>(code));
+  }
 }
 
 TEST(ModuleReader, BadKindCode) {

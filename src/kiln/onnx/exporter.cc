@@ -7,6 +7,7 @@
 #include "onnx/onnx_pb.h"
 
 #include "kiln/base/file_util.h"
+#include "kiln/onnx/tensor_proto.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -15,17 +16,12 @@ namespace {
 constexpr int64_t kIrVersion = 8;
 
 StatusOr<int32_t> onnx_type(DType dtype, std::string_view what) {
-  switch (dtype) {
-    case DType::kF32: return onnx::TensorProto::FLOAT;
-    case DType::kF64: return onnx::TensorProto::DOUBLE;
-    case DType::kI64: return onnx::TensorProto::INT64;
-    case DType::kI32: return onnx::TensorProto::INT32;
-    case DType::kI8: return onnx::TensorProto::INT8;
-    case DType::kU8: return onnx::TensorProto::UINT8;
-    case DType::kBool: return onnx::TensorProto::BOOL;
-    case DType::kF16: break;
+  const onnx::TensorProto::DataType elem = onnx_type_of(dtype);
+  if (elem == onnx::TensorProto::UNDEFINED) {
+    return invalid_argument("{}: cannot export invalid dtype code {}", what,
+                            static_cast<int>(dtype));
   }
-  return unimplemented("{}: cannot export dtype {}", what, dtype_name(dtype));
+  return elem;
 }
 
 Status set_value_info(const ir::Value& value, onnx::ValueInfoProto& info) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "kiln/base/checked_math.h"
 #include "kiln/shape/shape.h"
@@ -167,8 +168,8 @@ Status copy_typed(const Field& field, std::string_view field_name, std::string_v
   auto dst = out.mutable_values<T>();
   for (int64_t i = 0; i < out.element_count(); ++i) {
     auto value = field.Get(static_cast<int>(i));
-    if constexpr (sizeof(T) < sizeof(value) && std::is_integral_v<T>) {
-      if (value < std::numeric_limits<T>::min() || value > std::numeric_limits<T>::max()) {
+    if constexpr (std::is_integral_v<T>) {
+      if (!std::in_range<T>(value)) {
         return invalid_argument("{}: {}[{}] = {} does not fit in {}", what, field_name, i, value,
                                 dtype_name(out.dtype()));
       }
@@ -191,16 +192,42 @@ StatusOr<DType> dtype_from_onnx(int32_t elem_type, std::string_view what) {
   switch (elem_type) {
     case TensorProto::FLOAT: return DType::kF32;
     case TensorProto::DOUBLE: return DType::kF64;
+    case TensorProto::FLOAT16: return DType::kF16;
+    case TensorProto::BFLOAT16: return DType::kBF16;
     case TensorProto::INT64: return DType::kI64;
     case TensorProto::INT32: return DType::kI32;
+    case TensorProto::INT16: return DType::kI16;
     case TensorProto::INT8: return DType::kI8;
+    case TensorProto::UINT64: return DType::kU64;
+    case TensorProto::UINT32: return DType::kU32;
+    case TensorProto::UINT16: return DType::kU16;
     case TensorProto::UINT8: return DType::kU8;
     case TensorProto::BOOL: return DType::kBool;
     default: break;
   }
   return unimplemented("{} has element type {}, which kiln does not support (supported: FLOAT, "
-                       "DOUBLE, INT64, INT32, INT8, UINT8, BOOL)",
+                       "DOUBLE, FLOAT16, BFLOAT16, INT64, INT32, INT16, INT8, UINT64, UINT32, "
+                       "UINT16, UINT8, BOOL)",
                        what, onnx_type_name(elem_type));
+}
+
+TensorProto::DataType onnx_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return TensorProto::FLOAT;
+    case DType::kF64: return TensorProto::DOUBLE;
+    case DType::kF16: return TensorProto::FLOAT16;
+    case DType::kBF16: return TensorProto::BFLOAT16;
+    case DType::kI64: return TensorProto::INT64;
+    case DType::kI32: return TensorProto::INT32;
+    case DType::kI16: return TensorProto::INT16;
+    case DType::kI8: return TensorProto::INT8;
+    case DType::kU64: return TensorProto::UINT64;
+    case DType::kU32: return TensorProto::UINT32;
+    case DType::kU16: return TensorProto::UINT16;
+    case DType::kU8: return TensorProto::UINT8;
+    case DType::kBool: return TensorProto::BOOL;
+  }
+  return TensorProto::UNDEFINED;
 }
 
 StatusOr<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& model_dir,
@@ -229,10 +256,13 @@ StatusOr<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& 
     if (*bytes > 0) std::memcpy(out.mutable_data(), proto.raw_data().data(), *bytes);
     return out;
   }
-  int64_t stored = dtype == DType::kF32   ? proto.float_data_size()
-                   : dtype == DType::kF64 ? proto.double_data_size()
-                   : dtype == DType::kI64 ? proto.int64_data_size()
-                                          : proto.int32_data_size();
+  // Per onnx.proto: u32/u64 live in uint64_data; f16/bf16 (as their uint16 bit patterns),
+  // i32, i16, i8, u16, u8 and bool in int32_data.
+  int64_t stored = dtype == DType::kF32                           ? proto.float_data_size()
+                   : dtype == DType::kF64                         ? proto.double_data_size()
+                   : dtype == DType::kI64                         ? proto.int64_data_size()
+                   : dtype == DType::kU64 || dtype == DType::kU32 ? proto.uint64_data_size()
+                                                                  : proto.int32_data_size();
   if (stored != *count) {
     return invalid_argument("{}: has {} stored values, but dims {} need {}", what, stored,
                             shape_to_string(dims), *count);
@@ -244,10 +274,15 @@ StatusOr<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& 
     case DType::kF64: copied = copy_typed<double>(proto.double_data(), "double_data", what, out); break;
     case DType::kI64: copied = copy_typed<int64_t>(proto.int64_data(), "int64_data", what, out); break;
     case DType::kI32: copied = copy_typed<int32_t>(proto.int32_data(), "int32_data", what, out); break;
+    case DType::kI16: copied = copy_typed<int16_t>(proto.int32_data(), "int32_data", what, out); break;
     case DType::kI8: copied = copy_typed<int8_t>(proto.int32_data(), "int32_data", what, out); break;
+    case DType::kU64: copied = copy_typed<uint64_t>(proto.uint64_data(), "uint64_data", what, out); break;
+    case DType::kU32: copied = copy_typed<uint32_t>(proto.uint64_data(), "uint64_data", what, out); break;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kU16: copied = copy_typed<uint16_t>(proto.int32_data(), "int32_data", what, out); break;
     case DType::kU8:
     case DType::kBool: copied = copy_typed<uint8_t>(proto.int32_data(), "int32_data", what, out); break;
-    case DType::kF16: copied = internal_error("{}: f16 has no typed-field conversion", what); break;
   }
   KILN_RETURN_IF_ERROR(copied);
   return out;

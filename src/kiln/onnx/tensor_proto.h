@@ -19,8 +19,13 @@ std::string onnx_type_name(int32_t elem_type);
 // types kiln does not support.
 StatusOr<DType> dtype_from_onnx(int32_t elem_type, std::string_view what);
 
+// The ONNX element type for `dtype` (the inverse of dtype_from_onnx); UNDEFINED only for a value
+// that is not a DType enumerator.
+onnx::TensorProto::DataType onnx_type_of(DType dtype);
+
 // Converts `proto` to a Tensor. Data comes from raw_data, the typed field for its type
-// (float_data, double_data, int64_data, int32_data) or, for data_location = EXTERNAL, a file
+// (float_data, double_data, int64_data, uint64_data for u32/u64, int32_data for the narrower
+// integers, bool and f16/bf16 bit patterns; an out-of-range value is an error) or, for data_location = EXTERNAL, a file
 // inside `model_dir` (empty `model_dir` refuses external data). The data length must match the
 // dims exactly (product overflow-checked). `what` names the tensor in errors ("initializer
 // 'conv0.weight'").

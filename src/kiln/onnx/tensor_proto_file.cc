@@ -9,25 +9,8 @@
 #include "kiln/onnx/tensor_proto.h"
 
 namespace kiln::onnx_import {
-namespace {
 
 using onnx::TensorProto;
-
-TensorProto::DataType onnx_type_of(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return TensorProto::FLOAT;
-    case DType::kF64: return TensorProto::DOUBLE;
-    case DType::kF16: return TensorProto::FLOAT16;
-    case DType::kI64: return TensorProto::INT64;
-    case DType::kI32: return TensorProto::INT32;
-    case DType::kI8: return TensorProto::INT8;
-    case DType::kU8: return TensorProto::UINT8;
-    case DType::kBool: return TensorProto::BOOL;
-  }
-  return TensorProto::UNDEFINED;
-}
-
-}  // namespace
 
 StatusOr<TensorProtoFile> parse_tensor_proto(std::string_view bytes, std::string_view source,
                                              const std::string& base_dir) {
@@ -62,9 +45,14 @@ StatusOr<std::string> serialize_tensor_proto(const Tensor& tensor, std::string_v
       (tensor.byte_size() > 0 && tensor.data() == nullptr)) {
     return invalid_argument("cannot serialize a tensor without valid storage as a TensorProto");
   }
+  const TensorProto::DataType elem = onnx_type_of(tensor.dtype());
+  if (elem == TensorProto::UNDEFINED) {
+    return invalid_argument("cannot serialize a tensor of invalid dtype code {} as a TensorProto",
+                            static_cast<int>(tensor.dtype()));
+  }
   TensorProto proto;
   if (!name.empty()) proto.set_name(std::string(name));
-  proto.set_data_type(onnx_type_of(tensor.dtype()));
+  proto.set_data_type(elem);
   for (int64_t d : tensor.shape()) proto.add_dims(d);
   std::string raw(reinterpret_cast<const char*>(tensor.data()), tensor.byte_size());
   if (tensor.dtype() == DType::kBool) {

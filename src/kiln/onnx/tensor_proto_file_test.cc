@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "onnx/onnx_pb.h"
 
@@ -21,7 +22,8 @@ std::string temp_dir() {
 
 TEST(TensorProtoFile, RoundTripsEveryDtype) {
   const std::string dir = temp_dir();
-  for (DType dtype : {DType::kF32, DType::kF64, DType::kI64, DType::kI32, DType::kI8, DType::kU8, DType::kBool}) {
+  for (int code = 1; code <= kLastDTypeCode; ++code) {
+    const auto dtype = static_cast<DType>(code);
     Tensor tensor = Tensor::create(dtype, {2, 3}).value();
     for (size_t i = 0; i < tensor.byte_size(); ++i) tensor.mutable_data()[i] = std::byte(dtype == DType::kBool ? i % 2 : i * 7);
     const std::string path = dir + "/t_" + std::string(dtype_name(dtype)) + ".pb";
@@ -46,6 +48,88 @@ TEST(TensorProtoFile, ReadsTypedFieldsLikeTheBackendTestData) {
   EXPECT_EQ(parsed->tensor.values<float>()[1], -2.0f);
 }
 
+// f16 and bf16 sit in int32_data as their uint16 bit patterns; u32/u64 in uint64_data.
+TEST(TensorProtoFile, ReadsNarrowAndUnsignedTypesFromRawDataAndTypedFields) {
+  struct Case {
+    onnx::TensorProto::DataType onnx_type;
+    DType dtype;
+    std::vector<uint64_t> values;
+  };
+  const std::vector<Case> cases = {
+      {onnx::TensorProto::FLOAT16, DType::kF16, {0x3c00, 0xc000, 0x7c00}},  // 1, -2, inf
+      {onnx::TensorProto::BFLOAT16, DType::kBF16, {0x3f80, 0xc000, 0x7fc0}},  // 1, -2, NaN
+      {onnx::TensorProto::UINT16, DType::kU16, {0, 1, 65535}},
+      {onnx::TensorProto::UINT32, DType::kU32, {0, 7, 4294967295u}},
+      {onnx::TensorProto::UINT64, DType::kU64, {0, 9, 18446744073709551615u}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(dtype_name(c.dtype));
+    const size_t size = dtype_size(c.dtype);
+    onnx::TensorProto raw;
+    raw.set_data_type(c.onnx_type);
+    raw.add_dims(3);
+    std::string bytes;
+    for (uint64_t v : c.values) bytes.append(reinterpret_cast<const char*>(&v), size);  // LE host
+    raw.set_raw_data(bytes);
+
+    onnx::TensorProto typed;
+    typed.set_data_type(c.onnx_type);
+    typed.add_dims(3);
+    for (uint64_t v : c.values) {
+      if (size == 2) {
+        typed.add_int32_data(static_cast<int32_t>(v));
+      } else {
+        typed.add_uint64_data(v);
+      }
+    }
+    for (const onnx::TensorProto* proto : {&raw, &typed}) {
+      auto parsed = parse_tensor_proto(proto->SerializeAsString(), "t.pb", "");
+      ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+      ASSERT_EQ(parsed->tensor.dtype(), c.dtype);
+      for (int i = 0; i < 3; ++i) {
+        uint64_t got = 0;
+        std::memcpy(&got, parsed->tensor.data() + i * size, size);
+        EXPECT_EQ(got, c.values[i]) << "element " << i;
+      }
+    }
+  }
+  auto f16 = parse_tensor_proto([] {
+    onnx::TensorProto p;
+    p.set_data_type(onnx::TensorProto::FLOAT16);
+    p.add_dims(1);
+    p.add_int32_data(0x3800);  // 0.5
+    return p.SerializeAsString();
+  }(), "h.pb", "");
+  ASSERT_TRUE(f16.ok()) << f16.status().to_string();
+  EXPECT_EQ(element_as_double(f16->tensor, 0), 0.5);
+}
+
+TEST(TensorProtoFile, TypedValueOutOfRangeIsAnError) {
+  onnx::TensorProto proto;
+  proto.set_data_type(onnx::TensorProto::UINT16);
+  proto.add_dims(2);
+  proto.add_int32_data(1);
+  proto.add_int32_data(65536);
+  auto parsed = parse_tensor_proto(proto.SerializeAsString(), "big.pb", "");
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("int32_data[1] = 65536 does not fit in u16"), std::string::npos)
+      << parsed.status().message();
+
+  onnx::TensorProto wide;
+  wide.set_data_type(onnx::TensorProto::UINT32);
+  wide.add_dims(1);
+  wide.add_uint64_data(uint64_t{1} << 32);
+  EXPECT_EQ(parse_tensor_proto(wide.SerializeAsString(), "wide.pb", "").status().code(),
+            StatusCode::kInvalidArgument);
+
+  onnx::TensorProto wrong_field;  // u64 values must be in uint64_data
+  wrong_field.set_data_type(onnx::TensorProto::UINT64);
+  wrong_field.add_dims(1);
+  wrong_field.add_int64_data(1);
+  EXPECT_EQ(parse_tensor_proto(wrong_field.SerializeAsString(), "wrong.pb", "").status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(TensorProtoFile, BadFilesAreErrorsNamingTheFile) {
   const std::string dir = temp_dir();
   auto missing = read_tensor_proto_file(dir + "/missing.pb");
@@ -68,7 +152,9 @@ TEST(TensorProtoFile, BadFilesAreErrorsNamingTheFile) {
   onnx::TensorProto strings;
   strings.set_data_type(onnx::TensorProto::STRING);
   strings.add_string_data("a");
-  EXPECT_EQ(parse_tensor_proto(strings.SerializeAsString(), "s.pb", "").status().code(), StatusCode::kUnimplemented);
+  auto string_status = parse_tensor_proto(strings.SerializeAsString(), "s.pb", "").status();
+  EXPECT_EQ(string_status.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(string_status.message().find("STRING"), std::string::npos) << string_status.message();
   fs::remove_all(dir);
 }
 

@@ -5,6 +5,8 @@
 #include <limits>
 #include <numbers>
 
+#include "kiln/base/half.h"
+
 namespace kiln::suite {
 namespace {
 
@@ -51,6 +53,30 @@ void fill_float(const Generator& g, const Stream& s, Tensor& t) {
   }
 }
 
+// f16 and bf16 store sign and magnitude, so the next value toward -inf is one step of the bits.
+uint16_t next_below(uint16_t bits) {
+  if ((bits & 0x7fffu) == 0) return 0x8001u;  // ±0 → the smallest negative subnormal
+  return (bits & 0x8000u) ? bits + 1 : bits - 1;
+}
+
+// Values drawn as for f32, then rounded to f16/bf16 (nearest even).
+void fill_half(const Generator& g, const Stream& s, Tensor& t, uint16_t (*from_float)(float),
+               float (*to_float)(uint16_t)) {
+  auto out = t.mutable_values<uint16_t>();
+  const bool uniform = g.distribution == Generator::Distribution::kUniform;
+  uint16_t below_high = from_float(static_cast<float>(g.high));
+  if (uniform && g.high > g.low) {
+    while (to_float(below_high) >= g.high) below_high = next_below(below_high);
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    double v = uniform ? g.low + (g.high - g.low) * s.unit(i) : g.mean + g.stddev * s.normal(i);
+    uint16_t x = from_float(static_cast<float>(v));
+    // Rounding to a narrower type may reach `high`, which the range excludes.
+    if (uniform && g.high > g.low && to_float(x) >= g.high) x = below_high;
+    out[i] = x;
+  }
+}
+
 template <typename T>
 Status fill_int(const Generator& g, const Stream& s, Tensor& t) {
   constexpr double kMin = static_cast<double>(std::numeric_limits<T>::min());
@@ -59,14 +85,21 @@ Status fill_int(const Generator& g, const Stream& s, Tensor& t) {
   if (g.distribution == Generator::Distribution::kNormal) {
     for (size_t i = 0; i < out.size(); ++i) {
       double v = std::nearbyint(g.mean + g.stddev * s.normal(i));
-      out[i] = static_cast<T>(std::clamp(v, kMin, kMax));
+      // kMax of a 64-bit type rounds up to 2^63 or 2^64, which does not convert back.
+      out[i] = v >= kMax ? std::numeric_limits<T>::max()
+               : v <= kMin ? std::numeric_limits<T>::min()
+                           : static_cast<T>(v);
     }
     return ok_status();
   }
   const double lo = std::ceil(g.low), hi = std::floor(g.high);
   if (lo > hi) return out_of_range("uniform range [{}, {}] holds no integer", g.low, g.high);
-  if (lo < kMin || hi > kMax || hi >= 0x1p63) {
+  if (lo < kMin || hi > kMax) {
     return out_of_range("uniform range [{}, {}] does not fit {}", g.low, g.high, dtype_name(t.dtype()));
+  }
+  if (hi >= 0x1p63) {
+    return out_of_range("uniform range [{}, {}] for {}: integer ranges must end below 2^63", g.low,
+                        g.high, dtype_name(t.dtype()));
   }
   const auto low = static_cast<int64_t>(lo);
   const uint64_t span = static_cast<uint64_t>(static_cast<int64_t>(hi) - low) + 1;
@@ -86,16 +119,25 @@ StatusOr<Tensor> generate_tensor(const Generator& generator, std::string_view in
   switch (dtype) {
     case DType::kF32: fill_float<float>(generator, stream, tensor); break;
     case DType::kF64: fill_float<double>(generator, stream, tensor); break;
+    case DType::kF16:
+      fill_half(generator, stream, tensor, float_to_half_bits, half_bits_to_float);
+      break;
+    case DType::kBF16:
+      fill_half(generator, stream, tensor, float_to_bfloat16_bits, bfloat16_bits_to_float);
+      break;
     case DType::kI64: KILN_RETURN_IF_ERROR(fill_int<int64_t>(generator, stream, tensor)); break;
     case DType::kI32: KILN_RETURN_IF_ERROR(fill_int<int32_t>(generator, stream, tensor)); break;
+    case DType::kI16: KILN_RETURN_IF_ERROR(fill_int<int16_t>(generator, stream, tensor)); break;
     case DType::kI8: KILN_RETURN_IF_ERROR(fill_int<int8_t>(generator, stream, tensor)); break;
+    case DType::kU64: KILN_RETURN_IF_ERROR(fill_int<uint64_t>(generator, stream, tensor)); break;
+    case DType::kU32: KILN_RETURN_IF_ERROR(fill_int<uint32_t>(generator, stream, tensor)); break;
+    case DType::kU16: KILN_RETURN_IF_ERROR(fill_int<uint16_t>(generator, stream, tensor)); break;
     case DType::kU8: KILN_RETURN_IF_ERROR(fill_int<uint8_t>(generator, stream, tensor)); break;
     case DType::kBool: {
       auto out = tensor.mutable_values<uint8_t>();
       for (size_t i = 0; i < out.size(); ++i) out[i] = stream.bits(i) & 1;
       break;
     }
-    case DType::kF16: return unimplemented("generating f16 inputs is not supported");
   }
   return tensor;
 }

@@ -78,7 +78,52 @@ TEST(InputGenerator, RefusesRangesThatDoNotFit) {
   EXPECT_EQ(t.status().code(), StatusCode::kOutOfRange);
   Generator empty{Generator::Distribution::kUniform, 0, 0.2, 0.7};
   EXPECT_FALSE(generate_tensor(empty, "x", DType::kI32, {4}).ok());
-  EXPECT_EQ(generate_tensor(g, "x", DType::kF16, {4}).status().code(), StatusCode::kUnimplemented);
+}
+
+TEST(InputGenerator, HalfFloatsStayInRange) {
+  // [0, 1): many draws round up to 1.0 in f16/bf16 and must step back below it.
+  Generator g{Generator::Distribution::kUniform, 5, 0, 1};
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    auto t = generate_tensor(g, "x", dtype, {2000});
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    std::set<double> seen;
+    for (int64_t i = 0; i < t->element_count(); ++i) {
+      const double v = element_as_double(*t, i);
+      ASSERT_GE(v, 0) << dtype_name(dtype);
+      ASSERT_LT(v, 1) << dtype_name(dtype);
+      seen.insert(v);
+    }
+    EXPECT_GT(seen.size(), 100u) << dtype_name(dtype);
+  }
+  Generator normal{Generator::Distribution::kNormal, 5};
+  auto n = generate_tensor(normal, "x", DType::kF16, {100});
+  ASSERT_TRUE(n.ok());
+  for (int64_t i = 0; i < n->element_count(); ++i) ASSERT_TRUE(std::isfinite(element_as_double(*n, i)));
+}
+
+TEST(InputGenerator, EveryIntegerDtype) {
+  Generator g{Generator::Distribution::kUniform, 0, 0, 3};
+  for (DType dtype : {DType::kI16, DType::kU16, DType::kU32, DType::kU64}) {
+    auto t = generate_tensor(g, "x", dtype, {200});
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    std::set<int64_t> seen;
+    for (int64_t i = 0; i < t->element_count(); ++i) seen.insert(element_as_int64(*t, i));
+    EXPECT_EQ(seen, (std::set<int64_t>{0, 1, 2, 3})) << dtype_name(dtype);
+  }
+  // A normal draw far past the dtype clamps to its ends, also for 64-bit types.
+  Generator wide{Generator::Distribution::kNormal, 1};
+  wide.stddev = 1e30;
+  auto u64 = generate_tensor(wide, "x", DType::kU64, {50});
+  ASSERT_TRUE(u64.ok());
+  for (uint64_t v : u64->values<uint64_t>()) ASSERT_TRUE(v == 0 || v == UINT64_MAX) << v;
+  auto i64 = generate_tensor(wide, "x", DType::kI64, {50});
+  ASSERT_TRUE(i64.ok());
+  for (int64_t v : i64->values<int64_t>()) ASSERT_TRUE(v == INT64_MIN || v == INT64_MAX) << v;
+  EXPECT_EQ(generate_tensor(Generator{Generator::Distribution::kUniform, 0, -1, 2}, "x",
+                            DType::kU16, {4})
+                .status()
+                .code(),
+            StatusCode::kOutOfRange);
 }
 
 }  // namespace

@@ -40,8 +40,9 @@ Status check_exists(const std::string& path, std::string_view json_path, bool di
 StatusOr<DType> read_dtype(const Json& value, const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string text, read_string(value, path));
   auto dtype = parse_dtype(text);
-  if (!dtype || *dtype == DType::kF16) {
-    return invalid_argument("{}: unknown dtype \"{}\" (expected f32, f64, i64, i32, i8, u8 or bool)",
+  if (!dtype) {
+    return invalid_argument("{}: unknown dtype \"{}\" (expected f32, f64, f16, bf16, i64, i32, i16, "
+                            "i8, u64, u32, u16, u8 or bool)",
                             path, text);
   }
   return *dtype;

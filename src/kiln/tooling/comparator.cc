@@ -1,21 +1,22 @@
 #include "kiln/tooling/comparator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <span>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "kiln/base/checked_math.h"
+#include "kiln/base/half.h"
 
 namespace kiln {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-bool is_float_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::kF64; }
 
 // A default-constructed Tensor claims a scalar it has no bytes for; comparing two of them must not
 // "pass".
@@ -59,15 +60,17 @@ class Accumulator {
   CompareResult& r_;
 };
 
-template <typename T>
+// `to_double` widens one stored element: f16 and bf16 go through float, so they follow exactly
+// the f32 rules (NaN and Inf included).
+template <typename T, typename ToDouble>
 void compare_floats(const Tensor& actual, const Tensor& expected, const Tolerance& t,
-                    CompareResult& r) {
+                    CompareResult& r, ToDouble to_double) {
   std::span<const T> a = actual.values<T>();
   std::span<const T> e = expected.values<T>();
   Accumulator acc(r);
   for (size_t i = 0; i < a.size(); ++i) {
-    const double av = a[i];
-    const double ev = e[i];
+    const double av = to_double(a[i]);
+    const double ev = to_double(e[i]);
     r.actual_nan += std::isnan(av);
     r.actual_inf += std::isinf(av);
     r.expected_nan += std::isnan(ev);
@@ -90,16 +93,34 @@ void compare_floats(const Tensor& actual, const Tensor& expected, const Toleranc
   }
 }
 
+// Every integer dtype but u64 fits int64; u64 is read as itself so values past INT64_MAX keep
+// their order.
+template <typename T>
+T integer_at(const Tensor& tensor, int64_t index) {
+  if constexpr (std::is_same_v<T, uint64_t>) {
+    return tensor.values<uint64_t>()[index];
+  } else {
+    return element_as_int64(tensor, index);
+  }
+}
+
+// |a - b| exactly: modular uint64 subtraction of the larger minus the smaller.
+template <typename T>
+uint64_t integer_distance(T a, T b) {
+  return a >= b ? static_cast<uint64_t>(a) - static_cast<uint64_t>(b)
+                : static_cast<uint64_t>(b) - static_cast<uint64_t>(a);
+}
+
 // Integers compare exactly: the difference is taken in uint64 (no overflow, no rounding) and
 // checked against floor(bound), which is exact for any bound below 2^64.
+template <typename T>
 void compare_integers(const Tensor& actual, const Tensor& expected, const Tolerance& t,
                       CompareResult& r) {
   Accumulator acc(r);
   for (int64_t i = 0; i < actual.element_count(); ++i) {
-    const int64_t av = element_as_int64(actual, i);
-    const int64_t ev = element_as_int64(expected, i);
-    const uint64_t diff = av >= ev ? static_cast<uint64_t>(av) - static_cast<uint64_t>(ev)
-                                   : static_cast<uint64_t>(ev) - static_cast<uint64_t>(av);
+    const T av = integer_at<T>(actual, i);
+    const T ev = integer_at<T>(expected, i);
+    const uint64_t diff = integer_distance(av, ev);
     const double abs_e = std::fabs(static_cast<double>(ev));
     acc.finite_pair(i, static_cast<double>(diff), abs_e);
     const double bound = bound_for(t, abs_e);
@@ -112,11 +133,11 @@ void compare_integers(const Tensor& actual, const Tensor& expected, const Tolera
 }
 
 std::string format_value(double v, DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return fmt::format("{}", static_cast<float>(v));
-    case DType::kF64: return fmt::format("{}", v);
-    default: return fmt::format("{}", static_cast<int64_t>(v));
-  }
+  if (dtype == DType::kF64) return fmt::format("{}", v);
+  if (is_float(dtype)) return fmt::format("{}", static_cast<float>(v));  // f32, f16, bf16
+  // Integers: a u64 past 2^63 does not fit int64.
+  if (v >= -0x1p63 && v < 0x1p63) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{:.0f}", v);
 }
 
 std::string shape_string(const Tensor& t) {
@@ -138,9 +159,6 @@ StatusOr<CompareResult> compare_tensors(const Tensor& actual, const Tensor& expe
     return invalid_argument("cannot compare tensors: actual is {}, expected is {}",
                             shape_string(actual), shape_string(expected));
   }
-  if (actual.dtype() == DType::kF16) {
-    return unimplemented("comparing f16 tensors is not supported");
-  }
   if (!has_valid_storage(actual) || !has_valid_storage(expected)) {
     return invalid_argument("cannot compare tensors: the {} tensor has no valid storage",
                             has_valid_storage(actual) ? "expected" : "actual");
@@ -150,9 +168,29 @@ StatusOr<CompareResult> compare_tensors(const Tensor& actual, const Tensor& expe
   r.dtype = actual.dtype();
   r.shape = actual.shape();
   switch (actual.dtype()) {
-    case DType::kF32: compare_floats<float>(actual, expected, tolerance, r); break;
-    case DType::kF64: compare_floats<double>(actual, expected, tolerance, r); break;
-    default: compare_integers(actual, expected, tolerance, r); break;
+    case DType::kF32:
+      compare_floats<float>(actual, expected, tolerance, r, [](float v) -> double { return v; });
+      break;
+    case DType::kF64:
+      compare_floats<double>(actual, expected, tolerance, r, [](double v) { return v; });
+      break;
+    case DType::kF16:
+      compare_floats<uint16_t>(actual, expected, tolerance, r,
+                               [](uint16_t v) -> double { return half_bits_to_float(v); });
+      break;
+    case DType::kBF16:
+      compare_floats<uint16_t>(actual, expected, tolerance, r,
+                               [](uint16_t v) -> double { return bfloat16_bits_to_float(v); });
+      break;
+    case DType::kU64: compare_integers<uint64_t>(actual, expected, tolerance, r); break;
+    case DType::kI64:
+    case DType::kI32:
+    case DType::kI16:
+    case DType::kI8:
+    case DType::kU32:
+    case DType::kU16:
+    case DType::kU8:
+    case DType::kBool: compare_integers<int64_t>(actual, expected, tolerance, r); break;
   }
   return r;
 }
@@ -171,7 +209,7 @@ std::string format_compare_result(const CompareResult& r, const Tolerance& t) {
   std::string out =
       fmt::format("{}: {}/{} mismatches (atol {}, rtol {}{})", r.passed() ? "PASS" : "FAIL",
                   r.mismatches, r.count, t.atol, t.rtol, t.nan_equal ? ", NaN equal" : "");
-  if (is_float_dtype(r.dtype)) {
+  if (is_float(r.dtype)) {
     out += fmt::format("; actual NaN {}/{}, Inf {}/{}; expected NaN {}/{}, Inf {}/{}", r.actual_nan,
                        r.count, r.actual_inf, r.count, r.expected_nan, r.count, r.expected_inf,
                        r.count);
@@ -197,18 +235,22 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 
 double max_abs_difference(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return kInf;
-  if (a.dtype() == DType::kF16) return kInf;
   double worst = 0;
-  if (!is_float_dtype(a.dtype())) {
+  if (a.dtype() == DType::kU64) {
     for (int64_t i = 0; i < a.element_count(); ++i) {
-      const int64_t x = element_as_int64(a, i);
-      const int64_t y = element_as_int64(b, i);
-      const uint64_t diff = x >= y ? static_cast<uint64_t>(x) - static_cast<uint64_t>(y)
-                                   : static_cast<uint64_t>(y) - static_cast<uint64_t>(x);
+      const uint64_t diff = integer_distance(integer_at<uint64_t>(a, i), integer_at<uint64_t>(b, i));
       worst = std::max(worst, static_cast<double>(diff));
     }
     return worst;
   }
+  if (!is_float(a.dtype())) {
+    for (int64_t i = 0; i < a.element_count(); ++i) {
+      const uint64_t diff = integer_distance(element_as_int64(a, i), element_as_int64(b, i));
+      worst = std::max(worst, static_cast<double>(diff));
+    }
+    return worst;
+  }
+  // f16 and bf16 widen exactly through element_as_double.
   for (int64_t i = 0; i < a.element_count(); ++i) {
     const double x = element_as_double(a, i);
     const double y = element_as_double(b, i);

@@ -8,8 +8,9 @@
 //   e = ±Inf:  passes iff a is the same infinity.
 //   e = NaN:   passes iff a is NaN and Tolerance::nan_equal is set.
 // The test is written `abs_err <= bound`, never `abs_err > bound`, so NaN can never slip through.
-// Integer and bool tensors compare as exact integers (no rounding through double), with the same
-// atol/rtol applied numerically; atol = rtol = 0 means exact equality.
+// f16 and bf16 widen exactly to float and follow the same rule. Integer (u64 included) and bool
+// tensors compare as exact integers (no rounding through double), with the same atol/rtol applied
+// numerically; atol = rtol = 0 means exact equality.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +48,8 @@ struct CompareResult {
 };
 
 // Compares element by element. Errors (invalid argument) when the dtypes or shapes differ (the
-// message names both), when a tolerance is negative or NaN, or for a dtype the comparator does not
-// support (f16: unimplemented), or when a tensor has no storage (a default-constructed Tensor).
+// message names both), when a tolerance is negative or NaN, or when a tensor has no storage (a
+// default-constructed Tensor).
 StatusOr<CompareResult> compare_tensors(const Tensor& actual, const Tensor& expected,
                                         const Tolerance& tolerance);
 
@@ -67,7 +68,7 @@ bool bitwise_equal(const Tensor& a, const Tensor& b);
 
 // Largest |a - b| over elements, NaN-aware: +inf when NaN positions differ, when infinities differ,
 // or when dtypes or shapes differ; NaN paired with NaN and equal infinities count as 0. 0 for empty
-// tensors. f16 yields +inf (unsupported).
+// tensors. f16 and bf16 are widened to float first.
 double max_abs_difference(const Tensor& a, const Tensor& b);
 
 }  // namespace kiln

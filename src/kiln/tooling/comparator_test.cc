@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -216,10 +217,57 @@ TEST(Comparator, RejectsTensorsWithoutStorage) {
   EXPECT_FALSE(compare_tensors(f32({}, {1}), Tensor(), {}).ok());
 }
 
-TEST(Comparator, RejectsF16) {
-  auto h = Tensor::create(DType::kF16, {1});
-  ASSERT_TRUE(h.ok());
-  EXPECT_EQ(compare_tensors(*h, *h, {}).status().code(), StatusCode::kUnimplemented);
+Tensor f16(ConcreteShape shape, std::vector<uint16_t> bits) {
+  return make_tensor<uint16_t>(DType::kF16, std::move(shape), std::move(bits));
+}
+
+// f16 widens to float and follows the f32 rules: a NaN or Inf in actual fails at any tolerance.
+TEST(Comparator, F16FollowsTheFloatRules) {
+  const uint16_t one = 0x3c00, two = 0x4000, nan = 0x7e00, inf = 0x7c00, one_ulp = 0x3c01;
+  Tensor expected = f16({3}, {one, two, one});
+  EXPECT_TRUE(compare(expected, expected.clone(), {}).passed());
+  for (Tolerance t : {Tolerance{1e30, 1e30}, Tolerance{kInf, kInf}, Tolerance{kInf, 0, true}}) {
+    CompareResult r = compare(f16({3}, {one, nan, one}), expected, t);
+    EXPECT_FALSE(r.passed()) << "atol " << t.atol;
+    EXPECT_EQ(r.actual_nan, 1);
+    EXPECT_EQ(r.first_mismatch, 1);
+    EXPECT_FALSE(compare(f16({3}, {one, inf, one}), expected, t).passed());
+  }
+  // 1 + 2^-10 against 1: passes only when the bound reaches the ulp.
+  EXPECT_FALSE(compare(f16({1}, {one_ulp}), f16({1}, {one}), {}).passed());
+  CompareResult close = compare(f16({1}, {one_ulp}), f16({1}, {one}), {0x1p-10, 0});
+  EXPECT_TRUE(close.passed());
+  EXPECT_EQ(close.max_abs_error, 0x1p-10);
+  EXPECT_FALSE(compare(f16({1}, {nan}), f16({1}, {nan}), {}).passed());
+  EXPECT_TRUE(compare(f16({1}, {nan}), f16({1}, {nan}), {0, 0, true}).passed());
+  EXPECT_TRUE(compare(f16({1}, {inf}), f16({1}, {inf}), {}).passed());
+
+  Tolerance t{0, 0};
+  EXPECT_EQ(format_compare_result(compare(f16({2}, {one, nan}), f16({2}, {one, two}), t), t),
+            "FAIL: 1/2 mismatches (atol 0, rtol 0); actual NaN 1/2, Inf 0/2; expected NaN 0/2, "
+            "Inf 0/2; max abs err 0 at [0]; max rel err 0 at [0]; first mismatch at [1] (flat 1): "
+            "actual nan expected 2");
+  EXPECT_EQ(max_abs_difference(f16({2}, {one, two}), f16({2}, {one, one})), 1);
+  EXPECT_EQ(max_abs_difference(f16({1}, {nan}), f16({1}, {one})), INFINITY);
+}
+
+TEST(Comparator, Bf16AndWideUnsigned) {
+  Tensor b = make_tensor<uint16_t>(DType::kBF16, {2}, {0x3f80, 0x7fc0});  // 1, NaN
+  Tensor b_expected = make_tensor<uint16_t>(DType::kBF16, {2}, {0x3f80, 0x4000});
+  EXPECT_FALSE(compare(b, b_expected, {kInf, kInf}).passed());
+  EXPECT_EQ(max_abs_difference(b, b_expected), INFINITY);
+
+  // u64 values past INT64_MAX keep their order and exact distance.
+  Tensor big = make_tensor<uint64_t>(DType::kU64, {2}, {UINT64_MAX, 0});
+  Tensor small = make_tensor<uint64_t>(DType::kU64, {2}, {UINT64_MAX - 2, 0});
+  EXPECT_TRUE(compare(big, big.clone(), {}).passed());
+  EXPECT_FALSE(compare(big, small, {1, 0}).passed());
+  EXPECT_TRUE(compare(big, small, {2, 0}).passed());
+  EXPECT_EQ(max_abs_difference(big, small), 2);
+  Tolerance t{0, 0};
+  EXPECT_NE(format_compare_result(compare(big, small, t), t)
+                .find("actual 18446744073709551616 expected 18446744073709551616"),
+            std::string::npos);  // printed through double, as documented
 }
 
 TEST(Comparator, FormatsAFailure) {

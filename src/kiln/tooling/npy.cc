@@ -191,31 +191,42 @@ StatusOr<DType> dtype_from_descr(std::string_view descr, std::string_view file) 
     }
   }
   std::optional<DType> dtype;
+  if (kind == 'f' && size == 2) dtype = DType::kF16;
   if (kind == 'f' && size == 4) dtype = DType::kF32;
   if (kind == 'f' && size == 8) dtype = DType::kF64;
   if (kind == 'i' && size == 8) dtype = DType::kI64;
   if (kind == 'i' && size == 4) dtype = DType::kI32;
+  if (kind == 'i' && size == 2) dtype = DType::kI16;
   if (kind == 'i' && size == 1) dtype = DType::kI8;
+  if (kind == 'u' && size == 8) dtype = DType::kU64;
+  if (kind == 'u' && size == 4) dtype = DType::kU32;
+  if (kind == 'u' && size == 2) dtype = DType::kU16;
   if (kind == 'u' && size == 1) dtype = DType::kU8;
   if (kind == 'b' && size == 1) dtype = DType::kBool;
   if (!dtype) {
     return unimplemented(
-        ".npy file '{}': dtype '{}' is not supported (supported: f4 f8 i8 i4 i1 u1 b1)", file,
-        descr);
+        ".npy file '{}': dtype '{}' is not supported (supported: f2 f4 f8 i8 i4 i2 i1 u8 u4 u2 "
+        "u1 b1)",
+        file, descr);
   }
   return *dtype;
 }
 
 std::string_view descr_for(DType dtype) {
   switch (dtype) {
+    case DType::kF16: return "<f2";
     case DType::kF32: return "<f4";
     case DType::kF64: return "<f8";
     case DType::kI64: return "<i8";
     case DType::kI32: return "<i4";
+    case DType::kI16: return "<i2";
     case DType::kI8: return "|i1";
+    case DType::kU64: return "<u8";
+    case DType::kU32: return "<u4";
+    case DType::kU16: return "<u2";
     case DType::kU8: return "|u1";
     case DType::kBool: return "|b1";
-    case DType::kF16: break;
+    case DType::kBF16: break;  // numpy has no bfloat16
   }
   return "";
 }
@@ -296,15 +307,18 @@ StatusOr<Tensor> read_npy_file(const std::string& path, uint64_t max_bytes) {
 }
 
 StatusOr<std::string> serialize_npy_header(const Tensor& tensor) {
-  if (tensor.dtype() == DType::kF16) {
-    return unimplemented("writing f16 tensors as .npy is not supported");
+  const std::string_view descr = descr_for(tensor.dtype());
+  if (descr.empty()) {
+    return unimplemented(
+        "cannot write a {} tensor as .npy: numpy has no {} dtype (write raw .bin instead)",
+        dtype_name(tensor.dtype()), dtype_name(tensor.dtype()));
   }
   std::string shape;
   for (int64_t d : tensor.shape()) shape += fmt::format("{}, ", d);
   if (tensor.rank() > 1) shape.resize(shape.size() - 2);  // numpy writes (3,) but (2, 3)
   if (tensor.rank() == 1) shape.pop_back();
   std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
-                                 descr_for(tensor.dtype()), shape);
+                                 descr, shape);
   const size_t prefix = 10 + dict.size() + 1 > 65535 ? 12 : 10;
   const size_t total = (prefix + dict.size() + 1 + kAlignment - 1) / kAlignment * kAlignment;
   const size_t header_len = total - prefix;

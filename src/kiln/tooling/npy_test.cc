@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -190,6 +191,12 @@ TEST(Npy, RoundTripsEveryDtype) {
   expect_round_trip<int8_t>(DType::kI8, {3}, {-128, 0, 127});
   expect_round_trip<uint8_t>(DType::kU8, {2}, {0, 255});
   expect_round_trip<uint8_t>(DType::kBool, {2, 2}, {0, 1, 1, 0});
+  expect_round_trip<int16_t>(DType::kI16, {3}, {INT16_MIN, -1, INT16_MAX});
+  expect_round_trip<uint16_t>(DType::kU16, {2}, {0, UINT16_MAX});
+  expect_round_trip<uint32_t>(DType::kU32, {2}, {1, UINT32_MAX});
+  expect_round_trip<uint64_t>(DType::kU64, {1, 2}, {0, UINT64_MAX});
+  // f16 bit patterns: 1, -2, +inf, a NaN, the smallest subnormal, 65504.
+  expect_round_trip<uint16_t>(DType::kF16, {2, 3}, {0x3c00, 0xc000, 0x7c00, 0x7e01, 0x0001, 0x7bff});
   expect_round_trip<float>(DType::kF32, {}, {42.0f});
   expect_round_trip<float>(DType::kF32, {0}, {});
   expect_round_trip<int64_t>(DType::kI64, {4, 0, 2}, {});
@@ -207,14 +214,31 @@ TEST(Npy, WritesVersion2WhenTheHeaderIsHuge) {
   EXPECT_EQ(back->rank(), 25000);
 }
 
-TEST(Npy, RefusesF16) {
-  auto t = Tensor::create(DType::kF16, {2});
+TEST(Npy, WritesNumpyDescrForNarrowAndUnsignedTypes) {
+  const std::pair<DType, std::string_view> cases[] = {
+      {DType::kF16, "'<f2'"}, {DType::kI16, "'<i2'"}, {DType::kU16, "'<u2'"},
+      {DType::kU32, "'<u4'"}, {DType::kU64, "'<u8'"}};
+  for (const auto& [dtype, descr] : cases) {
+    auto header = serialize_npy_header(Tensor::create(dtype, {1}).value());
+    ASSERT_TRUE(header.ok()) << header.status().to_string();
+    EXPECT_NE(header->find(descr), std::string::npos) << dtype_name(dtype) << ": " << *header;
+  }
+  // Half-precision data as numpy writes it: 0.5 and -inf.
+  auto h = parse_npy(make_npy("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }",
+                              std::string_view("\x00\x38\x00\xfc", 4)),
+                     "h.npy");
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_EQ(h->dtype(), DType::kF16);
+  EXPECT_EQ(element_as_double(*h, 0), 0.5);
+  EXPECT_EQ(element_as_double(*h, 1), -INFINITY);
+}
+
+TEST(Npy, RefusesBf16NamingTheDtype) {
+  auto t = Tensor::create(DType::kBF16, {2});
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ(serialize_npy(*t).status().code(), StatusCode::kUnimplemented);
-  Status s =
-      parse_status(make_npy("{'descr': '<f2', 'fortran_order': False, 'shape': (1,), }", "\0\0"));
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.to_string();
-  EXPECT_NE(s.message().find("<f2"), std::string::npos) << s.to_string();
+  Status s = serialize_npy(*t).status();
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("bf16"), std::string::npos) << s.to_string();
 }
 
 TEST(Npy, RefusesBigEndian) {

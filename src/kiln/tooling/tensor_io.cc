@@ -13,6 +13,7 @@
 
 #include "kiln/base/checked_math.h"
 #include "kiln/base/file_util.h"
+#include "kiln/base/half.h"
 #include "kiln/tooling/comparator.h"
 #include "kiln/tooling/npy.h"
 #include "kiln/tooling/tensor_file_codec.h"
@@ -29,19 +30,6 @@ bool ends_with_ignoring_case(std::string_view s, std::string_view suffix) {
     return std::tolower(static_cast<unsigned char>(a)) ==
            std::tolower(static_cast<unsigned char>(b));
   });
-}
-
-// Only for printing: kiln's tooling does not otherwise take f16, but a runtime output may be f16.
-float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1f;
-  const uint32_t mantissa = h & 0x3ff;
-  if (exponent == 0) {
-    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -magnitude : magnitude;
-  }
-  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
 // A default-constructed or hand-made tensor may claim elements it has no bytes for.
@@ -73,9 +61,6 @@ StatusOr<TensorFileFormat> tensor_file_format(std::string_view path) {
 StatusOr<Tensor> read_raw_tensor_file(const std::string& path, DType dtype,
                                       const ConcreteShape& shape) {
   const std::string type = format_tensor_type(dtype, shape);
-  if (dtype == DType::kF16) {
-    return unimplemented("reading f16 tensor files ('{}') is not supported", path);
-  }
   auto count = checked_product(shape);
   auto expected =
       count ? checked_mul(*count, static_cast<int64_t>(dtype_size(dtype))) : std::nullopt;
@@ -147,7 +132,10 @@ std::string format_element(const Tensor& tensor, int64_t index) {
   switch (tensor.dtype()) {
     case DType::kF32: return fmt::format("{}", tensor.values<float>()[index]);
     case DType::kF64: return fmt::format("{}", tensor.values<double>()[index]);
-    case DType::kF16: return fmt::format("{}", half_to_float(tensor.values<uint16_t>()[index]));
+    case DType::kF16: return fmt::format("{}", half_bits_to_float(tensor.values<uint16_t>()[index]));
+    case DType::kBF16:
+      return fmt::format("{}", bfloat16_bits_to_float(tensor.values<uint16_t>()[index]));
+    case DType::kU64: return fmt::format("{}", tensor.values<uint64_t>()[index]);
     case DType::kBool: return tensor.values<uint8_t>()[index] != 0 ? "1" : "0";
     default: return fmt::format("{}", element_as_int64(tensor, index));
   }

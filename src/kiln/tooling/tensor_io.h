@@ -27,13 +27,13 @@ StatusOr<TensorFileFormat> tensor_file_format(std::string_view path);
 // Reads a raw little-endian file holding exactly element_count(shape) * dtype_size(dtype) bytes.
 // Errors: the file's own (not found, unreadable); kDataLoss when its size differs, naming the
 // file, the expected and the actual byte counts; kInvalidArgument for a bool byte other than 0/1;
-// kOutOfRange for an overflowing shape; kUnimplemented for f16.
+// kOutOfRange for an overflowing shape.
 StatusOr<Tensor> read_raw_tensor_file(const std::string& path, DType dtype,
                                       const ConcreteShape& shape);
 
 // Writes `tensor` to `path` in the format its extension names, atomically: the file appears
 // complete or not at all, and on any error a previous file at `path` is left as it was.
-// Errors: an unknown extension; a tensor without valid storage; f16 as .npy (unimplemented); the
+// Errors: an unknown extension; a tensor without valid storage; bf16 as .npy (unimplemented); the
 // file system's (naming the path); kCodec for a path no registered codec claims.
 Status write_tensor_file(const std::string& path, const Tensor& tensor);
 // The same with the format given, whatever the extension.

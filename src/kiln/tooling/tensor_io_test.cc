@@ -80,9 +80,9 @@ TEST(TensorIo, FailedWriteOfABadTensorKeepsTheOldFile) {
   TempDir dir;
   const std::string path = dir.file("out.npy");
   write_plain_file(path, "old contents");
-  auto f16 = Tensor::create(DType::kF16, {2});
-  ASSERT_TRUE(f16.ok());
-  EXPECT_EQ(write_tensor_file(path, *f16).code(), StatusCode::kUnimplemented);
+  auto bf16 = Tensor::create(DType::kBF16, {2});  // numpy has no bfloat16
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_EQ(write_tensor_file(path, *bf16).code(), StatusCode::kUnimplemented);
   Status invalid = write_tensor_file(path, Tensor());  // claims a scalar, has no storage
   EXPECT_EQ(invalid.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(invalid.message().find("no valid storage"), std::string::npos) << invalid.to_string();
@@ -180,6 +180,12 @@ TEST(FormatTensor, SmallTensors) {
   EXPECT_EQ(format_tensor(make_tensor<int8_t>(DType::kI8, {1}, {-128})), "1xi8\n[0]: -128\n");
   EXPECT_EQ(format_tensor(make_tensor<uint16_t>(DType::kF16, {3}, {0x3c00, 0xc000, 0x7c00})),
             "3xf16\n[0]: 1 -2 inf\n");
+  EXPECT_EQ(format_tensor(make_tensor<uint16_t>(DType::kBF16, {3}, {0x3f80, 0xbfc0, 0x7fc0})),
+            "3xbf16\n[0]: 1 -1.5 nan\n");
+  EXPECT_EQ(format_tensor(make_tensor<uint64_t>(DType::kU64, {1}, {UINT64_MAX})),
+            "1xu64\n[0]: 18446744073709551615\n");
+  EXPECT_EQ(format_tensor(make_tensor<int16_t>(DType::kI16, {2}, {-32768, 5})),
+            "2xi16\n[0]: -32768 5\n");
 }
 
 TEST(FormatTensor, WrapsLongRows) {

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/base/checked_math.h"
+#include "kiln/base/half.h"
 #include "kiln/tooling/npy.h"
 #include "kiln/tooling/tensor_file_codec.h"
 
@@ -19,7 +20,8 @@ namespace {
 
 constexpr std::string_view kSpecForms =
     "expected SHAPExDTYPE=VALUES, SHAPExDTYPE=@FILE or @FILE.npy, e.g. 2x2xf32=1 2 3 4";
-constexpr std::string_view kKnownDtypes = "f32, f64, i64, i32, i8, u8, bool";
+constexpr std::string_view kKnownDtypes =
+    "f32, f64, f16, bf16, i64, i32, i16, i8, u64, u32, u16, u8, bool";
 
 // Inline specs can hold millions of values; error messages quote only the start.
 std::string quote(std::string_view spec) {
@@ -88,6 +90,18 @@ bool parse_float(std::string_view token, T* out) {
   return true;
 }
 
+// f16 and bf16 parse as f32 and round to nearest even; a finite value that rounds to infinity
+// overflows the dtype and is refused like an f32 overflow.
+bool parse_half(std::string_view token, uint16_t (*from_float)(float), float (*to_float)(uint16_t),
+                uint16_t* out) {
+  float value = 0;
+  if (!parse_float(token, &value)) return false;
+  const uint16_t bits = from_float(value);
+  if (std::isfinite(value) && std::isinf(to_float(bits))) return false;
+  *out = bits;
+  return true;
+}
+
 template <typename T>
 bool parse_integer(std::string_view token, T* out) {
   token = strip_plus(token);
@@ -114,12 +128,21 @@ bool parse_value(std::string_view token, Tensor& tensor, int64_t i) {
   switch (tensor.dtype()) {
     case DType::kF32: return parse_float(token, &tensor.mutable_values<float>()[i]);
     case DType::kF64: return parse_float(token, &tensor.mutable_values<double>()[i]);
+    case DType::kF16:
+      return parse_half(token, float_to_half_bits, half_bits_to_float,
+                        &tensor.mutable_values<uint16_t>()[i]);
+    case DType::kBF16:
+      return parse_half(token, float_to_bfloat16_bits, bfloat16_bits_to_float,
+                        &tensor.mutable_values<uint16_t>()[i]);
     case DType::kI64: return parse_integer(token, &tensor.mutable_values<int64_t>()[i]);
     case DType::kI32: return parse_integer(token, &tensor.mutable_values<int32_t>()[i]);
+    case DType::kI16: return parse_integer(token, &tensor.mutable_values<int16_t>()[i]);
     case DType::kI8: return parse_integer(token, &tensor.mutable_values<int8_t>()[i]);
+    case DType::kU64: return parse_integer(token, &tensor.mutable_values<uint64_t>()[i]);
+    case DType::kU32: return parse_integer(token, &tensor.mutable_values<uint32_t>()[i]);
+    case DType::kU16: return parse_integer(token, &tensor.mutable_values<uint16_t>()[i]);
     case DType::kU8: return parse_integer(token, &tensor.mutable_values<uint8_t>()[i]);
     case DType::kBool: return parse_bool(token, &tensor.mutable_values<uint8_t>()[i]);
-    case DType::kF16: break;
   }
   return false;
 }
@@ -210,10 +233,6 @@ StatusOr<TensorType> parse_tensor_type(std::string_view text) {
     }
     return invalid_argument("tensor type '{}': unknown dtype '{}' (known: {})", text, dtype_text,
                             kKnownDtypes);
-  }
-  if (*dtype == DType::kF16) {
-    return unimplemented("tensor type '{}': f16 tensors are not supported by kiln's tensor IO",
-                         text);
   }
   type.dtype = *dtype;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {

@@ -9,12 +9,14 @@
 //   SHAPExDTYPE=VALUES       inline values, separated by spaces or single commas, row-major;
 //                            their count must equal the element count    2x2xf32=1 2 3 4
 //   DTYPE=VALUE              a scalar                                    f32=5
-// SHAPE is dims joined by 'x' (0 allowed: 0x3xf32= is empty); DTYPE is f32 f64 i64 i32 i8 u8
-// bool (f16 is refused as unsupported). Any extension other than .npy after '@' is read raw,
+// SHAPE is dims joined by 'x' (0 allowed: 0x3xf32= is empty); DTYPE is f32 f64 f16 bf16 i64 i32
+// i16 i8 u64 u32 u16 u8 bool. Any extension other than .npy after '@' is read raw,
 // except one with a registered TensorFileCodec (tensor_file_codec.h: .pb TensorProto in the
 // `kiln` CLI), read by that codec and typed like .npy; unregistered .pb is refused as
 // unsupported. Floats take decimal and exponent forms, nan, inf and -inf; a value that overflows
-// the dtype is an error, one that underflows rounds to 0 or a subnormal. Integers take decimal digits with an optional sign and must fit the dtype. bool
+// the dtype is an error, one that underflows rounds to 0 or a subnormal (f16 and bf16 values are
+// read as f32, then rounded to nearest even). Integers take decimal digits with an optional sign
+// (no '-' for unsigned dtypes) and must fit the dtype. bool
 // takes 0, 1, true, false. Error messages quote the spec (shortened when long).
 //
 // Output spec grammar: `-` (print to stdout with format_tensor), `@FILE.bin`, `@FILE.npy`, or a

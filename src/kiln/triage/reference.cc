@@ -42,12 +42,17 @@ const char* ort_type(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "f32";
     case DType::kF64: return "f64";
+    case DType::kF16: return "f16";
     case DType::kI64: return "i64";
     case DType::kI32: return "i32";
+    case DType::kI16: return "i16";
     case DType::kI8: return "i8";
+    case DType::kU64: return "u64";
+    case DType::kU32: return "u32";
+    case DType::kU16: return "u16";
     case DType::kU8: return "u8";
     case DType::kBool: return "bool";
-    case DType::kF16: break;
+    case DType::kBF16: break;  // onnxruntime-node has no bfloat16 tensors
   }
   return nullptr;
 }

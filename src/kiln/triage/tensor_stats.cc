@@ -10,7 +10,7 @@ namespace kiln::triage {
 TensorStats compute_stats(const Tensor& tensor) {
   TensorStats stats;
   stats.count = tensor.element_count();
-  if (tensor.dtype() == DType::kF16 || tensor.empty_storage()) return stats;
+  if (tensor.empty_storage()) return stats;
   double sum = 0;
   int64_t finite = 0;
   auto add = [&](double x) {
@@ -25,7 +25,8 @@ TensorStats compute_stats(const Tensor& tensor) {
       ++finite;
     }
   };
-  // f32 is the common case by far; the generic path reads through double per element.
+  // f32 is the common case by far; the generic path (f16 and bf16 included) reads through double
+  // per element.
   if (tensor.dtype() == DType::kF32) {
     for (float x : tensor.values<float>()) add(x);
   } else {
