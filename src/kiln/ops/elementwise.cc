@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "kiln/ops/broadcast.h"
+#include "kiln/kernels/broadcast.h"
 #include "kiln/ops/families.h"
 #include "kiln/ops/op_util.h"
 

@@ -11,6 +11,8 @@ void register_pooling_ops(Registry& registry);        // MaxPool, AveragePool, G
 void register_normalization_ops(Registry& registry);  // BatchNormalization
 void register_linear_ops(Registry& registry);         // Gemm, MatMul
 void register_softmax_ops(Registry& registry);        // Softmax (opset 1 and 13 semantics)
-void register_shape_ops(Registry& registry);  // Flatten, Reshape, Identity, Dropout, Constant
+void register_shape_ops(Registry& registry);
+// Every op of kiln::kernels (the portable kernels) that no family above defines; call last.
+void register_portable_ops(Registry& registry);  // Flatten, Reshape, Identity, Dropout, Constant
 
 }  // namespace kiln::ops

@@ -1,6 +1,6 @@
 // Gemm (alpha * op(A) @ op(B) + beta * C, C unidirectionally broadcast to [M, N]) and MatMul
 // (numpy matmul: 1-D operands are promoted and the added dim dropped; batch dims broadcast).
-#include "kiln/ops/broadcast.h"
+#include "kiln/kernels/broadcast.h"
 #include "kiln/ops/families.h"
 #include "kiln/ops/op_util.h"
 

@@ -12,9 +12,13 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/kernels/broadcast.h"
 #include "kiln/ops/registry.h"
 
 namespace kiln::ops {
+
+using kernels::broadcast_index_map;
+using kernels::broadcast_shapes;
 
 bool is_float_dtype(DType dtype);
 

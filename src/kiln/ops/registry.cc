@@ -56,6 +56,7 @@ void register_all(Registry& registry) {
   register_linear_ops(registry);
   register_softmax_ops(registry);
   register_shape_ops(registry);
+  register_portable_ops(registry);
 }
 
 const Registry& default_registry() {

@@ -23,13 +23,11 @@
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 #include "kiln/ir/graph.h"
+#include "kiln/kernels/kernel.h"
 
 namespace kiln::ops {
 
-struct ValueType {
-  DType dtype = DType::kF32;
-  Shape shape;
-};
+using ValueType = kernels::ValueType;
 
 struct InferContext {
   const ir::Node& node;

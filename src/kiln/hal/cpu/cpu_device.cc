@@ -32,11 +32,7 @@ Status CpuDevice::supports(const DispatchSpec& dispatch, std::span<const ValueSp
   OpReader op(dispatch, values);
   Status status = [&]() -> Status {
     KILN_RETURN_IF_ERROR(op.check_indices());
-    const OpImpl* impl = find_op(dispatch.op_type);
-    if (impl == nullptr) {
-      return unimplemented("op type '{}' is not supported by the CPU backend", dispatch.op_type);
-    }
-    return impl->check(op);
+    return select_op(op).status();
   }();
   if (!status.ok()) {
     return std::move(status).with_note(

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "kiln/kernels/kernel.h"
+
 namespace kiln::hal::cpu {
 namespace {
 
@@ -37,9 +39,27 @@ const OpImpl* find_op(std::string_view op_type) {
   return nullptr;
 }
 
+StatusOr<const OpImpl*> select_op(const OpReader& op) {
+  static constexpr OpImpl kPortable{"", check_portable, build_portable};
+  const OpImpl* specialized = find_op(op.dispatch().op_type);
+  if (specialized != nullptr) {
+    Status status = specialized->check(op);
+    if (status.ok()) return specialized;
+    if (kernels::find_op_kernel(op.dispatch().op_type) == nullptr || !check_portable(op).ok()) {
+      return status;
+    }
+    return &kPortable;
+  }
+  KILN_RETURN_IF_ERROR(check_portable(op));
+  return &kPortable;
+}
+
 std::vector<std::string> supported_op_types() {
   std::vector<std::string> out;
   for (const OpImpl& op : kOps) out.emplace_back(op.op_type);
+  for (const kernels::OpKernel& k : kernels::all_op_kernels()) {
+    if (find_op(k.op_type) == nullptr) out.emplace_back(k.op_type);
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -19,9 +19,14 @@ struct OpImpl {
   Status (*build)(ProgramBuilder& builder);
 };
 
-// nullptr for an op type the backend does not implement.
+// The specialized (oneDNN) implementation of an op type; nullptr when there is none.
 const OpImpl* find_op(std::string_view op_type);
-// Every op type find_op knows, sorted.
+// The implementation that runs this dispatch: the specialized one when its check passes, else
+// the portable kernel (kiln::kernels) when that accepts the dispatch. The choice depends on the
+// concrete dispatch only. The error is the specialized check's when there is one, else the
+// portable one's (naming the unsupported detail).
+StatusOr<const OpImpl*> select_op(const OpReader& op);
+// Every op type the backend runs (specialized or portable), sorted.
 std::vector<std::string> supported_op_types();
 
 // Per family (conv_op.cc, pool_op.cc, ...).
@@ -47,5 +52,7 @@ Status check_reshape(const OpReader& op);  // Reshape and Flatten
 Status build_reshape(ProgramBuilder& b);
 Status check_identity(const OpReader& op);  // Identity and Dropout
 Status build_identity(ProgramBuilder& b);
+Status check_portable(const OpReader& op);  // any op of kiln::kernels (portable_op.cc)
+Status build_portable(ProgramBuilder& b);
 
 }  // namespace kiln::hal::cpu

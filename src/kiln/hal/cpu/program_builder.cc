@@ -263,11 +263,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
                                 v.name);
       }
     }
-    const OpImpl* impl = find_op(d.op_type);
-    if (impl == nullptr) {
-      return unimplemented("op type '{}' is not supported by the CPU backend", d.op_type);
-    }
-    KILN_RETURN_IF_ERROR(impl->check(*op_));
+    KILN_ASSIGN_OR_RETURN(const OpImpl* impl, select_op(*op_));
     temp_used_ = 0;
     pending_.clear();
     const bool all_empty = std::all_of(d.outputs.begin(), d.outputs.end(), [&](int32_t v) {

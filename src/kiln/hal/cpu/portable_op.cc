@@ -1,0 +1,122 @@
+// Dispatches run by kiln::kernels (the portable kernels) on plain row-major buffers: any op the
+// kernel library has, in every dtype it accepts. A blocked f32 input is reordered to plain first.
+#include <fmt/format.h>
+
+#include "kiln/hal/cpu/op_table.h"
+#include "kiln/hal/cpu/program_builder.h"
+#include "kiln/kernels/kernel.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+const Attributes kNoAttributes;
+
+StatusOr<kernels::Planned> plan(const OpReader& op) {
+  const kernels::OpKernel* k = kernels::find_op_kernel(op.dispatch().op_type);
+  if (k == nullptr) {
+    return unimplemented("op type '{}' is not supported by the CPU backend",
+                         op.dispatch().op_type);
+  }
+  std::vector<kernels::ConcreteInput> inputs;
+  for (size_t i = 0; i < op.dispatch().inputs.size(); ++i) {
+    if (op.input_index(i) < 0) {
+      inputs.push_back({});
+      continue;
+    }
+    const ValueSpec& v = op.input(i);
+    inputs.push_back({true, v.dtype, v.shape, v.role == ValueRole::kConstant ? v.constant : nullptr});
+  }
+  std::vector<kernels::ConcreteOutput> outputs;
+  for (size_t i = 0; i < op.output_count(); ++i) {
+    outputs.push_back({op.output(i).dtype, op.output(i).shape});
+  }
+  const Attributes& attributes =
+      op.dispatch().attributes != nullptr ? *op.dispatch().attributes : kNoAttributes;
+  return kernels::plan_concrete(*k, attributes, inputs, op.output_count(), &outputs);
+}
+
+class PortableStep : public Step {
+ public:
+  PortableStep(std::string label, std::unique_ptr<kernels::Kernel> kernel,
+               std::vector<kernels::ConstBuffer> inputs, std::vector<BufferRef> input_refs,
+               std::vector<kernels::MutableBuffer> outputs, std::vector<BufferRef> output_refs,
+               std::vector<ConcreteShape> dims)
+      : label_(std::move(label)),
+        kernel_(std::move(kernel)),
+        inputs_(std::move(inputs)),
+        input_refs_(std::move(input_refs)),
+        outputs_(std::move(outputs)),
+        output_refs_(std::move(output_refs)),
+        dims_(std::move(dims)) {}
+
+  Status run(const ExecContext& ctx) override {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (input_refs_[i].kind != BufferRef::Kind::kFixed || input_refs_[i].fixed != nullptr) {
+        inputs_[i].data = ctx.resolve(input_refs_[i]);
+      }
+    }
+    for (size_t i = 0; i < outputs_.size(); ++i) outputs_[i].data = ctx.resolve(output_refs_[i]);
+    return kernel_->run(inputs_, outputs_);
+  }
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  std::unique_ptr<kernels::Kernel> kernel_;
+  std::vector<kernels::ConstBuffer> inputs_;
+  std::vector<BufferRef> input_refs_;  // kFixed with null: an absent input
+  std::vector<kernels::MutableBuffer> outputs_;
+  std::vector<BufferRef> output_refs_;
+  std::vector<ConcreteShape> dims_;  // owns the dims the buffers point at
+};
+
+}  // namespace
+
+Status check_portable(const OpReader& op) { return plan(op).status(); }
+
+Status build_portable(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_ASSIGN_OR_RETURN(kernels::Planned planned, plan(op));
+  std::vector<ConcreteShape> dims;
+  dims.reserve(op.dispatch().inputs.size() + op.output_count());
+  std::vector<kernels::ConstBuffer> inputs;
+  std::vector<BufferRef> input_refs;
+  for (size_t i = 0; i < op.dispatch().inputs.size(); ++i) {
+    const int32_t v = op.input_index(i);
+    if (v < 0) {
+      inputs.push_back({});
+      input_refs.push_back(BufferRef::at(nullptr));
+      continue;
+    }
+    const ValueSpec& spec = b.value(v);
+    dims.push_back(spec.shape);
+    inputs.push_back({spec.dtype, dims.back(), nullptr});
+    if (spec.dtype == DType::kF32) {
+      KILN_ASSIGN_OR_RETURN(BufferRef ref, b.input_as(v, plain_desc(spec.shape)));
+      input_refs.push_back(ref);
+    } else {
+      input_refs.push_back(BufferRef::of_value(v));
+    }
+  }
+  std::vector<kernels::MutableBuffer> outputs;
+  std::vector<BufferRef> output_refs;
+  for (size_t i = 0; i < op.output_count(); ++i) {
+    const int32_t v = op.output_index(i);
+    const ValueSpec& spec = b.value(v);
+    dims.push_back(spec.shape);
+    outputs.push_back({spec.dtype, dims.back(), nullptr});
+    if (spec.dtype == DType::kF32) {
+      KILN_ASSIGN_OR_RETURN(BufferRef ref, b.output(v, plain_desc(spec.shape)));
+      output_refs.push_back(ref);
+    } else {
+      output_refs.push_back(b.plain_output(v));
+    }
+  }
+  b.add(std::make_unique<PortableStep>(b.label(fmt::format("portable {}", op.dispatch().op_type)),
+                                       std::move(planned.kernel), std::move(inputs),
+                                       std::move(input_refs), std::move(outputs),
+                                       std::move(output_refs), std::move(dims)));
+  return ok_status();
+}
+
+}  // namespace kiln::hal::cpu

@@ -1,0 +1,7 @@
+#include "kiln/kernels/families.h"
+
+namespace kiln::kernels {
+
+void register_binary_kernels(std::vector<OpKernel>& table) {}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,63 @@
+// Building blocks for elementwise portable kernels: a kernel applying a per-element function to
+// one input (same shape out), and the parallel loop they share. Each output element is computed
+// by the same expression whatever the shape or thread count.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kiln/kernels/dtype_dispatch.h"
+#include "kiln/kernels/kernel.h"
+
+namespace kiln::kernels {
+
+// Runs body(i) for i in [0, n), split across the OpenMP threads for large n.
+template <typename Body>
+void parallel_for(int64_t n, Body&& body) {
+  if (n < 32768) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// y[i] = fn(x[i]) with y of x's dtype (kPredicate false) or bool (kPredicate true). Fn has
+//   template <typename T> static constexpr bool accepts();   // storage types it handles
+//   template <typename T> R operator()(compute_t<T> x) const; // R: compute_t<T> or bool
+// and make() only offers dtypes infer accepted, so the other instances are never reached.
+template <typename Fn, bool kPredicate = false>
+class MapKernel : public Kernel {
+ public:
+  explicit MapKernel(Fn fn) : fn_(std::move(fn)) {}
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    const ConstBuffer& x = in[0];
+    const MutableBuffer& y = out[0];
+    const int64_t n = x.element_count();
+    return visit_dtype(x.dtype, [&]<typename T>() -> Status {
+      if constexpr (Fn::template accepts<T>()) {
+        const T* src = x.as<T>();
+        if constexpr (kPredicate) {
+          Bool* dst = y.as<Bool>();
+          parallel_for(n, [&](int64_t i) { store(dst, i, fn_.template operator()<T>(load(src, i))); });
+        } else {
+          T* dst = y.as<T>();
+          parallel_for(n, [&](int64_t i) { store(dst, i, fn_.template operator()<T>(load(src, i))); });
+        }
+        return ok_status();
+      } else {
+        return internal_error("no kernel instance for {}", dtype_name(x.dtype));
+      }
+    });
+  }
+
+ private:
+  Fn fn_;
+};
+
+template <bool kPredicate = false, typename Fn>
+std::unique_ptr<Kernel> make_map_kernel(Fn fn) {
+  return std::make_unique<MapKernel<Fn, kPredicate>>(std::move(fn));
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,39 @@
+// Registration entry points of the portable kernel families; register_all calls each one.
+#pragma once
+
+#include <vector>
+
+#include "kiln/kernels/kernel.h"
+
+namespace kiln::kernels {
+
+void register_all(std::vector<OpKernel>& table);
+
+// unary.cc: math functions and activations (Exp ... Softsign, Sin ... Atanh, IsNaN, IsInf, Not,
+// Shrink, Clip).
+void register_unary_kernels(std::vector<OpKernel>& table);
+// cast.cc: Cast, CastLike.
+void register_cast_kernels(std::vector<OpKernel>& table);
+// binary.cc: broadcasting arithmetic, comparison, logic and bit shifts, Pow, Mod, PRelu, Where,
+// and the variadic Min, Max, Mean, Sum.
+void register_binary_kernels(std::vector<OpKernel>& table);
+// reduce.cc: Reduce*, ArgMax, ArgMin.
+void register_reduce_kernels(std::vector<OpKernel>& table);
+// normalize.cc: Softmax, LogSoftmax, Hardmax, LayerNormalization, InstanceNormalization,
+// LpNormalization, LRN, MeanVarianceNormalization, BatchNormalization.
+void register_normalize_kernels(std::vector<OpKernel>& table);
+// movement.cc: Transpose, Concat, Split, Slice, Squeeze, Unsqueeze, Flatten, Reshape, Identity,
+// Dropout, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Trilu.
+void register_movement_kernels(std::vector<OpKernel>& table);
+// index.cc: Gather, GatherElements, GatherND, ScatterND, ScatterElements, OneHot, EyeLike, Range,
+// ConstantOfShape, Shape, Size, CumSum, TopK.
+void register_index_kernels(std::vector<OpKernel>& table);
+// resize.cc: Resize, Upsample.
+void register_resize_kernels(std::vector<OpKernel>& table);
+// spatial.cc: Conv, ConvTranspose, MaxPool, AveragePool, LpPool, GlobalAveragePool,
+// GlobalMaxPool, GlobalLpPool (any rank, any float dtype).
+void register_spatial_kernels(std::vector<OpKernel>& table);
+// linalg.cc: MatMul, Gemm, Einsum.
+void register_linalg_kernels(std::vector<OpKernel>& table);
+
+}  // namespace kiln::kernels

@@ -1,0 +1,262 @@
+#include "kiln/kernels/infer_util.h"
+
+#include <array>
+
+#include "kiln/base/checked_math.h"
+
+namespace kiln::kernels {
+
+std::string input_label(size_t index, std::string_view name) {
+  return fmt::format("input {} '{}'", index, name);
+}
+
+Status check_arity(const InferArgs& args, size_t min_inputs, size_t max_inputs,
+                   size_t min_outputs, size_t max_outputs) {
+  size_t inputs = args.inputs.size();
+  if (inputs < min_inputs || inputs > max_inputs) {
+    if (min_inputs == max_inputs) {
+      return invalid_argument("expects {} inputs, got {}", min_inputs, inputs);
+    }
+    return invalid_argument("expects {} to {} inputs, got {}", min_inputs, max_inputs, inputs);
+  }
+  size_t outputs = args.output_count;
+  if (outputs < min_outputs || outputs > max_outputs) {
+    if (min_outputs == max_outputs) {
+      return invalid_argument("expects {} outputs, got {}", min_outputs, outputs);
+    }
+    return invalid_argument("expects {} to {} outputs, got {}", min_outputs, max_outputs, outputs);
+  }
+  if (args.constants.size() != inputs) {
+    return internal_error("infer arguments have {} input types and {} constants", inputs,
+                          args.constants.size());
+  }
+  return ok_status();
+}
+
+StatusOr<ValueType> required_input(const InferArgs& args, size_t index, std::string_view name) {
+  if (index >= args.inputs.size() || !args.inputs[index].has_value()) {
+    return invalid_argument("{} is required", input_label(index, name));
+  }
+  return *args.inputs[index];
+}
+
+const ValueType* optional_input(const InferArgs& args, size_t index) {
+  if (index >= args.inputs.size() || !args.inputs[index].has_value()) return nullptr;
+  return &*args.inputs[index];
+}
+
+const Tensor* constant_input(const InferArgs& args, size_t index) {
+  if (index >= args.constants.size()) return nullptr;
+  return args.constants[index];
+}
+
+Status check_dtype(const ValueType& type, size_t index, std::string_view name,
+                   std::span<const DType> allowed) {
+  std::string names;
+  for (DType d : allowed) {
+    if (d == type.dtype) return ok_status();
+    if (!names.empty()) names += " or ";
+    names += dtype_name(d);
+  }
+  return unimplemented("{} must have dtype {}, got {}", input_label(index, name), names,
+                       dtype_name(type.dtype));
+}
+
+Status check_dtype(const ValueType& type, size_t index, std::string_view name,
+                   std::initializer_list<DType> allowed) {
+  return check_dtype(type, index, name, std::span<const DType>(allowed.begin(), allowed.size()));
+}
+
+Status check_same_dtype(const ValueType& type, size_t index, std::string_view name, DType expected,
+                        std::string_view expected_from) {
+  if (type.dtype == expected) return ok_status();
+  return invalid_argument("{} must have dtype {} like {}, got {}", input_label(index, name),
+                          dtype_name(expected), expected_from, dtype_name(type.dtype));
+}
+
+Status check_rank(const ValueType& type, size_t index, std::string_view name, int64_t rank) {
+  auto got = static_cast<int64_t>(type.shape.size());
+  if (got == rank) return ok_status();
+  return invalid_argument("{} must have rank {}, got {} (shape {})", input_label(index, name), rank,
+                          got, shape_to_string(type.shape));
+}
+
+Status check_rank_range(const ValueType& type, size_t index, std::string_view name,
+                        int64_t min_rank, int64_t max_rank) {
+  auto got = static_cast<int64_t>(type.shape.size());
+  if (got >= min_rank && got <= max_rank) return ok_status();
+  return invalid_argument("{} must have rank {} to {}, got {} (shape {})", input_label(index, name),
+                          min_rank, max_rank, got, shape_to_string(type.shape));
+}
+
+namespace {
+constexpr std::array kFloat = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64};
+constexpr std::array kInteger = {DType::kI8,  DType::kI16, DType::kI32, DType::kI64,
+                                 DType::kU8,  DType::kU16, DType::kU32, DType::kU64};
+constexpr std::array kSigned = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64,
+                                DType::kI8,  DType::kI16,  DType::kI32, DType::kI64};
+constexpr std::array kNumeric = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64,
+                                 DType::kI8,  DType::kI16,  DType::kI32, DType::kI64,
+                                 DType::kU8,  DType::kU16,  DType::kU32, DType::kU64};
+constexpr std::array kAll = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64, DType::kI8,
+                             DType::kI16, DType::kI32,  DType::kI64, DType::kU8,  DType::kU16,
+                             DType::kU32, DType::kU64,  DType::kBool};
+}  // namespace
+
+std::span<const DType> float_dtypes() { return kFloat; }
+std::span<const DType> numeric_dtypes() { return kNumeric; }
+std::span<const DType> all_dtypes() { return kAll; }
+std::span<const DType> signed_dtypes() { return kSigned; }
+std::span<const DType> integer_dtypes() { return kInteger; }
+
+Status check_known_attributes(const Attributes& attributes,
+                              std::initializer_list<std::string_view> known) {
+  for (const auto& [name, value] : attributes.all()) {
+    bool found = false;
+    for (std::string_view k : known) found = found || k == name;
+    if (!found) return unimplemented("attribute '{}' is not supported", name);
+  }
+  return ok_status();
+}
+
+StatusOr<int64_t> normalize_axis(int64_t axis, int64_t rank, std::string_view what,
+                                 bool allow_rank) {
+  int64_t hi = allow_rank ? rank : rank - 1;
+  if (axis < -rank || axis > hi) {
+    return invalid_argument("{} = {} is out of range [{}, {}] for rank {}", what, axis, -rank, hi,
+                            rank);
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+StatusOr<std::vector<int64_t>> normalize_axes(std::span<const int64_t> axes, int64_t rank,
+                                              std::string_view what) {
+  std::vector<int64_t> out;
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(rank, 0)), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(int64_t a,
+                          normalize_axis(axes[i], rank, fmt::format("{} element {}", what, i)));
+    if (seen[a]) return invalid_argument("{} lists axis {} twice", what, a);
+    seen[a] = true;
+    out.push_back(a);
+  }
+  return out;
+}
+
+namespace {
+
+StatusOr<const Tensor*> constant_vector(const InferArgs& args, size_t index,
+                                        std::string_view name) {
+  if (optional_input(args, index) == nullptr) return nullptr;
+  const Tensor* t = constant_input(args, index);
+  if (t == nullptr) {
+    return unimplemented(
+        "{} must be a constant (an initializer, or computed from shapes and constants)",
+        input_label(index, name));
+  }
+  if (t->rank() > 1) {
+    return invalid_argument("{} must be a scalar or 1-D, got rank {}", input_label(index, name),
+                            t->rank());
+  }
+  return t;
+}
+
+}  // namespace
+
+StatusOr<std::optional<std::vector<int64_t>>> constant_ints(const InferArgs& args, size_t index,
+                                                            std::string_view name) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* t, constant_vector(args, index, name));
+  if (t == nullptr) return std::optional<std::vector<int64_t>>();
+  if (!is_integer(t->dtype())) {
+    return invalid_argument("{} must have an integer dtype, got {}", input_label(index, name),
+                            dtype_name(t->dtype()));
+  }
+  std::vector<int64_t> out(static_cast<size_t>(t->element_count()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = element_as_int64(*t, static_cast<int64_t>(i));
+  return std::optional<std::vector<int64_t>>(std::move(out));
+}
+
+StatusOr<std::optional<std::vector<double>>> constant_floats(const InferArgs& args, size_t index,
+                                                             std::string_view name) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* t, constant_vector(args, index, name));
+  if (t == nullptr) return std::optional<std::vector<double>>();
+  if (!is_float(t->dtype())) {
+    return invalid_argument("{} must have a float dtype, got {}", input_label(index, name),
+                            dtype_name(t->dtype()));
+  }
+  std::vector<double> out(static_cast<size_t>(t->element_count()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = element_as_double(*t, static_cast<int64_t>(i));
+  return std::optional<std::vector<double>>(std::move(out));
+}
+
+std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size_t index) {
+  const ValueType* type = optional_input(args, index);
+  if (type == nullptr || type->shape.size() > 1 || !is_integer(type->dtype)) return std::nullopt;
+  if (const Tensor* t = constant_input(args, index)) {
+    std::vector<DimExpr> out;
+    for (int64_t i = 0; i < t->element_count(); ++i) out.emplace_back(element_as_int64(*t, i));
+    return out;
+  }
+  if (index < args.values.size() && args.values[index] != nullptr &&
+      !args.values[index]->empty()) {
+    return *args.values[index];
+  }
+  // A zero-element tensor's values are known: there are none.
+  if (type->shape.size() == 1 && type->shape[0] == DimExpr(0)) return std::vector<DimExpr>{};
+  return std::nullopt;
+}
+
+StatusOr<std::optional<std::vector<DimExpr>>> input_dim_values(const InferArgs& args,
+                                                               size_t index,
+                                                               std::string_view name) {
+  const ValueType* type = optional_input(args, index);
+  if (type == nullptr) return std::optional<std::vector<DimExpr>>();
+  if (!is_integer(type->dtype)) {
+    return invalid_argument("{} must have an integer dtype, got {}", input_label(index, name),
+                            dtype_name(type->dtype));
+  }
+  if (type->shape.size() > 1) {
+    return invalid_argument("{} must be a scalar or 1-D, got rank {}", input_label(index, name),
+                            type->shape.size());
+  }
+  auto values = known_dim_values(args, index);
+  if (!values) {
+    return unimplemented(
+        "{} must be known at compile time (a constant, or computed from shapes and constants)",
+        input_label(index, name));
+  }
+  return std::optional<std::vector<DimExpr>>(std::move(*values));
+}
+
+void set_output_values(InferArgs& args, size_t index, std::vector<DimExpr> values) {
+  if (args.output_values.size() < args.output_count) args.output_values.resize(args.output_count);
+  if (index < args.output_values.size()) args.output_values[index] = std::move(values);
+}
+
+Status check_dims_equal(const DimExpr& got, const DimExpr& expected, std::string_view what) {
+  if (got == expected) return ok_status();
+  if (got.is_constant() && expected.is_constant()) {
+    return invalid_argument("{} must be {}, got {}", what, expected.to_string(), got.to_string());
+  }
+  return unimplemented("{} must be {}, got {}, and kiln cannot prove them equal", what,
+                       expected.to_string(), got.to_string());
+}
+
+StatusOr<int64_t> require_constant_dim(const DimExpr& dim, std::string_view what) {
+  if (auto value = dim.constant_value()) return *value;
+  return unimplemented("{} must be a constant, got symbolic '{}'", what, dim.to_string());
+}
+
+std::vector<int64_t> row_major_strides(std::span<const int64_t> dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  return strides;
+}
+
+int64_t product(std::span<const int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,95 @@
+// Helpers for portable kernels' infer and make functions: arity, dtype and rank checks in the
+// house style ("input 1 'W' must have rank 4, got 3"), axis normalization, constant integer
+// operands, and dims that must be constant. Attributes: use Attributes::get_int etc.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/kernels/kernel.h"
+
+namespace kiln::kernels {
+
+// "input 1 'W'"
+std::string input_label(size_t index, std::string_view name);
+
+// Node input and output counts within [min, max] (trailing absent inputs count as given).
+Status check_arity(const InferArgs& args, size_t min_inputs, size_t max_inputs,
+                   size_t min_outputs = 1, size_t max_outputs = 1);
+// The type of a required input; error "input 1 'W' is required" when absent.
+StatusOr<ValueType> required_input(const InferArgs& args, size_t index, std::string_view name);
+// The type of an optional input; nullptr when absent or not given.
+const ValueType* optional_input(const InferArgs& args, size_t index);
+// The constant tensor of an input; nullptr when absent or not a constant.
+const Tensor* constant_input(const InferArgs& args, size_t index);
+
+// "input 0 'X' must have dtype f32 or f64, got i64".
+Status check_dtype(const ValueType& type, size_t index, std::string_view name,
+                   std::span<const DType> allowed);
+Status check_dtype(const ValueType& type, size_t index, std::string_view name,
+                   std::initializer_list<DType> allowed);
+// "input 2 'B' must have dtype f32 like input 0 'X', got f64".
+Status check_same_dtype(const ValueType& type, size_t index, std::string_view name, DType expected,
+                        std::string_view expected_from);
+Status check_rank(const ValueType& type, size_t index, std::string_view name, int64_t rank);
+Status check_rank_range(const ValueType& type, size_t index, std::string_view name,
+                        int64_t min_rank, int64_t max_rank);
+
+// Dtype groups.
+std::span<const DType> float_dtypes();    // f16 bf16 f32 f64
+std::span<const DType> numeric_dtypes();  // floats and every integer
+std::span<const DType> all_dtypes();      // numeric and bool
+std::span<const DType> signed_dtypes();   // floats and signed integers
+std::span<const DType> integer_dtypes();  // signed and unsigned integers
+
+// Rejects attributes not in `known` (an ignored attribute could change the result):
+// Unimplemented "attribute 'foo' is not supported".
+Status check_known_attributes(const Attributes& attributes,
+                              std::initializer_list<std::string_view> known);
+
+// An axis in [-rank, rank - 1] (or [-rank, rank] when `allow_rank`), made non-negative. `what`
+// names it in the error ("attribute 'axis'", "input 1 'axes' element 0").
+StatusOr<int64_t> normalize_axis(int64_t axis, int64_t rank, std::string_view what,
+                                 bool allow_rank = false);
+// Normalizes a list of axes; duplicates are an error.
+StatusOr<std::vector<int64_t>> normalize_axes(std::span<const int64_t> axes, int64_t rank,
+                                              std::string_view what);
+
+// The values of constant input `index` (any integer dtype), or nullopt when the input is absent.
+// Unimplemented when the input is present but not a constant ("input 1 'shape' must be a
+// constant (an initializer or computed from shapes)"); InvalidArgument for a non-integer dtype or
+// a rank above 1.
+StatusOr<std::optional<std::vector<int64_t>>> constant_ints(const InferArgs& args, size_t index,
+                                                            std::string_view name);
+// The element values of integer input `index` (rank <= 1) when known at compile time: from a
+// constant, or as expressions of the symbols (args.values, a shape computation). nullopt when the
+// input is absent; Unimplemented "... must be known at compile time" when present but unknown.
+StatusOr<std::optional<std::vector<DimExpr>>> input_dim_values(const InferArgs& args,
+                                                               size_t index,
+                                                               std::string_view name);
+// Same, without the error: nullopt when absent or unknown.
+std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size_t index);
+// Sets output `index`'s element values (sizing args.output_values as needed).
+void set_output_values(InferArgs& args, size_t index, std::vector<DimExpr> values);
+
+// Same for a float constant (any float dtype), e.g. Resize's scales.
+StatusOr<std::optional<std::vector<double>>> constant_floats(const InferArgs& args, size_t index,
+                                                             std::string_view name);
+
+// Passes when `got` and `expected` are provably equal. InvalidArgument when both are constants
+// that differ, Unimplemented when a symbol makes equality unprovable. `what` names the dim.
+Status check_dims_equal(const DimExpr& got, const DimExpr& expected, std::string_view what);
+// The value of a dim that must be a compile-time constant; Unimplemented naming `what` if not.
+StatusOr<int64_t> require_constant_dim(const DimExpr& dim, std::string_view what);
+
+// Row-major element strides of `dims`.
+std::vector<int64_t> row_major_strides(std::span<const int64_t> dims);
+// Element count of concrete dims (the caller has validated them).
+int64_t product(std::span<const int64_t> dims);
+
+}  // namespace kiln::kernels

@@ -1,0 +1,103 @@
+#include "kiln/kernels/kernel.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "kiln/kernels/families.h"
+#include "kiln/kernels/infer_util.h"
+
+namespace kiln::kernels {
+
+int64_t ConstBuffer::element_count() const { return product(dims); }
+int64_t MutableBuffer::element_count() const { return product(dims); }
+
+namespace {
+
+ConcreteShape constant_dims(const Shape& shape) {
+  ConcreteShape dims;
+  for (const DimExpr& d : shape) dims.push_back(d.constant_value().value_or(0));
+  return dims;
+}
+
+std::vector<OpKernel> build_table() {
+  std::vector<OpKernel> table;
+  register_all(table);
+  std::sort(table.begin(), table.end(),
+            [](const OpKernel& a, const OpKernel& b) { return a.op_type < b.op_type; });
+  return table;
+}
+
+}  // namespace
+
+ConcreteShape MakeArgs::input_dims(size_t i) const { return constant_dims(inputs[i]->shape); }
+ConcreteShape MakeArgs::output_dims(size_t i) const { return constant_dims(outputs[i].shape); }
+
+std::span<const OpKernel> all_op_kernels() {
+  static const std::vector<OpKernel> table = build_table();
+  return table;
+}
+
+const OpKernel* find_op_kernel(std::string_view op_type) {
+  std::span<const OpKernel> table = all_op_kernels();
+  auto it = std::lower_bound(table.begin(), table.end(), op_type,
+                             [](const OpKernel& k, std::string_view t) { return k.op_type < t; });
+  if (it == table.end() || it->op_type != op_type) return nullptr;
+  return &*it;
+}
+
+StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes,
+                                std::span<const ConcreteInput> inputs, size_t output_count,
+                                const std::vector<ConcreteOutput>* expected_outputs) {
+  InferArgs args{attributes, {}, {}, output_count, {}};
+  for (const ConcreteInput& in : inputs) {
+    if (!in.present) {
+      args.inputs.emplace_back(std::nullopt);
+      args.constants.push_back(nullptr);
+    } else {
+      args.inputs.emplace_back(ValueType{in.dtype, shape_from_concrete(in.dims)});
+      args.constants.push_back(in.constant);
+    }
+  }
+  // Trailing absent inputs do not count, as in ONNX.
+  while (!args.inputs.empty() && !args.inputs.back()) {
+    args.inputs.pop_back();
+    args.constants.pop_back();
+  }
+  KILN_RETURN_IF_ERROR(op.infer(args));
+  if (args.outputs.size() != output_count) {
+    return internal_error("{} inferred {} outputs for {} declared", op.op_type,
+                          args.outputs.size(), output_count);
+  }
+  Planned planned;
+  for (size_t i = 0; i < args.outputs.size(); ++i) {
+    ConcreteOutput out{args.outputs[i].dtype, {}};
+    for (const DimExpr& d : args.outputs[i].shape) {
+      auto value = d.constant_value();
+      if (!value) {
+        return internal_error("output {} has symbolic dim '{}' for concrete inputs", i,
+                              d.to_string());
+      }
+      if (*value < 0) return invalid_argument("output {} would have negative dim {}", i, *value);
+      out.dims.push_back(*value);
+    }
+    if (expected_outputs != nullptr) {
+      if (i >= expected_outputs->size()) {
+        return invalid_argument("has {} outputs, expected {}", expected_outputs->size(),
+                                args.outputs.size());
+      }
+      const ConcreteOutput& want = (*expected_outputs)[i];
+      if (want.dtype != out.dtype || want.dims != out.dims) {
+        return invalid_argument("output {} is declared {} {} but the op gives {} {}", i,
+                                dtype_name(want.dtype), shape_to_string(want.dims),
+                                dtype_name(out.dtype), shape_to_string(out.dims));
+      }
+    }
+    planned.outputs.push_back(std::move(out));
+  }
+  MakeArgs make_args{attributes, std::move(args.inputs), std::move(args.constants),
+                     std::move(args.outputs)};
+  KILN_ASSIGN_OR_RETURN(planned.kernel, op.make(make_args));
+  return planned;
+}
+
+}  // namespace kiln::kernels

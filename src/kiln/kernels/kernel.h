@@ -1,0 +1,150 @@
+// Portable kernels: kiln's own implementation of the ONNX ops that oneDNN does not cover (and of
+// every dtype oneDNN does not cover for the ops it does). One definition per op serves three
+// callers, so an op is written once:
+//   - the compiler's shape inference (ops::Registry) calls `infer` with symbolic shapes;
+//   - the reference evaluator (ops::evaluate_graph) calls `make` and runs the kernel on float64
+//     copies of floating-point inputs (the "float64 accumulation" of the oracle);
+//   - the CPU backend (hal/cpu) calls `infer` with concrete shapes to check a dispatch, then
+//     `make`, and runs the kernel on plain row-major buffers in the tensors' own dtypes.
+// The ONNX backend test data (tests/conformance) is the independent oracle for these ops.
+//
+// Semantics are those of the newest ONNX opset kiln imports to (17); the importer converts older
+// models. This library depends on base and shape only (no IR), so the runtime can link it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/base/attributes.h"
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+#include "kiln/shape/shape.h"
+
+namespace kiln::kernels {
+
+// A value's element type and (symbolic) shape.
+struct ValueType {
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+
+// What infer sees of one node.
+struct InferArgs {
+  const Attributes& attributes;
+  // One per node input; nullopt for an absent optional input.
+  std::vector<std::optional<ValueType>> inputs;
+  // One per node input; non-null when that input is a constant (e.g. Reshape's shape).
+  std::vector<const Tensor*> constants;
+  // Number of outputs the node declares (an absent output still counts).
+  size_t output_count = 1;
+  // Filled by infer: one per declared output.
+  std::vector<ValueType> outputs;
+  // Shape computation. Per input: the element values of a small integer tensor (rank <= 1) when
+  // they are known as expressions of the symbols (e.g. Shape(x) of a symbolic x); null or empty
+  // when unknown. Read them with input_dim_values() (infer_util.h), which also covers constants.
+  std::vector<const std::vector<DimExpr>*> values;
+  // Filled by infer for outputs whose element values it can express (Shape, and ops that move
+  // such values: Gather, Concat, Slice, Squeeze, Unsqueeze, Cast, arithmetic). Empty, or one per
+  // declared output (nullopt: unknown).
+  std::vector<std::optional<std::vector<DimExpr>>> output_values;
+};
+
+// Checks input count, dtypes, ranks, attributes and shapes, and fills args.outputs. Errors say
+// what is wrong ("input 1 'W' must have rank 4, got 3"); callers add the node note. Unimplemented
+// names an unsupported detail (an attribute value, a dtype, a symbolic dim kiln cannot reason
+// about). Must not crash or allocate without bound on any input, including hostile attributes.
+using InferFn = Status (*)(InferArgs& args);
+
+// A read-only buffer: dtype, concrete dims and row-major data.
+struct ConstBuffer {
+  DType dtype = DType::kF32;
+  std::span<const int64_t> dims;
+  const std::byte* data = nullptr;
+
+  int64_t element_count() const;
+  template <typename T>
+  const T* as() const {
+    return reinterpret_cast<const T*>(data);
+  }
+};
+
+// A writable buffer.
+struct MutableBuffer {
+  DType dtype = DType::kF32;
+  std::span<const int64_t> dims;
+  std::byte* data = nullptr;
+
+  int64_t element_count() const;
+  template <typename T>
+  T* as() const {
+    return reinterpret_cast<T*>(data);
+  }
+};
+
+// A kernel made for one concrete set of input and output types; reusable across runs.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // Buffers have exactly the dtypes and dims given to make() (absent optional inputs: a buffer
+  // with null data). Outputs never alias inputs. Data-dependent errors (an index out of range,
+  // integer division by zero) are reported as a Status naming the element.
+  virtual Status run(std::span<const ConstBuffer> inputs,
+                     std::span<const MutableBuffer> outputs) const = 0;
+};
+
+// What make sees: infer's arguments with concrete shapes, and infer's outputs.
+struct MakeArgs {
+  const Attributes& attributes;
+  std::vector<std::optional<ValueType>> inputs;  // all dims constant
+  std::vector<const Tensor*> constants;
+  std::vector<ValueType> outputs;                // as infer gave them, all dims constant
+
+  // Concrete dims of input i / output i (the caller guarantees they are constant).
+  ConcreteShape input_dims(size_t i) const;
+  ConcreteShape output_dims(size_t i) const;
+};
+using MakeFn = StatusOr<std::unique_ptr<Kernel>> (*)(const MakeArgs& args);
+
+struct OpKernel {
+  std::string_view op_type;
+  InferFn infer;
+  MakeFn make;
+  // Bit i set: input i must be known at compile time (a constant or a shape computation), e.g.
+  // Reshape's shape. Tools that turn graph inputs into constants (kiln test-suite on ONNX
+  // backend cases) use it to find them.
+  uint32_t compile_time_inputs = 0;
+};
+
+// Every op with a portable kernel, sorted by op type. Built on first use (thread-safe).
+std::span<const OpKernel> all_op_kernels();
+// nullptr when `op_type` has no portable kernel.
+const OpKernel* find_op_kernel(std::string_view op_type);
+
+// Concrete planning, shared by hal/cpu and the reference evaluator: runs infer on concrete
+// shapes, checks that the outputs it gives match `expected_outputs` when that is non-null (dtype
+// and dims; the error names the output), and makes the kernel.
+struct ConcreteInput {
+  bool present = false;
+  DType dtype = DType::kF32;
+  ConcreteShape dims;
+  const Tensor* constant = nullptr;
+};
+struct ConcreteOutput {
+  DType dtype = DType::kF32;
+  ConcreteShape dims;
+};
+struct Planned {
+  std::vector<ConcreteOutput> outputs;
+  std::unique_ptr<Kernel> kernel;
+};
+StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes,
+                                std::span<const ConcreteInput> inputs, size_t output_count,
+                                const std::vector<ConcreteOutput>* expected_outputs);
+
+}  // namespace kiln::kernels

@@ -1,0 +1,86 @@
+// The portable kernel table and the planning every caller shares.
+#include "kiln/kernels/kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/kernels/infer_util.h"
+
+namespace kiln::kernels {
+namespace {
+
+TEST(KernelTable, IsSortedAndFindsOps) {
+  std::span<const OpKernel> all = all_op_kernels();
+  ASSERT_FALSE(all.empty());
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1].op_type, all[i].op_type);
+  EXPECT_NE(find_op_kernel("Sigmoid"), nullptr);
+  EXPECT_EQ(find_op_kernel("NoSuchOp"), nullptr);
+}
+
+StatusOr<Tensor> run_unary(std::string_view op, const Tensor& x, const Attributes& attributes) {
+  const OpKernel* k = find_op_kernel(op);
+  if (k == nullptr) return not_found("no kernel {}", op);
+  std::vector<ConcreteInput> inputs = {{true, x.dtype(), x.shape(), nullptr}};
+  KILN_ASSIGN_OR_RETURN(Planned p, plan_concrete(*k, attributes, inputs, 1, nullptr));
+  KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::create(p.outputs[0].dtype, p.outputs[0].dims));
+  ConstBuffer in{x.dtype(), x.shape(), x.data()};
+  MutableBuffer out{y.dtype(), y.shape(), y.mutable_data()};
+  KILN_RETURN_IF_ERROR(p.kernel->run({&in, 1}, {&out, 1}));
+  return y;
+}
+
+Tensor f32(std::vector<float> values) {
+  Tensor t = Tensor::create(DType::kF32, {static_cast<int64_t>(values.size())}).value();
+  std::copy(values.begin(), values.end(), t.mutable_values<float>().begin());
+  return t;
+}
+
+TEST(UnaryKernels, SigmoidIsStableAtBothEnds) {
+  auto y = run_unary("Sigmoid", f32({-1000.f, 0.f, 1000.f}), {});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(y->values<float>()[0], 0.f);
+  EXPECT_EQ(y->values<float>()[1], 0.5f);
+  EXPECT_EQ(y->values<float>()[2], 1.f);
+}
+
+TEST(UnaryKernels, IsNaNGivesBool) {
+  auto y = run_unary("IsNaN", f32({NAN, 1.f}), {});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(y->dtype(), DType::kBool);
+  EXPECT_EQ(y->values<uint8_t>()[0], 1);
+  EXPECT_EQ(y->values<uint8_t>()[1], 0);
+}
+
+TEST(UnaryKernels, RejectsUnknownAttributeAndDtype) {
+  Attributes a;
+  a.set("beta", 1.0);
+  auto y = run_unary("LeakyRelu", f32({1.f}), a);
+  ASSERT_FALSE(y.ok());
+  EXPECT_NE(y.status().message().find("attribute 'beta'"), std::string::npos);
+  Tensor b = Tensor::create(DType::kBool, {1}).value();
+  auto z = run_unary("Exp", b, {});
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.status().message().find("dtype"), std::string::npos);
+}
+
+TEST(UnaryKernels, RoundIsHalfToEven) {
+  auto y = run_unary("Round", f32({0.5f, 1.5f, 2.5f, -0.5f}), {});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(y->values<float>()[0], 0.f);
+  EXPECT_EQ(y->values<float>()[1], 2.f);
+  EXPECT_EQ(y->values<float>()[2], 2.f);
+  EXPECT_EQ(y->values<float>()[3], -0.f);
+}
+
+TEST(Planning, RejectsDeclaredOutputThatDiffers) {
+  const OpKernel* k = find_op_kernel("Exp");
+  std::vector<ConcreteInput> inputs = {{true, DType::kF32, {2, 3}, nullptr}};
+  std::vector<ConcreteOutput> declared = {{DType::kF32, {3, 2}}};
+  auto p = plan_concrete(*k, {}, inputs, 1, &declared);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("output 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::kernels

@@ -1,0 +1,18 @@
+#include "kiln/kernels/families.h"
+
+namespace kiln::kernels {
+
+void register_all(std::vector<OpKernel>& table) {
+  register_unary_kernels(table);
+  register_cast_kernels(table);
+  register_binary_kernels(table);
+  register_reduce_kernels(table);
+  register_normalize_kernels(table);
+  register_movement_kernels(table);
+  register_index_kernels(table);
+  register_resize_kernels(table);
+  register_spatial_kernels(table);
+  register_linalg_kernels(table);
+}
+
+}  // namespace kiln::kernels

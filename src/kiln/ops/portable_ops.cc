@@ -1,0 +1,152 @@
+// The ops implemented by kiln::kernels, adapted to the registry: infer passes straight through;
+// the reference evaluation runs the same kernel on float64 copies of the floating-point inputs
+// and rounds the results to the dtypes the op gives for the original inputs.
+#include <fmt/format.h>
+
+#include "kiln/base/half.h"
+#include "kiln/kernels/kernel.h"
+#include "kiln/ops/families.h"
+#include "kiln/ops/op_util.h"
+
+namespace kiln::ops {
+namespace {
+
+kernels::InferArgs infer_args(const ir::Node& node,
+                              const std::vector<std::optional<ValueType>>& inputs,
+                              const std::vector<const Tensor*>& constants) {
+  return kernels::InferArgs{node.attributes, inputs, constants, node.outputs.size(), {}};
+}
+
+Tensor to_f64(const Tensor& t) {
+  Tensor out = Tensor::create(DType::kF64, t.shape()).value();
+  auto y = out.mutable_values<double>();
+  for (int64_t i = 0; i < t.element_count(); ++i) y[i] = element_as_double(t, i);
+  return out;
+}
+
+// `t` (f64) rounded to `dtype` (a float dtype).
+Tensor from_f64(const Tensor& t, DType dtype) {
+  Tensor out = Tensor::create(dtype, t.shape()).value();
+  auto x = t.values<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const auto f = static_cast<float>(x[i]);
+    switch (dtype) {
+      case DType::kF32: out.mutable_values<float>()[i] = f; break;
+      case DType::kF16: out.mutable_values<uint16_t>()[i] = float_to_half_bits(f); break;
+      case DType::kBF16: out.mutable_values<uint16_t>()[i] = float_to_bfloat16_bits(f); break;
+      default: out.mutable_values<double>()[i] = x[i]; break;
+    }
+  }
+  return out;
+}
+
+StatusOr<std::vector<Tensor>> run_kernel(const kernels::OpKernel& op, const ir::Node& node,
+                                         std::span<const Tensor> inputs) {
+  std::vector<kernels::ConcreteInput> concrete;
+  for (const Tensor& t : inputs) {
+    if (t.empty_storage()) {
+      concrete.push_back({});  // an absent optional input
+    } else {
+      concrete.push_back({true, t.dtype(), t.shape(), &t});
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(kernels::Planned planned,
+                        kernels::plan_concrete(op, node.attributes, concrete, node.outputs.size(),
+                                               nullptr));
+  std::vector<Tensor> outputs;
+  std::vector<kernels::ConstBuffer> in;
+  std::vector<kernels::MutableBuffer> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in.push_back({inputs[i].dtype(), inputs[i].shape(),
+                  concrete[i].present ? inputs[i].data() : nullptr});
+  }
+  for (const kernels::ConcreteOutput& o : planned.outputs) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(o.dtype, o.dims));
+    outputs.push_back(std::move(t));
+  }
+  for (Tensor& t : outputs) out.push_back({t.dtype(), t.shape(), t.mutable_data()});
+  KILN_RETURN_IF_ERROR(planned.kernel->run(in, out));
+  return outputs;
+}
+
+Status evaluate_portable(const kernels::OpKernel& op, const ir::Node& node,
+                         std::span<const Tensor> inputs, std::vector<Tensor>& outputs) {
+  if (inputs.size() != node.inputs.size()) {
+    return invalid_argument("got {} input tensors for {} node inputs", inputs.size(),
+                            node.inputs.size());
+  }
+  bool upcast = false;
+  std::vector<Tensor> wide;
+  for (const Tensor& t : inputs) {
+    wide.push_back(t);
+    if (!t.empty_storage() && (t.dtype() == DType::kF32 || t.dtype() == DType::kF16 ||
+                               t.dtype() == DType::kBF16)) {
+      wide.back() = to_f64(t);
+      upcast = true;
+    }
+  }
+  if (!upcast) {
+    KILN_ASSIGN_OR_RETURN(outputs, run_kernel(op, node, inputs));
+    return ok_status();
+  }
+  // Infer on the original types to learn the result types; run in float64.
+  std::vector<std::optional<ValueType>> types;
+  std::vector<const Tensor*> constants;
+  for (const Tensor& t : inputs) {
+    if (t.empty_storage()) {
+      types.emplace_back(std::nullopt);
+      constants.push_back(nullptr);
+    } else {
+      types.emplace_back(ValueType{t.dtype(), shape_from_concrete(t.shape())});
+      constants.push_back(&t);
+    }
+  }
+  while (!types.empty() && !types.back()) {
+    types.pop_back();
+    constants.pop_back();
+  }
+  kernels::InferArgs args = infer_args(node, types, constants);
+  KILN_RETURN_IF_ERROR(op.infer(args));
+  auto wide_result = run_kernel(op, node, wide);
+  bool same_dims = wide_result.ok() && wide_result->size() == args.outputs.size();
+  for (size_t i = 0; same_dims && i < args.outputs.size(); ++i) {
+    same_dims = shape_from_concrete((*wide_result)[i].shape()) == args.outputs[i].shape;
+  }
+  if (!same_dims) {
+    // The op's shapes depend on float data (e.g. Range): evaluate in the original dtypes.
+    KILN_ASSIGN_OR_RETURN(outputs, run_kernel(op, node, inputs));
+    return ok_status();
+  }
+  outputs.clear();
+  for (size_t i = 0; i < args.outputs.size(); ++i) {
+    Tensor& t = (*wide_result)[i];
+    const DType want = args.outputs[i].dtype;
+    outputs.push_back(t.dtype() == DType::kF64 && want != DType::kF64 ? from_f64(t, want)
+                                                                       : std::move(t));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+void register_portable_ops(Registry& registry) {
+  for (const kernels::OpKernel& k : kernels::all_op_kernels()) {
+    if (registry.find(k.op_type) != nullptr) continue;
+    const kernels::OpKernel* op = &k;
+    OpDef def;
+    def.op_type = std::string(k.op_type);
+    def.infer = [op](InferContext& ctx) -> Status {
+      kernels::InferArgs args = infer_args(ctx.node, ctx.inputs, ctx.constants);
+      KILN_RETURN_IF_ERROR(op->infer(args));
+      ctx.outputs = std::move(args.outputs);
+      return ok_status();
+    };
+    def.evaluate = [op](const ir::Node& node, std::span<const Tensor> inputs,
+                        std::vector<Tensor>& outputs) {
+      return evaluate_portable(*op, node, inputs, outputs);
+    };
+    registry.add(std::move(def));
+  }
+}
+
+}  // namespace kiln::ops
