@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kiln/base/checked_math.h"
 #include "kiln/kernels/infer_util.h"
 
 namespace kiln::kernels {
@@ -77,7 +78,9 @@ StatusOr<BroadcastIter> BroadcastIter::make(std::span<const ConcreteShape> input
   it.count_ = 1;
   for (int64_t d : output) {
     if (d < 0) return invalid_argument("negative output dim {}", d);
-    it.count_ = d == 0 ? 0 : it.count_ * d;
+    auto count = checked_mul(it.count_, d);
+    if (!count) return invalid_argument("output shape {} is too large", shape_to_string(output));
+    it.count_ = *count;
   }
   const size_t rank = output.size();
   // Full-rank strides per input, 0 where the input broadcasts.

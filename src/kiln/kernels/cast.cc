@@ -1,7 +1,136 @@
+// Cast (target dtype from attribute 'to', an ONNX TensorProto data type code) and CastLike
+// (target dtype of input 1). Conversions follow numeric_convert.h: float to integer truncates,
+// saturates and maps NaN to 0; integers wrap. To f16 rounds to nearest even (correctly from f64
+// too). To bf16 truncates the f32 value's low 16 bits, as the ONNX reference of opsets <= 17 does
+// (its backend test data expects it); NaN stays a quiet NaN.
+#include <bit>
+#include <cstring>
+
+#include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/families.h"
+#include "kiln/kernels/infer_util.h"
+#include "kiln/kernels/numeric_convert.h"
 
 namespace kiln::kernels {
+namespace {
 
-void register_cast_kernels(std::vector<OpKernel>& table) {}
+StatusOr<DType> dtype_of_onnx_code(int64_t code) {
+  switch (code) {
+    case 1: return DType::kF32;
+    case 2: return DType::kU8;
+    case 3: return DType::kI8;
+    case 4: return DType::kU16;
+    case 5: return DType::kI16;
+    case 6: return DType::kI32;
+    case 7: return DType::kI64;
+    case 9: return DType::kBool;
+    case 10: return DType::kF16;
+    case 11: return DType::kF64;
+    case 12: return DType::kU32;
+    case 13: return DType::kU64;
+    case 16: return DType::kBF16;
+    case 8: return unimplemented("attribute 'to' = 8 (STRING) is not supported");
+    case 14: return unimplemented("attribute 'to' = 14 (COMPLEX64) is not supported");
+    case 15: return unimplemented("attribute 'to' = 15 (COMPLEX128) is not supported");
+    default: return invalid_argument("attribute 'to' = {} is not an ONNX data type", code);
+  }
+}
+
+uint16_t float_to_bfloat16_truncated(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+template <typename S, typename D>
+void cast_elements(const S* x, D* y, int64_t n) {
+  parallel_for(n, [&](int64_t i) {
+    const compute_t<S> v = load(x, i);
+    if constexpr (std::is_same_v<D, BFloat16>) {
+      y[i].bits = float_to_bfloat16_truncated(convert_value<float>(v));
+    } else {
+      store(y, i, convert_value<D>(v));
+    }
+  });
+}
+
+class CastKernel : public Kernel {
+ public:
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    const ConstBuffer& x = in[0];
+    const MutableBuffer& y = out[0];
+    const int64_t n = x.element_count();
+    if (x.dtype == y.dtype) {
+      if (n > 0) std::memcpy(y.data, x.data, static_cast<size_t>(n) * dtype_size(x.dtype));
+      return ok_status();
+    }
+    visit_dtype(x.dtype, [&]<typename S>() {
+      visit_dtype(y.dtype, [&]<typename D>() { cast_elements(x.as<S>(), y.as<D>(), n); });
+    });
+    return ok_status();
+  }
+};
+
+// Shape computations: integer to integer casts keep the values (constants wrapped to the target
+// width, symbolic values unchanged: they are dims, which fit).
+void infer_values(InferArgs& args, DType to) {
+  if (!is_integer(to)) return;
+  auto values = known_dim_values(args, 0);
+  if (!values) return;
+  std::vector<DimExpr> out;
+  out.reserve(values->size());
+  for (const DimExpr& v : *values) {
+    auto c = v.constant_value();
+    if (!c) {
+      out.push_back(v);
+      continue;
+    }
+    const int64_t wrapped = visit_dtype(to, [&]<typename T>() -> int64_t {
+      if constexpr (std::is_integral_v<T>) {
+        return static_cast<int64_t>(static_cast<T>(*c));
+      } else {
+        return *c;
+      }
+    });
+    out.emplace_back(wrapped);
+  }
+  set_output_values(args, 0, std::move(out));
+}
+
+Status infer_cast(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"to"}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "input"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "input", all_dtypes()));
+  if (!args.attributes.has("to")) return invalid_argument("attribute 'to' is required");
+  KILN_ASSIGN_OR_RETURN(int64_t code, args.attributes.get_int("to", 0));
+  KILN_ASSIGN_OR_RETURN(DType to, dtype_of_onnx_code(code));
+  args.outputs = {ValueType{to, x.shape}};
+  infer_values(args, to);
+  return ok_status();
+}
+
+Status infer_cast_like(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "input"));
+  KILN_ASSIGN_OR_RETURN(ValueType like, required_input(args, 1, "target_type"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "input", all_dtypes()));
+  KILN_RETURN_IF_ERROR(check_dtype(like, 1, "target_type", all_dtypes()));
+  args.outputs = {ValueType{like.dtype, x.shape}};
+  infer_values(args, like.dtype);
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_cast(const MakeArgs&) {
+  return std::unique_ptr<Kernel>(std::make_unique<CastKernel>());
+}
+
+}  // namespace
+
+void register_cast_kernels(std::vector<OpKernel>& table) {
+  table.push_back(OpKernel{"Cast", infer_cast, make_cast});
+  table.push_back(OpKernel{"CastLike", infer_cast_like, make_cast});
+}
 
 }  // namespace kiln::kernels

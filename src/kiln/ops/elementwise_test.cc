@@ -1,4 +1,5 @@
-// Relu, Add, Sub, Mul, Div, Sum: small hand-computed cases.
+// Relu, Add, Sub, Mul, Div, Sum (portable kernels, through the registry): small hand-computed
+// cases.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,8 +111,8 @@ TEST(Binary, BadInputs) {
   EXPECT_TRUE(has_error(arity.infer(), StatusCode::kInvalidArgument, {"expects 2 inputs, got 1"}));
   OpGraph boolean("Add");
   boolean.input("A", DType::kBool, {2}).input("B", DType::kBool, {2});
-  EXPECT_TRUE(has_error(boolean.infer(), StatusCode::kInvalidArgument,
-                        {"input 0 'A' must have dtype f32 or f64 or i64, got bool"}));
+  EXPECT_TRUE(has_error(boolean.infer(), StatusCode::kUnimplemented,
+                        {"input 0 'A' must have dtype", "got bool"}));
   OpGraph legacy("Add", 6);
   legacy.input("A", DType::kF32, {2, 3}).input("B", DType::kF32, {2}).attr("axis", int64_t{0});
   EXPECT_TRUE(has_error(legacy.infer(), StatusCode::kUnimplemented, {"attribute 'axis'"}));

@@ -164,14 +164,24 @@ TEST(CpuBinaryTest, NonBroadcastableShapesAreRejected) {
   EXPECT_NE(st.to_string().find("does not broadcast"), std::string::npos) << st.to_string();
 }
 
-TEST(CpuBinaryTest, IntegerInputsAreUnimplemented) {
+TEST(CpuBinaryTest, IntegerInputsFallBackToPortableKernels) {
+  // oneDNN's binary takes f32 only; other dtypes run on the portable kernels.
   SpecBuilder s;
   const int32_t a = s.input("a", {2}, DType::kI64), b = s.input("b", {2}, DType::kI64);
   const int32_t y = s.output("y", {2}, DType::kI64);
   s.dispatch("int_add", "Add", {a, b}, {y});
+  EXPECT_TRUE(device()->supports(s.spec().dispatches[0], s.spec().values).ok());
+}
+
+TEST(CpuBinaryTest, BoolInputsAreUnimplemented) {
+  // Neither oneDNN nor the portable Add takes bool: the specialized op's error is reported.
+  SpecBuilder s;
+  const int32_t a = s.input("a", {2}, DType::kBool), b = s.input("b", {2}, DType::kBool);
+  const int32_t y = s.output("y", {2}, DType::kBool);
+  s.dispatch("bool_add", "Add", {a, b}, {y});
   Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(st.to_string().find("must be f32, got i64"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.to_string().find("must be f32, got bool"), std::string::npos) << st.to_string();
 }
 
 }  // namespace
