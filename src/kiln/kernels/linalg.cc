@@ -1,7 +1,711 @@
+// Matrix products: MatMul (numpy matmul: 1-D operands are promoted and the added dim dropped;
+// batch dims broadcast), MatMulInteger, Gemm (alpha * op(A) @ op(B) + beta * C, C broadcast
+// unidirectionally to [M, N]) and Einsum (any equation: explicit or implicit output, ellipsis,
+// repeated labels for diagonals and traces).
+//
+// Batch invariance: each output element is a sum over the contracted index in increasing order,
+// computed by one thread; work is split over output rows.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "kiln/kernels/broadcast.h"
+#include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
+#include "kiln/kernels/infer_util.h"
 
 namespace kiln::kernels {
+namespace {
 
-void register_linalg_kernels(std::vector<OpKernel>& table) {}
+template <typename Body>
+void parallel_rows(int64_t n, int64_t work_per_row, Body&& body) {
+  if (n <= 1 || n * std::max<int64_t>(work_per_row, 1) < 32768) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// acc + a * b, wrapping for integers (no signed overflow).
+template <typename C>
+inline C mul_add(C acc, C a, C b) {
+  if constexpr (std::is_integral_v<C> && std::is_signed_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(acc) + static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return acc + a * b;
+  }
+}
+
+template <typename C>
+inline C mul(C a, C b) {
+  return mul_add<C>(C(0), a, b);
+}
+
+template <typename Acc, typename T>
+std::vector<Acc> widen(const ConstBuffer& b) {
+  const int64_t n = b.element_count();
+  std::vector<Acc> out(static_cast<size_t>(n));
+  const T* p = b.as<T>();
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Acc>(load(p, i));
+  return out;
+}
+
+constexpr std::array kMatmulDtypes = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64,
+                                      DType::kI32, DType::kI64,  DType::kU32, DType::kU64};
+
+// ---------------------------------------------------------------------------------------------
+// MatMul, MatMulInteger
+
+StatusOr<Shape> matmul_shape(const ValueType& a, const ValueType& b) {
+  if (a.shape.empty()) return invalid_argument("input 0 'A' must have rank >= 1, got a scalar");
+  if (b.shape.empty()) return invalid_argument("input 1 'B' must have rank >= 1, got a scalar");
+  Shape as = a.shape;
+  Shape bs = b.shape;
+  if (as.size() == 1) as.insert(as.begin(), DimExpr(1));
+  if (bs.size() == 1) bs.push_back(DimExpr(1));
+  KILN_RETURN_IF_ERROR(
+      check_dims_equal(bs[bs.size() - 2], as.back(),
+                       fmt::format("input 1 'B' {} contracted dim (K = last dim of input 0 'A' {})",
+                                   shape_to_string(b.shape), shape_to_string(a.shape))));
+  std::vector<Shape> batches{Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2)};
+  std::vector<std::string> labels{"input 0 'A' batch dims", "input 1 'B' batch dims"};
+  KILN_ASSIGN_OR_RETURN(Shape out, broadcast_shapes(batches, labels));
+  if (a.shape.size() > 1) out.push_back(as[as.size() - 2]);
+  if (b.shape.size() > 1) out.push_back(bs.back());
+  return out;
+}
+
+Status infer_matmul(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2));
+  KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "A"));
+  KILN_RETURN_IF_ERROR(check_dtype(a, 0, "A", kMatmulDtypes));
+  KILN_ASSIGN_OR_RETURN(ValueType b, required_input(args, 1, "B"));
+  KILN_RETURN_IF_ERROR(check_same_dtype(b, 1, "B", a.dtype, "input 0 'A'"));
+  KILN_ASSIGN_OR_RETURN(Shape out, matmul_shape(a, b));
+  args.outputs = {ValueType{a.dtype, std::move(out)}};
+  return ok_status();
+}
+
+// A zero point: a scalar or [1], or [count] (per row of A / per column of B).
+Status check_zero_point(const ValueType& z, size_t index, std::string_view name,
+                        DType expected, std::string_view expected_from, const DimExpr& count,
+                        std::string_view per) {
+  KILN_RETURN_IF_ERROR(check_same_dtype(z, index, name, expected, expected_from));
+  if (z.shape.empty() || (z.shape.size() == 1 && z.shape[0] == DimExpr(1))) return ok_status();
+  if (z.shape.size() == 1) {
+    return check_dims_equal(z.shape[0], count,
+                            fmt::format("{} dim 0 (one per {})", input_label(index, name), per));
+  }
+  return unimplemented("{} of shape {} is not supported (a scalar or one value per {})",
+                       input_label(index, name), shape_to_string(z.shape), per);
+}
+
+Status infer_matmul_integer(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
+  KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "A"));
+  KILN_RETURN_IF_ERROR(check_dtype(a, 0, "A", {DType::kU8, DType::kI8}));
+  KILN_ASSIGN_OR_RETURN(ValueType b, required_input(args, 1, "B"));
+  KILN_RETURN_IF_ERROR(check_dtype(b, 1, "B", {DType::kU8, DType::kI8}));
+  KILN_ASSIGN_OR_RETURN(Shape out, matmul_shape(a, b));
+  if (const ValueType* z = optional_input(args, 2)) {
+    const DimExpr rows = a.shape.size() > 1 ? a.shape[a.shape.size() - 2] : DimExpr(1);
+    KILN_RETURN_IF_ERROR(
+        check_zero_point(*z, 2, "a_zero_point", a.dtype, "input 0 'A'", rows, "row of A"));
+  }
+  if (const ValueType* z = optional_input(args, 3)) {
+    const DimExpr cols = b.shape.size() > 1 ? b.shape.back() : DimExpr(1);
+    KILN_RETURN_IF_ERROR(
+        check_zero_point(*z, 3, "b_zero_point", b.dtype, "input 1 'B'", cols, "column of B"));
+  }
+  args.outputs = {ValueType{DType::kI32, std::move(out)}};
+  return ok_status();
+}
+
+struct MatmulDims {
+  int64_t m = 1, k = 1, n = 1;
+  std::vector<int64_t> a_batch, b_batch;  // per output batch: the batch of A and of B
+};
+
+MatmulDims matmul_dims(ConcreteShape as, ConcreteShape bs) {
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  MatmulDims d;
+  d.m = as[as.size() - 2];
+  d.k = as.back();
+  d.n = bs.back();
+  ConcreteShape a_batch(as.begin(), as.end() - 2);
+  ConcreteShape b_batch(bs.begin(), bs.end() - 2);
+  ConcreteShape batch(std::max(a_batch.size(), b_batch.size()), 1);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t from_end = batch.size() - i;
+    const int64_t da = from_end <= a_batch.size() ? a_batch[a_batch.size() - from_end] : 1;
+    const int64_t db = from_end <= b_batch.size() ? b_batch[b_batch.size() - from_end] : 1;
+    batch[i] = da == 1 ? db : da;
+  }
+  d.a_batch = broadcast_index_map(a_batch, batch);
+  d.b_batch = broadcast_index_map(b_batch, batch);
+  return d;
+}
+
+// y = a @ b per batch; y fully written.
+template <typename C>
+void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y) {
+  const auto batches = static_cast<int64_t>(d.a_batch.size());
+  const int64_t m = d.m, k = d.k, n = d.n;
+  parallel_rows(batches * m, k * n, [&](int64_t job) {
+    const int64_t bi = job / m;
+    const int64_t i = job % m;
+    const C* ar = a + d.a_batch[bi] * m * k + i * k;
+    const C* bm = b + d.b_batch[bi] * k * n;
+    C* row = y + job * n;
+    std::fill(row, row + n, C(0));
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const C av = ar[kk];
+      const C* br = bm + kk * n;
+      for (int64_t j = 0; j < n; ++j) row[j] = mul_add<C>(row[j], av, br[j]);
+    }
+  });
+}
+
+class MatMulKernel : public Kernel {
+ public:
+  explicit MatMulKernel(MatmulDims d) : d_(std::move(d)) {}
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
+      if constexpr (!std::is_same_v<T, Bool>) {
+        using C = compute_t<T>;
+        if constexpr (std::is_same_v<T, C>) {
+          matmul_core<C>(d_, in[0].as<T>(), in[1].as<T>(), out[0].as<T>());
+        } else {
+          const std::vector<C> a = widen<C, T>(in[0]);
+          const std::vector<C> b = widen<C, T>(in[1]);
+          const int64_t total = out[0].element_count();
+          std::vector<C> y(static_cast<size_t>(total));
+          matmul_core<C>(d_, a.data(), b.data(), y.data());
+          for (int64_t i = 0; i < total; ++i) store(out[0].as<T>(), i, y[i]);
+        }
+        return ok_status();
+      } else {
+        return internal_error("MatMul has no {} instance", dtype_name(in[0].dtype));
+      }
+    });
+  }
+
+ private:
+  MatmulDims d_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
+  return std::unique_ptr<Kernel>(
+      std::make_unique<MatMulKernel>(matmul_dims(args.input_dims(0), args.input_dims(1))));
+}
+
+int64_t int8_value(const ConstBuffer& t, int64_t i) {
+  return t.dtype == DType::kU8 ? int64_t{t.as<uint8_t>()[i]} : int64_t{t.as<int8_t>()[i]};
+}
+
+// Values of `t` minus its zero point; a zero point with several values is indexed by
+// (i / block) % count.
+std::vector<int64_t> centered(const ConstBuffer& t, const ConstBuffer* zero, int64_t block) {
+  const int64_t n = t.element_count();
+  const int64_t zeros = zero != nullptr && zero->data != nullptr ? zero->element_count() : 0;
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t z = 0;
+    if (zeros == 1) z = int8_value(*zero, 0);
+    if (zeros > 1) z = int8_value(*zero, (i / block) % zeros);
+    out[i] = int8_value(t, i) - z;
+  }
+  return out;
+}
+
+class MatMulIntegerKernel : public Kernel {
+ public:
+  explicit MatMulIntegerKernel(MatmulDims d) : d_(std::move(d)) {}
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    // Per-row zero points of A step every K elements; per-column ones of B every element.
+    const std::vector<int64_t> a = centered(in[0], in.size() > 2 ? &in[2] : nullptr, d_.k);
+    const std::vector<int64_t> b = centered(in[1], in.size() > 3 ? &in[3] : nullptr, 1);
+    const int64_t total = out[0].element_count();
+    std::vector<int64_t> y(static_cast<size_t>(total));
+    matmul_core<int64_t>(d_, a.data(), b.data(), y.data());
+    int32_t* dst = out[0].as<int32_t>();
+    for (int64_t i = 0; i < total; ++i) dst[i] = static_cast<int32_t>(y[i]);
+    return ok_status();
+  }
+
+ private:
+  MatmulDims d_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const MakeArgs& args) {
+  return std::unique_ptr<Kernel>(
+      std::make_unique<MatMulIntegerKernel>(matmul_dims(args.input_dims(0), args.input_dims(1))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gemm
+
+StatusOr<bool> flag_attribute(const Attributes& attributes, const char* name) {
+  KILN_ASSIGN_OR_RETURN(int64_t v, attributes.get_int(name, 0));
+  if (v != 0 && v != 1) return invalid_argument("attribute '{}' must be 0 or 1, got {}", name, v);
+  return v == 1;
+}
+
+struct GemmParams {
+  bool trans_a = false, trans_b = false;
+  double alpha = 1, beta = 1;
+};
+
+StatusOr<GemmParams> read_gemm(const Attributes& attributes, DType dtype) {
+  GemmParams p;
+  KILN_ASSIGN_OR_RETURN(p.trans_a, flag_attribute(attributes, "transA"));
+  KILN_ASSIGN_OR_RETURN(p.trans_b, flag_attribute(attributes, "transB"));
+  KILN_ASSIGN_OR_RETURN(p.alpha, attributes.get_float("alpha", 1.0));
+  KILN_ASSIGN_OR_RETURN(p.beta, attributes.get_float("beta", 1.0));
+  if (is_integer(dtype) && (p.alpha != std::trunc(p.alpha) || p.beta != std::trunc(p.beta))) {
+    return unimplemented("attributes 'alpha' {} and 'beta' {} must be integers for dtype {}",
+                         p.alpha, p.beta, dtype_name(dtype));
+  }
+  return p;
+}
+
+Status infer_gemm(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(
+      check_known_attributes(args.attributes, {"alpha", "beta", "transA", "transB"}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3));
+  KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "A"));
+  KILN_RETURN_IF_ERROR(check_dtype(a, 0, "A", kMatmulDtypes));
+  KILN_RETURN_IF_ERROR(check_rank(a, 0, "A", 2));
+  KILN_ASSIGN_OR_RETURN(ValueType b, required_input(args, 1, "B"));
+  KILN_RETURN_IF_ERROR(check_same_dtype(b, 1, "B", a.dtype, "input 0 'A'"));
+  KILN_RETURN_IF_ERROR(check_rank(b, 1, "B", 2));
+  KILN_ASSIGN_OR_RETURN(GemmParams p, read_gemm(args.attributes, a.dtype));
+  const DimExpr& m = a.shape[p.trans_a ? 1 : 0];
+  const DimExpr& k = a.shape[p.trans_a ? 0 : 1];
+  const DimExpr& n = b.shape[p.trans_b ? 0 : 1];
+  KILN_RETURN_IF_ERROR(check_dims_equal(
+      b.shape[p.trans_b ? 1 : 0], k,
+      fmt::format("input 1 'B' dim {} (K, the inner dim of input 0 'A' {} with transA={})",
+                  p.trans_b ? 1 : 0, shape_to_string(a.shape), p.trans_a ? 1 : 0)));
+  Shape out{m, n};
+  if (const ValueType* c = optional_input(args, 2)) {
+    KILN_RETURN_IF_ERROR(check_same_dtype(*c, 2, "C", a.dtype, "input 0 'A'"));
+    KILN_RETURN_IF_ERROR(check_rank_range(*c, 2, "C", 0, 2));
+    const size_t offset = 2 - c->shape.size();
+    for (size_t i = 0; i < c->shape.size(); ++i) {
+      if (c->shape[i] == DimExpr(1)) continue;
+      KILN_RETURN_IF_ERROR(check_dims_equal(
+          c->shape[i], out[offset + i],
+          fmt::format("input 2 'C' dim {} (must broadcast to the output [M, N] = {})", i,
+                      shape_to_string(out))));
+    }
+  }
+  args.outputs = {ValueType{a.dtype, std::move(out)}};
+  return ok_status();
+}
+
+class GemmKernel : public Kernel {
+ public:
+  GemmKernel(GemmParams p, int64_t m, int64_t k, int64_t n, std::vector<int64_t> c_map)
+      : p_(p), m_(m), k_(k), n_(n), c_map_(std::move(c_map)) {}
+
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
+      if constexpr (!std::is_same_v<T, Bool>) {
+        using C = compute_t<T>;
+        const bool has_c = in.size() > 2 && in[2].data != nullptr;
+        const T* a = in[0].as<T>();
+        const T* b = in[1].as<T>();
+        const C alpha = static_cast<C>(p_.alpha);
+        const C beta = static_cast<C>(p_.beta);
+        T* y = out[0].as<T>();
+        const int64_t m = m_, k = k_, n = n_;
+        parallel_rows(m, k * n, [&](int64_t i) {
+          std::vector<C> row(static_cast<size_t>(n), C(0));
+          for (int64_t kk = 0; kk < k; ++kk) {
+            const C av = load(a, p_.trans_a ? kk * m + i : i * k + kk);
+            for (int64_t j = 0; j < n; ++j) {
+              row[j] = mul_add<C>(row[j], av, load(b, p_.trans_b ? j * k + kk : kk * n + j));
+            }
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            C v = mul<C>(row[j], alpha);
+            if (has_c) v = mul_add<C>(v, beta, load(in[2].as<T>(), c_map_[i * n + j]));
+            store(y, i * n + j, v);
+          }
+        });
+        return ok_status();
+      } else {
+        return internal_error("Gemm has no {} instance", dtype_name(in[0].dtype));
+      }
+    });
+  }
+
+ private:
+  GemmParams p_;
+  int64_t m_, k_, n_;
+  std::vector<int64_t> c_map_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_gemm(const MakeArgs& args) {
+  KILN_ASSIGN_OR_RETURN(GemmParams p, read_gemm(args.attributes, args.inputs[0]->dtype));
+  const ConcreteShape a = args.input_dims(0);
+  const ConcreteShape y = args.output_dims(0);
+  std::vector<int64_t> c_map;
+  if (args.inputs.size() > 2 && args.inputs[2]) {
+    c_map = broadcast_index_map(args.input_dims(2), y);
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(p, y[0], a[p.trans_a ? 0 : 1], y[1],
+                                                              std::move(c_map)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Einsum. Labels are letters (a-z, A-Z); "..." stands for the dims not labelled, broadcast
+// across operands (right-aligned). Without "->" the output is "..." followed by the labels that
+// occur once, in alphabetical order (numpy). Each output element sums, in row-major order of the
+// contracted labels, the product of the operands in input order.
+
+constexpr int kLetters = 52;
+
+int label_id(char c) {
+  if (c >= 'a' && c <= 'z') return c - 'a';
+  if (c >= 'A' && c <= 'Z') return 26 + (c - 'A');
+  return -1;
+}
+
+char label_char(int id) { return static_cast<char>(id < 26 ? 'a' + id : 'A' + id - 26); }
+
+// One term: label ids in order, kEllipsis where "..." stood.
+constexpr int kEllipsis = -1;
+
+struct Equation {
+  std::vector<std::vector<int>> inputs;
+  std::vector<int> output;
+  bool explicit_output = false;
+};
+
+StatusOr<std::vector<int>> parse_term(std::string_view term, std::string_view what) {
+  std::vector<int> labels;
+  bool ellipsis = false;
+  for (size_t i = 0; i < term.size(); ++i) {
+    if (term[i] == '.') {
+      if (ellipsis || term.substr(i, 3) != "...") {
+        return invalid_argument("attribute 'equation': {} has a stray '.' or a second \"...\"",
+                                what);
+      }
+      ellipsis = true;
+      labels.push_back(kEllipsis);
+      i += 2;
+      continue;
+    }
+    const int id = label_id(term[i]);
+    if (id < 0) {
+      return invalid_argument("attribute 'equation': {} has character '{}' (labels are letters)",
+                              what, term[i]);
+    }
+    labels.push_back(id);
+  }
+  return labels;
+}
+
+StatusOr<Equation> parse_equation(const Attributes& attributes, size_t input_count) {
+  KILN_ASSIGN_OR_RETURN(std::string raw, attributes.get_string("equation", ""));
+  std::string text;
+  for (char c : raw) {
+    if (c != ' ' && c != '\t' && c != '\n') text.push_back(c);
+  }
+  if (text.empty()) return invalid_argument("attribute 'equation' is required");
+  Equation eq;
+  std::string_view lhs = text;
+  const size_t arrow = text.find("->");
+  if (arrow != std::string::npos) {
+    lhs = std::string_view(text).substr(0, arrow);
+    eq.explicit_output = true;
+    KILN_ASSIGN_OR_RETURN(eq.output,
+                          parse_term(std::string_view(text).substr(arrow + 2), "the output"));
+  }
+  size_t start = 0;
+  while (true) {
+    const size_t comma = lhs.find(',', start);
+    const std::string_view term = lhs.substr(start, comma == std::string_view::npos
+                                                        ? std::string_view::npos
+                                                        : comma - start);
+    KILN_ASSIGN_OR_RETURN(std::vector<int> labels,
+                          parse_term(term, fmt::format("operand {}", eq.inputs.size())));
+    eq.inputs.push_back(std::move(labels));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  if (eq.inputs.size() != input_count) {
+    return invalid_argument("attribute 'equation' \"{}\" has {} operands, the node {} inputs", raw,
+                            eq.inputs.size(), input_count);
+  }
+  std::array<int, kLetters> count{};
+  bool any_ellipsis = false;
+  for (const auto& term : eq.inputs) {
+    for (int id : term) {
+      if (id == kEllipsis) {
+        any_ellipsis = true;
+      } else {
+        ++count[id];
+      }
+    }
+  }
+  if (eq.explicit_output) {
+    std::array<bool, kLetters> seen{};
+    for (int id : eq.output) {
+      if (id == kEllipsis) {
+        if (!any_ellipsis) {
+          return invalid_argument(
+              "attribute 'equation': the output has \"...\" but no operand does");
+        }
+        continue;
+      }
+      if (seen[id] || count[id] == 0) {
+        return invalid_argument(
+            "attribute 'equation': output label '{}' is repeated or occurs in no operand",
+            label_char(id));
+      }
+      seen[id] = true;
+    }
+  } else {
+    if (any_ellipsis) eq.output.push_back(kEllipsis);
+    // Alphabetical as numpy orders them: uppercase before lowercase.
+    for (int id = 26; id < kLetters; ++id) {
+      if (count[id] == 1) eq.output.push_back(id);
+    }
+    for (int id = 0; id < 26; ++id) {
+      if (count[id] == 1) eq.output.push_back(id);
+    }
+  }
+  return eq;
+}
+
+// Dims of every label and of the broadcast ellipsis.
+struct EinsumDims {
+  std::array<std::optional<DimExpr>, kLetters> label;
+  Shape ellipsis;
+};
+
+StatusOr<EinsumDims> einsum_dims(const Equation& eq, std::span<const Shape> shapes) {
+  EinsumDims d;
+  std::vector<Shape> ellipses;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < eq.inputs.size(); ++i) {
+    const std::vector<int>& term = eq.inputs[i];
+    const Shape& shape = shapes[i];
+    const bool has_ellipsis = std::find(term.begin(), term.end(), kEllipsis) != term.end();
+    const size_t letters = term.size() - (has_ellipsis ? 1 : 0);
+    if (has_ellipsis ? shape.size() < letters : shape.size() != letters) {
+      return invalid_argument("input {} has rank {}, but its term in attribute 'equation' has {} "
+                              "labels{}",
+                              i, shape.size(), letters, has_ellipsis ? " and \"...\"" : "");
+    }
+    const size_t ellipsis_rank = shape.size() - letters;
+    size_t dim = 0;
+    for (int id : term) {
+      if (id == kEllipsis) {
+        ellipses.emplace_back(shape.begin() + dim, shape.begin() + dim + ellipsis_rank);
+        names.push_back(fmt::format("input {} \"...\" dims", i));
+        dim += ellipsis_rank;
+        continue;
+      }
+      if (!d.label[id]) {
+        d.label[id] = shape[dim];
+      } else {
+        KILN_RETURN_IF_ERROR(check_dims_equal(
+            shape[dim], *d.label[id],
+            fmt::format("input {} dim {} (label '{}')", i, dim, label_char(id))));
+      }
+      ++dim;
+    }
+  }
+  if (!ellipses.empty()) {
+    KILN_ASSIGN_OR_RETURN(d.ellipsis, broadcast_shapes(ellipses, names));
+  }
+  return d;
+}
+
+Status infer_einsum(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"equation"}));
+  if (args.inputs.empty()) return invalid_argument("expects at least 1 input, got 0");
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, args.inputs.size()));
+  KILN_ASSIGN_OR_RETURN(Equation eq, parse_equation(args.attributes, args.inputs.size()));
+  std::vector<Shape> shapes;
+  DType dtype = DType::kF32;
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    const std::string name = fmt::format("Inputs{}", i);
+    KILN_ASSIGN_OR_RETURN(ValueType v, required_input(args, i, name));
+    if (i == 0) {
+      KILN_RETURN_IF_ERROR(check_dtype(v, 0, name, numeric_dtypes()));
+      dtype = v.dtype;
+    } else {
+      KILN_RETURN_IF_ERROR(check_same_dtype(v, i, name, dtype, "input 0 'Inputs0'"));
+    }
+    shapes.push_back(v.shape);
+  }
+  KILN_ASSIGN_OR_RETURN(EinsumDims d, einsum_dims(eq, shapes));
+  Shape out;
+  for (int id : eq.output) {
+    if (id == kEllipsis) {
+      out.insert(out.end(), d.ellipsis.begin(), d.ellipsis.end());
+    } else {
+      out.push_back(*d.label[id]);
+    }
+  }
+  args.outputs = {ValueType{dtype, std::move(out)}};
+  return ok_status();
+}
+
+// The loop nest: axes are output axes first, then contracted ones; each operand has a stride per
+// axis (0 where it does not depend on it; a label repeated in one operand adds its strides, which
+// walks the diagonal).
+struct EinsumPlan {
+  std::vector<int64_t> out_sizes, sum_sizes;
+  std::vector<std::vector<int64_t>> out_strides, sum_strides;  // [operand][axis]
+};
+
+StatusOr<EinsumPlan> plan_einsum(const Equation& eq, std::span<const ConcreteShape> shapes) {
+  std::vector<Shape> symbolic;
+  for (const ConcreteShape& s : shapes) symbolic.push_back(shape_from_concrete(s));
+  KILN_ASSIGN_OR_RETURN(EinsumDims d, einsum_dims(eq, symbolic));
+  const size_t e_rank = d.ellipsis.size();
+  // Axis ids: labels 0..51, ellipsis dim j is kLetters + j.
+  const size_t axis_count = kLetters + e_rank;
+  std::vector<int64_t> size(axis_count, 0);
+  std::vector<bool> used(axis_count, false);
+  for (int id = 0; id < kLetters; ++id) {
+    if (d.label[id]) {
+      size[id] = d.label[id]->constant_value().value_or(0);
+      used[id] = true;
+    }
+  }
+  for (size_t j = 0; j < e_rank; ++j) {
+    size[kLetters + j] = d.ellipsis[j].constant_value().value_or(0);
+    used[kLetters + j] = true;
+  }
+  std::vector<size_t> out_axes;
+  std::vector<bool> is_out(axis_count, false);
+  for (int id : eq.output) {
+    if (id == kEllipsis) {
+      for (size_t j = 0; j < e_rank; ++j) out_axes.push_back(kLetters + j);
+    } else {
+      out_axes.push_back(static_cast<size_t>(id));
+    }
+  }
+  for (size_t a : out_axes) is_out[a] = true;
+  std::vector<size_t> sum_axes;
+  for (size_t a = 0; a < axis_count; ++a) {
+    if (used[a] && !is_out[a]) sum_axes.push_back(a);
+  }
+  // Per operand: stride of every axis.
+  std::vector<std::vector<int64_t>> strides(shapes.size(), std::vector<int64_t>(axis_count, 0));
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::vector<int64_t> rm = row_major_strides(shapes[i]);
+    const std::vector<int>& term = eq.inputs[i];
+    const bool has_ellipsis = std::find(term.begin(), term.end(), kEllipsis) != term.end();
+    const size_t own_e_rank = shapes[i].size() - (term.size() - (has_ellipsis ? 1 : 0));
+    size_t dim = 0;
+    for (int id : term) {
+      if (id == kEllipsis) {
+        for (size_t j = 0; j < own_e_rank; ++j, ++dim) {
+          // Right-aligned with the broadcast ellipsis; a size-1 dim broadcasts (stride 0).
+          if (shapes[i][dim] != 1) strides[i][kLetters + (e_rank - own_e_rank) + j] += rm[dim];
+        }
+        continue;
+      }
+      strides[i][id] += rm[dim];
+      ++dim;
+    }
+  }
+  EinsumPlan p;
+  for (size_t a : out_axes) p.out_sizes.push_back(size[a]);
+  for (size_t a : sum_axes) p.sum_sizes.push_back(size[a]);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<int64_t> os, ss;
+    for (size_t a : out_axes) os.push_back(strides[i][a]);
+    for (size_t a : sum_axes) ss.push_back(strides[i][a]);
+    p.out_strides.push_back(std::move(os));
+    p.sum_strides.push_back(std::move(ss));
+  }
+  return p;
+}
+
+class EinsumKernel : public Kernel {
+ public:
+  explicit EinsumKernel(EinsumPlan plan) : p_(std::move(plan)) {}
+
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
+      if constexpr (!std::is_same_v<T, Bool>) {
+        using C = compute_t<T>;
+        const size_t operands = in.size();
+        const int64_t total = out[0].element_count();
+        int64_t sum_total = 1;
+        for (int64_t s : p_.sum_sizes) sum_total *= s;
+        T* y = out[0].as<T>();
+        parallel_rows(total, sum_total * static_cast<int64_t>(operands), [&](int64_t flat) {
+          // Base offsets of this output element in each operand.
+          std::vector<int64_t> base(operands, 0);
+          int64_t rest = flat;
+          for (size_t a = p_.out_sizes.size(); a-- > 0;) {
+            const int64_t idx = rest % p_.out_sizes[a];
+            rest /= p_.out_sizes[a];
+            for (size_t i = 0; i < operands; ++i) base[i] += idx * p_.out_strides[i][a];
+          }
+          std::vector<int64_t> counter(p_.sum_sizes.size(), 0);
+          std::vector<int64_t> offset = base;
+          C acc = C(0);
+          for (int64_t s = 0; s < sum_total; ++s) {
+            C prod = load(in[0].as<T>(), offset[0]);
+            for (size_t i = 1; i < operands; ++i) prod = mul<C>(prod, load(in[i].as<T>(), offset[i]));
+            acc = mul_add<C>(acc, prod, C(1));
+            // Odometer step over the contracted axes, last fastest.
+            for (size_t a = counter.size(); a-- > 0;) {
+              ++counter[a];
+              for (size_t i = 0; i < operands; ++i) offset[i] += p_.sum_strides[i][a];
+              if (counter[a] < p_.sum_sizes[a]) break;
+              for (size_t i = 0; i < operands; ++i) {
+                offset[i] -= p_.sum_strides[i][a] * p_.sum_sizes[a];
+              }
+              counter[a] = 0;
+            }
+          }
+          store(y, flat, acc);
+        });
+        return ok_status();
+      } else {
+        return internal_error("Einsum has no {} instance", dtype_name(in[0].dtype));
+      }
+    });
+  }
+
+ private:
+  EinsumPlan p_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_einsum(const MakeArgs& args) {
+  KILN_ASSIGN_OR_RETURN(Equation eq, parse_equation(args.attributes, args.inputs.size()));
+  std::vector<ConcreteShape> shapes;
+  for (size_t i = 0; i < args.inputs.size(); ++i) shapes.push_back(args.input_dims(i));
+  KILN_ASSIGN_OR_RETURN(EinsumPlan plan, plan_einsum(eq, shapes));
+  return std::unique_ptr<Kernel>(std::make_unique<EinsumKernel>(std::move(plan)));
+}
+
+}  // namespace
+
+void register_linalg_kernels(std::vector<OpKernel>& table) {
+  table.push_back(OpKernel{"Einsum", infer_einsum, make_einsum});
+  table.push_back(OpKernel{"Gemm", infer_gemm, make_gemm});
+  table.push_back(OpKernel{"MatMul", infer_matmul, make_matmul});
+  table.push_back(OpKernel{"MatMulInteger", infer_matmul_integer, make_matmul_integer});
+}
 
 }  // namespace kiln::kernels

@@ -6,13 +6,11 @@
 namespace kiln::ops {
 
 void register_elementwise_ops(Registry& registry);    // Relu, Add, Sub, Mul, Div, Sum
-void register_conv_ops(Registry& registry);           // Conv
-void register_pooling_ops(Registry& registry);        // MaxPool, AveragePool, GlobalAveragePool
 void register_normalization_ops(Registry& registry);  // BatchNormalization
-void register_linear_ops(Registry& registry);         // Gemm, MatMul
 void register_softmax_ops(Registry& registry);        // Softmax (opset 1 and 13 semantics)
 void register_shape_ops(Registry& registry);
-// Every op of kiln::kernels (the portable kernels) that no family above defines; call last.
+// Every op of kiln::kernels (the portable kernels) that no family above defines (Conv, the pools,
+// Gemm, MatMul and most others); call last.
 void register_portable_ops(Registry& registry);  // Flatten, Reshape, Identity, Dropout, Constant
 
 }  // namespace kiln::ops

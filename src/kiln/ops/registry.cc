@@ -50,10 +50,7 @@ std::vector<std::string> Registry::op_types() const {
 
 void register_all(Registry& registry) {
   register_elementwise_ops(registry);
-  register_conv_ops(registry);
-  register_pooling_ops(registry);
   register_normalization_ops(registry);
-  register_linear_ops(registry);
   register_softmax_ops(registry);
   register_shape_ops(registry);
   register_portable_ops(registry);

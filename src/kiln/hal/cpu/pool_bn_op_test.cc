@@ -161,7 +161,8 @@ INSTANTIATE_TEST_SUITE_P(
         pool_case("global_max", "GlobalMaxPool", {2, 8, 5, 6}, {})),
     [](const ::testing::TestParamInfo<PoolCase>& info) { return info.param.name; });
 
-TEST(CpuPoolTest, CeilOverhangWithIncludePadIsUnimplemented) {
+TEST(CpuPoolTest, CeilOverhangWithIncludePadFallsBackToThePortableKernel) {
+  // oneDNN would count the overhang in the divisor; the portable AveragePool runs it instead.
   SpecBuilder s;
   const int32_t x = s.input("x", {1, 8, 10, 10});
   const int32_t y = s.output("y", {1, 8, 5, 5});
@@ -171,12 +172,10 @@ TEST(CpuPoolTest, CeilOverhangWithIncludePadIsUnimplemented) {
                     {"ceil_mode", int64_t{1}},
                     {"count_include_pad", int64_t{1}}}));
   Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
-  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(st.to_string().find("count_include_pad"), std::string::npos) << st.to_string();
-  EXPECT_NE(st.to_string().find("'avg' (AveragePool)"), std::string::npos) << st.to_string();
+  EXPECT_TRUE(st.ok()) << st.to_string();
 }
 
-TEST(CpuPoolTest, MaxPoolIndicesOutputIsUnimplemented) {
+TEST(CpuPoolTest, MaxPoolIndicesOutputFallsBackToThePortableKernel) {
   SpecBuilder s;
   const int32_t x = s.input("x", {1, 8, 4, 4});
   const int32_t y = s.output("y", {1, 8, 2, 2});
@@ -185,8 +184,7 @@ TEST(CpuPoolTest, MaxPoolIndicesOutputIsUnimplemented) {
              attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
                     {"strides", std::vector<int64_t>{2, 2}}}));
   auto exe = device()->prepare(s.spec());
-  ASSERT_FALSE(exe.ok());
-  EXPECT_NE(exe.status().to_string().find("Indices"), std::string::npos);
+  EXPECT_TRUE(exe.ok()) << exe.status().to_string();
 }
 
 class CpuBatchNormTest : public ::testing::TestWithParam<std::tuple<ConcreteShape, bool, bool>> {};
