@@ -1,0 +1,211 @@
+// Softmax family and normalization kernels. Expected values are worked out by hand from the
+// ONNX spec's formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/kernels/reduce_test_util.h"
+
+namespace kiln::kernels {
+namespace {
+
+using namespace testing;  // NOLINT
+
+Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
+  Attributes a;
+  for (const auto& [name, value] : list) a.set(name, value);
+  return a;
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<double>& want,
+                 double tol = 1e-6) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+}
+
+TEST(SoftmaxKernels, LastAxisByDefault) {
+  auto y = run_op("Softmax", {value(f32({2, 2}, {0, std::log(3.0f), 1, 1}))});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  expect_near(values_of<float>((*y)[0]), {0.25, 0.75, 0.5, 0.5});
+}
+
+TEST(SoftmaxKernels, AxisZeroAndLargeValues) {
+  // Columns: [1000, 1001] -> [1/(1+e), e/(1+e)]; exp(1000) alone would overflow.
+  auto y = run_op("Softmax", {value(f32({2, 2}, {1000, 0, 1001, 0}))},
+                  attrs({{"axis", int64_t{0}}}));
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const double e = std::exp(1.0);
+  expect_near(values_of<float>((*y)[0]), {1 / (1 + e), 0.5, e / (1 + e), 0.5});
+}
+
+TEST(SoftmaxKernels, LogSoftmaxAndHardmax) {
+  auto log = run_op("LogSoftmax", {value(f32({1, 2}, {1000, 1000}))});
+  ASSERT_TRUE(log.ok()) << log.status().to_string();
+  expect_near(values_of<float>((*log)[0]), {-std::log(2.0), -std::log(2.0)});
+  // Hardmax marks the first maximum of each row.
+  auto hard = run_op("Hardmax", {value(f32({2, 3}, {3, 3, 1, 0, 5, 5}))});
+  ASSERT_TRUE(hard.ok()) << hard.status().to_string();
+  EXPECT_EQ(values_of<float>((*hard)[0]), (std::vector<float>{1, 0, 0, 0, 1, 0}));
+}
+
+TEST(SoftmaxKernels, RejectsBadInput) {
+  auto axis = infer_op("Softmax", {type(DType::kF32, {2, 3})}, attrs({{"axis", int64_t{2}}}));
+  EXPECT_TRUE(contains(error_of(axis), "attribute 'axis' = 2")) << error_of(axis);
+  auto dtype = infer_op("LogSoftmax", {type(DType::kI32, {2, 3})});
+  EXPECT_TRUE(contains(error_of(dtype), "dtype")) << error_of(dtype);
+  auto sym_shape = infer_op("Hardmax", {type(DType::kF16, {sym("N"), 3})});
+  ASSERT_TRUE(sym_shape.ok()) << sym_shape.status().to_string();
+  EXPECT_EQ((*sym_shape)[0].shape, (Shape{sym("N"), 3}));
+}
+
+TEST(LayerNormKernels, NormalizesScalesAndReportsStatistics) {
+  // Rows [1,3] (mean 2, var 1) and [0,4] (mean 2, var 4); Scale [1,2], B [0,1].
+  auto y = run_op("LayerNormalization",
+                  {value(f32({2, 2}, {1, 3, 0, 4})), value(f32({2}, {1, 2})),
+                   value(f32({2}, {0, 1}))},
+                  attrs({{"epsilon", 0.0}}), 3);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  expect_near(values_of<float>((*y)[0]), {-1, 3, -1, 3});
+  EXPECT_EQ((*y)[1].shape(), (ConcreteShape{2, 1}));
+  EXPECT_EQ((*y)[1].dtype(), DType::kF32);
+  expect_near(values_of<float>((*y)[1]), {2, 2});
+  expect_near(values_of<float>((*y)[2]), {1, 0.5});
+}
+
+TEST(LayerNormKernels, AxisZeroWithBroadcastScaleAndNoBias) {
+  // All four values normalized together: mean 2.5, var 1.25; Scale [1] broadcasts.
+  auto y = run_op("LayerNormalization",
+                  {value(f64({2, 2}, {1, 2, 3, 4})), value(f64({1}, {2}))},
+                  attrs({{"axis", int64_t{0}}, {"epsilon", 0.0}}));
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const double s = 1 / std::sqrt(1.25);
+  const std::vector<double> want = {-3 * s, -s, s, 3 * s};
+  auto got = values_of<double>((*y)[0]);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[i], want[i], 1e-12);
+}
+
+TEST(LayerNormKernels, SymbolicShapesAndBadInput) {
+  auto t = infer_op("LayerNormalization",
+                    {type(DType::kF32, {sym("N"), sym("T"), 8}), type(DType::kF32, {8})}, {}, 3);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ((*t)[0].shape, (Shape{sym("N"), sym("T"), 8}));
+  EXPECT_EQ((*t)[1].shape, (Shape{sym("N"), sym("T"), 1}));
+  auto wrong_scale = infer_op("LayerNormalization",
+                              {type(DType::kF32, {2, 8}), type(DType::kF32, {4})});
+  EXPECT_TRUE(contains(error_of(wrong_scale), "input 1 'Scale' dim 0")) << error_of(wrong_scale);
+  auto wrong_dtype = infer_op("LayerNormalization",
+                              {type(DType::kF32, {2, 8}), type(DType::kF64, {8})});
+  EXPECT_TRUE(contains(error_of(wrong_dtype), "must have dtype f32")) << error_of(wrong_dtype);
+  auto stash = infer_op("LayerNormalization", {type(DType::kF32, {2, 8}), type(DType::kF32, {8})},
+                        attrs({{"stash_type", int64_t{16}}}));
+  ASSERT_FALSE(stash.ok());
+  EXPECT_EQ(stash.status().code(), StatusCode::kUnimplemented);
+  auto no_scale = infer_op("LayerNormalization", {type(DType::kF32, {2, 8}), std::nullopt,
+                                                  type(DType::kF32, {8})});
+  EXPECT_TRUE(contains(error_of(no_scale), "'Scale' is required")) << error_of(no_scale);
+}
+
+TEST(InstanceNormKernels, PerSampleAndChannel) {
+  // The ONNX example: channel 0 [-1,0,1], channel 1 [2,3,4]; var 2/3 each.
+  auto y = run_op("InstanceNormalization",
+                  {value(f32({1, 2, 1, 3}, {-1, 0, 1, 2, 3, 4})), value(f32({2}, {1, 1.5})),
+                   value(f32({2}, {0, 1}))});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const double d = std::sqrt(2.0 / 3.0 + 1e-5);
+  expect_near(values_of<float>((*y)[0]),
+              {-1 / d, 0, 1 / d, 1 - 1.5 / d, 1, 1 + 1.5 / d});
+  auto bad = infer_op("InstanceNormalization",
+                      {type(DType::kF32, {1, 2, 3}), type(DType::kF32, {3}),
+                       type(DType::kF32, {2})});
+  EXPECT_TRUE(contains(error_of(bad), "input 1 'scale' dim 0 must be 2, got 3")) << error_of(bad);
+}
+
+TEST(LpNormKernels, P1P2AndZeroRows) {
+  auto two = run_op("LpNormalization", {value(f32({2, 2}, {3, 4, 0, 0}))});
+  ASSERT_TRUE(two.ok()) << two.status().to_string();
+  expect_near(values_of<float>((*two)[0]), {0.6, 0.8, 0, 0});
+  auto one = run_op("LpNormalization", {value(f32({2, 2}, {3, -4, 1, 1}))},
+                    attrs({{"p", int64_t{1}}, {"axis", int64_t{0}}}));
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  expect_near(values_of<float>((*one)[0]), {0.75, -0.8, 0.25, 0.2});
+  auto p3 = infer_op("LpNormalization", {type(DType::kF32, {2})}, attrs({{"p", int64_t{3}}}));
+  EXPECT_TRUE(contains(error_of(p3), "'p' must be 1 or 2")) << error_of(p3);
+}
+
+TEST(LrnKernels, WindowAcrossChannels) {
+  // alpha/size = 1, beta = 1, bias = 1: y = x / (1 + sum of squares in the window).
+  auto y = run_op("LRN", {value(f32({1, 3, 1, 1}, {1, 2, 3}))},
+                  attrs({{"size", int64_t{3}}, {"alpha", 3.0}, {"beta", 1.0}}));
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  expect_near(values_of<float>((*y)[0]), {1.0 / 6, 2.0 / 15, 3.0 / 14});
+  // size 2: window [c, c + 1].
+  auto even = run_op("LRN", {value(f32({1, 3, 1}, {1, 2, 3}))},
+                     attrs({{"size", int64_t{2}}, {"alpha", 2.0}, {"beta", 1.0}}));
+  ASSERT_TRUE(even.ok()) << even.status().to_string();
+  expect_near(values_of<float>((*even)[0]), {1.0 / 6, 2.0 / 14, 3.0 / 10});
+  auto no_size = infer_op("LRN", {type(DType::kF32, {1, 3, 2, 2})});
+  EXPECT_TRUE(contains(error_of(no_size), "'size' is required")) << error_of(no_size);
+  auto zero = infer_op("LRN", {type(DType::kF32, {1, 3, 2, 2})}, attrs({{"size", int64_t{0}}}));
+  EXPECT_TRUE(contains(error_of(zero), "'size' must be >= 1")) << error_of(zero);
+}
+
+TEST(MvnKernels, DefaultAxesPerChannel) {
+  // [1,2,2,1]: channel 0 holds [1,3] (mean 2, std 1), channel 1 [5,5] (std 0).
+  auto y = run_op("MeanVarianceNormalization", {value(f32({1, 2, 2, 1}, {1, 3, 5, 5}))});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  expect_near(values_of<float>((*y)[0]), {-1, 1, 0, 0});
+  auto rank3 = infer_op("MeanVarianceNormalization", {type(DType::kF32, {1, 2, 3})});
+  EXPECT_TRUE(contains(error_of(rank3), "attribute 'axes' element 2 = 3")) << error_of(rank3);
+  auto custom = run_op("MeanVarianceNormalization", {value(f32({2, 2}, {1, 3, 2, 2}))},
+                       attrs({{"axes", std::vector<int64_t>{1}}}));
+  ASSERT_TRUE(custom.ok()) << custom.status().to_string();
+  expect_near(values_of<float>((*custom)[0]), {-1, 1, 0, 0});
+}
+
+TEST(BatchNormKernels, InferenceWithMixedParameterTypesAndRelu) {
+  // Channel 0: (x - 1) / 2 * 1 + 0; channel 1: (x - 3) / 1 * 2 - 1.
+  std::vector<In> in = {value(f32({1, 2, 1, 2}, {1, 2, 3, 4})), value(f64({2}, {1, 2})),
+                        value(f64({2}, {0, -1})), value(f32({2}, {1, 3})),
+                        value(f32({2}, {4, 1}))};
+  auto y = run_op("BatchNormalization", in, attrs({{"epsilon", 0.0}}));
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  expect_near(values_of<float>((*y)[0]), {0, 0.5, -1, 1});
+  auto relu = run_op("BatchNormalization", in,
+                     attrs({{"epsilon", 0.0}, {"kiln_activation", std::string("relu")}}));
+  ASSERT_TRUE(relu.ok()) << relu.status().to_string();
+  expect_near(values_of<float>((*relu)[0]), {0, 0.5, 0, 1});
+  // Rank 2 ([N, C]) works too.
+  auto flat = run_op("BatchNormalization",
+                     {value(f32({1, 2}, {3, 3})), value(f32({2}, {1, 1})), value(f32({2}, {0, 0})),
+                      value(f32({2}, {1, 3})), value(f32({2}, {4, 1}))},
+                     attrs({{"epsilon", 0.0}}));
+  ASSERT_TRUE(flat.ok()) << flat.status().to_string();
+  expect_near(values_of<float>((*flat)[0]), {1, 0});
+}
+
+TEST(BatchNormKernels, RejectsTrainingAndBadShapes) {
+  std::vector<std::optional<ValueType>> types = {
+      type(DType::kF32, {sym("N"), 3, 4}), type(DType::kF32, {3}), type(DType::kF32, {3}),
+      type(DType::kF32, {3}), type(DType::kF32, {3})};
+  auto ok = infer_op("BatchNormalization", types);
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ((*ok)[0].shape, (Shape{sym("N"), 3, 4}));
+  auto training = infer_op("BatchNormalization", types, attrs({{"training_mode", int64_t{1}}}));
+  ASSERT_FALSE(training.ok());
+  EXPECT_EQ(training.status().code(), StatusCode::kUnimplemented);
+  auto outputs = infer_op("BatchNormalization", types, {}, 3);
+  EXPECT_EQ(outputs.status().code(), StatusCode::kUnimplemented);
+  auto act = infer_op("BatchNormalization", types,
+                      attrs({{"kiln_activation", std::string("tanh")}}));
+  EXPECT_TRUE(contains(error_of(act), "'kiln_activation' = 'tanh'")) << error_of(act);
+  types[4] = type(DType::kF32, {4});
+  auto shape = infer_op("BatchNormalization", types);
+  EXPECT_TRUE(contains(error_of(shape), "input 4 'input_var' dim 0 must be 3, got 4"))
+      << error_of(shape);
+  types[0] = type(DType::kF32, {3});
+  auto rank = infer_op("BatchNormalization", types);
+  EXPECT_TRUE(contains(error_of(rank), "rank >= 2")) << error_of(rank);
+}
+
+}  // namespace
+}  // namespace kiln::kernels
