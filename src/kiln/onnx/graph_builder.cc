@@ -269,6 +269,29 @@ class Builder {
                          desc, name);
   }
 
+  // ConstantOfShape's `value`, a one-element tensor, as the number 'value' (int for integer and
+  // bool dtypes, float otherwise) and its dtype 'kiln_value_dtype' (ops/registry.h).
+  Status convert_fill_value(const AttributeProto& attr, const std::string& desc,
+                            Attributes& attributes) {
+    if (attribute_type(attr) != AttributeProto::TENSOR) {
+      return invalid_argument("{}: attribute 'value' must be TENSOR, got {}", desc,
+                              AttributeProto::AttributeType_Name(attribute_type(attr)));
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(attr.t(), model_dir_,
+                                                      desc + " attribute 'value'"));
+    if (t.element_count() != 1) {
+      return invalid_argument("{}: attribute 'value' must hold one element, got {}", desc,
+                              t.element_count());
+    }
+    if (is_float(t.dtype())) {
+      attributes.set("value", element_as_double(t, 0));
+    } else {
+      attributes.set("value", element_as_int64(t, 0));
+    }
+    attributes.set("kiln_value_dtype", std::string(dtype_name(t.dtype())));
+    return ok_status();
+  }
+
   Status add_constant_node(const onnx::NodeProto& node, const std::string& desc) {
     if (node.input_size() != 0 || node.output_size() != 1 || node.output(0).empty()) {
       return invalid_argument("{}: Constant needs no inputs and one named output, got {} and {}",
@@ -320,6 +343,14 @@ class Builder {
         for (const AttributeProto& attr : proto.attribute()) {
           if (node.attributes.has(attr.name())) {
             return invalid_argument("{}: attribute '{}' is given twice", desc, attr.name());
+          }
+          if (attr.name().rfind("kiln_", 0) == 0) {
+            return invalid_argument("{}: attribute '{}' uses the prefix of kiln's own attributes",
+                                    desc, attr.name());
+          }
+          if (node.op_type == "ConstantOfShape" && attr.name() == "value") {
+            KILN_RETURN_IF_ERROR(convert_fill_value(attr, desc, node.attributes));
+            continue;
           }
           KILN_ASSIGN_OR_RETURN(Attribute value, convert_attribute(attr, desc));
           node.attributes.set(attr.name(), std::move(value));
@@ -406,6 +437,8 @@ Status check_supported_ops(const onnx::GraphProto& graph, int64_t opset) {
     ir::Node node;
     node.name = names[i];
     node.op_type = graph.node(i).op_type();
+    // Ops that ONNX's version converter replaces on the way to the target opset.
+    if (node.op_type == "Scatter" && opset >= 11) node.op_type = "ScatterElements";
     skeleton.add_node(std::move(node));
   }
   std::vector<std::string> unsupported = ops::unsupported_ops(skeleton);

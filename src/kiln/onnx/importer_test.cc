@@ -272,6 +272,67 @@ TEST(Importer, UnsupportedConstantAttribute) {
   EXPECT_THAT(g.status().message(), AllOf(HasSubstr("'strs'"), HasSubstr("value_string")));
 }
 
+// ConstantOfShape's tensor attribute becomes a number plus its dtype (ops/registry.h).
+ModelBuilder constant_of_shape_model(int32_t dtype, std::vector<int32_t> values) {
+  ModelBuilder b;
+  b.input("x", kFloat, {int64_t{1}});
+  auto* shape = b.node("Constant", {}, {"shape"});
+  attr_ints(shape, "value_ints", {2, 3});
+  auto* fill = b.node("ConstantOfShape", {"shape"}, {"y"}, "fill");
+  auto* value = testing::add_attr(fill, "value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(dtype);
+  value->mutable_t()->add_dims(static_cast<int64_t>(values.size()));
+  for (int32_t v : values) value->mutable_t()->add_int32_data(v);
+  b.node("Relu", {"x"}, {"r"});
+  b.output("y");
+  b.output("r");
+  return b;
+}
+
+TEST(Importer, ConstantOfShapeValueBecomesNumberAndDtype) {
+  auto g = import(constant_of_shape_model(onnx::TensorProto::INT32, {7}));
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const ir::Node& fill = g->node(0);
+  ASSERT_EQ(fill.op_type, "ConstantOfShape");
+  EXPECT_EQ(fill.attributes.get_int("value", 0).value(), 7);
+  EXPECT_EQ(fill.attributes.get_string("kiln_value_dtype", "").value(), "i32");
+  EXPECT_EQ(shape_of(*g, "y"), "i32[2,3]");
+}
+
+TEST(Importer, ConstantOfShapeValueMustHoldOneElement) {
+  auto g = import(constant_of_shape_model(onnx::TensorProto::INT32, {7, 8}));
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(),
+              AllOf(HasSubstr("'fill'"), HasSubstr("'value' must hold one element, got 2")));
+}
+
+TEST(Importer, TensorAttributeOnOtherOpsIsUnimplemented) {
+  ModelBuilder b;
+  b.input("x", kFloat, {int64_t{2}});
+  auto* relu = b.node("Relu", {"x"}, {"y"}, "odd");
+  auto* t = testing::add_attr(relu, "weights");
+  t->set_type(onnx::AttributeProto::TENSOR);
+  t->mutable_t()->set_data_type(kFloat);
+  t->mutable_t()->add_float_data(1.f);
+  b.output("y");
+  auto g = import(b);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().message(), AllOf(HasSubstr("'weights'"), HasSubstr("only supported")));
+}
+
+TEST(Importer, KilnAttributePrefixIsRejected) {
+  ModelBuilder b;
+  b.input("x", kFloat, {int64_t{2}});
+  auto* relu = b.node("Relu", {"x"}, {"y"}, "spoof");
+  testing::attr_string(relu, "kiln_activation", "relu");
+  b.output("y");
+  auto g = import(b);
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), AllOf(HasSubstr("'spoof'"), HasSubstr("kiln_activation")));
+}
+
 TEST(Importer, NodeNamesAreGeneratedAndUnique) {
   ModelBuilder b;
   b.input("x", kFloat, {int64_t{2}});
@@ -457,6 +518,21 @@ TEST(Importer, UnsupportedOpsReportedBeforeOpsetConversion) {
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
   EXPECT_THAT(g.status().message(), HasSubstr("Upsample (node 'up0')"));
+}
+
+TEST(Importer, Opset9ScatterBecomesScatterElements) {
+  ModelBuilder b(9);
+  b.input("data", kFloat, {int64_t{2}, int64_t{3}});
+  b.input("indices", kInt64, {int64_t{1}, int64_t{2}});
+  b.input("updates", kFloat, {int64_t{1}, int64_t{2}});
+  auto* s = b.node("Scatter", {"data", "indices", "updates"}, {"y"}, "sc");
+  attr_int(s, "axis", 1);
+  b.output("y");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->node(0).op_type, "ScatterElements");
+  EXPECT_EQ(shape_of(*g, "y"), "f32[2,3]");
 }
 
 TEST(Importer, RejectsNonDefaultDomains) {

@@ -6,6 +6,11 @@
 //   Conv: optional 4th input "residual" (same shape as the output) added after bias, and
 //         attribute "kiln_activation" = "relu" applied last: y = act(conv(x,w)+b+residual).
 //   BatchNormalization: attribute "kiln_activation" = "relu" applied last.
+// kiln's form of an ONNX attribute that kiln's Attributes cannot hold (set by the importer):
+//   ConstantOfShape: ONNX's one-element tensor `value` becomes attribute "value" (an int for
+//         integer and bool dtypes, u64 as its two's-complement int64; a float otherwise) and
+//         "kiln_value_dtype" (the dtype name, e.g. "i32"). Absent: f32 0.
+// ONNX models may not use attribute names starting with "kiln_" (the importer rejects them).
 //
 // Versioning: an op whose semantics changed across ONNX opsets (Softmax at 13) is registered once
 // per version with OpDef::since_version; lookups that know the graph's opset pick the newest
