@@ -1,7 +1,379 @@
+// Ops that move or relabel data without arithmetic: Transpose, Concat, Split, Slice, Squeeze,
+// Unsqueeze, Flatten, Reshape, Identity, Dropout (inference), Expand. They accept every dtype and
+// run on bytes (strided_copy.h). Those that carry small integer tensors (shape computations such
+// as Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))) also pass the element values
+// through, so symbolic dims survive them.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "kiln/base/checked_math.h"
+#include "kiln/kernels/broadcast.h"
 #include "kiln/kernels/families.h"
+#include "kiln/kernels/infer_util.h"
+#include "kiln/kernels/movement_util.h"
+#include "kiln/kernels/strided_copy.h"
 
 namespace kiln::kernels {
+namespace {
 
-void register_movement_kernels(std::vector<OpKernel>& table) {}
+StatusOr<std::unique_ptr<Kernel>> make_copy(const MakeArgs&) { return make_copy_kernel(); }
+
+// Passes input 0's element values to output 0 when they are known and both are rank <= 1.
+void forward_values(InferArgs& args) {
+  if (args.outputs.empty() || args.outputs[0].shape.size() > 1) return;
+  if (auto values = known_dim_values(args, 0)) set_output_values(args, 0, std::move(*values));
+}
+
+// ---- Identity, Dropout ----
+
+Status infer_identity(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "input"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "input", all_dtypes()));
+  args.outputs = {x};
+  forward_values(args);
+  return ok_status();
+}
+
+Status infer_dropout(InferArgs& args) {
+  // 'ratio' is the attribute of opsets 7-11, which models converted to opset 17 may still carry;
+  // inference ignores it like the ratio input.
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"seed", "ratio"}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 3, 1, 2));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "data"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "data", float_dtypes()));
+  if (const ValueType* ratio = optional_input(args, 1)) {
+    KILN_RETURN_IF_ERROR(check_dtype(*ratio, 1, "ratio", float_dtypes()));
+    KILN_RETURN_IF_ERROR(check_rank(*ratio, 1, "ratio", 0));
+  }
+  if (const ValueType* training = optional_input(args, 2)) {
+    KILN_RETURN_IF_ERROR(check_dtype(*training, 2, "training_mode", {DType::kBool}));
+    KILN_RETURN_IF_ERROR(check_rank(*training, 2, "training_mode", 0));
+    if (const Tensor* t = constant_input(args, 2)) {
+      if (t->dtype() != DType::kBool || t->element_count() != 1) {
+        return invalid_argument("input 2 'training_mode' must be a single bool, got {} {}",
+                                dtype_name(t->dtype()), shape_to_string(t->shape()));
+      }
+      if (element_as_int64(*t, 0) != 0) {
+        return unimplemented(
+            "input 2 'training_mode' is true; only inference Dropout is supported");
+      }
+    }
+  }
+  args.outputs = {x};
+  if (args.output_count > 1) args.outputs.push_back(ValueType{DType::kBool, x.shape});
+  return ok_status();
+}
+
+// Inference Dropout: the output is the input, the mask is all true. A training_mode computed at
+// run time is checked here.
+class DropoutKernel : public Kernel {
+ public:
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    if (in.size() > 2 && in[2].data != nullptr && in[2].element_count() > 0 &&
+        in[2].as<uint8_t>()[0] != 0) {
+      return unimplemented("input 2 'training_mode' is true; only inference Dropout is supported");
+    }
+    const int64_t n = out[0].element_count();
+    if (n > 0) {
+      std::memcpy(out[0].data, in[0].data, static_cast<size_t>(n) * dtype_size(out[0].dtype));
+      if (out.size() > 1 && out[1].data != nullptr) std::memset(out[1].data, 1, n);
+    }
+    return ok_status();
+  }
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_dropout(const MakeArgs&) {
+  return std::unique_ptr<Kernel>(std::make_unique<DropoutKernel>());
+}
+
+// ---- Flatten, Reshape, Squeeze, Unsqueeze ----
+
+Status infer_flatten(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"axis"}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "input"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "input", all_dtypes()));
+  KILN_ASSIGN_OR_RETURN(int64_t raw_axis, args.attributes.get_int("axis", 1));
+  const auto rank = static_cast<int64_t>(x.shape.size());
+  KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(raw_axis, rank, "attribute 'axis'", true));
+  DimExpr outer(1), inner(1);
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i < axis) {
+      outer = outer * x.shape[i];
+    } else {
+      inner = inner * x.shape[i];
+    }
+  }
+  args.outputs = {ValueType{x.dtype, Shape{outer, inner}}};
+  return ok_status();
+}
+
+std::string values_text(const std::vector<DimExpr>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ",";
+    out += values[i].to_string();
+  }
+  return out + "]";
+}
+
+Status infer_reshape(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"allowzero"}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "data"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "data", all_dtypes()));
+  KILN_ASSIGN_OR_RETURN(ValueType shape_type, required_input(args, 1, "shape"));
+  if (shape_type.dtype != DType::kI64) {
+    return invalid_argument("input 1 'shape' must have dtype i64, got {}",
+                            dtype_name(shape_type.dtype));
+  }
+  KILN_RETURN_IF_ERROR(check_rank(shape_type, 1, "shape", 1));
+  if (const Tensor* t = constant_input(args, 1);
+      t != nullptr && (t->dtype() != DType::kI64 || t->rank() != 1)) {
+    return invalid_argument("input 1 'shape' constant must be a 1-D i64 tensor, got {} {}",
+                            dtype_name(t->dtype()), shape_to_string(t->shape()));
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t allow_zero, args.attributes.get_int("allowzero", 0));
+  KILN_ASSIGN_OR_RETURN(const std::vector<DimExpr> target, required_dim_values(args, 1, "shape"));
+  const std::string text = values_text(target);
+  Shape out;
+  DimExpr known(1);
+  std::optional<size_t> inferred;
+  bool has_zero = false;
+  for (size_t i = 0; i < target.size(); ++i) {
+    DimExpr dim = target[i];
+    if (auto v = dim.constant_value()) {
+      if (*v == -1) {
+        if (inferred) return invalid_argument("input 1 'shape' {} has more than one -1", text);
+        inferred = i;
+        out.push_back(DimExpr(1));
+        continue;
+      }
+      if (*v < -1) {
+        return invalid_argument("input 1 'shape' {} has invalid dim {} at {}", text, *v, i);
+      }
+      if (*v == 0) {
+        has_zero = true;
+        if (allow_zero == 0) {
+          if (i >= x.shape.size()) {
+            return invalid_argument(
+                "input 1 'shape' {} copies dim {} (0) but input 0 'data' {} has rank {}", text, i,
+                shape_to_string(x.shape), x.shape.size());
+          }
+          dim = x.shape[i];
+        }
+      }
+    }
+    known = known * dim;
+    out.push_back(dim);
+  }
+  if (allow_zero != 0 && has_zero && inferred) {
+    return invalid_argument("input 1 'shape' {} has both 0 and -1 with attribute 'allowzero' = 1",
+                            text);
+  }
+  KILN_RETURN_IF_ERROR(check_element_count(out, "the output"));
+  const DimExpr total = symbolic_element_count(x.shape);
+  if (inferred) {
+    if (known == DimExpr(0)) {
+      return invalid_argument(
+          "input 1 'shape' {}: cannot infer -1 when the other dims have no elements", text);
+    }
+    std::optional<DimExpr> quotient = total.exact_div(known);
+    if (!quotient) {
+      std::string message = fmt::format(
+          "input 1 'shape' {}: cannot infer -1 for input 0 'data' {}: element count {} is not a "
+          "multiple of {}",
+          text, shape_to_string(x.shape), total.to_string(), known.to_string());
+      if (total.is_constant() && known.is_constant()) {
+        return Status(StatusCode::kInvalidArgument, std::move(message));
+      }
+      return Status(StatusCode::kUnimplemented, message + " (symbolically)");
+    }
+    out[*inferred] = *quotient;
+  } else {
+    KILN_RETURN_IF_ERROR(check_dims_equal(
+        known, total,
+        fmt::format("element count of input 1 'shape' {} (must match input 0 'data' {})", text,
+                    shape_to_string(x.shape))));
+  }
+  args.outputs = {ValueType{x.dtype, std::move(out)}};
+  forward_values(args);
+  return ok_status();
+}
+
+// Axes from input `index` (constants; symbolic values are an error) normalized against `rank`.
+StatusOr<std::optional<std::vector<int64_t>>> axes_input(const InferArgs& args, size_t index,
+                                                         int64_t rank) {
+  if (optional_input(args, index) == nullptr) return std::optional<std::vector<int64_t>>();
+  KILN_ASSIGN_OR_RETURN(std::vector<DimExpr> values, required_dim_values(args, index, "axes"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> raw, constant_elements(values, index, "axes"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                        normalize_axes(raw, rank, input_label(index, "axes")));
+  return std::optional<std::vector<int64_t>>(std::move(axes));
+}
+
+Status infer_squeeze(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 2));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "data"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "data", all_dtypes()));
+  const auto rank = static_cast<int64_t>(x.shape.size());
+  KILN_ASSIGN_OR_RETURN(auto axes, axes_input(args, 1, rank));
+  std::vector<bool> drop(static_cast<size_t>(rank), false);
+  if (axes) {
+    for (int64_t a : *axes) {
+      KILN_RETURN_IF_ERROR(
+          check_dims_equal(x.shape[a], DimExpr(1), fmt::format("squeezed dim {} of input 0 'data' {}",
+                                                               a, shape_to_string(x.shape))));
+      drop[a] = true;
+    }
+  } else {
+    for (int64_t a = 0; a < rank; ++a) {
+      if (!x.shape[a].is_constant()) {
+        return unimplemented(
+            "Squeeze without axes of input 0 'data' {}: cannot tell whether dim {} ('{}') is 1",
+            shape_to_string(x.shape), a, x.shape[a].to_string());
+      }
+      drop[a] = x.shape[a] == DimExpr(1);
+    }
+  }
+  Shape out;
+  for (int64_t a = 0; a < rank; ++a) {
+    if (!drop[a]) out.push_back(x.shape[a]);
+  }
+  args.outputs = {ValueType{x.dtype, std::move(out)}};
+  forward_values(args);
+  return ok_status();
+}
+
+Status infer_unsqueeze(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "data"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "data", all_dtypes()));
+  KILN_ASSIGN_OR_RETURN(std::vector<DimExpr> raw_values, required_dim_values(args, 1, "axes"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> raw, constant_elements(raw_values, 1, "axes"));
+  if (raw.size() > 64) {
+    return unimplemented("input 1 'axes' has {} elements; kiln supports ranks up to 64",
+                         raw.size());
+  }
+  const auto out_rank = static_cast<int64_t>(x.shape.size() + raw.size());
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                        normalize_axes(raw, out_rank, input_label(1, "axes")));
+  std::vector<bool> inserted(static_cast<size_t>(out_rank), false);
+  for (int64_t a : axes) inserted[a] = true;
+  Shape out;
+  size_t next = 0;
+  for (int64_t a = 0; a < out_rank; ++a) out.push_back(inserted[a] ? DimExpr(1) : x.shape[next++]);
+  args.outputs = {ValueType{x.dtype, std::move(out)}};
+  forward_values(args);
+  return ok_status();
+}
+
+// ---- Transpose ----
+
+StatusOr<std::vector<int64_t>> transpose_perm(const Attributes& attributes, size_t rank) {
+  std::vector<int64_t> reversed(rank);
+  for (size_t i = 0; i < rank; ++i) reversed[i] = static_cast<int64_t>(rank - 1 - i);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, attributes.get_ints("perm", reversed));
+  if (perm.size() != rank) {
+    return invalid_argument("attribute 'perm' has {} elements for input 0 'data' of rank {}",
+                            perm.size(), rank);
+  }
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < rank; ++i) {
+    if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(rank) || seen[perm[i]]) {
+      return invalid_argument("attribute 'perm' [{}] is not a permutation of 0..{}",
+                              fmt::join(perm, ","), static_cast<int64_t>(rank) - 1);
+    }
+    seen[perm[i]] = true;
+  }
+  return perm;
+}
+
+Status infer_transpose(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"perm"}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "data"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "data", all_dtypes()));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, transpose_perm(args.attributes, x.shape.size()));
+  Shape out;
+  for (int64_t p : perm) out.push_back(x.shape[p]);
+  args.outputs = {ValueType{x.dtype, std::move(out)}};
+  forward_values(args);
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_transpose(const MakeArgs& args) {
+  const ConcreteShape dims = args.input_dims(0);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, transpose_perm(args.attributes, dims.size()));
+  return make_view_kernel(permuted_view(dims, perm));
+}
+
+// ---- Expand ----
+
+Status infer_expand(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "input"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "input", all_dtypes()));
+  KILN_ASSIGN_OR_RETURN(ValueType shape_type, required_input(args, 1, "shape"));
+  KILN_RETURN_IF_ERROR(check_dtype(shape_type, 1, "shape", {DType::kI64}));
+  KILN_RETURN_IF_ERROR(check_rank(shape_type, 1, "shape", 1));
+  KILN_ASSIGN_OR_RETURN(Shape target, required_dim_values(args, 1, "shape"));
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (auto v = target[i].constant_value(); v && *v < 0) {
+      return invalid_argument("input 1 'shape' {} has negative dim {} at {}",
+                              values_text(target), *v, i);
+    }
+  }
+  const Shape shapes[] = {x.shape, target};
+  const std::string labels[] = {"input 0 'input'", "input 1 'shape'"};
+  KILN_ASSIGN_OR_RETURN(Shape out, broadcast_shapes(shapes, labels));
+  KILN_RETURN_IF_ERROR(check_element_count(out, "the output"));
+  args.outputs = {ValueType{x.dtype, out}};
+  if (out.size() <= 1) {
+    auto values = known_dim_values(args, 0);
+    auto n = out.empty() ? std::optional<int64_t>(1) : out[0].constant_value();
+    if (values && n && values->size() == 1 && *n <= 64) {
+      set_output_values(args, 0, std::vector<DimExpr>(static_cast<size_t>(*n), (*values)[0]));
+    } else if (values && n && static_cast<int64_t>(values->size()) == *n) {
+      set_output_values(args, 0, std::move(*values));
+    }
+  }
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<Kernel>> make_expand(const MakeArgs& args) {
+  const ConcreteShape in = args.input_dims(0);
+  const ConcreteShape out = args.output_dims(0);
+  const std::vector<int64_t> strides = row_major_strides(in);
+  StridedView view;
+  view.dims = out;
+  view.strides.assign(out.size(), 0);
+  const size_t offset = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) {
+    view.strides[offset + i] = in[i] == 1 ? 0 : strides[i];
+  }
+  return make_view_kernel(std::move(view));
+}
+
+}  // namespace
+
+void register_movement_kernels(std::vector<OpKernel>& table) {
+  table.push_back(OpKernel{"Dropout", infer_dropout, make_dropout});
+  table.push_back(OpKernel{"Expand", infer_expand, make_expand, 1u << 1});
+  table.push_back(OpKernel{"Flatten", infer_flatten, make_copy});
+  table.push_back(OpKernel{"Identity", infer_identity, make_copy});
+  table.push_back(OpKernel{"Reshape", infer_reshape, make_copy, 1u << 1});
+  table.push_back(OpKernel{"Squeeze", infer_squeeze, make_copy, 1u << 1});
+  table.push_back(OpKernel{"Transpose", infer_transpose, make_transpose});
+  table.push_back(OpKernel{"Unsqueeze", infer_unsqueeze, make_copy, 1u << 1});
+  register_slicing_kernels(table);
+  register_layout_kernels(table);
+}
 
 }  // namespace kiln::kernels
