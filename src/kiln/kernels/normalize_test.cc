@@ -9,7 +9,7 @@
 namespace kiln::kernels {
 namespace {
 
-using namespace testing;  // NOLINT
+using namespace reduce_testing;  // NOLINT
 
 Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
   Attributes a;
@@ -82,6 +82,34 @@ TEST(LayerNormKernels, AxisZeroWithBroadcastScaleAndNoBias) {
   const std::vector<double> want = {-3 * s, -s, s, 3 * s};
   auto got = values_of<double>((*y)[0]);
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[i], want[i], 1e-12);
+}
+
+TEST(LayerNormKernels, HalfAndBFloat16StoreRoundedResults) {
+  // Rows [1,3] -> [-1, 1] with eps 0; -1 and 1 are exact in both formats.
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    auto make = [&](ConcreteShape shape, std::vector<float> v) {
+      Tensor t = Tensor::create(dtype, std::move(shape)).value();
+      auto bits = t.mutable_values<uint16_t>();
+      for (size_t i = 0; i < v.size(); ++i) {
+        bits[i] = dtype == DType::kF16 ? float_to_half_bits(v[i]) : float_to_bfloat16_bits(v[i]);
+      }
+      return t;
+    };
+    auto y = run_op("LayerNormalization",
+                    {value(make({1, 2}, {1, 3})), value(make({2}, {1, 1})),
+                     value(make({2}, {0, 0.5}))},
+                    attrs({{"epsilon", 0.0}}), 2);
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].dtype(), dtype);
+    EXPECT_EQ((*y)[1].dtype(), DType::kF32);  // stash_type 1
+    auto bits = values_of<uint16_t>((*y)[0]);
+    auto f = [&](uint16_t b) {
+      return dtype == DType::kF16 ? half_bits_to_float(b) : bfloat16_bits_to_float(b);
+    };
+    EXPECT_EQ(f(bits[0]), -1.0f);
+    EXPECT_EQ(f(bits[1]), 1.5f);
+    EXPECT_EQ(values_of<float>((*y)[1])[0], 2.0f);
+  }
 }
 
 TEST(LayerNormKernels, SymbolicShapesAndBadInput) {

@@ -10,7 +10,7 @@
 namespace kiln::kernels {
 namespace {
 
-using namespace testing;  // NOLINT
+using namespace reduce_testing;  // NOLINT
 
 Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
   Attributes a;

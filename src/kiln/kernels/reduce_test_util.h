@@ -12,7 +12,7 @@
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
 
-namespace kiln::kernels::testing {
+namespace kiln::kernels::reduce_testing {
 
 template <typename T>
 Tensor make_tensor(DType dtype, ConcreteShape shape, const std::vector<T>& values) {
@@ -109,4 +109,4 @@ inline bool contains(const std::string& text, std::string_view part) {
   return text.find(part) != std::string::npos;
 }
 
-}  // namespace kiln::kernels::testing
+}  // namespace kiln::kernels::reduce_testing
