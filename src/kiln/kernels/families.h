@@ -22,11 +22,13 @@ void register_reduce_kernels(std::vector<OpKernel>& table);
 // normalize.cc: Softmax, LogSoftmax, Hardmax, LayerNormalization, InstanceNormalization,
 // LpNormalization, LRN, MeanVarianceNormalization, BatchNormalization.
 void register_normalize_kernels(std::vector<OpKernel>& table);
+// scan.cc: CumSum, TopK.
+void register_scan_kernels(std::vector<OpKernel>& table);
 // movement.cc: Transpose, Concat, Split, Slice, Squeeze, Unsqueeze, Flatten, Reshape, Identity,
 // Dropout, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Trilu.
 void register_movement_kernels(std::vector<OpKernel>& table);
 // index.cc: Gather, GatherElements, GatherND, ScatterND, ScatterElements, OneHot, EyeLike, Range,
-// ConstantOfShape, Shape, Size, CumSum, TopK.
+// ConstantOfShape, Shape, Size.
 void register_index_kernels(std::vector<OpKernel>& table);
 // resize.cc: Resize, Upsample.
 void register_resize_kernels(std::vector<OpKernel>& table);

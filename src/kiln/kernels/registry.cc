@@ -8,6 +8,7 @@ void register_all(std::vector<OpKernel>& table) {
   register_binary_kernels(table);
   register_reduce_kernels(table);
   register_normalize_kernels(table);
+  register_scan_kernels(table);
   register_movement_kernels(table);
   register_index_kernels(table);
   register_resize_kernels(table);

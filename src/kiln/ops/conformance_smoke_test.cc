@@ -22,6 +22,7 @@ const char* const kDataDir = "/usr/share/libonnx-testdata/data/node";
 const char* const kPassing[] = {
     "test_add",
     "test_add_bcast",
+    "test_add_uint8",
     "test_sub",
     "test_sub_bcast",
     "test_sub_example",
@@ -149,7 +150,6 @@ const std::pair<const char*, StatusCode> kRefused[] = {
     {"test_batchnorm_epsilon_training_mode", StatusCode::kUnimplemented},
     {"test_training_dropout", StatusCode::kUnimplemented},
     {"test_training_dropout_mask", StatusCode::kUnimplemented},
-    {"test_add_uint8", StatusCode::kInvalidArgument},
 };
 
 struct Loaded {
