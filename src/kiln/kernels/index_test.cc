@@ -1,4 +1,5 @@
-// Index, scatter and generator kernels (index.cc, scatter.cc, generate.cc): semantics from the
+// Index, scatter, generator and selection kernels (index.cc, scatter.cc, generate.cc,
+// select.cc): semantics from the
 // ONNX operator spec's examples and hand calculation, symbolic inference and value propagation,
 // and the bad inputs each rejects.
 #include <gtest/gtest.h>
@@ -490,6 +491,75 @@ TEST(ConstantOfShapeKernel, RejectsBadInputs) {
   b.set("kiln_value_dtype", std::string("f99"));
   y = run_op("ConstantOfShape", {{i64({1}, {2}), true}}, b);
   ASSERT_FALSE(y.ok());
+}
+
+Tensor boolean(ConcreteShape dims, std::vector<uint8_t> v) { return make(DType::kBool, dims, v); }
+
+TEST(NonZeroKernel, CoordinatesOfAConstantInRowMajorOrder) {
+  EXPECT_EQ(find_op_kernel("NonZero")->compile_time_inputs, 1u);
+  // Spec example: [[1, 0], [1, 1]] -> [[0, 1, 1], [0, 0, 1]].
+  auto y = run_op("NonZero", {{boolean({2, 2}, {1, 0, 1, 1}), true}});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ((*y)[0].shape(), (ConcreteShape{2, 3}));
+  EXPECT_EQ(values_of<int64_t>((*y)[0]), (std::vector<int64_t>{0, 1, 1, 0, 0, 1}));
+  // NaN is nonzero, -0 is zero.
+  y = run_op("NonZero", {{f32({3}, {NAN, -0.f, 2.f}), true}});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(values_of<int64_t>((*y)[0]), (std::vector<int64_t>{0, 2}));
+}
+
+TEST(NonZeroKernel, DataDependentSizeNeedsAConstant) {
+  Inferred r = infer_op("NonZero", {{{DType::kF32, {N}}}});
+  EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(r.status, "depends on the data"));
+  // Data that differs from what the kernel was made for is an error, not an overrun.
+  const OpKernel* k = find_op_kernel("NonZero");
+  Tensor planned = boolean({3}, {1, 0, 0});
+  Tensor other = boolean({3}, {1, 1, 1});
+  std::vector<ConcreteInput> inputs = {{true, DType::kBool, {3}, &planned}};
+  auto p = plan_concrete(*k, {}, inputs, 1, nullptr);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  Tensor out = Tensor::create(DType::kI64, {1, 1}).value();
+  ConstBuffer in{DType::kBool, other.shape(), other.data()};
+  MutableBuffer o{DType::kI64, out.shape(), out.mutable_data()};
+  Status s = p->kernel->run({&in, 1}, {&o, 1});
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(out.values<int64_t>()[0], 0);
+}
+
+TEST(CompressKernel, AxisAndFlattened) {
+  EXPECT_EQ(find_op_kernel("Compress")->compile_time_inputs, 2u);
+  Tensor x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  Attributes a;
+  a.set("axis", int64_t{0});
+  auto y = run_op("Compress", {{x}, {boolean({3}, {0, 1, 1}), true}}, a);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ((*y)[0].shape(), (ConcreteShape{2, 2}));
+  EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{3, 4, 5, 6}));
+  Attributes b;
+  b.set("axis", int64_t{-1});
+  y = run_op("Compress", {{x}, {boolean({2}, {0, 1}), true}}, b);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{2, 4, 6}));
+  // No axis: the flattened input; a shorter condition leaves the rest out.
+  y = run_op("Compress", {{x}, {boolean({5}, {0, 1, 0, 0, 1}), true}});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{2, 5}));
+}
+
+TEST(CompressKernel, RejectsBadInputs) {
+  Tensor x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  auto y = run_op("Compress", {{x}, {boolean({3}, {0, 1, 1})}});
+  ASSERT_FALSE(y.ok());
+  EXPECT_TRUE(contains(y.status(), "depends on the data"));
+  Attributes a;
+  a.set("axis", int64_t{1});
+  y = run_op("Compress", {{x}, {boolean({3}, {0, 1, 1}), true}}, a);
+  ASSERT_FALSE(y.ok());
+  EXPECT_TRUE(contains(y.status(), "has 3 elements, more than the 2"));
+  y = run_op("Compress", {{x}, {i64({3}, {0, 1, 1}), true}}, a);
+  ASSERT_FALSE(y.ok());
+  EXPECT_TRUE(contains(y.status(), "input 1 'condition' must have dtype bool"));
 }
 
 }  // namespace
