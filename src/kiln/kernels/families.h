@@ -27,9 +27,14 @@ void register_scan_kernels(std::vector<OpKernel>& table);
 // movement.cc: Transpose, Concat, Split, Slice, Squeeze, Unsqueeze, Flatten, Reshape, Identity,
 // Dropout, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Trilu.
 void register_movement_kernels(std::vector<OpKernel>& table);
-// index.cc: Gather, GatherElements, GatherND, ScatterND, ScatterElements, OneHot, EyeLike, Range,
-// ConstantOfShape, Shape, Size.
+// index.cc: Shape, Size, Gather, GatherElements, GatherND.
 void register_index_kernels(std::vector<OpKernel>& table);
+// scatter.cc: ScatterND, ScatterElements.
+void register_scatter_kernels(std::vector<OpKernel>& table);
+// generate.cc: OneHot, EyeLike, Range, ConstantOfShape.
+void register_generate_kernels(std::vector<OpKernel>& table);
+// select.cc: NonZero, Compress.
+void register_select_kernels(std::vector<OpKernel>& table);
 // resize.cc: Resize, Upsample.
 void register_resize_kernels(std::vector<OpKernel>& table);
 // spatial.cc: Conv, ConvTranspose, MaxPool, AveragePool, LpPool, GlobalAveragePool,

@@ -11,6 +11,9 @@ void register_all(std::vector<OpKernel>& table) {
   register_scan_kernels(table);
   register_movement_kernels(table);
   register_index_kernels(table);
+  register_scatter_kernels(table);
+  register_generate_kernels(table);
+  register_select_kernels(table);
   register_resize_kernels(table);
   register_spatial_kernels(table);
   register_linalg_kernels(table);
