@@ -163,6 +163,14 @@ Status propagate_gather_values(InferArgs& args, const ValueType& data, const Val
   if (data.shape.size() != 1 || indices.shape.size() > 1 || !is_integer(data.dtype)) {
     return ok_status();
   }
+  // Shape computations are short vectors; a large integer table is data, not a shape.
+  constexpr int64_t kMaxValues = 1024;
+  auto length = data.shape[0].constant_value();
+  auto picks_length = indices.shape.empty() ? std::optional<int64_t>(1)
+                                            : indices.shape[0].constant_value();
+  if (!length || *length > kMaxValues || !picks_length || *picks_length > kMaxValues) {
+    return ok_status();
+  }
   auto values = known_dim_values(args, 0);
   auto picks = known_dim_values(args, 1);
   if (!values || !picks) return ok_status();

@@ -181,6 +181,14 @@ TEST(GatherKernel, PropagatesShapeValues) {
   EXPECT_EQ(*r.values[0], (std::vector<DimExpr>{3, N}));
 }
 
+TEST(GatherKernel, LargeIntegerTablesAreNotShapeValues) {
+  Tensor table = i64({2000}, std::vector<int64_t>(2000, 5));
+  Tensor index = i64({}, {3});
+  Inferred r = infer_op("Gather", {{{DType::kI64, {2000}}, &table}, {{DType::kI64, {}}, &index}});
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_TRUE(r.values.empty() || !r.values[0].has_value());
+}
+
 TEST(GatherKernel, SymbolicShapeAndBadInputs) {
   Inferred r = infer_op("Gather", {{{DType::kF32, {N, 5}}}, {{DType::kI64, {H}}}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
