@@ -86,7 +86,8 @@ Command add_test_suite_command(CLI::App& app) {
       "run a model test suite: a manifest (.json, docs/test-suite.md) or a folder in the ONNX backend test layout");
   sub->add_option("suite", flags->suite, "manifest file, or folder (model.onnx + test_data_set_N, or folders of them)")
       ->required();
-  sub->add_option("--backend", flags->backend, "backend to compile for and run on; picks the manifest's expectations");
+  sub->add_option("--backend", flags->backend, "backend to compile for and run on (cpu), or `reference` for the float64 reference "
+                  "evaluator without compiling; picks the manifest's expectations");
   sub->add_option("-j,--jobs", flags->jobs, "models to run in parallel (each gets threads/jobs threads)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--threads", flags->threads, "threads in total (default: all cores)")->check(CLI::NonNegativeNumber);

@@ -118,4 +118,15 @@ int64_t element_as_int64(const Tensor& tensor, int64_t index) {
   return 0;
 }
 
+void set_element_from_int64(Tensor& tensor, int64_t index, int64_t value) {
+  std::byte* p = tensor.mutable_data() + index * static_cast<int64_t>(dtype_size(tensor.dtype()));
+  switch (dtype_size(tensor.dtype())) {
+    case 1: *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(value); break;
+    case 2: *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(value); break;
+    case 4: *reinterpret_cast<uint32_t*>(p) = static_cast<uint32_t>(value); break;
+    default: *reinterpret_cast<uint64_t*>(p) = static_cast<uint64_t>(value); break;
+  }
+  if (tensor.dtype() == DType::kBool) *reinterpret_cast<uint8_t*>(p) = value != 0;
+}
+
 }  // namespace kiln

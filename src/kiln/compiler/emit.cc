@@ -41,6 +41,13 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
     } else {
       out.kind = module::ValueKind::kIntermediate;
     }
+    if (!value.constant && !is_input[v]) {
+      bool all_bindable = true;
+      for (const DimExpr& d : value.dim_values) {
+        for (const std::string& symbol : d.symbols()) all_bindable = all_bindable && bindable.count(symbol);
+      }
+      if (all_bindable) out.known_values = value.dim_values;
+    }
     contents.values.push_back(std::move(out));
   }
   contents.inputs.assign(graph.inputs().begin(), graph.inputs().end());

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct ValueSpec {
   ValueRole role = ValueRole::kIntermediate;
   const Tensor* constant = nullptr;  // kConstant: plain row-major data, valid while the spec's
                                      // module is loaded
+  // A non-constant integer value whose elements the module's shape program knows (e.g. the
+  // result of Shape(x)), evaluated for this binding: lets a backend plan ops that need those
+  // values at prepare time (Reshape's shape). The value is still computed by its dispatch.
+  std::optional<Tensor> known_value;
 };
 
 struct DispatchSpec {

@@ -34,6 +34,10 @@ struct Value {
   Shape shape;
   std::optional<Tensor> constant;  // set for weights and folded values
   std::optional<NodeId> producer;  // set for node outputs
+  // Shape computation: for a small integer tensor (rank <= 1) whose elements are known as
+  // expressions of the symbols (Shape(x), and what Gather/Concat/... make of it), one DimExpr per
+  // element; empty when unknown. Set by shape inference; the runtime evaluates them per binding.
+  std::vector<DimExpr> dim_values;
 };
 
 struct Node {

@@ -38,6 +38,10 @@ struct ModuleValue {
   Shape shape;  // symbolic dims over ModuleContents::symbols
   ValueKind kind = ValueKind::kIntermediate;
   Tensor constant;  // kConstant only: the data (borrowed from the mapped file when loaded)
+  // Shape computation: for a non-constant integer value of rank <= 1, its elements as expressions
+  // of the symbols (e.g. Shape(x)), one per element; empty when unknown. The runtime evaluates
+  // them per binding so backends can plan ops that need those values (ValueSpec::known_value).
+  std::vector<DimExpr> known_values;
 };
 
 struct Dispatch {

@@ -134,6 +134,29 @@ class Converter {
     return out;
   }
 
+  // Parses a list of dim expressions (a value's dims, or its known element values).
+  StatusOr<std::vector<DimExpr>> read_dims(const fbs::Vector<fbs::Offset<fbs::String>>* list,
+                                           std::string_view what) {
+    std::vector<DimExpr> out;
+    KILN_RETURN_IF_ERROR(spend_offsets(size_of(list)));
+    for (size_t d = 0; d < size_of(list); ++d) {
+      const fbs::String* text = list->Get(static_cast<fbs::uoffset_t>(d));
+      if (text == nullptr) return invalid_argument("{} {} is missing", what, d);
+      if (text->size() > kMaxDimTextLength) {
+        return invalid_argument("{} {} is {} characters long, over the limit of {}", what, d,
+                                text->size(), kMaxDimTextLength);
+      }
+      KILN_RETURN_IF_ERROR(spend(text->size()));
+      // Only the canonical form is parsed: other text could make the parser expand without end.
+      Status canonical = check_canonical_dim_text(text->string_view());
+      if (!canonical.ok()) return invalid_argument("{} {}: {}", what, d, canonical.message());
+      auto dim = parse_dim_expr(text->string_view());
+      if (!dim.ok()) return invalid_argument("{} {}: {}", what, d, dim.status().message());
+      out.push_back(std::move(dim).value());
+    }
+    return out;
+  }
+
   StatusOr<ModuleValue> convert_value(const fb::Value& in) {
     ModuleValue out;
     KILN_ASSIGN_OR_RETURN(out.name, string(in.name()));
@@ -145,22 +168,8 @@ class Converter {
       return invalid_argument("invalid kind code {}", static_cast<int>(in.kind()));
     }
     out.kind = static_cast<ValueKind>(in.kind());
-    KILN_RETURN_IF_ERROR(spend_offsets(size_of(in.dims())));
-    for (size_t d = 0; d < size_of(in.dims()); ++d) {
-      const fbs::String* text = in.dims()->Get(static_cast<fbs::uoffset_t>(d));
-      if (text == nullptr) return invalid_argument("dim {} is missing", d);
-      if (text->size() > kMaxDimTextLength) {
-        return invalid_argument("dim {} is {} characters long, over the limit of {}", d,
-                                text->size(), kMaxDimTextLength);
-      }
-      KILN_RETURN_IF_ERROR(spend(text->size()));
-      // Only the canonical form is parsed: other text could make the parser expand without end.
-      Status canonical = check_canonical_dim_text(text->string_view());
-      if (!canonical.ok()) return invalid_argument("dim {}: {}", d, canonical.message());
-      auto dim = parse_dim_expr(text->string_view());
-      if (!dim.ok()) return invalid_argument("dim {}: {}", d, dim.status().message());
-      out.shape.push_back(std::move(dim).value());
-    }
+    KILN_ASSIGN_OR_RETURN(out.shape, read_dims(in.dims(), "dim"));
+    KILN_ASSIGN_OR_RETURN(out.known_values, read_dims(in.values(), "known value"));
     if (out.kind != ValueKind::kConstant) {
       if (in.constant_offset() != 0 || in.constant_size() != 0) {
         return invalid_argument("a value that is not a constant has a constant data range");

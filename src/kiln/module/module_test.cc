@@ -345,4 +345,22 @@ TEST(Module, LargeConstantsRoundTrip) {
 }
 
 }  // namespace
+
+
+TEST(Module, KnownValuesSurvive) {
+  ScratchDir dir;
+  std::string path = dir.file("m.kmod");
+  ModuleContents m = sample_contents();
+  ModuleValue known{"dims", DType::kI64, {2}, ValueKind::kIntermediate, {}};
+  known.known_values = {DimExpr::symbol("N") * 4, DimExpr(-1)};
+  m.values.push_back(known);
+  ASSERT_TRUE(write_module(m, path).ok());
+  auto loaded = load_module(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  const ModuleValue& back = (*loaded)->values.back();
+  ASSERT_EQ(back.known_values.size(), 2u);
+  EXPECT_EQ(back.known_values[0], DimExpr::symbol("N") * 4);
+  EXPECT_EQ(back.known_values[1], DimExpr(-1));
+  EXPECT_TRUE((*loaded)->values[3].known_values.empty());
+}
 }  // namespace kiln::module

@@ -151,11 +151,14 @@ std::vector<uint8_t> build_metadata(const ModuleContents& contents,
     std::vector<std::string> dims;
     dims.reserve(value.shape.size());
     for (const DimExpr& dim : value.shape) dims.push_back(dim.to_string());
+    std::vector<std::string> known;
+    for (const DimExpr& v : value.known_values) known.push_back(v.to_string());
     auto name = builder.CreateString(value.name);
     auto dims_offset = string_vector(builder, dims);
+    auto known_offset = known.empty() ? 0 : string_vector(builder, known);
     values.push_back(fb::CreateValue(builder, name, static_cast<uint8_t>(value.dtype), dims_offset,
                                      static_cast<uint8_t>(value.kind), placements[i].offset,
-                                     placements[i].size));
+                                     placements[i].size, known_offset));
   }
   std::vector<fbs::Offset<fb::Dispatch>> dispatches;
   dispatches.reserve(contents.dispatches.size());

@@ -89,6 +89,31 @@ Status verify_value(const ModuleValue& value, const std::set<std::string, std::l
       }
     }
   }
+  if (!value.known_values.empty()) {
+    if (value.kind == ValueKind::kConstant || !is_integer(value.dtype) || value.shape.size() > 1) {
+      return invalid_argument("known element values are only allowed on a non-constant integer "
+                              "value of rank 0 or 1, not on this {} {} {}", kind_name(value.kind),
+                              dtype_name(value.dtype), shape_to_string(value.shape));
+    }
+    const DimExpr count = value.shape.empty() ? DimExpr(1) : value.shape[0];
+    if (count != DimExpr(static_cast<int64_t>(value.known_values.size()))) {
+      return invalid_argument("has {} known element values for {} elements",
+                              value.known_values.size(), count.to_string());
+    }
+    for (size_t i = 0; i < value.known_values.size(); ++i) {
+      const std::string text = value.known_values[i].to_string();
+      if (text.size() > kMaxDimTextLength) {
+        return invalid_argument("known value {} is {} characters long, over the limit of {}", i,
+                                text.size(), kMaxDimTextLength);
+      }
+      for (const std::string& symbol : value.known_values[i].symbols()) {
+        if (symbols.count(symbol) == 0) {
+          return invalid_argument("known value {} '{}' uses symbol '{}', which the module does "
+                                  "not declare", i, text, symbol);
+        }
+      }
+    }
+  }
   if (value.kind == ValueKind::kConstant) return verify_constant(value);
   if (!value.constant.empty_storage()) {
     return invalid_argument("{} value carries constant data", kind_name(value.kind));

@@ -72,6 +72,21 @@ std::vector<BadCase> bad_cases() {
       {"IntermediateWithData",
        [](ModuleContents& m) { m.values[3].constant = test_util::make_f32({1}, 0); },
        {"value 3 'y'", "carries constant data"}},
+      {"KnownValuesOnAFloatValue",
+       [](ModuleContents& m) { m.values[3].known_values = {DimExpr(1)}; },
+       {"value 3 'y'", "known element values are only allowed"}},
+      {"KnownValuesCountMismatch",
+       [](ModuleContents& m) {
+         m.values.push_back({"k", DType::kI64, {2}, ValueKind::kIntermediate, {}});
+         m.values.back().known_values = {DimExpr(1)};
+       },
+       {"value 10 'k'", "1 known element values for 2 elements"}},
+      {"KnownValueUndeclaredSymbol",
+       [](ModuleContents& m) {
+         m.values.push_back({"k", DType::kI64, {1}, ValueKind::kIntermediate, {}});
+         m.values.back().known_values = {DimExpr::symbol("Q")};
+       },
+       {"value 10 'k'", "uses symbol 'Q'"}},
       {"GraphInputOutOfRange", [](ModuleContents& m) { m.inputs.push_back(10); },
        {"graph input 2 is value 10, out of range (the module has 10 values)"}},
       {"GraphInputNotAnInput", [](ModuleContents& m) { m.inputs.push_back(1); },

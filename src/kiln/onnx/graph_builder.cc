@@ -83,6 +83,7 @@ class Builder {
     KILN_RETURN_IF_ERROR(apply_bindings());
     KILN_RETURN_IF_ERROR(add_initializers());
     KILN_RETURN_IF_ERROR(add_nodes());
+    KILN_RETURN_IF_ERROR(bind_compile_time_inputs());
     std::vector<std::string> unsupported = ops::unsupported_ops(graph_);
     if (!unsupported.empty()) {
       return unimplemented("unsupported ops: {}", fmt::join(unsupported, ", "));
@@ -158,6 +159,55 @@ class Builder {
       }
     }
     return ops::ValueType{dtype, std::move(shape)};
+  }
+
+  // Turns graph inputs that feed compile-time operands into constants with the values
+  // options_.compile_time_value gives.
+  Status bind_compile_time_inputs() {
+    if (!options_.compile_time_value) return ok_status();
+    std::set<ir::ValueId> needed;
+    for (const ir::Node& node : graph_.nodes()) {
+      const ops::OpDef* def = ops::default_registry().find(node.op_type, graph_.opset);
+      if (def == nullptr || def->compile_time_inputs == 0) continue;
+      for (size_t i = 0; i < node.inputs.size() && i < 32; ++i) {
+        if (((def->compile_time_inputs >> i) & 1u) != 0 && node.inputs[i] != ir::kAbsent) {
+          needed.insert(node.inputs[i]);
+        }
+      }
+    }
+    std::vector<ir::ValueId> kept;
+    const std::vector<ir::ValueId> inputs = graph_.inputs();
+    for (size_t position = 0; position < inputs.size(); ++position) {
+      const ir::ValueId id = inputs[position];
+      ir::Value& value = graph_.value(id);
+      if (!needed.count(id)) {
+        kept.push_back(id);
+        continue;
+      }
+      KILN_ASSIGN_OR_RETURN(std::optional<Tensor> tensor,
+                            options_.compile_time_value(position, value.name));
+      if (!tensor) {
+        kept.push_back(id);
+        continue;
+      }
+      const std::string what = fmt::format("compile-time value of graph input '{}'", value.name);
+      if (tensor->dtype() != value.dtype || tensor->rank() != static_cast<int64_t>(value.shape.size())) {
+        return invalid_argument("{} is {} {}, but the input is declared {} {}", what,
+                                dtype_name(tensor->dtype()), shape_to_string(tensor->shape()),
+                                dtype_name(value.dtype), shape_to_string(value.shape));
+      }
+      for (size_t d = 0; d < value.shape.size(); ++d) {
+        auto declared = value.shape[d].constant_value();
+        if (declared && *declared != tensor->shape()[d]) {
+          return invalid_argument("{} has dim {} = {}, but the input declares {}", what, d,
+                                  tensor->shape()[d], *declared);
+        }
+      }
+      value.shape = shape_from_concrete(tensor->shape());
+      value.constant = std::move(*tensor);
+    }
+    graph_.mutable_inputs() = std::move(kept);
+    return ok_status();
   }
 
   Status add_inputs() {

@@ -33,7 +33,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "kiln/base/status.h"
@@ -51,6 +53,13 @@ struct ImportOptions {
   // Fix named symbolic dims (dim_param, or the generated "unk_<input>_<axis>") to values at
   // import. Naming a symbol that no graph input uses, or a negative value, is an error.
   std::map<std::string, int64_t> bind;
+  // Values for graph inputs that an op needs at compile time (ops::OpDef::compile_time_inputs:
+  // Reshape's shape, a reduction's axes, ...), e.g. from a test's data when a model feeds them
+  // as graph inputs. Called once per such input with its position among the runtime inputs
+  // (ONNX graph.input minus initializers) and its name; a tensor makes the input a constant
+  // (its dtype, rank and constant dims must match the declaration), nullopt leaves it an input.
+  std::function<StatusOr<std::optional<Tensor>>(size_t position, const std::string& name)>
+      compile_time_value;
   // Refuse larger files before parsing (protobuf itself cannot exceed 2 GiB).
   uint64_t max_model_bytes = 2ull << 30;
 };

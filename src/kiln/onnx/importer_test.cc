@@ -835,4 +835,56 @@ TEST(Importer, BackendTestDataNodeModels) {
 }
 
 }  // namespace
+
+
+// x[N,6] -> Reshape(x, shape) with `shape` a graph input (as in ONNX backend node tests).
+ModelBuilder reshape_with_shape_input() {
+  ModelBuilder b;
+  b.input("x", kFloat, {std::string("N"), int64_t{6}});
+  b.input("shape", kInt64, {int64_t{2}});
+  b.node("Reshape", {"x", "shape"}, {"y"}, "reshape0");
+  b.output("y");
+  return b;
+}
+
+TEST(Importer, CompileTimeValueBindsShapeOperandsOnly) {
+  std::vector<std::pair<size_t, std::string>> asked;
+  ImportOptions options;
+  options.compile_time_value = [&](size_t position,
+                                   const std::string& name) -> StatusOr<std::optional<Tensor>> {
+    asked.emplace_back(position, name);
+    Tensor t = Tensor::create(DType::kI64, {2}).value();
+    t.mutable_values<int64_t>()[0] = -1;
+    t.mutable_values<int64_t>()[1] = 3;
+    return std::optional<Tensor>(std::move(t));
+  };
+  auto g = import(reshape_with_shape_input(), options);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  // Only the shape operand was asked for, by its position among the runtime inputs.
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].first, 1u);
+  EXPECT_EQ(asked[0].second, "shape");
+  ASSERT_EQ(g->inputs().size(), 1u);
+  EXPECT_EQ(g->value(g->inputs()[0]).name, "x");
+  EXPECT_EQ(shape_of(*g, "y"), "f32[2*N,3]");
+}
+
+TEST(Importer, CompileTimeValueOfTheWrongTypeIsRefused) {
+  ImportOptions options;
+  options.compile_time_value = [](size_t, const std::string&) -> StatusOr<std::optional<Tensor>> {
+    return std::optional<Tensor>(Tensor::create(DType::kI64, {3}).value());
+  };
+  auto g = import(reshape_with_shape_input(), options);
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), HasSubstr("graph input 'shape'"));
+  EXPECT_THAT(g.status().message(), HasSubstr("dim 0 = 3"));
+}
+
+TEST(Importer, ShapeOperandLeftAsInputIsRefusedNamingIt) {
+  auto g = import(reshape_with_shape_input());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().to_string(), HasSubstr("'shape' must be known at compile time"));
+  EXPECT_THAT(g.status().to_string(), HasSubstr("reshape0"));
+}
 }  // namespace kiln::onnx_import

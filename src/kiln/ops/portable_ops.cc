@@ -13,8 +13,9 @@ namespace {
 
 kernels::InferArgs infer_args(const ir::Node& node,
                               const std::vector<std::optional<ValueType>>& inputs,
-                              const std::vector<const Tensor*>& constants) {
-  return kernels::InferArgs{node.attributes, inputs, constants, node.outputs.size(), {}};
+                              const std::vector<const Tensor*>& constants,
+                              const std::vector<const std::vector<DimExpr>*>& values = {}) {
+  return kernels::InferArgs{node.attributes, inputs, constants, node.outputs.size(), {}, values, {}};
 }
 
 Tensor to_f64(const Tensor& t) {
@@ -135,10 +136,12 @@ void register_portable_ops(Registry& registry) {
     const kernels::OpKernel* op = &k;
     OpDef def;
     def.op_type = std::string(k.op_type);
+    def.compile_time_inputs = k.compile_time_inputs;
     def.infer = [op](InferContext& ctx) -> Status {
-      kernels::InferArgs args = infer_args(ctx.node, ctx.inputs, ctx.constants);
+      kernels::InferArgs args = infer_args(ctx.node, ctx.inputs, ctx.constants, ctx.values);
       KILN_RETURN_IF_ERROR(op->infer(args));
       ctx.outputs = std::move(args.outputs);
+      ctx.output_values = std::move(args.output_values);
       return ok_status();
     };
     def.evaluate = [op](const ir::Node& node, std::span<const Tensor> inputs,

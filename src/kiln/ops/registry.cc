@@ -83,6 +83,7 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
     if (in == ir::kAbsent) {
       ctx.inputs.emplace_back(std::nullopt);
       ctx.constants.push_back(nullptr);
+      ctx.values.push_back(nullptr);
       continue;
     }
     if (in < 0 || static_cast<size_t>(in) >= graph.values().size()) {
@@ -91,7 +92,9 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
     const ir::Value& v = graph.value(in);
     ctx.inputs.emplace_back(ValueType{v.dtype, v.shape});
     ctx.constants.push_back(v.constant ? &*v.constant : nullptr);
+    ctx.values.push_back(v.dim_values.empty() ? nullptr : &v.dim_values);
   }
+  if (ctx.values.size() < ctx.inputs.size()) ctx.values.resize(ctx.inputs.size(), nullptr);
   Status status = (*def)->infer(ctx);
   if (!status.ok()) return with_node_note(std::move(status), node);
   if (ctx.outputs.size() != node.outputs.size()) {
@@ -106,6 +109,10 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
     ir::Value& v = graph.value(outputs[i]);
     v.dtype = ctx.outputs[i].dtype;
     v.shape = std::move(ctx.outputs[i].shape);
+    v.dim_values.clear();
+    if (i < ctx.output_values.size() && ctx.output_values[i] && !v.constant) {
+      v.dim_values = std::move(*ctx.output_values[i]);
+    }
   }
   return ok_status();
 }

@@ -42,6 +42,10 @@ struct InferContext {
   std::vector<const Tensor*> constants;
   // One per node output, filled by the op's infer function.
   std::vector<ValueType> outputs;
+  // Shape computation (see kernels::InferArgs::values / output_values): per input, its known
+  // element expressions (null when unknown); filled per output by ops that can say.
+  std::vector<const std::vector<DimExpr>*> values;
+  std::vector<std::optional<std::vector<DimExpr>>> output_values;
 };
 
 // Checks input count, dtypes, ranks, attributes and shapes; fills ctx.outputs. Errors say what is
@@ -58,6 +62,9 @@ struct OpDef {
   EvaluateFn evaluate;
   // First ONNX opset (default domain) this definition applies to.
   int64_t since_version = 1;
+  // Bit i set: input i must be known at compile time (e.g. Reshape's shape); see
+  // kernels::OpKernel::compile_time_inputs.
+  uint32_t compile_time_inputs = 0;
 };
 
 class Registry {

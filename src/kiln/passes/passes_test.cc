@@ -214,4 +214,40 @@ TEST(Canonicalize, LegacySoftmaxOverSeveralDimsIsRefusedByName) {
 }
 
 }  // namespace
+
+
+TEST(Passes, FoldConstantsMakesValuesKnownFromShapesConstant) {
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {2, 3});
+  ValueId s = add_intermediate(g, "s");
+  g.add_node({"shape0", "Shape", {x}, {s}, {}, {}});
+  ValueId y = add_intermediate(g, "y");
+  g.add_node({"use", "Reshape", {x, s}, {y}, {}, {}});
+  g.add_output(y);
+  // What shape inference records for Shape(x) of a static x.
+  g.value(s).dtype = DType::kI64;
+  g.value(s).shape = {2};
+  g.value(s).dim_values = {DimExpr(2), DimExpr(3)};
+  EXPECT_EQ(fold_constants(g).value(), 1);
+  ASSERT_EQ(count_op(g, "Shape"), 0);
+  const ir::Value& folded = g.value(s);
+  ASSERT_TRUE(folded.constant.has_value());
+  EXPECT_EQ(folded.constant->dtype(), DType::kI64);
+  EXPECT_EQ(folded.constant->values<int64_t>()[0], 2);
+  EXPECT_EQ(folded.constant->values<int64_t>()[1], 3);
+  EXPECT_TRUE(folded.dim_values.empty());
+}
+
+TEST(Passes, FoldConstantsKeepsSymbolicKnownValues) {
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {DimExpr::symbol("N"), 3});
+  ValueId s = add_intermediate(g, "s");
+  g.add_node({"shape0", "Shape", {x}, {s}, {}, {}});
+  g.add_output(s);
+  g.value(s).dtype = DType::kI64;
+  g.value(s).shape = {2};
+  g.value(s).dim_values = {DimExpr::symbol("N"), DimExpr(3)};
+  EXPECT_EQ(fold_constants(g).value(), 0);
+  EXPECT_EQ(count_op(g, "Shape"), 1);
+}
 }  // namespace kiln::passes

@@ -138,6 +138,26 @@ StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
   return bindings;
 }
 
+namespace {
+
+// The elements of a value the shape program knows, evaluated for `bindings`.
+StatusOr<Tensor> known_value_tensor(const module::ModuleValue& value, const ConcreteShape& shape,
+                                    const Bindings& bindings) {
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(value.dtype, shape));
+  if (out.element_count() != static_cast<int64_t>(value.known_values.size())) {
+    return invalid_argument("value '{}' has {} known elements for shape {}", value.name,
+                            value.known_values.size(), shape_to_string(shape));
+  }
+  for (size_t i = 0; i < value.known_values.size(); ++i) {
+    auto v = value.known_values[i].evaluate(bindings);
+    if (!v.ok()) return std::move(v).status().with_note(fmt::format("in value '{}'", value.name));
+    set_element_from_int64(out, static_cast<int64_t>(i), *v);
+  }
+  return out;
+}
+
+}  // namespace
+
 StatusOr<std::vector<ConcreteShape>> Session::value_shapes(const Bindings& bindings) const {
   std::vector<ConcreteShape> shapes;
   shapes.reserve(module_->values.size());
@@ -180,6 +200,10 @@ StatusOr<Session::Prepared*> Session::prepare(const Bindings& bindings) {
     value_spec.shape = prepared->shapes[v];
     value_spec.role = roles[v];
     if (roles[v] == hal::ValueRole::kConstant) value_spec.constant = &value.constant;
+    if (!value.known_values.empty()) {
+      KILN_ASSIGN_OR_RETURN(value_spec.known_value,
+                            known_value_tensor(value, prepared->shapes[v], bindings));
+    }
     spec.values.push_back(std::move(value_spec));
   }
   for (size_t d = 0; d < module.dispatches.size(); ++d) {

@@ -8,12 +8,17 @@
 #include "kiln/compiler/model_loader.h"
 #include "kiln/compiler/pipeline.h"
 #include "kiln/runtime/session.h"
+#include "kiln/onnx/tensor_proto_file.h"
+#include "kiln/ops/registry.h"
 #include "kiln/suite/case_data.h"
 
 namespace kiln::suite {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// --backend=reference: evaluate with the reference evaluator instead of compiling.
+constexpr std::string_view kReferenceBackend = "reference";
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -43,7 +48,8 @@ class ModelRun {
     }
     const auto start = Clock::now();
     if (ctx_.on_start) ctx_.on_start(spec_.name);
-    auto graph = compiler::load_model(spec_.path, {});
+    data_sets_ = spec_.data_sets;
+    auto graph = compiler::load_model(spec_.path, import_options());
     if (!graph.ok()) {
       model_level_failure(Outcome::kFailImport, graph.status().to_string(), seconds_since(start));
       return std::move(results_);
@@ -51,13 +57,19 @@ class ModelRun {
     graph_ = std::move(graph).value();
     import_seconds_ = seconds_since(start);
     io_ = model_io(graph_);
-    if (Status checked = check_spec_against_model(spec_, io_); !checked.ok()) {
+    // Inputs bound at import are no longer graph inputs; their files leave the data sets.
+    for (auto it = compile_time_bound_.rbegin(); it != compile_time_bound_.rend(); ++it) {
+      for (DataSet& set : data_sets_) set.inputs.erase(set.inputs.begin() + static_cast<long>(*it));
+    }
+    ModelSpec bound_spec = spec_;
+    bound_spec.data_sets = data_sets_;
+    if (Status checked = check_spec_against_model(bound_spec, io_); !checked.ok()) {
       model_level_failure(Outcome::kError, checked.to_string(), import_seconds_);
       return std::move(results_);
     }
-    if (!spec_.data_sets.empty()) {
-      for (const DataSet& set : spec_.data_sets) {
-        run_sizes(&set, spec_.data_sets.size() > 1 ? set.name : "", {});
+    if (!data_sets_.empty()) {
+      for (const DataSet& set : data_sets_) {
+        run_sizes(&set, data_sets_.size() > 1 ? set.name : "", {});
       }
     } else {
       for (const Bindings& sizes : size_combinations(spec_, io_)) run_sizes(nullptr, "", sizes);
@@ -67,6 +79,32 @@ class ModelRun {
 
  private:
   bool selected(const std::string& name) const { return !ctx_.selected || ctx_.selected(name); }
+
+  // For data-set cases: graph inputs that an op needs at compile time (a Reshape's shape, a
+  // reduction's axes fed as graph inputs) take their value from the data sets when every set
+  // holds the same one; the module is then specialized to it, as a user would with constants.
+  onnx_import::ImportOptions import_options() {
+    onnx_import::ImportOptions options;
+    if (data_sets_.empty()) return options;
+    options.compile_time_value = [this](size_t position,
+                                        const std::string& name) -> StatusOr<std::optional<Tensor>> {
+      std::optional<Tensor> value;
+      for (const DataSet& set : data_sets_) {
+        if (position >= set.inputs.size()) return std::optional<Tensor>();
+        KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file,
+                              onnx_import::read_tensor_proto_file(set.inputs[position]));
+        if (value && (value->dtype() != file.tensor.dtype() || value->shape() != file.tensor.shape() ||
+                      std::memcmp(value->data(), file.tensor.data(), value->byte_size()) != 0)) {
+          return std::optional<Tensor>();  // differs between data sets: stays an input
+        }
+        value = std::move(file.tensor);
+      }
+      compile_time_bound_.push_back(position);
+      compile_time_names_.push_back(name);
+      return value;
+    };
+    return options;
+  }
 
   CaseResult make_case(const std::string& data_set, const std::string& variant, const std::string& sizes) {
     CaseResult c;
@@ -123,6 +161,10 @@ class ModelRun {
       dynamic_.emplace(compile_session({}));
       c.details.push_back(fmt::format("imported in {:.2f} s, dynamic module compiled in {:.2f} s",
                                       import_seconds_, seconds_since(start)));
+      if (!compile_time_names_.empty()) {
+        c.details.push_back(fmt::format("graph inputs bound at compile time from the data set: {}",
+                                        fmt::join(compile_time_names_, ", ")));
+      }
     }
     if (!dynamic_->ok()) return dynamic_->status();
     return dynamic_->value().get();
@@ -267,6 +309,10 @@ class ModelRun {
       compare_outputs(c, outputs, *r);
     };
 
+    if (ctx_.backend == kReferenceBackend) {
+      run_reference(set_name, size_text, inputs, check_against_reference);
+      return;
+    }
     // The dynamic (or static) run; the bound case compares with it, so it runs for either.
     std::optional<std::vector<Tensor>> dynamic_outputs;
     {
@@ -303,6 +349,28 @@ class ModelRun {
     finish(bound);
   }
 
+  // The "reference" backend: the imported graph evaluated by ops::evaluate_graph (float64
+  // accumulation), no compilation. One case per input set.
+  template <typename Check>
+  void run_reference(const std::string& set_name, const std::string& size_text,
+                     std::span<const NamedTensor> inputs, Check& check_against_reference) {
+    CaseResult c = make_case(set_name, "reference", size_text);
+    if (!selected(c.name)) return;
+    if (ctx_.on_start) ctx_.on_start(c.name);
+    const auto start = Clock::now();
+    std::vector<Tensor> tensors;
+    for (const NamedTensor& input : inputs) tensors.push_back(input.tensor);
+    auto outputs = ops::evaluate_graph(graph_, tensors);
+    if (!outputs.ok()) {
+      fail(c, Outcome::kFailRun, outputs.status().to_string());
+    } else {
+      if (ctx_.tamper) ctx_.tamper(c.name, *outputs);
+      check_against_reference(c, *outputs);
+    }
+    c.seconds = seconds_since(start);
+    finish(c);
+  }
+
   void compare_with_dynamic(CaseResult& c, const std::vector<Tensor>& outputs,
                             const std::optional<std::vector<Tensor>>& dynamic, const std::string& sizes) {
     if (!dynamic) {
@@ -335,6 +403,9 @@ class ModelRun {
   ir::Graph graph_;
   ModelIo io_;
   double import_seconds_ = 0;
+  std::vector<DataSet> data_sets_;           // the spec's, less inputs bound at compile time
+  std::vector<size_t> compile_time_bound_;   // positions of those inputs, ascending
+  std::vector<std::string> compile_time_names_;
   std::optional<StatusOr<std::unique_ptr<runtime::Session>>> dynamic_;
   std::vector<CaseResult> results_;
 };

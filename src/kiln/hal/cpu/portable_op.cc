@@ -24,7 +24,10 @@ StatusOr<kernels::Planned> plan(const OpReader& op) {
       continue;
     }
     const ValueSpec& v = op.input(i);
-    inputs.push_back({true, v.dtype, v.shape, v.role == ValueRole::kConstant ? v.constant : nullptr});
+    const Tensor* known = v.role == ValueRole::kConstant ? v.constant
+                          : v.known_value            ? &*v.known_value
+                                                     : nullptr;
+    inputs.push_back({true, v.dtype, v.shape, known});
   }
   std::vector<kernels::ConcreteOutput> outputs;
   for (size_t i = 0; i < op.output_count(); ++i) {

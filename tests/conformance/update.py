@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""Runs every ONNX backend test case of Debian's libonnx-testdata through kiln and rewrites
+
+  tests/conformance/onnx_backend.json  the manifest `make test` checks (kiln test-suite): each case
+                                       with its expected outcome per backend (cpu: the compiled CPU
+                                       path; reference: the float64 reference evaluator), a reason
+                                       for every expected failure;
+  docs/conformance.md                  per op: cases passed / failed / unsupported, and why.
+
+Run it after a change that makes cases pass (or fail on purpose), review the diff, commit both:
+    /usr/bin/python3 tests/conformance/update.py --kiln build/tools/kiln
+Expectations are strict: a listed failure that starts passing fails `make test` until this is rerun.
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+import onnx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = "/usr/share/libonnx-testdata/data"
+SUITES = ["node", "pytorch-converted", "pytorch-operator", "simple"]
+BACKENDS = ["cpu", "reference"]
+UNSUPPORTED_OUTCOMES = {"fail-import", "fail-compile"}
+
+
+def run_suite(kiln, folder, backend, jobs):
+    """Outcome per case folder: ("pass", "") or (outcome, first line of the failure)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = os.path.join(tmp, "junit.xml")
+        proc = subprocess.run([kiln, "test-suite", folder, f"--backend={backend}", "-j", str(jobs),
+                               "--progress", "none", f"--junit={junit}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if proc.returncode not in (0, 1):
+            sys.exit(f"kiln test-suite {folder} failed ({proc.returncode}):\n{proc.stderr}")
+        tree = ET.parse(junit)
+    results = {}
+    for case in tree.iter("testcase"):
+        model = case.get("classname").split(".", 1)[1]
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        previous = results.get(model)
+        if failure is None:
+            results.setdefault(model, ("pass", ""))
+            continue
+        if previous is not None and previous[0] != "pass":
+            continue  # keep the first failure
+        results[model] = (failure.get("type"), clean_reason(failure.get("message", "")))
+    return results
+
+
+def clean_reason(message):
+    text = message.split("\n")[0]
+    text = text.replace(DATA + "/", "")
+    return text[:300]
+
+
+def main_op(case_dir):
+    """The op a case tests: the op of a one-op model, else the ops it uses."""
+    model = onnx.load(os.path.join(case_dir, "model.onnx"), load_external_data=False)
+    ops = [n.op_type for n in model.graph.node if n.op_type != "Constant"]
+    distinct = sorted(set(ops))
+    if len(distinct) == 1:
+        return distinct[0]
+    return None
+
+
+def group_of(suite, name, case_dir, ops_by_case):
+    if suite != "node":
+        return f"({suite})"
+    op = ops_by_case.get(name)
+    if name.endswith("_expanded"):
+        base = ops_by_case.get(name[: -len("_expanded")])
+        return f"{base or '?'} (expanded)"
+    return op or "(several ops)"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kiln", default=os.path.join(ROOT, "build", "tools", "kiln"))
+    parser.add_argument("--manifest", default=os.path.join(ROOT, "tests", "conformance", "onnx_backend.json"))
+    parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "conformance.md"))
+    parser.add_argument("-j", type=int, default=2)
+    args = parser.parse_args()
+
+    models = []
+    rows = []  # (suite, name, group, {backend: (outcome, reason)})
+    for suite in SUITES:
+        folder = os.path.join(DATA, suite)
+        outcomes = {b: run_suite(args.kiln, folder, b, args.j) for b in BACKENDS}
+        names = sorted(os.listdir(folder))
+        ops_by_case = {}
+        for name in names:
+            if os.path.exists(os.path.join(folder, name, "model.onnx")):
+                ops_by_case[name] = main_op(os.path.join(folder, name))
+        for name in names:
+            case_dir = os.path.join(folder, name)
+            if not os.path.exists(os.path.join(case_dir, "model.onnx")):
+                continue
+            result = {}
+            expect = {}
+            for backend in BACKENDS:
+                outcome, reason = outcomes[backend].get(name, ("error", "no result"))
+                result[backend] = (outcome, reason)
+                if outcome == "pass":
+                    expect[backend] = "pass"
+                elif outcome == "error":
+                    sys.exit(f"{suite}/{name} ({backend}): the suite could not set the case up: {reason}")
+                else:
+                    expect[backend] = {"outcome": outcome, "reason": reason}
+            models.append({"name": f"{suite}.{name}", "test_dir": case_dir, "expect": expect})
+            rows.append((suite, name, group_of(suite, name, case_dir, ops_by_case), result))
+
+    manifest = {
+        "suite": "onnx-backend",
+        "//": "Generated by tests/conformance/update.py; every ONNX backend test case of "
+              "libonnx-testdata with its expected outcome per backend. Do not edit by hand.",
+        "models": models,
+    }
+    with open(args.manifest, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    write_doc(args.doc, rows)
+    for backend in BACKENDS:
+        for suite in SUITES:
+            mine = [r for r in rows if r[0] == suite]
+            passed = sum(1 for r in mine if r[3][backend][0] == "pass")
+            print(f"{backend:9s} {suite:18s} {passed}/{len(mine)} pass")
+
+
+def write_doc(path, rows):
+    lines = ["# ONNX conformance", "",
+             "Generated by `tests/conformance/update.py` from a run of every case of Debian's",
+             "`libonnx-testdata` (`/usr/share/libonnx-testdata/data`) through `kiln test-suite`, with the",
+             "ONNX backend runner's tolerance (rtol 1e-3, atol 1e-7) and kiln's strict comparator.",
+             "`make test` checks the same expectations (`tests/conformance/onnx_backend.json`): a case that",
+             "stops passing, or an expected failure that starts passing, fails it.", "",
+             "- **cpu**: imported, compiled and run through the CPU backend (the module path users run).",
+             "- **reference**: the imported graph evaluated by kiln's float64 reference evaluator.",
+             "- Shape-determining operands that a case feeds as graph inputs (a Reshape's shape, a",
+             "  reduction's axes) are bound from the case's data at compile time, as with a constant.",
+             "",
+             "## Totals", "", "| suite | cases | cpu pass | reference pass |", "| --- | --- | --- | --- |"]
+    for suite in SUITES:
+        mine = [r for r in rows if r[0] == suite]
+        cpu = sum(1 for r in mine if r[3]["cpu"][0] == "pass")
+        ref = sum(1 for r in mine if r[3]["reference"][0] == "pass")
+        lines.append(f"| {suite} | {len(mine)} | {cpu} | {ref} |")
+    lines += ["", "## Per op (cpu)", "",
+              "passed / failed (imported but wrong or a run error) / unsupported (refused at import or "
+              "compile, naming what is missing)", "",
+              "| op | cases | passed | failed | unsupported |", "| --- | --- | --- | --- | --- |"]
+    groups = collections.OrderedDict()
+    for r in sorted(rows, key=lambda r: (r[2].lower(), r[1])):
+        groups.setdefault(r[2], []).append(r)
+    for group, members in groups.items():
+        passed = sum(1 for r in members if r[3]["cpu"][0] == "pass")
+        unsupported = sum(1 for r in members if r[3]["cpu"][0] in UNSUPPORTED_OUTCOMES)
+        failed = len(members) - passed - unsupported
+        lines.append(f"| {group} | {len(members)} | {passed} | {failed} | {unsupported} |")
+    lines += ["", "## Why each exception exists", "",
+              "Every case that does not pass on the cpu backend, with the first line of kiln's error.", ""]
+    for group, members in groups.items():
+        failing = [r for r in members if r[3]["cpu"][0] != "pass"]
+        if not failing:
+            continue
+        lines.append(f"### {group}")
+        lines.append("")
+        for suite, name, _, result in failing:
+            outcome, reason = result["cpu"]
+            reason = reason.replace("|", "\\|")
+            lines.append(f"- `{suite}/{name}` — {outcome}: {reason}")
+        lines.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(lines).rstrip() + "\n")
+
+
+if __name__ == "__main__":
+    main()
