@@ -354,7 +354,9 @@ TEST(Module, KnownValuesSurvive) {
   ModuleValue known{"dims", DType::kI64, {2}, ValueKind::kIntermediate, {}};
   known.known_values = {DimExpr::symbol("N") * 4, DimExpr(-1)};
   m.values.push_back(known);
-  ASSERT_TRUE(write_module(m, path).ok());
+  m.dispatches.push_back({"d3_shape", "Shape", {5}, {10}, {}, {"shape0"}});
+  Status written = write_module(m, path);
+  ASSERT_TRUE(written.ok()) << written.to_string();
   auto loaded = load_module(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   const ModuleValue& back = (*loaded)->values.back();
