@@ -46,7 +46,7 @@ StatusOr<std::vector<std::string>> numbered_files(const fs::path& dir, std::stri
 
 }  // namespace
 
-ToleranceSpec backend_test_tolerance() { return {1e-7, 1e-3, false}; }
+ToleranceSpec backend_test_tolerance() { return {1e-7, 1e-3, true}; }
 
 bool is_backend_case_dir(const std::string& dir) {
   std::error_code ec;

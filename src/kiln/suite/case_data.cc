@@ -1,5 +1,6 @@
 #include "kiln/suite/case_data.h"
 
+#include <cstring>
 #include <algorithm>
 #include <filesystem>
 #include <functional>
@@ -36,6 +37,17 @@ StatusOr<Tensor> read_any_tensor(const std::string& path, DType dtype, const Con
     return std::move(file.tensor);
   }
   return read_raw_tensor_file(path, dtype, shape);
+}
+
+// ONNX's numpy_helper (onnx <= 1.13, which wrote libonnx-testdata) stores bfloat16 tensors as
+// UINT16 with the same bits: a backend-test file of u16 where the model has bf16 is read as bf16.
+Tensor backend_test_dtype(Tensor tensor, DType declared) {
+  if (declared == DType::kBF16 && tensor.dtype() == DType::kU16) {
+    Tensor out = Tensor::create(DType::kBF16, tensor.shape()).value();
+    if (tensor.byte_size() > 0) std::memcpy(out.mutable_data(), tensor.data(), tensor.byte_size());
+    return out;
+  }
+  return tensor;
 }
 
 Status check_type(const Tensor& tensor, DType dtype, const ConcreteShape& shape, std::string_view what) {
@@ -148,7 +160,7 @@ StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const Mod
   for (size_t k = 0; k < io.inputs.size() && k < set.inputs.size(); ++k) {
     const Port& port = io.inputs[k];
     KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file, onnx_import::read_tensor_proto_file(set.inputs[k]));
-    const Tensor& tensor = file.tensor;
+    const Tensor tensor = backend_test_dtype(std::move(file.tensor), port.dtype);
     const std::string what = fmt::format("'{}' (input '{}')", set.inputs[k], port.name);
     if (tensor.dtype() != port.dtype || tensor.rank() != static_cast<int64_t>(port.shape.size())) {
       return invalid_argument("{} holds {}, but the model takes {} {}", what,
@@ -222,7 +234,7 @@ StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io,
     const Port& port = io.outputs[k];
     if (set != nullptr) {
       KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file, onnx_import::read_tensor_proto_file(set->outputs[k]));
-      refs.outputs[k] = std::move(file.tensor);
+      refs.outputs[k] = backend_test_dtype(std::move(file.tensor), port.dtype);
       refs.sources[k] = fmt::format("file '{}'", set->outputs[k]);
       continue;
     }
