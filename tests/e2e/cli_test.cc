@@ -152,6 +152,18 @@ TEST_F(KilnCli, WrongInputRankIsRefused) {
                {"'data'", "rank"}, out);
 }
 
+// fcn_segmenter's skip Concat assumes H and W are multiples of 4 (unprovable symbolically); a
+// binding that breaks it is refused when the dispatch is planned, naming it, with no output.
+TEST_F(KilnCli, BrokenShapeAssumptionIsRefusedAtRunTime) {
+  std::string module = dir_ + "/fcn.kmod";
+  auto compiled = run_kiln("compile " + model_path("nets/fcn_segmenter.onnx") + " -o " + module);
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  std::string out = dir_ + "/mask.npy";
+  expect_error(run_kiln("run --module=" + module + " --input=" +
+                        inline_values("1x3x50x32xf32", 1 * 3 * 50 * 32) + " --output=@" + out),
+               {"d4_cat1", "Concat", "must be 26, got 25"}, out);
+}
+
 TEST_F(KilnCli, WrongInputDtypeIsRefused) {
   std::string out = dir_ + "/o.npy";
   expect_error(run_kiln("run --module=" + module_ + " --input=" + inline_values("1x3x8x8xi64", 192) + " --output=@" + out),

@@ -81,8 +81,10 @@ void set_output_values(InferArgs& args, size_t index, std::vector<DimExpr> value
 StatusOr<std::optional<std::vector<double>>> constant_floats(const InferArgs& args, size_t index,
                                                              std::string_view name);
 
-// Passes when `got` and `expected` are provably equal. InvalidArgument when both are constants
-// that differ, Unimplemented when a symbol makes equality unprovable. `what` names the dim.
+// InvalidArgument when `got` and `expected` are constants that differ. Symbolic dims that are not
+// provably equal are assumed equal (the op's output takes `expected`): backends re-run infer on
+// concrete dims when they plan a dispatch, so a binding that breaks the assumption is refused
+// there. `what` names the dim.
 Status check_dims_equal(const DimExpr& got, const DimExpr& expected, std::string_view what);
 // The value of a dim that must be a compile-time constant; Unimplemented naming `what` if not.
 StatusOr<int64_t> require_constant_dim(const DimExpr& dim, std::string_view what);

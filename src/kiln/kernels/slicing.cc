@@ -294,6 +294,15 @@ StatusOr<SliceSpec> slice_spec(const InferArgs& args, const ValueType& x) {
     if (step == 0) return invalid_argument("input 4 'steps' element {} is 0", i);
     const DimExpr& dim = x.shape[a];
     spec.step[a] = step;
+    if (step == 1 && !ends[i].is_constant() && starts[i].is_constant() &&
+        *starts[i].constant_value() >= 0 && ends[i] != dim) {
+      // A symbolic end (e.g. a sequence length from Shape): [s, E) with E assumed within the dim.
+      // The assumption is checked when shapes are bound: planning with the concrete end clamps
+      // it, and a dim that differs from E - s is refused naming the dispatch.
+      spec.start[a] = starts[i];
+      spec.out[a] = ends[i] - starts[i];
+      continue;
+    }
     if (auto d = dim.constant_value()) {
       KILN_ASSIGN_OR_RETURN(std::vector<int64_t> s_value, constant_elements({starts[i]}, 1, "starts"));
       KILN_ASSIGN_OR_RETURN(std::vector<int64_t> e_value, constant_elements({ends[i]}, 2, "ends"));

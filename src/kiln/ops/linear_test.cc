@@ -156,7 +156,8 @@ TEST(MatMul, BadInputs) {
   {
     OpGraph g("MatMul");
     g.input("A", DType::kF32, {sym("N"), 3}).input("B", DType::kF32, {sym("K"), 5});
-    EXPECT_TRUE(has_error(g.infer(), StatusCode::kUnimplemented, {"cannot prove"}));
+    // K against 3 cannot be proven: assumed (K must be 3 when bound).
+    EXPECT_TRUE(g.infer().ok());
   }
 }
 
