@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds kiln's libFuzzer targets with clang (ASan + UBSan) and runs each for SECONDS seconds on a
-# seed corpus made from kiln's test models. A crash, leak, timeout or sanitizer report fails the
+# Builds kiln's libFuzzer targets (scripts/hardened_build.sh: clang, ASan + UBSan) and runs each
+# for SECONDS seconds on a seed corpus made from kiln's test models. A crash, leak, timeout or sanitizer report fails the
 # run and leaves the reproducer in BUILD/artifacts/.
 # Usage: scripts/fuzz.sh BUILD_DIR MODEL_DIR KILN_BINARY [SECONDS]
 set -euo pipefail
@@ -8,14 +8,15 @@ build=${1:-build-fuzz}
 models=${2:-build/models}
 kiln=${3:-build/tools/kiln}
 seconds=${4:-60}
-targets=(fuzz_onnx_import fuzz_module_load fuzz_tensor_spec fuzz_npy fuzz_kir)
+targets=(fuzz_onnx_import fuzz_module_load fuzz_tensor_spec fuzz_npy fuzz_kir fuzz_tensor_proto
+         fuzz_manifest)
 
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null
-cmake --build "$build" -j2 --target "${targets[@]}"
+scripts/hardened_build.sh "$build" "${targets[@]}"
 
 seeds="$build/seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds"/{fuzz_onnx_import,fuzz_module_load,fuzz_tensor_spec,fuzz_npy,fuzz_kir} "$build/artifacts"
+for target in "${targets[@]}"; do mkdir -p "$seeds/$target"; done
+mkdir -p "$build/artifacts"
 cp "$models"/small/*.onnx "$seeds/fuzz_onnx_import/"
 for t in test_relu test_conv_with_strides_padding test_gemm_default_no_bias test_maxpool_2d_pads \
          test_softmax_axis_1 test_batchnorm_example test_reshape_negative_dim; do
@@ -41,6 +42,23 @@ for name, a in {"f64": np.arange(6.0).reshape(2, 3), "i64": np.array([1, -2], dt
                 "scalar": np.float32(1.5)}.items():
     np.save(f"{d}/{name}.npy", a)
 PY
+# .pb tensors of the ONNX backend tests: every dtype kiln reads, raw and typed-field encodings.
+testdata=/usr/share/libonnx-testdata/data
+for t in node/test_relu node/test_cast_FLOAT_to_FLOAT16 node/test_cast_FLOAT_to_BFLOAT16 \
+         node/test_argmax_default_axis_example node/test_and2d node/test_gather_0 \
+         node/test_castlike_FLOAT_to_DOUBLE node/test_reshape_negative_dim \
+         pytorch-converted/test_Conv2d simple/test_shrink; do
+  for f in "$testdata/$t"/test_data_set_0/*.pb; do
+    [ -f "$f" ] && cp "$f" "$seeds/fuzz_tensor_proto/$(basename "$t")-$(basename "$f")"
+  done
+done
+# Test-suite manifests: kiln's own, the conformance manifest's head, and small hand-made ones.
+cp tests/suite/*.json "$seeds/fuzz_manifest/"
+head -c 4096 tests/conformance/onnx_backend.json > "$seeds/fuzz_manifest/conformance-head.json"
+printf '%s' '{"suite":"s","root":"model-dir","defaults":{"tolerance":{"atol":1e-5,"rtol":0,"nan":"fail"},"dims":{"N":[1,2]}},"models":[{"name":"m","path":"small/tiny_cnn.onnx","dims":{"N":[1,4]},"reference":"kiln-reference","inputs":{"data":{"generate":{"distribution":"normal","seed":1}}},"expect":{"cpu":"fail"}}]}' \
+  > "$seeds/fuzz_manifest/generated.json"
+printf '%s' '{"suite":"s","root":"model-dir","models":[{"path":"small/tiny_cnn.onnx","inputs":{"data":{"file":"small/tiny_input_b{N}.bin"}},"outputs":{"prob":{"file":"small/tiny_cnn.ref_b{N}.bin","rtol":0.1}}}]}' \
+  > "$seeds/fuzz_manifest/files.json"
 
 for target in "${targets[@]}"; do
   echo "== $target: ${seconds}s"

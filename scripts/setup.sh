@@ -8,12 +8,12 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libdnnl-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev
+  libdnnl-dev ocl-icd-opencl-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-onnx python3-numpy libonnx-testdata
   libxml2-utils
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev libomp-dev
 )
 missing=()
 for p in "${packages[@]}"; do

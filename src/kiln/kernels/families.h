@@ -35,12 +35,14 @@ void register_scatter_kernels(std::vector<OpKernel>& table);
 void register_generate_kernels(std::vector<OpKernel>& table);
 // select.cc: NonZero, Compress.
 void register_select_kernels(std::vector<OpKernel>& table);
-// resize.cc: Resize, Upsample.
+// resize.cc: Resize (Upsample reaches kiln as Resize through the importer's opset upgrade).
 void register_resize_kernels(std::vector<OpKernel>& table);
 // spatial.cc: Conv, ConvTranspose, MaxPool, AveragePool, LpPool, GlobalAveragePool,
 // GlobalMaxPool, GlobalLpPool (any rank, any float dtype).
 void register_spatial_kernels(std::vector<OpKernel>& table);
 // linalg.cc: MatMul, Gemm, Einsum.
 void register_linalg_kernels(std::vector<OpKernel>& table);
+// loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (inference).
+void register_loss_kernels(std::vector<OpKernel>& table);
 
 }  // namespace kiln::kernels

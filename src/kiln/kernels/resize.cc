@@ -575,9 +575,8 @@ Status infer_resize(InferArgs& args) {
 void register_resize_kernels(std::vector<OpKernel>& table) {
   // roi, scales and sizes: inputs 1, 2, 3.
   table.push_back(OpKernel{"Resize", infer_resize, make_resize, 0b1110});
-  // No Upsample: the ONNX version converter turns it into Resize (kiln imports to opset 17), and
-  // registering it would let malformed Upsample nodes past the importer's pre-conversion check
-  // into the converter, which crashes on them.
+  // No Upsample: the ONNX version converter turns it into Resize (kiln imports to opset 10 or
+  // later), with the importer keeping its asymmetric / floor semantics.
 }
 
 }  // namespace kiln::kernels

@@ -489,6 +489,7 @@ Status check_supported_ops(const onnx::GraphProto& graph, int64_t opset) {
     node.op_type = graph.node(i).op_type();
     // Ops that ONNX's version converter replaces on the way to the target opset.
     if (node.op_type == "Scatter" && opset >= 11) node.op_type = "ScatterElements";
+    if (node.op_type == "Upsample" && opset >= 10) node.op_type = "Resize";
     skeleton.add_node(std::move(node));
   }
   std::vector<std::string> unsupported = ops::unsupported_ops(skeleton);

@@ -508,16 +508,52 @@ TEST(Importer, ListsEveryUnsupportedOpAtOnce) {
   EXPECT_THAT(m, ::testing::Not(HasSubstr("Relu")));
 }
 
-TEST(Importer, UnsupportedOpsReportedBeforeOpsetConversion) {
+TEST(Importer, NodeArityCheckedBeforeOpsetConversion) {
+  // ONNX's converter indexes Upsample's scales input without checking that it exists.
   ModelBuilder b(9);
   b.input("x", kFloat, {int64_t{1}, int64_t{1}, int64_t{2}, int64_t{2}});
-  auto* up = b.node("Upsample", {"x"}, {"y"}, "up0");  // opset 9 form fails to convert
+  auto* up = b.node("Upsample", {"x"}, {"y"}, "up0");
   testing::add_attr(up, "mode")->set_s("nearest");
   b.output("y");
   auto g = import(b);
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
-  EXPECT_THAT(g.status().message(), HasSubstr("Upsample (node 'up0')"));
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("node 'up0' (Upsample): has 1 inputs; Upsample at opset 9 takes 2"));
+}
+
+TEST(Importer, Opset9UpsampleBecomesResizeWithItsOwnSemantics) {
+  // Upsample reads input coordinate x / scale and floors it for nearest; opset 11's Resize
+  // defaults (half_pixel, round_prefer_floor) would pick other pixels.
+  ModelBuilder b(9);
+  b.input("x", kFloat, {int64_t{1}, int64_t{1}, int64_t{2}, int64_t{2}});
+  b.initializer("scales", {4}, {1, 1, 2, 3});
+  auto* up = b.node("Upsample", {"x", "scales"}, {"y"}, "up0");
+  testing::attr_string(up, "mode", "nearest");
+  b.output("y");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(g->nodes().size(), 1u);
+  const ir::Node& resize = g->node(0);
+  EXPECT_EQ(resize.op_type, "Resize");
+  EXPECT_EQ(resize.attributes.get_string("coordinate_transformation_mode", "").value(),
+            "asymmetric");
+  EXPECT_EQ(resize.attributes.get_string("nearest_mode", "").value(), "floor");
+  EXPECT_EQ(shape_of(*g, "y"), "f32[1,1,4,6]");
+}
+
+TEST(Importer, Opset6PReluSlopeStaysPerChannel) {
+  // Before opset 7 a slope of C elements applied along dim 1; opset 7 would align it with W.
+  ModelBuilder b(6);
+  b.input("x", kFloat, {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}});
+  b.initializer("slope", {3}, {0.1f, 0.2f, 0.3f});
+  b.node("PRelu", {"x", "slope"}, {"y"}, "prelu");
+  b.output("y");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(shape_to_string(g->value(g->node(0).inputs[1]).shape), "[3,1,1]");
+  EXPECT_EQ(shape_of(*g, "y"), "f32[2,3,4,5]");
 }
 
 TEST(Importer, Opset9ScatterBecomesScatterElements) {

@@ -1,6 +1,7 @@
 #include "kiln/onnx/opset_upgrade.h"
 
 #include <exception>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,124 @@ void prepare(onnx::ModelProto& model) {
     if (!is_default_domain(opsets->Get(i).domain())) opsets->DeleteSubrange(i, 1);
   }
   if (model.ir_version() < 4) model.set_ir_version(4);
+}
+
+// The converter's adapters index node inputs without checking how many there are (an Upsample
+// without its scales crashes it), so every default-domain node's input and output counts are
+// checked against its schema at the model's opset first.
+Status check_arity(const onnx::GraphProto& graph, int64_t opset) {
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    if (!is_default_domain(node.domain())) continue;
+    const onnx::OpSchema* schema =
+        onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+    if (schema == nullptr) continue;  // unknown ops were reported before conversion
+    auto count_error = [&](const char* what, int count, int min, int max) -> Status {
+      if (count >= min && count <= max) return ok_status();
+      const std::string range = min == max                 ? fmt::format("{}", min)
+                                : max == std::numeric_limits<int>::max() ? fmt::format("at least {}", min)
+                                                           : fmt::format("{} to {}", min, max);
+      return invalid_argument("node {} ({}): has {} {}s; {} at opset {} takes {}",
+                              node.name().empty() ? fmt::format("#{}", i) : "'" + node.name() + "'",
+                              node.op_type(), count, what, node.op_type(), opset, range);
+    };
+    KILN_RETURN_IF_ERROR(
+        count_error("input", node.input_size(), schema->min_input(), schema->max_input()));
+    KILN_RETURN_IF_ERROR(
+        count_error("output", node.output_size(), schema->min_output(), schema->max_output()));
+  }
+  return ok_status();
+}
+
+// Upsample (opsets 7-9) and Resize-10 map output coordinate x to input coordinate x / scale and
+// pick the floor for nearest; the converter turns them into Resize without saying so, which
+// opset 11 would read as half_pixel / round_prefer_floor. Every Resize of a model that started
+// below opset 11 came from one of them, so each gets the old meaning spelled out.
+void keep_legacy_resize_semantics(onnx::GraphProto& graph) {
+  for (onnx::NodeProto& node : *graph.mutable_node()) {
+    if (!is_default_domain(node.domain()) || node.op_type() != "Resize") continue;
+    bool has_transform = false, has_nearest_mode = false;
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      has_transform = has_transform || a.name() == "coordinate_transformation_mode";
+      has_nearest_mode = has_nearest_mode || a.name() == "nearest_mode";
+    }
+    auto add_string = [&](const char* name, const char* value) {
+      onnx::AttributeProto* a = node.add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(value);
+    };
+    if (!has_transform) add_string("coordinate_transformation_mode", "asymmetric");
+    if (!has_nearest_mode) add_string("nearest_mode", "floor");
+  }
+}
+
+// The rank of value `name` where the graph declares it (inputs, value_info, outputs), else -1.
+int declared_rank(const onnx::GraphProto& graph, const std::string& name) {
+  auto rank_in = [&](const auto& values) {
+    for (const onnx::ValueInfoProto& v : values) {
+      if (v.name() == name && v.type().has_tensor_type() && v.type().tensor_type().has_shape()) {
+        return v.type().tensor_type().shape().dim_size();
+      }
+    }
+    return -1;
+  };
+  for (const auto* values : {&graph.input(), &graph.value_info(), &graph.output()}) {
+    if (int r = rank_in(*values); r >= 0) return r;
+  }
+  return -1;
+}
+
+const onnx::TensorProto* find_initializer(const onnx::GraphProto& graph, const std::string& name) {
+  for (const onnx::TensorProto& t : graph.initializer()) {
+    if (t.name() == name) return &t;
+  }
+  return nullptr;
+}
+
+// PRelu before opset 7 applied a 1-D slope of C > 1 elements per channel (dim 1 of X), where
+// opset 7's unidirectional broadcasting aligns it with X's last dim instead; the converter does
+// not adapt this. Each such slope initializer is given a copy shaped [C, 1, ..., 1] (X's rank
+// from the graph's declarations or ONNX shape inference), so the upgraded model keeps the
+// meaning the exporter intended.
+void adapt_legacy_prelu_slopes(onnx::ModelProto& model) {
+  onnx::GraphProto* graph = model.mutable_graph();
+  auto needs_adapting = [&](const onnx::NodeProto& node) {
+    if (!is_default_domain(node.domain()) || node.op_type() != "PRelu" || node.input_size() != 2) {
+      return false;
+    }
+    const onnx::TensorProto* slope = find_initializer(*graph, node.input(1));
+    return slope != nullptr && slope->dims_size() == 1 && slope->dims(0) > 1;
+  };
+  bool any = false;
+  bool ranks_known = true;
+  for (const onnx::NodeProto& node : graph->node()) {
+    if (!needs_adapting(node)) continue;
+    any = true;
+    ranks_known = ranks_known && declared_rank(*graph, node.input(0)) >= 0;
+  }
+  if (!any) return;
+  if (!ranks_known) {
+    try {
+      onnx::shape_inference::InferShapes(model);
+    } catch (...) {
+      // Without a rank the slope is left as it is and opset 7 broadcasting applies.
+    }
+  }
+  for (int i = 0; i < graph->node_size(); ++i) {
+    onnx::NodeProto* node = graph->mutable_node(i);
+    if (!needs_adapting(*node)) continue;
+    const int rank = declared_rank(*graph, node->input(0));
+    if (rank < 3) continue;  // rank 2: dim 1 is the last dim, both readings agree
+    std::string name = fmt::format("{}_kiln_per_channel_rank{}", node->input(1), rank);
+    if (find_initializer(*graph, name) == nullptr) {
+      onnx::TensorProto copy = *find_initializer(*graph, node->input(1));
+      copy.set_name(name);
+      for (int d = 2; d < rank; ++d) copy.add_dims(1);
+      *graph->add_initializer() = std::move(copy);
+    }
+    node->set_input(1, name);
+  }
 }
 
 StatusOr<onnx::ModelProto> convert(const onnx::ModelProto& model, int64_t target) {
@@ -54,10 +173,8 @@ std::string changing_nodes(const onnx::GraphProto& graph, int64_t version) {
   return fmt::format("ops changing at this step: {}", fmt::join(names, ", "));
 }
 
-}  // namespace
-
-StatusOr<onnx::ModelProto> upgrade_opset(onnx::ModelProto model, int64_t from, int64_t target) {
-  prepare(model);
+// The conversion itself; on failure, the single step that fails and the nodes it adapts.
+StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t from, int64_t target) {
   auto whole = convert(model, target);
   if (whole.ok()) return whole;
   // Some adapters (Add/Gemm 6 -> 7 broadcasting) need the shapes of values such as Constant
@@ -83,6 +200,17 @@ StatusOr<onnx::ModelProto> upgrade_opset(onnx::ModelProto model, int64_t from, i
   }
   // Step-wise succeeded where the whole conversion failed; keep the step-wise result.
   return current;
+}
+
+}  // namespace
+
+StatusOr<onnx::ModelProto> upgrade_opset(onnx::ModelProto model, int64_t from, int64_t target) {
+  KILN_RETURN_IF_ERROR(check_arity(model.graph(), from));
+  prepare(model);
+  if (from < 7) adapt_legacy_prelu_slopes(model);
+  auto upgraded = convert_all_steps(std::move(model), from, target);
+  if (upgraded.ok() && from < 11) keep_legacy_resize_semantics(*upgraded->mutable_graph());
+  return upgraded;
 }
 
 }  // namespace kiln::onnx_import
