@@ -11,6 +11,7 @@
 #include "onnx/onnx_pb.h"
 
 #include "kiln/onnx/graph_builder.h"
+#include "kiln/onnx/inline_if.h"
 #include "kiln/onnx/opset_upgrade.h"
 
 namespace kiln::onnx_import {
@@ -56,7 +57,8 @@ Status check_wiring(const onnx::GraphProto& graph) {
     for (const auto& attribute : node.attribute()) {
       if (attribute.type() == onnx::AttributeProto::GRAPH || attribute.type() == onnx::AttributeProto::GRAPHS ||
           attribute.has_g() || attribute.graphs_size() > 0) {
-        return unimplemented("{}: attribute '{}' holds a subgraph; kiln does not support control flow yet",
+        return unimplemented("{}: attribute '{}' holds a subgraph; of the control-flow ops kiln supports "
+                             "only If",
                              where, attribute.name());
       }
     }
@@ -106,6 +108,7 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
     return invalid_argument("model opset {} is newer than the target opset {}; kiln only upgrades",
                             opset, options.target_opset);
   }
+  KILN_RETURN_IF_ERROR(inline_if_nodes(*model.mutable_graph(), opset));
   // All unsupported ops in one error, before the converter can fail on the first of them.
   KILN_RETURN_IF_ERROR(check_supported_ops(model.graph(), options.target_opset));
   KILN_RETURN_IF_ERROR(check_wiring(model.graph()));

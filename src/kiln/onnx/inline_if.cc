@@ -1,0 +1,184 @@
+#include "kiln/onnx/inline_if.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::onnx_import {
+namespace {
+
+bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
+bool is_if(const onnx::NodeProto& node) {
+  return is_default_domain(node.domain()) && node.op_type() == "If";
+}
+
+// Every value and node name of `graph` and its subgraphs, so generated names never collide.
+void collect_names(const onnx::GraphProto& graph, std::set<std::string>& names) {
+  for (const auto& v : graph.input()) names.insert(v.name());
+  for (const auto& v : graph.output()) names.insert(v.name());
+  for (const auto& t : graph.initializer()) names.insert(t.name());
+  for (const auto& node : graph.node()) {
+    names.insert(node.name());
+    for (const auto& output : node.output()) names.insert(output);
+    for (const auto& attribute : node.attribute()) {
+      if (attribute.has_g()) collect_names(attribute.g(), names);
+      for (const auto& g : attribute.graphs()) collect_names(g, names);
+    }
+  }
+}
+
+class IfInliner {
+ public:
+  IfInliner(std::set<std::string>& names, int64_t opset) : names_(names), opset_(opset) {}
+
+  // Rewrites `graph`'s node list (and initializers) with every If flattened.
+  Status run(onnx::GraphProto& graph) {
+    bool any = false;
+    for (const auto& node : graph.node()) any = any || is_if(node);
+    if (!any) return ok_status();
+    if (opset_ < 9) {
+      return unimplemented("kiln runs If as dataflow selected by Where, which needs opset 9 or "
+                           "later; this model declares opset {}",
+                           opset_);
+    }
+    std::vector<onnx::NodeProto> nodes;
+    for (int i = 0; i < graph.node_size(); ++i) {
+      const onnx::NodeProto& node = graph.node(i);
+      if (!is_if(node)) {
+        nodes.push_back(node);
+        continue;
+      }
+      KILN_RETURN_IF_ERROR(flatten(node, i, graph, nodes));
+    }
+    graph.clear_node();
+    for (auto& node : nodes) *graph.add_node() = std::move(node);
+    return ok_status();
+  }
+
+ private:
+  // `base`, or `base` with the first free "_<n>" suffix.
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int n = 1; names_.count(name); ++n) name = base + "_" + std::to_string(n);
+    names_.insert(name);
+    return name;
+  }
+
+  Status flatten(const onnx::NodeProto& node, int index, onnx::GraphProto& graph,
+                 std::vector<onnx::NodeProto>& nodes) {
+    const std::string label =
+        node.name().empty() ? (node.output_size() > 0 ? node.output(0) : fmt::format("If_{}", index))
+                            : node.name();
+    const std::string where = fmt::format("node '{}' (If)", label);
+    if (node.input_size() != 1 || node.input(0).empty()) {
+      return invalid_argument("{}: takes exactly one input, the condition; got {}", where,
+                              node.input_size());
+    }
+    const onnx::GraphProto* branches[2] = {nullptr, nullptr};
+    for (const auto& attribute : node.attribute()) {
+      if (attribute.name() == "then_branch" && attribute.has_g()) branches[0] = &attribute.g();
+      if (attribute.name() == "else_branch" && attribute.has_g()) branches[1] = &attribute.g();
+    }
+    std::vector<std::string> outputs[2];
+    for (int b = 0; b < 2; ++b) {
+      const char* which = b == 0 ? "then" : "else";
+      if (branches[b] == nullptr) {
+        return invalid_argument("{}: attribute '{}_branch' (a graph) is missing", where, which);
+      }
+      KILN_ASSIGN_OR_RETURN(outputs[b],
+                            inline_branch(*branches[b], fmt::format("{}/{}/", label, which), where,
+                                          which, node.output_size(), graph, nodes));
+    }
+    // The condition as a scalar: Reshape(cond, []).
+    onnx::TensorProto* scalar_shape = graph.add_initializer();
+    scalar_shape->set_name(fresh(label + "/scalar_shape"));
+    scalar_shape->set_data_type(onnx::TensorProto::INT64);
+    scalar_shape->add_dims(0);
+    onnx::NodeProto reshape;
+    reshape.set_name(fresh(label + "/condition"));
+    reshape.set_op_type("Reshape");
+    reshape.add_input(node.input(0));
+    reshape.add_input(scalar_shape->name());
+    const std::string condition = fresh(label + "/condition");
+    reshape.add_output(condition);
+    nodes.push_back(std::move(reshape));
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      onnx::NodeProto select;
+      select.set_name(fresh(fmt::format("{}/select_{}", label, i)));
+      select.set_op_type("Where");
+      select.add_input(condition);
+      select.add_input(outputs[0][i]);
+      select.add_input(outputs[1][i]);
+      select.add_output(node.output(i));
+      nodes.push_back(std::move(select));
+    }
+    return ok_status();
+  }
+
+  // Appends the branch's nodes (Ifs inside flattened first) with branch-local names prefixed;
+  // returns the names its outputs have in the enclosing graph.
+  StatusOr<std::vector<std::string>> inline_branch(const onnx::GraphProto& branch_in,
+                                                   const std::string& prefix,
+                                                   const std::string& where, const char* which,
+                                                   int output_count, onnx::GraphProto& graph,
+                                                   std::vector<onnx::NodeProto>& nodes) {
+    if (branch_in.input_size() != 0) {
+      return invalid_argument("{}: {}_branch declares {} inputs; If branches take none", where,
+                              which, branch_in.input_size());
+    }
+    if (branch_in.output_size() != output_count) {
+      return invalid_argument("{}: {}_branch has {} outputs; the node has {}", where, which,
+                              branch_in.output_size(), output_count);
+    }
+    if (branch_in.sparse_initializer_size() != 0) {
+      return invalid_argument("{}: {}_branch has sparse initializers, which kiln does not support",
+                              where, which);
+    }
+    onnx::GraphProto branch = branch_in;
+    KILN_RETURN_IF_ERROR(run(branch));
+    std::map<std::string, std::string> renamed;  // branch-local name -> enclosing-graph name
+    auto local = [&](const std::string& name) {
+      if (name.empty()) return name;
+      auto it = renamed.find(name);
+      return it == renamed.end() ? name : it->second;
+    };
+    for (const onnx::TensorProto& tensor : branch.initializer()) {
+      onnx::TensorProto* copy = graph.add_initializer();
+      *copy = tensor;
+      copy->set_name(fresh(prefix + tensor.name()));
+      renamed[tensor.name()] = copy->name();
+    }
+    for (const onnx::NodeProto& node : branch.node()) {
+      onnx::NodeProto copy = node;
+      if (!node.name().empty()) copy.set_name(fresh(prefix + node.name()));
+      for (int i = 0; i < copy.input_size(); ++i) copy.set_input(i, local(node.input(i)));
+      for (int i = 0; i < copy.output_size(); ++i) {
+        if (node.output(i).empty()) continue;
+        const std::string name = fresh(prefix + node.output(i));
+        renamed[node.output(i)] = name;
+        copy.set_output(i, name);
+      }
+      nodes.push_back(std::move(copy));
+    }
+    std::vector<std::string> outputs;
+    for (const auto& output : branch.output()) outputs.push_back(local(output.name()));
+    return outputs;
+  }
+
+  std::set<std::string>& names_;
+  int64_t opset_;
+};
+
+}  // namespace
+
+Status inline_if_nodes(onnx::GraphProto& graph, int64_t opset) {
+  std::set<std::string> names;
+  collect_names(graph, names);
+  return IfInliner(names, opset).run(graph);
+}
+
+}  // namespace kiln::onnx_import

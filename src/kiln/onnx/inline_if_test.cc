@@ -1,0 +1,202 @@
+// If imported as both branches plus Where: the flattened graph evaluates to the branch the
+// condition picks, nested Ifs and outer-scope reads included; malformed Ifs are refused naming
+// the node. Expected values are worked out by hand.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kiln/onnx/importer.h"
+#include "kiln/onnx/test_models.h"
+#include "kiln/ops/registry.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ModelBuilder;
+
+constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
+constexpr int32_t kBool = onnx::TensorProto::BOOL;
+
+StatusOr<ir::Graph> import(const ModelBuilder& b) {
+  std::string bytes = b.bytes();
+  return import_bytes(bytes.data(), bytes.size(), "", {});
+}
+
+onnx::NodeProto* add_node(onnx::GraphProto& g, const std::string& op,
+                          std::vector<std::string> inputs, std::vector<std::string> outputs,
+                          const std::string& name = "") {
+  onnx::NodeProto* n = g.add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (auto& i : inputs) n->add_input(i);
+  for (auto& o : outputs) n->add_output(o);
+  return n;
+}
+
+void add_output(onnx::GraphProto& g, const std::string& name) {
+  auto* o = g.add_output();
+  o->set_name(name);
+  o->mutable_type()->mutable_tensor_type()->set_elem_type(kFloat);
+}
+
+// A scalar float Constant node inside `g`.
+void add_scalar_constant(onnx::GraphProto& g, const std::string& name, float value) {
+  onnx::NodeProto* c = add_node(g, "Constant", {}, {name});
+  auto* a = c->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(kFloat);
+  a->mutable_t()->add_float_data(value);
+}
+
+void set_branch(onnx::NodeProto* node, const char* attribute, onnx::GraphProto branch) {
+  auto* a = node->add_attribute();
+  a->set_name(attribute);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = std::move(branch);
+}
+
+// then: x + 1 (a Constant inside the branch); else: x * x.
+void add_if(onnx::GraphProto& g, const std::string& cond, const std::string& out,
+            const std::string& name) {
+  onnx::GraphProto then_branch, else_branch;
+  then_branch.set_name("then");
+  add_scalar_constant(then_branch, "one", 1.0f);
+  add_node(then_branch, "Add", {"x", "one"}, {"sum"}, "add");
+  add_output(then_branch, "sum");
+  else_branch.set_name("else");
+  add_node(else_branch, "Mul", {"x", "x"}, {"square"}, "mul");
+  add_output(else_branch, "square");
+  onnx::NodeProto* node = add_node(g, "If", {cond}, {out}, name);
+  set_branch(node, "then_branch", std::move(then_branch));
+  set_branch(node, "else_branch", std::move(else_branch));
+}
+
+Tensor floats(const std::vector<float>& v) {
+  Tensor t = Tensor::create(DType::kF32, {static_cast<int64_t>(v.size())}).value();
+  std::memcpy(t.mutable_data(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+Tensor flag(bool b) {
+  Tensor t = Tensor::create(DType::kBool, {}).value();
+  *t.mutable_data() = std::byte{b ? uint8_t{1} : uint8_t{0}};
+  return t;
+}
+
+std::vector<float> values(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.element_count()));
+  std::memcpy(v.data(), t.data(), v.size() * sizeof(float));
+  return v;
+}
+
+std::vector<float> evaluate(const ir::Graph& g, std::vector<Tensor> inputs) {
+  auto out = ops::evaluate_graph(g, inputs);
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  return out.ok() ? values(out->at(0)) : std::vector<float>{};
+}
+
+TEST(InlineIf, BothBranchesCompiledAndTheConditionSelects) {
+  ModelBuilder b;
+  b.input("cond", kBool, {});
+  b.input("x", kFloat, {std::string("N")});
+  add_if(b.graph(), "cond", "y", "choose");
+  b.output("y");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  for (const ir::Node& node : g->nodes()) EXPECT_NE(node.op_type, "If");
+  EXPECT_EQ(shape_to_string(g->value(*g->find_value("y")).shape), "[N]");
+  EXPECT_EQ(evaluate(*g, {flag(true), floats({1, 2, 3})}), (std::vector<float>{2, 3, 4}));
+  EXPECT_EQ(evaluate(*g, {flag(false), floats({1, 2, 3, -4})}),
+            (std::vector<float>{1, 4, 9, 16}));
+}
+
+TEST(InlineIf, NestedIfReadsOuterAndBranchValues) {
+  // outer: if a then (if b then (x+1) else (x*x)) + x else x * 2 (from a branch initializer)
+  ModelBuilder b;
+  b.input("a", kBool, {int64_t{1}});  // a one-element condition, not only a scalar
+  b.input("b", kBool, {});
+  b.input("x", kFloat, {int64_t{2}});
+  onnx::GraphProto then_branch, else_branch;
+  add_if(then_branch, "b", "inner", "inner_if");
+  add_node(then_branch, "Add", {"inner", "x"}, {"t"});
+  add_output(then_branch, "t");
+  auto* two = else_branch.add_initializer();
+  two->set_name("two");
+  two->set_data_type(kFloat);
+  two->add_float_data(2.0f);
+  add_node(else_branch, "Mul", {"x", "two"}, {"e"});
+  add_output(else_branch, "e");
+  onnx::NodeProto* outer = add_node(b.graph(), "If", {"a"}, {"y"}, "outer_if");
+  set_branch(outer, "then_branch", std::move(then_branch));
+  set_branch(outer, "else_branch", std::move(else_branch));
+  b.output("y");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto a = [](bool v) {
+    Tensor t = Tensor::create(DType::kBool, {1}).value();
+    *t.mutable_data() = std::byte{v ? uint8_t{1} : uint8_t{0}};
+    return t;
+  };
+  const Tensor x = floats({3, -1});
+  EXPECT_EQ(evaluate(*g, {a(true), flag(true), x}), (std::vector<float>{7, -1}));
+  EXPECT_EQ(evaluate(*g, {a(true), flag(false), x}), (std::vector<float>{12, 0}));
+  EXPECT_EQ(evaluate(*g, {a(false), flag(true), x}), (std::vector<float>{6, -2}));
+  EXPECT_EQ(shape_to_string(g->value(*g->find_value("y")).shape), "[2]");
+}
+
+TEST(InlineIf, MalformedIfIsRefusedNamingTheNode) {
+  {
+    ModelBuilder b;
+    b.input("cond", kBool, {});
+    b.input("x", kFloat, {int64_t{2}});
+    onnx::GraphProto then_branch;
+    add_node(then_branch, "Neg", {"x"}, {"n"});
+    add_output(then_branch, "n");
+    set_branch(add_node(b.graph(), "If", {"cond"}, {"y"}, "half"), "then_branch",
+               std::move(then_branch));
+    b.output("y");
+    auto g = import(b);
+    ASSERT_FALSE(g.ok());
+    EXPECT_THAT(g.status().message(),
+                HasSubstr("node 'half' (If): attribute 'else_branch' (a graph) is missing"));
+  }
+  {
+    ModelBuilder b;
+    b.input("cond", kBool, {});
+    b.input("x", kFloat, {int64_t{2}});
+    onnx::GraphProto one, two;
+    add_node(one, "Neg", {"x"}, {"n"});
+    add_output(one, "n");
+    add_node(two, "Neg", {"x"}, {"m"});
+    add_node(two, "Abs", {"x"}, {"k"});
+    add_output(two, "m");
+    add_output(two, "k");
+    onnx::NodeProto* node = add_node(b.graph(), "If", {"cond"}, {"y"}, "uneven");
+    set_branch(node, "then_branch", std::move(one));
+    set_branch(node, "else_branch", std::move(two));
+    b.output("y");
+    auto g = import(b);
+    ASSERT_FALSE(g.ok());
+    EXPECT_THAT(g.status().message(),
+                HasSubstr("node 'uneven' (If): else_branch has 2 outputs; the node has 1"));
+  }
+}
+
+TEST(InlineIf, OtherControlFlowIsStillRefusedNamingNodeAndAttribute) {
+  ModelBuilder b;
+  b.input("x", kFloat, {int64_t{2}});
+  onnx::GraphProto body;
+  add_node(body, "Neg", {"x"}, {"n"});
+  add_output(body, "n");
+  set_branch(add_node(b.graph(), "Scan", {"x"}, {"y"}, "scan0"), "body", std::move(body));
+  b.output("y");
+  auto g = import(b);
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), HasSubstr("scan0"));
+}
+
+}  // namespace
+}  // namespace kiln::onnx_import
