@@ -34,8 +34,9 @@ class IfInliner {
  public:
   IfInliner(std::set<std::string>& names, int64_t opset) : names_(names), opset_(opset) {}
 
-  // Rewrites `graph`'s node list (and initializers) with every If flattened.
-  Status run(onnx::GraphProto& graph) {
+  // Rewrites `graph`'s node list (and initializers) with every If flattened. `depth`: how many
+  // If branches enclose `graph`.
+  Status run(onnx::GraphProto& graph, int depth = 0) {
     bool any = false;
     for (const auto& node : graph.node()) any = any || is_if(node);
     if (!any) return ok_status();
@@ -51,7 +52,7 @@ class IfInliner {
         nodes.push_back(node);
         continue;
       }
-      KILN_RETURN_IF_ERROR(flatten(node, i, graph, nodes));
+      KILN_RETURN_IF_ERROR(flatten(node, i, depth, graph, nodes));
     }
     graph.clear_node();
     for (auto& node : nodes) *graph.add_node() = std::move(node);
@@ -67,12 +68,15 @@ class IfInliner {
     return name;
   }
 
-  Status flatten(const onnx::NodeProto& node, int index, onnx::GraphProto& graph,
+  Status flatten(const onnx::NodeProto& node, int index, int depth, onnx::GraphProto& graph,
                  std::vector<onnx::NodeProto>& nodes) {
     const std::string label =
         node.name().empty() ? (node.output_size() > 0 ? node.output(0) : fmt::format("If_{}", index))
                             : node.name();
     const std::string where = fmt::format("node '{}' (If)", label);
+    if (depth >= kMaxIfNesting) {
+      return invalid_argument("{}: If nested more than {} deep", where, kMaxIfNesting);
+    }
     if (node.input_size() != 1 || node.input(0).empty()) {
       return invalid_argument("{}: takes exactly one input, the condition; got {}", where,
                               node.input_size());
@@ -90,7 +94,7 @@ class IfInliner {
       }
       KILN_ASSIGN_OR_RETURN(outputs[b],
                             inline_branch(*branches[b], fmt::format("{}/{}/", label, which), where,
-                                          which, node.output_size(), graph, nodes));
+                                          which, node.output_size(), depth + 1, graph, nodes));
     }
     // The condition as a scalar: Reshape(cond, []).
     onnx::TensorProto* scalar_shape = graph.add_initializer();
@@ -124,7 +128,8 @@ class IfInliner {
   StatusOr<std::vector<std::string>> inline_branch(const onnx::GraphProto& branch_in,
                                                    const std::string& prefix,
                                                    const std::string& where, const char* which,
-                                                   int output_count, onnx::GraphProto& graph,
+                                                   int output_count, int depth,
+                                                   onnx::GraphProto& graph,
                                                    std::vector<onnx::NodeProto>& nodes) {
     if (branch_in.input_size() != 0) {
       return invalid_argument("{}: {}_branch declares {} inputs; If branches take none", where,
@@ -139,7 +144,7 @@ class IfInliner {
                               where, which);
     }
     onnx::GraphProto branch = branch_in;
-    KILN_RETURN_IF_ERROR(run(branch));
+    KILN_RETURN_IF_ERROR(run(branch, depth));
     std::map<std::string, std::string> renamed;  // branch-local name -> enclosing-graph name
     auto local = [&](const std::string& name) {
       if (name.empty()) return name;

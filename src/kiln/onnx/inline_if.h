@@ -15,7 +15,8 @@
 // out-of-range index in the branch not taken) fails the run with that node's error instead of
 // being skipped; the selected outputs are exact either way.
 //
-// Errors (InvalidArgument, naming the If node): a missing branch, branch inputs, a branch with
+// Errors (InvalidArgument, naming the If node): Ifs nested more than kMaxIfNesting deep, a
+// missing branch, branch inputs, a branch with
 // another output count than the node, a sparse initializer in a branch. Unimplemented: models
 // below opset 9 (no Where). Branch outputs of different dtypes or shapes that do not broadcast
 // are refused later by Where's shape inference, which names the generated "<if>/select_<i>".
@@ -28,6 +29,8 @@
 #include "kiln/base/status.h"
 
 namespace kiln::onnx_import {
+
+inline constexpr int kMaxIfNesting = 16;
 
 // Replaces every default-domain If node of `graph` (recursively) as above. `opset` is the
 // model's default-domain opset.

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kiln/onnx/importer.h"
+#include "kiln/onnx/inline_if.h"
 #include "kiln/onnx/test_models.h"
 #include "kiln/ops/registry.h"
 
@@ -183,6 +184,39 @@ TEST(InlineIf, MalformedIfIsRefusedNamingTheNode) {
     EXPECT_THAT(g.status().message(),
                 HasSubstr("node 'uneven' (If): else_branch has 2 outputs; the node has 1"));
   }
+}
+
+TEST(InlineIf, NestingBeyondTheLimitIsRefused) {
+  // Each level: then = the next level's If, else = x * x.
+  auto nested = [](int levels) {
+    ModelBuilder b;
+    b.input("cond", kBool, {});
+    b.input("x", kFloat, {int64_t{2}});
+    onnx::GraphProto innermost;
+    add_if(innermost, "cond", "y", "level0");
+    add_output(innermost, "y");
+    for (int level = 1; level < levels; ++level) {
+      onnx::GraphProto enclosing, other;
+      add_node(other, "Mul", {"x", "x"}, {"y"});
+      add_output(other, "y");
+      onnx::NodeProto* node =
+          add_node(enclosing, "If", {"cond"}, {"y"}, "level" + std::to_string(level));
+      set_branch(node, "then_branch", std::move(innermost));
+      set_branch(node, "else_branch", std::move(other));
+      add_output(enclosing, "y");
+      innermost = std::move(enclosing);
+    }
+    *b.graph().mutable_node() = innermost.node();
+    b.output("y");
+    return b;
+  };
+  auto deepest_allowed = import(nested(kMaxIfNesting));
+  ASSERT_TRUE(deepest_allowed.ok()) << deepest_allowed.status().to_string();
+  EXPECT_EQ(evaluate(*deepest_allowed, {flag(true), floats({2, 3})}),
+            (std::vector<float>{3, 4}));
+  auto too_deep = import(nested(kMaxIfNesting + 1));
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_THAT(too_deep.status().message(), HasSubstr("(If): If nested more than 16 deep"));
 }
 
 TEST(InlineIf, OtherControlFlowIsStillRefusedNamingNodeAndAttribute) {
