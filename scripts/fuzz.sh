@@ -60,6 +60,9 @@ printf '%s' '{"suite":"s","root":"model-dir","defaults":{"tolerance":{"atol":1e-
 printf '%s' '{"suite":"s","root":"model-dir","models":[{"path":"small/tiny_cnn.onnx","inputs":{"data":{"file":"small/tiny_input_b{N}.bin"}},"outputs":{"prob":{"file":"small/tiny_cnn.ref_b{N}.bin","rtol":0.1}}}]}' \
   > "$seeds/fuzz_manifest/files.json"
 
+# fuzz_manifest resolves model-dir manifests against the generated models.
+export KILN_MODEL_DIR
+KILN_MODEL_DIR=$(realpath "$models")
 for target in "${targets[@]}"; do
   echo "== $target: ${seconds}s"
   work="$build/corpus/$target"

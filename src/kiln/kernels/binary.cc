@@ -560,6 +560,20 @@ std::vector<E> widen(const ConstBuffer& x) {
 }
 
 class PowKernel : public Kernel {
+  // Member templates first: clang 14 leaves those defined after a generic lambda that
+  // calls them uninstantiated (undefined references at link time).
+ private:
+  template <typename T, typename E, typename Fn>
+  void run_loop(const T* x, const E* e, Fn&& fn) const {
+    it_.for_each<2>([&](int64_t o, int64_t n, const std::array<int64_t, 2>& off,
+                        const std::array<int64_t, 2>& st) {
+      for (int64_t j = 0; j < n; ++j) {
+        fn(o + j, load(x, off[0] + j * st[0]), e[off[1] + j * st[1]]);
+      }
+    });
+  }
+  BroadcastIter it_;
+
  public:
   explicit PowKernel(BroadcastIter it) : it_(std::move(it)) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
@@ -586,18 +600,6 @@ class PowKernel : public Kernel {
       }
     });
   }
-
- private:
-  template <typename T, typename E, typename Fn>
-  void run_loop(const T* x, const E* e, Fn&& fn) const {
-    it_.for_each<2>([&](int64_t o, int64_t n, const std::array<int64_t, 2>& off,
-                        const std::array<int64_t, 2>& st) {
-      for (int64_t j = 0; j < n; ++j) {
-        fn(o + j, load(x, off[0] + j * st[0]), e[off[1] + j * st[1]]);
-      }
-    });
-  }
-  BroadcastIter it_;
 };
 
 Status infer_pow(InferArgs& args) {

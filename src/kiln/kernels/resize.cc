@@ -367,29 +367,8 @@ C from_double(double v) {
 }
 
 class ResizeKernel : public Kernel {
- public:
-  ResizeKernel(Params p, std::vector<AxisTaps> axes, ConcreteShape out)
-      : p_(p), axes_(std::move(axes)), out_(std::move(out)) {
-    total_ = product(out_);
-    for (size_t a = 0; a + 1 < axes_.size(); ++a) outer_taps_ *= axes_[a].taps;
-  }
-
-  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    if (total_ == 0) return ok_status();
-    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
-      if (p_.mode == Mode::kNearest) {
-        run_nearest<T>(in[0].as<T>(), out[0].as<T>());
-        return ok_status();
-      }
-      if constexpr (is_float_storage_v<T>) {
-        run_weighted<T>(in[0].as<T>(), out[0].as<T>());
-        return ok_status();
-      } else {
-        return internal_error("Resize has no interpolating {} instance", dtype_name(in[0].dtype));
-      }
-    });
-  }
-
+  // Member templates first: clang 14 leaves those defined after a generic lambda that
+  // calls them uninstantiated (undefined references at link time).
  private:
   // Row r (all axes but the last) as coordinates; true when some coordinate is outside the crop.
   bool row_coords(int64_t r, std::vector<int64_t>& coord) const {
@@ -501,6 +480,29 @@ class ResizeKernel : public Kernel {
   ConcreteShape out_;
   int64_t total_ = 0;
   int64_t outer_taps_ = 1;
+
+ public:
+  ResizeKernel(Params p, std::vector<AxisTaps> axes, ConcreteShape out)
+      : p_(p), axes_(std::move(axes)), out_(std::move(out)) {
+    total_ = product(out_);
+    for (size_t a = 0; a + 1 < axes_.size(); ++a) outer_taps_ *= axes_[a].taps;
+  }
+
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    if (total_ == 0) return ok_status();
+    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
+      if (p_.mode == Mode::kNearest) {
+        run_nearest<T>(in[0].as<T>(), out[0].as<T>());
+        return ok_status();
+      }
+      if constexpr (is_float_storage_v<T>) {
+        run_weighted<T>(in[0].as<T>(), out[0].as<T>());
+        return ok_status();
+      } else {
+        return internal_error("Resize has no interpolating {} instance", dtype_name(in[0].dtype));
+      }
+    });
+  }
 };
 
 // The values of constant input `index`, or nullopt when absent or empty; an error when present

@@ -578,34 +578,8 @@ Status infer_conv_transpose(InferArgs& args) {
 }
 
 class ConvTransposeKernel : public Kernel {
- public:
-  ConvTransposeKernel(Grid grid, int64_t batch, int64_t channels, int64_t out_channels,
-                      int64_t group)
-      : g_(grid), batch_(batch), channels_(channels), out_channels_(out_channels), group_(group) {}
-
-  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
-      if constexpr (is_float_storage_v<T>) {
-        using C = compute_t<T>;
-        const bool has_bias = in.size() > 2 && in[2].data != nullptr;
-        const int64_t total = out[0].element_count();
-        if constexpr (std::is_same_v<T, C>) {
-          core<C>(in[0].as<T>(), in[1].as<T>(), has_bias ? in[2].as<T>() : nullptr, out[0].as<T>());
-        } else {
-          const std::vector<C> x = widen<C, T>(in[0]);
-          const std::vector<C> w = widen<C, T>(in[1]);
-          const std::vector<C> b = has_bias ? widen<C, T>(in[2]) : std::vector<C>();
-          std::vector<C> y(static_cast<size_t>(total));
-          core<C>(x.data(), w.data(), has_bias ? b.data() : nullptr, y.data());
-          for (int64_t i = 0; i < total; ++i) store(out[0].as<T>(), i, y[i]);
-        }
-        return ok_status();
-      } else {
-        return internal_error("ConvTranspose has no {} instance", dtype_name(in[0].dtype));
-      }
-    });
-  }
-
+  // Member templates first: clang 14 leaves those defined after a generic lambda that
+  // calls them uninstantiated (undefined references at link time).
  private:
   // Scatter form, one output plane per job: input channel, then input position, then kernel tap.
   template <typename C>
@@ -656,6 +630,34 @@ class ConvTransposeKernel : public Kernel {
 
   Grid g_;
   int64_t batch_, channels_, out_channels_, group_;
+
+ public:
+  ConvTransposeKernel(Grid grid, int64_t batch, int64_t channels, int64_t out_channels,
+                      int64_t group)
+      : g_(grid), batch_(batch), channels_(channels), out_channels_(out_channels), group_(group) {}
+
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
+      if constexpr (is_float_storage_v<T>) {
+        using C = compute_t<T>;
+        const bool has_bias = in.size() > 2 && in[2].data != nullptr;
+        const int64_t total = out[0].element_count();
+        if constexpr (std::is_same_v<T, C>) {
+          core<C>(in[0].as<T>(), in[1].as<T>(), has_bias ? in[2].as<T>() : nullptr, out[0].as<T>());
+        } else {
+          const std::vector<C> x = widen<C, T>(in[0]);
+          const std::vector<C> w = widen<C, T>(in[1]);
+          const std::vector<C> b = has_bias ? widen<C, T>(in[2]) : std::vector<C>();
+          std::vector<C> y(static_cast<size_t>(total));
+          core<C>(x.data(), w.data(), has_bias ? b.data() : nullptr, y.data());
+          for (int64_t i = 0; i < total; ++i) store(out[0].as<T>(), i, y[i]);
+        }
+        return ok_status();
+      } else {
+        return internal_error("ConvTranspose has no {} instance", dtype_name(in[0].dtype));
+      }
+    });
+  }
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_conv_transpose(const MakeArgs& args) {
@@ -738,33 +740,8 @@ Status infer_pool(InferArgs& args, Pool kind) {
 }
 
 class PoolKernel : public Kernel {
- public:
-  PoolKernel(Pool kind, Grid grid, int64_t planes, bool include_pad, bool column_major,
-             int64_t p)
-      : kind_(kind),
-        g_(grid),
-        planes_(planes),
-        include_pad_(include_pad),
-        column_major_(column_major),
-        p_(p) {}
-
-  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
-      if constexpr (!std::is_same_v<T, Bool>) {
-        int64_t* indices = out.size() > 1 && out[1].data != nullptr ? out[1].as<int64_t>() : nullptr;
-        if (kind_ == Pool::kMax) {
-          run_max<T>(in[0].as<T>(), out[0].as<T>(), indices);
-          return ok_status();
-        }
-        if constexpr (is_float_storage_v<T>) {
-          run_sum<T>(in[0].as<T>(), out[0].as<T>());
-          return ok_status();
-        }
-      }
-      return internal_error("pool has no {} instance", dtype_name(in[0].dtype));
-    });
-  }
-
+  // Member templates first: clang 14 leaves those defined after a generic lambda that
+  // calls them uninstantiated (undefined references at link time).
  private:
   // Flat index of input position (d, h, w) in plane p, as MaxPool's Indices give it.
   int64_t flat_index(int64_t p, int64_t d, int64_t h, int64_t w) const {
@@ -883,6 +860,33 @@ class PoolKernel : public Kernel {
   int64_t planes_;
   bool include_pad_, column_major_;
   int64_t p_;
+
+ public:
+  PoolKernel(Pool kind, Grid grid, int64_t planes, bool include_pad, bool column_major,
+             int64_t p)
+      : kind_(kind),
+        g_(grid),
+        planes_(planes),
+        include_pad_(include_pad),
+        column_major_(column_major),
+        p_(p) {}
+
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
+      if constexpr (!std::is_same_v<T, Bool>) {
+        int64_t* indices = out.size() > 1 && out[1].data != nullptr ? out[1].as<int64_t>() : nullptr;
+        if (kind_ == Pool::kMax) {
+          run_max<T>(in[0].as<T>(), out[0].as<T>(), indices);
+          return ok_status();
+        }
+        if constexpr (is_float_storage_v<T>) {
+          run_sum<T>(in[0].as<T>(), out[0].as<T>());
+          return ok_status();
+        }
+      }
+      return internal_error("pool has no {} instance", dtype_name(in[0].dtype));
+    });
+  }
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_pool(const MakeArgs& args, Pool kind) {
