@@ -42,7 +42,7 @@ bench: build models
 # UndefinedBehaviorSanitizer (scripts/hardened_build.sh; the same build `make fuzz` uses). The
 # tests that run the ResNet-50 models are left out (SANITIZE_EXCLUDE): they take tens of minutes
 # under ASan, and the small models exercise the same code.
-SANITIZE_EXCLUDE ?= [Rr]es[Nn]et|kiln_models_suite
+SANITIZE_EXCLUDE ?= [Rr]es[Nn]et|kiln_models_suite|TriageCli\.
 sanitize: setup models
 	@JOBS=$(JOBS) scripts/hardened_build.sh $(BUILD)-fuzz
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

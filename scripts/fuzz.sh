@@ -60,6 +60,10 @@ printf '%s' '{"suite":"s","root":"model-dir","defaults":{"tolerance":{"atol":1e-
 printf '%s' '{"suite":"s","root":"model-dir","models":[{"path":"small/tiny_cnn.onnx","inputs":{"data":{"file":"small/tiny_input_b{N}.bin"}},"outputs":{"prob":{"file":"small/tiny_cnn.ref_b{N}.bin","rtol":0.1}}}]}' \
   > "$seeds/fuzz_manifest/files.json"
 
+# The reproducers of bugs found earlier (replayed by ctest too).
+for target in "${targets[@]}"; do
+  if [ -d "tests/fuzz/regressions/$target" ]; then cp tests/fuzz/regressions/"$target"/* "$seeds/$target/"; fi
+done
 # fuzz_manifest resolves model-dir manifests against the generated models.
 export KILN_MODEL_DIR
 KILN_MODEL_DIR=$(realpath "$models")

@@ -135,7 +135,8 @@ TEST_F(KilnCli, TruncatedOnnxIsRefused) {
 
 TEST_F(KilnCli, CorruptOnnxIsRefused) {
   std::string corrupt = dir_ + "/corrupt.onnx";
-  write_bytes(corrupt, std::string("\xff\xff\xff\xff this is not a protobuf \x01\x02", 32));
+  const char garbage[] = "\xff\xff\xff\xff this is not a protobuf \x01\x02";
+  write_bytes(corrupt, std::string(garbage, sizeof(garbage) - 1));
   std::string out = dir_ + "/corrupt.kmod";
   expect_error(run_kiln("compile " + corrupt + " -o " + out), {"corrupt.onnx"}, out);
 }

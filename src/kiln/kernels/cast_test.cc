@@ -17,7 +17,7 @@ namespace {
 template <typename T>
 Tensor make(DType dtype, ConcreteShape shape, std::vector<T> values) {
   Tensor t = Tensor::create(dtype, std::move(shape)).value();
-  std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
   return t;
 }
 

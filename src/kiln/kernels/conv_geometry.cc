@@ -8,23 +8,6 @@
 namespace kiln::kernels {
 namespace {
 
-StatusOr<std::vector<int64_t>> ints_of_size(const Attributes& attributes, const char* name,
-                                            size_t size, int64_t fallback, int64_t min_value) {
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> values,
-                        attributes.get_ints(name, std::vector<int64_t>(size, fallback)));
-  if (values.size() != size) {
-    return invalid_argument("attribute '{}' must have {} values, got {}", name, size,
-                            values.size());
-  }
-  for (int64_t v : values) {
-    if (v < min_value) {
-      return invalid_argument("attribute '{}' values must be >= {}, got [{}]", name, min_value,
-                              fmt::join(values, ","));
-    }
-  }
-  return values;
-}
-
 StatusOr<AutoPad> parse_auto_pad(const Attributes& attributes) {
   KILN_ASSIGN_OR_RETURN(std::string text, attributes.get_string("auto_pad", "NOTSET"));
   if (text == "NOTSET" || text.empty()) return AutoPad::kNotSet;
@@ -58,6 +41,23 @@ Status check_spatial_count(const WindowGeometry& g, std::span<const DimExpr> inp
 }
 
 }  // namespace
+
+StatusOr<std::vector<int64_t>> ints_of_size(const Attributes& attributes, const char* name,
+                                            size_t size, int64_t fallback, int64_t min_value) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> values,
+                        attributes.get_ints(name, std::vector<int64_t>(size, fallback)));
+  if (values.size() != size) {
+    return invalid_argument("attribute '{}' must have {} values, got {}", name, size,
+                            values.size());
+  }
+  for (int64_t v : values) {
+    if (v < min_value || v > kMaxWindowAttribute) {
+      return invalid_argument("attribute '{}' values must be in [{}, {}], got [{}]", name,
+                              min_value, kMaxWindowAttribute, fmt::join(values, ","));
+    }
+  }
+  return values;
+}
 
 StatusOr<WindowGeometry> parse_window_geometry(const Attributes& attributes, size_t spatial_rank,
                                                const WindowOptions& options) {

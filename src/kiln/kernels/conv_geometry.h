@@ -34,6 +34,15 @@ namespace kiln::kernels {
 
 enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
 
+// Largest kernel_shape, strides, dilations or pads value accepted: output-size arithmetic on any
+// real dim cannot overflow below it. Larger values are an InvalidArgument naming the attribute.
+inline constexpr int64_t kMaxWindowAttribute = 2147483647;
+
+// Integer-list attribute `name` of exactly `size` values (`fallback` each when absent), every one
+// in [min_value, kMaxWindowAttribute]; errors name the attribute.
+StatusOr<std::vector<int64_t>> ints_of_size(const Attributes& attributes, const char* name,
+                                            size_t size, int64_t fallback, int64_t min_value);
+
 struct WindowGeometry {
   std::vector<int64_t> kernel;     // kernel extent per spatial dim, before dilation
   std::vector<int64_t> strides;    // >= 1

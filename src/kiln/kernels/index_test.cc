@@ -16,7 +16,7 @@ template <typename T>
 Tensor make(DType dtype, ConcreteShape dims, std::vector<T> values) {
   Tensor t = Tensor::create(dtype, std::move(dims)).value();
   EXPECT_EQ(static_cast<size_t>(t.element_count()), values.size());
-  std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
   return t;
 }
 Tensor f32(ConcreteShape dims, std::vector<float> v) { return make(DType::kF32, dims, v); }

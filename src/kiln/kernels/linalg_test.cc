@@ -14,7 +14,7 @@ template <typename T>
 Tensor make(DType dtype, ConcreteShape shape, std::vector<T> values) {
   Tensor t = Tensor::create(dtype, std::move(shape)).value();
   EXPECT_EQ(static_cast<size_t>(t.element_count()), values.size());
-  std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
   return t;
 }
 Tensor f32(ConcreteShape shape, std::vector<float> v) { return make(DType::kF32, shape, v); }

@@ -406,23 +406,6 @@ struct TransposeGeometry {
   AutoPad auto_pad = AutoPad::kNotSet;
 };
 
-StatusOr<std::vector<int64_t>> ints_of_size(const Attributes& attributes, const char* name,
-                                            size_t size, int64_t fallback, int64_t min_value) {
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> values,
-                        attributes.get_ints(name, std::vector<int64_t>(size, fallback)));
-  if (values.size() != size) {
-    return invalid_argument("attribute '{}' must have {} values, got {}", name, size,
-                            values.size());
-  }
-  for (int64_t v : values) {
-    if (v < min_value) {
-      return invalid_argument("attribute '{}' values must be >= {}, got [{}]", name, min_value,
-                              fmt::join(values, ","));
-    }
-  }
-  return values;
-}
-
 StatusOr<TransposeGeometry> parse_transpose_geometry(const Attributes& a, size_t r,
                                                      const std::vector<int64_t>& w_kernel) {
   TransposeGeometry g;

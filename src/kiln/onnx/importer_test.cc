@@ -689,7 +689,7 @@ TEST(Importer, ModelAtTargetIsNotConverted) {
 
 // Found by fuzz_onnx_import: a MaxPool model whose graph output 'Y' is never produced ('y' is).
 // ONNX's version converter dereferenced the missing name and crashed; the wiring is now checked
-// before conversion. Bytes: tests/fuzz/regressions/onnx_undefined_graph_output.onnx.
+// before conversion. Bytes: tests/fuzz/regressions/fuzz_onnx_import/onnx_undefined_graph_output.onnx.
 TEST(Importer, UndefinedGraphOutputIsAnErrorBeforeOpsetConversion) {
   static const unsigned char kModel[] = {
       0x08, 0x07, 0x12, 0x0c, 0x62, 0x61, 0x63, 0x6b, 0x65, 0x6e, 0x64, 0x2d,

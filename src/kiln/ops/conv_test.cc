@@ -354,7 +354,15 @@ TEST(Conv, BadInputs) {
     OpGraph g = conv({1, 3, 8, 8}, {8, 3, 3, 3});
     g.attr("strides", std::vector<int64_t>{0, 1});
     EXPECT_TRUE(has_error(g.infer(), StatusCode::kInvalidArgument,
-                          {"attribute 'strides' values must be >= 1"}));
+                          {"attribute 'strides' values must be in [1, 2147483647]"}));
+  }
+  {
+    // Pads whose sum overflows int64 (found by fuzz_module_load) are refused before any
+    // arithmetic on them.
+    OpGraph g = conv({1, 3, 8, 8}, {8, 3, 3, 3});
+    g.attr("pads", std::vector<int64_t>{8461244959897026562, 0, 7234309775409112096, 0});
+    EXPECT_TRUE(has_error(g.infer(), StatusCode::kInvalidArgument,
+                          {"attribute 'pads' values must be in [0, 2147483647]"}));
   }
   {
     OpGraph g = conv({1, 3, 8, 8}, {8, 3, 3, 3});

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kiln/kernels/conv_geometry.h"
+
 namespace kiln::hal::cpu {
 namespace {
 
@@ -180,6 +182,20 @@ StatusOr<Window> read_window(const OpReader& op, size_t spatial_rank,
     }
     if (pads[i] < 0 || pads[r + i] < 0) {
       return unimplemented("negative pads are not supported");
+    }
+  }
+  // Bounded so that output-size arithmetic on any real dim cannot overflow.
+  constexpr int64_t kLimit = kernels::kMaxWindowAttribute;
+  for (const auto& [name, values] : {std::pair<const char*, const std::vector<int64_t>&>{
+                                         "kernel_shape", w.kernel},
+                                     {"strides", w.strides},
+                                     {"dilations", w.dilations},
+                                     {"pads", pads}}) {
+    for (int64_t v : values) {
+      if (v > kLimit) {
+        return invalid_argument("attribute '{}' value {} is over the limit of {}", name, v,
+                                kLimit);
+      }
     }
   }
   w.pads_begin.assign(pads.begin(), pads.begin() + static_cast<ptrdiff_t>(r));
