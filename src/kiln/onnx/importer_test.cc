@@ -522,6 +522,35 @@ TEST(Importer, NodeArityCheckedBeforeOpsetConversion) {
               HasSubstr("node 'up0' (Upsample): has 1 inputs; Upsample at opset 9 takes 2"));
 }
 
+TEST(Importer, AttributesOnnxReadsUncheckedAreCheckedBeforeOpsetConversion) {
+  // A zero stride divided by zero inside ONNX's shape inference (found by fuzz_onnx_import;
+  // bytes: tests/fuzz/regressions/fuzz_onnx_import/conv_pool_zero_stride_shape_inference.onnx).
+  auto conv_model = [](std::vector<int64_t> strides, bool typed_pads) {
+    ModelBuilder b(11);
+    b.input("x", kFloat, {int64_t{1}, int64_t{1}, int64_t{4}, int64_t{4}});
+    b.initializer("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+    auto* conv = b.node("Conv", {"x", "w"}, {"y"}, "conv0");
+    attr_ints(conv, "strides", strides);
+    if (typed_pads) {
+      attr_ints(conv, "pads", {1, 1, 1, 1});
+    } else {
+      auto* pads = testing::add_attr(conv, "pads");  // no type
+      for (int i = 0; i < 4; ++i) pads->add_ints(1);
+    }
+    b.output("y");
+    return b;
+  };
+  auto zero = import(conv_model({2, 0}, true));
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(zero.status().message(),
+              HasSubstr("node 'conv0' (Conv): attribute 'strides' values must be >= 1, got 0"));
+  auto untyped = import(conv_model({2, 2}, false));
+  ASSERT_FALSE(untyped.ok());
+  EXPECT_THAT(untyped.status().message(),
+              HasSubstr("node 'conv0' (Conv): attribute 'pads' has no type"));
+  EXPECT_TRUE(import(conv_model({2, 2}, true)).ok());
+}
+
 TEST(Importer, Opset9UpsampleBecomesResizeWithItsOwnSemantics) {
   // Upsample reads input coordinate x / scale and floors it for nearest; opset 11's Resize
   // defaults (half_pixel, round_prefer_floor) would pick other pixels.

@@ -25,10 +25,43 @@ void prepare(onnx::ModelProto& model) {
   if (model.ir_version() < 4) model.set_ir_version(4);
 }
 
+// ONNX's shape inference, which the upgrade falls back on, divides by these without checking
+// them (a zero stride is a division by zero inside libonnx).
+constexpr const char* kDivisorAttributes[] = {"strides", "dilations", "kernel_shape", "blocksize"};
+
+// Attributes the converter and ONNX's shape inference read unchecked: each needs a type, and
+// the divisors above must be >= 1.
+Status check_attributes(const onnx::NodeProto& node, int index) {
+  auto where = [&] {
+    return fmt::format("node {} ({})",
+                       node.name().empty() ? fmt::format("#{}", index) : "'" + node.name() + "'",
+                       node.op_type());
+  };
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    if (a.type() == onnx::AttributeProto::UNDEFINED) {
+      return invalid_argument("{}: attribute '{}' has no type", where(), a.name());
+    }
+    for (const char* divisor : kDivisorAttributes) {
+      if (a.name() != divisor) continue;
+      for (int64_t v : a.ints()) {
+        if (v < 1) {
+          return invalid_argument("{}: attribute '{}' values must be >= 1, got {}", where(),
+                                  a.name(), v);
+        }
+      }
+      if (a.type() == onnx::AttributeProto::INT && a.i() < 1) {
+        return invalid_argument("{}: attribute '{}' must be >= 1, got {}", where(), a.name(),
+                                a.i());
+      }
+    }
+  }
+  return ok_status();
+}
+
 // The converter's adapters index node inputs without checking how many there are (an Upsample
 // without its scales crashes it), so every default-domain node's input and output counts are
 // checked against its schema at the model's opset first.
-Status check_arity(const onnx::GraphProto& graph, int64_t opset) {
+Status check_nodes_before_conversion(const onnx::GraphProto& graph, int64_t opset) {
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& node = graph.node(i);
     if (!is_default_domain(node.domain())) continue;
@@ -48,6 +81,7 @@ Status check_arity(const onnx::GraphProto& graph, int64_t opset) {
         count_error("input", node.input_size(), schema->min_input(), schema->max_input()));
     KILN_RETURN_IF_ERROR(
         count_error("output", node.output_size(), schema->min_output(), schema->max_output()));
+    KILN_RETURN_IF_ERROR(check_attributes(node, i));
   }
   return ok_status();
 }
@@ -205,7 +239,7 @@ StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t fro
 }  // namespace
 
 StatusOr<onnx::ModelProto> upgrade_opset(onnx::ModelProto model, int64_t from, int64_t target) {
-  KILN_RETURN_IF_ERROR(check_arity(model.graph(), from));
+  KILN_RETURN_IF_ERROR(check_nodes_before_conversion(model.graph(), from));
   prepare(model);
   if (from < 7) adapt_legacy_prelu_slopes(model);
   auto upgraded = convert_all_steps(std::move(model), from, target);
