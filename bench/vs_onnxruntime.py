@@ -40,6 +40,23 @@ def load_average():
         return float(f.read().split()[0])
 
 
+# kiln's other suite models (tests/models/gen_small.py, gen_models.py): name, path under the
+# model dir, input name, dtype, and the (shape, data file) of each size measured.
+SUITE_MODELS = [
+    ("tiny_cnn", "small/tiny_cnn.onnx", "data", "f32",
+     [([1, 3, 8, 8], "small/tiny_input_b1.bin"), ([3, 3, 8, 8], "small/tiny_input_b3.bin")]),
+    ("mobilenetv2_like", "nets/mobilenetv2_like.onnx", "input", "f32",
+     [([1, 3, 64, 64], "nets/mobilenetv2_like.input_n1.bin"),
+      ([3, 3, 64, 64], "nets/mobilenetv2_like.input_n3.bin")]),
+    ("transformer_encoder", "nets/transformer_encoder.onnx", "input_ids", "i64",
+     [([1, 16], "nets/transformer_encoder.ids_b1_s16.bin"),
+      ([3, 16], "nets/transformer_encoder.ids_b3_s16.bin")]),
+    ("fcn_segmenter", "nets/fcn_segmenter.onnx", "input", "f32",
+     [([1, 3, 48, 64], "nets/fcn_segmenter.input_n1_h48_w64.bin"),
+      ([2, 3, 48, 64], "nets/fcn_segmenter.input_n2_h48_w64.bin")]),
+]
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -58,9 +75,9 @@ class Bench:
         with open(out) as f:
             return json.load(f)
 
-    def ort_time(self, model, name, shape, data, warmup, repeat):
+    def ort_time(self, model, name, shape, data, warmup, repeat, dtype="f32"):
         dims = "x".join(str(d) for d in shape)
-        text = run(["node", self.ort, "time", model, "--input", f"{name}={dims}:f32:{data}",
+        text = run(["node", self.ort, "time", model, "--input", f"{name}={dims}:{dtype}:{data}",
                     "--threads", str(self.args.threads), "--warmup", str(warmup),
                     "--repeat", str(repeat)])
         return json.loads(text)
@@ -172,25 +189,28 @@ def main():
                   f"{row['cold_ms']:.0f} ms, load {row['load_ms']:.1f} ms, peak RSS "
                   f"{row['peak_rss_mib']:.0f} MiB (module {module_mib:.0f} MiB)", flush=True)
 
-    # The other models of the suite: tiny_cnn (weights are not graph inputs).
-    tiny = os.path.join(args.models, "small", "tiny_cnn.onnx")
-    if os.path.exists(tiny) and not args.quick:
-        module = os.path.join(bench.work, "tiny_cnn.kmod")
-        bench.compile(tiny, module)
-        for batch in (1, 3):
-            data = os.path.join(args.models, "small", f"tiny_input_b{batch}.bin")
-            spec = f"{batch}x3x8x8xf32=@{data}"
+    # The other models of the suite (their weights are not graph inputs), two sizes each.
+    for name, path, input_name, dtype, sizes in SUITE_MODELS:
+        model = os.path.join(args.models, path)
+        if not os.path.exists(model) or args.quick:
+            continue
+        module = os.path.join(bench.work, f"{name}.kmod")
+        bench.compile(model, module)
+        for shape, data_file in sizes:
+            data = os.path.join(args.models, data_file)
+            dims = "x".join(str(d) for d in shape)
+            spec = f"{dims}x{dtype}=@{data}"
             res = bench.alternate({
                 "kiln": lambda w, r: bench.kiln_bench(module, spec, w, r),
-                "ort_shipped": lambda w, r: bench.ort_time(tiny, "data", [batch, 3, 8, 8], data,
-                                                           w, r),
-            }, 100, 1000)
+                "ort_shipped": lambda w, r: bench.ort_time(model, input_name, shape, data, w, r,
+                                                           dtype),
+            }, 20, 200)
             k, o = med(res["kiln"]), med(res["ort_shipped"])
-            rows.append({"model": "tiny_cnn", "batch": batch, "kiln_ms": k, "ort_shipped_ms": o,
+            rows.append({"model": name, "batch": dims, "kiln_ms": k, "ort_shipped_ms": o,
                          "ratio_shipped": k / o,
-                         "rounds_ms": {name: [r["median_ms"] for r in results]
-                                       for name, results in res.items()}})
-            print(f"\ntiny_cnn batch {batch}: kiln {k * 1000:.1f} us | ORT {o * 1000:.1f} us -> "
+                         "rounds_ms": {n: [r["median_ms"] for r in results]
+                                       for n, results in res.items()}})
+            print(f"\n{name} {dims}: kiln {k * 1000:.1f} us | ORT {o * 1000:.1f} us -> "
                   f"kiln/ORT {k / o:.3f}", flush=True)
 
     peak_end = bench.peak()
@@ -205,16 +225,16 @@ def main():
 
     print(f"\nFMA peak {peak:.1f} GFLOP/s (best of start and end); load average "
           f"{summary['load_average_end']:.2f} at end")
-    print(f"{'model':<16}{'batch':>6}{'kiln ms':>10}{'ORT ms':>10}{'k/ORT':>8}{'ORT best':>10}"
+    print(f"{'model':<20}{'batch':>6}{'kiln ms':>10}{'ORT ms':>10}{'k/ORT':>8}{'ORT best':>10}"
           f"{'k/best':>8}{'dyn/bound':>10}{'GFLOP/s':>9}{'% peak':>8}")
     for r in rows:
         if "ort_best_ms" in r:
-            print(f"{r['model']:<16}{r['batch']:>6}{r['kiln_ms']:>10.2f}{r['ort_shipped_ms']:>10.2f}"
+            print(f"{r['model']:<20}{r['batch']:>6}{r['kiln_ms']:>10.2f}{r['ort_shipped_ms']:>10.2f}"
                   f"{r['ratio_shipped']:>8.3f}{r['ort_best_ms']:>10.2f}{r['ratio_best']:>8.3f}"
                   f"{r['dynamic_vs_bound']:>10.3f}{r['kiln_gflop_per_s']:>9.1f}"
                   f"{100 * r['fraction_of_peak']:>7.1f}%")
         else:
-            print(f"{r['model']:<16}{r['batch']:>6}{r['kiln_ms']:>10.4f}{r['ort_shipped_ms']:>10.4f}"
+            print(f"{r['model']:<20}{r['batch']:>6}{r['kiln_ms']:>10.4f}{r['ort_shipped_ms']:>10.4f}"
                   f"{r['ratio_shipped']:>8.3f}")
 
     def check(what, value, limit, fmt="{:.3f}"):
