@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "onnx/checker.h"
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
 #include "onnx/version_converter/convert.h"
@@ -109,6 +110,26 @@ void keep_legacy_resize_semantics(onnx::GraphProto& graph) {
   }
 }
 
+// ONNX's shape inference, where the initializers pass ONNX's tensor checks first: libonnx's
+// inference functions dereference what those guarantee (a Conv whose initializer had no name and
+// no type crashed it; found by fuzz_onnx_import). ONNX's whole-model checker would also refuse
+// legacy models this fallback exists for (graph outputs without shapes). Returns whether shapes
+// were inferred.
+bool infer_shapes_if_well_formed(onnx::ModelProto& model) {
+  try {
+    onnx::checker::CheckerContext context;
+    context.set_ir_version(static_cast<int>(model.ir_version()));
+    for (const onnx::TensorProto& tensor : model.graph().initializer()) {
+      if (tensor.name().empty()) return false;
+      onnx::checker::check_tensor(tensor, context);
+    }
+    onnx::shape_inference::InferShapes(model);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 // The rank of value `name` where the graph declares it (inputs, value_info, outputs), else -1.
 int declared_rank(const onnx::GraphProto& graph, const std::string& name) {
   auto rank_in = [&](const auto& values) {
@@ -154,13 +175,8 @@ void adapt_legacy_prelu_slopes(onnx::ModelProto& model) {
     ranks_known = ranks_known && declared_rank(*graph, node.input(0)) >= 0;
   }
   if (!any) return;
-  if (!ranks_known) {
-    try {
-      onnx::shape_inference::InferShapes(model);
-    } catch (...) {
-      // Without a rank the slope is left as it is and opset 7 broadcasting applies.
-    }
-  }
+  // Without a rank the slope is left as it is and opset 7 broadcasting applies.
+  if (!ranks_known) infer_shapes_if_well_formed(model);
   for (int i = 0; i < graph->node_size(); ++i) {
     onnx::NodeProto* node = graph->mutable_node(i);
     if (!needs_adapting(*node)) continue;
@@ -213,11 +229,8 @@ StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t fro
   if (whole.ok()) return whole;
   // Some adapters (Add/Gemm 6 -> 7 broadcasting) need the shapes of values such as Constant
   // outputs, which old exporters leave undeclared; ONNX's shape inference supplies them.
-  try {
-    onnx::shape_inference::InferShapes(model);
-  } catch (...) {
-    // Inference is only a help here; the step-wise retry below reports the real failure.
-  }
+  // Inference is only a help here; the step-wise retry below reports the real failure.
+  infer_shapes_if_well_formed(model);
   whole = convert(model, target);
   if (whole.ok()) return whole;
   // Only on failure: redo it one opset at a time to find the step that fails.
