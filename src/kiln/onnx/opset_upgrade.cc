@@ -110,18 +110,27 @@ void keep_legacy_resize_semantics(onnx::GraphProto& graph) {
   }
 }
 
-// ONNX's shape inference, where the initializers pass ONNX's tensor checks first: libonnx's
-// inference functions dereference what those guarantee (a Conv whose initializer had no name and
-// no type crashed it; found by fuzz_onnx_import). ONNX's whole-model checker would also refuse
-// legacy models this fallback exists for (graph outputs without shapes). Returns whether shapes
-// were inferred.
-bool infer_shapes_if_well_formed(onnx::ModelProto& model) {
+// ONNX's shape inference, only where every initializer passes ONNX's tensor checks and every
+// default-domain node passes its schema's checks at `opset` (input and output counts, attribute
+// names, types and required attributes). libonnx's inference functions read out of bounds on
+// nodes that fail those (fuzz_onnx_import found three crashes in convPoolShapeInference: a zero
+// stride, a nameless untyped initializer, misspelled attributes). ONNX's whole-model checker is
+// not used: it also refuses legacy models this fallback exists for (outputs without shapes).
+// Returns whether shapes were inferred.
+bool infer_shapes_if_well_formed(onnx::ModelProto& model, int64_t opset) {
   try {
     onnx::checker::CheckerContext context;
     context.set_ir_version(static_cast<int>(model.ir_version()));
     for (const onnx::TensorProto& tensor : model.graph().initializer()) {
       if (tensor.name().empty()) return false;
       onnx::checker::check_tensor(tensor, context);
+    }
+    for (const onnx::NodeProto& node : model.graph().node()) {
+      if (!is_default_domain(node.domain())) continue;
+      const onnx::OpSchema* schema =
+          onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+      if (schema == nullptr) return false;
+      schema->Verify(node);
     }
     onnx::shape_inference::InferShapes(model);
     return true;
@@ -156,9 +165,9 @@ const onnx::TensorProto* find_initializer(const onnx::GraphProto& graph, const s
 // PRelu before opset 7 applied a 1-D slope of C > 1 elements per channel (dim 1 of X), where
 // opset 7's unidirectional broadcasting aligns it with X's last dim instead; the converter does
 // not adapt this. Each such slope initializer is given a copy shaped [C, 1, ..., 1] (X's rank
-// from the graph's declarations or ONNX shape inference), so the upgraded model keeps the
-// meaning the exporter intended.
-void adapt_legacy_prelu_slopes(onnx::ModelProto& model) {
+// as the graph declares it or ONNX shape inference finds it; without one the slope is left as
+// it is), so the upgraded model keeps the meaning the exporter intended.
+void adapt_legacy_prelu_slopes(onnx::ModelProto& model, int64_t opset) {
   onnx::GraphProto* graph = model.mutable_graph();
   auto needs_adapting = [&](const onnx::NodeProto& node) {
     if (!is_default_domain(node.domain()) || node.op_type() != "PRelu" || node.input_size() != 2) {
@@ -167,16 +176,14 @@ void adapt_legacy_prelu_slopes(onnx::ModelProto& model) {
     const onnx::TensorProto* slope = find_initializer(*graph, node.input(1));
     return slope != nullptr && slope->dims_size() == 1 && slope->dims(0) > 1;
   };
-  bool any = false;
-  bool ranks_known = true;
+  bool any = false, ranks_known = true;
   for (const onnx::NodeProto& node : graph->node()) {
     if (!needs_adapting(node)) continue;
     any = true;
     ranks_known = ranks_known && declared_rank(*graph, node.input(0)) >= 0;
   }
   if (!any) return;
-  // Without a rank the slope is left as it is and opset 7 broadcasting applies.
-  if (!ranks_known) infer_shapes_if_well_formed(model);
+  if (!ranks_known) infer_shapes_if_well_formed(model, opset);
   for (int i = 0; i < graph->node_size(); ++i) {
     onnx::NodeProto* node = graph->mutable_node(i);
     if (!needs_adapting(*node)) continue;
@@ -230,7 +237,7 @@ StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t fro
   // Some adapters (Add/Gemm 6 -> 7 broadcasting) need the shapes of values such as Constant
   // outputs, which old exporters leave undeclared; ONNX's shape inference supplies them.
   // Inference is only a help here; the step-wise retry below reports the real failure.
-  infer_shapes_if_well_formed(model);
+  infer_shapes_if_well_formed(model, from);
   whole = convert(model, target);
   if (whole.ok()) return whole;
   // Only on failure: redo it one opset at a time to find the step that fails.
@@ -254,7 +261,7 @@ StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t fro
 StatusOr<onnx::ModelProto> upgrade_opset(onnx::ModelProto model, int64_t from, int64_t target) {
   KILN_RETURN_IF_ERROR(check_nodes_before_conversion(model.graph(), from));
   prepare(model);
-  if (from < 7) adapt_legacy_prelu_slopes(model);
+  if (from < 7) adapt_legacy_prelu_slopes(model, from);
   auto upgraded = convert_all_steps(std::move(model), from, target);
   if (upgraded.ok() && from < 11) keep_legacy_resize_semantics(*upgraded->mutable_graph());
   return upgraded;
