@@ -19,12 +19,18 @@ for target in "${targets[@]}"; do mkdir -p "$seeds/$target"; done
 mkdir -p "$build/artifacts"
 cp "$models"/small/*.onnx "$seeds/fuzz_onnx_import/"
 for t in test_relu test_conv_with_strides_padding test_gemm_default_no_bias test_maxpool_2d_pads \
-         test_softmax_axis_1 test_batchnorm_example test_reshape_negative_dim; do
+         test_softmax_axis_1 test_batchnorm_example test_reshape_negative_dim test_nonzero_example \
+         test_top_k test_compress_0; do
   f=/usr/share/libonnx-testdata/data/node/$t/model.onnx
   [ -f "$f" ] && cp "$f" "$seeds/fuzz_onnx_import/$t.onnx"
 done
 "$kiln" compile "$models/small/tiny_cnn.onnx" -o "$seeds/fuzz_module_load/tiny_cnn.kmod" >/dev/null
 "$kiln" compile "$models/small/weights_in_inputs.onnx" -o "$seeds/fuzz_module_load/weights.kmod" >/dev/null
+# Modules whose sizes are bound from data at run time (staged sessions).
+for t in test_nonzero_example test_top_k test_compress_0; do
+  "$kiln" compile "$seeds/fuzz_onnx_import/$t.onnx" -o "$seeds/fuzz_module_load/$t.kmod" >/dev/null
+done
+"$kiln" import "$seeds/fuzz_onnx_import/test_top_k.onnx" -o "$seeds/fuzz_kir/top_k.kir" >/dev/null
 "$kiln" import "$models/small/tiny_cnn.onnx" -o "$seeds/fuzz_kir/tiny_cnn.kir" >/dev/null
 "$kiln" import "$models/small/weights_in_inputs.onnx" -o "$seeds/fuzz_kir/weights.kir" >/dev/null
 i=0

@@ -149,6 +149,8 @@ def write_doc(path, rows, skipped):
              "- **reference**: the imported graph evaluated by kiln's float64 reference evaluator.",
              "- Shape-determining operands that a case feeds as graph inputs (a Reshape's shape, a",
              "  reduction's axes) are bound from the case's data at compile time, as with a constant.",
+             "  Data-dependent sizes (NonZero, Compress, TopK's k) stay graph inputs: the module binds",
+             "  them from the data at run time.",
              "",
              "## Totals", "", "| suite | cases | cpu pass | reference pass | left out (bad test data) |",
              "| --- | --- | --- | --- | --- |"]

@@ -117,6 +117,34 @@ TEST_F(KilnCli, ImportWritesIrThatCompiles) {
   EXPECT_EQ(result.exit_code, 0) << result.output;
 }
 
+// The ONNX backend test's TopK takes k as a graph input: its output size is bound from the data
+// on each run, from a module compiled straight from ONNX or from `kiln import`'s IR.
+TEST_F(KilnCli, DataDependentSizesAreBoundOnEachRun) {
+  const std::string model = "/usr/share/libonnx-testdata/data/node/test_top_k/model.onnx";
+  const std::string x = "'3x4xf32=0 1 2 3 4 5 6 7 11 10 9 8'";
+  const std::string kir = dir_ + "/top_k.kir";
+  ASSERT_EQ(run_kiln("import " + model + " -o " + kir).exit_code, 0);
+  for (const std::string& source : {model, kir}) {
+    const std::string module = dir_ + "/top_k.kmod";
+    auto compiled = run_kiln("compile " + source + " -o " + module);
+    ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+    EXPECT_NE(compiled.output.find("bound from data [TopK_0.size0]"), std::string::npos) << compiled.output;
+    const std::string values = dir_ + "/values.npy";
+    auto two = run_kiln("run --module=" + module + " --input=" + x + " --input=1xi64=2 --output=@" +
+                        values + " --output=-");
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    EXPECT_NE(two.output.find("output 0 'values': 3x2xf32"), std::string::npos) << two.output;
+    auto three = run_kiln("run --module=" + module + " --input=" + x + " --input=1xi64=3 --output=-" +
+                          " --output=-");
+    ASSERT_EQ(three.exit_code, 0) << three.output;
+    EXPECT_NE(three.output.find("output 1 'indices': 3x3xi64"), std::string::npos) << three.output;
+    fs::remove(values);
+    expect_error(run_kiln("run --module=" + module + " --input=" + x + " --input=1xi64=5 --output=@" +
+                          values + " --output=-"),
+                 {"'K' = 5 is out of range [0, 4]", "(TopK)"}, values);
+  }
+}
+
 TEST_F(KilnCli, MismatchExitsOneAndReportsErrors) {
   auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --expected_output=" +
                          inline_values("1x10xf32", 10));

@@ -58,10 +58,11 @@ int run_bench(const BenchFlags& flags) {
   // spin-waiting included: with OMP_WAIT_POLICY=passive it is the work done, which other load on
   // the machine disturbs less than the wall time).
   std::vector<double> cpu_times;
+  Bindings bindings;  // of the last run, data-dependent sizes included
   auto timed_run = [&]() -> StatusOr<double> {
     const double cpu_start = process_cpu_ms();
     auto start = std::chrono::steady_clock::now();
-    auto outputs = (*session)->run(inputs);
+    auto outputs = (*session)->run(inputs, nullptr, &bindings);
     if (!outputs.ok()) return outputs.status();
     const double wall =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -86,10 +87,8 @@ int run_bench(const BenchFlags& flags) {
   const auto module_bytes = std::filesystem::file_size(flags.module, size_error);
   // Work per run: the flops of convolutions and matrix products at these input sizes.
   double flops = 0;
-  if (auto bindings = (*session)->bind(inputs); bindings.ok()) {
-    if (auto shapes = (*session)->value_shapes(*bindings); shapes.ok()) {
-      for (double f : dispatch_flops((*session)->module(), *shapes)) flops += f;
-    }
+  if (auto shapes = (*session)->value_shapes(bindings); shapes.ok()) {
+    for (double f : dispatch_flops((*session)->module(), *shapes)) flops += f;
   }
   const double batch =
       !inputs.empty() && inputs[0].rank() > 0 ? static_cast<double>(inputs[0].shape()[0]) : 1.0;

@@ -56,9 +56,15 @@ int run_compile(const CompileFlags& flags) {
   }
   Status written = module::write_module(*contents, flags.output);
   if (!written.ok()) return report_error("compile", written);
-  std::printf("compiled '%s': %zu dispatches, symbols [%s] -> %s\n", contents->model_name.c_str(),
+  std::vector<std::string> data_symbols;
+  for (const module::Dispatch& d : contents->dispatches) {
+    data_symbols.insert(data_symbols.end(), d.data_symbols.begin(), d.data_symbols.end());
+  }
+  const std::string from_data =
+      data_symbols.empty() ? "" : fmt::format(", bound from data [{}]", fmt::join(data_symbols, ","));
+  std::printf("compiled '%s': %zu dispatches, symbols [%s]%s -> %s\n", contents->model_name.c_str(),
               contents->dispatches.size(), fmt::format("{}", fmt::join(contents->symbols, ",")).c_str(),
-              flags.output.c_str());
+              from_data.c_str(), flags.output.c_str());
   return kExitOk;
 }
 

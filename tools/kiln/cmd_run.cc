@@ -89,7 +89,8 @@ int run_module(const RunFlags& flags) {
     if (!created.ok()) return report_error("run", std::move(created).status().with_note("in --trace"));
     tracer = std::move(created).value();
   }
-  auto outputs = (*session)->run(*inputs, tracer.get());
+  Bindings bindings;
+  auto outputs = (*session)->run(*inputs, tracer.get(), &bindings);
   if (outputs.ok() && !flags.profile.empty()) {
     // Warm runs only: the first run above paid for preparing kernels and touching memory.
     DispatchProfiler profiler(module.dispatches.size());
@@ -105,7 +106,7 @@ int run_module(const RunFlags& flags) {
                 flags.profile.c_str());
   }
   if (outputs.ok() && tracer) {
-    Status traced = tracer->finish(**session, *inputs);
+    Status traced = tracer->finish(**session, bindings);
     if (!traced.ok()) return report_error("run", std::move(traced).with_note("in --trace"));
     for (const std::string& line : tracer->summary()) std::printf("trace %s\n", line.c_str());
   }

@@ -4,7 +4,9 @@ namespace kiln::cli {
 
 StatusOr<std::vector<DispatchInfo>> dispatch_info(runtime::Session& session,
                                                   std::span<const Tensor> inputs) {
-  KILN_ASSIGN_OR_RETURN(Bindings bindings, session.bind(inputs));
+  // One run gives every symbol's value, data-dependent sizes included.
+  Bindings bindings;
+  KILN_RETURN_IF_ERROR(session.run(inputs, nullptr, &bindings).status());
   KILN_ASSIGN_OR_RETURN(std::vector<ConcreteShape> shapes, session.value_shapes(bindings));
   KILN_ASSIGN_OR_RETURN(auto kernels, session.describe_dispatches(bindings));
   return describe_for_profile(session.module(), shapes, kernels);

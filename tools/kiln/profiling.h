@@ -12,7 +12,7 @@
 namespace kiln::cli {
 
 // What the reports say about each dispatch of the session's module at the inputs' sizes (flops,
-// kernels); prepares the session for those sizes if needed. Errors as Session::bind.
+// kernels); runs the module once to learn every size. Errors as Session::run.
 StatusOr<std::vector<DispatchInfo>> dispatch_info(runtime::Session& session,
                                                   std::span<const Tensor> inputs);
 

@@ -16,6 +16,15 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
     }
   }
   contents.symbols.assign(bindable.begin(), bindable.end());
+  for (const ir::Node& node : graph.nodes()) {
+    for (const std::string& symbol : node.data_symbols) {
+      if (!bindable.insert(symbol).second) {
+        return invalid_argument("{} binds symbol '{}' from its data, but that symbol is already "
+                                "bound by a graph input or another node",
+                                node.describe(), symbol);
+      }
+    }
+  }
 
   std::vector<bool> is_input(graph.values().size(), false);
   for (ir::ValueId in : graph.inputs()) is_input[in] = true;
@@ -25,7 +34,7 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
       if (!bindable.count(symbol)) {
         return unimplemented(
             "value '{}' has shape {} whose symbol '{}' cannot be bound from the graph inputs' "
-            "shapes",
+            "shapes or data",
             value.name, shape_to_string(value.shape), symbol);
       }
     }
@@ -62,6 +71,7 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
     dispatch.outputs.assign(node.outputs.begin(), node.outputs.end());
     dispatch.attributes = node.attributes;
     dispatch.origins = node.origins;
+    dispatch.data_symbols = node.data_symbols;
     contents.dispatches.push_back(std::move(dispatch));
   }
   KILN_RETURN_IF_ERROR(module::verify_contents(contents));

@@ -1,6 +1,7 @@
 #include "kiln/compiler/model_loader.h"
 
 #include "kiln/ir/text_format.h"
+#include "kiln/ops/registry.h"
 
 namespace kiln::compiler {
 namespace {
@@ -13,7 +14,14 @@ bool ends_with(const std::string& text, std::string_view suffix) {
 
 StatusOr<ir::Graph> load_model(const std::string& path, const onnx_import::ImportOptions& options) {
   if (ends_with(path, ".onnx")) return onnx_import::import_file(path, options);
-  if (ends_with(path, ".kir")) return ir::read_kir(path);
+  if (ends_with(path, ".kir")) {
+    // Inference runs again on the parsed graph: it is what sets each node's data symbols, which
+    // the text does not carry, and it checks the file's shapes against the ops.
+    KILN_ASSIGN_OR_RETURN(ir::Graph graph, ir::read_kir(path));
+    Status inferred = ops::infer_graph(graph);
+    if (!inferred.ok()) return std::move(inferred).with_note(fmt::format("in '{}'", path));
+    return graph;
+  }
   return invalid_argument("'{}': expected an .onnx model or a .kir file from `kiln import`", path);
 }
 

@@ -47,6 +47,9 @@ struct DispatchSpec {
   // names fused into it. A program that runs one dispatch of a module alone keeps both.
   int32_t module_index = -1;
   std::vector<std::string> origins;
+  // The values of the dispatch's data-dependent sizes (module::Dispatch::data_symbols), which
+  // the runtime bound with Device::data_sizes before preparing it; empty for other dispatches.
+  std::vector<int64_t> data_sizes;
 };
 
 struct ProgramSpec {
@@ -113,6 +116,11 @@ class Device {
   virtual Status supports(const DispatchSpec& dispatch, std::span<const ValueSpec> values) const = 0;
   // Builds an executable for concrete shapes. Kernel and layout choices depend only on `spec`.
   virtual StatusOr<std::unique_ptr<Executable>> prepare(const ProgramSpec& spec) = 0;
+  // For a dispatch whose output sizes depend on data (module::Dispatch::data_symbols): computes
+  // those sizes from its input tensors (one per dispatch input, plain row-major; an empty Tensor
+  // for an absent one). Errors name the input whose data is out of range.
+  virtual StatusOr<std::vector<int64_t>> data_sizes(const DispatchSpec& dispatch,
+                                                    std::span<const Tensor> inputs) = 0;
 };
 
 }  // namespace kiln::hal

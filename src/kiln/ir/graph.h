@@ -47,6 +47,10 @@ struct Node {
   std::vector<ValueId> outputs;
   Attributes attributes;
   std::vector<std::string> origins;  // ONNX node names this node came from
+  // Symbols whose values the runtime reads from this node's input data before it runs (sizes that
+  // depend on data: NonZero's count, TopK's k when it is not a constant), in the order the op
+  // asks for them (kernels::InferArgs::data_dim). Set by shape inference.
+  std::vector<std::string> data_symbols;
 
   // "node 'resnetv17_conv0_fwd' (Conv)", for error notes.
   std::string describe() const;

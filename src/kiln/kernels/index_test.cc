@@ -78,7 +78,7 @@ Inferred infer_op(std::string_view op, const std::vector<SymIn>& ins,
                   const Attributes& attributes = {}) {
   const OpKernel* k = find_op_kernel(op);
   EXPECT_NE(k, nullptr) << op;
-  InferArgs args{attributes, {}, {}, 1, {}, {}, {}};
+  InferArgs args{attributes, {}, {}, 1, {}, {}, {}, {}};
   for (const SymIn& in : ins) {
     args.inputs.emplace_back(in.type);
     args.constants.push_back(in.constant);
@@ -504,7 +504,7 @@ TEST(ConstantOfShapeKernel, RejectsBadInputs) {
 Tensor boolean(ConcreteShape dims, std::vector<uint8_t> v) { return make(DType::kBool, dims, v); }
 
 TEST(NonZeroKernel, CoordinatesOfAConstantInRowMajorOrder) {
-  EXPECT_EQ(find_op_kernel("NonZero")->compile_time_inputs, 1u);
+  EXPECT_EQ(find_op_kernel("NonZero")->compile_time_inputs, 0u);
   // Spec example: [[1, 0], [1, 1]] -> [[0, 1, 1], [0, 0, 1]].
   auto y = run_op("NonZero", {{boolean({2, 2}, {1, 0, 1, 1}), true}});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
@@ -516,10 +516,24 @@ TEST(NonZeroKernel, CoordinatesOfAConstantInRowMajorOrder) {
   EXPECT_EQ(values_of<int64_t>((*y)[0]), (std::vector<int64_t>{0, 2}));
 }
 
-TEST(NonZeroKernel, DataDependentSizeNeedsAConstant) {
+TEST(NonZeroKernel, DataDependentSizeIsBoundFromTheData) {
+  // Nobody to bind the count: the data must be constant.
   Inferred r = infer_op("NonZero", {{{DType::kF32, {N}}}});
   EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
-  EXPECT_TRUE(contains(r.status, "depends on the data"));
+  EXPECT_TRUE(contains(r.status, "depends on the data of input 0 'X'"));
+  // With data_dim the count is a fresh size.
+  const OpKernel* nonzero = find_op_kernel("NonZero");
+  const Attributes none;
+  InferArgs args{none, {}, {}, 1, {}, {}, {}, {}};
+  args.inputs = {ValueType{DType::kF32, {N, 3}}};
+  args.constants = {nullptr};
+  args.data_dim = [](size_t i) -> StatusOr<DimExpr> { return DimExpr::symbol(fmt::format("c{}", i)); };
+  ASSERT_TRUE(nonzero->infer(args).ok());
+  EXPECT_EQ(args.outputs[0].shape, (Shape{DimExpr(2), DimExpr::symbol("c0")}));
+  // data_sizes counts the nonzero elements (NaN counts, -0 does not).
+  auto sizes = nonzero->data_sizes({}, std::vector<Tensor>{f32({2, 2}, {NAN, -0.f, 0.f, 3.f})});
+  ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
+  EXPECT_EQ(*sizes, (std::vector<int64_t>{2}));
   // Data that differs from what the kernel was made for is an error, not an overrun.
   const OpKernel* k = find_op_kernel("NonZero");
   Tensor planned = boolean({3}, {1, 0, 0});
@@ -536,7 +550,7 @@ TEST(NonZeroKernel, DataDependentSizeNeedsAConstant) {
 }
 
 TEST(CompressKernel, AxisAndFlattened) {
-  EXPECT_EQ(find_op_kernel("Compress")->compile_time_inputs, 2u);
+  EXPECT_EQ(find_op_kernel("Compress")->compile_time_inputs, 0u);
   Tensor x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
   Attributes a;
   a.set("axis", int64_t{0});
@@ -557,9 +571,10 @@ TEST(CompressKernel, AxisAndFlattened) {
 
 TEST(CompressKernel, RejectsBadInputs) {
   Tensor x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  // A runtime condition needs its count bound first (plan_concrete has none here).
   auto y = run_op("Compress", {{x}, {boolean({3}, {0, 1, 1})}});
   ASSERT_FALSE(y.ok());
-  EXPECT_TRUE(contains(y.status(), "depends on the data"));
+  EXPECT_TRUE(contains(y.status(), "data-dependent size 0"));
   Attributes a;
   a.set("axis", int64_t{1});
   y = run_op("Compress", {{x}, {boolean({3}, {0, 1, 1}), true}}, a);
@@ -568,6 +583,27 @@ TEST(CompressKernel, RejectsBadInputs) {
   y = run_op("Compress", {{x}, {i64({3}, {0, 1, 1}), true}}, a);
   ASSERT_FALSE(y.ok());
   EXPECT_TRUE(contains(y.status(), "input 1 'condition' must have dtype bool"));
+}
+
+TEST(CompressKernel, DataSizesCountTheSelectedSlices) {
+  const OpKernel* k = find_op_kernel("Compress");
+  ASSERT_NE(k->data_sizes, nullptr);
+  Tensor x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  Attributes a;
+  a.set("axis", int64_t{0});
+  auto sizes = k->data_sizes(a, std::vector<Tensor>{x, boolean({2}, {1, 1})});
+  ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
+  EXPECT_EQ(*sizes, (std::vector<int64_t>{2}));
+  // No axis: the flattened input.
+  sizes = k->data_sizes({}, std::vector<Tensor>{x, boolean({6}, {1, 0, 1, 0, 1, 1})});
+  ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
+  EXPECT_EQ(*sizes, (std::vector<int64_t>{4}));
+  // A condition longer than the axis is an error, as at compile time.
+  Attributes b;
+  b.set("axis", int64_t{1});
+  auto long_condition = k->data_sizes(b, std::vector<Tensor>{x, boolean({3}, {1, 1, 1})});
+  ASSERT_FALSE(long_condition.ok());
+  EXPECT_TRUE(contains(long_condition.status(), "has 3 elements, more than the 2"));
 }
 
 }  // namespace

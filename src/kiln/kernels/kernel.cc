@@ -47,8 +47,16 @@ const OpKernel* find_op_kernel(std::string_view op_type) {
 
 StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes,
                                 std::span<const ConcreteInput> inputs, size_t output_count,
-                                const std::vector<ConcreteOutput>* expected_outputs) {
-  InferArgs args{attributes, {}, {}, output_count, {}};
+                                const std::vector<ConcreteOutput>* expected_outputs,
+                                std::span<const int64_t> data_sizes) {
+  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}};
+  args.data_dim = [data_sizes](size_t index) -> StatusOr<DimExpr> {
+    if (index >= data_sizes.size()) {
+      return invalid_argument("needs data-dependent size {}, but {} were bound for it", index,
+                              data_sizes.size());
+    }
+    return DimExpr(data_sizes[index]);
+  };
   for (const ConcreteInput& in : inputs) {
     if (!in.present) {
       args.inputs.emplace_back(std::nullopt);

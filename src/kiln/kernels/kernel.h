@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -53,6 +54,13 @@ struct InferArgs {
   // such values: Gather, Concat, Slice, Squeeze, Unsqueeze, Cast, arithmetic). Empty, or one per
   // declared output (nullopt: unknown).
   std::vector<std::optional<std::vector<DimExpr>>> output_values;
+  // Data-dependent output sizes (NonZero's count, Compress's selected length, TopK's k when it is
+  // not known at compile time). An op whose output size depends on input data it cannot see asks
+  // data_dim(i) for its i-th such size, in a fixed order (i = 0, 1, ...). The compiler answers
+  // with a fresh symbol that the runtime binds before the node runs, from the values
+  // OpKernel::data_sizes computes; concrete planning answers with the bound value. Null: nobody
+  // can answer, and the op reports that the data must be known at compile time.
+  std::function<StatusOr<DimExpr>(size_t index)> data_dim;
 };
 
 // Checks input count, dtypes, ranks, attributes and shapes, and fills args.outputs. Errors say
@@ -110,6 +118,12 @@ struct MakeArgs {
   ConcreteShape output_dims(size_t i) const;
 };
 using MakeFn = StatusOr<std::unique_ptr<Kernel>> (*)(const MakeArgs& args);
+// For ops that ask InferArgs::data_dim: the value of each data-dependent size, in data_dim's
+// order, computed from the node's input tensors (one per node input, plain row-major; a
+// default-constructed Tensor for an absent optional input). Errors name the input whose data is
+// out of range (e.g. TopK's k larger than the axis).
+using DataSizesFn = StatusOr<std::vector<int64_t>> (*)(const Attributes& attributes,
+                                                       std::span<const Tensor> inputs);
 
 struct OpKernel {
   std::string_view op_type;
@@ -119,6 +133,8 @@ struct OpKernel {
   // Reshape's shape. Tools that turn graph inputs into constants (kiln test-suite on ONNX
   // backend cases) use it to find them.
   uint32_t compile_time_inputs = 0;
+  // Set for ops whose output sizes can depend on data (see InferArgs::data_dim).
+  DataSizesFn data_sizes = nullptr;
 };
 
 // Every op with a portable kernel, sorted by op type. Built on first use (thread-safe).
@@ -143,8 +159,11 @@ struct Planned {
   std::vector<ConcreteOutput> outputs;
   std::unique_ptr<Kernel> kernel;
 };
+// `data_sizes` answers InferArgs::data_dim (the values the runtime bound for this node); asking
+// for one that is not there is an error.
 StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes,
                                 std::span<const ConcreteInput> inputs, size_t output_count,
-                                const std::vector<ConcreteOutput>* expected_outputs);
+                                const std::vector<ConcreteOutput>* expected_outputs,
+                                std::span<const int64_t> data_sizes = {});
 
 }  // namespace kiln::kernels

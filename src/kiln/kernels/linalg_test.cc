@@ -56,7 +56,7 @@ Attributes equation(const char* text) { return attrs({{"equation", std::string(t
 
 StatusOr<Shape> infer_shape(std::string_view op, std::vector<ValueType> inputs,
                             const Attributes& attributes) {
-  InferArgs args{attributes, {}, {}, 1, {}, {}, {}};
+  InferArgs args{attributes, {}, {}, 1, {}, {}, {}, {}};
   for (ValueType& v : inputs) {
     args.inputs.emplace_back(std::move(v));
     args.constants.push_back(nullptr);

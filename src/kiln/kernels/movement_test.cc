@@ -128,7 +128,7 @@ struct Inferred {
 };
 Inferred infer(std::string_view op, const std::vector<SymIn>& ins, const Attributes& a = {},
                size_t outputs = 1) {
-  InferArgs args{a, {}, {}, outputs, {}, {}, {}};
+  InferArgs args{a, {}, {}, outputs, {}, {}, {}, {}};
   for (const SymIn& in : ins) {
     args.inputs.emplace_back(in.type);
     args.constants.push_back(nullptr);

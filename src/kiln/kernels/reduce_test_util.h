@@ -85,7 +85,7 @@ inline StatusOr<std::vector<ValueType>> infer_op(
   if (k == nullptr) return not_found("no kernel {}", op_type);
   constants.resize(types.size(), nullptr);
   values.resize(types.size(), nullptr);
-  InferArgs args{attributes, types, constants, output_count, {}, values, {}};
+  InferArgs args{attributes, types, constants, output_count, {}, values, {}, {}};
   KILN_RETURN_IF_ERROR(k->infer(args));
   return args.outputs;
 }

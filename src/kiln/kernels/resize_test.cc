@@ -229,7 +229,7 @@ struct Symbolic {
   std::vector<const std::vector<DimExpr>*> values;
 
   StatusOr<Shape> infer() {
-    InferArgs args{attributes, inputs, constants, 1, {}, values, {}};
+    InferArgs args{attributes, inputs, constants, 1, {}, values, {}, {}};
     KILN_RETURN_IF_ERROR(find_op_kernel("Resize")->infer(args));
     return args.outputs[0].shape;
   }

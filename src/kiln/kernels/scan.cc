@@ -5,7 +5,8 @@
 // sequentially along the axis, float inputs accumulating in double, integers wrapping modulo 2^64
 // (no overflow UB) and truncated to the output width.
 //
-// TopK's k (input 1) sets the output shape and must be known at compile time. The order is a
+// TopK's k (input 1) sets the output shape: when it is not known at compile time (a constant or
+// a shape computation), the runtime binds it from the data before the node runs. The order is a
 // strict total one, so results do not depend on the sort algorithm or the thread count: by
 // value (largest or smallest first), NaN counting as larger than every number (numpy's sort puts
 // it last), and equal values by lower index first (the ONNX rule). sorted = 0 returns the same
@@ -165,12 +166,19 @@ Status infer_topk(InferArgs& args) {
   KILN_ASSIGN_OR_RETURN(TopKOptions o, read_topk_options(args.attributes, rank));
   KILN_ASSIGN_OR_RETURN(ValueType k_type, required_input(args, 1, "K"));
   KILN_RETURN_IF_ERROR(check_dtype(k_type, 1, "K", {DType::kI64}));
-  KILN_ASSIGN_OR_RETURN(auto values, input_dim_values(args, 1, "K"));
-  if (!values || values->size() != 1) {
-    return invalid_argument("input 1 'K' must hold one value, got {}",
-                            values ? values->size() : 0);
+  KILN_RETURN_IF_ERROR(check_rank_range(k_type, 1, "K", 0, 1));
+  if (auto count = symbolic_element_count(k_type.shape).constant_value(); count && *count != 1) {
+    return invalid_argument("input 1 'K' must hold one value, got {}", *count);
   }
-  const DimExpr k = values->front();
+  DimExpr k;
+  if (auto values = known_dim_values(args, 1); values && values->size() == 1) {
+    k = values->front();
+  } else if (args.data_dim) {
+    KILN_ASSIGN_OR_RETURN(k, args.data_dim(0));
+  } else {
+    return unimplemented("input 1 'K' must be known at compile time here (a constant, or "
+                         "computed from shapes and constants)");
+  }
   const DimExpr& n = x.shape[o.axis];
   if (auto kv = k.constant_value()) {
     if (*kv < 0) return invalid_argument("input 1 'K' = {} must be >= 0", *kv);
@@ -252,11 +260,28 @@ StatusOr<std::unique_ptr<Kernel>> make_topk(const MakeArgs& args) {
       std::make_unique<TopKKernel>(split_at(dims, o.axis), k, o.largest));
 }
 
+StatusOr<std::vector<int64_t>> topk_sizes(const Attributes& attributes,
+                                          std::span<const Tensor> inputs) {
+  if (inputs.size() < 2 || inputs[0].empty_storage() || inputs[1].empty_storage()) {
+    return invalid_argument("TopK needs inputs 0 'X' and 1 'K'");
+  }
+  if (inputs[1].element_count() != 1) {
+    return invalid_argument("input 1 'K' must hold one value, got {}", inputs[1].element_count());
+  }
+  KILN_ASSIGN_OR_RETURN(TopKOptions o, read_topk_options(attributes, inputs[0].rank()));
+  const int64_t k = element_as_int64(inputs[1], 0), n = inputs[0].shape()[o.axis];
+  if (k < 0 || k > n) {
+    return invalid_argument("input 1 'K' = {} is out of range [0, {}] (input 0 'X' dim {})", k, n,
+                            o.axis);
+  }
+  return std::vector<int64_t>{k};
+}
+
 }  // namespace
 
 void register_scan_kernels(std::vector<OpKernel>& table) {
   table.push_back(OpKernel{"CumSum", infer_cumsum, make_cumsum});
-  table.push_back(OpKernel{"TopK", infer_topk, make_topk, 1u << 1});
+  table.push_back(OpKernel{"TopK", infer_topk, make_topk, 0, topk_sizes});
 }
 
 }  // namespace kiln::kernels

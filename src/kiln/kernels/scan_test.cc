@@ -125,9 +125,9 @@ TEST(TopKKernels, SymbolicShapesAndBadInput) {
   EXPECT_TRUE(contains(error_of(too_big), "'K' = 4 exceeds")) << error_of(too_big);
   auto negative = run_op("TopK", {value(f32({3}, {1, 2, 3})), constant(i64({1}, {-1}))}, {}, 2);
   EXPECT_TRUE(contains(error_of(negative), "must be >= 0")) << error_of(negative);
+  // A k nobody knows before the run needs a size bound from the data (none here).
   auto runtime_k = run_op("TopK", {value(f32({3}, {1, 2, 3})), value(i64({1}, {1}))}, {}, 2);
-  ASSERT_FALSE(runtime_k.ok());
-  EXPECT_EQ(runtime_k.status().code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(error_of(runtime_k), "data-dependent size 0")) << error_of(runtime_k);
   auto axis = run_op("TopK", {value(f32({3}, {1, 2, 3})), constant(i64({1}, {1}))},
                      attrs({{"axis", int64_t{1}}}), 2);
   EXPECT_TRUE(contains(error_of(axis), "attribute 'axis' = 1")) << error_of(axis);
@@ -135,12 +135,40 @@ TEST(TopKKernels, SymbolicShapesAndBadInput) {
   EXPECT_TRUE(contains(error_of(one_output), "outputs")) << error_of(one_output);
 }
 
-TEST(ScanKernels, TopKNeedsKAtCompileTime) {
+TEST(ScanKernels, TopKTakesARuntimeKAsADataDependentSize) {
   const OpKernel* k = find_op_kernel("TopK");
   ASSERT_NE(k, nullptr);
-  EXPECT_EQ(k->compile_time_inputs, 1u << 1);
+  EXPECT_EQ(k->compile_time_inputs, 0u);
   EXPECT_EQ(find_op_kernel("CumSum")->compile_time_inputs, 0u);
   EXPECT_EQ(find_op_kernel("ReduceSum")->compile_time_inputs, 1u << 1);
+
+  // Without anyone to bind k, infer says it must be known at compile time.
+  auto unknown = infer_op("TopK", {type(DType::kF32, {sym("N"), 10}), type(DType::kI64, {1})}, {},
+                          2);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kUnimplemented);
+  // With data_dim, k is a fresh size on both outputs.
+  const Attributes none;
+  InferArgs args{none, {}, {}, 2, {}, {}, {}, {}};
+  args.inputs = {type(DType::kF32, {sym("N"), 10}), type(DType::kI64, {1})};
+  args.constants = {nullptr, nullptr};
+  args.data_dim = [](size_t i) -> StatusOr<DimExpr> { return DimExpr::symbol(fmt::format("k{}", i)); };
+  ASSERT_TRUE(k->infer(args).ok());
+  EXPECT_EQ(args.outputs[0].shape, (Shape{sym("N"), sym("k0")}));
+  EXPECT_EQ(args.outputs[1].shape, (Shape{sym("N"), sym("k0")}));
+
+  // data_sizes reads k and checks it against the axis.
+  ASSERT_NE(k->data_sizes, nullptr);
+  const Tensor x = f32({2, 10}, std::vector<float>(20, 1.f));
+  auto sizes = k->data_sizes({}, std::vector<Tensor>{x, i64({1}, {4})});
+  ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
+  EXPECT_EQ(*sizes, (std::vector<int64_t>{4}));
+  auto too_big = k->data_sizes({}, std::vector<Tensor>{x, i64({1}, {11})});
+  EXPECT_TRUE(contains(error_of(too_big), "'K' = 11 is out of range [0, 10]")) << error_of(too_big);
+  auto negative = k->data_sizes({}, std::vector<Tensor>{x, i64({1}, {-2})});
+  EXPECT_FALSE(negative.ok());
+  auto two = k->data_sizes({}, std::vector<Tensor>{x, i64({2}, {1, 2})});
+  EXPECT_TRUE(contains(error_of(two), "must hold one value, got 2")) << error_of(two);
 }
 
 }  // namespace

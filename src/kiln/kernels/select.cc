@@ -1,7 +1,8 @@
 // Data-dependent selections: NonZero and Compress. Their output size is a count of nonzero
-// elements, so the counted input must be a compile-time constant (OpKernel::compile_time_inputs)
-// until the runtime can bind sizes from data; the kernels read the data at run time and report a
-// Status if it does not match the size they were made for.
+// elements: a number when the counted input is a constant, otherwise a size the runtime binds
+// from the data before the node runs (InferArgs::data_dim, OpKernel::data_sizes). The kernels
+// are made for one count and report a Status if the data does not match it.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -14,10 +15,10 @@
 namespace kiln::kernels {
 namespace {
 
-// The number of nonzero elements of constant `t` (NaN counts; -0.0 does not).
-int64_t count_nonzero(const Tensor& t) {
+// The number of nonzero elements among the first `limit` of `t` (NaN counts; -0.0 does not).
+int64_t count_nonzero(const Tensor& t, int64_t limit) {
   int64_t n = 0;
-  for (int64_t i = 0; i < t.element_count(); ++i) {
+  for (int64_t i = 0; i < std::min(limit, t.element_count()); ++i) {
     if (is_float(t.dtype())) {
       const double v = element_as_double(t, i);
       n += v != 0 || std::isnan(v) ? 1 : 0;
@@ -28,20 +29,38 @@ int64_t count_nonzero(const Tensor& t) {
   return n;
 }
 
+// The nonzero count of input `index`'s first `limit` elements: a number when the input is a
+// constant, else the op's data-dependent size `size_index`.
+StatusOr<DimExpr> count_of_nonzero(InferArgs& args, size_t index, std::string_view name,
+                                   size_t size_index) {
+  if (const Tensor* t = constant_input(args, index)) {
+    return DimExpr(count_nonzero(*t, t->element_count()));
+  }
+  if (!args.data_dim) {
+    return unimplemented("the output size depends on the data of {}, which must be a constant "
+                         "here",
+                         input_label(index, name));
+  }
+  return args.data_dim(size_index);
+}
+
 Status infer_nonzero(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
   KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "X"));
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "X", all_dtypes()));
   KILN_RETURN_IF_ERROR(check_rank_range(x, 0, "X", 1, 64));
-  const Tensor* t = constant_input(args, 0);
-  if (t == nullptr) {
-    return unimplemented("NonZero's output size depends on the data: input 0 'X' must be a "
-                         "constant");
-  }
+  KILN_ASSIGN_OR_RETURN(DimExpr count, count_of_nonzero(args, 0, "X", 0));
   args.outputs = {ValueType{DType::kI64, Shape{DimExpr(static_cast<int64_t>(x.shape.size())),
-                                               DimExpr(count_nonzero(*t))}}};
+                                               std::move(count)}}};
   return ok_status();
+}
+
+StatusOr<std::vector<int64_t>> nonzero_sizes(const Attributes&, std::span<const Tensor> inputs) {
+  if (inputs.empty() || inputs[0].empty_storage()) {
+    return invalid_argument("input 0 'X' is missing");
+  }
+  return std::vector<int64_t>{count_nonzero(inputs[0], inputs[0].element_count())};
 }
 
 // out[d, j] = coordinate d of the j-th nonzero element (row-major order).
@@ -117,17 +136,12 @@ Status infer_compress(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_rank_range(x, 0, "input", 1, 64));
   KILN_ASSIGN_OR_RETURN(auto axis, compress_axis(args.attributes, x.shape.size()));
   const DimExpr length = axis ? x.shape[*axis] : symbolic_element_count(x.shape);
-  const Tensor* t = constant_input(args, 1);
-  if (t == nullptr) {
-    return unimplemented("Compress's output size depends on the data: input 1 'condition' must "
-                         "be a constant");
-  }
-  KILN_ASSIGN_OR_RETURN(int64_t limit, require_constant_dim(length, "the compressed length"));
-  if (t->element_count() > limit) {
+  if (auto limit = length.constant_value(), n = condition.shape[0].constant_value();
+      limit && n && *n > *limit) {
     return invalid_argument("input 1 'condition' has {} elements, more than the {} it selects "
-                            "from", t->element_count(), limit);
+                            "from", *n, *limit);
   }
-  const DimExpr count(count_nonzero(*t));
+  KILN_ASSIGN_OR_RETURN(DimExpr count, count_of_nonzero(args, 1, "condition", 0));
   Shape out = axis ? x.shape : Shape{};
   if (axis) {
     out[*axis] = count;
@@ -136,6 +150,20 @@ Status infer_compress(InferArgs& args) {
   }
   args.outputs = {ValueType{x.dtype, std::move(out)}};
   return ok_status();
+}
+
+StatusOr<std::vector<int64_t>> compress_sizes(const Attributes& attributes,
+                                              std::span<const Tensor> inputs) {
+  if (inputs.size() < 2 || inputs[0].empty_storage() || inputs[1].empty_storage()) {
+    return invalid_argument("Compress needs inputs 0 'input' and 1 'condition'");
+  }
+  KILN_ASSIGN_OR_RETURN(auto axis, compress_axis(attributes, inputs[0].rank()));
+  const int64_t length = axis ? inputs[0].shape()[*axis] : inputs[0].element_count();
+  if (inputs[1].element_count() > length) {
+    return invalid_argument("input 1 'condition' has {} elements, more than the {} it selects "
+                            "from", inputs[1].element_count(), length);
+  }
+  return std::vector<int64_t>{count_nonzero(inputs[1], length)};
 }
 
 // Copies the slices of `input` along the axis whose condition element is true.
@@ -184,8 +212,8 @@ StatusOr<std::unique_ptr<Kernel>> make_compress(const MakeArgs& args) {
 }  // namespace
 
 void register_select_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"NonZero", infer_nonzero, make_nonzero, 1u << 0});
-  table.push_back(OpKernel{"Compress", infer_compress, make_compress, 1u << 1});
+  table.push_back(OpKernel{"NonZero", infer_nonzero, make_nonzero, 0, nonzero_sizes});
+  table.push_back(OpKernel{"Compress", infer_compress, make_compress, 0, compress_sizes});
 }
 
 }  // namespace kiln::kernels

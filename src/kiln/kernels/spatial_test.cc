@@ -73,7 +73,7 @@ using Ints = std::vector<int64_t>;
 
 Status infer(std::string_view op, std::vector<ValueType> inputs, const Attributes& attributes,
              std::vector<ValueType>* outputs, size_t output_count = 1) {
-  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}};
+  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}};
   for (ValueType& v : inputs) {
     args.inputs.emplace_back(std::move(v));
     args.constants.push_back(nullptr);

@@ -51,12 +51,17 @@ struct Dispatch {
   std::vector<int32_t> outputs;      // value indices
   Attributes attributes;
   std::vector<std::string> origins;  // ONNX node names fused into this dispatch
+  // Symbols this dispatch binds from its input data before it runs (hal::Device::data_sizes), in
+  // the order its op computes them; declared nowhere else. Values produced by this dispatch or
+  // later ones may use them.
+  std::vector<std::string> data_symbols;
 };
 
 struct ModuleContents {
   std::string model_name;
   std::string producer;              // e.g. "kiln 0.1"
-  std::vector<std::string> symbols;  // every symbol a dim may use (bound from input shapes)
+  std::vector<std::string> symbols;  // the symbols bound from input shapes (with the
+                                     // dispatches' data_symbols: every symbol a dim may use)
   std::vector<ModuleValue> values;
   std::vector<int32_t> inputs;       // graph inputs, in the model's order
   std::vector<int32_t> outputs;      // graph outputs, in the model's order
@@ -81,7 +86,8 @@ StatusOr<std::shared_ptr<const ModuleContents>> load_module_from_bytes(const voi
                                                                        LoadOptions options = {});
 
 // Checks semantic consistency shared by writer and loader: value indices in range, each
-// non-input non-constant value produced exactly once and before use, symbols in dims declared,
+// non-input non-constant value produced exactly once and before use, symbols in dims declared
+// (a data symbol only on values produced once it is bound),
 // constant data matching dtype and shape.
 Status verify_contents(const ModuleContents& contents);
 

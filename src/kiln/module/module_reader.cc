@@ -222,6 +222,7 @@ class Converter {
     KILN_ASSIGN_OR_RETURN(out.outputs, scalars(in.outputs()));
     KILN_RETURN_IF_ERROR(spend_offsets(size_of(in.attributes())));
     KILN_ASSIGN_OR_RETURN(out.origins, strings(in.origins()));
+    KILN_ASSIGN_OR_RETURN(out.data_symbols, strings(in.data_symbols()));
     for (size_t i = 0; i < size_of(in.attributes()); ++i) {
       const fb::Attr* attr = in.attributes()->Get(static_cast<fbs::uoffset_t>(i));
       KILN_ASSIGN_OR_RETURN(std::string name, string(attr->name()));

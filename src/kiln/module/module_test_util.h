@@ -109,6 +109,7 @@ inline void expect_same_contents(const ModuleContents& a, const ModuleContents& 
     EXPECT_EQ(da.inputs, db.inputs);
     EXPECT_EQ(da.outputs, db.outputs);
     EXPECT_EQ(da.origins, db.origins);
+    EXPECT_EQ(da.data_symbols, db.data_symbols);
     EXPECT_EQ(da.attributes.all(), db.attributes.all());
   }
 }

@@ -82,6 +82,7 @@ uint64_t estimate_metadata_size(const ModuleContents& contents) {
   }
   for (const Dispatch& dispatch : contents.dispatches) {
     total += 96 + dispatch.name.size() + dispatch.op_type.size() + strings(dispatch.origins) +
+             strings(dispatch.data_symbols) +
              8 * (dispatch.inputs.size() + dispatch.outputs.size());
     for (const auto& [name, attribute] : dispatch.attributes.all()) {
       total += 64 + name.size();
@@ -173,8 +174,9 @@ std::vector<uint8_t> build_metadata(const ModuleContents& contents,
     auto outputs = builder.CreateVector(dispatch.outputs);
     auto attributes_offset = builder.CreateVector(attributes);
     auto origins = string_vector(builder, dispatch.origins);
+    auto data_symbols = string_vector(builder, dispatch.data_symbols);
     dispatches.push_back(fb::CreateDispatch(builder, name, op_type, inputs, outputs,
-                                            attributes_offset, origins));
+                                            attributes_offset, origins, data_symbols));
   }
   auto model_name = builder.CreateString(contents.model_name);
   auto producer = builder.CreateString(contents.producer);

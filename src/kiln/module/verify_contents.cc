@@ -121,6 +121,31 @@ Status verify_value(const ModuleValue& value, const std::set<std::string, std::l
   return ok_status();
 }
 
+// A value's dims and known elements may use a data symbol only if the value is produced by the
+// dispatch that binds it or a later one: the runtime knows the symbol from then on.
+Status verify_data_symbol_order(const ModuleContents& contents,
+                                const std::unordered_map<std::string, size_t>& binder,
+                                const std::vector<size_t>& producer) {
+  if (binder.empty()) return ok_status();
+  for (size_t i = 0; i < contents.values.size(); ++i) {
+    const ModuleValue& value = contents.values[i];
+    std::vector<DimExpr> exprs = value.shape;
+    exprs.insert(exprs.end(), value.known_values.begin(), value.known_values.end());
+    for (const DimExpr& e : exprs) {
+      for (const std::string& symbol : e.symbols()) {
+        auto it = binder.find(symbol);
+        if (it == binder.end()) continue;
+        if (value.kind != ValueKind::kIntermediate || producer[i] < it->second) {
+          return invalid_argument("{} uses data symbol '{}' before dispatch {} binds it",
+                                  value_label(contents, static_cast<int64_t>(i)), symbol,
+                                  it->second);
+        }
+      }
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status verify_contents(const ModuleContents& contents) {
@@ -134,6 +159,17 @@ Status verify_contents(const ModuleContents& contents) {
     if (symbol.empty()) return invalid_argument("symbol {} has an empty name", i);
     if (!symbols.insert(symbol).second) {
       return invalid_argument("symbol {} '{}' is declared twice", i, symbol);
+    }
+  }
+  // Symbols bound from data, and the dispatch that binds each.
+  std::unordered_map<std::string, size_t> data_symbol_binder;
+  for (size_t d = 0; d < contents.dispatches.size(); ++d) {
+    for (const std::string& symbol : contents.dispatches[d].data_symbols) {
+      if (symbol.empty() || !symbols.insert(symbol).second) {
+        return invalid_argument("{}: data symbol '{}' is empty or declared twice",
+                                dispatch_label(contents.dispatches[d], d), symbol);
+      }
+      data_symbol_binder.emplace(symbol, d);
     }
   }
 
@@ -222,7 +258,7 @@ Status verify_contents(const ModuleContents& contents) {
     KILN_RETURN_IF_ERROR(
         check_index(contents, contents.outputs[i], fmt::format("graph output {}", i)));
   }
-  return ok_status();
+  return verify_data_symbol_order(contents, data_symbol_binder, producer);
 }
 
 }  // namespace kiln::module

@@ -29,6 +29,15 @@ TEST(VerifyContents, SampleIsValid) {
   EXPECT_TRUE(s.ok()) << s.to_string();
 }
 
+TEST(VerifyContents, DataSymbolsMayShapeValuesFromTheirDispatchOn) {
+  ModuleContents m = sample_contents();
+  m.dispatches[1].data_symbols = {"count"};
+  m.values[5].shape[0] = DimExpr::symbol("count");  // z, produced by dispatch 1
+  m.values[8].shape[0] = DimExpr::symbol("count");  // odd, produced by dispatch 2
+  Status s = verify_contents(m);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
 TEST_P(VerifyContentsTest, RefusesWithItemNamed) {
   ModuleContents m = sample_contents();
   GetParam().damage(m);
@@ -43,6 +52,21 @@ std::vector<BadCase> bad_cases() {
       {"EmptySymbol", [](ModuleContents& m) { m.symbols.push_back(""); }, {"symbol 2"}},
       {"DuplicateSymbol", [](ModuleContents& m) { m.symbols.push_back("N"); },
        {"symbol 2 'N'", "twice"}},
+      {"DataSymbolAlsoBoundByAnInput",
+       [](ModuleContents& m) { m.dispatches[1].data_symbols = {"N"}; },
+       {"dispatch 1 'd1_reshape'", "data symbol 'N'", "twice"}},
+      {"DataSymbolUsedBeforeItsDispatch",
+       [](ModuleContents& m) {
+         m.dispatches[2].data_symbols = {"count"};
+         m.values[3].shape[1] = DimExpr::symbol("count");
+       },
+       {"value 3 'y'", "data symbol 'count' before dispatch 2"}},
+      {"DataSymbolOnAGraphInput",
+       [](ModuleContents& m) {
+         m.dispatches[0].data_symbols = {"count"};
+         m.values[6].shape[0] = DimExpr::symbol("count");
+       },
+       {"value 6 'mask'", "data symbol 'count'"}},
       {"UndeclaredSymbol", [](ModuleContents& m) { m.symbols = {"N"}; },
        {"value 6 'mask'", "symbol 'seq len'"}},
       {"InvalidDtype", [](ModuleContents& m) { m.values[3].dtype = static_cast<DType>(77); },

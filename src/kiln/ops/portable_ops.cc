@@ -15,7 +15,8 @@ kernels::InferArgs infer_args(const ir::Node& node,
                               const std::vector<std::optional<ValueType>>& inputs,
                               const std::vector<const Tensor*>& constants,
                               const std::vector<const std::vector<DimExpr>*>& values = {}) {
-  return kernels::InferArgs{node.attributes, inputs, constants, node.outputs.size(), {}, values, {}};
+  return kernels::InferArgs{node.attributes, inputs, constants, node.outputs.size(), {}, values,
+                            {}, {}};
 }
 
 Tensor to_f64(const Tensor& t) {
@@ -139,6 +140,7 @@ void register_portable_ops(Registry& registry) {
     def.compile_time_inputs = k.compile_time_inputs;
     def.infer = [op](InferContext& ctx) -> Status {
       kernels::InferArgs args = infer_args(ctx.node, ctx.inputs, ctx.constants, ctx.values);
+      args.data_dim = ctx.data_dim;
       KILN_RETURN_IF_ERROR(op->infer(args));
       ctx.outputs = std::move(args.outputs);
       ctx.output_values = std::move(args.output_values);

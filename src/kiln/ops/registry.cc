@@ -95,6 +95,15 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
     ctx.values.push_back(v.dim_values.empty() ? nullptr : &v.dim_values);
   }
   if (ctx.values.size() < ctx.inputs.size()) ctx.values.resize(ctx.inputs.size(), nullptr);
+  std::vector<std::string> data_symbols;
+  ctx.data_dim = [&](size_t index) -> StatusOr<DimExpr> {
+    if (index != data_symbols.size()) {
+      return internal_error("data-dependent size {} asked for before size {}", index,
+                            data_symbols.size());
+    }
+    data_symbols.push_back(data_symbol_name(node.name, index));
+    return DimExpr::symbol(data_symbols.back());
+  };
   Status status = (*def)->infer(ctx);
   if (!status.ok()) return with_node_note(std::move(status), node);
   if (ctx.outputs.size() != node.outputs.size()) {
@@ -104,6 +113,7 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
   }
   // Copy before writing: `node` refers into the graph, which the writes do not reshape.
   std::vector<ir::ValueId> outputs = node.outputs;
+  graph.node(id).data_symbols = std::move(data_symbols);
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i] == ir::kAbsent) continue;
     ir::Value& v = graph.value(outputs[i]);
@@ -115,6 +125,10 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
     }
   }
   return ok_status();
+}
+
+std::string data_symbol_name(std::string_view node_name, size_t index) {
+  return fmt::format("{}.size{}", node_name, index);
 }
 
 Status infer_graph(ir::Graph& graph, const Registry& registry) {

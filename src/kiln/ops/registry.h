@@ -46,7 +46,12 @@ struct InferContext {
   // element expressions (null when unknown); filled per output by ops that can say.
   std::vector<const std::vector<DimExpr>*> values;
   std::vector<std::optional<std::vector<DimExpr>>> output_values;
+  // Data-dependent output sizes (kernels::InferArgs::data_dim); set by infer_node.
+  std::function<StatusOr<DimExpr>(size_t index)> data_dim;
 };
+
+// The symbol infer_node gives node `node_name`'s data-dependent size `index`.
+std::string data_symbol_name(std::string_view node_name, size_t index);
 
 // Checks input count, dtypes, ranks, attributes and shapes; fills ctx.outputs. Errors say what is
 // wrong ("input 1 'W' must have rank 4, got 3"); the caller adds the node note.

@@ -13,7 +13,6 @@
 namespace kiln::runtime {
 
 struct Session::Prepared {
-  std::vector<ConcreteShape> shapes;
   hal::ProgramSpec spec;
   std::unique_ptr<hal::Executable> executable;
   std::vector<size_t> offsets;
@@ -76,6 +75,7 @@ StatusOr<std::unique_ptr<Session>> Session::create(
   device_options.threads = options.threads;
   KILN_ASSIGN_OR_RETURN(auto device, create_device(options.device, device_options));
   auto session = std::unique_ptr<Session>(new Session(std::move(module), std::move(device)));
+  session->stages_ = plan_stages(*session->module_);
   session->max_memory_bytes_ =
       options.max_memory_bytes != 0 ? options.max_memory_bytes : default_max_memory_bytes();
   return session;
@@ -170,134 +170,221 @@ StatusOr<std::vector<ConcreteShape>> Session::value_shapes(const Bindings& bindi
   return shapes;
 }
 
-StatusOr<Session::Prepared*> Session::prepare(const Bindings& bindings) {
-  if (auto it = prepared_.find(bindings); it != prepared_.end()) return it->second.get();
+StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings& all_bindings) {
+  // Symbols bound by later stages do not change this stage's plan.
+  Bindings bindings = all_bindings;
+  for (size_t d = stages_[stage_index].end; d < module_->dispatches.size(); ++d) {
+    for (const std::string& symbol : module_->dispatches[d].data_symbols) bindings.erase(symbol);
+  }
+  const auto key = std::make_pair(stage_index, bindings);
+  if (auto it = prepared_.find(key); it != prepared_.end()) return it->second.get();
   const auto& module = *module_;
+  const Stage& stage = stages_[stage_index];
   auto prepared = std::make_unique<Prepared>();
-  KILN_ASSIGN_OR_RETURN(prepared->shapes, value_shapes(bindings));
-  // Any single activation or output over the limit is refused before the backend sizes kernels.
-  for (size_t v = 0; v < module.values.size(); ++v) {
-    if (module.values[v].kind != module::ValueKind::kIntermediate) continue;
-    uint64_t bytes = value_bytes(prepared->shapes[v], module.values[v].dtype);
-    KILN_RETURN_IF_ERROR(check_memory(bytes, max_memory_bytes_,
-                                      fmt::format("value '{}' would", module.values[v].name), bindings));
-  }
-
   hal::ProgramSpec& spec = prepared->spec;
-  std::vector<hal::ValueRole> roles(module.values.size(), hal::ValueRole::kIntermediate);
-  for (size_t v = 0; v < module.values.size(); ++v) {
-    if (module.values[v].kind == module::ValueKind::kConstant) roles[v] = hal::ValueRole::kConstant;
-    if (module.values[v].kind == module::ValueKind::kInput) roles[v] = hal::ValueRole::kInput;
-  }
-  for (int32_t out : module.outputs) {
-    if (roles[out] == hal::ValueRole::kIntermediate) roles[out] = hal::ValueRole::kOutput;
-  }
-  for (size_t v = 0; v < module.values.size(); ++v) {
+  // Module value index -> index in this stage's spec.
+  std::map<int32_t, int32_t> local;
+  for (size_t i = 0; i < stage.values.size(); ++i) local[stage.values[i]] = static_cast<int32_t>(i);
+  auto role_of = [&](int32_t v) {
+    if (module.values[v].kind == module::ValueKind::kConstant) return hal::ValueRole::kConstant;
+    if (std::binary_search(stage.inputs.begin(), stage.inputs.end(), v)) return hal::ValueRole::kInput;
+    if (std::binary_search(stage.outputs.begin(), stage.outputs.end(), v)) return hal::ValueRole::kOutput;
+    return hal::ValueRole::kIntermediate;
+  };
+  for (int32_t v : stage.values) {
     const module::ModuleValue& value = module.values[v];
+    auto shape = evaluate_shape(value.shape, bindings);
+    if (!shape.ok()) return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
+    KILN_RETURN_IF_ERROR(element_count(*shape).status());
     hal::ValueSpec value_spec;
     value_spec.name = value.name;
     value_spec.dtype = value.dtype;
-    value_spec.shape = prepared->shapes[v];
-    value_spec.role = roles[v];
-    if (roles[v] == hal::ValueRole::kConstant) value_spec.constant = &value.constant;
+    value_spec.shape = std::move(shape).value();
+    value_spec.role = role_of(v);
+    // Any single activation or output over the limit is refused before the backend sizes kernels.
+    if (value_spec.role == hal::ValueRole::kIntermediate || value_spec.role == hal::ValueRole::kOutput) {
+      KILN_RETURN_IF_ERROR(check_memory(value_bytes(value_spec.shape, value.dtype), max_memory_bytes_,
+                                        fmt::format("value '{}' would", value.name), bindings));
+    }
+    if (value_spec.role == hal::ValueRole::kConstant) value_spec.constant = &value.constant;
     if (!value.known_values.empty()) {
       KILN_ASSIGN_OR_RETURN(value_spec.known_value,
-                            known_value_tensor(value, prepared->shapes[v], bindings));
+                            known_value_tensor(value, value_spec.shape, bindings));
     }
     spec.values.push_back(std::move(value_spec));
   }
-  for (size_t d = 0; d < module.dispatches.size(); ++d) {
+  for (int32_t d = stage.first; d < stage.end; ++d) {
     const module::Dispatch& dispatch = module.dispatches[d];
-    spec.dispatches.push_back({dispatch.name, dispatch.op_type, &dispatch.attributes,
-                               dispatch.inputs, dispatch.outputs, static_cast<int32_t>(d),
-                               dispatch.origins});
+    hal::DispatchSpec dispatch_spec{dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {}, d,
+                                    dispatch.origins, {}};
+    for (int32_t in : dispatch.inputs) dispatch_spec.inputs.push_back(in < 0 ? in : local.at(in));
+    for (int32_t out : dispatch.outputs) dispatch_spec.outputs.push_back(local.at(out));
+    for (const std::string& symbol : dispatch.data_symbols) {
+      auto bound = bindings.find(symbol);
+      if (bound == bindings.end()) {
+        return invalid_argument("symbol '{}' of dispatch '{}' ({}) is bound from data at run time, "
+                                "and these bindings lack it", symbol, dispatch.name, dispatch.op_type);
+      }
+      dispatch_spec.data_sizes.push_back(bound->second);
+    }
+    spec.dispatches.push_back(std::move(dispatch_spec));
   }
-  spec.inputs = module.inputs;
-  for (int32_t out : module.outputs) {
-    // Outputs that are inputs or constants are copied by the session, not computed.
-    if (roles[out] == hal::ValueRole::kOutput) spec.outputs.push_back(out);
-  }
+  for (int32_t in : stage.inputs) spec.inputs.push_back(local.at(in));
+  for (int32_t out : stage.outputs) spec.outputs.push_back(local.at(out));
   KILN_ASSIGN_OR_RETURN(prepared->executable, device_->prepare(spec));
 
-  std::vector<BufferRequest> requests(module.values.size());
-  for (size_t d = 0; d < module.dispatches.size(); ++d) {
-    for (int32_t out : module.dispatches[d].outputs) {
+  std::vector<BufferRequest> requests(spec.values.size());
+  for (size_t d = 0; d < spec.dispatches.size(); ++d) {
+    for (int32_t out : spec.dispatches[d].outputs) {
       requests[out].first = requests[out].last = static_cast<int32_t>(d);
     }
-    for (int32_t in : module.dispatches[d].inputs) {
+    for (int32_t in : spec.dispatches[d].inputs) {
       if (in >= 0) requests[in].last = static_cast<int32_t>(d);
     }
   }
-  for (size_t v = 0; v < module.values.size(); ++v) {
-    if (roles[v] == hal::ValueRole::kIntermediate) {
+  uint64_t output_bytes = 0;
+  for (size_t v = 0; v < spec.values.size(); ++v) {
+    const hal::ValueSpec& value = spec.values[v];
+    if (value.role == hal::ValueRole::kIntermediate) {
       requests[v].bytes = prepared->executable->storage_bytes(static_cast<int32_t>(v));
       requests[v].same_as = prepared->executable->storage_shared_with(static_cast<int32_t>(v));
     }
+    if (value.role == hal::ValueRole::kOutput) {
+      output_bytes = saturating_add(output_bytes, value_bytes(value.shape, value.dtype));
+    }
   }
   ArenaPlan plan = plan_arena(requests);
-  uint64_t output_bytes = 0;
-  for (int32_t out : module.outputs) {
-    output_bytes = saturating_add(output_bytes, value_bytes(prepared->shapes[out], module.values[out].dtype));
-  }
   KILN_RETURN_IF_ERROR(check_memory(saturating_add(plan.arena_bytes, output_bytes), max_memory_bytes_,
                                     "activations and outputs would", bindings));
   prepared->offsets = std::move(plan.offsets);
   prepared->arena_bytes = plan.arena_bytes;
+  if (stage.binds_data) {
+    // Data-dependent sizes may differ on every run: keep a bounded number of plans per stage.
+    size_t held = 0;
+    for (const auto& [k, v] : prepared_) held += k.first == stage_index ? 1 : 0;
+    if (held >= kMaxPlansPerDataStage) {
+      auto it = std::find_if(prepared_.begin(), prepared_.end(),
+                             [&](const auto& entry) { return entry.first.first == stage_index; });
+      prepared_.erase(it);
+    }
+  }
   Prepared* raw = prepared.get();
-  prepared_.emplace(bindings, std::move(prepared));
+  prepared_.emplace(key, std::move(prepared));
   return raw;
 }
 
 StatusOr<std::vector<std::vector<std::string>>> Session::describe_dispatches(
     const Bindings& bindings) {
-  KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(bindings));
   std::vector<std::vector<std::string>> out;
-  for (size_t d = 0; d < module_->dispatches.size(); ++d) {
-    out.push_back(prepared->executable->describe_dispatch(static_cast<int32_t>(d)));
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(s, bindings));
+    for (int32_t d = 0; d < stages_[s].end - stages_[s].first; ++d) {
+      out.push_back(prepared->executable->describe_dispatch(d));
+    }
   }
   return out;
 }
 
-StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
-                                           hal::RunObserver* observer) {
-  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
-  KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(bindings));
+namespace {
+
+// Numbers a stage's dispatches as in the module for an observer of the whole run.
+class StageObserver : public hal::RunObserver {
+ public:
+  StageObserver(hal::RunObserver* inner, int32_t first) : inner_(inner), first_(first) {}
+  bool wants_outputs(int32_t dispatch) override { return inner_->wants_outputs(dispatch + first_); }
+  Status after_dispatch(int32_t dispatch, double elapsed_ms, std::span<const Tensor> outputs) override {
+    return inner_->after_dispatch(dispatch + first_, elapsed_ms, outputs);
+  }
+
+ private:
+  hal::RunObserver* inner_;
+  int32_t first_;
+};
+
+}  // namespace
+
+Status Session::bind_data_symbols(const Stage& stage, const std::map<int32_t, Tensor>& held,
+                                  Bindings& bindings) {
   const auto& module = *module_;
-
-  if (prepared->arena_bytes > arena_bytes_) {
-    size_t bytes = (prepared->arena_bytes + 63) / 64 * 64;
-    void* raw = std::aligned_alloc(64, bytes);
-    if (raw == nullptr) return out_of_range("cannot allocate a {}-byte activation arena", bytes);
-    arena_.reset(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
-    arena_bytes_ = bytes;
+  const module::Dispatch& dispatch = module.dispatches[stage.first];
+  std::vector<Tensor> inputs;
+  for (int32_t in : dispatch.inputs) {
+    if (in < 0) {
+      inputs.emplace_back();
+    } else if (module.values[in].kind == module::ValueKind::kConstant) {
+      inputs.push_back(module.values[in].constant);
+    } else {
+      inputs.push_back(held.at(in));
+    }
   }
-
-  std::vector<Tensor> computed;
-  for (int32_t out : prepared->spec.outputs) {
-    KILN_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(module.values[out].dtype, prepared->shapes[out]));
-    computed.push_back(std::move(tensor));
+  hal::DispatchSpec spec{dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {},
+                         stage.first, dispatch.origins, {}};
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, device_->data_sizes(spec, inputs));
+  if (sizes.size() != dispatch.data_symbols.size()) {
+    return invalid_argument("dispatch '{}' ({}) gave {} data-dependent sizes for its {} symbols",
+                            dispatch.name, dispatch.op_type, sizes.size(),
+                            dispatch.data_symbols.size());
   }
-  hal::RunArgs args;
-  args.arena = arena_.get();
-  args.offsets = prepared->offsets;
-  args.inputs = inputs;
-  args.outputs = computed;
-  args.observer = observer;
-  KILN_RETURN_IF_ERROR(prepared->executable->run(args));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 0) {
+      return internal_error("dispatch '{}' ({}) gave size {} for symbol '{}'", dispatch.name,
+                            dispatch.op_type, sizes[i], dispatch.data_symbols[i]);
+    }
+    bindings[dispatch.data_symbols[i]] = sizes[i];
+  }
+  return ok_status();
+}
+
+StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
+                                           hal::RunObserver* observer, Bindings* bound) {
+  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
+  const auto& module = *module_;
+  // Graph inputs and the values stages hand over, by module value index.
+  std::map<int32_t, Tensor> held;
+  for (size_t i = 0; i < inputs.size(); ++i) held[module.inputs[i]] = inputs[i];
+
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    const Stage& stage = stages_[s];
+    if (stage.binds_data) KILN_RETURN_IF_ERROR(bind_data_symbols(stage, held, bindings));
+    KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(s, bindings));
+    if (prepared->arena_bytes > arena_bytes_) {
+      size_t bytes = (prepared->arena_bytes + 63) / 64 * 64;
+      void* raw = std::aligned_alloc(64, bytes);
+      if (raw == nullptr) return out_of_range("cannot allocate a {}-byte activation arena", bytes);
+      arena_.reset(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
+      arena_bytes_ = bytes;
+    }
+    std::vector<Tensor> stage_inputs;
+    for (int32_t in : stage.inputs) stage_inputs.push_back(held.at(in));
+    std::vector<Tensor> computed;
+    for (int32_t out : prepared->spec.outputs) {
+      const hal::ValueSpec& value = prepared->spec.values[out];
+      KILN_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(value.dtype, value.shape));
+      computed.push_back(std::move(tensor));
+    }
+    StageObserver stage_observer(observer, stage.first);
+    hal::RunArgs args;
+    args.arena = arena_.get();
+    args.offsets = prepared->offsets;
+    args.inputs = stage_inputs;
+    args.outputs = computed;
+    args.observer = observer == nullptr || stage.first == 0 ? observer : &stage_observer;
+    KILN_RETURN_IF_ERROR(prepared->executable->run(args));
+    for (size_t i = 0; i < stage.outputs.size(); ++i) held[stage.outputs[i]] = std::move(computed[i]);
+  }
 
   std::vector<Tensor> outputs;
-  size_t next_computed = 0;
   for (int32_t out : module.outputs) {
     const module::ModuleValue& value = module.values[out];
     if (value.kind == module::ValueKind::kConstant) {
       outputs.push_back(value.constant.clone());
     } else if (value.kind == module::ValueKind::kInput) {
-      auto pos = std::find(module.inputs.begin(), module.inputs.end(), out) - module.inputs.begin();
-      outputs.push_back(inputs[pos].clone());
+      outputs.push_back(held.at(out).clone());
     } else {
-      outputs.push_back(computed[next_computed++]);
+      outputs.push_back(held.at(out));
     }
   }
+  if (bound != nullptr) *bound = std::move(bindings);
   return outputs;
 }
 

@@ -15,6 +15,7 @@
 #include "kiln/base/tensor.h"
 #include "kiln/hal/device.h"
 #include "kiln/module/module.h"
+#include "kiln/runtime/stages.h"
 #include "kiln/shape/shape.h"
 
 namespace kiln::runtime {
@@ -48,26 +49,35 @@ class Session {
 
   // Runs the module. Inputs are plain row-major tensors in module().inputs order; outputs are
   // returned in module().outputs order. An `observer` (not owned) sees every dispatch as it
-  // finishes, dispatches numbered as in module().dispatches (hal::RunObserver).
+  // finishes, dispatches numbered as in module().dispatches (hal::RunObserver). A module with
+  // data-dependent sizes runs in stages (stages.h): before each, the symbols its first dispatch
+  // binds are computed from that dispatch's inputs. `bound` (optional) receives every symbol's
+  // value in this run, data symbols included.
   StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs,
-                                    hal::RunObserver* observer = nullptr);
+                                    hal::RunObserver* observer = nullptr, Bindings* bound = nullptr);
 
   // How each dispatch runs at these bindings (kernels, primitives, reorders with their
-  // parameters), one list of lines per module dispatch; prepares them first if needed.
+  // parameters), one list of lines per module dispatch; prepares them first if needed. The
+  // bindings must include data symbols (run's `bound`).
   StatusOr<std::vector<std::vector<std::string>>> describe_dispatches(const Bindings& bindings);
 
-  // Concrete shape of every module value for these bindings.
+  // Concrete shape of every module value for these bindings (data symbols included, as above).
   StatusOr<std::vector<ConcreteShape>> value_shapes(const Bindings& bindings) const;
 
  private:
   struct Prepared;
+  // Plans kept per stage that binds data symbols (each new size makes one).
+  static constexpr size_t kMaxPlansPerDataStage = 8;
 
   Session(std::shared_ptr<const module::ModuleContents> module, std::unique_ptr<hal::Device> device);
-  StatusOr<Prepared*> prepare(const Bindings& bindings);
+  StatusOr<Prepared*> prepare(size_t stage, const Bindings& bindings);
+  Status bind_data_symbols(const Stage& stage, const std::map<int32_t, Tensor>& held,
+                           Bindings& bindings);
 
   std::shared_ptr<const module::ModuleContents> module_;
   std::unique_ptr<hal::Device> device_;
-  std::map<Bindings, std::unique_ptr<Prepared>> prepared_;
+  std::vector<Stage> stages_;
+  std::map<std::pair<size_t, Bindings>, std::unique_ptr<Prepared>> prepared_;
   uint64_t max_memory_bytes_ = 0;
   std::shared_ptr<std::byte> arena_;
   size_t arena_bytes_ = 0;

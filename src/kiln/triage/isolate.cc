@@ -19,7 +19,16 @@ StatusOr<std::vector<Tensor>> run_dispatch_alone(const module::ModuleContents& m
   hal::ProgramSpec spec;
   std::map<int32_t, int32_t> remap;  // module value -> program value
   std::vector<Tensor> run_inputs;
-  hal::DispatchSpec one{dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {}, d, dispatch.origins};
+  hal::DispatchSpec one{dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {}, d,
+                        dispatch.origins, {}};
+  for (const std::string& symbol : dispatch.data_symbols) {
+    auto bound = bindings.find(symbol);
+    if (bound == bindings.end()) {
+      return invalid_argument("dispatch '{}': no value for its data-dependent size '{}'",
+                              dispatch.name, symbol);
+    }
+    one.data_sizes.push_back(bound->second);
+  }
   for (size_t i = 0; i < dispatch.inputs.size(); ++i) {
     const int32_t v = dispatch.inputs[i];
     if (v < 0) {

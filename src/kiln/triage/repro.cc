@@ -31,7 +31,8 @@ std::optional<std::string> fault_for_repro(const module::ModuleContents& module,
   auto fault = hal::cpu::fault_from_environment();
   if (!fault.ok() || !fault->has_value()) return std::nullopt;
   const module::Dispatch& d = module.dispatches[dispatch];
-  hal::DispatchSpec spec{d.name, d.op_type, &d.attributes, d.inputs, d.outputs, dispatch, d.origins};
+  hal::DispatchSpec spec{d.name, d.op_type, &d.attributes, d.inputs, d.outputs, dispatch, d.origins,
+                         {}};
   if (!(*fault)->matches(spec, dispatch)) return std::nullopt;
   const std::string node = d.origins.empty() ? d.name : d.origins.front();
   return fmt::format("dispatch:{}:{}", node, (*fault)->kind_text());

@@ -106,9 +106,9 @@ Status Tracer::after_dispatch(int32_t dispatch, double elapsed_ms, std::span<con
   return ok_status();
 }
 
-Status Tracer::finish(runtime::Session& session, std::span<const Tensor> inputs) {
+Status Tracer::finish(runtime::Session& session, const Bindings& bindings) {
   DispatchRunInfo run;
-  KILN_ASSIGN_OR_RETURN(run.bindings, session.bind(inputs));
+  run.bindings = bindings;
   KILN_ASSIGN_OR_RETURN(run.value_shapes, session.value_shapes(run.bindings));
   KILN_ASSIGN_OR_RETURN(run.kernels, session.describe_dispatches(run.bindings));
   run.extra.resize(module_.dispatches.size());

@@ -41,10 +41,10 @@ class Tracer : public hal::RunObserver {
   bool wants_outputs(int32_t dispatch) override;
   Status after_dispatch(int32_t dispatch, double elapsed_ms, std::span<const Tensor> outputs) override;
 
-  // After `session` ran `inputs` with this tracer: writes the descriptions (with the concrete
-  // shapes and kernels of that run, plus each traced dispatch's time and statistics) and
-  // summary.txt.
-  Status finish(runtime::Session& session, std::span<const Tensor> inputs);
+  // After `session` ran with this tracer, binding `bindings` (Session::run's `bound`): writes the
+  // descriptions (with the concrete shapes and kernels of that run, plus each traced dispatch's
+  // time and statistics) and summary.txt.
+  Status finish(runtime::Session& session, const Bindings& bindings);
   // One line per dispatch seen, in order.
   const std::vector<std::string>& summary() const { return summary_; }
 

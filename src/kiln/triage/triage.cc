@@ -93,7 +93,7 @@ StatusOr<TriageResult> Triage::run(std::span<const Tensor> inputs, const Referen
   KILN_ASSIGN_OR_RETURN(result.bindings, session->bind(inputs));
   Comparer comparer(*module_, names_, reference, options_, result);
   const Clock::time_point start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(result.outputs, session->run(inputs, &comparer));
+  KILN_ASSIGN_OR_RETURN(result.outputs, session->run(inputs, &comparer, &result.bindings));
   result.kiln_ms = ms_since(start);
   if (result.first_divergence) {
     const Clock::time_point isolate_start = Clock::now();

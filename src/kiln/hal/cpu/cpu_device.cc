@@ -8,6 +8,7 @@
 #include "kiln/hal/cpu/dnnl_util.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/kernels/kernel.h"
 
 namespace kiln::hal::cpu {
 
@@ -45,6 +46,21 @@ StatusOr<std::unique_ptr<Executable>> CpuDevice::prepare(const ProgramSpec& spec
   ProgramBuilder builder(spec, state_);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> exe, builder.build());
   return std::unique_ptr<Executable>(std::move(exe));
+}
+
+StatusOr<std::vector<int64_t>> CpuDevice::data_sizes(const DispatchSpec& dispatch,
+                                                     std::span<const Tensor> inputs) {
+  const kernels::OpKernel* op = kernels::find_op_kernel(dispatch.op_type);
+  StatusOr<std::vector<int64_t>> sizes =
+      op == nullptr || op->data_sizes == nullptr
+          ? unimplemented("op type '{}' has no data-dependent sizes", dispatch.op_type)
+          : op->data_sizes(dispatch.attributes != nullptr ? *dispatch.attributes : Attributes{},
+                           inputs);
+  if (!sizes.ok()) {
+    return std::move(sizes).status().with_note(
+        fmt::format("in dispatch '{}' ({})", dispatch.name, dispatch.op_type));
+  }
+  return sizes;
 }
 
 StatusOr<std::unique_ptr<Device>> create_cpu_device(const DeviceOptions& options) {

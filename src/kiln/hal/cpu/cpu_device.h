@@ -24,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kiln/base/status.h"
 #include "kiln/hal/device.h"
@@ -45,6 +46,9 @@ class CpuDevice : public Device {
   // Errors: a malformed spec (bad indices or roles, a value used before it is produced), an
   // unsupported dispatch (as supports()), or oneDNN failing to create a kernel.
   StatusOr<std::unique_ptr<Executable>> prepare(const ProgramSpec& spec) override;
+  // The portable kernel's data_sizes (NonZero, Compress, TopK); an error for other op types.
+  StatusOr<std::vector<int64_t>> data_sizes(const DispatchSpec& dispatch,
+                                            std::span<const Tensor> inputs) override;
 
   int threads() const;
   // Reordered constants currently shared by live executables.

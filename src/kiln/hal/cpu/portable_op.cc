@@ -35,7 +35,8 @@ StatusOr<kernels::Planned> plan(const OpReader& op) {
   }
   const Attributes& attributes =
       op.dispatch().attributes != nullptr ? *op.dispatch().attributes : kNoAttributes;
-  return kernels::plan_concrete(*k, attributes, inputs, op.output_count(), &outputs);
+  return kernels::plan_concrete(*k, attributes, inputs, op.output_count(), &outputs,
+                                op.dispatch().data_sizes);
 }
 
 class PortableStep : public Step {

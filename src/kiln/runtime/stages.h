@@ -1,0 +1,32 @@
+// Stages of a module run. A dispatch whose output sizes depend on data (one with data_symbols:
+// NonZero, Compress, TopK with a computed k) can only be planned once the values it reads exist,
+// so the session runs the module in stages: each stage starts at such a dispatch (or at the
+// first dispatch) and runs up to the next one. Values that cross a stage boundary are handed
+// over as plain tensors. A module without data symbols is one stage.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/module/module.h"
+
+namespace kiln::runtime {
+
+struct Stage {
+  int32_t first = 0;  // module dispatches [first, end)
+  int32_t end = 0;
+  // Module values the stage holds, ascending; a value's position here is its index in the
+  // stage's hal::ProgramSpec.
+  std::vector<int32_t> values;
+  // Values the stage reads from outside it (graph inputs, values of earlier stages), ascending.
+  std::vector<int32_t> inputs;
+  // Values it computes that later stages or the graph outputs read, ascending.
+  std::vector<int32_t> outputs;
+  // Whether `first` binds data symbols before the stage is planned.
+  bool binds_data = false;
+};
+
+// Splits a verified module into stages (at least one, even without dispatches).
+std::vector<Stage> plan_stages(const module::ModuleContents& module);
+
+}  // namespace kiln::runtime
