@@ -10,48 +10,14 @@
 #include "kiln/kernels/broadcast.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
+#include "kiln/kernels/kernel_test_util.h"
 
 namespace kiln::kernels {
 namespace {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-template <typename T>
-Tensor make(DType dtype, ConcreteShape shape, std::vector<T> values) {
-  Tensor t = Tensor::create(dtype, std::move(shape)).value();
-  EXPECT_EQ(static_cast<size_t>(t.element_count()), values.size());
-  if (!values.empty()) std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
-  return t;
-}
-Tensor f32(ConcreteShape shape, std::vector<float> v) { return make(DType::kF32, shape, v); }
-Tensor f64(ConcreteShape shape, std::vector<double> v) { return make(DType::kF64, shape, v); }
-Tensor i64(ConcreteShape shape, std::vector<int64_t> v) { return make(DType::kI64, shape, v); }
-Tensor i32(ConcreteShape shape, std::vector<int32_t> v) { return make(DType::kI32, shape, v); }
-Tensor u8(ConcreteShape shape, std::vector<uint8_t> v) { return make(DType::kU8, shape, v); }
-Tensor boolean(ConcreteShape shape, std::vector<uint8_t> v) { return make(DType::kBool, shape, v); }
-
-StatusOr<Tensor> run_op(std::string_view op, const std::vector<Tensor>& inputs,
-                        const Attributes& attributes = {}) {
-  const OpKernel* k = find_op_kernel(op);
-  if (k == nullptr) return not_found("no kernel {}", op);
-  std::vector<ConcreteInput> concrete;
-  for (const Tensor& t : inputs) concrete.push_back({true, t.dtype(), t.shape(), nullptr});
-  KILN_ASSIGN_OR_RETURN(Planned p, plan_concrete(*k, attributes, concrete, 1, nullptr));
-  KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::create(p.outputs[0].dtype, p.outputs[0].dims));
-  std::vector<ConstBuffer> in;
-  for (const Tensor& t : inputs) in.push_back({t.dtype(), t.shape(), t.data()});
-  MutableBuffer out{y.dtype(), y.shape(), y.mutable_data()};
-  KILN_RETURN_IF_ERROR(p.kernel->run(in, {&out, 1}));
-  return y;
-}
-
-template <typename T>
-std::vector<T> values_of(const StatusOr<Tensor>& t) {
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  if (!t.ok()) return {};
-  auto v = t->values<T>();
-  return {v.begin(), v.end()};
-}
+using namespace kernel_testing;  // NOLINT
 
 bool has_message(const Status& s, StatusCode code, std::string_view text) {
   return !s.ok() && s.code() == code && s.message().find(text) != std::string::npos;
@@ -116,13 +82,13 @@ TEST(BroadcastIter, CollapsesDimsAndCoversEveryElement) {
 
 TEST(Binary, ArithmeticBroadcastsBothWays) {
   Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
-  EXPECT_EQ(values_of<float>(run_op("Add", {a, f32({3}, {10, 20, 30})})),
+  EXPECT_EQ(values_of<float>(run_one("Add", {a, f32({3}, {10, 20, 30})})),
             (std::vector<float>{11, 22, 33, 14, 25, 36}));
-  EXPECT_EQ(values_of<float>(run_op("Sub", {f32({2, 1}, {1, 2}), f32({1, 3}, {1, 2, 3})})),
+  EXPECT_EQ(values_of<float>(run_one("Sub", {f32({2, 1}, {1, 2}), f32({1, 3}, {1, 2, 3})})),
             (std::vector<float>{0, -1, -2, 1, 0, -1}));
-  EXPECT_EQ(values_of<double>(run_op("Mul", {f64({}, {2}), f64({2}, {3, -4})})),
+  EXPECT_EQ(values_of<double>(run_one("Mul", {f64({}, {2}), f64({2}, {3, -4})})),
             (std::vector<double>{6, -8}));
-  EXPECT_EQ(values_of<float>(run_op("Div", {f32({2}, {1, -3}), f32({1}, {2})})),
+  EXPECT_EQ(values_of<float>(run_one("Div", {f32({2}, {1, -3}), f32({1}, {2})})),
             (std::vector<float>{0.5f, -1.5f}));
 }
 
@@ -132,7 +98,7 @@ TEST(Binary, LargeBroadcastMatchesFormula) {
   std::vector<int32_t> av(A * C), bv(B);
   for (int64_t i = 0; i < A * C; ++i) av[i] = static_cast<int32_t>(i * 1000);
   for (int64_t j = 0; j < B; ++j) bv[j] = static_cast<int32_t>(j);
-  auto y = run_op("Add", {i32({A, 1, C}, av), i32({B, 1}, bv)});
+  auto y = run_one("Add", {i32({A, 1, C}, av), i32({B, 1}, bv)});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   ASSERT_EQ(y->shape(), (ConcreteShape{A, B, C}));
   auto v = y->values<int32_t>();
@@ -146,55 +112,55 @@ TEST(Binary, LargeBroadcastMatchesFormula) {
 }
 
 TEST(Binary, IntegerArithmeticWrapsAndTruncates) {
-  EXPECT_EQ(values_of<uint8_t>(run_op("Add", {u8({2}, {250, 1}), u8({2}, {10, 2})})),
+  EXPECT_EQ(values_of<uint8_t>(run_one("Add", {u8({2}, {250, 1}), u8({2}, {10, 2})})),
             (std::vector<uint8_t>{4, 3}));
-  EXPECT_EQ(values_of<int32_t>(run_op("Mul", {i32({1}, {1 << 30}), i32({1}, {4})})),
+  EXPECT_EQ(values_of<int32_t>(run_one("Mul", {i32({1}, {1 << 30}), i32({1}, {4})})),
             (std::vector<int32_t>{0}));
-  EXPECT_EQ(values_of<int64_t>(run_op("Div", {i64({4}, {-7, 7, -7, 7}), i64({4}, {2, 2, -2, -2})})),
+  EXPECT_EQ(values_of<int64_t>(run_one("Div", {i64({4}, {-7, 7, -7, 7}), i64({4}, {2, 2, -2, -2})})),
             (std::vector<int64_t>{-3, 3, 3, -3}));
   const int64_t lo = std::numeric_limits<int64_t>::min();
-  EXPECT_EQ(values_of<int64_t>(run_op("Div", {i64({1}, {lo}), i64({1}, {-1})})),
+  EXPECT_EQ(values_of<int64_t>(run_one("Div", {i64({1}, {lo}), i64({1}, {-1})})),
             (std::vector<int64_t>{lo}));
-  auto zero = run_op("Div", {i32({3}, {1, 2, 3}), i32({3}, {1, 1, 0})});
+  auto zero = run_one("Div", {i32({3}, {1, 2, 3}), i32({3}, {1, 1, 0})});
   EXPECT_TRUE(has_message(zero.status(), StatusCode::kInvalidArgument,
                           "integer division by zero: input 1 'B' element 2 is 0"));
   // Float division by zero is IEEE.
-  EXPECT_EQ(values_of<float>(run_op("Div", {f32({1}, {1}), f32({1}, {0})}))[0], INFINITY);
+  EXPECT_EQ(values_of<float>(run_one("Div", {f32({1}, {1}), f32({1}, {0})}))[0], INFINITY);
 }
 
 TEST(Binary, ModFollowsFmodAttribute) {
   // ONNX Mod docs: np.mod (sign of the divisor) and np.fmod (sign of the dividend).
   Tensor a = i64({6}, {-4, 7, 5, 4, -7, 8});
   Tensor b = i64({6}, {2, -3, 8, -2, 3, 5});
-  EXPECT_EQ(values_of<int64_t>(run_op("Mod", {a, b})),
+  EXPECT_EQ(values_of<int64_t>(run_one("Mod", {a, b})),
             (std::vector<int64_t>{0, -2, 5, 0, 2, 3}));
-  EXPECT_EQ(values_of<int64_t>(run_op("Mod", {a, b}, attr("fmod", int64_t{1}))),
+  EXPECT_EQ(values_of<int64_t>(run_one("Mod", {a, b}, attr("fmod", int64_t{1}))),
             (std::vector<int64_t>{0, 1, 5, 0, -1, 3}));
-  auto f = values_of<double>(run_op("Mod", {f64({2}, {-4.3, 7.2}), f64({2}, {2.1, -3.4})},
+  auto f = values_of<double>(run_one("Mod", {f64({2}, {-4.3, 7.2}), f64({2}, {2.1, -3.4})},
                                     attr("fmod", int64_t{1})));
   EXPECT_NEAR(f[0], -0.1, 1e-12);
   EXPECT_NEAR(f[1], 0.4, 1e-12);
-  EXPECT_TRUE(has_message(run_op("Mod", {f32({1}, {1}), f32({1}, {1})}).status(),
+  EXPECT_TRUE(has_message(run_one("Mod", {f32({1}, {1}), f32({1}, {1})}).status(),
                           StatusCode::kInvalidArgument, "'fmod' must be 1"));
-  EXPECT_TRUE(has_message(run_op("Mod", {i32({1}, {1}), i32({1}, {0})}).status(),
+  EXPECT_TRUE(has_message(run_one("Mod", {i32({1}, {1}), i32({1}, {0})}).status(),
                           StatusCode::kInvalidArgument, "division by zero"));
-  EXPECT_TRUE(has_message(run_op("Mod", {a, b}, attr("fmod", int64_t{2})).status(),
+  EXPECT_TRUE(has_message(run_one("Mod", {a, b}, attr("fmod", int64_t{2})).status(),
                           StatusCode::kInvalidArgument, "'fmod' must be 0 or 1"));
 }
 
 TEST(Binary, BitShift) {
   Tensor x = u8({4}, {16, 4, 1, 255});
   Tensor y = u8({4}, {1, 2, 3, 8});
-  EXPECT_EQ(values_of<uint8_t>(run_op("BitShift", {x, y}, attr("direction", std::string("RIGHT")))),
+  EXPECT_EQ(values_of<uint8_t>(run_one("BitShift", {x, y}, attr("direction", std::string("RIGHT")))),
             (std::vector<uint8_t>{8, 1, 0, 0}));
-  EXPECT_EQ(values_of<uint8_t>(run_op("BitShift", {x, y}, attr("direction", std::string("LEFT")))),
+  EXPECT_EQ(values_of<uint8_t>(run_one("BitShift", {x, y}, attr("direction", std::string("LEFT")))),
             (std::vector<uint8_t>{32, 16, 8, 0}));
-  EXPECT_TRUE(has_message(run_op("BitShift", {x, y}).status(), StatusCode::kInvalidArgument,
+  EXPECT_TRUE(has_message(run_one("BitShift", {x, y}).status(), StatusCode::kInvalidArgument,
                           "'direction' is required"));
   EXPECT_TRUE(has_message(
-      run_op("BitShift", {x, y}, attr("direction", std::string("UP"))).status(),
+      run_one("BitShift", {x, y}, attr("direction", std::string("UP"))).status(),
       StatusCode::kInvalidArgument, "LEFT or RIGHT, got 'UP'"));
-  EXPECT_TRUE(has_message(run_op("BitShift", {i32({1}, {1}), i32({1}, {1})},
+  EXPECT_TRUE(has_message(run_one("BitShift", {i32({1}, {1}), i32({1}, {1})},
                                  attr("direction", std::string("LEFT")))
                               .status(),
                           StatusCode::kUnimplemented, "must have dtype u8 or u16"));
@@ -203,33 +169,33 @@ TEST(Binary, BitShift) {
 TEST(Binary, LogicAndComparison) {
   Tensor a = boolean({2, 2}, {0, 0, 1, 1});
   Tensor b = boolean({2}, {0, 1});
-  EXPECT_EQ(values_of<uint8_t>(run_op("And", {a, b})), (std::vector<uint8_t>{0, 0, 0, 1}));
-  EXPECT_EQ(values_of<uint8_t>(run_op("Or", {a, b})), (std::vector<uint8_t>{0, 1, 1, 1}));
-  EXPECT_EQ(values_of<uint8_t>(run_op("Xor", {a, b})), (std::vector<uint8_t>{0, 1, 1, 0}));
-  EXPECT_EQ(values_of<uint8_t>(run_op("Equal", {a, b})), (std::vector<uint8_t>{1, 0, 0, 1}));
+  EXPECT_EQ(values_of<uint8_t>(run_one("And", {a, b})), (std::vector<uint8_t>{0, 0, 0, 1}));
+  EXPECT_EQ(values_of<uint8_t>(run_one("Or", {a, b})), (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(values_of<uint8_t>(run_one("Xor", {a, b})), (std::vector<uint8_t>{0, 1, 1, 0}));
+  EXPECT_EQ(values_of<uint8_t>(run_one("Equal", {a, b})), (std::vector<uint8_t>{1, 0, 0, 1}));
   Tensor x = f64({4}, {1, 2, 3, kNaN});
   Tensor y = f64({1}, {2});
-  auto lt = run_op("Less", {x, y});
+  auto lt = run_one("Less", {x, y});
   ASSERT_TRUE(lt.ok());
   EXPECT_EQ(lt->dtype(), DType::kBool);
   EXPECT_EQ(values_of<uint8_t>(lt), (std::vector<uint8_t>{1, 0, 0, 0}));
-  EXPECT_EQ(values_of<uint8_t>(run_op("LessOrEqual", {x, y})), (std::vector<uint8_t>{1, 1, 0, 0}));
-  EXPECT_EQ(values_of<uint8_t>(run_op("Greater", {x, y})), (std::vector<uint8_t>{0, 0, 1, 0}));
-  EXPECT_EQ(values_of<uint8_t>(run_op("GreaterOrEqual", {x, y})),
+  EXPECT_EQ(values_of<uint8_t>(run_one("LessOrEqual", {x, y})), (std::vector<uint8_t>{1, 1, 0, 0}));
+  EXPECT_EQ(values_of<uint8_t>(run_one("Greater", {x, y})), (std::vector<uint8_t>{0, 0, 1, 0}));
+  EXPECT_EQ(values_of<uint8_t>(run_one("GreaterOrEqual", {x, y})),
             (std::vector<uint8_t>{0, 1, 1, 0}));
-  EXPECT_EQ(values_of<uint8_t>(run_op("Equal", {x, f64({4}, {1, 0, 3, kNaN})})),
+  EXPECT_EQ(values_of<uint8_t>(run_one("Equal", {x, f64({4}, {1, 0, 3, kNaN})})),
             (std::vector<uint8_t>{1, 0, 1, 0}));  // NaN is never equal
-  EXPECT_TRUE(has_message(run_op("And", {f32({1}, {1}), f32({1}, {1})}).status(),
+  EXPECT_TRUE(has_message(run_one("And", {f32({1}, {1}), f32({1}, {1})}).status(),
                           StatusCode::kUnimplemented, "input 0 'A' must have dtype bool"));
-  EXPECT_TRUE(has_message(run_op("Less", {a, b}).status(), StatusCode::kUnimplemented,
+  EXPECT_TRUE(has_message(run_one("Less", {a, b}).status(), StatusCode::kUnimplemented,
                           "got bool"));
 }
 
 TEST(Binary, PReluSlopeBroadcastsToX) {
   Tensor x = f32({2, 3}, {-1, 2, -3, 4, -5, 6});
-  EXPECT_EQ(values_of<float>(run_op("PRelu", {x, f32({3}, {0.5f, 2, 3})})),
+  EXPECT_EQ(values_of<float>(run_one("PRelu", {x, f32({3}, {0.5f, 2, 3})})),
             (std::vector<float>{-0.5f, 2, -9, 4, -10, 6}));
-  auto bad = run_op("PRelu", {f32({3}, {1, 2, 3}), f32({2, 1}, {1, 1})});
+  auto bad = run_one("PRelu", {f32({3}, {1, 2, 3}), f32({2, 1}, {1, 1})});
   EXPECT_TRUE(has_message(bad.status(), StatusCode::kInvalidArgument,
                           "input 1 'slope' shape [2,1] does not broadcast to input 0 'X' shape [3]"));
 }
@@ -238,11 +204,11 @@ TEST(Binary, WhereBroadcastsThreeWays) {
   Tensor c = boolean({2, 1}, {1, 0});
   Tensor x = i64({3}, {1, 2, 3});
   Tensor y = i64({}, {-1});
-  EXPECT_EQ(values_of<int64_t>(run_op("Where", {c, x, y})),
+  EXPECT_EQ(values_of<int64_t>(run_one("Where", {c, x, y})),
             (std::vector<int64_t>{1, 2, 3, -1, -1, -1}));
-  EXPECT_TRUE(has_message(run_op("Where", {x, x, x}).status(), StatusCode::kUnimplemented,
+  EXPECT_TRUE(has_message(run_one("Where", {x, x, x}).status(), StatusCode::kUnimplemented,
                           "input 0 'condition' must have dtype bool"));
-  EXPECT_TRUE(has_message(run_op("Where", {c, x, f32({1}, {1})}).status(),
+  EXPECT_TRUE(has_message(run_one("Where", {c, x, f32({1}, {1})}).status(),
                           StatusCode::kInvalidArgument, "input 2 'Y' must have dtype i64"));
 }
 
@@ -250,45 +216,45 @@ TEST(Binary, VariadicMinMaxSumMean) {
   Tensor a = f32({3}, {3, 2, 1});
   Tensor b = f32({3}, {1, 4, 4});
   Tensor c = f32({1}, {2});
-  EXPECT_EQ(values_of<float>(run_op("Min", {a, b, c})), (std::vector<float>{1, 2, 1}));
-  EXPECT_EQ(values_of<float>(run_op("Max", {a, b, c})), (std::vector<float>{3, 4, 4}));
-  EXPECT_EQ(values_of<float>(run_op("Sum", {a, b, c})), (std::vector<float>{6, 8, 7}));
-  EXPECT_EQ(values_of<float>(run_op("Mean", {a, b, c})), (std::vector<float>{2, 8.f / 3, 7.f / 3}));
-  EXPECT_EQ(values_of<float>(run_op("Sum", {a})), (std::vector<float>{3, 2, 1}));
+  EXPECT_EQ(values_of<float>(run_one("Min", {a, b, c})), (std::vector<float>{1, 2, 1}));
+  EXPECT_EQ(values_of<float>(run_one("Max", {a, b, c})), (std::vector<float>{3, 4, 4}));
+  EXPECT_EQ(values_of<float>(run_one("Sum", {a, b, c})), (std::vector<float>{6, 8, 7}));
+  EXPECT_EQ(values_of<float>(run_one("Mean", {a, b, c})), (std::vector<float>{2, 8.f / 3, 7.f / 3}));
+  EXPECT_EQ(values_of<float>(run_one("Sum", {a})), (std::vector<float>{3, 2, 1}));
   // The output may be bigger than the first input.
-  EXPECT_EQ(values_of<float>(run_op("Max", {c, a})), (std::vector<float>{3, 2, 2}));
+  EXPECT_EQ(values_of<float>(run_one("Max", {c, a})), (std::vector<float>{3, 2, 2}));
   // np.minimum / np.maximum propagate NaN.
-  auto m = values_of<double>(run_op("Min", {f64({2}, {kNaN, 1}), f64({2}, {0, kNaN})}));
+  auto m = values_of<double>(run_one("Min", {f64({2}, {kNaN, 1}), f64({2}, {0, kNaN})}));
   EXPECT_TRUE(std::isnan(m[0]) && std::isnan(m[1]));
-  EXPECT_EQ(values_of<uint8_t>(run_op("Max", {u8({2}, {1, 200}), u8({2}, {3, 100})})),
+  EXPECT_EQ(values_of<uint8_t>(run_one("Max", {u8({2}, {1, 200}), u8({2}, {3, 100})})),
             (std::vector<uint8_t>{3, 200}));
-  EXPECT_TRUE(has_message(run_op("Sum", {i64({1}, {1})}).status(), StatusCode::kUnimplemented,
+  EXPECT_TRUE(has_message(run_one("Sum", {i64({1}, {1})}).status(), StatusCode::kUnimplemented,
                           "input 0 'data_0' must have dtype"));
-  EXPECT_TRUE(has_message(run_op("Max", {a, f64({1}, {1})}).status(),
+  EXPECT_TRUE(has_message(run_one("Max", {a, f64({1}, {1})}).status(),
                           StatusCode::kInvalidArgument,
                           "input 1 'data_1' must have dtype f32 like input 0 'data_0'"));
-  EXPECT_TRUE(has_message(run_op("Min", {}).status(), StatusCode::kInvalidArgument,
+  EXPECT_TRUE(has_message(run_one("Min", {}).status(), StatusCode::kInvalidArgument,
                           "expects 1 to"));
 }
 
 TEST(Binary, PowMixedTypes) {
-  EXPECT_EQ(values_of<float>(run_op("Pow", {f32({3}, {1, 2, 3}), i64({3}, {4, 5, 6})})),
+  EXPECT_EQ(values_of<float>(run_one("Pow", {f32({3}, {1, 2, 3}), i64({3}, {4, 5, 6})})),
             (std::vector<float>{1, 32, 729}));
   // Integer base, float exponent: the real power truncated (2^0.5 = 1.414 -> 1).
-  EXPECT_EQ(values_of<int64_t>(run_op("Pow", {i64({3}, {2, 3, 4}), f32({3}, {0.5f, 2, -1})})),
+  EXPECT_EQ(values_of<int64_t>(run_one("Pow", {i64({3}, {2, 3, 4}), f32({3}, {0.5f, 2, -1})})),
             (std::vector<int64_t>{1, 9, 0}));
-  EXPECT_EQ(values_of<int32_t>(run_op("Pow", {i32({4}, {2, -3, -1, 5}), i32({4}, {10, 3, -3, -1})})),
+  EXPECT_EQ(values_of<int32_t>(run_one("Pow", {i32({4}, {2, -3, -1, 5}), i32({4}, {10, 3, -3, -1})})),
             (std::vector<int32_t>{1024, -27, -1, 0}));
   // 3^40 wraps like int64 multiplication.
   int64_t p = 1;
   for (int i = 0; i < 40; ++i) p = static_cast<int64_t>(static_cast<uint64_t>(p) * 3u);
-  EXPECT_EQ(values_of<int64_t>(run_op("Pow", {i64({1}, {3}), i64({1}, {40})}))[0], p);
-  auto h = run_op("Pow", {make<uint16_t>(DType::kF16, {1}, {float_to_half_bits(3.f)}),
+  EXPECT_EQ(values_of<int64_t>(run_one("Pow", {i64({1}, {3}), i64({1}, {40})}))[0], p);
+  auto h = run_one("Pow", {make_tensor<uint16_t>(DType::kF16, {1}, {float_to_half_bits(3.f)}),
                           f32({1}, {2})});
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->dtype(), DType::kF16);
   EXPECT_EQ(half_bits_to_float(h->values<uint16_t>()[0]), 9.f);
-  EXPECT_TRUE(has_message(run_op("Pow", {f32({1}, {1}), boolean({1}, {1})}).status(),
+  EXPECT_TRUE(has_message(run_one("Pow", {f32({1}, {1}), boolean({1}, {1})}).status(),
                           StatusCode::kUnimplemented, "input 1 'Y' must have dtype"));
 }
 

@@ -6,51 +6,12 @@
 
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
+#include "kiln/kernels/kernel_test_util.h"
 
 namespace kiln::kernels {
 namespace {
 
-template <typename T>
-Tensor make(DType dtype, ConcreteShape shape, std::vector<T> values) {
-  Tensor t = Tensor::create(dtype, std::move(shape)).value();
-  EXPECT_EQ(static_cast<size_t>(t.element_count()), values.size());
-  if (!values.empty()) std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
-  return t;
-}
-Tensor f32(ConcreteShape shape, std::vector<float> v) { return make(DType::kF32, shape, v); }
-Tensor f64(ConcreteShape shape, std::vector<double> v) { return make(DType::kF64, shape, v); }
-Tensor i32(ConcreteShape shape, std::vector<int32_t> v) { return make(DType::kI32, shape, v); }
-Tensor i64(ConcreteShape shape, std::vector<int64_t> v) { return make(DType::kI64, shape, v); }
-Tensor u8(ConcreteShape shape, std::vector<uint8_t> v) { return make(DType::kU8, shape, v); }
-
-StatusOr<Tensor> run_op(std::string_view op, const std::vector<Tensor>& inputs,
-                        const Attributes& attributes = {}) {
-  const OpKernel* k = find_op_kernel(op);
-  if (k == nullptr) return not_found("no kernel {}", op);
-  std::vector<ConcreteInput> concrete;
-  for (const Tensor& t : inputs) concrete.push_back({true, t.dtype(), t.shape(), nullptr});
-  KILN_ASSIGN_OR_RETURN(Planned p, plan_concrete(*k, attributes, concrete, 1, nullptr));
-  KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::create(p.outputs[0].dtype, p.outputs[0].dims));
-  std::vector<ConstBuffer> in;
-  for (const Tensor& t : inputs) in.push_back({t.dtype(), t.shape(), t.data()});
-  MutableBuffer out{y.dtype(), y.shape(), y.mutable_data()};
-  KILN_RETURN_IF_ERROR(p.kernel->run(in, {&out, 1}));
-  return y;
-}
-
-template <typename T>
-std::vector<T> values(const StatusOr<Tensor>& t) {
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  if (!t.ok()) return {};
-  auto v = t->values<T>();
-  return {v.begin(), v.end()};
-}
-
-Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  Attributes a;
-  for (const auto& [name, value] : list) a.set(name, value);
-  return a;
-}
+using namespace kernel_testing;  // NOLINT
 
 Attributes equation(const char* text) { return attrs({{"equation", std::string(text)}}); }
 
@@ -65,20 +26,18 @@ StatusOr<Shape> infer_shape(std::string_view op, std::vector<ValueType> inputs,
   return args.outputs[0].shape;
 }
 
-DimExpr sym(const char* name) { return DimExpr::symbol(name); }
-
 TEST(MatMul, IntegersOneDOperandsAndBatchBroadcast) {
   // [2] @ [2, 3] -> [3]
-  EXPECT_EQ(values<int32_t>(run_op("MatMul", {i32({2}, {1, 2}), i32({2, 3}, {1, 2, 3, 4, 5, 6})})),
+  EXPECT_EQ(values_of<int32_t>(run_one("MatMul", {i32({2}, {1, 2}), i32({2, 3}, {1, 2, 3, 4, 5, 6})})),
             (std::vector<int32_t>{9, 12, 15}));
   // [2, 1, 2] @ [2] -> [2, 1]
-  EXPECT_EQ(values<int64_t>(run_op("MatMul", {i64({2, 1, 2}, {1, 2, 3, 4}), i64({2}, {10, 1})})),
+  EXPECT_EQ(values_of<int64_t>(run_one("MatMul", {i64({2, 1, 2}, {1, 2, 3, 4}), i64({2}, {10, 1})})),
             (std::vector<int64_t>{12, 34}));
   // [2, 1, 2] @ [1, 2, 1]: B's batch of 1 broadcasts.
-  auto y = run_op("MatMul", {f64({2, 1, 2}, {1, 2, 3, 4}), f64({1, 2, 1}, {1, -1})});
+  auto y = run_one("MatMul", {f64({2, 1, 2}, {1, 2, 3, 4}), f64({1, 2, 1}, {1, -1})});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(y->shape(), (ConcreteShape{2, 1, 1}));
-  EXPECT_EQ(values<double>(y), (std::vector<double>{-1, -1}));
+  EXPECT_EQ(values_of<double>(y), (std::vector<double>{-1, -1}));
   auto s = infer_shape("MatMul", {{DType::kF32, {sym("N"), 1, 4, 8}}, {DType::kF32, {3, 8, 2}}}, {});
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(shape_to_string(*s), "[N,3,4,2]");
@@ -88,35 +47,35 @@ TEST(MatMulInteger, PerRowZeroPoint) {
   // ONNX MatMulInteger example: A 4x3 u8, B 3x2 u8, a_zero_point 12, b_zero_point 0.
   Tensor a = u8({4, 3}, {11, 7, 3, 10, 6, 2, 9, 5, 1, 8, 4, 0});
   Tensor b = u8({3, 2}, {1, 4, 2, 5, 3, 6});
-  auto y = run_op("MatMulInteger", {a, b, u8({}, {12}), u8({}, {0})});
-  EXPECT_EQ(values<int32_t>(y), (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
+  auto y = run_one("MatMulInteger", {a, b, u8({}, {12}), u8({}, {0})});
+  EXPECT_EQ(values_of<int32_t>(y), (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
   // The same zero point given per row of A.
-  auto r = run_op("MatMulInteger", {a, b, u8({4}, {12, 12, 12, 12})});
-  EXPECT_EQ(values<int32_t>(r), (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
+  auto r = run_one("MatMulInteger", {a, b, u8({4}, {12, 12, 12, 12})});
+  EXPECT_EQ(values_of<int32_t>(r), (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
 }
 
 TEST(Gemm, TransposesAlphaBetaAndBroadcastBias) {
   // A^T = [[1, 2], [3, 4]], B^T = I: alpha * A^T + beta * [10, 20] (row bias).
-  auto y = run_op("Gemm", {f32({2, 2}, {1, 3, 2, 4}), f32({2, 2}, {1, 0, 0, 1}), f32({2}, {10, 20})},
+  auto y = run_one("Gemm", {f32({2, 2}, {1, 3, 2, 4}), f32({2, 2}, {1, 0, 0, 1}), f32({2}, {10, 20})},
                   attrs({{"transA", int64_t{1}}, {"transB", int64_t{1}}, {"alpha", 2.0},
                          {"beta", 0.5}}));
-  EXPECT_EQ(values<float>(y), (std::vector<float>{7, 14, 11, 18}));
+  EXPECT_EQ(values_of<float>(y), (std::vector<float>{7, 14, 11, 18}));
   // Column bias [2, 1] and integer dtypes.
-  auto c = run_op("Gemm", {i64({2, 1}, {1, 2}), i64({1, 2}, {3, 4}), i64({2, 1}, {100, 200})});
-  EXPECT_EQ(values<int64_t>(c), (std::vector<int64_t>{103, 104, 206, 208}));
-  auto bad = run_op("Gemm", {i64({2, 1}, {1, 2}), i64({1, 2}, {3, 4})}, attrs({{"alpha", 0.5}}));
+  auto c = run_one("Gemm", {i64({2, 1}, {1, 2}), i64({1, 2}, {3, 4}), i64({2, 1}, {100, 200})});
+  EXPECT_EQ(values_of<int64_t>(c), (std::vector<int64_t>{103, 104, 206, 208}));
+  auto bad = run_one("Gemm", {i64({2, 1}, {1, 2}), i64({1, 2}, {3, 4})}, attrs({{"alpha", 0.5}}));
   EXPECT_EQ(bad.status().code(), StatusCode::kUnimplemented);
 }
 
 TEST(Einsum, TraceDiagonalAndTranspose) {
   Tensor m = f64({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
-  EXPECT_EQ(values<double>(run_op("Einsum", {m}, equation("ii"))), (std::vector<double>{15}));
-  EXPECT_EQ(values<double>(run_op("Einsum", {m}, equation("ii->i"))),
+  EXPECT_EQ(values_of<double>(run_one("Einsum", {m}, equation("ii"))), (std::vector<double>{15}));
+  EXPECT_EQ(values_of<double>(run_one("Einsum", {m}, equation("ii->i"))),
             (std::vector<double>{1, 5, 9}));
-  EXPECT_EQ(values<double>(run_op("Einsum", {m}, equation("ij -> ji"))),
+  EXPECT_EQ(values_of<double>(run_one("Einsum", {m}, equation("ij -> ji"))),
             (std::vector<double>{1, 4, 7, 2, 5, 8, 3, 6, 9}));
   // Implicit output: labels that occur once, alphabetically: "ji" means "ji->ij", a transpose.
-  EXPECT_EQ(values<double>(run_op("Einsum", {m}, equation("ji"))),
+  EXPECT_EQ(values_of<double>(run_one("Einsum", {m}, equation("ji"))),
             (std::vector<double>{1, 4, 7, 2, 5, 8, 3, 6, 9}));
 }
 
@@ -124,16 +83,16 @@ TEST(Einsum, ProductsWithEllipsisBroadcast) {
   // Implicit "ij,jk" is the matrix product [i, k].
   Tensor a = f32({2, 2}, {1, 2, 3, 4});
   Tensor b = f32({2, 2}, {5, 6, 7, 8});
-  EXPECT_EQ(values<float>(run_op("Einsum", {a, b}, equation("ij,jk"))),
+  EXPECT_EQ(values_of<float>(run_one("Einsum", {a, b}, equation("ij,jk"))),
             (std::vector<float>{19, 22, 43, 50}));
   // "...ij,...jk->...ik" with batch [2] against batch [] (broadcast).
   Tensor batch = f32({2, 1, 2}, {1, 0, 0, 1});
-  auto y = run_op("Einsum", {batch, b}, equation("...ij,...jk->...ik"));
+  auto y = run_one("Einsum", {batch, b}, equation("...ij,...jk->...ik"));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(y->shape(), (ConcreteShape{2, 1, 2}));
-  EXPECT_EQ(values<float>(y), (std::vector<float>{5, 6, 7, 8}));
+  EXPECT_EQ(values_of<float>(y), (std::vector<float>{5, 6, 7, 8}));
   // Three operands, outer product then sum: sum_i a_i * b_i * c_i.
-  EXPECT_EQ(values<int64_t>(run_op("Einsum", {i64({2}, {1, 2}), i64({2}, {3, 4}), i64({2}, {5, 6})},
+  EXPECT_EQ(values_of<int64_t>(run_one("Einsum", {i64({2}, {1, 2}), i64({2}, {3, 4}), i64({2}, {5, 6})},
                                    equation("i,i,i->"))),
             (std::vector<int64_t>{63}));
 }

@@ -4,18 +4,12 @@
 
 #include <cmath>
 
-#include "kiln/kernels/reduce_test_util.h"
+#include "kiln/kernels/kernel_test_util.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace reduce_testing;  // NOLINT
-
-Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  Attributes a;
-  for (const auto& [name, value] : list) a.set(name, value);
-  return a;
-}
+using namespace kernel_testing;  // NOLINT
 
 // Scores [N=2, C=3] (already log-probabilities for NLL), targets 2 and 0.
 const Tensor kScores = f32({2, 3}, {-1, -2, -3, -0.5f, -1.5f, -2.5f});

@@ -4,18 +4,12 @@
 
 #include <cmath>
 
-#include "kiln/kernels/reduce_test_util.h"
+#include "kiln/kernels/kernel_test_util.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace reduce_testing;  // NOLINT
-
-Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  Attributes a;
-  for (const auto& [name, value] : list) a.set(name, value);
-  return a;
-}
+using namespace kernel_testing;  // NOLINT
 
 void expect_near(const std::vector<float>& got, const std::vector<double>& want,
                  double tol = 1e-6) {

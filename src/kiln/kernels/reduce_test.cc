@@ -5,18 +5,12 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/kernels/reduce_test_util.h"
+#include "kiln/kernels/kernel_test_util.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace reduce_testing;  // NOLINT
-
-Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  Attributes a;
-  for (const auto& [name, value] : list) a.set(name, value);
-  return a;
-}
+using namespace kernel_testing;  // NOLINT
 
 std::vector<float> iota_f32(int n) {
   std::vector<float> v(n);

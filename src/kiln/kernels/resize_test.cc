@@ -10,29 +10,15 @@
 #include "kiln/base/half.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
+#include "kiln/kernels/kernel_test_util.h"
 
 namespace kiln::kernels {
 namespace {
 
-template <typename T>
-Tensor make(DType dtype, ConcreteShape shape, std::vector<T> values) {
-  Tensor t = Tensor::create(dtype, std::move(shape)).value();
-  EXPECT_EQ(static_cast<size_t>(t.element_count()), values.size());
-  if (!values.empty()) std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
-  return t;
-}
-Tensor f32(ConcreteShape shape, std::vector<float> v) { return make(DType::kF32, shape, v); }
-Tensor f64(ConcreteShape shape, std::vector<double> v) { return make(DType::kF64, shape, v); }
-Tensor i64(ConcreteShape shape, std::vector<int64_t> v) { return make(DType::kI64, shape, v); }
-Tensor i32(ConcreteShape shape, std::vector<int32_t> v) { return make(DType::kI32, shape, v); }
+using namespace kernel_testing;  // NOLINT
+
 Tensor scales(std::vector<float> v) { return f32({static_cast<int64_t>(v.size())}, v); }
 Tensor sizes(std::vector<int64_t> v) { return i64({static_cast<int64_t>(v.size())}, v); }
-
-Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  Attributes a;
-  for (const auto& [name, value] : list) a.set(name, value);
-  return a;
-}
 
 // Runs `op` with X (input 0) as data and the other inputs as constants; nullopt: absent.
 StatusOr<Tensor> run_op(std::string_view op, const Tensor& x,
@@ -63,14 +49,6 @@ StatusOr<Tensor> resize_scales(const Tensor& x, std::vector<float> s, const Attr
 }
 StatusOr<Tensor> resize_sizes(const Tensor& x, std::vector<int64_t> s, const Attributes& a = {}) {
   return run_op("Resize", x, {std::nullopt, std::nullopt, sizes(std::move(s))}, a);
-}
-
-template <typename T>
-std::vector<T> values_of(const StatusOr<Tensor>& t) {
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  if (!t.ok()) return {};
-  auto v = t->values<T>();
-  return {v.begin(), v.end()};
 }
 
 void expect_near(const std::vector<float>& got, const std::vector<double>& want) {
@@ -198,8 +176,8 @@ TEST(Resize, EmptyScalesStandForAbsent) {
 }
 
 TEST(Resize, HalfLinear) {
-  const Tensor x = make(DType::kF16, {2},
-                        std::vector<uint16_t>{float_to_half_bits(1), float_to_half_bits(3)});
+  const Tensor x = make_tensor(DType::kF16, {2},
+                               std::vector<uint16_t>{float_to_half_bits(1), float_to_half_bits(3)});
   auto y = resize_scales(x, {2}, attrs({{"mode", std::string("linear")}}));
   std::vector<uint16_t> bits = values_of<uint16_t>(y);
   std::vector<float> got;

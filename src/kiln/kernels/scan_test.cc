@@ -4,18 +4,12 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/kernels/reduce_test_util.h"
+#include "kiln/kernels/kernel_test_util.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace reduce_testing;  // NOLINT
-
-Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  Attributes a;
-  for (const auto& [name, value] : list) a.set(name, value);
-  return a;
-}
+using namespace kernel_testing;  // NOLINT
 
 TEST(CumSumKernels, ExclusiveAndReverse) {
   const Tensor x = f64({5}, {1, 2, 3, 4, 5});

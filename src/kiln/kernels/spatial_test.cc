@@ -7,20 +7,12 @@
 #include "kiln/base/half.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
+#include "kiln/kernels/kernel_test_util.h"
 
 namespace kiln::kernels {
 namespace {
 
-template <typename T>
-Tensor make(DType dtype, ConcreteShape shape, std::vector<T> values) {
-  Tensor t = Tensor::create(dtype, std::move(shape)).value();
-  EXPECT_EQ(static_cast<size_t>(t.element_count()), values.size());
-  if (!values.empty()) std::memcpy(t.mutable_data(), values.data(), values.size() * sizeof(T));
-  return t;
-}
-Tensor f32(ConcreteShape shape, std::vector<float> v) { return make(DType::kF32, shape, v); }
-Tensor f64(ConcreteShape shape, std::vector<double> v) { return make(DType::kF64, shape, v); }
-Tensor u8(ConcreteShape shape, std::vector<uint8_t> v) { return make(DType::kU8, shape, v); }
+using namespace kernel_testing;  // NOLINT
 
 std::vector<float> iota(int n) {
   std::vector<float> v;
@@ -58,17 +50,6 @@ StatusOr<std::vector<Tensor>> run_op(std::string_view op, const std::vector<Tens
   return ys;
 }
 
-template <typename T>
-std::vector<T> values(const Tensor& t) {
-  auto v = t.values<T>();
-  return {v.begin(), v.end()};
-}
-
-Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  Attributes a;
-  for (const auto& [name, value] : list) a.set(name, value);
-  return a;
-}
 using Ints = std::vector<int64_t>;
 
 Status infer(std::string_view op, std::vector<ValueType> inputs, const Attributes& attributes,
@@ -83,8 +64,6 @@ Status infer(std::string_view op, std::vector<ValueType> inputs, const Attribute
   return ok_status();
 }
 
-DimExpr sym(const char* name) { return DimExpr::symbol(name); }
-
 TEST(Conv, GroupedOneDWithBiasResidualAndRelu) {
   // Two groups of one channel: y[m] = sum_k w[m, k] * x[m, 2 * o + k - 1] + b[m] + r.
   Tensor x = f64({1, 2, 5}, {1, 2, 3, 4, 5, 10, 20, 30, 40, 50});
@@ -98,24 +77,24 @@ TEST(Conv, GroupedOneDWithBiasResidualAndRelu) {
   ASSERT_EQ((*y)[0].shape(), (ConcreteShape{1, 2, 3}));
   // Channel 0: windows [0,1,2] [2,3,4] [4,5,0] -> -2, -2, 4 (+0.5, then residual -10 on the last).
   // Channel 1: the centre taps 10, 30, 50, minus 100: all negative, relu gives 0.
-  EXPECT_EQ(values<double>((*y)[0]), (std::vector<double>{0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(values_of<double>((*y)[0]), (std::vector<double>{0, 0, 0, 0, 0, 0}));
   auto plain = run_op("Conv", {x, w, b}, attrs({{"group", int64_t{2}}, {"strides", Ints{2}},
                                                 {"pads", Ints{1, 1}}}));
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
-  EXPECT_EQ(values<double>((*plain)[0]), (std::vector<double>{-1.5, -1.5, 4.5, -90, -70, -50}));
+  EXPECT_EQ(values_of<double>((*plain)[0]), (std::vector<double>{-1.5, -1.5, 4.5, -90, -70, -50}));
 }
 
 TEST(Conv, Float16AndAutoPadSameLower) {
   std::vector<uint16_t> xs, ws;
   for (float v : {1.f, 2.f, 3.f, 4.f}) xs.push_back(float_to_half_bits(v));
   for (float v : {1.f, 1.f}) ws.push_back(float_to_half_bits(v));
-  Tensor x = make(DType::kF16, {1, 1, 4}, xs);
-  Tensor w = make(DType::kF16, {1, 1, 2}, ws);
+  Tensor x = make_tensor(DType::kF16, {1, 1, 4}, xs);
+  Tensor w = make_tensor(DType::kF16, {1, 1, 2}, ws);
   auto y = run_op("Conv", {x, w}, attrs({{"auto_pad", std::string("SAME_LOWER")}}));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   // Total pad 1, at the beginning: [0+1, 1+2, 2+3, 3+4].
   std::vector<float> got;
-  for (uint16_t h : values<uint16_t>((*y)[0])) got.push_back(half_bits_to_float(h));
+  for (uint16_t h : values_of<uint16_t>((*y)[0])) got.push_back(half_bits_to_float(h));
   EXPECT_EQ(got, (std::vector<float>{1, 3, 5, 7}));
 }
 
@@ -129,7 +108,7 @@ TEST(ConvInteger, SubtractsZeroPoints) {
   auto y = run_op("ConvInteger", {x, w, z});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ((*y)[0].dtype(), DType::kI32);
-  EXPECT_EQ(values<int32_t>((*y)[0]), (std::vector<int32_t>{12, 16, 24, 28}));
+  EXPECT_EQ(values_of<int32_t>((*y)[0]), (std::vector<int32_t>{12, 16, 24, 28}));
 }
 
 TEST(ConvTranspose, OneDAndStridesWithPads) {
@@ -137,12 +116,12 @@ TEST(ConvTranspose, OneDAndStridesWithPads) {
   auto y = run_op("ConvTranspose", {f32({1, 1, 3}, {0, 1, 2}), f32({1, 2, 3}, {1, 1, 1, 1, 1, 1})});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ((*y)[0].shape(), (ConcreteShape{1, 2, 5}));
-  EXPECT_EQ(values<float>((*y)[0]), (std::vector<float>{0, 1, 3, 3, 2, 0, 1, 3, 3, 2}));
+  EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{0, 1, 3, 3, 2, 0, 1, 3, 3, 2}));
   // Stride 2 with one pad each side: full output [0,0,1,1,3,2,2], cropped to [0,1,1,3,2].
   auto p = run_op("ConvTranspose", {f32({1, 1, 3}, {0, 1, 2}), f32({1, 1, 3}, {1, 1, 1})},
                   attrs({{"strides", Ints{2}}, {"pads", Ints{1, 1}}}));
   ASSERT_TRUE(p.ok()) << p.status().to_string();
-  EXPECT_EQ(values<float>((*p)[0]), (std::vector<float>{0, 1, 1, 3, 2}));
+  EXPECT_EQ(values_of<float>((*p)[0]), (std::vector<float>{0, 1, 1, 3, 2}));
 }
 
 TEST(ConvTranspose, OutputShapePadsZerosAtTheEnd) {
@@ -151,10 +130,10 @@ TEST(ConvTranspose, OutputShapePadsZerosAtTheEnd) {
   Tensor w = f32({1, 1, 3}, {1, 1, 1});
   auto y = run_op("ConvTranspose", {x, w}, attrs({{"strides", Ints{2}}, {"output_shape", Ints{8}}}));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
-  EXPECT_EQ(values<float>((*y)[0]), (std::vector<float>{0, 0, 1, 1, 3, 2, 2, 0}));
+  EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{0, 0, 1, 1, 3, 2, 2, 0}));
   auto c = run_op("ConvTranspose", {x, w}, attrs({{"strides", Ints{2}}, {"output_shape", Ints{5}}}));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(values<float>((*c)[0]), (std::vector<float>{0, 1, 1, 3, 2}));
+  EXPECT_EQ(values_of<float>((*c)[0]), (std::vector<float>{0, 1, 1, 3, 2}));
 }
 
 TEST(ConvTranspose, GroupedWithBias) {
@@ -163,7 +142,7 @@ TEST(ConvTranspose, GroupedWithBias) {
                   {f64({1, 2, 1, 2}, {1, 2, 3, 4}), f64({2, 1, 1, 1}, {10, 100}), f64({2}, {1, 2})},
                   attrs({{"group", int64_t{2}}}));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
-  EXPECT_EQ(values<double>((*y)[0]), (std::vector<double>{11, 21, 302, 402}));
+  EXPECT_EQ(values_of<double>((*y)[0]), (std::vector<double>{11, 21, 302, 402}));
 }
 
 TEST(ConvTranspose, SymbolicShapesAndBadAttributes) {
@@ -186,9 +165,9 @@ TEST(MaxPool, IndicesInBothStorageOrders) {
   auto y = run_op("MaxPool", {x}, attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}),
                   2);
   ASSERT_TRUE(y.ok()) << y.status().to_string();
-  EXPECT_EQ(values<float>((*y)[0]), (std::vector<float>{6, 8, 16, 18}));
+  EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{6, 8, 16, 18}));
   EXPECT_EQ((*y)[1].dtype(), DType::kI64);
-  EXPECT_EQ(values<int64_t>((*y)[1]), (std::vector<int64_t>{6, 8, 16, 18}));
+  EXPECT_EQ(values_of<int64_t>((*y)[1]), (std::vector<int64_t>{6, 8, 16, 18}));
   auto c = run_op("MaxPool", {x},
                   attrs({{"kernel_shape", Ints{2, 2}},
                          {"strides", Ints{2, 2}},
@@ -196,17 +175,17 @@ TEST(MaxPool, IndicesInBothStorageOrders) {
                   2);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   // Column-major: (h, w) = (1, 3) is 3 * 5 + 1 = 16.
-  EXPECT_EQ(values<int64_t>((*c)[1]), (std::vector<int64_t>{6, 16, 8, 18}));
+  EXPECT_EQ(values_of<int64_t>((*c)[1]), (std::vector<int64_t>{6, 16, 8, 18}));
 }
 
 TEST(MaxPool, Uint8WithPadsAndNaNPropagation) {
   auto y = run_op("MaxPool", {u8({1, 1, 3}, {5, 200, 7})},
                   attrs({{"kernel_shape", Ints{2}}, {"pads", Ints{1, 1}}}));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
-  EXPECT_EQ(values<uint8_t>((*y)[0]), (std::vector<uint8_t>{5, 200, 200, 7}));
+  EXPECT_EQ(values_of<uint8_t>((*y)[0]), (std::vector<uint8_t>{5, 200, 200, 7}));
   auto n = run_op("MaxPool", {f32({1, 1, 4}, {1, NAN, 3, 4})}, attrs({{"kernel_shape", Ints{2}}}));
   ASSERT_TRUE(n.ok()) << n.status().to_string();
-  auto v = values<float>((*n)[0]);
+  auto v = values_of<float>((*n)[0]);
   EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1]));
   EXPECT_EQ(v[2], 4.f);
 }
@@ -215,17 +194,17 @@ TEST(AveragePool, CountIncludePadAndThreeD) {
   Tensor x = f64({1, 1, 3}, {3, 6, 9});
   auto ex = run_op("AveragePool", {x}, attrs({{"kernel_shape", Ints{2}}, {"pads", Ints{1, 1}}}));
   ASSERT_TRUE(ex.ok()) << ex.status().to_string();
-  EXPECT_EQ(values<double>((*ex)[0]), (std::vector<double>{3, 4.5, 7.5, 9}));
+  EXPECT_EQ(values_of<double>((*ex)[0]), (std::vector<double>{3, 4.5, 7.5, 9}));
   auto in = run_op("AveragePool", {x},
                    attrs({{"kernel_shape", Ints{2}},
                           {"pads", Ints{1, 1}},
                           {"count_include_pad", int64_t{1}}}));
   ASSERT_TRUE(in.ok()) << in.status().to_string();
-  EXPECT_EQ(values<double>((*in)[0]), (std::vector<double>{1.5, 4.5, 7.5, 4.5}));
+  EXPECT_EQ(values_of<double>((*in)[0]), (std::vector<double>{1.5, 4.5, 7.5, 4.5}));
   auto d3 = run_op("AveragePool", {f32({1, 1, 2, 2, 2}, iota(8))},
                    attrs({{"kernel_shape", Ints{2, 2, 2}}}));
   ASSERT_TRUE(d3.ok()) << d3.status().to_string();
-  EXPECT_EQ(values<float>((*d3)[0]), (std::vector<float>{3.5f}));
+  EXPECT_EQ(values_of<float>((*d3)[0]), (std::vector<float>{3.5f}));
 }
 
 TEST(GlobalPools, AnyRank) {
@@ -233,13 +212,13 @@ TEST(GlobalPools, AnyRank) {
   auto avg = run_op("GlobalAveragePool", {x});
   ASSERT_TRUE(avg.ok()) << avg.status().to_string();
   EXPECT_EQ((*avg)[0].shape(), (ConcreteShape{1, 2, 1, 1, 1}));
-  EXPECT_EQ(values<float>((*avg)[0]), (std::vector<float>{2.5f, -2.5f}));
+  EXPECT_EQ(values_of<float>((*avg)[0]), (std::vector<float>{2.5f, -2.5f}));
   auto mx = run_op("GlobalMaxPool", {x});
   ASSERT_TRUE(mx.ok()) << mx.status().to_string();
-  EXPECT_EQ(values<float>((*mx)[0]), (std::vector<float>{4, -1}));
+  EXPECT_EQ(values_of<float>((*mx)[0]), (std::vector<float>{4, -1}));
   auto lp = run_op("GlobalLpPool", {f32({1, 1, 2}, {3, 4})});
   ASSERT_TRUE(lp.ok()) << lp.status().to_string();
-  EXPECT_EQ(values<float>((*lp)[0]), (std::vector<float>{5}));
+  EXPECT_EQ(values_of<float>((*lp)[0]), (std::vector<float>{5}));
 }
 
 TEST(Pools, SymbolicShapesAndBadInputs) {

@@ -1,9 +1,10 @@
-// Test helpers for the reduce, normalize and scan kernel tests: build small tensors, run an op
-// through plan_concrete (the path every caller shares), and run infer on symbolic shapes.
+// Test helpers for the kernel tests: build small tensors, run an op through plan_concrete (the
+// path every caller shares), and run infer on symbolic shapes.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,7 +13,7 @@
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
 
-namespace kiln::kernels::reduce_testing {
+namespace kiln::kernels::kernel_testing {
 
 template <typename T>
 Tensor make_tensor(DType dtype, ConcreteShape shape, const std::vector<T>& values) {
@@ -33,6 +34,12 @@ inline Tensor i64(ConcreteShape shape, const std::vector<int64_t>& v) {
 }
 inline Tensor i32(ConcreteShape shape, const std::vector<int32_t>& v) {
   return make_tensor<int32_t>(DType::kI32, std::move(shape), v);
+}
+inline Tensor u8(ConcreteShape shape, const std::vector<uint8_t>& v) {
+  return make_tensor<uint8_t>(DType::kU8, std::move(shape), v);
+}
+inline Tensor boolean(ConcreteShape shape, const std::vector<uint8_t>& v) {
+  return make_tensor<uint8_t>(DType::kBool, std::move(shape), v);
 }
 
 // One input of a test run: a tensor, passed as a constant or not, or absent.
@@ -75,6 +82,15 @@ inline StatusOr<std::vector<Tensor>> run_op(std::string_view op_type, const std:
   return outs;
 }
 
+// An op with one output, every input a plain (non-constant) tensor.
+inline StatusOr<Tensor> run_one(std::string_view op_type, const std::vector<Tensor>& inputs,
+                                const Attributes& attributes = {}) {
+  std::vector<In> ins;
+  for (const Tensor& t : inputs) ins.push_back(value(t));
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_op(op_type, ins, attributes, 1));
+  return std::move(outs[0]);
+}
+
 // Symbolic infer. `values`: per input, known element values (a shape computation), or null.
 inline StatusOr<std::vector<ValueType>> infer_op(
     std::string_view op_type, const std::vector<std::optional<ValueType>>& types,
@@ -90,6 +106,12 @@ inline StatusOr<std::vector<ValueType>> infer_op(
   return args.outputs;
 }
 
+inline Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
+  Attributes a;
+  for (const auto& [name, value] : list) a.set(name, value);
+  return a;
+}
+
 inline ValueType type(DType dtype, Shape shape) { return ValueType{dtype, std::move(shape)}; }
 inline DimExpr sym(const char* name) { return DimExpr::symbol(name); }
 
@@ -97,6 +119,14 @@ template <typename T>
 std::vector<T> values_of(const Tensor& t) {
   auto v = t.values<T>();
   return std::vector<T>(v.begin(), v.end());
+}
+
+// The elements of a result that must have succeeded.
+template <typename T>
+std::vector<T> values_of(const StatusOr<Tensor>& t) {
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  if (!t.ok()) return {};
+  return values_of<T>(*t);
 }
 
 // The error message of a failed result, or "" when it succeeded.
@@ -109,4 +139,4 @@ inline bool contains(const std::string& text, std::string_view part) {
   return text.find(part) != std::string::npos;
 }
 
-}  // namespace kiln::kernels::reduce_testing
+}  // namespace kiln::kernels::kernel_testing
