@@ -183,6 +183,30 @@ TEST(DataDependentSizes, BadDataIsAnErrorNamingTheDispatch) {
   EXPECT_EQ(values_of<float>((*out)[1]), (std::vector<float>{8}));
 }
 
+// A damaged or crafted module: data symbols on an op that has none, or more than its op binds.
+TEST(DataDependentSizes, DataSymbolsTheOpCannotBindAreRefusedWhenTheModuleRuns) {
+  std::vector<Tensor> inputs = {f32({1, 4}, {1, 2, 3, 4}), boolean({1}, {1}), i64({1}, {1})};
+  module::ModuleContents greater = *compile_selection();
+  ASSERT_EQ(greater.dispatches[0].op_type, "Greater");
+  greater.dispatches[0].data_symbols = {"bogus"};
+  ASSERT_TRUE(module::verify_contents(greater).ok());
+  auto out = open_session(std::make_shared<const module::ModuleContents>(greater))->run(inputs);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().to_string().find("op type 'Greater' has no data-dependent sizes"),
+            std::string::npos)
+      << out.status().to_string();
+
+  module::ModuleContents nonzero = *compile_selection();
+  ASSERT_EQ(nonzero.dispatches[1].op_type, "NonZero");
+  nonzero.dispatches[1].data_symbols.push_back("extra");
+  ASSERT_TRUE(module::verify_contents(nonzero).ok());
+  out = open_session(std::make_shared<const module::ModuleContents>(nonzero))->run(inputs);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().to_string().find("gave 1 data-dependent sizes for its 2 symbols"),
+            std::string::npos)
+      << out.status().to_string();
+}
+
 // Records the dispatch numbers an observer sees.
 class Recorder : public hal::RunObserver {
  public:
