@@ -45,6 +45,33 @@ const OpKernel* find_op_kernel(std::string_view op_type) {
   return &*it;
 }
 
+StatusOr<std::vector<int64_t>> compute_data_sizes(const OpKernel& op, const Attributes& attributes,
+                                                  std::span<const Tensor> inputs,
+                                                  size_t output_count) {
+  if (op.data_sizes == nullptr) {
+    return unimplemented("op type '{}' has no data-dependent sizes", op.op_type);
+  }
+  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}};
+  for (const Tensor& t : inputs) {
+    if (t.empty_storage()) {  // an absent optional input
+      args.inputs.emplace_back(std::nullopt);
+    } else {
+      args.inputs.emplace_back(ValueType{t.dtype(), shape_from_concrete(t.shape())});
+    }
+    args.constants.push_back(nullptr);
+  }
+  while (!args.inputs.empty() && !args.inputs.back()) {
+    args.inputs.pop_back();
+    args.constants.pop_back();
+  }
+  // Only the checks matter here: each size infer asks for is a placeholder.
+  args.data_dim = [](size_t index) -> StatusOr<DimExpr> {
+    return DimExpr::symbol(fmt::format("size{}", index));
+  };
+  KILN_RETURN_IF_ERROR(op.infer(args));
+  return op.data_sizes(attributes, inputs);
+}
+
 StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes,
                                 std::span<const ConcreteInput> inputs, size_t output_count,
                                 const std::vector<ConcreteOutput>* expected_outputs,

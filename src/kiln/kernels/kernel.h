@@ -166,4 +166,11 @@ StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes
                                 const std::vector<ConcreteOutput>* expected_outputs,
                                 std::span<const int64_t> data_sizes = {});
 
+// The op's data-dependent sizes for these input tensors (OpKernel::data_sizes), after its infer
+// has accepted their dtypes, ranks and the attributes: data_sizes may rely on that. Errors name
+// what infer or data_sizes refused; an op without data_sizes is an error.
+StatusOr<std::vector<int64_t>> compute_data_sizes(const OpKernel& op, const Attributes& attributes,
+                                                  std::span<const Tensor> inputs,
+                                                  size_t output_count);
+
 }  // namespace kiln::kernels

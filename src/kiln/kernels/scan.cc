@@ -265,8 +265,9 @@ StatusOr<std::vector<int64_t>> topk_sizes(const Attributes& attributes,
   if (inputs.size() < 2 || inputs[0].empty_storage() || inputs[1].empty_storage()) {
     return invalid_argument("TopK needs inputs 0 'X' and 1 'K'");
   }
-  if (inputs[1].element_count() != 1) {
-    return invalid_argument("input 1 'K' must hold one value, got {}", inputs[1].element_count());
+  if (inputs[1].dtype() != DType::kI64 || inputs[1].element_count() != 1) {
+    return invalid_argument("input 1 'K' must hold one i64 value, got {} {}",
+                            inputs[1].element_count(), dtype_name(inputs[1].dtype()));
   }
   KILN_ASSIGN_OR_RETURN(TopKOptions o, read_topk_options(attributes, inputs[0].rank()));
   const int64_t k = element_as_int64(inputs[1], 0), n = inputs[0].shape()[o.axis];

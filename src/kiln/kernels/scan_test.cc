@@ -162,7 +162,13 @@ TEST(ScanKernels, TopKTakesARuntimeKAsADataDependentSize) {
   auto negative = k->data_sizes({}, std::vector<Tensor>{x, i64({1}, {-2})});
   EXPECT_FALSE(negative.ok());
   auto two = k->data_sizes({}, std::vector<Tensor>{x, i64({2}, {1, 2})});
-  EXPECT_TRUE(contains(error_of(two), "must hold one value, got 2")) << error_of(two);
+  EXPECT_TRUE(contains(error_of(two), "must hold one i64 value, got 2")) << error_of(two);
+  // Through compute_data_sizes, infer checks the inputs first (a float k crashed the size
+  // computation of a crafted module; found by fuzz_module_load).
+  auto float_k = compute_data_sizes(*k, {}, std::vector<Tensor>{x, f32({1}, {2.f})}, 2);
+  EXPECT_TRUE(contains(error_of(float_k), "input 1 'K' must have dtype i64")) << error_of(float_k);
+  auto relu = compute_data_sizes(*find_op_kernel("Relu"), {}, std::vector<Tensor>{x}, 1);
+  EXPECT_TRUE(contains(error_of(relu), "'Relu' has no data-dependent sizes")) << error_of(relu);
 }
 
 }  // namespace
