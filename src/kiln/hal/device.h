@@ -118,7 +118,8 @@ class Device {
   virtual StatusOr<std::unique_ptr<Executable>> prepare(const ProgramSpec& spec) = 0;
   // For a dispatch whose output sizes depend on data (module::Dispatch::data_symbols): computes
   // those sizes from its input tensors (one per dispatch input, plain row-major; an empty Tensor
-  // for an absent one). Errors name the input whose data is out of range.
+  // for an absent one). Of `dispatch` it reads the name, op type, attributes and the number of
+  // outputs. Errors name the input whose data is out of range.
   virtual StatusOr<std::vector<int64_t>> data_sizes(const DispatchSpec& dispatch,
                                                     std::span<const Tensor> inputs) = 0;
 };

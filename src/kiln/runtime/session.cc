@@ -317,8 +317,9 @@ Status Session::bind_data_symbols(const Stage& stage, const std::map<int32_t, Te
       inputs.push_back(held.at(in));
     }
   }
-  hal::DispatchSpec spec{dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {},
-                         stage.first, dispatch.origins, {}};
+  // The module's value indices: data_sizes reads only how many there are.
+  hal::DispatchSpec spec{dispatch.name, dispatch.op_type, &dispatch.attributes, dispatch.inputs,
+                         dispatch.outputs, stage.first, dispatch.origins, {}};
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, device_->data_sizes(spec, inputs));
   if (sizes.size() != dispatch.data_symbols.size()) {
     return invalid_argument("dispatch '{}' ({}) gave {} data-dependent sizes for its {} symbols",
