@@ -158,14 +158,24 @@ StatusOr<Tensor> known_value_tensor(const module::ModuleValue& value, const Conc
 
 }  // namespace
 
+namespace {
+
+// The concrete dims of `value` for `bindings`; errors name the value.
+StatusOr<ConcreteShape> concrete_shape(const module::ModuleValue& value, const Bindings& bindings) {
+  auto shape = evaluate_shape(value.shape, bindings);
+  if (!shape.ok()) return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
+  KILN_RETURN_IF_ERROR(element_count(*shape).status());
+  return shape;
+}
+
+}  // namespace
+
 StatusOr<std::vector<ConcreteShape>> Session::value_shapes(const Bindings& bindings) const {
   std::vector<ConcreteShape> shapes;
   shapes.reserve(module_->values.size());
   for (const module::ModuleValue& value : module_->values) {
-    auto shape = evaluate_shape(value.shape, bindings);
-    if (!shape.ok()) return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
-    KILN_RETURN_IF_ERROR(element_count(*shape).status());
-    shapes.push_back(std::move(shape).value());
+    KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
+    shapes.push_back(std::move(shape));
   }
   return shapes;
 }
@@ -193,13 +203,10 @@ StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings
   };
   for (int32_t v : stage.values) {
     const module::ModuleValue& value = module.values[v];
-    auto shape = evaluate_shape(value.shape, bindings);
-    if (!shape.ok()) return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
-    KILN_RETURN_IF_ERROR(element_count(*shape).status());
     hal::ValueSpec value_spec;
     value_spec.name = value.name;
     value_spec.dtype = value.dtype;
-    value_spec.shape = std::move(shape).value();
+    KILN_ASSIGN_OR_RETURN(value_spec.shape, concrete_shape(value, bindings));
     value_spec.role = role_of(v);
     // Any single activation or output over the limit is refused before the backend sizes kernels.
     if (value_spec.role == hal::ValueRole::kIntermediate || value_spec.role == hal::ValueRole::kOutput) {
