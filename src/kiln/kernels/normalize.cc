@@ -25,6 +25,7 @@
 #include "kiln/kernels/broadcast.h"
 #include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
+#include "kiln/kernels/activation.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/reduce_geometry.h"
 
@@ -397,11 +398,7 @@ StatusOr<BatchNormOptions> read_batch_norm_options(const Attributes& a) {
     return invalid_argument("attribute 'spatial' must be 0 or 1, got {}", spatial);
   }
   o.spatial = spatial == 1;
-  KILN_ASSIGN_OR_RETURN(std::string act, a.get_string("kiln_activation", ""));
-  if (!act.empty() && act != "relu") {
-    return unimplemented("attribute 'kiln_activation' = '{}' is not supported", act);
-  }
-  o.relu = act == "relu";
+  KILN_ASSIGN_OR_RETURN(o.relu, read_fused_relu(a));
   return o;
 }
 

@@ -219,7 +219,11 @@ TEST(BatchNormKernels, RejectsTrainingAndBadShapes) {
   EXPECT_EQ(outputs.status().code(), StatusCode::kUnimplemented);
   auto act = infer_op("BatchNormalization", types,
                       attrs({{"kiln_activation", std::string("tanh")}}));
-  EXPECT_TRUE(contains(error_of(act), "'kiln_activation' = 'tanh'")) << error_of(act);
+  EXPECT_TRUE(contains(error_of(act), "got \"tanh\"")) << error_of(act);
+  auto clip = infer_op("BatchNormalization", types,
+                       attrs({{"kiln_activation", std::string("clip")}}));
+  EXPECT_EQ(clip.status().code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(error_of(clip), "\"clip\" is not supported on this op")) << error_of(clip);
   types[4] = type(DType::kF32, {4});
   auto shape = infer_op("BatchNormalization", types);
   EXPECT_TRUE(contains(error_of(shape), "input 4 'input_var' dim 0 must be 3, got 4"))

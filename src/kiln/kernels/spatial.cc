@@ -1,4 +1,4 @@
-// Windowed ops over [N, C, spatial...] tensors: Conv (with kiln's fused residual and relu),
+// Windowed ops over [N, C, spatial...] tensors: Conv (with kiln's fused residual and activation),
 // ConvInteger, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool and the global pools.
 // Windowed ops take 1 to 3 spatial dims, padded in front to 3 so one loop nest serves all; the
 // global pools take any rank >= 3.
@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/kernels/activation.h"
 #include "kiln/kernels/conv_geometry.h"
 #include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
@@ -84,13 +85,6 @@ std::vector<Acc> widen(const ConstBuffer& b) {
 // Shared by the 1-to-3-D ops: X has rank 3 to 5.
 Status check_spatial_input(const ValueType& x, std::string_view name) {
   return check_rank_range(x, 0, name, 3, 2 + kMaxSpatial);
-}
-
-StatusOr<bool> read_relu(const Attributes& attributes) {
-  KILN_ASSIGN_OR_RETURN(std::string name, attributes.get_string("kiln_activation", ""));
-  if (name.empty()) return false;
-  if (name == "relu") return true;
-  return invalid_argument("attribute 'kiln_activation' must be \"\" or \"relu\", got \"{}\"", name);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -167,7 +161,8 @@ Status check_output_shaped(const ValueType& v, size_t index, std::string_view na
 Status infer_conv(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(
       args.attributes,
-      {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "kiln_activation"}));
+      {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "kiln_activation",
+       "kiln_activation_min", "kiln_activation_max"}));
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
   KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "X"));
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "X", float_dtypes()));
@@ -185,7 +180,7 @@ Status infer_conv(InferArgs& args) {
     KILN_RETURN_IF_ERROR(check_same_dtype(*residual, 3, "residual", x.dtype, "input 0 'X'"));
     KILN_RETURN_IF_ERROR(check_output_shaped(*residual, 3, "residual", s.out));
   }
-  KILN_RETURN_IF_ERROR(read_relu(args.attributes).status());
+  KILN_RETURN_IF_ERROR(read_fused_activation(args.attributes).status());
   args.outputs = {ValueType{x.dtype, std::move(s.out)}};
   return ok_status();
 }
@@ -300,7 +295,8 @@ void conv_core(const ConvDims& d, const Acc* x, const Acc* w, Acc* y) {
 
 class ConvKernel : public Kernel {
  public:
-  ConvKernel(ConvDims dims, bool relu) : d_(std::move(dims)), relu_(relu) {}
+  ConvKernel(ConvDims dims, FusedActivation activation)
+      : d_(std::move(dims)), activation_(activation) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
       if constexpr (is_float_storage_v<T>) {
@@ -310,13 +306,14 @@ class ConvKernel : public Kernel {
         const int64_t out_plane = d_.grid.out_plane();
         const int64_t total = out[0].element_count();
         auto epilogue = [&](C* y) {
-          if (!has_bias && !has_residual && !relu_) return;
+          if (!has_bias && !has_residual && activation_.kind == FusedActivation::Kind::kNone) {
+            return;
+          }
           for (int64_t i = 0; i < total; ++i) {
             C v = y[i];
             if (has_bias) v += load(in[2].as<T>(), (i / out_plane) % d_.out_channels);
             if (has_residual) v += load(in[3].as<T>(), i);
-            if (relu_ && v < C(0)) v = C(0);
-            y[i] = v;
+            y[i] = activation_.apply(v);
           }
         };
         if constexpr (std::is_same_v<T, C>) {
@@ -340,13 +337,13 @@ class ConvKernel : public Kernel {
 
  private:
   ConvDims d_;
-  bool relu_;
+  FusedActivation activation_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_conv(const MakeArgs& args) {
   KILN_ASSIGN_OR_RETURN(ConvDims dims, make_conv_dims(args));
-  KILN_ASSIGN_OR_RETURN(bool relu, read_relu(args.attributes));
-  return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(dims), relu));
+  KILN_ASSIGN_OR_RETURN(FusedActivation activation, read_fused_activation(args.attributes));
+  return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(dims), activation));
 }
 
 // Integer values of an 8-bit buffer minus a zero point (per element of dim 0 blocks of `block`

@@ -3,6 +3,7 @@
 // [C]; later opsets always use [C] and no longer have the attribute (default 1).
 #include <cmath>
 
+#include "kiln/kernels/activation.h"
 #include "kiln/ops/families.h"
 #include "kiln/ops/op_util.h"
 
@@ -31,7 +32,7 @@ Status infer_batch_norm(InferContext& ctx) {
     return invalid_argument("attribute 'spatial' must be 0 or 1, got {}", spatial);
   }
   KILN_RETURN_IF_ERROR(ctx.node.attributes.get_float("epsilon", 1e-5).status());
-  KILN_RETURN_IF_ERROR(parse_activation(ctx.node.attributes).status());
+  KILN_RETURN_IF_ERROR(kernels::read_fused_relu(ctx.node.attributes).status());
 
   KILN_ASSIGN_OR_RETURN(ValueType x, required_input(ctx, 0, "X"));
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "X", {DType::kF32, DType::kF64}));
@@ -62,7 +63,7 @@ Status infer_batch_norm(InferContext& ctx) {
 Status batch_norm_kernel(const ir::Node& node, std::span<const Tensor> in, std::span<Tensor> out) {
   KILN_ASSIGN_OR_RETURN(double epsilon, node.attributes.get_float("epsilon", 1e-5));
   KILN_ASSIGN_OR_RETURN(int64_t spatial, node.attributes.get_int("spatial", 1));
-  KILN_ASSIGN_OR_RETURN(Activation activation, parse_activation(node.attributes));
+  KILN_ASSIGN_OR_RETURN(bool relu, kernels::read_fused_relu(node.attributes));
   const Tensor& xt = in[0];
   const int64_t batch = xt.shape()[0];
   const int64_t channels = xt.shape()[1];
@@ -82,7 +83,7 @@ Status batch_norm_kernel(const ir::Node& node, std::span<const Tensor> in, std::
       const int64_t at = nc * inner + i;
       const int64_t p = spatial == 1 ? c : at % feature_count;
       double v = (x[at] - mean[p]) / std::sqrt(var[p] + epsilon) * scale[p] + bias[p];
-      if (activation == Activation::kRelu && v < 0) v = 0;
+      if (relu && v < 0) v = 0;
       y[at] = v;
     }
   }

@@ -112,13 +112,6 @@ StatusOr<int64_t> normalize_axis(int64_t axis, int64_t rank, std::string_view at
   return axis < 0 ? axis + rank : axis;
 }
 
-StatusOr<Activation> parse_activation(const Attributes& attributes) {
-  KILN_ASSIGN_OR_RETURN(std::string name, attributes.get_string("kiln_activation", ""));
-  if (name.empty()) return Activation::kNone;
-  if (name == "relu") return Activation::kRelu;
-  return invalid_argument("attribute 'kiln_activation' must be \"\" or \"relu\", got \"{}\"", name);
-}
-
 EvaluateFn checked_evaluate(InferFn infer, KernelFn kernel) {
   return [infer = std::move(infer), kernel = std::move(kernel)](
              const ir::Node& node, std::span<const Tensor> inputs,

@@ -58,10 +58,6 @@ StatusOr<int64_t> require_constant_dim(const DimExpr& dim, std::string_view what
 StatusOr<int64_t> normalize_axis(int64_t axis, int64_t rank, std::string_view attribute,
                                  bool allow_rank = false);
 
-// kiln's fused activation attribute ("kiln_activation": "" or "relu").
-enum class Activation { kNone, kRelu };
-StatusOr<Activation> parse_activation(const Attributes& attributes);
-
 // A reference kernel: `outputs` arrive created with the dtypes and concrete shapes that the op's
 // infer function gave for these exact inputs, so the kernel may rely on everything infer checks.
 using KernelFn = std::function<Status(const ir::Node& node, std::span<const Tensor> inputs,

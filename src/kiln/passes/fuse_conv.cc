@@ -1,23 +1,67 @@
+#include <cmath>
+#include <optional>
+
+#include "kiln/kernels/activation.h"
 #include "kiln/passes/passes.h"
 #include "kiln/passes/pattern_util.h"
 
 namespace kiln::passes {
 namespace {
 
-bool has_activation(const ir::Node& node) { return node.attributes.has("kiln_activation"); }
+using kernels::FusedActivation;
 
-// Relu after a Conv or standalone BatchNormalization becomes the producer's activation.
-bool fuse_relu(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
-               ir::NodeId id) {
+bool has_activation(const ir::Node& node) {
+  return node.attributes.has(kernels::kActivationAttribute);
+}
+
+// A Clip bound: absent (unbounded) or an f32 scalar constant that is finite.
+std::optional<double> clip_bound(const ir::Graph& graph, const ir::Node& clip, size_t index,
+                                 double unbounded) {
+  if (index >= clip.inputs.size() || clip.inputs[index] == ir::kAbsent) return unbounded;
+  const ir::Value& v = graph.value(clip.inputs[index]);
+  if (!v.constant || v.dtype != DType::kF32 || v.constant->element_count() != 1) {
+    return std::nullopt;
+  }
+  const double bound = element_as_double(*v.constant, 0);
+  if (!std::isfinite(bound)) return std::nullopt;
+  return bound;
+}
+
+// The activation an elementwise node computes, when the fused form computes the same: Relu, and
+// f32 Clip with constant finite bounds min <= max.
+std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::Node& node) {
+  if (node.op_type == "Relu") return FusedActivation{FusedActivation::Kind::kRelu};
+  if (node.op_type != "Clip" || node.inputs.empty() ||
+      graph.value(node.inputs[0]).dtype != DType::kF32) {
+    return std::nullopt;
+  }
+  FusedActivation a{FusedActivation::Kind::kClip};
+  auto lo = clip_bound(graph, node, 1, a.min);
+  auto hi = clip_bound(graph, node, 2, a.max);
+  if (!lo || !hi || *lo > *hi) return std::nullopt;
+  a.min = *lo;
+  a.max = *hi;
+  return a;
+}
+
+// Relu or Clip after a Conv, or Relu after a standalone BatchNormalization, becomes the
+// producer's activation.
+bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+                     ir::NodeId id) {
   const ir::Node& node = graph.node(id);
   if ((node.op_type != "Conv" && node.op_type != "BatchNormalization") || has_activation(node) ||
       node.outputs.size() != 1) {
     return false;
   }
-  auto relu = sole_consumer(graph, consumers, node.outputs[0]);
-  if (!relu || graph.node(*relu).op_type != "Relu") return false;
-  graph.node(id).attributes.set("kiln_activation", std::string("relu"));
-  absorb_successor(graph, id, *relu);
+  auto next = sole_consumer(graph, consumers, node.outputs[0]);
+  if (!next) return false;
+  std::optional<FusedActivation> activation = as_activation(graph, graph.node(*next));
+  if (!activation) return false;
+  if (node.op_type == "BatchNormalization" && activation->kind != FusedActivation::Kind::kRelu) {
+    return false;
+  }
+  kernels::set_fused_activation(graph.node(id).attributes, *activation);
+  absorb_successor(graph, id, *next);
   return true;
 }
 
@@ -58,7 +102,7 @@ StatusOr<int> fuse_conv(ir::Graph& graph) {
     auto consumers = graph.consumers();
     for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
       if (graph.node(id).outputs.empty()) continue;
-      if (fuse_residual(graph, consumers, id) || fuse_relu(graph, consumers, id)) {
+      if (fuse_residual(graph, consumers, id) || fuse_activation(graph, consumers, id)) {
         ++rewrites;
         changed = true;
         consumers = graph.consumers();

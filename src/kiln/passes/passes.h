@@ -4,8 +4,9 @@
 //                   see one form
 //   fold_constants  evaluate nodes whose inputs are all constants (reference evaluator)
 //   fold_batchnorm  fold an inference BatchNormalization into the Conv that feeds only it
-//   fuse_conv       fuse bias-free residual Add and Relu into Conv (kiln extension, ops/registry.h);
-//                   fuse Relu into a standalone BatchNormalization
+//   fuse_conv       fuse bias-free residual Add, and Relu or Clip with constant bounds, into Conv
+//                   (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu into a
+//                   standalone BatchNormalization
 //   remove_dead     drop nodes and values nothing uses
 // Each pass keeps the graph verified and its shapes unchanged, and records the ONNX nodes it
 // absorbs in Node::origins. Each returns the number of rewrites it made.

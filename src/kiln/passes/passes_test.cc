@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 
+#include "kiln/kernels/activation.h"
 #include "kiln/ops/registry.h"
 
 namespace kiln::passes {
@@ -172,6 +175,116 @@ TEST(Passes, ReluBeforeAddIsNotFusedAsResidual) {
   EXPECT_EQ(count_op(g, "Add"), 1);
   auto after = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
   expect_close(after[0], before[0], 1e-6);
+}
+
+Tensor f32_scalar(float v) {
+  Tensor t = Tensor::create(DType::kF32, {}).value();
+  t.mutable_values<float>()[0] = v;
+  return t;
+}
+
+// x -> conv -> Add(x) -> Clip(min, max) -> out, with the bounds given as constants or inputs.
+struct ClipGraph {
+  Graph g;
+  Tensor input;
+};
+ClipGraph conv_add_clip_graph(std::optional<float> lo, std::optional<float> hi,
+                              bool bounds_are_inputs = false) {
+  std::mt19937 rng(5);
+  ClipGraph c;
+  Graph& g = c.g;
+  ValueId x = g.add_input("x", DType::kF32, {1, 4, 6, 6});
+  ValueId w = g.add_constant("w", random_tensor({4, 4, 3, 3}, rng));
+  ValueId y = add_intermediate(g, "y");
+  g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
+  ValueId s = add_intermediate(g, "s");
+  g.add_node({"add", "Add", {y, x}, {s}, {}, {}});
+  auto bound = [&](std::optional<float> v, const char* name) -> ValueId {
+    if (!v) return ir::kAbsent;
+    if (bounds_are_inputs) return g.add_input(name, DType::kF32, {});
+    return g.add_constant(name, f32_scalar(*v));
+  };
+  ValueId lo_id = bound(lo, "lo"), hi_id = bound(hi, "hi");
+  ValueId out = add_intermediate(g, "out");
+  std::vector<ValueId> clip_inputs{s, lo_id};
+  if (hi_id != ir::kAbsent) clip_inputs.push_back(hi_id);
+  g.add_node({"clip", "Clip", clip_inputs, {out}, {}, {}});
+  g.add_output(out);
+  EXPECT_TRUE(ops::infer_graph(g).ok());
+  c.input = random_tensor({1, 4, 6, 6}, rng, -3.0f, 3.0f);
+  return c;
+}
+
+TEST(Passes, ClipWithConstantBoundsBecomesTheConvActivation) {
+  struct Case {
+    std::optional<float> lo, hi;
+    const char* described;
+  } cases[] = {{0.0f, 6.0f, "clip(0, 6)"},
+               {-0.5f, std::nullopt, "clip(-0.5, inf)"},
+               {std::nullopt, 0.25f, "clip(-inf, 0.25)"}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.described);
+    ClipGraph c = conv_add_clip_graph(k.lo, k.hi);
+    auto before = ops::evaluate_graph(c.g, std::span<const Tensor>(&c.input, 1)).value();
+    EXPECT_EQ(fuse_conv(c.g).value(), 2);  // the residual Add, then the Clip
+    ASSERT_EQ(c.g.nodes().size(), 1u);
+    const Node& conv = c.g.node(0);
+    EXPECT_EQ(conv.op_type, "Conv");
+    EXPECT_EQ(conv.inputs.size(), 4u);
+    auto activation = kernels::read_fused_activation(conv.attributes);
+    ASSERT_TRUE(activation.ok()) << activation.status().to_string();
+    EXPECT_EQ(kernels::describe(*activation), k.described);
+    EXPECT_EQ(conv.origins, (std::vector<std::string>{"conv", "add", "clip"}));
+    auto after = ops::evaluate_graph(c.g, std::span<const Tensor>(&c.input, 1)).value();
+    expect_close(after[0], before[0], 1e-6);
+    // The bounds really clip: some outputs sit on them.
+    const auto values = after[0].values<float>();
+    if (k.hi) EXPECT_EQ(*std::max_element(values.begin(), values.end()), *k.hi);
+    if (k.lo) EXPECT_EQ(*std::min_element(values.begin(), values.end()), *k.lo);
+  }
+}
+
+TEST(Passes, ClipIsNotFusedUnlessItsBoundsAreFixed) {
+  ClipGraph runtime_bounds = conv_add_clip_graph(0.0f, 6.0f, /*bounds_are_inputs=*/true);
+  fuse_conv(runtime_bounds.g).value();
+  EXPECT_EQ(count_op(runtime_bounds.g, "Clip"), 1);
+  ClipGraph crossed = conv_add_clip_graph(2.0f, 1.0f);  // min > max: ONNX gives max everywhere
+  fuse_conv(crossed.g).value();
+  EXPECT_EQ(count_op(crossed.g, "Clip"), 1);
+}
+
+TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
+  using kernels::FusedActivation;
+  for (FusedActivation a : {FusedActivation{}, FusedActivation{FusedActivation::Kind::kRelu},
+                            FusedActivation{FusedActivation::Kind::kClip, 0.0, 6.0},
+                            FusedActivation{FusedActivation::Kind::kClip, -1.5}}) {
+    Attributes attributes;
+    kernels::set_fused_activation(attributes, a);
+    auto back = kernels::read_fused_activation(attributes);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, a) << kernels::describe(a);
+  }
+  auto error_of = [](Attributes a) { return kernels::read_fused_activation(a).status().message(); };
+  Attributes unknown;
+  unknown.set("kiln_activation", std::string("gelu"));
+  EXPECT_NE(error_of(unknown).find("got \"gelu\""), std::string::npos);
+  Attributes crossed;
+  crossed.set("kiln_activation", std::string("clip"));
+  crossed.set("kiln_activation_min", 3.0);
+  crossed.set("kiln_activation_max", 1.0);
+  EXPECT_NE(error_of(crossed).find("exceeds the maximum"), std::string::npos);
+  Attributes nan_bound;
+  nan_bound.set("kiln_activation", std::string("clip"));
+  nan_bound.set("kiln_activation_max", std::nan(""));
+  EXPECT_NE(error_of(nan_bound).find("'kiln_activation_max' must be finite"), std::string::npos);
+  Attributes stray_bound;
+  stray_bound.set("kiln_activation", std::string("relu"));
+  stray_bound.set("kiln_activation_min", 0.0);
+  EXPECT_NE(error_of(stray_bound).find("not \"clip\""), std::string::npos);
+  EXPECT_EQ(kernels::read_fused_relu(crossed).status().code(), StatusCode::kInvalidArgument);
+  Attributes clip;
+  kernels::set_fused_activation(clip, FusedActivation{FusedActivation::Kind::kClip, 0.0, 6.0});
+  EXPECT_EQ(kernels::read_fused_relu(clip).status().code(), StatusCode::kUnimplemented);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "kiln/base/file_util.h"
+#include "kiln/kernels/activation.h"
 
 namespace kiln::triage {
 namespace {
@@ -51,8 +52,10 @@ std::vector<std::string> fused_ops(const module::Dispatch& d, const OriginOps& o
     } else if (op == "Add" && d.op_type == "Conv") {
       how = "residual input, added in the conv's post-ops";
       described_residual = true;
-    } else if (op == "Relu") {
-      how = "activation (kiln_activation=relu)";
+    } else if (op == "Relu" || op == "Clip") {
+      auto act = kernels::read_fused_activation(d.attributes);
+      how = fmt::format("activation (kiln_activation={})",
+                        act.ok() ? kernels::describe(*act) : "invalid");
       described_activation = true;
     }
     fused.push_back(fmt::format("{} ({}): {}", d.origins[i], op, how));

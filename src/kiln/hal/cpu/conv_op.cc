@@ -1,6 +1,7 @@
 // Conv on oneDNN convolution_forward (direct algorithm: exact f32 arithmetic, no Winograd), with
 // format_tag::any so oneDNN picks blocked layouts; bias, kiln's residual (a sum post-op over the
-// destination pre-filled with the residual) and relu (an eltwise post-op) are fused. When nothing
+// destination pre-filled with the residual) and the activation (relu or clip, an eltwise post-op)
+// are fused. When nothing
 // reads the residual afterwards and it is stored in the destination's layout, the destination
 // offers to take over its bytes, and the pre-fill copy then does nothing.
 #include <fmt/format.h>
@@ -17,14 +18,15 @@ using dt = dnnl::memory::data_type;
 struct ConvParams {
   Window window;
   int64_t group = 1;
-  bool relu = false;
+  kernels::FusedActivation activation;
   bool has_bias = false;
   bool has_residual = false;
 };
 
 StatusOr<ConvParams> read_conv(const OpReader& op) {
   KILN_RETURN_IF_ERROR(op.expect_attributes(
-      {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "kiln_activation"}));
+      {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "kiln_activation",
+       "kiln_activation_min", "kiln_activation_max"}));
   KILN_RETURN_IF_ERROR(op.expect_inputs(2, 4));
   KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
   for (size_t i = 0; i < 4; ++i) {
@@ -75,8 +77,28 @@ StatusOr<ConvParams> read_conv(const OpReader& op) {
     return invalid_argument("input 3 (residual) must have the output's shape [{}], got [{}]",
                             fmt::join(y, ","), fmt::join(op.input(3).shape, ","));
   }
-  KILN_ASSIGN_OR_RETURN(p.relu, op.relu_activation());
+  KILN_ASSIGN_OR_RETURN(p.activation, op.fused_activation());
   return p;
+}
+
+// The activation as a oneDNN eltwise post-op (a NaN becomes the lower bound there).
+void append_activation(dnnl::post_ops& post_ops, const kernels::FusedActivation& a) {
+  using Kind = kernels::FusedActivation::Kind;
+  switch (a.kind) {
+    case Kind::kNone:
+      return;
+    case Kind::kRelu:
+      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      return;
+    case Kind::kClip:
+      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(a.min),
+                              static_cast<float>(a.max));
+      return;
+  }
+}
+
+std::string activation_suffix(const kernels::FusedActivation& a) {
+  return a.kind == kernels::FusedActivation::Kind::kNone ? "" : " +" + kernels::describe(a);
 }
 
 dnnl_dims with_dim0(dnnl_dims dims, int64_t n) {
@@ -113,7 +135,7 @@ Status build_conv(ProgramBuilder& b) {
   dnnl::primitive_attr attr = b.attr();
   dnnl::post_ops post_ops;
   if (p.has_residual) post_ops.append_sum(1.0f);
-  if (p.relu) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  append_activation(post_ops, p.activation);
   attr.set_post_ops(post_ops);
 
   auto make_pd = [&](int64_t n) {
@@ -167,7 +189,7 @@ Status build_conv(ProgramBuilder& b) {
   std::string what =
       fmt::format("conv {} {} -> {}{}{}{}", impl_name(pd), describe(src_layout),
                   describe(dst_layout),
-                  p.has_residual ? (in_place ? " +residual(in place)" : " +residual") : "", p.relu ? " +relu" : "",
+                  p.has_residual ? (in_place ? " +residual(in place)" : " +residual") : "", activation_suffix(p.activation),
                   repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
   PrimitiveStep& step = b.add_primitive(b.label(what), pd, dnnl::convolution_forward(pd), repeat);
   step.bind(DNNL_ARG_SRC, pd.src_desc(), src, src_stride);

@@ -1,6 +1,6 @@
 // Conv on the CPU backend against the naive float64 reference: strides, asymmetric pads,
-// dilations, groups, depthwise, bias or not, kiln's residual + relu fusion, 1-D/3-D, odd channel
-// counts (padded blocked layouts), and weights that are not constants.
+// dilations, groups, depthwise, bias or not, kiln's residual + relu/clip fusion, 1-D/3-D, odd
+// channel counts (padded blocked layouts), and weights that are not constants.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -19,9 +19,12 @@ struct ConvCase {
   int64_t group = 1;
   bool bias = true;
   bool residual = false;
-  bool relu = false;
+  kernels::FusedActivation activation;
   bool constant_weights = true;
 };
+
+const kernels::FusedActivation kRelu{kernels::FusedActivation::Kind::kRelu};
+const kernels::FusedActivation kRelu6{kernels::FusedActivation::Kind::kClip, 0.0, 6.0};
 
 void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
 
@@ -47,7 +50,7 @@ TEST_P(CpuConvTest, MatchesReference) {
   ref.pads_begin.assign(pads.begin(), pads.begin() + r);
   ref.pads_end.assign(pads.begin() + r, pads.end());
   ref.group = c.group;
-  ref.relu = c.relu;
+  ref.activation = c.activation;
 
   Tensor x = random_tensor(c.x, 1);
   Tensor w = random_tensor(c.w, 2);
@@ -79,7 +82,7 @@ TEST_P(CpuConvTest, MatchesReference) {
   if (!c.pads.empty()) a.set("pads", c.pads);
   if (!c.dilations.empty()) a.set("dilations", c.dilations);
   a.set("kernel_shape", std::vector<int64_t>(c.w.begin() + 2, c.w.end()));
-  if (c.relu) a.set("kiln_activation", std::string("relu"));
+  kernels::set_fused_activation(a, c.activation);
   s.dispatch("conv", "Conv", ins, {y}, a);
 
   auto device = create_cpu_device({});
@@ -135,7 +138,8 @@ INSTANTIATE_TEST_SUITE_P(
                       make_case("residual_relu", {2, 16, 8, 8}, {16, 16, 3, 3},
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
-                                  c.residual = c.relu = true;
+                                  c.residual = true;
+                                  c.activation = kRelu;
                                 }),
                       make_case("residual_only", {1, 8, 6, 6}, {16, 8, 1, 1},
                                 [](ConvCase& c) { c.residual = true; }),
@@ -143,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
                                   c.bias = false;
-                                  c.relu = true;
+                                  c.activation = kRelu;
                                 }),
                       make_case("odd_channels_3_to_5", {2, 3, 9, 9}, {5, 3, 3, 3},
                                 [](ConvCase& c) {
@@ -152,7 +156,8 @@ INSTANTIATE_TEST_SUITE_P(
                       make_case("odd_channels_5_to_7_residual", {2, 5, 6, 6}, {7, 5, 3, 3},
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
-                                  c.residual = c.relu = true;
+                                  c.residual = true;
+                                  c.activation = kRelu;
                                 }),
                       make_case("first_layer_7x7", {1, 3, 32, 32}, {16, 3, 7, 7},
                                 [](ConvCase& c) {
@@ -175,12 +180,30 @@ INSTANTIATE_TEST_SUITE_P(
                       make_case("weights_not_constant", {2, 16, 6, 6}, {16, 16, 3, 3},
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
-                                  c.residual = c.relu = true;
+                                  c.residual = true;
+                                  c.activation = kRelu;
                                   c.constant_weights = false;
                                 }),
                       make_case("batch3_stride3", {3, 16, 11, 11}, {16, 16, 3, 3},
                                 [](ConvCase& c) {
                                   c.strides = {3, 3};
+                                }),
+                      make_case("depthwise_relu6", {2, 24, 10, 10}, {24, 1, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.group = 24;
+                                  c.activation = kRelu6;
+                                }),
+                      make_case("residual_clip_both_bounds_hit", {2, 16, 8, 8}, {16, 16, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.residual = true;
+                                  c.activation = {kernels::FusedActivation::Kind::kClip, -0.5,
+                                                  0.75};
+                                }),
+                      make_case("pointwise_clip_min_only", {2, 64, 6, 6}, {32, 64, 1, 1},
+                                [](ConvCase& c) {
+                                  c.activation = {kernels::FusedActivation::Kind::kClip, -0.25};
                                 })),
     [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
 

@@ -69,8 +69,8 @@ void check_binary_between_convs(char op, int64_t c, ConcreteShape other_shape, b
   Tensor w1 = random_tensor({c, c, 3, 3}, 4);
   Tensor w2 = random_tensor({c, c, 1, 1}, 5);
   Tensor other = random_tensor(other_shape, 6, 0.5f, 2.0f);
-  ConvRef pad1{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, false};
-  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  ConvRef pad1{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1};
+  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   Tensor c1 = ref_conv(x, w1, nullptr, nullptr, pad1);
   Tensor rhs = other_conv ? ref_conv(x, w2, nullptr, nullptr, pw) : other;
   Tensor expected = ref_conv(ref_binary(op, c1, rhs), w2, nullptr, nullptr, pw);
@@ -120,7 +120,7 @@ TEST(CpuSumTest, SameShapeMixedLayouts) {
   Tensor x = random_tensor(xs, 1);
   Tensor w = random_tensor({8, 8, 1, 1}, 2);
   Tensor z = random_tensor(xs, 3);
-  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   Tensor c = ref_conv(x, w, nullptr, nullptr, pw);
   Tensor expected = ref_binary('+', ref_binary('+', c, x), z);
   SpecBuilder s;

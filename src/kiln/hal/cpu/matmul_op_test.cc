@@ -152,7 +152,7 @@ TEST(CpuSoftmaxTest, DefaultAxisAfterBlockedConv) {
   s.dispatch("softmax", "Softmax", {c}, {y}, attrs({{"axis", int64_t{1}}}));
   auto out = prepare_and_run(s, {x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   EXPECT_TRUE(
       all_close((*out)[0], ref_softmax(ref_conv(x, w, nullptr, nullptr, pw), 1), 1e-5, 1e-6));
 }
@@ -165,7 +165,7 @@ TEST(CpuReshapeTest, FlattenAndReshapeAfterBlockedConv) {
   Tensor w = random_tensor({24, 13, 3, 3}, 2);
   Tensor fc = random_tensor({10, 24 * 4 * 4}, 3);
   Tensor fc_b = random_tensor({10}, 4);
-  ConvRef cr{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, true};
+  ConvRef cr{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, {kernels::FusedActivation::Kind::kRelu}};
   Tensor conv = ref_conv(x, w, nullptr, nullptr, cr);
   Tensor flat = conv.reshaped({2, 24 * 16});
   Tensor expected_fc = ref_gemm(flat, fc, &fc_b, 1.0, 1.0, false, true);
@@ -226,7 +226,7 @@ TEST(CpuIdentityTest, IdentityAndDropoutAfterConv) {
   s.dispatch("identity_in", "Identity", {xi}, {i2});
   auto out = prepare_and_run(s, {x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   EXPECT_TRUE(all_close((*out)[1], ref_conv(x, w, nullptr, nullptr, pw)));
   EXPECT_TRUE(bitwise_equal((*out)[2], x));
   for (std::byte b : std::span((*out)[0].data(), (*out)[0].byte_size())) {

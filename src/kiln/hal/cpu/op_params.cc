@@ -127,11 +127,14 @@ StatusOr<std::vector<int64_t>> OpReader::get_ints(const std::string& name,
   return a.get_ints(name, std::move(fallback));
 }
 
+StatusOr<kernels::FusedActivation> OpReader::fused_activation() const {
+  return kernels::read_fused_activation(dispatch_.attributes ? *dispatch_.attributes
+                                                             : empty_attributes());
+}
+
 StatusOr<bool> OpReader::relu_activation() const {
-  KILN_ASSIGN_OR_RETURN(std::string act, get_string("kiln_activation", ""));
-  if (act.empty()) return false;
-  if (act == "relu" || act == "Relu") return true;
-  return unimplemented("kiln_activation '{}' is not supported (only 'relu')", act);
+  return kernels::read_fused_relu(dispatch_.attributes ? *dispatch_.attributes
+                                                       : empty_attributes());
 }
 
 StatusOr<Window> read_window(const OpReader& op, size_t spatial_rank,

@@ -12,6 +12,7 @@
 
 #include "kiln/base/status.h"
 #include "kiln/hal/device.h"
+#include "kiln/kernels/activation.h"
 
 namespace kiln::hal::cpu {
 
@@ -50,7 +51,9 @@ class OpReader {
   StatusOr<std::string> get_string(const std::string& name, std::string fallback) const;
   StatusOr<std::vector<int64_t>> get_ints(const std::string& name,
                                           std::vector<int64_t> fallback) const;
-  // kiln_activation: "" (absent) or "relu"; anything else is Unimplemented.
+  // kiln's fused activation (kernels/activation.h), checked.
+  StatusOr<kernels::FusedActivation> fused_activation() const;
+  // For ops that fuse only ReLU: true for "relu", false for none, Unimplemented for the others.
   StatusOr<bool> relu_activation() const;
 
  private:

@@ -78,7 +78,7 @@ TEST_P(CpuPoolTest, MatchesReference) {
   if (c.after_conv) {
     // 1x1 conv with identity-like random weights: the reference pools the conv's output.
     Tensor w = random_tensor({c.x[1], c.x[1], 1, 1}, 8);
-    ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+    ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
     pool_in = ref_conv(x, w, nullptr, nullptr, cr);
     src = s.value("conv_out", c.x);
     s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {src});
@@ -203,7 +203,7 @@ TEST_P(CpuBatchNormTest, MatchesReference) {
   Tensor bn_in = x;
   if (after_conv) {
     Tensor w = random_tensor({c, c, 3, 3}, 16);
-    ConvRef cr{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, false};
+    ConvRef cr{{1, 1}, {1, 1}, {1, 1}, {1, 1}, 1};
     bn_in = ref_conv(x, w, nullptr, nullptr, cr);
     src = s.value("conv_out", shape);
     s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {src},
@@ -259,7 +259,7 @@ TEST(CpuReluTest, PlainAndAfterConv) {
   auto out = run_program(**exe, s.spec(), {x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_TRUE(all_close((*out)[0], ref_relu(x)));
-  ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, false};
+  ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   EXPECT_TRUE(all_close((*out)[1], ref_relu(ref_conv(x, w, nullptr, nullptr, cr))));
 }
 

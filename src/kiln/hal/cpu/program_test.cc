@@ -90,7 +90,8 @@ std::vector<Tensor> reference_resnet_like(const Tensor& x) {
   const int64_t n = x.shape()[0];
   auto conv = [](const Tensor& in, const Tensor& wt, const Tensor* b, const Tensor* res,
                  int64_t stride, int64_t pad, bool relu) {
-    ConvRef p{{stride, stride}, {pad, pad}, {pad, pad}, {1, 1}, 1, relu};
+    ConvRef p{{stride, stride}, {pad, pad}, {pad, pad}, {1, 1}, 1};
+    if (relu) p.activation.kind = kernels::FusedActivation::Kind::kRelu;
     return ref_conv(in, wt, b, res, p);
   };
   Tensor stem = conv(x, w.stem, &w.stem_b, nullptr, 2, 3, true);
@@ -393,8 +394,17 @@ TEST(CpuBadSpecTest, UnknownAttributeAndActivationAreRejected) {
   Bad c;
   c.s.dispatch("conv", "Conv", {c.x, c.s.constant("w", random_tensor({4, 4, 1, 1}, 1))}, {c.y},
                attrs({{"kiln_activation", std::string("sigmoid")}}));
-  expect_error(device()->prepare(c.s.spec()).status(), StatusCode::kUnimplemented,
-               {"kiln_activation 'sigmoid'"});
+  expect_error(device()->prepare(c.s.spec()).status(), StatusCode::kInvalidArgument,
+               {"'kiln_activation' must be", "got \"sigmoid\""});
+  Bad crossed;
+  crossed.s.dispatch("conv", "Conv",
+                     {crossed.x, crossed.s.constant("w", random_tensor({4, 4, 1, 1}, 1))},
+                     {crossed.y},
+                     attrs({{"kiln_activation", std::string("clip")},
+                            {"kiln_activation_min", 6.0},
+                            {"kiln_activation_max", 0.0}}));
+  expect_error(device()->prepare(crossed.s.spec()).status(), StatusCode::kInvalidArgument,
+               {"'kiln_activation_min' = 6", "exceeds the maximum"});
 }
 
 TEST(CpuBadSpecTest, ConvShapeMismatchesAreRejected) {

@@ -309,7 +309,7 @@ Tensor ref_conv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tens
               }
         const int64_t yi = (b * m + oc) * out_plane + o;
         if (residual) acc += residual->values<float>()[yi];
-        if (p.relu) acc = std::max(acc, 0.0);
+        acc = p.activation.apply(acc);
         yv[yi] = static_cast<float>(acc);
       }
     }

@@ -15,6 +15,7 @@
 
 #include "kiln/base/attributes.h"
 #include "kiln/base/tensor.h"
+#include "kiln/kernels/activation.h"
 #include "kiln/hal/device.h"
 
 namespace kiln::hal::cpu::testing {
@@ -67,7 +68,7 @@ Tensor slice_batch(const Tensor& t, int64_t n);
 struct ConvRef {
   std::vector<int64_t> strides, pads_begin, pads_end, dilations;
   int64_t group = 1;
-  bool relu = false;
+  kernels::FusedActivation activation;
 };
 Tensor ref_conv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                 const ConvRef& p);

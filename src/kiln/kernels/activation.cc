@@ -1,0 +1,88 @@
+#include "kiln/kernels/activation.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace kiln::kernels {
+namespace {
+
+StatusOr<double> read_bound(const Attributes& attributes, const char* name, double unbounded) {
+  if (!attributes.has(name)) return unbounded;
+  KILN_ASSIGN_OR_RETURN(double v, attributes.get_float(name, unbounded));
+  if (!std::isfinite(v)) {
+    return invalid_argument("attribute '{}' must be finite, got {}", name, v);
+  }
+  return v;
+}
+
+}  // namespace
+
+StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes) {
+  KILN_ASSIGN_OR_RETURN(std::string name, attributes.get_string(kActivationAttribute, ""));
+  FusedActivation a;
+  if (name == "clip") {
+    a.kind = FusedActivation::Kind::kClip;
+    KILN_ASSIGN_OR_RETURN(a.min, read_bound(attributes, kActivationMinAttribute, a.min));
+    KILN_ASSIGN_OR_RETURN(a.max, read_bound(attributes, kActivationMaxAttribute, a.max));
+    if (a.min > a.max) {
+      return invalid_argument("attributes '{}' = {} and '{}' = {}: the minimum exceeds the maximum",
+                              kActivationMinAttribute, a.min, kActivationMaxAttribute, a.max);
+    }
+    return a;
+  }
+  for (const char* bound : {kActivationMinAttribute, kActivationMaxAttribute}) {
+    if (attributes.has(bound)) {
+      return invalid_argument("attribute '{}' is given but '{}' is \"{}\", not \"clip\"", bound,
+                              kActivationAttribute, name);
+    }
+  }
+  if (name.empty()) return a;
+  if (name == "relu") {
+    a.kind = FusedActivation::Kind::kRelu;
+    return a;
+  }
+  return invalid_argument("attribute '{}' must be \"\", \"relu\" or \"clip\", got \"{}\"",
+                          kActivationAttribute, name);
+}
+
+void set_fused_activation(Attributes& attributes, const FusedActivation& activation) {
+  attributes.erase(kActivationAttribute);
+  attributes.erase(kActivationMinAttribute);
+  attributes.erase(kActivationMaxAttribute);
+  switch (activation.kind) {
+    case FusedActivation::Kind::kNone:
+      return;
+    case FusedActivation::Kind::kRelu:
+      attributes.set(kActivationAttribute, std::string("relu"));
+      return;
+    case FusedActivation::Kind::kClip:
+      attributes.set(kActivationAttribute, std::string("clip"));
+      if (std::isfinite(activation.min)) attributes.set(kActivationMinAttribute, activation.min);
+      if (std::isfinite(activation.max)) attributes.set(kActivationMaxAttribute, activation.max);
+      return;
+  }
+}
+
+std::string describe(const FusedActivation& activation) {
+  switch (activation.kind) {
+    case FusedActivation::Kind::kNone:
+      return "";
+    case FusedActivation::Kind::kRelu:
+      return "relu";
+    case FusedActivation::Kind::kClip:
+      return fmt::format("clip({}, {})", activation.min, activation.max);
+  }
+  return "";
+}
+
+StatusOr<bool> read_fused_relu(const Attributes& attributes) {
+  KILN_ASSIGN_OR_RETURN(FusedActivation a, read_fused_activation(attributes));
+  if (a.kind == FusedActivation::Kind::kClip) {
+    return unimplemented("attribute '{}' = \"clip\" is not supported on this op (only \"relu\")",
+                         kActivationAttribute);
+  }
+  return a.kind == FusedActivation::Kind::kRelu;
+}
+
+}  // namespace kiln::kernels

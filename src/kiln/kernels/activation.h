@@ -1,0 +1,65 @@
+// kiln's fused activation: the elementwise function the fusion passes fold into the op before it
+// (passes::fuse_conv), applied last to every output element.
+//
+//   "kiln_activation" absent or ""  none
+//   "kiln_activation" = "relu"      v < 0 ? 0 : v
+//   "kiln_activation" = "clip"      v < min ? min : (v > max ? max : v), which is ONNX Clip with
+//                                   the float attributes "kiln_activation_min" and
+//                                   "kiln_activation_max" as bounds (finite, min <= max; an
+//                                   absent bound is unbounded). ReLU6 is clip(0, 6).
+//
+// The reference kernels keep a NaN as NaN; the CPU backend's fused form (oneDNN eltwise post-ops)
+// maps a NaN to the lower bound, as ONNX Runtime's fused activations do.
+#pragma once
+
+#include <limits>
+#include <string>
+
+#include "kiln/base/attributes.h"
+#include "kiln/base/status.h"
+
+namespace kiln::kernels {
+
+struct FusedActivation {
+  enum class Kind { kNone, kRelu, kClip };
+  Kind kind = Kind::kNone;
+  double min = -std::numeric_limits<double>::infinity();  // kClip only
+  double max = std::numeric_limits<double>::infinity();   // kClip only
+
+  template <typename T>
+  T apply(T v) const {
+    switch (kind) {
+      case Kind::kNone:
+        return v;
+      case Kind::kRelu:
+        return v < T(0) ? T(0) : v;
+      case Kind::kClip:
+        if (v < static_cast<T>(min)) return static_cast<T>(min);
+        if (v > static_cast<T>(max)) return static_cast<T>(max);
+        return v;
+    }
+    return v;
+  }
+  bool operator==(const FusedActivation&) const = default;
+};
+
+// The attribute names above.
+inline constexpr const char* kActivationAttribute = "kiln_activation";
+inline constexpr const char* kActivationMinAttribute = "kiln_activation_min";
+inline constexpr const char* kActivationMaxAttribute = "kiln_activation_max";
+
+// Reads and validates the fused activation: an unknown name, a bound that is not finite,
+// min > max, or bounds without "clip" are InvalidArgument naming the attribute.
+StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes);
+
+// Sets the attributes that read_fused_activation reads back as `activation`.
+void set_fused_activation(Attributes& attributes, const FusedActivation& activation);
+
+// "relu", "clip(0, 6)"; "" for none.
+std::string describe(const FusedActivation& activation);
+
+// For ops that fuse only ReLU (BatchNormalization): Unimplemented naming the activation
+// otherwise.
+StatusOr<bool> read_fused_relu(const Attributes& attributes);
+
+}  // namespace kiln::kernels
