@@ -11,7 +11,7 @@ compiled with --bind N=B, compile and load time, the cold (first) run at each ba
 at batch 1 against the module size. The targets of the performance issue are checked at the end.
 
 Usage: bench/vs_onnxruntime.py --build BUILD --models MODELS [--pairs 10] [--threads 2]
-       [--quick] [--json OUT.json]
+       [--quick] [--part all|resnet|suite] [--json OUT.json]
 (bench/vs_onnxruntime.sh builds what it needs first and runs this.)
 """
 import argparse
@@ -129,6 +129,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="v1 only, batch 1 and 8, 3 pairs")
     parser.add_argument("--json", help="also write every figure here")
+    parser.add_argument("--part", choices=("all", "resnet", "suite"), default="all",
+                        help="the ResNet-50 replicas, the suite's other models, or both")
     args = parser.parse_args()
     if args.quick:
         args.pairs = min(args.pairs, 3)
@@ -142,7 +144,7 @@ def main():
           f"{peak_start['avx512_gflops'] or 0:.1f} GFLOP/s ({args.threads} threads)", flush=True)
 
     rows, checks = [], []
-    models = RESNETS[:1] if args.quick else RESNETS
+    models = [] if args.part == "suite" else RESNETS[:1] if args.quick else RESNETS
     image_bytes = 3 * 224 * 224 * 4
     for model in models:
         shipped = os.path.join(args.models, f"{model}.onnx")
@@ -192,7 +194,7 @@ def main():
     # The other models of the suite (their weights are not graph inputs), two sizes each.
     for name, path, input_name, dtype, sizes in SUITE_MODELS:
         model = os.path.join(args.models, path)
-        if not os.path.exists(model) or args.quick:
+        if not os.path.exists(model) or args.quick or args.part == "resnet":
             continue
         module = os.path.join(bench.work, f"{name}.kmod")
         bench.compile(model, module)

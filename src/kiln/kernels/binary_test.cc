@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include "kiln/base/half.h"
 #include "kiln/kernels/broadcast.h"
@@ -256,6 +257,35 @@ TEST(Binary, PowMixedTypes) {
   EXPECT_EQ(half_bits_to_float(h->values<uint16_t>()[0]), 9.f);
   EXPECT_TRUE(has_message(run_one("Pow", {f32({1}, {1}), boolean({1}, {1})}).status(),
                           StatusCode::kUnimplemented, "input 1 'Y' must have dtype"));
+}
+
+TEST(Binary, PowSquaringMatchesTheGeneralPathBitwise) {
+  // A scalar exponent of 2 takes the squaring path; a two-element exponent [2, 2] the general
+  // one. Edge values: subnormals, overflow to inf, inf, NaN, signed zeros.
+  const float big = std::numeric_limits<float>::max();
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  std::vector<float> xs{0.0f, -0.0f, 1.5f, -3.25f, 1e-20f, tiny, 1e20f, big, -big,
+                        std::numeric_limits<float>::infinity(), std::nanf(""), 0.1f};
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 100.0f);
+  while (xs.size() < 1000) xs.push_back(normal(rng));
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<float> pairs;
+  for (float v : xs) pairs.insert(pairs.end(), {v, v});
+  auto squared = run_one("Pow", {f32({n}, xs), f32({}, {2.0f})});
+  auto general = run_one("Pow", {f32({n, 2}, pairs), f32({2}, {2.0f, 2.0f})});
+  ASSERT_TRUE(squared.ok() && general.ok());
+  const auto sq = values_of<float>(*squared);
+  const auto gen = values_of<float>(*general);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, &sq[i], 4);
+    std::memcpy(&b, &gen[2 * i], 4);
+    EXPECT_EQ(a, b) << "x = " << xs[i];
+  }
+  EXPECT_EQ(sq[3], 10.5625f);
+  EXPECT_TRUE(std::isinf(sq[7]));
+  EXPECT_TRUE(std::isnan(sq[10]));
 }
 
 TEST(Binary, SymbolicShapes) {

@@ -106,11 +106,18 @@ Status CpuExecutable::run(const RunArgs& args) {
   for (size_t i = 0; i < parts_.outputs.size(); ++i) {
     value_ptrs_[parts_.outputs[i]] = args.outputs[i].mutable_data();
   }
-  use_threads(parts_.device->threads);
   ExecContext ctx{value_ptrs_, workspace_, scratchpad_, stream_.get()};
+  // Each dispatch sets its team size; the caller gets the device's back.
+  struct RestoreThreads {
+    int threads;
+    ~RestoreThreads() { use_threads(threads); }
+  } restore{parts_.device->threads};
   if (args.observer != nullptr) return run_observed(ctx, *args.observer);
-  for (const auto& step : parts_.steps) {
-    KILN_RETURN_IF_ERROR(step->run(ctx));
+  for (const DispatchSteps& dispatch : parts_.dispatches) {
+    use_threads(dispatch.threads);
+    for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
+      KILN_RETURN_IF_ERROR(parts_.steps[s]->run(ctx));
+    }
   }
   if (dnnl_stream_wait(stream_.get()) != dnnl_success) {
     return internal_error("run: oneDNN stream wait failed");
@@ -124,6 +131,7 @@ Status CpuExecutable::run_observed(const ExecContext& ctx, RunObserver& observer
     const DispatchSteps& dispatch = parts_.dispatches[d];
     const auto index = static_cast<int32_t>(d);
     const bool wants = observer.wants_outputs(index);
+    use_threads(dispatch.threads);
     const Clock::time_point start = Clock::now();
     for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
       KILN_RETURN_IF_ERROR(parts_.steps[s]->run(ctx));

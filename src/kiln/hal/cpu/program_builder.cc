@@ -7,6 +7,7 @@
 #include "kiln/base/checked_math.h"
 #include "kiln/hal/cpu/cpu_executable.h"
 #include "kiln/hal/cpu/op_table.h"
+#include "kiln/hal/cpu/thread_policy.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -243,6 +244,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
   dispatch_index_ = index;
   op_.emplace(d, spec_.values);
   const size_t first_step = steps_.size();
+  const int threads = dispatch_threads(d, spec_.values, device_->threads);
   Status status = [&]() -> Status {
     KILN_RETURN_IF_ERROR(op_->check_indices());
     for (size_t i = 0; i < d.inputs.size(); ++i) {
@@ -264,6 +266,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
       }
     }
     KILN_ASSIGN_OR_RETURN(const OpImpl* impl, select_op(*op_));
+    use_threads(threads);
     temp_used_ = 0;
     pending_.clear();
     const bool all_empty = std::all_of(d.outputs.begin(), d.outputs.end(), [&](int32_t v) {
@@ -288,7 +291,8 @@ Status ProgramBuilder::build_dispatch(size_t index) {
   if (!status.ok()) {
     return std::move(status).with_note(fmt::format("in dispatch '{}' ({})", d.name, d.op_type));
   }
-  dispatch_steps_.push_back(DispatchSteps{d.name, first_step, steps_.size(), d.outputs});
+  dispatch_steps_.push_back(
+      DispatchSteps{d.name, first_step, steps_.size(), d.outputs, threads});
   return ok_status();
 }
 
@@ -335,7 +339,9 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
     }
   }
   for (size_t i = 0; i < spec_.dispatches.size(); ++i) {
-    KILN_RETURN_IF_ERROR(build_dispatch(i));
+    Status built = build_dispatch(i);
+    use_threads(device_->threads);
+    KILN_RETURN_IF_ERROR(built);
   }
   for (int32_t v : spec_.outputs) {
     if (!available_[v]) {

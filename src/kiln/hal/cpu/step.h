@@ -62,6 +62,7 @@ struct DispatchSteps {
   std::string name;
   size_t first_step = 0, end_step = 0;
   std::vector<int32_t> outputs;  // value indices
+  int threads = 1;               // OpenMP team size its steps run with (thread_policy.h)
 };
 
 class Step {
