@@ -429,6 +429,7 @@ class ResizeKernel : public Kernel {
       std::vector<int64_t> coord(rank);
       std::vector<int64_t> off(static_cast<size_t>(outer_taps_));
       std::vector<C> wt(static_cast<size_t>(outer_taps_));
+      std::vector<C> acc(static_cast<size_t>(width));
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t row = r * width;
@@ -455,21 +456,32 @@ class ResizeKernel : public Kernel {
           }
           n *= k;
         }
-        for (int64_t o = 0; o < width; ++o) {
-          if (!last.outside.empty() && last.outside[o]) {
-            store(y, row + o, extrapolated);
+        // acc[o] = sum over outer taps i of wt[i] * (sum over t of w_t * x), both sums in tap
+        // order; the output index is the inner loop so consecutive outputs' sums overlap.
+        std::fill(acc.begin(), acc.end(), C(0));
+        for (int64_t i = 0; i < n; ++i) {
+          const T* xi = x + off[i];
+          const C wi = wt[i];
+          if (lt == 2) {
+            for (int64_t o = 0; o < width; ++o) {
+              const int64_t* lo = &last.offset[o * 2];
+              C s = 0;
+              s += weight<C>(last, o * 2) * load(xi, lo[0]);
+              s += weight<C>(last, o * 2 + 1) * load(xi, lo[1]);
+              acc[o] += wi * s;
+            }
             continue;
           }
-          const int64_t* lo = &last.offset[o * lt];
-          C acc = 0;
-          for (int64_t i = 0; i < n; ++i) {
+          for (int64_t o = 0; o < width; ++o) {
+            const int64_t* lo = &last.offset[o * lt];
             C s = 0;
-            for (int64_t t = 0; t < lt; ++t) {
-              s += weight<C>(last, o * lt + t) * load(x, off[i] + lo[t]);
-            }
-            acc += wt[i] * s;
+            for (int64_t t = 0; t < lt; ++t) s += weight<C>(last, o * lt + t) * load(xi, lo[t]);
+            acc[o] += wi * s;
           }
-          store(y, row + o, acc);
+        }
+        for (int64_t o = 0; o < width; ++o) {
+          const bool outside = !last.outside.empty() && last.outside[o];
+          store(y, row + o, outside ? extrapolated : acc[o]);
         }
       }
     }
