@@ -52,6 +52,29 @@ TEST(UnaryKernels, IsNaNGivesBool) {
   EXPECT_EQ(y->values<uint8_t>()[1], 0);
 }
 
+TEST(UnaryKernels, GeluMatchesItsDefinitionWithAndWithoutTheTanhApproximation) {
+  // Expected values: 0.5 x (1 + erf(x / sqrt 2)) and the tanh form, from Python's math module.
+  const std::vector<float> x{-3, -1, -0.5, 0, 0.5, 1, 2, 3};
+  const double exact[] = {-0.004049694, -0.158655254, -0.154268769, 0.0,
+                          0.345731231,  0.841344746,  1.954499736,  2.995950306};
+  const double tanh_form[] = {-0.003637392, -0.158808009, -0.15428599, 0.0,
+                              0.34571401,   0.841191991,  1.954597694, 2.996362608};
+  Attributes tanh;
+  tanh.set("approximate", std::string("tanh"));
+  auto y = run_unary("Gelu", f32(x), {});
+  auto t = run_unary("Gelu", f32(x), tanh);
+  ASSERT_TRUE(y.ok() && t.ok());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(y->values<float>()[i], exact[i], 1e-6 * (1 + std::abs(exact[i]))) << x[i];
+    EXPECT_NEAR(t->values<float>()[i], tanh_form[i], 1e-6 * (1 + std::abs(tanh_form[i]))) << x[i];
+  }
+  Attributes bad;
+  bad.set("approximate", std::string("fast"));
+  auto z = run_unary("Gelu", f32(x), bad);
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.status().message().find("got \"fast\""), std::string::npos);
+}
+
 TEST(UnaryKernels, RejectsUnknownAttributeAndDtype) {
   Attributes a;
   a.set("beta", 1.0);

@@ -48,7 +48,7 @@ enum class Fn {
   kAbs, kNeg, kSign, kRelu, kReciprocal, kExp, kLog, kSqrt, kFloor, kCeil, kRound, kErf, kTanh,
   kSigmoid, kSoftplus, kSoftsign, kHardSwish, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh,
   kCosh, kAsinh, kAcosh, kAtanh, kNot, kIsNaN, kIsInf, kLeakyRelu, kElu, kSelu, kCelu,
-  kThresholdedRelu, kHardSigmoid, kShrink,
+  kThresholdedRelu, kHardSigmoid, kShrink, kGelu,
 };
 
 struct FnInfo {
@@ -78,6 +78,7 @@ constexpr bool is_predicate(Fn f) { return f == Fn::kIsNaN || f == Fn::kIsInf; }
 struct Params {
   double alpha = 0, beta = 0, gamma = 0;
   bool detect_negative = true, detect_positive = true;
+  bool tanh_approximation = false;  // Gelu's approximate = "tanh"
 };
 
 StatusOr<Params> read_params(Fn f, const Attributes& a) {
@@ -106,6 +107,15 @@ StatusOr<Params> read_params(Fn f, const Attributes& a) {
     case Fn::kShrink: {
       KILN_ASSIGN_OR_RETURN(p.alpha, a.get_float("lambd", 0.5));
       KILN_ASSIGN_OR_RETURN(p.beta, a.get_float("bias", 0.0));
+      break;
+    }
+    case Fn::kGelu: {
+      KILN_ASSIGN_OR_RETURN(std::string approximate, a.get_string("approximate", "none"));
+      if (approximate != "none" && approximate != "tanh") {
+        return invalid_argument("attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"",
+                                approximate);
+      }
+      p.tanh_approximation = approximate == "tanh";
       break;
     }
     case Fn::kIsInf: {
@@ -218,6 +228,14 @@ auto apply(C x, const Params& p) {
     return x > alpha ? x : C(0);
   } else if constexpr (F == Fn::kHardSigmoid) {
     return std::max(C(0), std::min(C(1), alpha * x + beta));
+  } else if constexpr (F == Fn::kGelu) {
+    // ONNX Gelu (opset 20): x/2 (1 + erf(x / sqrt 2)), or with approximate = "tanh"
+    // x/2 (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+    if (p.tanh_approximation) {
+      const C inner = static_cast<C>(0.7978845608028654) * (x + static_cast<C>(0.044715) * x * x * x);
+      return static_cast<C>(0.5) * x * (C(1) + std::tanh(inner));
+    }
+    return static_cast<C>(0.5) * x * (C(1) + std::erf(x * static_cast<C>(0.7071067811865476)));
   } else if constexpr (F == Fn::kShrink) {
     // alpha = lambd, beta = bias
     if (x < -alpha) return static_cast<C>(x + beta);
@@ -283,6 +301,7 @@ constexpr FnInfo kFunctions[] = {
     {Fn::kThresholdedRelu, "ThresholdedRelu", {"alpha"}},
     {Fn::kHardSigmoid, "HardSigmoid", {"alpha", "beta"}},
     {Fn::kShrink, "Shrink", {"bias", "lambd"}},
+    {Fn::kGelu, "Gelu", {"approximate"}},
 };
 
 constexpr const FnInfo& info_of(Fn f) {

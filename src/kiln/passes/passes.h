@@ -7,6 +7,8 @@
 //   fuse_conv       fuse bias-free residual Add, and Relu or Clip with constant bounds, into Conv
 //                   (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu into a
 //                   standalone BatchNormalization
+//   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul) becomes one Gelu node
+//                   (ONNX opset 20 semantics)
 //   remove_dead     drop nodes and values nothing uses
 // Each pass keeps the graph verified and its shapes unchanged, and records the ONNX nodes it
 // absorbs in Node::origins. Each returns the number of rewrites it made.
@@ -22,6 +24,7 @@ StatusOr<int> canonicalize(ir::Graph& graph);
 StatusOr<int> fold_constants(ir::Graph& graph);
 StatusOr<int> fold_batchnorm(ir::Graph& graph);
 StatusOr<int> fuse_conv(ir::Graph& graph);
+StatusOr<int> fuse_gelu(ir::Graph& graph);
 StatusOr<int> remove_dead(ir::Graph& graph);
 
 }  // namespace kiln::passes

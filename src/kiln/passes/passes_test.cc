@@ -287,6 +287,71 @@ TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
   EXPECT_EQ(kernels::read_fused_relu(clip).status().code(), StatusCode::kUnimplemented);
 }
 
+// x [2, 3, 8] -> GELU written out; `variant` 0: Div(x, sqrt 2) ... Mul(Mul(x, a), 0.5);
+// 1: Mul(1/sqrt 2, x) ... Mul(Mul(0.5, x), a) with operands swapped; 2: Div by 2 (not GELU);
+// 3: like 0, with Erf's output also a graph output (not fusable).
+Graph gelu_graph(int variant) {
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {2, 3, 8});
+  ValueId d = add_intermediate(g, "d");
+  if (variant == 1) {
+    g.add_node({"scale", "Mul", {g.add_constant("inv_sqrt2", f32_scalar(0.70710677f)), x}, {d}, {},
+                {}});
+  } else {
+    const float divisor = variant == 2 ? 2.0f : 1.41421354f;
+    g.add_node({"scale", "Div", {x, g.add_constant("sqrt2", f32_scalar(divisor))}, {d}, {}, {}});
+  }
+  ValueId e = add_intermediate(g, "e");
+  g.add_node({"erf", "Erf", {d}, {e}, {}, {}});
+  ValueId a = add_intermediate(g, "a");
+  g.add_node({"plus_one", "Add", {g.add_constant("one", f32_scalar(1.0f)), e}, {a}, {}, {}});
+  ValueId half = g.add_constant("half", f32_scalar(0.5f));
+  ValueId y = add_intermediate(g, "y");
+  if (variant == 1) {
+    ValueId h = add_intermediate(g, "h");
+    g.add_node({"halve", "Mul", {half, x}, {h}, {}, {}});
+    g.add_node({"gelu", "Mul", {a, h}, {y}, {}, {}});
+  } else {
+    ValueId m = add_intermediate(g, "m");
+    g.add_node({"times_x", "Mul", {x, a}, {m}, {}, {}});
+    g.add_node({"gelu", "Mul", {m, half}, {y}, {}, {}});
+  }
+  g.add_output(y);
+  if (variant == 3) g.add_output(e);
+  EXPECT_TRUE(ops::infer_graph(g).ok());
+  return g;
+}
+
+TEST(Passes, GeluWrittenOutBecomesOneGeluNode) {
+  std::mt19937 rng(6);
+  Tensor input = random_tensor({2, 3, 8}, rng, -4.0f, 4.0f);
+  for (int variant : {0, 1}) {
+    SCOPED_TRACE(variant);
+    Graph g = gelu_graph(variant);
+    auto before = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    EXPECT_EQ(fuse_gelu(g).value(), 1);
+    ASSERT_EQ(g.nodes().size(), 1u);
+    const Node& gelu = g.node(0);
+    EXPECT_EQ(gelu.op_type, "Gelu");
+    EXPECT_EQ(gelu.name, "gelu");
+    EXPECT_EQ(gelu.attributes.get_string("approximate", "").value(), "none");
+    EXPECT_EQ(gelu.origins.size(), 5u);
+    auto after = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    expect_close(after[0], before[0], 1e-6);
+  }
+}
+
+TEST(Passes, GeluLookalikesStayAsTheyAre) {
+  for (int variant : {2, 3}) {
+    SCOPED_TRACE(variant);
+    Graph g = gelu_graph(variant);
+    const size_t nodes = g.nodes().size();
+    EXPECT_EQ(fuse_gelu(g).value(), 0);
+    EXPECT_EQ(count_op(g, "Erf"), 1);
+    EXPECT_EQ(g.nodes().size(), nodes);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::passes
 

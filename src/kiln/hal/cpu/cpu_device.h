@@ -1,8 +1,8 @@
 // The CPU backend: hal::Device on oneDNN (JIT kernels for the host ISA) plus kiln's own OpenMP
 // kernels.
 //
-// Ops: Conv (1-3-D, groups, dilations, bias, kiln's residual input and kiln_activation relu),
-// BatchNormalization (inference, kiln_activation relu), Relu, MaxPool, AveragePool,
+// Ops: Conv (1-3-D, groups, dilations, bias, kiln's residual input and kiln_activation relu or
+// clip), BatchNormalization (inference, kiln_activation relu), Relu, Gelu, MaxPool, AveragePool,
 // GlobalAveragePool, GlobalMaxPool, Add/Sub/Mul/Div (numpy broadcasting), Sum, Gemm, MatMul,
 // Softmax (opset-13 semantics: along `axis`), Flatten, Reshape, Identity, Dropout (inference).
 // All f32; Reshape/Flatten/Identity/Dropout also pass other dtypes through. auto_pad must be
@@ -18,7 +18,7 @@
 // made for one sample; direct JIT kernels (measured bitwise invariant) run the whole batch.
 //
 // Threads: DeviceOptions::threads OpenMP threads (0: all cores), set on the calling thread in
-// prepare() and run().
+// prepare() and run(); a dispatch with little work per sample runs on one (thread_policy.h).
 #pragma once
 
 #include <memory>

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/hal/cpu/test_support.h"
 
@@ -261,6 +263,49 @@ TEST(CpuReluTest, PlainAndAfterConv) {
   EXPECT_TRUE(all_close((*out)[0], ref_relu(x)));
   ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   EXPECT_TRUE(all_close((*out)[1], ref_relu(ref_conv(x, w, nullptr, nullptr, cr))));
+}
+
+// Gelu as a oneDNN eltwise in the input's layout (plain, and blocked after a conv), against
+// 0.5 x (1 + erf(x / sqrt 2)) and the tanh form computed here in double.
+TEST(CpuGeluTest, PlainAndAfterConvWithBothApproximations) {
+  auto ref_gelu = [](const Tensor& x, bool tanh_form) {
+    Tensor y = Tensor::create(DType::kF32, x.shape()).value();
+    auto in = x.values<float>();
+    auto out = y.mutable_values<float>();
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double v = in[i];
+      const double g = tanh_form
+                           ? std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))
+                           : std::erf(v / std::sqrt(2.0));
+      out[i] = static_cast<float>(0.5 * v * (1 + g));
+    }
+    return y;
+  };
+  for (bool tanh_form : {false, true}) {
+    SCOPED_TRACE(tanh_form ? "tanh" : "erf");
+    Tensor x = random_tensor({2, 8, 5, 5}, 23, -4.0f, 4.0f);
+    Tensor w = random_tensor({8, 8, 1, 1}, 24);
+    SpecBuilder s;
+    const int32_t xi = s.input("x", {2, 8, 5, 5});
+    const int32_t c = s.value("c", {2, 8, 5, 5});
+    const int32_t y1 = s.output("y1", {2, 8, 5, 5});
+    const int32_t y2 = s.output("y2", {2, 8, 5, 5});
+    const Attributes a = attrs({{"approximate", std::string(tanh_form ? "tanh" : "none")}});
+    s.dispatch("gelu_plain", "Gelu", {xi}, {y1}, a);
+    s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
+    s.dispatch("gelu_blocked", "Gelu", {c}, {y2}, a);
+    auto exe = device()->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    const auto lines = (*exe)->describe_dispatch(2);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_NE(lines[0].find(tanh_form ? "gelu(tanh) jit" : "gelu jit"), std::string::npos)
+        << lines[0];
+    auto out = run_program(**exe, s.spec(), {x});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(all_close((*out)[0], ref_gelu(x, tanh_form)));
+    ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+    EXPECT_TRUE(all_close((*out)[1], ref_gelu(ref_conv(x, w, nullptr, nullptr, cr), tanh_form)));
+  }
 }
 
 }  // namespace
