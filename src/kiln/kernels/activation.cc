@@ -42,13 +42,8 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes) {
     a.kind = FusedActivation::Kind::kRelu;
     return a;
   }
-  if (name == "sigmoid") {
-    a.kind = FusedActivation::Kind::kSigmoid;
-    return a;
-  }
-  return invalid_argument(
-      "attribute '{}' must be \"\", \"relu\", \"clip\" or \"sigmoid\", got \"{}\"",
-      kActivationAttribute, name);
+  return invalid_argument("attribute '{}' must be \"\", \"relu\" or \"clip\", got \"{}\"",
+                          kActivationAttribute, name);
 }
 
 void set_fused_activation(Attributes& attributes, const FusedActivation& activation) {
@@ -60,9 +55,6 @@ void set_fused_activation(Attributes& attributes, const FusedActivation& activat
       return;
     case FusedActivation::Kind::kRelu:
       attributes.set(kActivationAttribute, std::string("relu"));
-      return;
-    case FusedActivation::Kind::kSigmoid:
-      attributes.set(kActivationAttribute, std::string("sigmoid"));
       return;
     case FusedActivation::Kind::kClip:
       attributes.set(kActivationAttribute, std::string("clip"));
@@ -78,8 +70,6 @@ std::string describe(const FusedActivation& activation) {
       return "";
     case FusedActivation::Kind::kRelu:
       return "relu";
-    case FusedActivation::Kind::kSigmoid:
-      return "sigmoid";
     case FusedActivation::Kind::kClip:
       return fmt::format("clip({}, {})", activation.min, activation.max);
   }
@@ -88,10 +78,9 @@ std::string describe(const FusedActivation& activation) {
 
 StatusOr<bool> read_fused_relu(const Attributes& attributes) {
   KILN_ASSIGN_OR_RETURN(FusedActivation a, read_fused_activation(attributes));
-  if (a.kind != FusedActivation::Kind::kNone && a.kind != FusedActivation::Kind::kRelu) {
-    KILN_ASSIGN_OR_RETURN(std::string name, attributes.get_string(kActivationAttribute, ""));
-    return unimplemented("attribute '{}' = \"{}\" is not supported on this op (only \"relu\")",
-                         kActivationAttribute, name);
+  if (a.kind == FusedActivation::Kind::kClip) {
+    return unimplemented("attribute '{}' = \"clip\" is not supported on this op (only \"relu\")",
+                         kActivationAttribute);
   }
   return a.kind == FusedActivation::Kind::kRelu;
 }

@@ -7,14 +7,11 @@
 //                                   the float attributes "kiln_activation_min" and
 //                                   "kiln_activation_max" as bounds (finite, min <= max; an
 //                                   absent bound is unbounded). ReLU6 is clip(0, 6).
-//   "kiln_activation" = "sigmoid"   1 / (1 + e^-v), computed as ONNX Sigmoid is (kernels/unary.cc)
 //
-// The reference kernels keep a NaN as NaN; the CPU backend's fused relu and clip (oneDNN eltwise
-// post-ops) map a NaN to the lower bound, as ONNX Runtime's fused activations do (its sigmoid
-// keeps a NaN).
+// The reference kernels keep a NaN as NaN; the CPU backend's fused form (oneDNN eltwise post-ops)
+// maps a NaN to the lower bound, as ONNX Runtime's fused activations do.
 #pragma once
 
-#include <cmath>
 #include <limits>
 #include <string>
 
@@ -24,7 +21,7 @@
 namespace kiln::kernels {
 
 struct FusedActivation {
-  enum class Kind { kNone, kRelu, kClip, kSigmoid };
+  enum class Kind { kNone, kRelu, kClip };
   Kind kind = Kind::kNone;
   double min = -std::numeric_limits<double>::infinity();  // kClip only
   double max = std::numeric_limits<double>::infinity();   // kClip only
@@ -40,12 +37,6 @@ struct FusedActivation {
         if (v < static_cast<T>(min)) return static_cast<T>(min);
         if (v > static_cast<T>(max)) return static_cast<T>(max);
         return v;
-      case Kind::kSigmoid: {
-        // Split by sign so exp never overflows.
-        if (v >= T(0)) return T(1) / (T(1) + std::exp(-v));
-        const T e = std::exp(v);
-        return e / (T(1) + e);
-      }
     }
     return v;
   }
@@ -64,7 +55,7 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes);
 // Sets the attributes that read_fused_activation reads back as `activation`.
 void set_fused_activation(Attributes& attributes, const FusedActivation& activation);
 
-// "relu", "clip(0, 6)", "sigmoid"; "" for none.
+// "relu", "clip(0, 6)"; "" for none.
 std::string describe(const FusedActivation& activation);
 
 // For ops that fuse only ReLU (BatchNormalization): Unimplemented naming the activation

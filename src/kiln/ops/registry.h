@@ -4,8 +4,8 @@
 //
 // kiln extensions to ONNX ops produced by the fusion passes (documented per op):
 //   Conv: optional 4th input "residual" (same shape as the output) added after bias, and
-//         attribute "kiln_activation" ("relu", "sigmoid", or "clip" with kiln_activation_min/max;
-//         see kernels/activation.h) applied last: y = act(conv(x,w)+b+residual).
+//         attribute "kiln_activation" ("relu", or "clip" with kiln_activation_min/max; see
+//         kernels/activation.h) applied last: y = act(conv(x,w)+b+residual).
 //   BatchNormalization: attribute "kiln_activation" = "relu" applied last.
 // kiln's form of an ONNX attribute that kiln's Attributes cannot hold (set by the importer):
 //   ConstantOfShape: ONNX's one-element tensor `value` becomes attribute "value" (an int for

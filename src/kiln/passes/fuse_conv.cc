@@ -27,14 +27,10 @@ std::optional<double> clip_bound(const ir::Graph& graph, const ir::Node& clip, s
   return bound;
 }
 
-// The activation an elementwise node computes, when the fused form computes the same: Relu, f32
-// Sigmoid, and f32 Clip with constant finite bounds min <= max.
+// The activation an elementwise node computes, when the fused form computes the same: Relu, and
+// f32 Clip with constant finite bounds min <= max.
 std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::Node& node) {
   if (node.op_type == "Relu") return FusedActivation{FusedActivation::Kind::kRelu};
-  if (node.op_type == "Sigmoid" && !node.inputs.empty() &&
-      graph.value(node.inputs[0]).dtype == DType::kF32) {
-    return FusedActivation{FusedActivation::Kind::kSigmoid};
-  }
   if (node.op_type != "Clip" || node.inputs.empty() ||
       graph.value(node.inputs[0]).dtype != DType::kF32) {
     return std::nullopt;
@@ -48,7 +44,7 @@ std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::N
   return a;
 }
 
-// Relu, Clip or Sigmoid after a Conv, or Relu after a standalone BatchNormalization, becomes the
+// Relu or Clip after a Conv, or Relu after a standalone BatchNormalization, becomes the
 // producer's activation.
 bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                      ir::NodeId id) {

@@ -4,9 +4,9 @@
 //                   see one form
 //   fold_constants  evaluate nodes whose inputs are all constants (reference evaluator)
 //   fold_batchnorm  fold an inference BatchNormalization into the Conv that feeds only it
-//   fuse_conv       fuse bias-free residual Add, and Relu, Sigmoid or Clip with constant bounds,
-//                   into Conv (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu
-//                   into a standalone BatchNormalization
+//   fuse_conv       fuse bias-free residual Add, and Relu or Clip with constant bounds, into Conv
+//                   (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu into a
+//                   standalone BatchNormalization
 //   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul) becomes one Gelu node
 //                   (ONNX opset 20 semantics)
 //   remove_dead     drop nodes and values nothing uses

@@ -244,26 +244,6 @@ TEST(Passes, ClipWithConstantBoundsBecomesTheConvActivation) {
   }
 }
 
-TEST(Passes, SigmoidAfterConvBecomesItsActivation) {
-  std::mt19937 rng(7);
-  Graph g;
-  ValueId x = g.add_input("x", DType::kF32, {1, 4, 6, 6});
-  ValueId w = g.add_constant("w", random_tensor({4, 4, 3, 3}, rng));
-  ValueId y = add_intermediate(g, "y");
-  g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
-  ValueId s = add_intermediate(g, "s");
-  g.add_node({"mask", "Sigmoid", {y}, {s}, {}, {}});
-  g.add_output(s);
-  ASSERT_TRUE(ops::infer_graph(g).ok());
-  Tensor input = random_tensor({1, 4, 6, 6}, rng, -3.0f, 3.0f);
-  auto before = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
-  EXPECT_EQ(fuse_conv(g).value(), 1);
-  ASSERT_EQ(g.nodes().size(), 1u);
-  EXPECT_EQ(g.node(0).attributes.get_string("kiln_activation", "").value(), "sigmoid");
-  auto after = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
-  expect_close(after[0], before[0], 1e-6);
-}
-
 TEST(Passes, ClipIsNotFusedUnlessItsBoundsAreFixed) {
   ClipGraph runtime_bounds = conv_add_clip_graph(0.0f, 6.0f, /*bounds_are_inputs=*/true);
   fuse_conv(runtime_bounds.g).value();
@@ -277,8 +257,7 @@ TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
   using kernels::FusedActivation;
   for (FusedActivation a : {FusedActivation{}, FusedActivation{FusedActivation::Kind::kRelu},
                             FusedActivation{FusedActivation::Kind::kClip, 0.0, 6.0},
-                            FusedActivation{FusedActivation::Kind::kClip, -1.5},
-                            FusedActivation{FusedActivation::Kind::kSigmoid}}) {
+                            FusedActivation{FusedActivation::Kind::kClip, -1.5}}) {
     Attributes attributes;
     kernels::set_fused_activation(attributes, a);
     auto back = kernels::read_fused_activation(attributes);

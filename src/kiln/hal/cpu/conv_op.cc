@@ -1,9 +1,9 @@
 // Conv on oneDNN convolution_forward (direct algorithm: exact f32 arithmetic, no Winograd), with
 // format_tag::any so oneDNN picks blocked layouts; bias, kiln's residual (a sum post-op over the
-// destination pre-filled with the residual) and the activation (relu, clip or sigmoid, an
-// eltwise post-op) are fused. When nothing reads the residual afterwards and it is stored in the
-// destination's layout, the destination offers to take over its bytes, and the pre-fill copy then
-// does nothing.
+// destination pre-filled with the residual) and the activation (relu or clip, an eltwise post-op)
+// are fused. When nothing
+// reads the residual afterwards and it is stored in the destination's layout, the destination
+// offers to take over its bytes, and the pre-fill copy then does nothing.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/op_table.h"
@@ -93,9 +93,6 @@ void append_activation(dnnl::post_ops& post_ops, const kernels::FusedActivation&
     case Kind::kClip:
       post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(a.min),
                               static_cast<float>(a.max));
-      return;
-    case Kind::kSigmoid:
-      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
       return;
   }
 }

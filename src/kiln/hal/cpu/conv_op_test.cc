@@ -201,12 +201,6 @@ INSTANTIATE_TEST_SUITE_P(
                                   c.activation = {kernels::FusedActivation::Kind::kClip, -0.5,
                                                   0.75};
                                 }),
-                      make_case("residual_sigmoid", {2, 16, 8, 8}, {16, 16, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.residual = true;
-                                  c.activation = {kernels::FusedActivation::Kind::kSigmoid};
-                                }),
                       make_case("pointwise_clip_min_only", {2, 64, 6, 6}, {32, 64, 1, 1},
                                 [](ConvCase& c) {
                                   c.activation = {kernels::FusedActivation::Kind::kClip, -0.25};

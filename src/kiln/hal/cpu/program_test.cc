@@ -393,9 +393,9 @@ TEST(CpuBadSpecTest, UnknownAttributeAndActivationAreRejected) {
                {"attribute 'alpha' is not supported"});
   Bad c;
   c.s.dispatch("conv", "Conv", {c.x, c.s.constant("w", random_tensor({4, 4, 1, 1}, 1))}, {c.y},
-               attrs({{"kiln_activation", std::string("tanh")}}));
+               attrs({{"kiln_activation", std::string("sigmoid")}}));
   expect_error(device()->prepare(c.s.spec()).status(), StatusCode::kInvalidArgument,
-               {"'kiln_activation' must be", "got \"tanh\""});
+               {"'kiln_activation' must be", "got \"sigmoid\""});
   Bad crossed;
   crossed.s.dispatch("conv", "Conv",
                      {crossed.x, crossed.s.constant("w", random_tensor({4, 4, 1, 1}, 1))},
