@@ -424,7 +424,7 @@ class ResizeKernel : public Kernel {
     const AxisTaps& last = axes_[rank - 1];
     const int64_t lt = last.taps;
     const C extrapolated = from_double<C>(p_.extrapolation);
-#pragma omp parallel if (total_ >= 32768)
+#pragma omp parallel if (total_ * outer_taps_ * axes_.back().taps >= 16384)
     {
       std::vector<int64_t> coord(rank);
       std::vector<int64_t> off(static_cast<size_t>(outer_taps_));

@@ -20,8 +20,9 @@ const ValueSpec* input(const DispatchSpec& d, std::span<const ValueSpec> values,
 }
 
 // Multiply-adds per output element of the ops that reduce: Conv (C/group x kernel window from
-// the weights [M, C/group, k...]) and MatMul/Gemm (the shared dim of the first operand; Gemm's
-// transA is ignored, as the estimate only needs the order of magnitude).
+// the weights [M, C/group, k...]), MatMul/Gemm (the shared dim of the first operand; Gemm's
+// transA is ignored, as the estimate only needs the order of magnitude) and Resize (at least two
+// taps on each of two axes when it interpolates).
 double macs_per_output(const DispatchSpec& d, std::span<const ValueSpec> values) {
   const std::string& op = d.op_type;
   if (op == "Conv" || op == "ConvTranspose") {
@@ -29,6 +30,7 @@ double macs_per_output(const DispatchSpec& d, std::span<const ValueSpec> values)
     if (w == nullptr || w->shape.size() < 2) return 0;
     return elements(*w) / static_cast<double>(w->shape[0] > 0 ? w->shape[0] : 1);
   }
+  if (op == "Resize") return 4;
   if (op == "MatMul" || op == "Gemm") {
     const ValueSpec* a = input(d, values, 0);
     if (a == nullptr || a->shape.empty()) return 0;

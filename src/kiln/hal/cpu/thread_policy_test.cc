@@ -45,6 +45,21 @@ TEST(ThreadPolicy, SmallDispatchesRunOnOneThreadLargeOnesOnAll) {
               16.0 * (2 * 64 * 56 * 56 + 64 * 64 * 9) + 1);  // plus what it touches
 }
 
+TEST(ThreadPolicy, AnInterpolatingResizeCountsItsTaps) {
+  // The FCN's 2x bilinear upsample (24576 outputs) is worth a second thread; a tiny one is not.
+  auto resize_threads = [](ConcreteShape in, ConcreteShape out) {
+    SpecBuilder s;
+    const int32_t x = s.input("x", in);
+    Tensor scales = Tensor::create(DType::kF32, {4}).value();
+    const int32_t sc = s.constant("scales", scales);
+    const int32_t y = s.output("y", out);
+    s.dispatch("up", "Resize", {x, -1, sc}, {y}, attrs({{"mode", std::string("linear")}}));
+    return dispatch_threads(s.spec().dispatches[0], s.spec().values, 2);
+  };
+  EXPECT_EQ(resize_threads({1, 32, 12, 16}, {1, 32, 24, 32}), 2);
+  EXPECT_EQ(resize_threads({1, 2, 4, 4}, {1, 2, 8, 8}), 1);
+}
+
 TEST(ThreadPolicy, TheChoiceDependsOnOneSampleNotTheBatch) {
   for (int64_t batch : {1, 2, 8, 64, 1024}) {
     SpecBuilder small, large;
