@@ -462,7 +462,7 @@ class ResizeKernel : public Kernel {
         for (int64_t i = 0; i < n; ++i) {
           const T* xi = x + off[i];
           const C wi = wt[i];
-          if (lt == 2) {
+          if (lt == 2) {  // linear's two taps, unrolled: the common case
             for (int64_t o = 0; o < width; ++o) {
               const int64_t* lo = &last.offset[o * 2];
               C s = 0;

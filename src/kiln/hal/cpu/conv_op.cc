@@ -1,9 +1,8 @@
 // Conv on oneDNN convolution_forward (direct algorithm: exact f32 arithmetic, no Winograd), with
 // format_tag::any so oneDNN picks blocked layouts; bias, kiln's residual (a sum post-op over the
 // destination pre-filled with the residual) and the activation (relu or clip, an eltwise post-op)
-// are fused. When nothing
-// reads the residual afterwards and it is stored in the destination's layout, the destination
-// offers to take over its bytes, and the pre-fill copy then does nothing.
+// are fused. When nothing reads the residual afterwards and it is stored in the destination's
+// layout, the destination offers to take over its bytes, and the pre-fill copy then does nothing.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/op_table.h"
@@ -189,7 +188,8 @@ Status build_conv(ProgramBuilder& b) {
   std::string what =
       fmt::format("conv {} {} -> {}{}{}{}", impl_name(pd), describe(src_layout),
                   describe(dst_layout),
-                  p.has_residual ? (in_place ? " +residual(in place)" : " +residual") : "", activation_suffix(p.activation),
+                  p.has_residual ? (in_place ? " +residual(in place)" : " +residual") : "",
+                  activation_suffix(p.activation),
                   repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
   PrimitiveStep& step = b.add_primitive(b.label(what), pd, dnnl::convolution_forward(pd), repeat);
   step.bind(DNNL_ARG_SRC, pd.src_desc(), src, src_stride);

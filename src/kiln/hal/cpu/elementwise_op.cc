@@ -1,6 +1,6 @@
-// Relu and Gelu (oneDNN eltwise, in the input's layout), Add/Sub/Mul/Div (oneDNN binary when the first operand has the output's
-// shape — both operands then share its layout, blocked or plain — else kiln's broadcasting
-// kernel on plain data) and variadic Sum (oneDNN sum for equal shapes, else a chain of kiln
+// Relu and Gelu (oneDNN eltwise, in the input's layout), Add/Sub/Mul/Div (oneDNN binary when the
+// first operand has the output's shape — both operands then share its layout, blocked or plain —
+// else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal shapes, else a chain of kiln
 // broadcasting adds).
 #include <fmt/format.h>
 
@@ -59,35 +59,30 @@ Status add_plain_broadcast(ProgramBuilder& b, BinaryOp kind, int32_t a, int32_t 
   return ok_status();
 }
 
-// The oneDNN algorithm of a unary op: Relu, Gelu with approximate "none" (erf) or "tanh".
-StatusOr<dnnl::algorithm> eltwise_algorithm(const OpReader& op) {
+// A unary op as a oneDNN algorithm, and its name in kernel descriptions.
+struct Eltwise {
+  dnnl::algorithm algorithm;
+  const char* name;
+};
+
+// Relu, and Gelu with approximate "none" (erf) or "tanh".
+StatusOr<Eltwise> eltwise_of(const OpReader& op) {
   if (op.dispatch().op_type == "Relu") {
     KILN_RETURN_IF_ERROR(op.expect_attributes({}));
-    return dnnl::algorithm::eltwise_relu;
+    return Eltwise{dnnl::algorithm::eltwise_relu, "relu"};
   }
   KILN_RETURN_IF_ERROR(op.expect_attributes({"approximate"}));
   KILN_ASSIGN_OR_RETURN(std::string approximate, op.get_string("approximate", "none"));
-  if (approximate == "none") return dnnl::algorithm::eltwise_gelu_erf;
-  if (approximate == "tanh") return dnnl::algorithm::eltwise_gelu_tanh;
+  if (approximate == "none") return Eltwise{dnnl::algorithm::eltwise_gelu_erf, "gelu"};
+  if (approximate == "tanh") return Eltwise{dnnl::algorithm::eltwise_gelu_tanh, "gelu(tanh)"};
   return invalid_argument("attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"",
                           approximate);
-}
-
-const char* eltwise_name(dnnl::algorithm a) {
-  switch (a) {
-    case dnnl::algorithm::eltwise_gelu_erf:
-      return "gelu";
-    case dnnl::algorithm::eltwise_gelu_tanh:
-      return "gelu(tanh)";
-    default:
-      return "relu";
-  }
 }
 
 }  // namespace
 
 Status check_eltwise(const OpReader& op) {
-  KILN_RETURN_IF_ERROR(eltwise_algorithm(op).status());
+  KILN_RETURN_IF_ERROR(eltwise_of(op).status());
   KILN_RETURN_IF_ERROR(op.expect_inputs(1, 1));
   KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
   KILN_RETURN_IF_ERROR(check_all_f32(op));
@@ -100,18 +95,17 @@ Status check_eltwise(const OpReader& op) {
 
 Status build_eltwise(ProgramBuilder& b) {
   const OpReader& op = b.op();
-  KILN_ASSIGN_OR_RETURN(dnnl::algorithm algorithm, eltwise_algorithm(op));
+  KILN_ASSIGN_OR_RETURN(Eltwise eltwise, eltwise_of(op));
   const int32_t x = op.input_index(0);
   const dnnl_desc src = b.layout(x);
-  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src, 0.0f,
-                                   0.0f);
+  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, src,
+                                   0.0f, 0.0f);
   dnnl::eltwise_forward::primitive_desc pd(desc, b.attr(), b.engine());
   KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), pd.dst_desc()));
   PrimitiveStep& step =
-      b.add_primitive(b.label(fmt::format("{} {} {}", eltwise_name(algorithm), impl_name(pd),
-                                          describe(src))),
-                      pd,
-                      dnnl::eltwise_forward(pd));
+      b.add_primitive(
+          b.label(fmt::format("{} {} {}", eltwise.name, impl_name(pd), describe(src))), pd,
+          dnnl::eltwise_forward(pd));
   step.bind(DNNL_ARG_SRC, src, BufferRef::of_value(x));
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
   return ok_status();

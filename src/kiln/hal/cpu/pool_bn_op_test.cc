@@ -244,25 +244,41 @@ TEST(CpuBatchNormTest, TrainingModeIsUnimplemented) {
   EXPECT_NE(st.to_string().find("training_mode"), std::string::npos);
 }
 
+// A unary op run twice in one program: on the plain input, and on a 1x1 conv's blocked output.
+struct PlainAndAfterConv {
+  std::vector<Tensor> outputs;  // op(x), op(conv(x))
+  Tensor conv_of_x;             // the reference conv(x)
+  std::string blocked_kernel;   // the kernel line of the second op's dispatch
+};
+
+StatusOr<PlainAndAfterConv> run_plain_and_after_conv(const std::string& op, const Attributes& a,
+                                                     const Tensor& x, const Tensor& w) {
+  const ConcreteShape& shape = x.shape();
+  SpecBuilder s;
+  const int32_t xi = s.input("x", shape);
+  const int32_t c = s.value("c", shape);
+  const int32_t y1 = s.output("y1", shape);
+  const int32_t y2 = s.output("y2", shape);
+  s.dispatch("plain", op, {xi}, {y1}, a);
+  s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
+  s.dispatch("blocked", op, {c}, {y2}, a);
+  KILN_ASSIGN_OR_RETURN(auto exe, device()->prepare(s.spec()));
+  PlainAndAfterConv r;
+  const auto lines = exe->describe_dispatch(2);
+  if (!lines.empty()) r.blocked_kernel = lines[0];
+  KILN_ASSIGN_OR_RETURN(r.outputs, run_program(*exe, s.spec(), {x}));
+  ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+  r.conv_of_x = ref_conv(x, w, nullptr, nullptr, cr);
+  return r;
+}
+
 TEST(CpuReluTest, PlainAndAfterConv) {
   Tensor x = random_tensor({2, 8, 5, 5}, 21);
   Tensor w = random_tensor({8, 8, 1, 1}, 22);
-  SpecBuilder s;
-  const int32_t xi = s.input("x", {2, 8, 5, 5});
-  const int32_t c = s.value("c", {2, 8, 5, 5});
-  const int32_t y1 = s.output("y1", {2, 8, 5, 5});
-  const int32_t y2 = s.output("y2", {2, 8, 5, 5});
-  s.dispatch("relu_plain", "Relu", {xi}, {y1});
-  s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
-  s.dispatch("relu_blocked", "Relu", {c}, {y2});
-  auto dev = device();
-  auto exe = dev->prepare(s.spec());
-  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-  auto out = run_program(**exe, s.spec(), {x});
-  ASSERT_TRUE(out.ok()) << out.status().to_string();
-  EXPECT_TRUE(all_close((*out)[0], ref_relu(x)));
-  ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
-  EXPECT_TRUE(all_close((*out)[1], ref_relu(ref_conv(x, w, nullptr, nullptr, cr))));
+  auto r = run_plain_and_after_conv("Relu", {}, x, w);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(all_close(r->outputs[0], ref_relu(x)));
+  EXPECT_TRUE(all_close(r->outputs[1], ref_relu(r->conv_of_x)));
 }
 
 // Gelu as a oneDNN eltwise in the input's layout (plain, and blocked after a conv), against
@@ -285,26 +301,13 @@ TEST(CpuGeluTest, PlainAndAfterConvWithBothApproximations) {
     SCOPED_TRACE(tanh_form ? "tanh" : "erf");
     Tensor x = random_tensor({2, 8, 5, 5}, 23, -4.0f, 4.0f);
     Tensor w = random_tensor({8, 8, 1, 1}, 24);
-    SpecBuilder s;
-    const int32_t xi = s.input("x", {2, 8, 5, 5});
-    const int32_t c = s.value("c", {2, 8, 5, 5});
-    const int32_t y1 = s.output("y1", {2, 8, 5, 5});
-    const int32_t y2 = s.output("y2", {2, 8, 5, 5});
     const Attributes a = attrs({{"approximate", std::string(tanh_form ? "tanh" : "none")}});
-    s.dispatch("gelu_plain", "Gelu", {xi}, {y1}, a);
-    s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
-    s.dispatch("gelu_blocked", "Gelu", {c}, {y2}, a);
-    auto exe = device()->prepare(s.spec());
-    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-    const auto lines = (*exe)->describe_dispatch(2);
-    ASSERT_FALSE(lines.empty());
-    EXPECT_NE(lines[0].find(tanh_form ? "gelu(tanh) jit" : "gelu jit"), std::string::npos)
-        << lines[0];
-    auto out = run_program(**exe, s.spec(), {x});
-    ASSERT_TRUE(out.ok()) << out.status().to_string();
-    EXPECT_TRUE(all_close((*out)[0], ref_gelu(x, tanh_form)));
-    ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
-    EXPECT_TRUE(all_close((*out)[1], ref_gelu(ref_conv(x, w, nullptr, nullptr, cr), tanh_form)));
+    auto r = run_plain_and_after_conv("Gelu", a, x, w);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_NE(r->blocked_kernel.find(tanh_form ? "gelu(tanh) jit" : "gelu jit"), std::string::npos)
+        << r->blocked_kernel;
+    EXPECT_TRUE(all_close(r->outputs[0], ref_gelu(x, tanh_form)));
+    EXPECT_TRUE(all_close(r->outputs[1], ref_gelu(r->conv_of_x, tanh_form)));
   }
 }
 

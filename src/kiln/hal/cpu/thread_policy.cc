@@ -2,13 +2,13 @@
 
 #include <string>
 
+#include "kiln/base/checked_math.h"
+
 namespace kiln::hal::cpu {
 namespace {
 
 double elements(const ValueSpec& v) {
-  double n = 1;
-  for (int64_t d : v.shape) n *= static_cast<double>(d);
-  return n;
+  return static_cast<double>(checked_product(v.shape).value_or(0));
 }
 
 const ValueSpec* input(const DispatchSpec& d, std::span<const ValueSpec> values, size_t i) {
@@ -42,11 +42,11 @@ double macs_per_output(const DispatchSpec& d, std::span<const ValueSpec> values)
 }  // namespace
 
 double work_per_sample(const DispatchSpec& d, std::span<const ValueSpec> values) {
-  double outputs = 0, touched = 0;
+  double outputs = 0;
   for (int32_t v : d.outputs) {
     if (v >= 0 && static_cast<size_t>(v) < values.size()) outputs += elements(values[v]);
   }
-  touched = outputs;
+  double touched = outputs;
   for (size_t i = 0; i < d.inputs.size(); ++i) {
     if (const ValueSpec* v = input(d, values, i)) touched += elements(*v);
   }
