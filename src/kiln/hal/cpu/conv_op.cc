@@ -1,5 +1,6 @@
-// Conv on oneDNN convolution_forward (direct algorithm: exact f32 arithmetic, no Winograd), with
-// format_tag::any so oneDNN picks blocked layouts; bias, kiln's residual (a sum post-op over the
+// Conv on oneDNN convolution_forward (direct algorithm), with format_tag::any so oneDNN picks
+// blocked layouts, or, for 3x3 stride-1 convs where oneDNN would run its AVX2 kernel, kiln's
+// Winograd kernel (winograd_conv_op.h); bias, kiln's residual (a sum post-op over the
 // destination pre-filled with the residual) and the activation (relu or clip, an eltwise post-op)
 // are fused. When nothing reads the residual afterwards and it is stored in the destination's
 // layout, the destination offers to take over its bytes, and the pre-fill copy then does nothing.
@@ -7,6 +8,7 @@
 
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/hal/cpu/winograd_conv_op.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -149,6 +151,12 @@ Status build_conv(ProgramBuilder& b) {
   // Batch invariance: the whole batch runs in one call only when that kernel reduces in the same
   // order as the one-sample kernel; otherwise the one-sample primitive runs per sample.
   dnnl::convolution_forward::primitive_desc pd = make_pd(1);
+  if (r == 2) {
+    const WinogradConvRequest winograd{p.window.kernel,     p.window.strides, p.window.dilations,
+                                       p.window.pads_begin, p.window.pads_end, p.group,
+                                       p.has_bias,          p.has_residual,    p.activation};
+    if (winograd_applies(b, winograd, pd)) return build_winograd_conv(b, winograd);
+  }
   int64_t repeat = 1;
   dnnl_desc src_layout = pd.src_desc(), dst_layout = pd.dst_desc();
   size_t src_stride = 0, dst_stride = 0;

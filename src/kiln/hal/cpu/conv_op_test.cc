@@ -1,11 +1,14 @@
 // Conv on the CPU backend against the naive float64 reference: strides, asymmetric pads,
 // dilations, groups, depthwise, bias or not, kiln's residual + relu/clip fusion, 1-D/3-D, odd
-// channel counts (padded blocked layouts), and weights that are not constants.
+// channel counts (padded blocked layouts), and weights that are not constants. 3x3 stride-1
+// cases with channel counts that are multiples of 8 (in) and 16 (out) and constant weights run
+// by kiln's Winograd kernel where oneDNN would run its AVX2 kernel; the test checks which ran.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/hal/cpu/test_support.h"
+#include "kiln/hal/cpu/winograd_conv.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -21,6 +24,7 @@ struct ConvCase {
   bool residual = false;
   kernels::FusedActivation activation;
   bool constant_weights = true;
+  bool winograd = false;  // runs by Winograd on an AVX2 machine whose oneDNN uses nChw8c
 };
 
 const kernels::FusedActivation kRelu{kernels::FusedActivation::Kind::kRelu};
@@ -93,6 +97,14 @@ TEST_P(CpuConvTest, MatchesReference) {
   auto out = run_program(**exe, s.spec(), inputs);
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_TRUE(all_close((*out)[0], expected));
+
+  const std::string steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
+  const bool avx2_blocked = steps.find("aBcd8b") != std::string::npos;
+  if (c.winograd && avx2_blocked && winograd::cpu_supported()) {
+    EXPECT_NE(steps.find("winograd_2x2_3x3"), std::string::npos) << steps;
+  } else {
+    EXPECT_EQ(steps.find("winograd"), std::string::npos) << steps;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -100,6 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(make_case("basic_3x3", {2, 16, 8, 8}, {16, 16, 3, 3},
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
+                                  c.winograd = true;
                                 }),
                       make_case("stride2_asymmetric_pads", {2, 8, 9, 10}, {24, 8, 3, 3},
                                 [](ConvCase& c) {
@@ -138,6 +151,7 @@ INSTANTIATE_TEST_SUITE_P(
                       make_case("residual_relu", {2, 16, 8, 8}, {16, 16, 3, 3},
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
+                                  c.winograd = true;
                                   c.residual = true;
                                   c.activation = kRelu;
                                 }),
@@ -197,10 +211,36 @@ INSTANTIATE_TEST_SUITE_P(
                       make_case("residual_clip_both_bounds_hit", {2, 16, 8, 8}, {16, 16, 3, 3},
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
+                                  c.winograd = true;
                                   c.residual = true;
                                   c.activation = {kernels::FusedActivation::Kind::kClip, -0.5,
                                                   0.75};
                                 }),
+                      make_case("winograd_odd_sizes_batch3", {3, 8, 7, 9}, {32, 8, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.winograd = true;
+                                }),
+                      make_case("winograd_valid_no_bias_relu", {2, 24, 6, 5}, {16, 24, 3, 3},
+                                [](ConvCase& c) {
+                                  c.bias = false;
+                                  c.activation = kRelu;
+                                  c.winograd = true;
+                                }),
+                      make_case("winograd_uneven_pads_residual", {1, 16, 5, 8}, {48, 16, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {2, 0, 1, 2};
+                                  c.residual = true;
+                                  c.activation = kRelu6;
+                                  c.winograd = true;
+                                }),
+                      make_case("winograd_many_channels", {1, 128, 6, 6}, {64, 128, 3, 3},
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.winograd = true;
+                                }),
+                      make_case("not_winograd_out_channels_24", {1, 16, 6, 6}, {24, 16, 3, 3},
+                                [](ConvCase& c) { c.pads = {1, 1, 1, 1}; }),
                       make_case("pointwise_clip_min_only", {2, 64, 6, 6}, {32, 64, 1, 1},
                                 [](ConvCase& c) {
                                   c.activation = {kernels::FusedActivation::Kind::kClip, -0.25};

@@ -133,6 +133,18 @@ StatusOr<BufferRef> ProgramBuilder::input_as(int32_t v, const dnnl_desc& want,
   return t;
 }
 
+StatusOr<BufferRef> ProgramBuilder::constant_transformed(int32_t v, const dnnl_desc& source,
+                                                         const dnnl_desc& target,
+                                                         const WeightCache::Transform& transform) {
+  const Tensor* c = constant(v);
+  if (c == nullptr) return internal_error("value '{}' is not a constant", spec_.values[v].name);
+  KILN_ASSIGN_OR_RETURN(auto transformed,
+                        device_->weights.get_transformed(*c, source, target, transform));
+  std::byte* data = transformed->data();
+  held_constants_.push_back(std::move(transformed));
+  return BufferRef::at(data);
+}
+
 StatusOr<BufferRef> ProgramBuilder::output(int32_t v, const dnnl_desc& produced) {
   const ValueSpec& value = spec_.values[v];
   if (value.dtype != DType::kF32) {

@@ -60,6 +60,11 @@ class ProgramBuilder {
   // element count, e.g. goihw conv weights); a strided view expresses a transpose.
   StatusOr<BufferRef> input_as(int32_t v, const dnnl_desc& want,
                                const std::optional<dnnl_desc>& view = std::nullopt);
+  // Constant `v` (plain f32, read as `source`) in a kernel's own packing `target` (see
+  // WeightCache::get_transformed), computed once per device and held by the executable.
+  StatusOr<BufferRef> constant_transformed(int32_t v, const dnnl_desc& source,
+                                           const dnnl_desc& target,
+                                           const WeightCache::Transform& transform);
   // Where a step writes value `v` (f32) in layout `produced`. The value takes that layout, or,
   // when it must be plain and `produced` is not, the step writes a temporary that is reordered
   // into the value after this dispatch's steps.

@@ -15,6 +15,30 @@ ReorderedConstant::~ReorderedConstant() { std::free(data_); }
 StatusOr<std::shared_ptr<const ReorderedConstant>> WeightCache::get(
     const Tensor& constant, const dnnl::memory::desc& source, const dnnl::memory::desc& target,
     const dnnl::engine& engine) {
+  return find_or_make(constant, source, target, [&](std::byte* data) {
+    return catch_dnnl("reordering a constant", [&]() -> Status {
+      dnnl::stream stream(engine);
+      dnnl::memory from(source, engine, const_cast<std::byte*>(constant.data()));
+      dnnl::memory to(target, engine, data);
+      dnnl::reorder(from, to).execute(stream, from, to);
+      stream.wait();
+      return ok_status();
+    });
+  });
+}
+
+StatusOr<std::shared_ptr<const ReorderedConstant>> WeightCache::get_transformed(
+    const Tensor& constant, const dnnl::memory::desc& source, const dnnl::memory::desc& target,
+    const Transform& transform) {
+  return find_or_make(constant, source, target, [&](std::byte* data) {
+    transform(constant.data(), data);
+    return ok_status();
+  });
+}
+
+StatusOr<std::shared_ptr<const ReorderedConstant>> WeightCache::find_or_make(
+    const Tensor& constant, const dnnl::memory::desc& source, const dnnl::memory::desc& target,
+    const std::function<Status(std::byte* target)>& fill) {
   if (source.get_size() != constant.byte_size()) {
     return internal_error("constant of {} bytes viewed as {}", constant.byte_size(),
                           describe(source));
@@ -34,14 +58,7 @@ StatusOr<std::shared_ptr<const ReorderedConstant>> WeightCache::get(
   }
   std::byte* data = owned.get();
   auto value = std::make_shared<const ReorderedConstant>(constant, target, owned.release());
-  KILN_RETURN_IF_ERROR(catch_dnnl("reordering a constant", [&]() -> Status {
-    dnnl::stream stream(engine);
-    dnnl::memory from(source, engine, const_cast<std::byte*>(constant.data()));
-    dnnl::memory to(target, engine, data);
-    dnnl::reorder(from, to).execute(stream, from, to);
-    stream.wait();
-    return ok_status();
-  }));
+  KILN_RETURN_IF_ERROR(fill(data));
   // The plain bytes are not needed while this copy lives: a mapped module's pages may go.
   constant.release_resident();
   entries_.push_back(Entry{constant.data(), source, target, value});

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -45,10 +46,22 @@ class WeightCache {
                                                          const dnnl::memory::desc& source,
                                                          const dnnl::memory::desc& target,
                                                          const dnnl::engine& engine);
+  // Returns `constant` (plain f32 data described by `source`) transformed by `transform` into
+  // `target.get_size()` bytes, computing it on first use. `target` names the transformed form: a
+  // kernel's own packing gets a descriptor no reorder of `source` can have (other dims), so the
+  // key cannot meet get()'s entries.
+  using Transform = std::function<void(const std::byte* source, std::byte* target)>;
+  StatusOr<std::shared_ptr<const ReorderedConstant>> get_transformed(
+      const Tensor& constant, const dnnl::memory::desc& source, const dnnl::memory::desc& target,
+      const Transform& transform);
   // Live entries (for tests).
   size_t size() const;
 
  private:
+  StatusOr<std::shared_ptr<const ReorderedConstant>> find_or_make(
+      const Tensor& constant, const dnnl::memory::desc& source, const dnnl::memory::desc& target,
+      const std::function<Status(std::byte* target)>& fill);
+
   struct Entry {
     const std::byte* data;
     dnnl::memory::desc source;

@@ -1,0 +1,64 @@
+// 3x3 convolution with stride 1 by Winograd's minimal filtering F(2x2, 3x3), for f32 activations
+// in oneDNN's nChw8c layout ([C/8][H][W][8] per sample), on AVX2 + FMA.
+//
+// Each 2x2 output tile comes from a 4x4 input patch d as Y = A^T [U . V] A, with the weights
+// transformed once (U = G g G^T, in double, then rounded) and the patch V = B^T d B on the fly:
+// 16 multiplies per tile and channel pair instead of 36. The 16 products U . V, summed over the
+// input channels, are 16 matrix products [tiles x C] x [C x M] run by one register-blocked AVX2
+// kernel (6 tiles x 16 output channels).
+//
+// Numerics: not the direct convolution's sums. The transforms' coefficients are 0, +-1 and 1/2,
+// so the error stays of the order of a direct f32 sum's (tested against a float64 reference).
+// Every output element is computed by the same sequence of operations whatever the sample's
+// position in a batch, the thread count or the split of work over threads: channels are summed
+// in order, one sample at a time (DESIGN.md invariant 4).
+//
+// NaN: the fused relu/clip keep a NaN (unlike oneDNN's eltwise post-ops, which map it to the
+// lower bound).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/kernels/activation.h"
+
+namespace kiln::hal::cpu::winograd {
+
+// One sample's convolution. Input H x W with `pad_top`/`pad_left` zeros before it; the output is
+// out_h x out_w (the caller derives it with the bottom/right pads: out = in + pads - 2).
+struct Conv3x3 {
+  int64_t channels = 0;      // C, a multiple of 8
+  int64_t out_channels = 0;  // M, a multiple of 16
+  int64_t in_h = 0, in_w = 0;
+  int64_t out_h = 0, out_w = 0;
+  int64_t pad_top = 0, pad_left = 0;  // 0..2
+};
+
+// What is done to each output after the sum: + bias[m] (when not null), + the value already in
+// the destination (when `accumulate`: kiln's residual), then the activation.
+struct Epilogue {
+  const float* bias = nullptr;
+  bool accumulate = false;
+  kernels::FusedActivation activation;
+};
+
+// Whether this machine runs the kernels (AVX2 and FMA).
+bool cpu_supported();
+// Whether `shape` is one the kernels take: channel counts as above, pads 0..2, and output sizes
+// consistent with them. Says why not when not.
+const char* unsupported_reason(const Conv3x3& shape);
+
+// Floats of the transformed weights: 16 * M * C.
+size_t transformed_weight_count(const Conv3x3& shape);
+// U from OIHW weights [M][C][3][3]; `u` holds transformed_weight_count floats.
+void transform_weights(const Conv3x3& shape, const float* oihw, float* u);
+
+// Bytes of scratch one sample needs (the transformed input and the 16 products), 64-aligned.
+size_t workspace_bytes(const Conv3x3& shape);
+
+// One sample: `src` [C/8][in_h][in_w][8], `dst` [M/8][out_h][out_w][8]; `workspace` 64-byte
+// aligned of workspace_bytes(shape). Runs on the calling thread's OpenMP team.
+void run(const Conv3x3& shape, const float* src, const float* u, const Epilogue& epilogue,
+         float* dst, std::byte* workspace);
+
+}  // namespace kiln::hal::cpu::winograd

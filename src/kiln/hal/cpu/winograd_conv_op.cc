@@ -1,0 +1,140 @@
+#include "kiln/hal/cpu/winograd_conv_op.h"
+
+#include <fmt/format.h>
+
+#include "kiln/hal/cpu/program_builder.h"
+#include "kiln/hal/cpu/winograd_conv.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+winograd::Conv3x3 one_sample(const OpReader& op, const WinogradConvRequest& r) {
+  const ConcreteShape& x = op.input(0).shape;
+  const ConcreteShape& y = op.output(0).shape;
+  winograd::Conv3x3 s;
+  s.channels = x[1];
+  s.out_channels = y[1];
+  s.in_h = x[2];
+  s.in_w = x[3];
+  s.out_h = y[2];
+  s.out_w = y[3];
+  s.pad_top = r.pads_begin[0];
+  s.pad_left = r.pads_begin[1];
+  return s;
+}
+
+dnnl_desc blocked8(const ConcreteShape& shape) {
+  return dnnl_desc(to_dnnl_dims(shape), dt::f32, tag::nChw8c);
+}
+
+// Runs the kernel once per sample.
+class WinogradConvStep : public Step {
+ public:
+  struct Buffers {
+    BufferRef src, weights, bias, dst, workspace;
+  };
+  WinogradConvStep(std::string label, winograd::Conv3x3 shape, int64_t batch, Buffers buffers,
+                   bool has_bias, bool accumulate, kernels::FusedActivation activation)
+      : label_(std::move(label)),
+        shape_(shape),
+        batch_(batch),
+        buffers_(buffers),
+        has_bias_(has_bias),
+        accumulate_(accumulate),
+        activation_(activation) {}
+
+  Status run(const ExecContext& ctx) override {
+    const auto* src = reinterpret_cast<const float*>(ctx.resolve(buffers_.src));
+    const auto* weights = reinterpret_cast<const float*>(ctx.resolve(buffers_.weights));
+    auto* dst = reinterpret_cast<float*>(ctx.resolve(buffers_.dst));
+    winograd::Epilogue epilogue;
+    epilogue.bias = has_bias_ ? reinterpret_cast<const float*>(ctx.resolve(buffers_.bias)) : nullptr;
+    epilogue.accumulate = accumulate_;
+    epilogue.activation = activation_;
+    const int64_t src_sample = shape_.channels * shape_.in_h * shape_.in_w;
+    const int64_t dst_sample = shape_.out_channels * shape_.out_h * shape_.out_w;
+    std::byte* workspace = ctx.resolve(buffers_.workspace);
+    for (int64_t n = 0; n < batch_; ++n) {
+      winograd::run(shape_, src + n * src_sample, weights, epilogue, dst + n * dst_sample,
+                    workspace);
+    }
+    return ok_status();
+  }
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  winograd::Conv3x3 shape_;
+  int64_t batch_;
+  Buffers buffers_;
+  bool has_bias_, accumulate_;
+  kernels::FusedActivation activation_;
+};
+
+}  // namespace
+
+bool winograd_applies(const ProgramBuilder& b, const WinogradConvRequest& r,
+                      const dnnl::convolution_forward::primitive_desc& direct) {
+  const OpReader& op = b.op();
+  const std::vector<int64_t> ones{1, 1};
+  if (r.kernel != std::vector<int64_t>{3, 3} || r.strides != ones || r.dilations != ones ||
+      r.group != 1 || r.pads_end.size() != 2 || r.pads_end[0] > 2 || r.pads_end[1] > 2) {
+    return false;
+  }
+  if (b.constant(op.input_index(1)) == nullptr || !winograd::cpu_supported()) return false;
+  if (winograd::unsupported_reason(one_sample(op, r)) != nullptr) return false;
+  ConcreteShape x_one = op.input(0).shape, y_one = op.output(0).shape;
+  x_one[0] = y_one[0] = 1;
+  return impl_name(direct) == "jit:avx2" && direct.src_desc() == blocked8(x_one) &&
+         direct.dst_desc() == blocked8(y_one);
+}
+
+Status build_winograd_conv(ProgramBuilder& b, const WinogradConvRequest& r) {
+  const OpReader& op = b.op();
+  const winograd::Conv3x3 shape = one_sample(op, r);
+  const ConcreteShape& x = op.input(0).shape;
+  const ConcreteShape& w = op.input(1).shape;
+  const ConcreteShape& y = op.output(0).shape;
+  const dnnl_desc src_layout = blocked8(x), dst_layout = blocked8(y);
+
+  WinogradConvStep::Buffers buffers;
+  KILN_ASSIGN_OR_RETURN(buffers.src, b.input_as(op.input_index(0), src_layout));
+  const dnnl_desc packed({16, shape.out_channels / 16, shape.channels, 16}, dt::f32, tag::abcd);
+  KILN_ASSIGN_OR_RETURN(
+      buffers.weights,
+      b.constant_transformed(op.input_index(1), plain_desc(w), packed,
+                             [shape](const std::byte* oihw, std::byte* u) {
+                               winograd::transform_weights(
+                                   shape, reinterpret_cast<const float*>(oihw),
+                                   reinterpret_cast<float*>(u));
+                             }));
+  if (r.has_bias) {
+    KILN_ASSIGN_OR_RETURN(buffers.bias,
+                          b.input_as(op.input_index(2), plain_desc(op.input(2).shape)));
+  }
+  const int32_t out = op.output_index(0), res = r.has_residual ? op.input_index(3) : -1;
+  const bool in_place = r.has_residual && b.can_overwrite(res, out, dst_layout);
+  if (in_place) {
+    KILN_ASSIGN_OR_RETURN(buffers.dst, b.output_over(out, res, dst_layout));
+  } else {
+    KILN_ASSIGN_OR_RETURN(buffers.dst, b.output(out, dst_layout));
+    if (r.has_residual) {
+      b.add_reorder(BufferRef::of_value(res), b.layout(res), buffers.dst, dst_layout);
+    }
+  }
+  buffers.workspace = b.temp(winograd::workspace_bytes(shape));
+  std::string what = fmt::format(
+      "conv winograd_2x2_3x3:avx2 {} -> {}{}{}", describe(src_layout), describe(dst_layout),
+      r.has_residual ? (in_place ? " +residual(in place)" : " +residual") : "",
+      r.activation.kind == kernels::FusedActivation::Kind::kNone
+          ? ""
+          : " +" + kernels::describe(r.activation));
+  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, x[0], buffers, r.has_bias,
+                                           r.has_residual, r.activation));
+  return ok_status();
+}
+
+}  // namespace kiln::hal::cpu

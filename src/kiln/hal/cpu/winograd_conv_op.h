@@ -1,0 +1,34 @@
+// Conv dispatches run by Winograd F(2x2, 3x3) (winograd_conv.h) instead of oneDNN's direct
+// kernel: 3x3, stride 1, no dilation, one group, constant weights, channel counts the kernel
+// takes, on a machine where oneDNN itself would run its AVX2 kernel on nChw8c data. The choice
+// depends on the dispatch's concrete shapes and the machine only (DESIGN.md invariant 1), and
+// samples run one at a time (invariant 4).
+#pragma once
+
+#include <cstdint>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/kernels/activation.h"
+
+namespace kiln::hal::cpu {
+
+class ProgramBuilder;
+
+struct WinogradConvRequest {
+  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
+  int64_t group = 1;
+  bool has_bias = false;
+  bool has_residual = false;
+  kernels::FusedActivation activation;
+};
+
+// Whether the dispatch being built runs by Winograd. `direct` is oneDNN's one-sample direct
+// convolution for it: Winograd takes over only where that is the AVX2 kernel on nChw8c data.
+bool winograd_applies(const ProgramBuilder& b, const WinogradConvRequest& request,
+                      const dnnl::convolution_forward::primitive_desc& direct);
+// Appends the dispatch's steps (winograd_applies must hold).
+Status build_winograd_conv(ProgramBuilder& b, const WinogradConvRequest& request);
+
+}  // namespace kiln::hal::cpu

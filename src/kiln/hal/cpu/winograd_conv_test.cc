@@ -1,0 +1,201 @@
+// kiln's Winograd F(2x2, 3x3) kernel on its own: against a float64 direct convolution, across
+// tile edges, pads, chunk boundaries and the epilogue (bias, accumulate, relu/clip); the same
+// bits on one thread and two; NaN kept by the fused activations; shapes it refuses.
+#include "kiln/hal/cpu/winograd_conv.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace kiln::hal::cpu::winograd {
+namespace {
+
+using Kind = kernels::FusedActivation::Kind;
+
+struct Case {
+  int64_t c, h, w, m, pad_top, pad_left, pad_bottom, pad_right;
+};
+
+void PrintTo(const Case& k, std::ostream* os) {
+  *os << "C " << k.c << ", " << k.h << "x" << k.w << ", M " << k.m << ", pads " << k.pad_top << ","
+      << k.pad_left << "," << k.pad_bottom << "," << k.pad_right;
+}
+
+Conv3x3 shape_of(const Case& k) {
+  return Conv3x3{k.c, k.m, k.h, k.w, k.h + k.pad_top + k.pad_bottom - 2,
+                 k.w + k.pad_left + k.pad_right - 2, k.pad_top, k.pad_left};
+}
+
+// Plain [C][H][W] <-> nChw8c [C/8][H][W][8].
+std::vector<float> to_blocked(const std::vector<float>& plain, int64_t c, int64_t hw) {
+  std::vector<float> out(plain.size());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    for (int64_t i = 0; i < hw; ++i) out[((ch / 8) * hw + i) * 8 + ch % 8] = plain[ch * hw + i];
+  }
+  return out;
+}
+float blocked_at(const std::vector<float>& blocked, int64_t hw, int64_t ch, int64_t i) {
+  return blocked[((ch / 8) * hw + i) * 8 + ch % 8];
+}
+
+struct Problem {
+  Conv3x3 s;
+  std::vector<float> x, w, bias, u;  // x plain [C][H][W], w [M][C][3][3]
+  std::vector<float> x_blocked;
+  std::vector<std::byte> workspace_storage;
+  std::byte* workspace;
+
+  explicit Problem(const Case& k, uint32_t seed) : s(shape_of(k)) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    x.resize(static_cast<size_t>(k.c * k.h * k.w));
+    w.resize(static_cast<size_t>(k.m * k.c * 9));
+    bias.resize(static_cast<size_t>(k.m));
+    for (float& v : x) v = uniform(rng);
+    for (float& v : w) v = uniform(rng);
+    for (float& v : bias) v = uniform(rng);
+    x_blocked = to_blocked(x, k.c, k.h * k.w);
+    u.resize(transformed_weight_count(s));
+    transform_weights(s, w.data(), u.data());
+    workspace_storage.resize(workspace_bytes(s) + 64);
+    workspace = workspace_storage.data() +
+                (64 - reinterpret_cast<uintptr_t>(workspace_storage.data()) % 64) % 64;
+  }
+  size_t out_size() const { return static_cast<size_t>(s.out_channels * s.out_h * s.out_w); }
+
+  // Direct convolution in double; `magnitude` gets bias + sum |x w| per output (an error scale).
+  double reference(int64_t m, int64_t oy, int64_t ox, double* magnitude) const {
+    double sum = bias[m], abs_sum = std::fabs(bias[m]);
+    for (int64_t c = 0; c < s.channels; ++c) {
+      for (int64_t ky = 0; ky < 3; ++ky) {
+        for (int64_t kx = 0; kx < 3; ++kx) {
+          const int64_t iy = oy - s.pad_top + ky, ix = ox - s.pad_left + kx;
+          if (iy < 0 || iy >= s.in_h || ix < 0 || ix >= s.in_w) continue;
+          const double term = static_cast<double>(x[(c * s.in_h + iy) * s.in_w + ix]) *
+                              w[((m * s.channels + c) * 3 + ky) * 3 + kx];
+          sum += term;
+          abs_sum += std::fabs(term);
+        }
+      }
+    }
+    *magnitude = abs_sum;
+    return sum;
+  }
+};
+
+void skip_unless_supported() {
+  if (!cpu_supported()) GTEST_SKIP() << "this machine has no AVX2+FMA; the kernel does not run";
+}
+
+class WinogradConvTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(WinogradConvTest, AgreesWithFloat64DirectConvolution) {
+  skip_unless_supported();
+  Problem p(GetParam(), 7);
+  ASSERT_EQ(unsupported_reason(p.s), nullptr);
+  std::vector<float> residual(p.out_size());
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  for (float& v : residual) v = uniform(rng);
+
+  for (const kernels::FusedActivation& act :
+       {kernels::FusedActivation{}, kernels::FusedActivation{Kind::kRelu},
+        kernels::FusedActivation{Kind::kClip, -0.5, 0.75}}) {
+    for (bool accumulate : {false, true}) {
+      std::vector<float> y = accumulate ? residual : std::vector<float>(p.out_size(), NAN);
+      Epilogue e{p.bias.data(), accumulate, act};
+      run(p.s, p.x_blocked.data(), p.u.data(), e, y.data(), p.workspace);
+      const int64_t hw = p.s.out_h * p.s.out_w;
+      int failures = 0;
+      for (int64_t m = 0; m < p.s.out_channels && failures < 5; ++m) {
+        for (int64_t i = 0; i < hw && failures < 5; ++i) {
+          double magnitude = 0;
+          double expected = p.reference(m, i / p.s.out_w, i % p.s.out_w, &magnitude);
+          if (accumulate) expected += blocked_at(residual, hw, m, i);
+          if (act.kind == Kind::kRelu) expected = std::max(expected, 0.0);
+          if (act.kind == Kind::kClip) expected = std::clamp(expected, act.min, act.max);
+          const double got = blocked_at(y, hw, m, i);
+          // A few f32 roundings of the terms' magnitude: a wrong tap or tile is off by O(1).
+          const double bound = 1e-6 * (magnitude + (accumulate ? 4.0 : 0.0));
+          if (!(std::fabs(got - expected) <= bound)) {
+            ++failures;
+            ADD_FAILURE() << "output channel " << m << ", pixel " << i << " ("
+                          << kernels::describe(act) << (accumulate ? ", accumulate" : "")
+                          << "): got " << got << ", expected " << expected << " +- " << bound;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, WinogradConvTest,
+    ::testing::Values(Case{8, 8, 8, 16, 1, 1, 1, 1},      // even tiles
+                      Case{16, 7, 9, 32, 1, 1, 1, 1},     // a half tile at the bottom and right
+                      Case{8, 1, 1, 16, 1, 1, 1, 1},      // one pixel, one partial tile
+                      Case{24, 6, 5, 16, 0, 0, 0, 0},     // no padding
+                      Case{16, 5, 8, 48, 2, 0, 1, 2},     // uneven pads
+                      Case{128, 7, 7, 64, 1, 1, 1, 1},    // many channels, 16 tiles
+                      Case{8, 40, 38, 16, 1, 1, 1, 1}),   // several chunks of tile blocks
+    [](const ::testing::TestParamInfo<Case>& info) {
+      const Case& k = info.param;
+      return "c" + std::to_string(k.c) + "_" + std::to_string(k.h) + "x" + std::to_string(k.w) +
+             "_m" + std::to_string(k.m) + "_pads" + std::to_string(k.pad_top) +
+             std::to_string(k.pad_left) + std::to_string(k.pad_bottom) +
+             std::to_string(k.pad_right);
+    });
+
+TEST(WinogradConv, SameBitsOnOneThreadAndTwo) {
+  skip_unless_supported();
+  Problem p(Case{32, 23, 17, 32, 1, 1, 1, 1}, 3);
+  const Epilogue e{p.bias.data(), false, {Kind::kRelu}};
+  const int before = omp_get_max_threads();
+  std::vector<float> one(p.out_size()), two(p.out_size());
+  omp_set_num_threads(1);
+  run(p.s, p.x_blocked.data(), p.u.data(), e, one.data(), p.workspace);
+  omp_set_num_threads(2);
+  run(p.s, p.x_blocked.data(), p.u.data(), e, two.data(), p.workspace);
+  omp_set_num_threads(before);
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+}
+
+TEST(WinogradConv, FusedActivationsKeepNaN) {
+  skip_unless_supported();
+  const Case k{8, 6, 6, 16, 1, 1, 1, 1};
+  Problem p(k, 5);
+  // A NaN at input pixel (2, 2) of channel 3 reaches outputs (1..3, 1..3), through every tile
+  // that reads it; the tile at the far corner does not read it.
+  p.x[(3 * k.h + 2) * k.w + 2] = std::numeric_limits<float>::quiet_NaN();
+  p.x_blocked = to_blocked(p.x, k.c, k.h * k.w);
+  for (const kernels::FusedActivation& act :
+       {kernels::FusedActivation{Kind::kRelu}, kernels::FusedActivation{Kind::kClip, 0.0, 6.0}}) {
+    std::vector<float> y(p.out_size());
+    run(p.s, p.x_blocked.data(), p.u.data(), Epilogue{p.bias.data(), false, act}, y.data(),
+        p.workspace);
+    const int64_t hw = p.s.out_h * p.s.out_w;
+    EXPECT_TRUE(std::isnan(blocked_at(y, hw, 0, 2 * 6 + 2))) << kernels::describe(act);
+    EXPECT_TRUE(std::isnan(blocked_at(y, hw, 15, 1 * 6 + 3))) << kernels::describe(act);
+    EXPECT_FALSE(std::isnan(blocked_at(y, hw, 0, 5 * 6 + 5))) << kernels::describe(act);
+  }
+}
+
+TEST(WinogradConv, RefusesShapesItCannotRun) {
+  EXPECT_EQ(unsupported_reason(Conv3x3{8, 16, 4, 4, 4, 4, 1, 1}), nullptr);
+  EXPECT_STREQ(unsupported_reason(Conv3x3{12, 16, 4, 4, 4, 4, 1, 1}),
+               "input channels not a multiple of 8");
+  EXPECT_STREQ(unsupported_reason(Conv3x3{8, 24, 4, 4, 4, 4, 1, 1}),
+               "output channels not a multiple of 16");
+  EXPECT_STREQ(unsupported_reason(Conv3x3{8, 16, 4, 4, 4, 4, 3, 1}), "pads not 0..2");
+  EXPECT_STREQ(unsupported_reason(Conv3x3{8, 16, 0, 4, 1, 4, 1, 1}), "empty image");
+  EXPECT_STREQ(unsupported_reason(Conv3x3{8, 16, 4, 4, 7, 4, 1, 1}),
+               "output larger than the padded input allows");
+}
+
+}  // namespace
+}  // namespace kiln::hal::cpu::winograd
