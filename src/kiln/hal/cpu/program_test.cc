@@ -90,7 +90,7 @@ std::vector<Tensor> reference_resnet_like(const Tensor& x) {
   const int64_t n = x.shape()[0];
   auto conv = [](const Tensor& in, const Tensor& wt, const Tensor* b, const Tensor* res,
                  int64_t stride, int64_t pad, bool relu) {
-    ConvRef p{{stride, stride}, {pad, pad}, {pad, pad}, {1, 1}, 1};
+    ConvRef p{{stride, stride}, {pad, pad}, {pad, pad}, {1, 1}, 1, {}};
     if (relu) p.activation.kind = kernels::FusedActivation::Kind::kRelu;
     return ref_conv(in, wt, b, res, p);
   };
