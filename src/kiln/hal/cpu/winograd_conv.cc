@@ -23,19 +23,21 @@ constexpr int64_t kChunkBytes = int64_t{1} << 19;
 
 struct Geometry {
   int64_t cb, ob, ob8;          // C/8, M/16, M/8
-  int64_t tiles_h, tiles_w;     // 2x2 output tiles per column and row
-  int64_t tiles, blocks;        // all tiles; blocks of kTilesPerBlock of them
+  int64_t tiles_h, tiles_w;     // 2x2 output tiles per column and row of one image
+  int64_t image_tiles;          // tiles of one image
+  int64_t tiles, blocks;        // all images' tiles, image after image; blocks of kTilesPerBlock
   int64_t chunk_blocks;         // blocks per chunk
   int64_t chunk_tiles;          // tiles per chunk (a multiple of kTilesPerBlock)
   size_t v_floats, m_floats;    // one chunk's transformed input and 16 products
 
-  explicit Geometry(const Conv3x3& s)
+  Geometry(const Conv3x3& s, int64_t batch)
       : cb(s.channels / kVec),
         ob(s.out_channels / kOutPerBlock),
         ob8(s.out_channels / kVec),
         tiles_h((s.out_h + 1) / 2),
         tiles_w((s.out_w + 1) / 2),
-        tiles(tiles_h * tiles_w),
+        image_tiles(tiles_h * tiles_w),
+        tiles(batch * image_tiles),
         blocks((tiles + kTilesPerBlock - 1) / kTilesPerBlock),
         chunk_blocks(std::clamp<int64_t>(
             std::max(kChunkBytes, 16 * s.channels * s.out_channels * 4 / 4) /
@@ -50,11 +52,10 @@ size_t round_up_64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // --- input transform: V = B^T d B for 6 tiles of one 8-channel block -------------------------
 // V layout, per chunk: [16][chunk blocks][C/8][6 tiles][8 channels], so the product kernel
-// broadcasts the 6 tiles' values of one channel from 24 consecutive bytes. `block` counts from
-// the image's first tile, `slot` from the chunk's.
+// broadcasts the 6 tiles' values of one channel from 24 consecutive bytes. `block` counts over
+// the batch's tiles, `slot` from the chunk's first.
 KILN_AVX2 void transform_input_block(const Conv3x3& s, const Geometry& g, const float* src,
                                      float* v, int64_t block, int64_t slot, int64_t cb) {
-  const float* plane = src + cb * s.in_h * s.in_w * kVec;
   const size_t xi_stride = static_cast<size_t>(g.chunk_blocks * g.cb * kTilesPerBlock * kVec);
   float* out = v + (slot * g.cb + cb) * kTilesPerBlock * kVec;
   for (int64_t j = 0; j < kTilesPerBlock; ++j) {
@@ -63,7 +64,10 @@ KILN_AVX2 void transform_input_block(const Conv3x3& s, const Geometry& g, const 
     if (t >= g.tiles) {
       for (auto& row : d) for (auto& x : row) x = _mm256_setzero_ps();
     } else {
-      const int64_t y0 = (t / g.tiles_w) * 2 - s.pad_top, x0 = (t % g.tiles_w) * 2 - s.pad_left;
+      const int64_t image = t / g.image_tiles, tile = t % g.image_tiles;
+      const float* plane = src + (image * s.channels + cb * kVec) * s.in_h * s.in_w;
+      const int64_t y0 = (tile / g.tiles_w) * 2 - s.pad_top;
+      const int64_t x0 = (tile % g.tiles_w) * 2 - s.pad_left;
       for (int64_t i = 0; i < 4; ++i) {
         const int64_t y = y0 + i;
         for (int64_t k = 0; k < 4; ++k) {
@@ -158,14 +162,15 @@ KILN_AVX2 __m256 activate(__m256 y, const kernels::FusedActivation& a) {
   return y;
 }
 
-// One tile (`t` from the image's first, `slot` from the chunk's) of one 8-channel output block.
+// One tile (`t` counting over the batch, `slot` from the chunk's first) of one 8-channel output block.
 KILN_AVX2 void transform_output_tile(const Conv3x3& s, const Geometry& g, const float* m,
                                      const Epilogue& e, float* dst, int64_t ob8, int64_t t,
                                      int64_t slot) {
   const size_t xi_stride = static_cast<size_t>(g.chunk_tiles * s.out_channels);
   const __m256 bias = e.bias ? _mm256_loadu_ps(e.bias + ob8 * kVec) : _mm256_setzero_ps();
-  float* plane = dst + ob8 * s.out_h * s.out_w * kVec;
-  const int64_t ty = t / g.tiles_w, tx = t % g.tiles_w;
+  const int64_t image = t / g.image_tiles, tile = t % g.image_tiles;
+  float* plane = dst + (image * s.out_channels + ob8 * kVec) * s.out_h * s.out_w;
+  const int64_t ty = tile / g.tiles_w, tx = tile % g.tiles_w;
   const float* p = m + slot * s.out_channels + ob8 * kVec;
   __m256 r[2][4];  // A^T M
   for (int k = 0; k < 4; ++k) {
@@ -241,14 +246,14 @@ void transform_weights(const Conv3x3& s, const float* oihw, float* u) {
   }
 }
 
-size_t workspace_bytes(const Conv3x3& s) {
-  const Geometry g(s);
+size_t workspace_bytes(const Conv3x3& s, int64_t batch) {
+  const Geometry g(s, batch);
   return round_up_64(g.v_floats * sizeof(float)) + round_up_64(g.m_floats * sizeof(float));
 }
 
-void run(const Conv3x3& s, const float* src, const float* u, const Epilogue& e, float* dst,
-         std::byte* workspace) {
-  const Geometry g(s);
+void run(const Conv3x3& s, int64_t batch, const float* src, const float* u, const Epilogue& e,
+         float* dst, std::byte* workspace) {
+  const Geometry g(s, batch);
   float* v = reinterpret_cast<float*>(workspace);
   float* m = reinterpret_cast<float*>(workspace + round_up_64(g.v_floats * sizeof(float)));
 

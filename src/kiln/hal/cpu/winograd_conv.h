@@ -10,8 +10,10 @@
 // Numerics: not the direct convolution's sums. The transforms' coefficients are 0, +-1 and 1/2,
 // so the error stays of the order of a direct f32 sum's (tested against a float64 reference).
 // Every output element is computed by the same sequence of operations whatever the sample's
-// position in a batch, the thread count or the split of work over threads: channels are summed
-// in order, one sample at a time (DESIGN.md invariant 4).
+// position in a batch, the batch size, the thread count or the split of work over threads: each
+// tile's products are summed over the channels in order, in a register lane of their own
+// (DESIGN.md invariant 4). A batch's tiles are processed together, image after image, so big
+// weights are read once per chunk of tiles rather than once per image.
 //
 // NaN: the fused relu/clip keep a NaN (unlike oneDNN's eltwise post-ops, which map it to the
 // lower bound).
@@ -24,7 +26,7 @@
 
 namespace kiln::hal::cpu::winograd {
 
-// One sample's convolution. Input H x W with `pad_top`/`pad_left` zeros before it; the output is
+// The convolution of one sample. Input H x W with `pad_top`/`pad_left` zeros before it; the output is
 // out_h x out_w (the caller derives it with the bottom/right pads: out = in + pads - 2).
 struct Conv3x3 {
   int64_t channels = 0;      // C, a multiple of 8
@@ -53,12 +55,13 @@ size_t transformed_weight_count(const Conv3x3& shape);
 // U from OIHW weights [M][C][3][3]; `u` holds transformed_weight_count floats.
 void transform_weights(const Conv3x3& shape, const float* oihw, float* u);
 
-// Bytes of scratch one sample needs (the transformed input and the 16 products), 64-aligned.
-size_t workspace_bytes(const Conv3x3& shape);
+// Bytes of scratch `batch` samples need (one chunk's transformed input and 16 products; at most
+// about max(512 KiB, a quarter of the transformed weights)), 64-aligned.
+size_t workspace_bytes(const Conv3x3& shape, int64_t batch);
 
-// One sample: `src` [C/8][in_h][in_w][8], `dst` [M/8][out_h][out_w][8]; `workspace` 64-byte
-// aligned of workspace_bytes(shape). Runs on the calling thread's OpenMP team.
-void run(const Conv3x3& shape, const float* src, const float* u, const Epilogue& epilogue,
-         float* dst, std::byte* workspace);
+// `batch` samples: `src` [N][C/8][in_h][in_w][8], `dst` [N][M/8][out_h][out_w][8]; `workspace`
+// 64-byte aligned, of workspace_bytes(shape, batch). Runs on the calling thread's OpenMP team.
+void run(const Conv3x3& shape, int64_t batch, const float* src, const float* u,
+         const Epilogue& epilogue, float* dst, std::byte* workspace);
 
 }  // namespace kiln::hal::cpu::winograd

@@ -30,7 +30,7 @@ dnnl_desc blocked8(const ConcreteShape& shape) {
   return dnnl_desc(to_dnnl_dims(shape), dt::f32, tag::nChw8c);
 }
 
-// Runs the kernel once per sample.
+// Runs the kernel over the whole batch.
 class WinogradConvStep : public Step {
  public:
   struct Buffers {
@@ -54,13 +54,7 @@ class WinogradConvStep : public Step {
     epilogue.bias = has_bias_ ? reinterpret_cast<const float*>(ctx.resolve(buffers_.bias)) : nullptr;
     epilogue.accumulate = accumulate_;
     epilogue.activation = activation_;
-    const int64_t src_sample = shape_.channels * shape_.in_h * shape_.in_w;
-    const int64_t dst_sample = shape_.out_channels * shape_.out_h * shape_.out_w;
-    std::byte* workspace = ctx.resolve(buffers_.workspace);
-    for (int64_t n = 0; n < batch_; ++n) {
-      winograd::run(shape_, src + n * src_sample, weights, epilogue, dst + n * dst_sample,
-                    workspace);
-    }
+    winograd::run(shape_, batch_, src, weights, epilogue, dst, ctx.resolve(buffers_.workspace));
     return ok_status();
   }
   std::string describe() const override { return label_; }
@@ -125,7 +119,7 @@ Status build_winograd_conv(ProgramBuilder& b, const WinogradConvRequest& r) {
       b.add_reorder(BufferRef::of_value(res), b.layout(res), buffers.dst, dst_layout);
     }
   }
-  buffers.workspace = b.temp(winograd::workspace_bytes(shape));
+  buffers.workspace = b.temp(winograd::workspace_bytes(shape, x[0]));
   std::string what = fmt::format(
       "conv winograd_2x2_3x3:avx2 {} -> {}{}{}", describe(src_layout), describe(dst_layout),
       r.has_residual ? (in_place ? " +residual(in place)" : " +residual") : "",

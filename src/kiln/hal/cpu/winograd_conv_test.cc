@@ -1,6 +1,7 @@
 // kiln's Winograd F(2x2, 3x3) kernel on its own: against a float64 direct convolution, across
-// tile edges, pads, chunk boundaries and the epilogue (bias, accumulate, relu/clip); the same
-// bits on one thread and two; NaN kept by the fused activations; shapes it refuses.
+// tile edges, pads, images of a batch, chunk boundaries and the epilogue (bias, accumulate,
+// relu/clip); the same bits on one thread and two, and for an image alone and in a batch; NaN
+// kept by the fused activations; shapes it refuses.
 #include "kiln/hal/cpu/winograd_conv.h"
 
 #include <gtest/gtest.h>
@@ -31,11 +32,17 @@ Conv3x3 shape_of(const Case& k) {
                  k.w + k.pad_left + k.pad_right - 2, k.pad_top, k.pad_left};
 }
 
-// Plain [C][H][W] <-> nChw8c [C/8][H][W][8].
+// Plain [N][C][H][W] -> nChw8c [N][C/8][H][W][8].
 std::vector<float> to_blocked(const std::vector<float>& plain, int64_t c, int64_t hw) {
   std::vector<float> out(plain.size());
-  for (int64_t ch = 0; ch < c; ++ch) {
-    for (int64_t i = 0; i < hw; ++i) out[((ch / 8) * hw + i) * 8 + ch % 8] = plain[ch * hw + i];
+  const int64_t n = static_cast<int64_t>(plain.size()) / (c * hw);
+  for (int64_t image = 0; image < n; ++image) {
+    const int64_t base = image * c * hw;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t i = 0; i < hw; ++i) {
+        out[base + ((ch / 8) * hw + i) * 8 + ch % 8] = plain[base + ch * hw + i];
+      }
+    }
   }
   return out;
 }
@@ -45,15 +52,17 @@ float blocked_at(const std::vector<float>& blocked, int64_t hw, int64_t ch, int6
 
 struct Problem {
   Conv3x3 s;
-  std::vector<float> x, w, bias, u;  // x plain [C][H][W], w [M][C][3][3]
+  int64_t batch;
+  std::vector<float> x, w, bias, u;  // x plain [N][C][H][W], w [M][C][3][3]
   std::vector<float> x_blocked;
   std::vector<std::byte> workspace_storage;
   std::byte* workspace;
 
-  explicit Problem(const Case& k, uint32_t seed) : s(shape_of(k)) {
+  Problem(const Case& k, uint32_t seed, int64_t batch_size = 1)
+      : s(shape_of(k)), batch(batch_size) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    x.resize(static_cast<size_t>(k.c * k.h * k.w));
+    x.resize(static_cast<size_t>(batch * k.c * k.h * k.w));
     w.resize(static_cast<size_t>(k.m * k.c * 9));
     bias.resize(static_cast<size_t>(k.m));
     for (float& v : x) v = uniform(rng);
@@ -62,21 +71,28 @@ struct Problem {
     x_blocked = to_blocked(x, k.c, k.h * k.w);
     u.resize(transformed_weight_count(s));
     transform_weights(s, w.data(), u.data());
-    workspace_storage.resize(workspace_bytes(s) + 64);
+    workspace_storage.resize(workspace_bytes(s, batch) + 64);
     workspace = workspace_storage.data() +
                 (64 - reinterpret_cast<uintptr_t>(workspace_storage.data()) % 64) % 64;
   }
-  size_t out_size() const { return static_cast<size_t>(s.out_channels * s.out_h * s.out_w); }
+  size_t image_out_size() const {
+    return static_cast<size_t>(s.out_channels * s.out_h * s.out_w);
+  }
+  size_t out_size() const { return static_cast<size_t>(batch) * image_out_size(); }
+  void run_into(std::vector<float>& y, const Epilogue& e) {
+    run(s, batch, x_blocked.data(), u.data(), e, y.data(), workspace);
+  }
 
   // Direct convolution in double; `magnitude` gets bias + sum |x w| per output (an error scale).
-  double reference(int64_t m, int64_t oy, int64_t ox, double* magnitude) const {
+  double reference(int64_t n, int64_t m, int64_t oy, int64_t ox, double* magnitude) const {
     double sum = bias[m], abs_sum = std::fabs(bias[m]);
+    const float* image = x.data() + n * s.channels * s.in_h * s.in_w;
     for (int64_t c = 0; c < s.channels; ++c) {
       for (int64_t ky = 0; ky < 3; ++ky) {
         for (int64_t kx = 0; kx < 3; ++kx) {
           const int64_t iy = oy - s.pad_top + ky, ix = ox - s.pad_left + kx;
           if (iy < 0 || iy >= s.in_h || ix < 0 || ix >= s.in_w) continue;
-          const double term = static_cast<double>(x[(c * s.in_h + iy) * s.in_w + ix]) *
+          const double term = static_cast<double>(image[(c * s.in_h + iy) * s.in_w + ix]) *
                               w[((m * s.channels + c) * 3 + ky) * 3 + kx];
           sum += term;
           abs_sum += std::fabs(term);
@@ -96,7 +112,7 @@ class WinogradConvTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(WinogradConvTest, AgreesWithFloat64DirectConvolution) {
   skip_unless_supported();
-  Problem p(GetParam(), 7);
+  Problem p(GetParam(), 7, /*batch_size=*/2);
   ASSERT_EQ(unsupported_reason(p.s), nullptr);
   std::vector<float> residual(p.out_size());
   std::mt19937 rng(9);
@@ -109,22 +125,24 @@ TEST_P(WinogradConvTest, AgreesWithFloat64DirectConvolution) {
     for (bool accumulate : {false, true}) {
       std::vector<float> y = accumulate ? residual : std::vector<float>(p.out_size(), NAN);
       Epilogue e{p.bias.data(), accumulate, act};
-      run(p.s, p.x_blocked.data(), p.u.data(), e, y.data(), p.workspace);
+      p.run_into(y, e);
       const int64_t hw = p.s.out_h * p.s.out_w;
+      const int64_t m_count = p.s.out_channels * p.batch;  // image n's channel m at n * M + m
       int failures = 0;
-      for (int64_t m = 0; m < p.s.out_channels && failures < 5; ++m) {
+      for (int64_t nm = 0; nm < m_count && failures < 5; ++nm) {
+        const int64_t n = nm / p.s.out_channels, m = nm % p.s.out_channels;
         for (int64_t i = 0; i < hw && failures < 5; ++i) {
           double magnitude = 0;
-          double expected = p.reference(m, i / p.s.out_w, i % p.s.out_w, &magnitude);
-          if (accumulate) expected += blocked_at(residual, hw, m, i);
+          double expected = p.reference(n, m, i / p.s.out_w, i % p.s.out_w, &magnitude);
+          if (accumulate) expected += blocked_at(residual, hw, nm, i);
           if (act.kind == Kind::kRelu) expected = std::max(expected, 0.0);
           if (act.kind == Kind::kClip) expected = std::clamp(expected, act.min, act.max);
-          const double got = blocked_at(y, hw, m, i);
+          const double got = blocked_at(y, hw, nm, i);
           // A few f32 roundings of the terms' magnitude: a wrong tap or tile is off by O(1).
           const double bound = 1e-6 * (magnitude + (accumulate ? 4.0 : 0.0));
           if (!(std::fabs(got - expected) <= bound)) {
             ++failures;
-            ADD_FAILURE() << "output channel " << m << ", pixel " << i << " ("
+            ADD_FAILURE() << "image " << n << ", output channel " << m << ", pixel " << i << " ("
                           << kernels::describe(act) << (accumulate ? ", accumulate" : "")
                           << "): got " << got << ", expected " << expected << " +- " << bound;
           }
@@ -158,11 +176,35 @@ TEST(WinogradConv, SameBitsOnOneThreadAndTwo) {
   const int before = omp_get_max_threads();
   std::vector<float> one(p.out_size()), two(p.out_size());
   omp_set_num_threads(1);
-  run(p.s, p.x_blocked.data(), p.u.data(), e, one.data(), p.workspace);
+  p.run_into(one, e);
   omp_set_num_threads(2);
-  run(p.s, p.x_blocked.data(), p.u.data(), e, two.data(), p.workspace);
+  p.run_into(two, e);
   omp_set_num_threads(before);
   EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+}
+
+// Invariant 4: an image gets the same bits alone as in a batch, where its tiles share register
+// blocks and chunks with other images' (the 7x7 case has 16 tiles per image, not a multiple of 6;
+// the 40x38 case's batch spans several chunks).
+TEST(WinogradConv, AnImageGetsTheSameBitsAloneAndInABatch) {
+  skip_unless_supported();
+  for (const Case& k : {Case{64, 7, 7, 32, 1, 1, 1, 1}, Case{8, 40, 38, 16, 1, 1, 1, 1}}) {
+    Problem batched(k, 11, /*batch_size=*/3);
+    const Epilogue e{batched.bias.data(), false, {Kind::kRelu}};
+    std::vector<float> all(batched.out_size());
+    batched.run_into(all, e);
+    for (int64_t n = 0; n < 3; ++n) {
+      Problem alone(k, 11);
+      alone.u = batched.u;  // same weights; the epilogue's bias is batched's
+      const size_t in_size = alone.x.size();
+      std::copy_n(batched.x_blocked.begin() + n * in_size, in_size, alone.x_blocked.begin());
+      std::vector<float> y(alone.out_size());
+      alone.run_into(y, e);
+      EXPECT_EQ(std::memcmp(y.data(), all.data() + n * alone.out_size(), y.size() * sizeof(float)),
+                0)
+          << "image " << n << " of C " << k.c << ", " << k.h << "x" << k.w;
+    }
+  }
 }
 
 TEST(WinogradConv, FusedActivationsKeepNaN) {
@@ -176,8 +218,7 @@ TEST(WinogradConv, FusedActivationsKeepNaN) {
   for (const kernels::FusedActivation& act :
        {kernels::FusedActivation{Kind::kRelu}, kernels::FusedActivation{Kind::kClip, 0.0, 6.0}}) {
     std::vector<float> y(p.out_size());
-    run(p.s, p.x_blocked.data(), p.u.data(), Epilogue{p.bias.data(), false, act}, y.data(),
-        p.workspace);
+    p.run_into(y, Epilogue{p.bias.data(), false, act});
     const int64_t hw = p.s.out_h * p.s.out_w;
     EXPECT_TRUE(std::isnan(blocked_at(y, hw, 0, 2 * 6 + 2))) << kernels::describe(act);
     EXPECT_TRUE(std::isnan(blocked_at(y, hw, 15, 1 * 6 + 3))) << kernels::describe(act);
