@@ -21,6 +21,15 @@ constexpr int64_t kVec = 8;             // floats per AVX2 vector = nChw8c block
 // weights.
 constexpr int64_t kChunkBytes = int64_t{1} << 19;
 
+int64_t transformed_weight_bytes(const Conv3x3& s) {
+  return 16 * s.channels * s.out_channels * static_cast<int64_t>(sizeof(float));
+}
+// One block's transformed input and products.
+int64_t block_scratch_bytes(const Conv3x3& s) {
+  return 16 * kTilesPerBlock * (s.channels + s.out_channels) *
+         static_cast<int64_t>(sizeof(float));
+}
+
 struct Geometry {
   int64_t cb, ob, ob8;          // C/8, M/16, M/8
   int64_t tiles_h, tiles_w;     // 2x2 output tiles per column and row of one image
@@ -40,9 +49,8 @@ struct Geometry {
         tiles(batch * image_tiles),
         blocks((tiles + kTilesPerBlock - 1) / kTilesPerBlock),
         chunk_blocks(std::clamp<int64_t>(
-            std::max(kChunkBytes, 16 * s.channels * s.out_channels * 4 / 4) /
-                (16 * kTilesPerBlock * (s.channels + s.out_channels) * 4),
-            1, blocks)),
+            std::max(kChunkBytes, transformed_weight_bytes(s) / 4) / block_scratch_bytes(s), 1,
+            blocks)),
         chunk_tiles(chunk_blocks * kTilesPerBlock),
         v_floats(static_cast<size_t>(16 * chunk_tiles * s.channels)),
         m_floats(static_cast<size_t>(16 * chunk_tiles * s.out_channels)) {}
