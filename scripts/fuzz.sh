@@ -26,6 +26,27 @@ for t in test_relu test_conv_with_strides_padding test_gemm_default_no_bias test
 done
 "$kiln" compile "$models/small/tiny_cnn.onnx" -o "$seeds/fuzz_module_load/tiny_cnn.kmod" >/dev/null
 "$kiln" compile "$models/small/weights_in_inputs.onnx" -o "$seeds/fuzz_module_load/weights.kmod" >/dev/null
+# A module whose convs run by kiln's Winograd kernel on AVX2 (3x3 stride 1, 8 -> 16 -> 16
+# channels, odd sizes, residual + relu), so the mutated shapes, pads and weights reach it.
+/usr/bin/python3 - "$seeds/winograd.onnx" <<'PY'
+import sys, numpy as np
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+w1, w2 = (numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+          for n, s in (("w1", (16, 8, 3, 3)), ("w2", (16, 16, 3, 3))))
+b = numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b")
+nodes = [helper.make_node("Conv", ["x", "w1", "b"], ["c1"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c1"], ["r1"]),
+         helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["c2", "r1"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+graph = helper.make_graph(nodes, "winograd",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 5, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 5, 7])],
+                          [w1, w2, b])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+open(sys.argv[1], "wb").write(model.SerializeToString())
+PY
+"$kiln" compile "$seeds/winograd.onnx" -o "$seeds/fuzz_module_load/winograd.kmod" >/dev/null
 # Modules whose sizes are bound from data at run time (staged sessions).
 for t in test_nonzero_example test_top_k test_compress_0; do
   "$kiln" compile "$seeds/fuzz_onnx_import/$t.onnx" -o "$seeds/fuzz_module_load/$t.kmod" >/dev/null
