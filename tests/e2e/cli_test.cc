@@ -2,6 +2,7 @@
 // every kind of bad input the end-to-end issue names, each a clear error with a non-zero exit and
 // no output file left behind.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -89,6 +90,41 @@ TEST_F(KilnCli, BenchReportsFiguresAndPerDispatchTable) {
                           "\"peak_rss_mib\"", "\"module_mib\"", "\"gflop\"", "\"dispatches\"", "\"gflop_per_s\""}) {
     EXPECT_NE(report.find(key), std::string::npos) << key << " in:\n" << report;
   }
+}
+
+// --against times a second module in the same process, its runs alternating with --module's:
+// here the dynamic module against the one compiled with N bound to 3.
+TEST_F(KilnCli, BenchAgainstAPeerModuleReportsBothAndTheRatio) {
+  const std::string bound = dir_ + "/tiny_n3.kmod";
+  ASSERT_EQ(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind N=3 -o " + bound).exit_code, 0);
+  const std::string json = dir_ + "/against.json";
+  auto result = run_kiln("bench --module=" + module_ + " --against=" + bound + " --input=" + tiny_input(3) +
+                         " --threads=1 --warmup=1 --repeat=5 --json=" + json);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("against " + bound + ": median"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("(median of 5 paired runs)"), std::string::npos) << result.output;
+  const auto report = nlohmann::json::parse(read_bytes(json));
+  ASSERT_TRUE(report.contains("against")) << report.dump(2);
+  const auto& against = report["against"];
+  EXPECT_EQ(against["module"], bound);
+  ASSERT_EQ(against["times_ms"].size(), 5u);
+  const double ratio = report["median_ms"].get<double>() / against["median_ms"].get<double>();
+  EXPECT_DOUBLE_EQ(against["ratio_of_medians"].get<double>(), ratio);
+  EXPECT_GT(against["median_of_pair_ratios"].get<double>(), 0.0);
+}
+
+// A peer module that is missing, or that does not take the inputs, is an error naming --against,
+// and no JSON report is written.
+TEST_F(KilnCli, BenchAgainstABadPeerIsAnErrorNamingIt) {
+  const std::string json = dir_ + "/against.json";
+  expect_error(run_kiln("bench --module=" + module_ + " --against=" + dir_ + "/missing.kmod --input=" +
+                        tiny_input(1) + " --json=" + json),
+               {"--against=", "missing.kmod"}, json);
+  const std::string bound = dir_ + "/tiny_n3.kmod";
+  ASSERT_EQ(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind N=3 -o " + bound).exit_code, 0);
+  expect_error(run_kiln("bench --module=" + module_ + " --against=" + bound + " --input=" + tiny_input(1) +
+                        " --json=" + json),
+               {"--against=", "tiny_n3.kmod"}, json);
 }
 
 TEST_F(KilnCli, RunProfileWritesAChromeTrace) {

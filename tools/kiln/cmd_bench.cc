@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,7 @@ struct BenchFlags {
   int threads = 0;
   std::string json;
   bool per_dispatch = false;
+  std::string against;  // a second module, timed alternately with --module on the same inputs
 };
 
 double process_cpu_ms() {
@@ -54,6 +56,17 @@ int run_bench(const BenchFlags& flags) {
   if (!session.ok()) return report_error("bench", session.status());
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
 
+  // The peer module of --against, prepared and warmed like --module; its errors name it.
+  std::unique_ptr<runtime::Session> peer;
+  auto peer_error = [&](Status status) {
+    return report_error("bench", std::move(status).with_note("in --against=" + flags.against));
+  };
+  if (!flags.against.empty()) {
+    auto opened = runtime::Session::open(flags.against, options);
+    if (!opened.ok()) return peer_error(opened.status());
+    peer = std::move(opened).value();
+  }
+
   // Wall time of each run; the process CPU time of each timed run goes to cpu_times (all threads,
   // spin-waiting included: with OMP_WAIT_POLICY=passive it is the work done, which other load on
   // the machine disturbs less than the wall time).
@@ -69,17 +82,41 @@ int run_bench(const BenchFlags& flags) {
     cpu_times.push_back(process_cpu_ms() - cpu_start);
     return wall;
   };
+  auto timed_peer_run = [&]() -> StatusOr<double> {
+    auto start = std::chrono::steady_clock::now();
+    auto outputs = peer->run(inputs);
+    if (!outputs.ok()) return outputs.status();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
   auto cold = timed_run();
   if (!cold.ok()) return report_error("bench", cold.status());
   for (int i = 0; i < flags.warmup; ++i) {
     if (auto t = timed_run(); !t.ok()) return report_error("bench", t.status());
   }
-  std::vector<double> times;
+  if (peer) {
+    for (int i = 0; i <= flags.warmup; ++i) {  // its cold run, then its warm-up
+      if (auto t = timed_peer_run(); !t.ok()) return peer_error(t.status());
+    }
+  }
+  // With a peer, runs alternate A B B A ..., so that drifting load on the machine falls on both.
+  std::vector<double> times, peer_times;
   cpu_times.clear();
   for (int i = 0; i < flags.repeat; ++i) {
+    const bool peer_first = peer && i % 2 == 1;
+    if (peer_first) {
+      auto p = timed_peer_run();
+      if (!p.ok()) return peer_error(p.status());
+      peer_times.push_back(*p);
+    }
     auto t = timed_run();
     if (!t.ok()) return report_error("bench", t.status());
     times.push_back(*t);
+    if (peer && !peer_first) {
+      auto p = timed_peer_run();
+      if (!p.ok()) return peer_error(p.status());
+      peer_times.push_back(*p);
+    }
   }
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
@@ -116,6 +153,21 @@ int run_bench(const BenchFlags& flags) {
       load_ms, *cold, percentile(times, 0.0), median, percentile(times, 0.9),
       batch * 1000.0 / median, flops / (median * 1e6), report["peak_rss_mib"].get<double>(),
       report["module_mib"].get<double>());
+  if (peer) {
+    std::vector<double> ratios(times.size());
+    for (size_t i = 0; i < times.size(); ++i) ratios[i] = times[i] / peer_times[i];
+    const double peer_median = percentile(peer_times, 0.5);
+    report["against"] = {{"module", flags.against},
+                         {"median_ms", peer_median},
+                         {"times_ms", peer_times},
+                         {"ratio_of_medians", median / peer_median},
+                         {"median_of_pair_ratios", percentile(ratios, 0.5)}};
+    std::printf(
+        "against %s: median %.2f ms; --module/--against: %.3f (ratio of medians), %.3f (median of "
+        "%d paired runs)\n",
+        flags.against.c_str(), peer_median, median / peer_median, percentile(ratios, 0.5),
+        flags.repeat);
+  }
   if (flags.per_dispatch) {
     // Separate runs, after the timed ones: observing drains the device after every dispatch.
     auto info = dispatch_info(**session, inputs);
@@ -149,6 +201,10 @@ Command add_bench_command(CLI::App& app) {
   sub->add_flag("--per-dispatch", flags->per_dispatch,
                 "then time each dispatch over --repeat more runs: a table sorted by time, with "
                 "GFLOP/s per convolution and matrix product");
+  sub->add_option("--against", flags->against,
+                  "a second module (.kmod) timed on the same inputs, its runs alternating with "
+                  "--module's (A B B A ...): prints its median and the ratio, which drift in the "
+                  "machine's load affects far less than separate processes");
   return {sub, [flags] { return run_bench(*flags); }};
 }
 
