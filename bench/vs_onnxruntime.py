@@ -9,8 +9,9 @@ ORT's best case (the same model with those inputs stripped), kiln's GFLOP/s as a
 FMA peak that bench/fma_peak measures in the same run, the dynamic-batch module against one
 compiled with --bind N=B (both in one `kiln bench --against` process per round, runs alternating,
 so the machine's drifting load falls on both, and the rounds take turns at which module comes
-first; the figure is the median over rounds of each round's median ratio of adjacent runs), compile and load time, the cold (first) run at each
-batch, and peak RSS at batch 1 against the module size. The targets of the performance issue are checked at the end.
+first; the figure is the median over rounds of each round's median ratio of adjacent runs),
+compile and load time, the cold (first) run at each batch, and peak RSS at batch 1 against the
+module size. The targets of the performance issue are checked at the end.
 
 Usage: bench/vs_onnxruntime.py --build BUILD --models MODELS [--pairs 10] [--threads 2]
        [--quick] [--part all|resnet|suite] [--json OUT.json]

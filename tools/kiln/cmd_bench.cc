@@ -44,6 +44,16 @@ double percentile(std::vector<double> sorted, double q) {
   return sorted[std::min(index, sorted.size() - 1)];
 }
 
+// Wall time of one run of `session` on `inputs`; the run's bindings go to `bindings` when given.
+StatusOr<double> timed_run(runtime::Session& session, const std::vector<Tensor>& inputs,
+                           Bindings* bindings) {
+  const auto start = std::chrono::steady_clock::now();
+  auto outputs = session.run(inputs, nullptr, bindings);
+  if (!outputs.ok()) return outputs.status();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 int run_bench(const BenchFlags& flags) {
   auto loaded = load_tensor_specs("--input", flags.inputs);
   if (!loaded.ok()) return report_error("bench", loaded.status());
@@ -72,50 +82,41 @@ int run_bench(const BenchFlags& flags) {
   // the machine disturbs less than the wall time).
   std::vector<double> cpu_times;
   Bindings bindings;  // of the last run, data-dependent sizes included
-  auto timed_run = [&]() -> StatusOr<double> {
+  auto run_module = [&]() -> StatusOr<double> {
     const double cpu_start = process_cpu_ms();
-    auto start = std::chrono::steady_clock::now();
-    auto outputs = (*session)->run(inputs, nullptr, &bindings);
-    if (!outputs.ok()) return outputs.status();
-    const double wall =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    auto wall = timed_run(**session, inputs, &bindings);
     cpu_times.push_back(process_cpu_ms() - cpu_start);
     return wall;
   };
-  auto timed_peer_run = [&]() -> StatusOr<double> {
-    auto start = std::chrono::steady_clock::now();
-    auto outputs = peer->run(inputs);
-    if (!outputs.ok()) return outputs.status();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-        .count();
-  };
-  auto cold = timed_run();
+  auto cold = run_module();
   if (!cold.ok()) return report_error("bench", cold.status());
   for (int i = 0; i < flags.warmup; ++i) {
-    if (auto t = timed_run(); !t.ok()) return report_error("bench", t.status());
+    if (auto t = run_module(); !t.ok()) return report_error("bench", t.status());
   }
   if (peer) {
     for (int i = 0; i <= flags.warmup; ++i) {  // its cold run, then its warm-up
-      if (auto t = timed_peer_run(); !t.ok()) return peer_error(t.status());
+      if (auto t = timed_run(*peer, inputs, nullptr); !t.ok()) return peer_error(t.status());
     }
   }
   // With a peer, runs alternate A B B A ..., so that drifting load on the machine falls on both.
   std::vector<double> times, peer_times;
   cpu_times.clear();
+  auto run_peer = [&]() -> Status {
+    auto p = timed_run(*peer, inputs, nullptr);
+    if (!p.ok()) return p.status();
+    peer_times.push_back(*p);
+    return ok_status();
+  };
   for (int i = 0; i < flags.repeat; ++i) {
     const bool peer_first = peer && i % 2 == 1;
     if (peer_first) {
-      auto p = timed_peer_run();
-      if (!p.ok()) return peer_error(p.status());
-      peer_times.push_back(*p);
+      if (Status s = run_peer(); !s.ok()) return peer_error(std::move(s));
     }
-    auto t = timed_run();
+    auto t = run_module();
     if (!t.ok()) return report_error("bench", t.status());
     times.push_back(*t);
     if (peer && !peer_first) {
-      auto p = timed_peer_run();
-      if (!p.ok()) return peer_error(p.status());
-      peer_times.push_back(*p);
+      if (Status s = run_peer(); !s.ok()) return peer_error(std::move(s));
     }
   }
   struct rusage usage {};

@@ -8,8 +8,9 @@
 //                                   "kiln_activation_max" as bounds (finite, min <= max; an
 //                                   absent bound is unbounded). ReLU6 is clip(0, 6).
 //
-// The reference kernels keep a NaN as NaN; the CPU backend's fused form (oneDNN eltwise post-ops)
-// maps a NaN to the lower bound, as ONNX Runtime's fused activations do.
+// The reference kernels keep a NaN as NaN. In the CPU backend, oneDNN's eltwise post-ops map a
+// NaN to the lower bound, as ONNX Runtime's fused activations do; kiln's own Winograd conv
+// kernel (hal/cpu/winograd_conv.h) keeps it.
 #pragma once
 
 #include <limits>

@@ -6,6 +6,7 @@
 // layout, the destination offers to take over its bytes, and the pre-fill copy then does nothing.
 #include <fmt/format.h>
 
+#include "kiln/hal/cpu/conv_common.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/winograd_conv_op.h"
@@ -15,14 +16,6 @@ namespace {
 
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
-
-struct ConvParams {
-  Window window;
-  int64_t group = 1;
-  kernels::FusedActivation activation;
-  bool has_bias = false;
-  bool has_residual = false;
-};
 
 StatusOr<ConvParams> read_conv(const OpReader& op) {
   KILN_RETURN_IF_ERROR(op.expect_attributes(
@@ -98,10 +91,6 @@ void append_activation(dnnl::post_ops& post_ops, const kernels::FusedActivation&
   }
 }
 
-std::string activation_suffix(const kernels::FusedActivation& a) {
-  return a.kind == kernels::FusedActivation::Kind::kNone ? "" : " +" + kernels::describe(a);
-}
-
 dnnl_dims with_dim0(dnnl_dims dims, int64_t n) {
   dims[0] = n;
   return dims;
@@ -151,12 +140,7 @@ Status build_conv(ProgramBuilder& b) {
   // Batch invariance: the whole batch runs in one call only when that kernel reduces in the same
   // order as the one-sample kernel; otherwise the one-sample primitive runs per sample.
   dnnl::convolution_forward::primitive_desc pd = make_pd(1);
-  if (r == 2) {
-    const WinogradConvRequest winograd{p.window.kernel,     p.window.strides, p.window.dilations,
-                                       p.window.pads_begin, p.window.pads_end, p.group,
-                                       p.has_bias,          p.has_residual,    p.activation};
-    if (winograd_applies(b, winograd, pd)) return build_winograd_conv(b, winograd);
-  }
+  if (r == 2 && winograd_applies(b, p, pd)) return build_winograd_conv(b, p);
   int64_t repeat = 1;
   dnnl_desc src_layout = pd.src_desc(), dst_layout = pd.dst_desc();
   size_t src_stride = 0, dst_stride = 0;
@@ -184,26 +168,15 @@ Status build_conv(ProgramBuilder& b) {
   if (p.has_bias) {
     KILN_ASSIGN_OR_RETURN(bias, b.input_as(op.input_index(2), bias_desc));
   }
-  const int32_t out = op.output_index(0), res = p.has_residual ? op.input_index(3) : -1;
-  const bool in_place = p.has_residual && b.can_overwrite(res, out, dst_layout);
-  BufferRef dst;
-  if (in_place) {
-    KILN_ASSIGN_OR_RETURN(dst, b.output_over(out, res, dst_layout));
-  } else {
-    KILN_ASSIGN_OR_RETURN(dst, b.output(out, dst_layout));
-    if (p.has_residual) b.add_reorder(BufferRef::of_value(res), b.layout(res), dst, dst_layout);
-  }
-  std::string what =
-      fmt::format("conv {} {} -> {}{}{}{}", impl_name(pd), describe(src_layout),
-                  describe(dst_layout),
-                  p.has_residual ? (in_place ? " +residual(in place)" : " +residual") : "",
-                  activation_suffix(p.activation),
-                  repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
+  KILN_ASSIGN_OR_RETURN(ConvDestination dst, conv_destination(b, p, dst_layout));
+  std::string what = fmt::format("conv {} {} -> {}{}{}", impl_name(pd), describe(src_layout),
+                                 describe(dst_layout), dst.suffix,
+                                 repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
   PrimitiveStep& step = b.add_primitive(b.label(what), pd, dnnl::convolution_forward(pd), repeat);
   step.bind(DNNL_ARG_SRC, pd.src_desc(), src, src_stride);
   step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei);
   if (p.has_bias) step.bind(DNNL_ARG_BIAS, bias_desc, bias);
-  step.bind(DNNL_ARG_DST, pd.dst_desc(), dst, dst_stride);
+  step.bind(DNNL_ARG_DST, pd.dst_desc(), dst.buffer, dst_stride);
   return ok_status();
 }
 

@@ -1,7 +1,7 @@
 // Relu and Gelu (oneDNN eltwise, in the input's layout), Add/Sub/Mul/Div (oneDNN binary when the
 // first operand has the output's shape — both operands then share its layout, blocked or plain —
-// else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal shapes, else a chain of kiln
-// broadcasting adds).
+// else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal shapes,
+// else a chain of kiln broadcasting adds).
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/op_table.h"

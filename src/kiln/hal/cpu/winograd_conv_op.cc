@@ -11,7 +11,7 @@ namespace {
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-winograd::Conv3x3 one_sample(const OpReader& op, const WinogradConvRequest& r) {
+winograd::Conv3x3 one_sample(const OpReader& op, const Window& window) {
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& y = op.output(0).shape;
   winograd::Conv3x3 s;
@@ -21,8 +21,8 @@ winograd::Conv3x3 one_sample(const OpReader& op, const WinogradConvRequest& r) {
   s.in_w = x[3];
   s.out_h = y[2];
   s.out_w = y[3];
-  s.pad_top = r.pads_begin[0];
-  s.pad_left = r.pads_begin[1];
+  s.pad_top = window.pads_begin[0];
+  s.pad_left = window.pads_begin[1];
   return s;
 }
 
@@ -70,25 +70,26 @@ class WinogradConvStep : public Step {
 
 }  // namespace
 
-bool winograd_applies(const ProgramBuilder& b, const WinogradConvRequest& r,
+bool winograd_applies(const ProgramBuilder& b, const ConvParams& p,
                       const dnnl::convolution_forward::primitive_desc& direct) {
   const OpReader& op = b.op();
+  const Window& w = p.window;
   const std::vector<int64_t> ones{1, 1};
-  if (r.kernel != std::vector<int64_t>{3, 3} || r.strides != ones || r.dilations != ones ||
-      r.group != 1 || r.pads_end.size() != 2 || r.pads_end[0] > 2 || r.pads_end[1] > 2) {
+  if (w.kernel != std::vector<int64_t>{3, 3} || w.strides != ones || w.dilations != ones ||
+      p.group != 1 || w.pads_end.size() != 2 || w.pads_end[0] > 2 || w.pads_end[1] > 2) {
     return false;
   }
   if (b.constant(op.input_index(1)) == nullptr || !winograd::cpu_supported()) return false;
-  if (winograd::unsupported_reason(one_sample(op, r)) != nullptr) return false;
+  if (winograd::unsupported_reason(one_sample(op, w)) != nullptr) return false;
   ConcreteShape x_one = op.input(0).shape, y_one = op.output(0).shape;
   x_one[0] = y_one[0] = 1;
   return impl_name(direct) == "jit:avx2" && direct.src_desc() == blocked8(x_one) &&
          direct.dst_desc() == blocked8(y_one);
 }
 
-Status build_winograd_conv(ProgramBuilder& b, const WinogradConvRequest& r) {
+Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p) {
   const OpReader& op = b.op();
-  const winograd::Conv3x3 shape = one_sample(op, r);
+  const winograd::Conv3x3 shape = one_sample(op, p.window);
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& w = op.input(1).shape;
   const ConcreteShape& y = op.output(0).shape;
@@ -105,29 +106,17 @@ Status build_winograd_conv(ProgramBuilder& b, const WinogradConvRequest& r) {
                                    shape, reinterpret_cast<const float*>(oihw),
                                    reinterpret_cast<float*>(u));
                              }));
-  if (r.has_bias) {
+  if (p.has_bias) {
     KILN_ASSIGN_OR_RETURN(buffers.bias,
                           b.input_as(op.input_index(2), plain_desc(op.input(2).shape)));
   }
-  const int32_t out = op.output_index(0), res = r.has_residual ? op.input_index(3) : -1;
-  const bool in_place = r.has_residual && b.can_overwrite(res, out, dst_layout);
-  if (in_place) {
-    KILN_ASSIGN_OR_RETURN(buffers.dst, b.output_over(out, res, dst_layout));
-  } else {
-    KILN_ASSIGN_OR_RETURN(buffers.dst, b.output(out, dst_layout));
-    if (r.has_residual) {
-      b.add_reorder(BufferRef::of_value(res), b.layout(res), buffers.dst, dst_layout);
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(ConvDestination dst, conv_destination(b, p, dst_layout));
+  buffers.dst = dst.buffer;
   buffers.workspace = b.temp(winograd::workspace_bytes(shape, x[0]));
-  std::string what = fmt::format(
-      "conv winograd_2x2_3x3:avx2 {} -> {}{}{}", describe(src_layout), describe(dst_layout),
-      r.has_residual ? (in_place ? " +residual(in place)" : " +residual") : "",
-      r.activation.kind == kernels::FusedActivation::Kind::kNone
-          ? ""
-          : " +" + kernels::describe(r.activation));
-  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, x[0], buffers, r.has_bias,
-                                           r.has_residual, r.activation));
+  std::string what = fmt::format("conv winograd_2x2_3x3:avx2 {} -> {}{}", describe(src_layout),
+                                 describe(dst_layout), dst.suffix);
+  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, x[0], buffers, p.has_bias,
+                                           p.has_residual, p.activation));
   return ok_status();
 }
 

@@ -5,30 +5,20 @@
 // output's arithmetic does not depend on the batch (invariant 4, see winograd_conv.h).
 #pragma once
 
-#include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <vector>
 
 #include "kiln/base/status.h"
-#include "kiln/kernels/activation.h"
+#include "kiln/hal/cpu/conv_common.h"
 
 namespace kiln::hal::cpu {
 
 class ProgramBuilder;
 
-struct WinogradConvRequest {
-  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
-  int64_t group = 1;
-  bool has_bias = false;
-  bool has_residual = false;
-  kernels::FusedActivation activation;
-};
-
 // Whether the dispatch being built runs by Winograd. `direct` is oneDNN's one-sample direct
 // convolution for it: Winograd takes over only where that is the AVX2 kernel on nChw8c data.
-bool winograd_applies(const ProgramBuilder& b, const WinogradConvRequest& request,
+bool winograd_applies(const ProgramBuilder& b, const ConvParams& params,
                       const dnnl::convolution_forward::primitive_desc& direct);
 // Appends the dispatch's steps (winograd_applies must hold).
-Status build_winograd_conv(ProgramBuilder& b, const WinogradConvRequest& request);
+Status build_winograd_conv(ProgramBuilder& b, const ConvParams& params);
 
 }  // namespace kiln::hal::cpu
