@@ -10,7 +10,7 @@ namespace kiln::module {
 namespace {
 
 bool is_plain_identifier(std::string_view name) {
-  if (name.empty() || name == "floor") return false;
+  if (name.empty() || name == "floor" || name == "min" || name == "max") return false;
   if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
   for (char c : name) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
@@ -38,16 +38,7 @@ class CanonicalChecker {
   explicit CanonicalChecker(std::string_view text) : text_(text) {}
 
   Status check() {
-    if (text_ == "0") return ok_status();
-    if (!at_end() && text_[pos_] == '-') ++pos_;
-    std::optional<Term> previous = term();
-    if (!previous) return failure();
-    while (!at_end()) {
-      if (!take(" + ") && !take(" - ")) return failure();
-      std::optional<Term> next = term();
-      if (!next || !prints_before(previous->monomial, next->monomial)) return failure();
-      previous = std::move(next);
-    }
+    if (!dim() || !at_end()) return failure();
     return ok_status();
   }
 
@@ -58,6 +49,42 @@ class CanonicalChecker {
   }
 
   bool at_end() const { return pos_ >= text_.size(); }
+  // The end of a dim: the text's end, or the ", " / ")" closing a min/max operand.
+  bool at_dim_end() const { return at_end() || text_[pos_] == ',' || text_[pos_] == ')'; }
+
+  // dim := '0' | ['-'] term ((' + ' | ' - ') term)*, up to at_dim_end().
+  bool dim() {
+    if (take("0")) return at_dim_end();
+    if (!at_end() && text_[pos_] == '-') ++pos_;
+    std::optional<Term> previous = term();
+    if (!previous) return false;
+    while (!at_dim_end()) {
+      if (!take(" + ") && !take(" - ")) return false;
+      std::optional<Term> next = term();
+      if (!next || !prints_before(previous->monomial, next->monomial)) return false;
+      previous = std::move(next);
+    }
+    return true;
+  }
+
+  // 'min(' dim ', ' dim ')' or 'max(...)': operands in ascending text order, not both constant.
+  bool min_max() {
+    constexpr int kMaxNesting = 16;
+    if (++nesting_ > kMaxNesting) return false;
+    size_t a_start = pos_;
+    if (!dim()) return false;
+    std::string_view a = text_.substr(a_start, pos_ - a_start);
+    if (!take(", ")) return false;
+    size_t b_start = pos_;
+    if (!dim()) return false;
+    std::string_view b = text_.substr(b_start, pos_ - b_start);
+    if (!take(")") || !(a < b)) return false;
+    auto constant = [](std::string_view d) {
+      return d.find_first_not_of("-0123456789") == std::string_view::npos;
+    };
+    --nesting_;
+    return !(constant(a) && constant(b));
+  }
   bool at_digit() const {
     return !at_end() && std::isdigit(static_cast<unsigned char>(text_[pos_]));
   }
@@ -129,6 +156,7 @@ class CanonicalChecker {
   }
 
   bool atom() {
+    if (take("min(") || take("max(")) return min_max();
     if (!take("floor(")) return name();
     if (!take("(")) {
       // floor(name/d): the numerator's coefficient 1 must be below the divisor.
@@ -156,7 +184,8 @@ class CanonicalChecker {
       const Monomial& m = terms[0].monomial;
       if (m.empty()) return false;
       bool lone_symbol = terms[0].coefficient == 1 && m.size() == 1 && m[0].second == 1 &&
-                         m[0].first.substr(0, 6) != "floor(";
+                         m[0].first.substr(0, 6) != "floor(" &&
+                         m[0].first.substr(0, 4) != "min(" && m[0].first.substr(0, 4) != "max(";
       if (lone_symbol) return false;
     }
     return true;
@@ -164,6 +193,7 @@ class CanonicalChecker {
 
   std::string_view text_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

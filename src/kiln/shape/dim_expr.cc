@@ -21,7 +21,7 @@ int64_t floor_div_int(int64_t a, int64_t d) {
 }
 
 bool is_plain_identifier(const std::string& name) {
-  if (name.empty() || name == "floor") return false;
+  if (name.empty() || name == "floor" || name == "min" || name == "max") return false;
   if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
   for (char c : name) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
@@ -47,7 +47,12 @@ DimExpr::DimExpr(int64_t value) {
 }
 
 DimExpr DimExpr::symbol(std::string name) {
-  Atom atom{std::move(name), nullptr, 0};
+  Atom atom;
+  atom.name = std::move(name);
+  return from_atom(std::move(atom));
+}
+
+DimExpr DimExpr::from_atom(Atom atom) {
   std::string key = atom_key(atom);
   std::map<Monomial, int64_t> terms{{Monomial{{key, 1}}, 1}};
   std::map<std::string, Atom> atoms{{key, std::move(atom)}};
@@ -55,10 +60,22 @@ DimExpr DimExpr::symbol(std::string name) {
 }
 
 std::string DimExpr::atom_key(const Atom& atom) {
-  if (atom.divisor == 0) return quote_symbol(atom.name);
-  const DimExpr& numerator = *atom.numerator;
-  if (numerator.is_symbol()) return fmt::format("floor({}/{})", numerator.to_string(), atom.divisor);
-  return fmt::format("floor(({})/{})", numerator.to_string(), atom.divisor);
+  switch (atom.kind) {
+    case AtomKind::kSymbol:
+      return quote_symbol(atom.name);
+    case AtomKind::kFloor: {
+      const DimExpr& numerator = *atom.numerator;
+      if (numerator.is_symbol()) {
+        return fmt::format("floor({}/{})", numerator.to_string(), atom.divisor);
+      }
+      return fmt::format("floor(({})/{})", numerator.to_string(), atom.divisor);
+    }
+    case AtomKind::kMin:
+      return fmt::format("min({}, {})", atom.numerator->to_string(), atom.other->to_string());
+    case AtomKind::kMax:
+      return fmt::format("max({}, {})", atom.numerator->to_string(), atom.other->to_string());
+  }
+  return "?";
 }
 
 DimExpr DimExpr::from_terms(std::map<Monomial, int64_t> terms, std::map<std::string, Atom> atoms) {
@@ -117,16 +134,19 @@ bool DimExpr::is_symbol() const {
   if (terms_.size() != 1) return false;
   const auto& [monomial, coeff] = *terms_.begin();
   return coeff == 1 && monomial.size() == 1 && monomial[0].second == 1 &&
-         atoms_.at(monomial[0].first).divisor == 0;
+         atoms_.at(monomial[0].first).kind == AtomKind::kSymbol;
 }
 
 std::vector<std::string> DimExpr::symbols() const {
   std::vector<std::string> out;
   for (const auto& [key, atom] : atoms_) {
-    if (atom.divisor == 0) {
+    if (atom.kind == AtomKind::kSymbol) {
       out.push_back(atom.name);
-    } else {
-      for (auto& name : atom.numerator->symbols()) out.push_back(name);
+      continue;
+    }
+    for (auto& name : atom.numerator->symbols()) out.push_back(name);
+    if (atom.other) {
+      for (auto& name : atom.other->symbols()) out.push_back(name);
     }
   }
   std::sort(out.begin(), out.end());
@@ -137,14 +157,19 @@ std::vector<std::string> DimExpr::symbols() const {
 StatusOr<int64_t> DimExpr::evaluate(const Bindings& bindings) const {
   std::map<std::string, int64_t> atom_values;
   for (const auto& [key, atom] : atoms_) {
-    if (atom.divisor == 0) {
+    if (atom.kind == AtomKind::kSymbol) {
       auto it = bindings.find(atom.name);
       if (it == bindings.end()) return not_found("symbol '{}' is not bound", atom.name);
       atom_values[key] = it->second;
-    } else {
-      KILN_ASSIGN_OR_RETURN(int64_t numerator, atom.numerator->evaluate(bindings));
-      atom_values[key] = floor_div_int(numerator, atom.divisor);
+      continue;
     }
+    KILN_ASSIGN_OR_RETURN(int64_t a, atom.numerator->evaluate(bindings));
+    if (atom.kind == AtomKind::kFloor) {
+      atom_values[key] = floor_div_int(a, atom.divisor);
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(int64_t b, atom.other->evaluate(bindings));
+    atom_values[key] = atom.kind == AtomKind::kMin ? std::min(a, b) : std::max(a, b);
   }
   int64_t total = 0;
   for (const auto& [monomial, coeff] : terms_) {
@@ -160,11 +185,20 @@ StatusOr<int64_t> DimExpr::evaluate(const Bindings& bindings) const {
 DimExpr DimExpr::substitute(const std::map<std::string, DimExpr, std::less<>>& replacements) const {
   std::map<std::string, DimExpr> atom_values;
   for (const auto& [key, atom] : atoms_) {
-    if (atom.divisor == 0) {
-      auto it = replacements.find(atom.name);
-      atom_values[key] = it != replacements.end() ? it->second : DimExpr::symbol(atom.name);
-    } else {
-      atom_values[key] = atom.numerator->substitute(replacements).floor_div(atom.divisor);
+    switch (atom.kind) {
+      case AtomKind::kSymbol: {
+        auto it = replacements.find(atom.name);
+        atom_values[key] = it != replacements.end() ? it->second : DimExpr::symbol(atom.name);
+        break;
+      }
+      case AtomKind::kFloor:
+        atom_values[key] = atom.numerator->substitute(replacements).floor_div(atom.divisor);
+        break;
+      case AtomKind::kMin:
+      case AtomKind::kMax:
+        atom_values[key] = min_max(atom.kind, atom.numerator->substitute(replacements),
+                                   atom.other->substitute(replacements));
+        break;
     }
   }
   DimExpr total(0);
@@ -221,11 +255,11 @@ DimExpr DimExpr::floor_div(int64_t divisor) const {
   DimExpr out = from_terms(std::move(quotient), atoms_);
   DimExpr rest = from_terms(std::move(remainder), atoms_);
   if (rest.is_constant()) return out + DimExpr(floor_div_int(*rest.constant_value(), divisor));
-  Atom atom{"", std::make_shared<const DimExpr>(rest), divisor};
-  std::string key = atom_key(atom);
-  std::map<Monomial, int64_t> terms{{Monomial{{key, 1}}, 1}};
-  std::map<std::string, Atom> atoms{{key, std::move(atom)}};
-  return out + from_terms(std::move(terms), std::move(atoms));
+  Atom atom;
+  atom.kind = AtomKind::kFloor;
+  atom.numerator = std::make_shared<const DimExpr>(rest);
+  atom.divisor = divisor;
+  return out + from_atom(std::move(atom));
 }
 
 DimExpr DimExpr::ceil_div(int64_t divisor) const {
@@ -233,22 +267,123 @@ DimExpr DimExpr::ceil_div(int64_t divisor) const {
   return (*this + DimExpr(divisor - 1)).floor_div(divisor);
 }
 
+namespace {
+
+// Lexicographic order on exponent vectors (atoms ordered by key): a monomial order, so the leading
+// term of a product is the product of the leading terms, which long division relies on.
+template <typename Monomial>
+bool monomial_less(const Monomial& a, const Monomial& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i].first != b[j].first) return a[i].first > b[j].first;  // b lacks a[i]'s atom
+    if (a[i].second != b[j].second) return a[i].second < b[j].second;
+    ++i, ++j;
+  }
+  return i == a.size() && j < b.size();
+}
+
+}  // namespace
+
 std::optional<DimExpr> DimExpr::exact_div(const DimExpr& divisor) const {
-  if (divisor.terms_.size() != 1) return std::nullopt;
-  const auto& [dmono, dcoeff] = *divisor.terms_.begin();
-  if (dcoeff == 0) return std::nullopt;
-  std::map<Monomial, int64_t> terms;
-  for (const auto& [monomial, coeff] : terms_) {
+  if (divisor.terms_.empty()) return std::nullopt;
+  auto leading = [](const std::map<Monomial, int64_t>& terms) {
+    auto best = terms.begin();
+    for (auto it = terms.begin(); it != terms.end(); ++it) {
+      if (monomial_less(best->first, it->first)) best = it;
+    }
+    return best;
+  };
+  const auto [dmono, dcoeff] = *leading(divisor.terms_);
+  DimExpr remainder = *this;
+  DimExpr quotient(0);
+  // Each step removes the remainder's leading term; the cap only guards hostile inputs.
+  for (int step = 0; !remainder.terms_.empty(); ++step) {
+    if (step > 4096) return std::nullopt;
+    const auto [mono, coeff] = *leading(remainder.terms_);
     if (coeff % dcoeff != 0) return std::nullopt;
-    std::map<std::string, int> powers(monomial.begin(), monomial.end());
+    std::map<std::string, int> powers(mono.begin(), mono.end());
     for (const auto& [key, power] : dmono) {
       auto it = powers.find(key);
       if (it == powers.end() || it->second < power) return std::nullopt;
       if ((it->second -= power) == 0) powers.erase(it);
     }
-    terms[Monomial(powers.begin(), powers.end())] = coeff / dcoeff;
+    std::map<Monomial, int64_t> term{{Monomial(powers.begin(), powers.end()), coeff / dcoeff}};
+    DimExpr t = from_terms(std::move(term), remainder.atoms_);
+    quotient = quotient + t;
+    remainder = remainder - t * divisor;
   }
-  return from_terms(std::move(terms), atoms_);
+  return quotient;
+}
+
+DimExpr DimExpr::min_max(AtomKind kind, const DimExpr& a, const DimExpr& b) {
+  const bool is_min = kind == AtomKind::kMin;
+  if (a == b) return a;
+  auto ca = a.constant_value();
+  auto cb = b.constant_value();
+  if (ca && cb) return is_min ? std::min(*ca, *cb) : std::max(*ca, *cb);
+  if ((a - b).provably_nonnegative()) return is_min ? b : a;
+  if ((b - a).provably_nonnegative()) return is_min ? a : b;
+  Atom atom;
+  atom.kind = kind;
+  const bool swap = b.key() < a.key();
+  atom.numerator = std::make_shared<const DimExpr>(swap ? b : a);
+  atom.other = std::make_shared<const DimExpr>(swap ? a : b);
+  return from_atom(std::move(atom));
+}
+
+DimExpr DimExpr::min(const DimExpr& a, const DimExpr& b) { return min_max(AtomKind::kMin, a, b); }
+DimExpr DimExpr::max(const DimExpr& a, const DimExpr& b) { return min_max(AtomKind::kMax, a, b); }
+
+bool DimExpr::nonnegative_atom(const Atom& atom, int depth) {
+  switch (atom.kind) {
+    case AtomKind::kSymbol: return true;
+    case AtomKind::kFloor: return atom.numerator->provably_nonnegative(depth);
+    case AtomKind::kMin:
+      return atom.numerator->provably_nonnegative(depth) && atom.other->provably_nonnegative(depth);
+    case AtomKind::kMax:
+      return atom.numerator->provably_nonnegative(depth) || atom.other->provably_nonnegative(depth);
+  }
+  return false;
+}
+
+bool DimExpr::provably_nonnegative() const { return provably_nonnegative(0); }
+
+bool DimExpr::provably_nonnegative(int depth) const {
+  constexpr int kMaxDepth = 6;
+  if (depth > kMaxDepth) return false;
+  bool all_nonnegative = true;
+  for (const auto& [monomial, coeff] : terms_) {
+    bool atoms_ok = true;
+    for (const auto& [key, power] : monomial) {
+      atoms_ok = atoms_ok && nonnegative_atom(atoms_.at(key), depth + 1);
+    }
+    if (coeff < 0 || !atoms_ok) {
+      all_nonnegative = false;
+      break;
+    }
+  }
+  if (all_nonnegative) return true;
+  // Bound one negative term -k*A (A a single floor or min atom) from above: floor(X/d) <= X/d,
+  // so d*e with -k*X in place of -k*d*floor(X/d) is a lower bound; min(a, b) <= a and <= b.
+  // At most two candidates per level keep hostile expressions from exploding the search.
+  int candidates = 0;
+  for (const auto& [monomial, coeff] : terms_) {
+    if (coeff >= 0 || monomial.size() != 1 || monomial[0].second != 1) continue;
+    if (++candidates > 2) break;
+    const Atom& atom = atoms_.at(monomial[0].first);
+    if (!nonnegative_atom(atom, depth + 1)) continue;
+    std::map<Monomial, int64_t> rest_terms = terms_;
+    rest_terms.erase(monomial);
+    DimExpr rest = from_terms(std::move(rest_terms), atoms_);
+    if (atom.kind == AtomKind::kFloor) {
+      DimExpr bound = rest * DimExpr(atom.divisor) + DimExpr(coeff) * *atom.numerator;
+      if (bound.provably_nonnegative(depth + 1)) return true;
+    } else if (atom.kind == AtomKind::kMin) {
+      if ((rest + DimExpr(coeff) * *atom.numerator).provably_nonnegative(depth + 1)) return true;
+      if ((rest + DimExpr(coeff) * *atom.other).provably_nonnegative(depth + 1)) return true;
+    }
+  }
+  return false;
 }
 
 std::string DimExpr::to_string() const { return key_; }
@@ -355,6 +490,7 @@ class DimExprParser {
         ++pos_;
       }
       std::string name(text_.substr(start, pos_ - start));
+      if (name == "min" || name == "max") return parse_min_max(name == "min");
       if (name != "floor") return DimExpr::symbol(name);
       if (!consume('(')) return error("expected '(' after floor");
       KILN_ASSIGN_OR_RETURN(DimExpr numerator, parse_sum());
@@ -365,6 +501,15 @@ class DimExprParser {
       return numerator.floor_div(divisor);
     }
     return error("unexpected character");
+  }
+
+  StatusOr<DimExpr> parse_min_max(bool is_min) {
+    if (!consume('(')) return error("expected '(' after min/max");
+    KILN_ASSIGN_OR_RETURN(DimExpr a, parse_sum());
+    if (!consume(',')) return error("expected ',' in min/max");
+    KILN_ASSIGN_OR_RETURN(DimExpr b, parse_sum());
+    if (!consume(')')) return error("expected ')'");
+    return is_min ? DimExpr::min(a, b) : DimExpr::max(a, b);
   }
 
   StatusOr<DimExpr> parse_quoted_symbol() {

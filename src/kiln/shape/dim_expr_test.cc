@@ -81,6 +81,73 @@ TEST(DimExpr, ParseRejectsGarbage) {
   EXPECT_FALSE(parse_dim_expr(std::string(1000000, '-') + "N").ok());
 }
 
+DimExpr S = DimExpr::symbol("S");
+DimExpr T = DimExpr::symbol("T");
+
+TEST(DimExpr, ExactDivByPolynomials) {
+  // A ViT class token followed by a head split: 4*N*(S+1) elements reshaped to [2, -1].
+  DimExpr total = N * S * 4 + N * 4;
+  EXPECT_EQ(total.exact_div(N * S * 2 + N * 2).value(), DimExpr(2));
+  EXPECT_EQ(total.exact_div(S + 1).value(), N * 4);
+  EXPECT_EQ(((S + 1) * (S + T)).exact_div(S + T).value(), S + 1);
+  EXPECT_EQ((S * S - 1).exact_div(S - 1).value(), S + 1);
+  EXPECT_FALSE((S * S + 1).exact_div(S + 1).has_value());
+  EXPECT_FALSE((N * 3 + 1).exact_div(N * 2).has_value());
+  EXPECT_FALSE(total.exact_div(DimExpr(0)).has_value());
+  EXPECT_EQ(DimExpr(0).exact_div(S + 1).value(), DimExpr(0));
+}
+
+TEST(DimExpr, ProvablyNonnegative) {
+  EXPECT_TRUE(DimExpr(0).provably_nonnegative());
+  EXPECT_FALSE(DimExpr(-1).provably_nonnegative());
+  EXPECT_TRUE((N * 8).provably_nonnegative());
+  EXPECT_TRUE((N * S + 3).provably_nonnegative());
+  EXPECT_FALSE((S - 1).provably_nonnegative());
+  // floor(S/2) <= S/2: S - floor(S/2) >= 0, but S - 3*floor(S/2) is not.
+  EXPECT_TRUE((S - S.floor_div(2)).provably_nonnegative());
+  EXPECT_FALSE((S - S.floor_div(2) * 3).provably_nonnegative());
+  EXPECT_TRUE((S - DimExpr::min(S, T)).provably_nonnegative());
+  EXPECT_TRUE(DimExpr::max(S - 1, DimExpr(0)).provably_nonnegative());
+}
+
+TEST(DimExpr, MinMaxSimplifyWhenOrdered) {
+  EXPECT_EQ(DimExpr::min(DimExpr(4), DimExpr(7)), DimExpr(4));
+  EXPECT_EQ(DimExpr::max(S, S), S);
+  EXPECT_EQ(DimExpr::max(S + 1, DimExpr(0)), S + 1);
+  EXPECT_EQ(DimExpr::min(S, S + 2), S);
+  EXPECT_EQ(DimExpr::min(S.floor_div(2), S), S.floor_div(2));
+  // Unordered operands stay an atom, the same whichever comes first.
+  DimExpr m = DimExpr::min(DimExpr(4), S);
+  EXPECT_EQ(m, DimExpr::min(S, DimExpr(4)));
+  EXPECT_EQ(m.to_string(), "min(4, S)");
+  EXPECT_EQ(m.evaluate({{"S", 2}}).value(), 2);
+  EXPECT_EQ(m.evaluate({{"S", 9}}).value(), 4);
+  DimExpr len = DimExpr::max(S - 1, DimExpr(0));
+  EXPECT_EQ(len.to_string(), "max(0, S - 1)");
+  EXPECT_EQ(len.evaluate({{"S", 0}}).value(), 0);
+  EXPECT_EQ(len.evaluate({{"S", 5}}).value(), 4);
+  EXPECT_EQ(m.symbols(), std::vector<std::string>{"S"});
+  // Substitution re-simplifies.
+  EXPECT_EQ(m.substitute({{"S", DimExpr(3)}}), DimExpr(3));
+  EXPECT_EQ((m * 2 + 1).substitute({{"S", T + 5}}), DimExpr(9));
+}
+
+TEST(DimExpr, MinMaxTextRoundTrips) {
+  for (const DimExpr& e : {DimExpr::min(DimExpr(4), S), DimExpr::max(S - 1, DimExpr(0)) * N,
+                           (DimExpr::max(S - 3, T) + 1).floor_div(2),
+                           DimExpr::min(DimExpr::max(S - 1, DimExpr(0)), T + 2)}) {
+    auto parsed = parse_dim_expr(e.to_string());
+    ASSERT_TRUE(parsed.ok()) << e.to_string() << ": " << parsed.status().to_string();
+    EXPECT_EQ(*parsed, e) << e.to_string();
+  }
+  auto shape = parse_shape("[N,min(4, S),max(0, S - 1)]");
+  ASSERT_TRUE(shape.ok()) << shape.status().to_string();
+  EXPECT_EQ(shape->size(), 3u);
+  EXPECT_EQ(shape_to_string(*shape), "[N,min(4, S),max(0, S - 1)]");
+  // A symbol named like the functions is quoted.
+  EXPECT_EQ(DimExpr::symbol("min").to_string(), "\"min\"");
+}
+
 TEST(Shape, ParseAndEvaluate) {
   auto shape = parse_shape("[N,3,floor((N + 1)/2),224]");
   ASSERT_TRUE(shape.ok());

@@ -23,16 +23,18 @@ StatusOr<Shape> parse_shape(std::string_view text) {
   Shape shape;
   std::string_view body = text.substr(1, text.size() - 2);
   if (body.empty()) return shape;
-  // Commas never occur inside a dim expression except within quotes.
+  // Commas inside a dim expression occur only within quotes or parentheses (min(a, b)).
   size_t start = 0;
   bool quoted = false;
+  int depth = 0;
   for (size_t i = 0; i <= body.size(); ++i) {
     if (quoted && i < body.size() && body[i] == '\\') {
       ++i;  // an escaped character inside a quoted symbol never ends it
       continue;
     }
     if (i < body.size() && body[i] == '"') quoted = !quoted;
-    if (i == body.size() || (!quoted && body[i] == ',')) {
+    if (!quoted && i < body.size()) depth += body[i] == '(' ? 1 : body[i] == ')' ? -1 : 0;
+    if (i == body.size() || (!quoted && depth == 0 && body[i] == ',')) {
       KILN_ASSIGN_OR_RETURN(DimExpr dim, parse_dim_expr(body.substr(start, i - start)));
       shape.push_back(std::move(dim));
       start = i + 1;
