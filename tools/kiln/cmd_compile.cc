@@ -65,6 +65,12 @@ int run_compile(const CompileFlags& flags) {
   std::printf("compiled '%s': %zu dispatches, symbols [%s]%s -> %s\n", contents->model_name.c_str(),
               contents->dispatches.size(), fmt::format("{}", fmt::join(contents->symbols, ",")).c_str(),
               from_data.c_str(), flags.output.c_str());
+  if (!contents->assumptions.empty()) {
+    std::printf("assumes (checked when the sizes are bound at run time):\n");
+    for (const Assumption& assumption : contents->assumptions) {
+      std::printf("  %s  (%s)\n", assumption.to_string().c_str(), assumption.origin.c_str());
+    }
+  }
   return kExitOk;
 }
 

@@ -59,6 +59,7 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
     }
     contents.values.push_back(std::move(out));
   }
+  contents.assumptions = graph.assumptions;
   contents.inputs.assign(graph.inputs().begin(), graph.inputs().end());
   contents.outputs.assign(graph.outputs().begin(), graph.outputs().end());
 

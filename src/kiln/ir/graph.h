@@ -16,6 +16,7 @@
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 #include "kiln/base/attributes.h"
+#include "kiln/shape/assumption.h"
 #include "kiln/shape/shape.h"
 
 namespace kiln::ir {
@@ -60,6 +61,9 @@ class Graph {
  public:
   std::string name;
   int64_t opset = 17;
+  // What shape inference assumed about symbolic dims (kiln/shape/assumption.h), each with the
+  // node that stated it; rebuilt by every ops::infer_graph, kept when nodes are removed.
+  std::vector<Assumption> assumptions;
 
   ValueId add_value(Value value);
   ValueId add_input(std::string name, DType dtype, Shape shape);

@@ -325,17 +325,94 @@ class VariadicKernel : public Kernel {
   std::vector<BroadcastIter> its_;  // its_[0]: x_0 to y; its_[k]: (y, x_k) to y
 };
 
-// A symbolic value is known to be >= 0 when it is a nonnegative constant, or built from symbols
-// (dims, never negative) without subtraction or negative coefficients.
-bool provably_nonnegative(const DimExpr& e) {
-  if (auto v = e.constant_value()) return *v >= 0;
-  return e.to_string().find('-') == std::string::npos;
+// A comparison of two dims decided from their difference (sizes are never negative: N == -1 is
+// false for every N); nullopt when it depends on the symbols' values.
+std::optional<bool> decide_comparison(Op op, const DimExpr& x, const DimExpr& y) {
+  auto at_least = [](const DimExpr& a, const DimExpr& b, int64_t margin) {
+    return (a - b - DimExpr(margin)).provably_nonnegative();  // a >= b + margin
+  };
+  switch (op) {
+    case Op::kEqual:
+      if (x == y) return true;
+      if (at_least(x, y, 1) || at_least(y, x, 1)) return false;
+      return std::nullopt;
+    case Op::kLess:
+      if (at_least(y, x, 1)) return true;
+      if (at_least(x, y, 0)) return false;
+      return std::nullopt;
+    case Op::kGreater: return decide_comparison(Op::kLess, y, x);
+    case Op::kLessOrEqual:
+      if (at_least(y, x, 0)) return true;
+      if (at_least(x, y, 1)) return false;
+      return std::nullopt;
+    case Op::kGreaterOrEqual: return decide_comparison(Op::kLessOrEqual, y, x);
+    default: return std::nullopt;
+  }
 }
 
-// Element values of Add/Sub/Mul/Div on shape computations (small integer tensors).
+// One element of a shape computation: x op y, exact, or nullopt when it cannot be expressed.
+// `integer` selects integer semantics for Div (truncation) and Mod; float elements hold whole
+// numbers, so a float Div is known only when it divides exactly.
+std::optional<DimExpr> combine_values(Op op, const DimExpr& x, const DimExpr& y, bool integer) {
+  auto cx = x.constant_value();
+  auto cy = y.constant_value();
+  if (auto decided = decide_comparison(op, x, y)) return DimExpr(*decided ? 1 : 0);
+  if (cx && cy) {
+    int64_t v = 0;
+    switch (op) {
+      case Op::kAdd:
+        if (auto r = checked_add(*cx, *cy)) return DimExpr(*r);
+        return std::nullopt;
+      case Op::kSub:
+        if (__builtin_sub_overflow(*cx, *cy, &v)) return std::nullopt;
+        return DimExpr(v);
+      case Op::kMul:
+        if (auto r = checked_mul(*cx, *cy)) return DimExpr(*r);
+        return std::nullopt;
+      case Op::kDiv:
+        if (*cy == 0 || (*cy == -1 && *cx == std::numeric_limits<int64_t>::min())) {
+          return std::nullopt;
+        }
+        if (!integer && *cx % *cy != 0) return std::nullopt;
+        return DimExpr(*cx / *cy);
+      case Op::kMod: {
+        if (!integer || *cy == 0 || *cy == -1) return std::nullopt;
+        int64_t r = *cx % *cy;  // ONNX integer Mod takes the divisor's sign
+        if (r != 0 && ((r < 0) != (*cy < 0))) r += *cy;
+        return DimExpr(r);
+      }
+      case Op::kMin: return DimExpr(std::min(*cx, *cy));
+      case Op::kMax: return DimExpr(std::max(*cx, *cy));
+      case Op::kAnd: return DimExpr((*cx != 0 && *cy != 0) ? 1 : 0);
+      case Op::kOr: return DimExpr((*cx != 0 || *cy != 0) ? 1 : 0);
+      default: return std::nullopt;
+    }
+  }
+  switch (op) {
+    case Op::kAdd: return x + y;
+    case Op::kSub: return x - y;
+    case Op::kMul: return x * y;
+    case Op::kDiv:
+      if (!integer) return x.exact_div(y);
+      // Truncation equals floor only for a nonnegative dividend.
+      if (!cy || *cy <= 0 || !x.provably_nonnegative()) return std::nullopt;
+      return x.floor_div(*cy);
+    case Op::kMod:
+      if (!integer || !cy || *cy <= 0 || !x.provably_nonnegative()) return std::nullopt;
+      return x - x.floor_div(*cy) * DimExpr(*cy);
+    case Op::kMin: return DimExpr::min(x, y);
+    case Op::kMax: return DimExpr::max(x, y);
+    default: return std::nullopt;
+  }
+}
+
+// Element values of binary ops on shape computations (small tensors of dims, e.g. Shape(x) * 2,
+// Equal(shape, -1), Max(shape, 1)).
 void infer_values(Op op, InferArgs& args) {
   constexpr size_t kMaxValues = 4096;
-  if (!is_integer(args.outputs[0].dtype)) return;
+  if (args.inputs.size() != 2 || !args.inputs[0]) return;
+  const DType in_dtype = args.inputs[0]->dtype;
+  if (op == Op::kMod && args.attributes.get_int("fmod", 0).value_or(1) != 0) return;
   auto a = known_dim_values(args, 0);
   auto b = known_dim_values(args, 1);
   if (!a || !b || a->size() > kMaxValues || b->size() > kMaxValues) return;
@@ -345,39 +422,9 @@ void infer_values(Op op, InferArgs& args) {
   for (size_t i = 0; i < n; ++i) {
     const DimExpr& x = (*a)[a->size() == 1 ? 0 : i];
     const DimExpr& y = (*b)[b->size() == 1 ? 0 : i];
-    auto cx = x.constant_value();
-    auto cy = y.constant_value();
-    if (cx && cy) {
-      std::optional<int64_t> r;
-      int64_t v = 0;
-      switch (op) {
-        case Op::kAdd: r = checked_add(*cx, *cy); break;
-        case Op::kSub:
-          if (!__builtin_sub_overflow(*cx, *cy, &v)) r = v;
-          break;
-        case Op::kMul: r = checked_mul(*cx, *cy); break;
-        case Op::kDiv:
-          if (*cy != 0 && !(*cy == -1 && *cx == std::numeric_limits<int64_t>::min())) {
-            r = *cx / *cy;
-          }
-          break;
-        default: break;
-      }
-      if (!r) return;
-      out.emplace_back(*r);
-      continue;
-    }
-    switch (op) {
-      case Op::kAdd: out.push_back(x + y); break;
-      case Op::kSub: out.push_back(x - y); break;
-      case Op::kMul: out.push_back(x * y); break;
-      case Op::kDiv:
-        // Truncation equals floor only for a nonnegative dividend.
-        if (!cy || *cy <= 0 || !provably_nonnegative(x)) return;
-        out.push_back(*cy == 1 ? x : x.floor_div(*cy));
-        break;
-      default: return;
-    }
+    std::optional<DimExpr> value = combine_values(op, x, y, !is_float(in_dtype));
+    if (!value) return;
+    out.push_back(std::move(*value));
   }
   set_output_values(args, 0, std::move(out));
 }
@@ -425,9 +472,7 @@ Status infer_binary(InferArgs& args) {
     }
   }
   args.outputs = {ValueType{is_predicate(O) ? DType::kBool : dtype, std::move(shape)}};
-  if constexpr (O == Op::kAdd || O == Op::kSub || O == Op::kMul || O == Op::kDiv) {
-    infer_values(O, args);
-  }
+  if constexpr (!is_variadic(O) || O == Op::kMin || O == Op::kMax) infer_values(O, args);
   return ok_status();
 }
 
@@ -503,6 +548,27 @@ Status infer_where(InferArgs& args) {
                                 input_label(2, "Y")};
   KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_shapes(shapes, labels));
   args.outputs = {ValueType{x.dtype, std::move(shape)}};
+  // PyTorch's expand idiom, Where(Equal(shape, -1), ones, shape): a decided condition selects
+  // whole dims.
+  auto cond = known_dim_values(args, 0);
+  auto xs = known_dim_values(args, 1);
+  auto ys = known_dim_values(args, 2);
+  if (cond && xs && ys && args.outputs[0].shape.size() <= 1) {
+    const size_t n = std::max({cond->size(), xs->size(), ys->size()});
+    auto element = [](const std::vector<DimExpr>& v, size_t i) -> const DimExpr* {
+      if (v.size() == 1) return &v[0];
+      return i < v.size() ? &v[i] : nullptr;
+    };
+    std::vector<DimExpr> out;
+    for (size_t i = 0; i < n; ++i) {
+      const DimExpr* c = element(*cond, i);
+      if (c == nullptr || !c->constant_value()) return ok_status();
+      const DimExpr* chosen = element(*c->constant_value() != 0 ? *xs : *ys, i);
+      if (chosen == nullptr) return ok_status();
+      out.push_back(*chosen);
+    }
+    set_output_values(args, 0, std::move(out));
+  }
   return ok_status();
 }
 

@@ -34,7 +34,15 @@ StatusOr<Shape> broadcast_shapes(std::span<const Shape> shapes,
       if (acc.is_constant() && dim.is_constant()) {
         return Status(StatusCode::kInvalidArgument, message);
       }
-      return Status(StatusCode::kUnimplemented, message + " (not provably equal)");
+      // Dims equal only at run time ([N,S] + [N,T], a U-Net skip's H against 2*floor(H/2)):
+      // assumed equal, the result taking the simpler form. A size of 1 where the other is not
+      // breaks the assumption: the runtime refuses it rather than broadcasting.
+      KILN_RETURN_IF_ERROR(assume_equal(acc, dim, message));
+      if (dim.is_constant() || (!acc.is_constant() &&
+                                dim.to_string().size() < acc.to_string().size())) {
+        acc = dim;
+        source[offset + i] = k;
+      }
     }
   }
   return out;

@@ -71,18 +71,32 @@ class CastKernel : public Kernel {
   }
 };
 
-// Shape computations: integer to integer casts keep the values (constants wrapped to the target
-// width, symbolic values unchanged: they are dims, which fit).
+// Shape computations keep their values through casts: to an integer type (constants wrapped to
+// its width; symbolic values unchanged: they are dims, which fit), to f32 or f64 (whole numbers
+// that the type holds exactly; symbolic dims are taken to stay below 2^24, past which the
+// runtime's concrete planning refuses a shape that disagrees), and to bool (constants only).
 void infer_values(InferArgs& args, DType to) {
-  if (!is_integer(to)) return;
   auto values = known_dim_values(args, 0);
   if (!values) return;
+  const bool to_float = to == DType::kF32 || to == DType::kF64;
+  if (!is_integer(to) && !to_float && to != DType::kBool) return;
+  const int64_t exact_limit = to == DType::kF32 ? (int64_t{1} << 24) : (int64_t{1} << 53);
   std::vector<DimExpr> out;
   out.reserve(values->size());
   for (const DimExpr& v : *values) {
     auto c = v.constant_value();
     if (!c) {
+      if (to == DType::kBool) return;
       out.push_back(v);
+      continue;
+    }
+    if (to == DType::kBool) {
+      out.emplace_back(*c != 0 ? 1 : 0);
+      continue;
+    }
+    if (to_float) {
+      if (*c > exact_limit || *c < -exact_limit) return;
+      out.emplace_back(*c);
       continue;
     }
     const int64_t wrapped = visit_dtype(to, [&]<typename T>() -> int64_t {

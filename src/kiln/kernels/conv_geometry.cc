@@ -141,14 +141,20 @@ StatusOr<Shape> window_output_dims(const WindowGeometry& g,
         if (s <= k_eff - g.pads[r + i]) break;
         auto out = dim.constant_value();
         auto size = in.constant_value();
-        if (!out || !size) {
-          return unimplemented(
-              "attribute 'ceil_mode' = 1: with stride {} > kernel extent {} - pad end {}, output "
-              "size {} of spatial dim {} depends on the value of symbolic dim '{}' (a last window "
-              "starting in the padding is dropped)",
-              s, k_eff, g.pads[r + i], dim.to_string(), i, in.to_string());
+        if (out && size) {
+          if ((*out - 1) * s >= *size + g.pads[i]) dim = DimExpr(*out - 1);
+          break;
         }
-        if ((*out - 1) * s >= *size + g.pads[i]) dim = DimExpr(*out - 1);
+        // A last window starting in the end padding is dropped: windows start at 0, s, 2s, ...
+        // below in + pad begin, so there are at most ceil((in + pad begin) / s). With the end pad
+        // below the kernel extent the two counts differ by at most the one dropped window.
+        if (g.pads[r + i] >= k_eff) {
+          return unimplemented(
+              "attribute 'ceil_mode' = 1 with end pad {} >= kernel extent {} on symbolic spatial "
+              "dim {} ('{}')",
+              g.pads[r + i], k_eff, i, in.to_string());
+        }
+        dim = DimExpr::min(dim, (in + DimExpr(g.pads[i])).ceil_div(s));
         break;
       }
     }

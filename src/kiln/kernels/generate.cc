@@ -244,10 +244,8 @@ StatusOr<DimExpr> symbolic_range_length(const std::vector<DimExpr>& s, const std
   if (auto c = diff.constant_value()) {
     return DimExpr(*c <= 0 ? 0 : (*c - 1) / step + 1);
   }
-  // A lone symbol is a dim, so never negative: the max(., 0) is the identity.
-  if (diff.is_symbol()) return diff.ceil_div(step);
-  return unimplemented("Range length max(ceil(({}) / {}), 0) needs '{}' to be provably "
-                       "non-negative", diff.to_string(), step, diff.to_string());
+  // DimExpr::max drops the clamp where diff is provably nonnegative (8*N, S - floor(S/2)).
+  return DimExpr::max(diff.ceil_div(step), DimExpr(0));
 }
 
 Status infer_range(InferArgs& args) {
@@ -270,27 +268,31 @@ Status infer_range(InferArgs& args) {
   if (c[0] != nullptr && c[1] != nullptr && c[2] != nullptr) {
     KILN_ASSIGN_OR_RETURN(int64_t n, range_length(*c[0], *c[1], *c[2]));
     length = DimExpr(n);
-  } else if (is_integer(dtype)) {
+  } else {
+    // Operands from shapes: integers, or whole numbers in a float type (torch.arange(S).float()
+    // is Range(0.0, Cast(S), 1.0)).
     std::vector<DimExpr> v[3];
     for (size_t i = 0; i < 3; ++i) {
-      KILN_ASSIGN_OR_RETURN(v[i], required_dim_values(args, i, names[i]));
-      if (v[i].size() != 1) return invalid_argument("{} must be a scalar", input_label(i, names[i]));
+      auto known = known_dim_values(args, i);
+      if (!known) {
+        return unimplemented(
+            "{} must be known at compile time (a constant, or computed from shapes and "
+            "constants; a float one must be a whole number)",
+            input_label(i, names[i]));
+      }
+      if (known->size() != 1) {
+        return invalid_argument("{} must be a scalar", input_label(i, names[i]));
+      }
+      v[i] = std::move(*known);
     }
     KILN_ASSIGN_OR_RETURN(length, symbolic_range_length(v[0], v[1], v[2]));
-  } else {
-    for (size_t i = 0; i < 3; ++i) {
-      if (c[i] == nullptr) {
-        return unimplemented("{} must be known at compile time (a constant)",
-                             input_label(i, names[i]));
-      }
-    }
   }
   args.outputs = {ValueType{dtype, Shape{length}}};
   // Integer ranges feed shape computations (axes lists, Gather indices).
   auto n = length.constant_value();
   auto start = known_dim_values(args, 0);
   auto delta = known_dim_values(args, 2);
-  if (is_integer(dtype) && n && *n <= kMaxPropagatedValues && start && delta &&
+  if (n && *n <= kMaxPropagatedValues && start && delta &&
       start->size() == 1 && delta->size() == 1) {
     std::vector<DimExpr> values;
     for (int64_t i = 0; i < *n; ++i) values.push_back((*start)[0] + DimExpr(i) * (*delta)[0]);

@@ -427,10 +427,19 @@ TEST(RangeKernel, SymbolicLengthAndValues) {
   EXPECT_EQ(r.outputs[0].shape, (Shape{3}));
   ASSERT_EQ(r.values.size(), 1u);
   EXPECT_EQ(*r.values[0], (std::vector<DimExpr>{N, N + 1, N + 2}));
-  // N - H may be negative: not provable.
+  // N - H may be negative: the length clamps at 0.
   r = infer_op("Range", {{{DType::kI64, {}}, nullptr, {H}}, {{DType::kI64, {}}, nullptr, {N}},
                          {{DType::kI64, {}}, &one}});
-  EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.outputs[0].shape, (Shape{DimExpr::max(N - H, DimExpr(0))}));
+  EXPECT_EQ(r.outputs[0].shape[0].evaluate({{"N", 3}, {"H", 5}}).value(), 0);
+  EXPECT_EQ(r.outputs[0].shape[0].evaluate({{"N", 7}, {"H", 5}}).value(), 2);
+  // Range(0, 8*N): sizes are never negative, so no clamp.
+  Tensor eight_n_start = i64({}, {0});
+  r = infer_op("Range", {{{DType::kI64, {}}, &eight_n_start}, {{DType::kI64, {}}, nullptr, {N * 8}},
+                         {{DType::kI64, {}}, &one}});
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.outputs[0].shape, (Shape{N * 8}));
 }
 
 TEST(RangeKernel, RejectsBadInputs) {

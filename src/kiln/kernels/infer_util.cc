@@ -1,6 +1,7 @@
 #include "kiln/kernels/infer_util.h"
 
 #include <array>
+#include <cmath>
 
 #include "kiln/base/checked_math.h"
 
@@ -189,12 +190,27 @@ StatusOr<std::optional<std::vector<double>>> constant_floats(const InferArgs& ar
   return std::optional<std::vector<double>>(std::move(out));
 }
 
+bool holds_dim_values(DType dtype) {
+  return is_integer(dtype) || is_float(dtype) || dtype == DType::kBool;
+}
+
 std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size_t index) {
   const ValueType* type = optional_input(args, index);
-  if (type == nullptr || type->shape.size() > 1 || !is_integer(type->dtype)) return std::nullopt;
+  if (type == nullptr || type->shape.size() > 1 || !holds_dim_values(type->dtype)) {
+    return std::nullopt;
+  }
   if (const Tensor* t = constant_input(args, index)) {
     std::vector<DimExpr> out;
-    for (int64_t i = 0; i < t->element_count(); ++i) out.emplace_back(element_as_int64(*t, i));
+    for (int64_t i = 0; i < t->element_count(); ++i) {
+      if (is_float(t->dtype())) {
+        // Only whole numbers well inside int64 are values of a shape computation.
+        const double v = element_as_double(*t, i);
+        if (!(std::abs(v) < 0x1p62) || v != std::trunc(v)) return std::nullopt;
+        out.emplace_back(static_cast<int64_t>(v));
+      } else {
+        out.emplace_back(element_as_int64(*t, i));
+      }
+    }
     return out;
   }
   if (index < args.values.size() && args.values[index] != nullptr &&
@@ -238,11 +254,58 @@ Status check_dims_equal(const DimExpr& got, const DimExpr& expected, std::string
   if (got.is_constant() && expected.is_constant()) {
     return invalid_argument("{} must be {}, got {}", what, expected.to_string(), got.to_string());
   }
-  // Not provable from the expressions alone (e.g. 2*floor((floor((H+1)/2)+1)/2) against
-  // floor((H+1)/2), equal when H is a multiple of 4): assumed. Every backend plans a dispatch by
-  // running infer again on the concrete dims, so a binding that breaks the assumption is refused
-  // there, naming the dispatch, and never computes with inconsistent shapes.
+  return assume_equal(got, expected, what);
+}
+
+Status assume_equal(const DimExpr& a, const DimExpr& b, std::string_view what) {
+  if (a == b) return ok_status();
+  if (a.is_constant() && b.is_constant()) {
+    return invalid_argument("{}: {} != {}", what, a.to_string(), b.to_string());
+  }
+  // Order the sides canonically so that S == T and T == S are one assumption.
+  const bool swap = b.to_string() < a.to_string();
+  record_assumption(Assumption{Assumption::Kind::kEqual, swap ? b : a, swap ? a : b, {}});
   return ok_status();
+}
+
+Status assume_nonnegative(const DimExpr& e, std::string_view what) {
+  if (auto value = e.constant_value()) {
+    if (*value >= 0) return ok_status();
+    return invalid_argument("{} is negative ({})", what, *value);
+  }
+  if (e.provably_nonnegative()) return ok_status();
+  record_assumption(Assumption{Assumption::Kind::kNonNegative, e, DimExpr(0), {}});
+  return ok_status();
+}
+
+Status assume_divisible(const DimExpr& e, const DimExpr& divisor, std::string_view what) {
+  auto d = divisor.constant_value();
+  if (d && *d <= 0) return invalid_argument("{}: divisor {} is not positive", what, *d);
+  if (auto value = e.constant_value(); value && d) {
+    if (*value % *d == 0) return ok_status();
+    return invalid_argument("{}: {} is not divisible by {}", what, *value, *d);
+  }
+  if (e.exact_div(divisor).has_value()) return ok_status();
+  record_assumption(Assumption{Assumption::Kind::kDivisible, e, divisor, {}});
+  return ok_status();
+}
+
+StatusOr<DimExpr> divide_exactly(const DimExpr& e, const DimExpr& divisor, std::string_view what,
+                                 std::string_view divisor_label) {
+  if (auto d = divisor.constant_value(); d && *d <= 0) {
+    return invalid_argument("{}: divisor {} is not positive", what, *d);
+  }
+  if (auto q = e.exact_div(divisor)) return *q;
+  if (e.is_constant() && divisor.is_constant()) {
+    return invalid_argument("{} is not a multiple of {}{}", what, divisor_label,
+                            divisor.to_string());
+  }
+  if (auto d = divisor.constant_value()) {
+    KILN_RETURN_IF_ERROR(assume_divisible(e, divisor, what));
+    return e.floor_div(*d);
+  }
+  return unimplemented("{} is not provably a multiple of {}{}", what, divisor_label,
+                       divisor.to_string());
 }
 
 StatusOr<int64_t> require_constant_dim(const DimExpr& dim, std::string_view what) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/kernels/kernel.h"
+#include "kiln/shape/assumption.h"
 
 namespace kiln::kernels {
 
@@ -72,7 +73,9 @@ StatusOr<std::optional<std::vector<int64_t>>> constant_ints(const InferArgs& arg
 StatusOr<std::optional<std::vector<DimExpr>>> input_dim_values(const InferArgs& args,
                                                                size_t index,
                                                                std::string_view name);
-// Same, without the error: nullopt when absent or unknown.
+// Same, without the error, and for float and bool inputs too (a shape computation cast to float
+// for torch.arange(S).float(), a comparison of dims), whose values are whole numbers (bool: 0 or
+// 1): nullopt when absent or unknown.
 std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size_t index);
 // Sets output `index`'s element values (sizing args.output_values as needed).
 void set_output_values(InferArgs& args, size_t index, std::vector<DimExpr> values);
@@ -82,10 +85,27 @@ StatusOr<std::optional<std::vector<double>>> constant_floats(const InferArgs& ar
                                                              std::string_view name);
 
 // InvalidArgument when `got` and `expected` are constants that differ. Symbolic dims that are not
-// provably equal are assumed equal (the op's output takes `expected`): backends re-run infer on
-// concrete dims when they plan a dispatch, so a binding that breaks the assumption is refused
-// there. `what` names the dim.
+// provably equal are assumed equal (assume_equal; the op's output takes `expected`). `what` names
+// the dim.
 Status check_dims_equal(const DimExpr& got, const DimExpr& expected, std::string_view what);
+
+// Claims about dims that a shape rule relies on (kiln/shape/assumption.h). Each is decided when it
+// can be: a claim that is false for constants is InvalidArgument naming `what`; a claim that is
+// provable is OK; anything else is recorded as an assumption (checked when the runtime binds the
+// sizes) and OK.
+//   assume_equal:        a == b
+//   assume_nonnegative:  e >= 0
+//   assume_divisible:    e % divisor == 0 (divisor a positive constant or expression)
+Status assume_equal(const DimExpr& a, const DimExpr& b, std::string_view what);
+Status assume_nonnegative(const DimExpr& e, std::string_view what);
+Status assume_divisible(const DimExpr& e, const DimExpr& divisor, std::string_view what);
+// e / divisor where the op needs an exact quotient (an equal Split, SpaceToDepth, Reshape's -1):
+// the exact polynomial quotient when there is one; for constants that do not divide,
+// InvalidArgument "{what} is not a multiple of {divisor_label}{divisor}" (`what` should show e);
+// for a constant divisor, floor(e / divisor) under the assumption that it divides e; otherwise
+// Unimplemented saying it is not provably a multiple.
+StatusOr<DimExpr> divide_exactly(const DimExpr& e, const DimExpr& divisor, std::string_view what,
+                                 std::string_view divisor_label = "");
 // The value of a dim that must be a compile-time constant; Unimplemented naming `what` if not.
 StatusOr<int64_t> require_constant_dim(const DimExpr& dim, std::string_view what);
 

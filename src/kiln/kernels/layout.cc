@@ -266,15 +266,12 @@ Status infer_depth_to_space(InferArgs& args) {
   KILN_ASSIGN_OR_RETURN(int64_t b, blocksize(args.attributes));
   KILN_RETURN_IF_ERROR(depth_to_space_is_crd(args.attributes).status());
   const int64_t bb = b * b;
-  std::optional<DimExpr> c = x.shape[1].exact_div(DimExpr(bb));
-  if (!c) {
-    std::string message = fmt::format(
-        "channels of input 0 'input' {} ({}) are not a multiple of blocksize^2 = {}",
-        shape_to_string(x.shape), x.shape[1].to_string(), bb);
-    if (x.shape[1].is_constant()) return Status(StatusCode::kInvalidArgument, std::move(message));
-    return Status(StatusCode::kUnimplemented, message + " (provably)");
-  }
-  Shape out = {x.shape[0], *c, x.shape[2] * DimExpr(b), x.shape[3] * DimExpr(b)};
+  KILN_ASSIGN_OR_RETURN(
+      DimExpr c, divide_exactly(x.shape[1], DimExpr(bb),
+                                fmt::format("channels of input 0 'input' {} ({})",
+                                            shape_to_string(x.shape), x.shape[1].to_string()),
+                                "blocksize^2 = "));
+  Shape out = {x.shape[0], c, x.shape[2] * DimExpr(b), x.shape[3] * DimExpr(b)};
   KILN_RETURN_IF_ERROR(check_element_count(out, "the output"));
   args.outputs = {ValueType{x.dtype, std::move(out)}};
   return ok_status();
@@ -306,15 +303,11 @@ Status infer_space_to_depth(InferArgs& args) {
   KILN_ASSIGN_OR_RETURN(int64_t b, blocksize(args.attributes));
   Shape out = {x.shape[0], x.shape[1] * DimExpr(b * b), DimExpr(0), DimExpr(0)};
   for (size_t i = 2; i < 4; ++i) {
-    std::optional<DimExpr> q = x.shape[i].exact_div(DimExpr(b));
-    if (!q) {
-      std::string message =
-          fmt::format("dim {} of input 0 'input' {} ({}) is not a multiple of blocksize {}", i,
-                      shape_to_string(x.shape), x.shape[i].to_string(), b);
-      if (x.shape[i].is_constant()) return Status(StatusCode::kInvalidArgument, std::move(message));
-      return Status(StatusCode::kUnimplemented, message + " (provably)");
-    }
-    out[i] = *q;
+    KILN_ASSIGN_OR_RETURN(
+        out[i], divide_exactly(x.shape[i], DimExpr(b),
+                               fmt::format("dim {} of input 0 'input' {} ({})", i,
+                                           shape_to_string(x.shape), x.shape[i].to_string()),
+                               "blocksize "));
   }
   KILN_RETURN_IF_ERROR(check_element_count(out, "the output"));
   args.outputs = {ValueType{x.dtype, std::move(out)}};

@@ -181,18 +181,12 @@ Status infer_reshape(InferArgs& args) {
       return invalid_argument(
           "input 1 'shape' {}: cannot infer -1 when the other dims have no elements", text);
     }
-    std::optional<DimExpr> quotient = total.exact_div(known);
-    if (!quotient) {
-      std::string message = fmt::format(
-          "input 1 'shape' {}: cannot infer -1 for input 0 'data' {}: element count {} is not a "
-          "multiple of {}",
-          text, shape_to_string(x.shape), total.to_string(), known.to_string());
-      if (total.is_constant() && known.is_constant()) {
-        return Status(StatusCode::kInvalidArgument, std::move(message));
-      }
-      return Status(StatusCode::kUnimplemented, message + " (symbolically)");
-    }
-    out[*inferred] = *quotient;
+    KILN_ASSIGN_OR_RETURN(
+        out[*inferred],
+        divide_exactly(total, known,
+                       fmt::format("input 1 'shape' {}: cannot infer -1 for input 0 'data' {}: "
+                                   "element count {}",
+                                   text, shape_to_string(x.shape), total.to_string())));
   } else {
     KILN_RETURN_IF_ERROR(check_dims_equal(
         known, total,

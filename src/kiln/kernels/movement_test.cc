@@ -282,9 +282,20 @@ TEST(Reshape, BadInputs) {
   // 2^62 * 4 overflows int64.
   EXPECT_TRUE(has_error(reshape({2}, {4611686018427387904.0, 4}), StatusCode::kInvalidArgument,
                         {"more than 2^63 elements"}));
-  EXPECT_TRUE(has_error(infer("Reshape", {sym(DType::kF32, {N, 3}), sym(DType::kI64, {2}, {-1, 2})})
-                            .status,
-                        StatusCode::kUnimplemented, {"cannot infer -1"}));
+  {
+    // 3*N elements into [-1, 2]: assumed even.
+    AssumptionRecorder recorder;
+    Inferred r = infer("Reshape", {sym(DType::kF32, {N, 3}), sym(DType::kI64, {2}, {-1, 2})});
+    ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+    EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[N + floor(N/2),2]");
+    ASSERT_EQ(recorder.assumptions().size(), 1u);
+    EXPECT_EQ(recorder.assumptions()[0].to_string(), "3*N % 2 == 0");
+    // A symbolic divisor that does not divide: still refused.
+    DimExpr S = DimExpr::symbol("S");
+    EXPECT_TRUE(has_error(infer("Reshape", {sym(DType::kF32, {N, S}), sym(DType::kI64, {2}, {-1, S + 1})})
+                              .status,
+                          StatusCode::kUnimplemented, {"cannot infer -1", "not provably a multiple"}));
+  }
   EXPECT_TRUE(has_error(run1("Reshape", {f32({2}, {1, 2}), runtime(i64({1}, {2}))}).status(),
                         StatusCode::kUnimplemented, {"input 1 'shape'", "compile time"}));
   EXPECT_TRUE(has_error(run1("Reshape", {f32({2}, {1, 2}), f32({1}, {2})}).status(),
@@ -313,8 +324,13 @@ TEST(Split, EqualVariableAndZeroParts) {
   Inferred r = infer("Split", {sym(DType::kF32, {N * 2, 3})}, {}, 2);
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(shape_to_string(r.outputs[1].shape), "[N,3]");
-  EXPECT_TRUE(has_error(infer("Split", {sym(DType::kF32, {N, 3})}, {}, 2).status,
-                        StatusCode::kUnimplemented, {"not provably divisible"}));
+  // N may be odd: the halves are floor(N/2) under the assumption N % 2 == 0.
+  AssumptionRecorder recorder;
+  r = infer("Split", {sym(DType::kF32, {N, 3})}, {}, 2);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[floor(N/2),3]");
+  ASSERT_EQ(recorder.assumptions().size(), 1u);
+  EXPECT_EQ(recorder.assumptions()[0].to_string(), "N % 2 == 0");
 }
 
 TEST(Slice, StepsClampingAndDefaults) {
@@ -342,10 +358,6 @@ TEST(Slice, SymbolicDimsAndErrors) {
                                sym(DType::kI64, {2}, {int64_t{9223372036854775807}, 5})});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[N,4]");
-  EXPECT_TRUE(has_error(infer("Slice", {sym(DType::kF32, {N}), sym(DType::kI64, {1}, {1}),
-                                        sym(DType::kI64, {1}, {int64_t{9223372036854775807}})})
-                            .status,
-                        StatusCode::kUnimplemented, {"symbolic dim 0", "whole-dim"}));
   Tensor x = f32({4}, iota(4));
   EXPECT_TRUE(has_error(run1("Slice", {x, i64({1}, {0}), i64({1}, {4}), i64({1}, {0}),
                                        i64({1}, {0})})
@@ -357,6 +369,44 @@ TEST(Slice, SymbolicDimsAndErrors) {
                         StatusCode::kInvalidArgument, {"axes"}));
   EXPECT_TRUE(has_error(run1("Slice", {x, runtime(i64({1}, {0})), i64({1}, {4})}).status(),
                         StatusCode::kUnimplemented, {"input 1 'starts'", "compile time"}));
+}
+
+// Every start/end/step on a symbolic dim gives an expression that, at each size, is the length
+// the concrete rule gives (ONNX's clamping of negative and out-of-range bounds).
+TEST(Slice, SymbolicLengthsMatchConcreteAtEverySize) {
+  const int64_t open = INT64_MAX;
+  const std::vector<int64_t> bounds = {0, 1, 2, 4, -1, -3, open, -open};
+  for (int64_t step : {1, 2, 3, -1, -2}) {
+    for (int64_t start : bounds) {
+      for (int64_t end : bounds) {
+        Inferred r = infer("Slice", {sym(DType::kF32, {N}), sym(DType::kI64, {1}, {start}),
+                                     sym(DType::kI64, {1}, {end}), sym(DType::kI64, {1}, {0}),
+                                     sym(DType::kI64, {1}, {step})});
+        ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+        for (int64_t n = 0; n <= 9; ++n) {
+          Inferred c = infer("Slice", {sym(DType::kF32, {n}), sym(DType::kI64, {1}, {start}),
+                                       sym(DType::kI64, {1}, {end}), sym(DType::kI64, {1}, {0}),
+                                       sym(DType::kI64, {1}, {step})});
+          ASSERT_TRUE(c.status.ok()) << c.status.to_string();
+          EXPECT_EQ(r.outputs[0].shape[0].evaluate({{"N", n}}).value(), c.outputs[0].shape[0])
+              << "x[" << start << ":" << end << ":" << step << "] of " << n << " elements: "
+              << r.outputs[0].shape[0].to_string();
+        }
+      }
+    }
+  }
+  // A bound computed from shapes (x[:, S//2:]) and an end past a constant dim (mask[:S]).
+  Inferred half = infer("Slice", {sym(DType::kF32, {N}), sym(DType::kI64, {1}, {N.floor_div(2)}),
+                                  sym(DType::kI64, {1}, {open})});
+  ASSERT_TRUE(half.status.ok()) << half.status.to_string();
+  EXPECT_EQ(shape_to_string(half.outputs[0].shape), "[N - floor(N/2)]");
+  AssumptionRecorder recorder;
+  Inferred mask = infer("Slice", {sym(DType::kF32, {1024}), sym(DType::kI64, {1}, {0}),
+                                  sym(DType::kI64, {1}, {N})});
+  ASSERT_TRUE(mask.status.ok()) << mask.status.to_string();
+  EXPECT_EQ(shape_to_string(mask.outputs[0].shape), "[N]");
+  ASSERT_EQ(recorder.assumptions().size(), 1u);
+  EXPECT_EQ(recorder.assumptions()[0].to_string(), "-N + 1024 >= 0");
 }
 
 TEST(SqueezeUnsqueezeFlatten, AxesAndErrors) {

@@ -141,22 +141,16 @@ Status infer_split(InferArgs& args) {
         sum, dim,
         fmt::format("sum of input 1 'split' (dim {} of input 0 'input' {})", axis,
                     shape_to_string(x.shape))));
-  } else if (auto d = dim.constant_value()) {
-    const auto count = static_cast<int64_t>(n);
-    if (*d % count != 0) {
-      return invalid_argument(
-          "dim {} of input 0 'input' {} ({}) does not split into {} equal parts", axis,
-          shape_to_string(x.shape), *d, n);
-    }
-    parts.assign(n, DimExpr(*d / count));
+  } else if (auto d = dim.constant_value(); d && *d % static_cast<int64_t>(n) != 0) {
+    return invalid_argument("dim {} of input 0 'input' {} ({}) does not split into {} equal parts",
+                            axis, shape_to_string(x.shape), *d, n);
   } else {
-    std::optional<DimExpr> part = dim.exact_div(DimExpr(static_cast<int64_t>(n)));
-    if (!part) {
-      return unimplemented(
-          "dim {} of input 0 'input' {} ('{}') is not provably divisible into {} equal parts",
-          axis, shape_to_string(x.shape), dim.to_string(), n);
-    }
-    parts.assign(n, *part);
+    KILN_ASSIGN_OR_RETURN(
+        DimExpr part,
+        divide_exactly(dim, DimExpr(static_cast<int64_t>(n)),
+                       fmt::format("dim {} of input 0 'input' {} ({}), split into equal parts,",
+                                   axis, shape_to_string(x.shape), dim.to_string())));
+    parts.assign(n, part);
   }
   args.outputs.clear();
   for (const DimExpr& p : parts) {
@@ -250,6 +244,53 @@ int64_t count_steps(__int128 diff, __int128 step) {
   return static_cast<int64_t>((diff - 1) / step + 1);
 }
 
+// A slice bound clamped as ONNX does (a negative bound counts from the end, then it is clamped to
+// [0, dim] for a forward step; to [0, dim - 1] for a backward start and [-1, dim - 1] for a
+// backward end), as an expression. A bound computed from shapes that is provably nonnegative is
+// assumed to lie within the dim (`dim - bound >= 0`), which keeps shapes such as a sequence
+// length S from becoming min(S, dim) everywhere downstream.
+StatusOr<DimExpr> clamp_slice_bound(const DimExpr& bound, const DimExpr& dim, int64_t step,
+                                    bool is_end, std::string_view what) {
+  const DimExpr lo = step < 0 && is_end ? DimExpr(-1) : DimExpr(0);
+  const DimExpr hi = step > 0 ? dim : dim - DimExpr(1);
+  if (auto c = bound.constant_value()) {
+    if (*c >= kOpenEnd) return hi;
+    if (*c <= -kOpenEnd) return lo;
+    if (*c >= 0) return DimExpr::min(DimExpr(*c), hi);
+  }
+  // Counted from the end; a backward start may still pass dim - 1 on an empty dim.
+  if (bound.constant_value() || (DimExpr(0) - bound).provably_nonnegative()) {
+    const DimExpr from_end = DimExpr::max(dim + bound, lo);
+    return step > 0 ? from_end : DimExpr::min(from_end, hi);
+  }
+  const std::string which = fmt::format("{}: {} '{}'", what, is_end ? "end" : "start",
+                                        bound.to_string());
+  KILN_RETURN_IF_ERROR(assume_nonnegative(bound, which));
+  KILN_RETURN_IF_ERROR(assume_nonnegative(hi - bound, which));
+  return bound;
+}
+
+struct SymbolicSlice {
+  DimExpr start;   // the first element read
+  DimExpr length;  // elements read
+};
+
+StatusOr<SymbolicSlice> symbolic_slice(const DimExpr& dim, const DimExpr& start,
+                                       const DimExpr& end, int64_t step, std::string_view what) {
+  const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
+  KILN_ASSIGN_OR_RETURN(DimExpr s, clamp_slice_bound(start, dim, step, false, what));
+  auto c = start.constant_value();
+  if (step > 0 && c && *c > -kOpenEnd && end.constant_value().value_or(0) >= kOpenEnd) {
+    // x[:, c:] and x[:, -c:] read max(dim - c, 0) and min(c, dim) elements.
+    DimExpr length = *c >= 0 ? DimExpr::max(dim - DimExpr(*c), DimExpr(0))
+                             : DimExpr::min(DimExpr(-*c), dim);
+    return SymbolicSlice{s, length.ceil_div(magnitude)};
+  }
+  KILN_ASSIGN_OR_RETURN(DimExpr e, clamp_slice_bound(end, dim, step, true, what));
+  const DimExpr span = step > 0 ? e - s : s - e;
+  return SymbolicSlice{s, DimExpr::max(span.ceil_div(magnitude), DimExpr(0))};
+}
+
 StatusOr<SliceSpec> slice_spec(const InferArgs& args, const ValueType& x) {
   const auto rank = static_cast<int64_t>(x.shape.size());
   KILN_RETURN_IF_ERROR(required_input(args, 1, "starts").status());
@@ -294,16 +335,7 @@ StatusOr<SliceSpec> slice_spec(const InferArgs& args, const ValueType& x) {
     if (step == 0) return invalid_argument("input 4 'steps' element {} is 0", i);
     const DimExpr& dim = x.shape[a];
     spec.step[a] = step;
-    if (step == 1 && !ends[i].is_constant() && starts[i].is_constant() &&
-        *starts[i].constant_value() >= 0 && ends[i] != dim) {
-      // A symbolic end (e.g. a sequence length from Shape): [s, E) with E assumed within the dim.
-      // The assumption is checked when shapes are bound: planning with the concrete end clamps
-      // it, and a dim that differs from E - s is refused naming the dispatch.
-      spec.start[a] = starts[i];
-      spec.out[a] = ends[i] - starts[i];
-      continue;
-    }
-    if (auto d = dim.constant_value()) {
+    if (auto d = dim.constant_value(); d && starts[i].is_constant() && ends[i].is_constant()) {
       KILN_ASSIGN_OR_RETURN(std::vector<int64_t> s_value, constant_elements({starts[i]}, 1, "starts"));
       KILN_ASSIGN_OR_RETURN(std::vector<int64_t> e_value, constant_elements({ends[i]}, 2, "ends"));
       int64_t s = s_value[0], e = e_value[0];
@@ -325,22 +357,14 @@ StatusOr<SliceSpec> slice_spec(const InferArgs& args, const ValueType& x) {
       spec.out[a] = DimExpr(len);
       continue;
     }
-    // A symbolic dim: only slices that provably cover the whole dim.
-    auto s = starts[i].constant_value();
-    auto e = ends[i].constant_value();
-    const bool forward = step > 0 && s && (*s == 0 || *s <= -kOpenEnd) &&
-                         ((e && *e >= kOpenEnd) || ends[i] == dim);
-    const bool backward = step < 0 && s && (*s == -1 || *s >= kOpenEnd) && e && *e <= -kOpenEnd;
-    if (!forward && !backward) {
-      return unimplemented(
-          "Slice of symbolic dim {} ('{}') of input 0 'data' {} with start {}, end {}, step {}: "
-          "kiln supports only whole-dim slices of symbolic dims",
-          a, dim.to_string(), shape_to_string(x.shape), starts[i].to_string(),
-          ends[i].to_string(), step);
-    }
-    const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
-    spec.out[a] = magnitude == 1 ? dim : dim.ceil_div(magnitude);
-    spec.start[a] = forward ? DimExpr(0) : dim - DimExpr(1);
+    // A symbolic dim or bound: the same clamping as expressions.
+    KILN_ASSIGN_OR_RETURN(
+        SymbolicSlice sliced,
+        symbolic_slice(dim, starts[i], ends[i], step,
+                       fmt::format("Slice of dim {} ('{}') of input 0 'data' {}", a,
+                                   dim.to_string(), shape_to_string(x.shape))));
+    spec.start[a] = sliced.start;
+    spec.out[a] = sliced.length;
   }
   return spec;
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kiln/base/half.h"
+#include "kiln/kernels/conv_geometry.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
 #include "kiln/kernels/kernel_test_util.h"
@@ -240,6 +241,39 @@ TEST(Pools, SymbolicShapesAndBadInputs) {
   s = infer("LpPool", {{DType::kF32, {1, 1, 4}}},
             attrs({{"kernel_shape", Ints{2}}, {"p", int64_t{0}}}), &out);
   EXPECT_NE(s.message().find("attribute 'p'"), std::string::npos) << s.to_string();
+}
+
+// Pooling with ceil_mode on a symbolic dim: the output size expression (which drops a last window
+// that would start in the end padding) equals the concrete rule at every size.
+TEST(WindowGeometry, CeilModeOnSymbolicDimsMatchesConcreteSizes) {
+  const DimExpr h = DimExpr::symbol("H");
+  for (int64_t kernel : {1, 2, 3}) {
+    for (int64_t stride : {1, 2, 3, 4}) {
+      for (int64_t pad_begin : {0, 1}) {
+        for (int64_t pad_end : {0, 1, 2}) {
+          if (pad_begin >= kernel || pad_end >= kernel) continue;
+          Attributes a;
+          a.set("kernel_shape", std::vector<int64_t>{kernel});
+          a.set("strides", std::vector<int64_t>{stride});
+          a.set("pads", std::vector<int64_t>{pad_begin, pad_end});
+          a.set("ceil_mode", int64_t{1});
+          WindowOptions options;
+          options.allow_ceil_mode = true;
+          auto g = parse_window_geometry(a, 1, options);
+          ASSERT_TRUE(g.ok()) << g.status().to_string();
+          auto symbolic = window_output_dims(*g, std::vector<DimExpr>{h});
+          ASSERT_TRUE(symbolic.ok()) << symbolic.status().to_string();
+          for (int64_t size = kernel; size <= 13; ++size) {
+            auto concrete = window_output_dims(*g, std::vector<DimExpr>{DimExpr(size)});
+            ASSERT_TRUE(concrete.ok()) << concrete.status().to_string();
+            EXPECT_EQ((*symbolic)[0].evaluate({{"H", size}}).value(), (*concrete)[0])
+                << "kernel " << kernel << " stride " << stride << " pads " << pad_begin << ","
+                << pad_end << " size " << size << ": " << (*symbolic)[0].to_string();
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

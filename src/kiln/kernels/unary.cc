@@ -326,6 +326,32 @@ Status infer_unary(InferArgs& args) {
   KILN_RETURN_IF_ERROR(read_params(F, args.attributes).status());
   if (is_predicate(F)) x.dtype = DType::kBool;
   args.outputs = {x};
+  // Shape computations: Not of decided conditions, Neg/Abs of dims (whole numbers).
+  if constexpr (F == Fn::kNot || F == Fn::kNeg || F == Fn::kAbs) {
+    if (auto values = known_dim_values(args, 0)) {
+      std::vector<DimExpr> out;
+      for (const DimExpr& v : *values) {
+        auto c = v.constant_value();
+        if constexpr (F == Fn::kNot) {
+          if (!c) return ok_status();
+          out.emplace_back(*c == 0 ? 1 : 0);
+        } else if constexpr (F == Fn::kNeg) {
+          if (c == std::numeric_limits<int64_t>::min()) return ok_status();
+          out.push_back(DimExpr(0) - v);
+        } else {
+          if (c == std::numeric_limits<int64_t>::min()) return ok_status();
+          if (c) {
+            out.emplace_back(*c < 0 ? -*c : *c);
+          } else if (v.provably_nonnegative()) {
+            out.push_back(v);
+          } else {
+            return ok_status();
+          }
+        }
+      }
+      set_output_values(args, 0, std::move(out));
+    }
+  }
   return ok_status();
 }
 

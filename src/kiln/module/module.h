@@ -23,6 +23,7 @@
 #include "kiln/base/attributes.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
+#include "kiln/shape/assumption.h"
 #include "kiln/shape/shape.h"
 
 namespace kiln::module {
@@ -66,6 +67,9 @@ struct ModuleContents {
   std::vector<int32_t> inputs;       // graph inputs, in the model's order
   std::vector<int32_t> outputs;      // graph outputs, in the model's order
   std::vector<Dispatch> dispatches;  // in execution order
+  // What the compiler assumed about the symbols; the runtime checks each once its symbols are
+  // bound (kiln/shape/assumption.h).
+  std::vector<Assumption> assumptions;
 };
 
 struct LoadOptions {
@@ -86,8 +90,8 @@ StatusOr<std::shared_ptr<const ModuleContents>> load_module_from_bytes(const voi
                                                                        LoadOptions options = {});
 
 // Checks semantic consistency shared by writer and loader: value indices in range, each
-// non-input non-constant value produced exactly once and before use, symbols in dims declared
-// (a data symbol only on values produced once it is bound),
+// non-input non-constant value produced exactly once and before use, symbols in dims and
+// assumptions declared (a data symbol only on values produced once it is bound),
 // constant data matching dtype and shape.
 Status verify_contents(const ModuleContents& contents);
 

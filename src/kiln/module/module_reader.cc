@@ -91,6 +91,15 @@ class Converter {
       }
       out.dispatches.push_back(std::move(converted).value());
     }
+    KILN_RETURN_IF_ERROR(spend_offsets(size_of(root_.assumptions())));
+    for (size_t i = 0; i < size_of(root_.assumptions()); ++i) {
+      const fb::Assumption* in = root_.assumptions()->Get(static_cast<fbs::uoffset_t>(i));
+      auto converted = convert_assumption(*in);
+      if (!converted.ok()) {
+        return invalid_argument("assumption {}: {}", i, converted.status().message());
+      }
+      out.assumptions.push_back(std::move(converted).value());
+    }
     return out;
   }
 
@@ -134,26 +143,44 @@ class Converter {
     return out;
   }
 
+  // Parses one dim expression; `what` names it in errors.
+  StatusOr<DimExpr> read_dim(const fbs::String* text, std::string_view what) {
+    if (text == nullptr) return invalid_argument("{} is missing", what);
+    if (text->size() > kMaxDimTextLength) {
+      return invalid_argument("{} is {} characters long, over the limit of {}", what, text->size(),
+                              kMaxDimTextLength);
+    }
+    KILN_RETURN_IF_ERROR(spend(text->size()));
+    // Only the canonical form is parsed: other text could make the parser expand without end.
+    Status canonical = check_canonical_dim_text(text->string_view());
+    if (!canonical.ok()) return invalid_argument("{}: {}", what, canonical.message());
+    auto dim = parse_dim_expr(text->string_view());
+    if (!dim.ok()) return invalid_argument("{}: {}", what, dim.status().message());
+    return std::move(dim).value();
+  }
+
   // Parses a list of dim expressions (a value's dims, or its known element values).
   StatusOr<std::vector<DimExpr>> read_dims(const fbs::Vector<fbs::Offset<fbs::String>>* list,
                                            std::string_view what) {
     std::vector<DimExpr> out;
     KILN_RETURN_IF_ERROR(spend_offsets(size_of(list)));
     for (size_t d = 0; d < size_of(list); ++d) {
-      const fbs::String* text = list->Get(static_cast<fbs::uoffset_t>(d));
-      if (text == nullptr) return invalid_argument("{} {} is missing", what, d);
-      if (text->size() > kMaxDimTextLength) {
-        return invalid_argument("{} {} is {} characters long, over the limit of {}", what, d,
-                                text->size(), kMaxDimTextLength);
-      }
-      KILN_RETURN_IF_ERROR(spend(text->size()));
-      // Only the canonical form is parsed: other text could make the parser expand without end.
-      Status canonical = check_canonical_dim_text(text->string_view());
-      if (!canonical.ok()) return invalid_argument("{} {}: {}", what, d, canonical.message());
-      auto dim = parse_dim_expr(text->string_view());
-      if (!dim.ok()) return invalid_argument("{} {}: {}", what, d, dim.status().message());
-      out.push_back(std::move(dim).value());
+      KILN_ASSIGN_OR_RETURN(DimExpr dim, read_dim(list->Get(static_cast<fbs::uoffset_t>(d)),
+                                                  fmt::format("{} {}", what, d)));
+      out.push_back(std::move(dim));
     }
+    return out;
+  }
+
+  StatusOr<Assumption> convert_assumption(const fb::Assumption& in) {
+    Assumption out;
+    if (in.kind() > static_cast<uint8_t>(Assumption::Kind::kDivisible)) {
+      return invalid_argument("invalid kind code {}", static_cast<int>(in.kind()));
+    }
+    out.kind = static_cast<Assumption::Kind>(in.kind());
+    KILN_ASSIGN_OR_RETURN(out.lhs, read_dim(in.lhs(), "lhs"));
+    KILN_ASSIGN_OR_RETURN(out.rhs, read_dim(in.rhs(), "rhs"));
+    KILN_ASSIGN_OR_RETURN(out.origin, string(in.origin()));
     return out;
   }
 

@@ -80,6 +80,10 @@ uint64_t estimate_metadata_size(const ModuleContents& contents) {
     total += 96 + value.name.size();
     for (const DimExpr& dim : value.shape) total += 16 + dim.to_string().size();
   }
+  for (const Assumption& assumption : contents.assumptions) {
+    total += 96 + assumption.lhs.to_string().size() + assumption.rhs.to_string().size() +
+             assumption.origin.size();
+  }
   for (const Dispatch& dispatch : contents.dispatches) {
     total += 96 + dispatch.name.size() + dispatch.op_type.size() + strings(dispatch.origins) +
              strings(dispatch.data_symbols) +
@@ -107,19 +111,29 @@ uint64_t estimate_metadata_size(const ModuleContents& contents) {
 
 // The loader accepts only canonical dim text and must read back the same dims, so the writer
 // refuses what would not survive (e.g. coefficients wrapped around to INT64_MIN).
+Status check_dim_text(const DimExpr& dim, std::string_view what) {
+  std::string text = dim.to_string();
+  Status canonical = check_canonical_dim_text(text);
+  auto parsed = canonical.ok() ? parse_dim_expr(text) : StatusOr<DimExpr>(canonical);
+  if (!parsed.ok() || *parsed != dim) {
+    return invalid_argument("{} '{}' does not survive its text form{}{}", what, text,
+                            parsed.ok() ? "" : ": ", parsed.ok() ? "" : parsed.status().message());
+  }
+  return ok_status();
+}
+
 Status check_dim_texts(const ModuleContents& contents) {
   for (size_t i = 0; i < contents.values.size(); ++i) {
     const ModuleValue& value = contents.values[i];
     for (size_t d = 0; d < value.shape.size(); ++d) {
-      std::string text = value.shape[d].to_string();
-      Status canonical = check_canonical_dim_text(text);
-      auto parsed = canonical.ok() ? parse_dim_expr(text) : StatusOr<DimExpr>(canonical);
-      if (!parsed.ok() || *parsed != value.shape[d]) {
-        return invalid_argument("value {} '{}': dim {} '{}' does not survive its text form{}{}", i,
-                                value.name, d, text, parsed.ok() ? "" : ": ",
-                                parsed.ok() ? "" : parsed.status().message());
-      }
+      KILN_RETURN_IF_ERROR(
+          check_dim_text(value.shape[d], fmt::format("value {} '{}': dim {}", i, value.name, d)));
     }
+  }
+  for (size_t i = 0; i < contents.assumptions.size(); ++i) {
+    const Assumption& assumption = contents.assumptions[i];
+    KILN_RETURN_IF_ERROR(check_dim_text(assumption.lhs, fmt::format("assumption {}", i)));
+    KILN_RETURN_IF_ERROR(check_dim_text(assumption.rhs, fmt::format("assumption {}", i)));
   }
   return ok_status();
 }
@@ -185,8 +199,17 @@ std::vector<uint8_t> build_metadata(const ModuleContents& contents,
   auto inputs = builder.CreateVector(contents.inputs);
   auto outputs = builder.CreateVector(contents.outputs);
   auto dispatches_offset = builder.CreateVector(dispatches);
+  std::vector<fbs::Offset<fb::Assumption>> assumptions;
+  for (const Assumption& assumption : contents.assumptions) {
+    auto lhs = builder.CreateString(assumption.lhs.to_string());
+    auto rhs = builder.CreateString(assumption.rhs.to_string());
+    auto origin = builder.CreateString(assumption.origin);
+    assumptions.push_back(fb::CreateAssumption(builder, static_cast<uint8_t>(assumption.kind), lhs,
+                                               rhs, origin));
+  }
+  auto assumptions_offset = builder.CreateVector(assumptions);
   auto root = fb::CreateModule(builder, model_name, producer, symbols, values_offset, inputs,
-                               outputs, dispatches_offset);
+                               outputs, dispatches_offset, assumptions_offset);
   fb::FinishSizePrefixedModuleBuffer(builder, root);
   return std::vector<uint8_t>(builder.GetBufferPointer(),
                               builder.GetBufferPointer() + builder.GetSize());

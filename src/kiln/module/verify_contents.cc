@@ -173,6 +173,15 @@ Status verify_contents(const ModuleContents& contents) {
     }
   }
 
+  for (size_t i = 0; i < contents.assumptions.size(); ++i) {
+    for (const std::string& symbol : contents.assumptions[i].symbols()) {
+      if (!symbols.count(symbol)) {
+        return invalid_argument("assumption {} '{}' uses undeclared symbol '{}'", i,
+                                contents.assumptions[i].to_string(), symbol);
+      }
+    }
+  }
+
   for (size_t i = 0; i < contents.values.size(); ++i) {
     Status status = verify_value(contents.values[i], symbols);
     if (!status.ok()) {

@@ -60,12 +60,17 @@ Status canonicalize_window_attributes(ir::Graph& graph, ir::NodeId id) {
   auto geometry = node_window_geometry(node, x_shape, w_shape);
   if (!geometry.ok()) return std::move(geometry).status().with_note("in " + node.describe());
   auto pads = explicit_pads(*geometry, std::span<const DimExpr>(x_shape).subspan(2));
-  if (!pads.ok()) return std::move(pads).status().with_note("in " + node.describe());
-  node.attributes.set("pads", *pads);
+  if (!pads.ok() && pads.status().code() != StatusCode::kUnimplemented) {
+    return std::move(pads).status().with_note("in " + node.describe());
+  }
   node.attributes.set("kernel_shape", geometry->kernel);
   if (geometry->auto_pad != AutoPad::kNotSet && node.attributes.has("ceil_mode")) {
     node.attributes.set("ceil_mode", int64_t{0});
   }
+  // SAME_* padding that depends on a symbolic dim's value stays auto_pad: every backend resolves
+  // it from the concrete dims with kernels::explicit_pads, the same rule as here.
+  if (!pads.ok()) return ok_status();
+  node.attributes.set("pads", *pads);
   node.attributes.set("auto_pad", std::string("NOTSET"));
   return ok_status();
 }

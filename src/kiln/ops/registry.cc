@@ -104,8 +104,17 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
     data_symbols.push_back(data_symbol_name(node.name, index));
     return DimExpr::symbol(data_symbols.back());
   };
+  AssumptionRecorder recorder;
   Status status = (*def)->infer(ctx);
   if (!status.ok()) return with_node_note(std::move(status), node);
+  for (Assumption assumption : recorder.assumptions()) {
+    if (std::find(graph.assumptions.begin(), graph.assumptions.end(), assumption) !=
+        graph.assumptions.end()) {
+      continue;
+    }
+    assumption.origin = node.describe();
+    graph.assumptions.push_back(std::move(assumption));
+  }
   if (ctx.outputs.size() != node.outputs.size()) {
     return with_node_note(internal_error("infer gave {} output types for {} outputs",
                                          ctx.outputs.size(), node.outputs.size()),
@@ -132,6 +141,7 @@ std::string data_symbol_name(std::string_view node_name, size_t index) {
 }
 
 Status infer_graph(ir::Graph& graph, const Registry& registry) {
+  graph.assumptions.clear();
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     KILN_RETURN_IF_ERROR(infer_node(graph, static_cast<ir::NodeId>(i), registry));
   }

@@ -94,9 +94,11 @@ void register_all(Registry& registry);
 const Registry& default_registry();
 
 // Runs inference for one node and writes dtypes/shapes onto its output values (absent outputs,
-// kAbsent, are skipped). Ops are looked up at graph.opset. Errors carry "in node 'X' (Op)".
+// kAbsent, are skipped), and adds what it assumed to graph.assumptions (kiln/shape/assumption.h)
+// with the node as origin. Ops are looked up at graph.opset. Errors carry "in node 'X' (Op)".
 Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry = default_registry());
-// Runs inference for every node in order. Errors carry "in node 'X' (Op)".
+// Runs inference for every node in order, rebuilding graph.assumptions. Errors carry
+// "in node 'X' (Op)".
 Status infer_graph(ir::Graph& graph, const Registry& registry = default_registry());
 // Lists every op type in the graph that the registry lacks, as "Op (node 'a', node 'b')"; empty
 // if all are supported.

@@ -135,6 +135,7 @@ StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
   for (const std::string& symbol : module.symbols) {
     if (!bindings.count(symbol)) return invalid_argument("symbol '{}' is not set by any input", symbol);
   }
+  KILN_RETURN_IF_ERROR(check_bound_assumptions(module.assumptions, bindings));
   return bindings;
 }
 
@@ -353,7 +354,10 @@ StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
 
   for (size_t s = 0; s < stages_.size(); ++s) {
     const Stage& stage = stages_[s];
-    if (stage.binds_data) KILN_RETURN_IF_ERROR(bind_data_symbols(stage, held, bindings));
+    if (stage.binds_data) {
+      KILN_RETURN_IF_ERROR(bind_data_symbols(stage, held, bindings));
+      KILN_RETURN_IF_ERROR(check_bound_assumptions(module.assumptions, bindings));
+    }
     KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(s, bindings));
     if (prepared->arena_bytes > arena_bytes_) {
       size_t bytes = (prepared->arena_bytes + 63) / 64 * 64;

@@ -44,7 +44,8 @@ class Session {
   const module::ModuleContents& module() const { return *module_; }
 
   // Symbol values implied by the inputs' shapes. Errors name the input and dim: wrong count,
-  // dtype, rank, a static dim that differs, a symbol bound to two different values.
+  // dtype, rank, a static dim that differs, a symbol bound to two different values, sizes that
+  // break an assumption the compiler made (module().assumptions; kiln/shape/assumption.h).
   StatusOr<Bindings> bind(std::span<const Tensor> inputs) const;
 
   // Runs the module. Inputs are plain row-major tensors in module().inputs order; outputs are

@@ -46,7 +46,8 @@ StatusOr<ConvParams> read_conv(const OpReader& op) {
         c, fmt::join(w, ","), p.group);
   }
   KILN_ASSIGN_OR_RETURN(p.window,
-                        read_window(op, r, std::span(w).subspan(2), /*allow_dilations=*/true));
+                        read_window(op, std::span(x).subspan(2), std::span(w).subspan(2),
+                                    /*allow_dilations=*/true));
   ConcreteShape expected{x[0], m};
   for (size_t i = 0; i < r; ++i) {
     expected.push_back(window_output_size(x[2 + i], p.window.kernel[i], p.window.strides[i],

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "kiln/kernels/conv_geometry.h"
 
@@ -127,6 +128,10 @@ StatusOr<std::vector<int64_t>> OpReader::get_ints(const std::string& name,
   return a.get_ints(name, std::move(fallback));
 }
 
+const Attributes& OpReader::attributes() const {
+  return dispatch_.attributes ? *dispatch_.attributes : empty_attributes();
+}
+
 StatusOr<kernels::FusedActivation> OpReader::fused_activation() const {
   return kernels::read_fused_activation(dispatch_.attributes ? *dispatch_.attributes
                                                              : empty_attributes());
@@ -137,16 +142,24 @@ StatusOr<bool> OpReader::relu_activation() const {
                                                        : empty_attributes());
 }
 
-StatusOr<Window> read_window(const OpReader& op, size_t spatial_rank,
+StatusOr<Window> read_window(const OpReader& op, std::span<const int64_t> input_spatial,
                              std::span<const int64_t> kernel_from_weights, bool allow_dilations) {
+  const size_t r = input_spatial.size();
   KILN_ASSIGN_OR_RETURN(std::string auto_pad, op.get_string("auto_pad", "NOTSET"));
+  std::optional<std::vector<int64_t>> resolved_pads;
   if (auto_pad != "NOTSET") {
-    return unimplemented(
-        "attribute auto_pad '{}' is not supported: the compiler must resolve it into explicit "
-        "pads (auto_pad NOTSET)",
-        auto_pad);
+    kernels::WindowOptions options;
+    if (!kernel_from_weights.empty()) {
+      options.kernel_from_weights =
+          std::vector<int64_t>(kernel_from_weights.begin(), kernel_from_weights.end());
+    }
+    options.allow_ceil_mode = true;
+    KILN_ASSIGN_OR_RETURN(kernels::WindowGeometry g,
+                          kernels::parse_window_geometry(op.attributes(), r, options));
+    const Shape spatial = shape_from_concrete(ConcreteShape(input_spatial.begin(),
+                                                            input_spatial.end()));
+    KILN_ASSIGN_OR_RETURN(resolved_pads, kernels::explicit_pads(g, spatial));
   }
-  const size_t r = spatial_rank;
   Window w;
   std::vector<int64_t> from_weights(kernel_from_weights.begin(), kernel_from_weights.end());
   KILN_ASSIGN_OR_RETURN(w.kernel, op.get_ints("kernel_shape", from_weights));
@@ -163,6 +176,7 @@ StatusOr<Window> read_window(const OpReader& op, size_t spatial_rank,
   KILN_ASSIGN_OR_RETURN(w.dilations, op.get_ints("dilations", std::vector<int64_t>(r, 1)));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads,
                         op.get_ints("pads", std::vector<int64_t>(2 * r, 0)));
+  if (resolved_pads) pads = std::move(*resolved_pads);
   if (w.strides.size() != r) {
     return invalid_argument("attribute 'strides' must have {} values, got {}", r, w.strides.size());
   }

@@ -45,6 +45,8 @@ class OpReader {
   Status expect_output_dtype(size_t i, DType dtype) const;
   Status expect_input_rank(size_t i, size_t min, size_t max) const;
 
+  // The dispatch's attributes (empty when it has none).
+  const Attributes& attributes() const;
   // Attribute getters with ONNX defaults when absent (also when the dispatch has none).
   StatusOr<int64_t> get_int(const std::string& name, int64_t fallback) const;
   StatusOr<double> get_float(const std::string& name, double fallback) const;
@@ -67,9 +69,11 @@ struct Window {
 };
 
 // Reads kernel_shape (or `kernel_from_weights` when absent; must agree when both), strides,
-// dilations, pads and auto_pad (only NOTSET is accepted: the compiler resolves the others into
-// pads). `allow_dilations` false rejects dilations other than 1.
-StatusOr<Window> read_window(const OpReader& op, size_t spatial_rank,
+// dilations, pads and auto_pad. The compiler resolves auto_pad into pads where the dims are known;
+// where a symbolic dim's value decides the padding (SAME_* with stride > 1), auto_pad is resolved
+// here from the concrete `input_spatial` dims by kernels::explicit_pads, the compiler's rule.
+// `allow_dilations` false rejects dilations other than 1.
+StatusOr<Window> read_window(const OpReader& op, std::span<const int64_t> input_spatial,
                              std::span<const int64_t> kernel_from_weights, bool allow_dilations);
 
 // Output size of one spatial dim: floor or ceil of (in + pads - effective kernel) / stride, + 1.

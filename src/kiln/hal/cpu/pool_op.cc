@@ -49,7 +49,7 @@ StatusOr<PoolParams> read_pool(const OpReader& op) {
     p.window.pads_begin.assign(r, 0);
     p.window.pads_end.assign(r, 0);
   } else {
-    KILN_ASSIGN_OR_RETURN(p.window, read_window(op, r, {}, /*allow_dilations=*/true));
+    KILN_ASSIGN_OR_RETURN(p.window, read_window(op, std::span(x).subspan(2), {}, /*allow_dilations=*/true));
     KILN_ASSIGN_OR_RETURN(int64_t ceil, op.get_int("ceil_mode", 0));
     if (ceil != 0 && ceil != 1) return invalid_argument("attribute 'ceil_mode' must be 0 or 1");
     ceil_mode = ceil == 1;
