@@ -69,7 +69,7 @@ class GraphBuilder {
   int counter_ = 0;
 };
 
-Attributes attrs(std::initializer_list<std::pair<std::string, AttributeValue>> list) {
+Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
   Attributes a;
   for (const auto& [name, value] : list) a.set(name, value);
   return a;
@@ -118,12 +118,12 @@ void expect_runs_at_every_size(const ir::Graph& graph, const std::vector<Binding
     ASSERT_EQ(actual->size(), expected->size());
     for (size_t o = 0; o < actual->size(); ++o) {
       ASSERT_EQ((*actual)[o].shape(), (*expected)[o].shape()) << label << "output " << o;
-      auto compared = tooling::compare_tensors((*actual)[o], (*expected)[o], {1e-5, 1e-5, false});
+      auto compared = compare_tensors((*actual)[o], (*expected)[o], {1e-5, 1e-5, false});
       ASSERT_TRUE(compared.ok()) << compared.status().to_string();
       EXPECT_EQ(compared->mismatches, 0)
           << label << "output " << o << ": "
-          << tooling::format_compare_result(*compared, {1e-5, 1e-5, false});
-      EXPECT_TRUE(tooling::bitwise_equal((*actual)[o], (*bound_out)[o]))
+          << format_compare_result(*compared, {1e-5, 1e-5, false});
+      EXPECT_TRUE(bitwise_equal((*actual)[o], (*bound_out)[o]))
           << label << "output " << o << ": dynamic and bound modules differ";
     }
   }

@@ -412,7 +412,10 @@ void infer_values(Op op, InferArgs& args) {
   constexpr size_t kMaxValues = 4096;
   if (args.inputs.size() != 2 || !args.inputs[0]) return;
   const DType in_dtype = args.inputs[0]->dtype;
-  if (op == Op::kMod && args.attributes.get_int("fmod", 0).value_or(1) != 0) return;
+  if (op == Op::kMod) {
+    auto fmod = args.attributes.get_int("fmod", 0);
+    if (!fmod.ok() || *fmod != 0) return;
+  }
   auto a = known_dim_values(args, 0);
   auto b = known_dim_values(args, 1);
   if (!a || !b || a->size() > kMaxValues || b->size() > kMaxValues) return;

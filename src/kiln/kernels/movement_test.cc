@@ -289,7 +289,7 @@ TEST(Reshape, BadInputs) {
     ASSERT_TRUE(r.status.ok()) << r.status.to_string();
     EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[N + floor(N/2),2]");
     ASSERT_EQ(recorder.assumptions().size(), 1u);
-    EXPECT_EQ(recorder.assumptions()[0].to_string(), "3*N % 2 == 0");
+    EXPECT_EQ(recorder.assumptions()[0].to_string(), "(3*N) % 2 == 0");
     // A symbolic divisor that does not divide: still refused.
     DimExpr S = DimExpr::symbol("S");
     EXPECT_TRUE(has_error(infer("Reshape", {sym(DType::kF32, {N, S}), sym(DType::kI64, {2}, {-1, S + 1})})
@@ -388,7 +388,7 @@ TEST(Slice, SymbolicLengthsMatchConcreteAtEverySize) {
                                        sym(DType::kI64, {1}, {end}), sym(DType::kI64, {1}, {0}),
                                        sym(DType::kI64, {1}, {step})});
           ASSERT_TRUE(c.status.ok()) << c.status.to_string();
-          EXPECT_EQ(r.outputs[0].shape[0].evaluate({{"N", n}}).value(), c.outputs[0].shape[0])
+          EXPECT_EQ(r.outputs[0].shape[0].evaluate({{"N", n}}).value(), c.outputs[0].shape[0].constant_value().value_or(-99))
               << "x[" << start << ":" << end << ":" << step << "] of " << n << " elements: "
               << r.outputs[0].shape[0].to_string();
         }

@@ -278,6 +278,15 @@ Status infer_reduce(InferArgs& args) {
     else if (o.keepdims) out.push_back(DimExpr(1));
   }
   args.outputs = {ValueType{x.dtype, std::move(out)}};
+  // Shape computations: the product or sum of a 1-D tensor of dims (an element count).
+  if constexpr (R == Reduce::kProd || R == Reduce::kSum) {
+    auto elements = known_dim_values(args, 0);
+    if (elements && rank == 1 && reduced[0] && !is_float(x.dtype)) {
+      DimExpr total(R == Reduce::kProd ? 1 : 0);
+      for (const DimExpr& e : *elements) total = R == Reduce::kProd ? total * e : total + e;
+      set_output_values(args, 0, {total});
+    }
+  }
   return ok_status();
 }
 

@@ -253,15 +253,16 @@ StatusOr<DimExpr> clamp_slice_bound(const DimExpr& bound, const DimExpr& dim, in
                                     bool is_end, std::string_view what) {
   const DimExpr lo = step < 0 && is_end ? DimExpr(-1) : DimExpr(0);
   const DimExpr hi = step > 0 ? dim : dim - DimExpr(1);
+  // On an empty dim a backward start's range [0, -1] is empty: hi wins, as in the concrete rule.
+  auto at_most_hi = [&](const DimExpr& v) { return step > 0 ? v : DimExpr::min(v, hi); };
   if (auto c = bound.constant_value()) {
     if (*c >= kOpenEnd) return hi;
-    if (*c <= -kOpenEnd) return lo;
+    if (*c <= -kOpenEnd) return at_most_hi(lo);
     if (*c >= 0) return DimExpr::min(DimExpr(*c), hi);
   }
-  // Counted from the end; a backward start may still pass dim - 1 on an empty dim.
+  // Counted from the end.
   if (bound.constant_value() || (DimExpr(0) - bound).provably_nonnegative()) {
-    const DimExpr from_end = DimExpr::max(dim + bound, lo);
-    return step > 0 ? from_end : DimExpr::min(from_end, hi);
+    return at_most_hi(DimExpr::max(dim + bound, lo));
   }
   const std::string which = fmt::format("{}: {} '{}'", what, is_end ? "end" : "start",
                                         bound.to_string());

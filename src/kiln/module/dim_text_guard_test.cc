@@ -33,7 +33,9 @@ TEST(DimTextGuard, AcceptsWhatDimExprPrints) {
         (n + 1) * (h + 1) * (w - 1), n * n * h - 5 * n, spatial, spatial * w.floor_div(2) * 512,
         (2 * n + 5).floor_div(4), (n * h + 7).floor_div(3) * (w + 1).ceil_div(2),
         DimExpr::symbol("floor") + DimExpr::symbol("a\"b\\c") + DimExpr::symbol(""),
-        (DimExpr::symbol("x y") + 1).floor_div(2).floor_div(3)}) {
+        (DimExpr::symbol("x y") + 1).floor_div(2).floor_div(3), DimExpr::min(DimExpr(4), n),
+        DimExpr::max(n - 1, DimExpr(0)) * h + 2, (DimExpr::max(n - 3, h) + 1).floor_div(2),
+        DimExpr::min(DimExpr::max(n - 1, DimExpr(0)), h + 2), DimExpr::symbol("min")}) {
     expect_canonical_round_trip(dim);
   }
 }
@@ -64,12 +66,19 @@ TEST(DimTextGuard, RefusesOtherForms) {
         "-0", "--N", "N - -1", "-(N)", "(N)", "(a + b)*(c + d)", "\"a\"", "\"x\\y\"", "floor",
         "floor(N/1)", "floor((N)/2)", "floor((3)/2)", "floor((2*N + 1)/2)", "floor((N - 1)/2)",
         "floor((1 + N)/2)", "floor((N + N)/4)", "floor(N/2", "floor(N/02)", "N*", "99999999999999999999",
-        "N $"}) {
+        "N $", "min(N, N)", "max(3, 5)", "min(b, a)", "min(a,b)", "min(a, b", "max(a)",
+        "floor(min(a, b)/2)", std::string(200, 'm').c_str()}) {
     SCOPED_TRACE(text);
     Status s = check_canonical_dim_text(text);
     ASSERT_FALSE(s.ok());
     EXPECT_THAT(s.message(), ::testing::HasSubstr("canonical dim form"));
   }
+}
+
+TEST(DimTextGuard, RefusesDeepMinMaxNesting) {
+  std::string nested = "N";
+  for (int i = 0; i < 40; ++i) nested = "max(0, " + nested + ")";
+  EXPECT_FALSE(check_canonical_dim_text(nested).ok());
 }
 
 TEST(DimTextGuard, RefusesExponentialExpansionsCheaply) {

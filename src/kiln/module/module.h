@@ -39,7 +39,8 @@ struct ModuleValue {
   Shape shape;  // symbolic dims over ModuleContents::symbols
   ValueKind kind = ValueKind::kIntermediate;
   Tensor constant;  // kConstant only: the data (borrowed from the mapped file when loaded)
-  // Shape computation: for a non-constant integer value of rank <= 1, its elements as expressions
+  // Shape computation: for a non-constant value of rank <= 1 (integer, bool, or f32/f64 holding
+  // whole numbers, e.g. a dim cast to float), its elements as expressions
   // of the symbols (e.g. Shape(x)), one per element; empty when unknown. The runtime evaluates
   // them per binding so backends can plan ops that need those values (ValueSpec::known_value).
   std::vector<DimExpr> known_values;

@@ -156,6 +156,11 @@ class Converter {
     if (!canonical.ok()) return invalid_argument("{}: {}", what, canonical.message());
     auto dim = parse_dim_expr(text->string_view());
     if (!dim.ok()) return invalid_argument("{}: {}", what, dim.status().message());
+    // min/max operands that simplify (min(N, N + 1)) pass the guard but read back otherwise.
+    if (dim->to_string() != text->string_view()) {
+      return invalid_argument("{}: '{}' is not in kiln's canonical dim form (reads as '{}')", what,
+                              text->string_view(), dim->to_string());
+    }
     return std::move(dim).value();
   }
 

@@ -127,6 +127,36 @@ TEST(Module, SymbolicDimsSurvive) {
   EXPECT_EQ((*loaded)->values[6].shape[0], DimExpr::symbol("seq len"));
 }
 
+TEST(Module, AssumptionsRoundTripAndBadKindsAreRefused) {
+  ScratchDir dir;
+  ModuleContents original = sample_contents();
+  const DimExpr n = DimExpr::symbol("N");
+  const DimExpr seq = DimExpr::symbol("seq len");
+  original.assumptions = {
+      Assumption{Assumption::Kind::kEqual, n.floor_div(2) * 2, n, "node 'add' (Add)"},
+      Assumption{Assumption::Kind::kDivisible, seq, DimExpr(4), "node 's2d' (SpaceToDepth)"},
+      Assumption{Assumption::Kind::kNonNegative, DimExpr::max(seq - 3, n) - 2, DimExpr(0), ""}};
+  std::string path = dir.file("m.kmod");
+  ASSERT_TRUE(write_module(original, path).ok());
+  auto loaded = load_module(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  ASSERT_EQ((*loaded)->assumptions.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*loaded)->assumptions[i], original.assumptions[i]);
+    EXPECT_EQ((*loaded)->assumptions[i].origin, original.assumptions[i].origin);
+  }
+  EXPECT_EQ((*loaded)->assumptions[1].to_string(), "\"seq len\" % 4 == 0");
+  Status broken = (*loaded)->assumptions[0].check({{"N", 5}});
+  EXPECT_THAT(broken.message(), HasSubstr("'2*floor(N/2) == N' made for node 'add' (Add)"));
+  EXPECT_THAT(broken.message(), HasSubstr("N = 5"));
+
+  original.assumptions[0].kind = static_cast<Assumption::Kind>(7);
+  ASSERT_TRUE(write_module(original, path).ok());
+  auto refused = load_module(path);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("assumption 0: invalid kind code 7"));
+}
+
 TEST(Module, LoadFromBytesMatchesLoadFromFile) {
   ScratchDir dir;
   std::string bytes = sample_bytes(dir);

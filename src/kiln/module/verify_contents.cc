@@ -90,9 +90,12 @@ Status verify_value(const ModuleValue& value, const std::set<std::string, std::l
     }
   }
   if (!value.known_values.empty()) {
-    if (value.kind == ValueKind::kConstant || !is_integer(value.dtype) || value.shape.size() > 1) {
-      return invalid_argument("known element values are only allowed on a non-constant integer "
-                              "value of rank 0 or 1, not on this {} {} {}", kind_name(value.kind),
+    const bool holds_values = is_integer(value.dtype) || value.dtype == DType::kBool ||
+                              value.dtype == DType::kF32 || value.dtype == DType::kF64;
+    if (value.kind == ValueKind::kConstant || !holds_values || value.shape.size() > 1) {
+      return invalid_argument("known element values are only allowed on a non-constant integer, "
+                              "bool, f32 or f64 value of rank 0 or 1, not on this {} {} {}",
+                              kind_name(value.kind),
                               dtype_name(value.dtype), shape_to_string(value.shape));
     }
     const DimExpr count = value.shape.empty() ? DimExpr(1) : value.shape[0];

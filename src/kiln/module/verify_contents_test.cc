@@ -96,7 +96,7 @@ std::vector<BadCase> bad_cases() {
       {"IntermediateWithData",
        [](ModuleContents& m) { m.values[3].constant = test_util::make_f32({1}, 0); },
        {"value 3 'y'", "carries constant data"}},
-      {"KnownValuesOnAFloatValue",
+      {"KnownValuesOnAnActivation",
        [](ModuleContents& m) { m.values[3].known_values = {DimExpr(1)}; },
        {"value 3 'y'", "known element values are only allowed"}},
       {"KnownValuesCountMismatch",
@@ -146,6 +146,12 @@ std::vector<BadCase> bad_cases() {
        {"dispatch 2 'd0_conv0'", "already used by dispatch 0"}},
       {"EmptyOpType", [](ModuleContents& m) { m.dispatches[1].op_type = ""; },
        {"dispatch 1 'd1_reshape'", "empty op type"}},
+      {"AssumptionOverAnUndeclaredSymbol",
+       [](ModuleContents& m) {
+         m.assumptions.push_back(Assumption{Assumption::Kind::kEqual, DimExpr::symbol("N"),
+                                            DimExpr::symbol("T"), "node 'add' (Add)"});
+       },
+       {"assumption 0 'N == T'", "undeclared symbol 'T'"}},
   };
 }
 
