@@ -1,7 +1,9 @@
 #include "kiln/onnx/opset_upgrade.h"
 
 #include <exception>
+#include <initializer_list>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -200,6 +202,61 @@ void adapt_legacy_prelu_slopes(onnx::ModelProto& model, int64_t opset) {
   }
 }
 
+bool is_axis_coercing_op(const onnx::NodeProto& node) {
+  return is_default_domain(node.domain()) &&
+         (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax" || node.op_type() == "Hardmax");
+}
+
+// The node's `axis` attribute, added with `fallback` when absent; null when it is there but not
+// an int (the importer reports that later).
+onnx::AttributeProto* axis_attribute(onnx::NodeProto& node, int64_t fallback) {
+  for (onnx::AttributeProto& a : *node.mutable_attribute()) {
+    if (a.name() != "axis") continue;
+    const bool is_int = a.type() == onnx::AttributeProto::INT ||
+                        (a.type() == onnx::AttributeProto::UNDEFINED && a.has_i());
+    return is_int ? &a : nullptr;
+  }
+  onnx::AttributeProto* a = node.add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(fallback);
+  return a;
+}
+
+// Names not yet used by any value or node of the graph.
+class FreshNames {
+ public:
+  explicit FreshNames(const onnx::GraphProto& graph) {
+    for (const auto& v : graph.input()) used_.insert(v.name());
+    for (const auto& v : graph.output()) used_.insert(v.name());
+    for (const auto& t : graph.initializer()) used_.insert(t.name());
+    for (const onnx::NodeProto& node : graph.node()) {
+      used_.insert(node.name());
+      for (const std::string& name : node.input()) used_.insert(name);
+      for (const std::string& name : node.output()) used_.insert(name);
+    }
+  }
+  std::string operator()(const std::string& base) {
+    std::string name = base;
+    for (int n = 2; used_.count(name); ++n) name = fmt::format("{}_{}", base, n);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+onnx::NodeProto make_node(const std::string& op_type, const std::string& name,
+                          std::initializer_list<std::string> inputs, const std::string& output) {
+  onnx::NodeProto node;
+  node.set_op_type(op_type);
+  node.set_name(name);
+  for (const std::string& input : inputs) node.add_input(input);
+  node.add_output(output);
+  return node;
+}
+
 StatusOr<onnx::ModelProto> convert(const onnx::ModelProto& model, int64_t target) {
   try {
     return onnx::version_conversion::ConvertVersion(model, static_cast<int>(target));
@@ -257,6 +314,66 @@ StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t fro
 }
 
 }  // namespace
+
+void spell_out_legacy_axis_ops(onnx::ModelProto& model, int64_t opset) {
+  if (opset >= 13 || opset < 5) return;
+  onnx::GraphProto* graph = model.mutable_graph();
+  bool any = false, ranks_known = true;
+  for (const onnx::NodeProto& node : graph->node()) {
+    if (!is_axis_coercing_op(node) || node.input_size() != 1 || node.output_size() != 1) continue;
+    any = true;
+    ranks_known = ranks_known && declared_rank(*graph, node.input(0)) >= 0;
+  }
+  if (!any) return;
+  // Inference only to learn ranks: the model keeps the value_info it declared.
+  const auto declared_value_info = graph->value_info();
+  if (!ranks_known) {
+    onnx::ModelProto copy = model;
+    if (infer_shapes_if_well_formed(copy, opset)) *graph->mutable_value_info() = copy.graph().value_info();
+  }
+  FreshNames fresh(*graph);
+  std::vector<onnx::NodeProto> nodes;
+  nodes.reserve(graph->node_size());
+  for (int i = 0; i < graph->node_size(); ++i) {
+    onnx::NodeProto& node = *graph->mutable_node(i);
+    if (!is_axis_coercing_op(node) || node.input_size() != 1 || node.output_size() != 1) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    onnx::AttributeProto* axis = axis_attribute(node, 1);
+    if (axis == nullptr) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    const int64_t old_axis = axis->i();
+    const int rank = declared_rank(*graph, node.input(0));
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(-1);
+    if (old_axis == -1 || (rank >= 0 && old_axis == rank - 1)) {
+      nodes.push_back(std::move(node));  // already the last axis: both readings agree
+      continue;
+    }
+    // Flatten(x, axis) -> op(axis=-1) -> Reshape(Shape(x)): the old meaning, spelled out.
+    const std::string base = node.name().empty() ? node.output(0) : node.name();
+    const std::string x = node.input(0), y = node.output(0);
+    const std::string flat = fresh(y + "/kiln_2d"), rows = fresh(y + "/kiln_rows"),
+                      shape = fresh(x + "/kiln_shape");
+    onnx::NodeProto flatten = make_node("Flatten", fresh(base + "/kiln_flatten"), {x}, flat);
+    onnx::AttributeProto* flatten_axis = flatten.add_attribute();
+    flatten_axis->set_name("axis");
+    flatten_axis->set_type(onnx::AttributeProto::INT);
+    flatten_axis->set_i(old_axis);
+    node.set_input(0, flat);
+    node.set_output(0, rows);
+    nodes.push_back(std::move(flatten));
+    nodes.push_back(std::move(node));
+    nodes.push_back(make_node("Shape", fresh(base + "/kiln_shape"), {x}, shape));
+    nodes.push_back(make_node("Reshape", fresh(base + "/kiln_reshape"), {rows, shape}, y));
+  }
+  graph->clear_node();
+  for (onnx::NodeProto& node : nodes) *graph->add_node() = std::move(node);
+  *graph->mutable_value_info() = declared_value_info;
+}
 
 StatusOr<onnx::ModelProto> upgrade_opset(onnx::ModelProto model, int64_t from, int64_t target) {
   KILN_RETURN_IF_ERROR(check_nodes_before_conversion(model.graph(), from));

@@ -22,4 +22,14 @@ namespace kiln::onnx_import {
 // converter's adapters run.
 StatusOr<onnx::ModelProto> upgrade_opset(onnx::ModelProto model, int64_t from, int64_t target);
 
+// Softmax, LogSoftmax and Hardmax before opset 13 flatten their input to 2-D at `axis` (default
+// 1) and normalize each row; from 13 they work along `axis` alone. ONNX's converter cannot
+// upgrade them without a known input shape (it fails, or for a symbolic dim writes a wrong
+// Reshape), and it calls Hardmax's change compatible. So for a model at `opset` 5-12, each such
+// node gets `axis` -1 where that is its last axis (its rank declared or found by ONNX's shape
+// inference), and otherwise becomes Flatten(x, axis) -> op(axis=-1) -> Reshape(Shape(x)), which
+// means the same at every opset and any rank. Nodes keep their names; the added ones are named
+// "<node>/kiln_flatten" etc. A no-op for other opsets.
+void spell_out_legacy_axis_ops(onnx::ModelProto& model, int64_t opset);
+
 }  // namespace kiln::onnx_import
