@@ -10,6 +10,7 @@
 #include <random>
 
 #include "kiln/onnx/test_models.h"
+#include "kiln/ops/registry.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -898,6 +899,36 @@ TEST(Importer, NonTensorInputIsUnimplemented) {
 
 // Opset 6 broadcasting Add with an undeclared Constant operand: the converter needs ONNX shape
 // inference to know the Constant's shape (PyTorch's early exports look like this).
+// ONNX's 6 -> 7 broadcasting adapters refused any symbolic dim ("N Dimension is a param instead
+// of an int"), so an old model with a dynamic batch did not import.
+TEST(Importer, UpgradesOpset6BroadcastWithASymbolicBatch) {
+  ModelBuilder b(6);
+  b.input("x", kFloat, {std::string("N"), int64_t{3}});
+  b.initializer("w", {3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  b.initializer("bias", {4}, {0.5f, -1, 2, 0});
+  b.initializer("shift", {4}, {1, 2, 3, 4});
+  b.node("Relu", {"x"}, {"r"});
+  attr_int(b.node("Gemm", {"r", "w", "bias"}, {"g"}, "gemm"), "broadcast", 1);
+  attr_int(b.node("Add", {"g", "shift"}, {"y"}, "add"), "broadcast", 1);
+  const std::vector<DimSpec> y_dims = {std::string("N"), int64_t{4}};
+  b.output("y", kFloat, &y_dims);
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(shape_of(*g, "y"), "f32[N,4]");
+  Tensor x = Tensor::create(DType::kF32, {2, 3}).value();
+  const std::vector<float> xs = {1, -1, 2, 0.5f, 3, -2};
+  std::copy(xs.begin(), xs.end(), x.mutable_values<float>().begin());
+  std::vector<Tensor> inputs = {x};
+  auto out = ops::evaluate_graph(*g, inputs);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  // relu(x) @ w + bias + shift, by hand.
+  const std::vector<float> expected = {1 + 18 + 0.5f + 1, 2 + 20 - 1 + 2, 3 + 22 + 2 + 3, 4 + 24 + 0 + 4,
+                                       0.5f + 15 + 0.5f + 1, 1 + 18 - 1 + 2, 1.5f + 21 + 2 + 3, 2 + 24 + 0 + 4};
+  auto got = (*out)[0].values<float>();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_FLOAT_EQ(got[i], expected[i]) << i;
+}
+
 TEST(Importer, UpgradesOpset6BroadcastWithConstant) {
   ModelBuilder b(6);
   b.model.set_ir_version(3);

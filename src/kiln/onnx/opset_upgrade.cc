@@ -1,8 +1,10 @@
 #include "kiln/onnx/opset_upgrade.h"
 
+#include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -287,6 +289,86 @@ std::string changing_nodes(const onnx::GraphProto& graph, int64_t version) {
   return fmt::format("ops changing at this step: {}", fmt::join(names, ", "));
 }
 
+// The opset 6 -> 7 broadcasting adapters (Add, Mul, Gemm, ...) refuse any declared dim that is
+// not a number ("Dimension is a param instead of an int"), so an old model with a dynamic batch
+// failed to convert. They only check broadcastability and count ranks, so the conversion is
+// retried on a copy whose symbolic and unknown dims stand in as distinct large numbers (a
+// symbol keeps one number wherever it occurs). Should a stand-in number reach a tensor of the
+// converted model (an adapter that writes shapes into the graph), the result is refused. The
+// converted graph gets the model's own input and output declarations back and no value_info.
+constexpr int64_t kStandInBase = 1000003, kStandInStep = 1009;
+
+bool holds_stand_in(const onnx::TensorProto& t, int64_t next) {
+  auto is_stand_in = [&](int64_t v) {
+    return v >= kStandInBase && v < next && (v - kStandInBase) % kStandInStep == 0;
+  };
+  if (t.data_type() == onnx::TensorProto::INT64) {
+    for (int64_t v : t.int64_data()) {
+      if (is_stand_in(v)) return true;
+    }
+    const std::string& raw = t.raw_data();
+    for (size_t at = 0; at + sizeof(int64_t) <= raw.size(); at += sizeof(int64_t)) {
+      int64_t v;
+      std::memcpy(&v, raw.data() + at, sizeof v);
+      if (is_stand_in(v)) return true;
+    }
+  }
+  if (t.data_type() == onnx::TensorProto::INT32) {
+    for (int32_t v : t.int32_data()) {
+      if (is_stand_in(v)) return true;
+    }
+  }
+  return false;
+}
+
+StatusOr<onnx::ModelProto> convert_with_stand_in_dims(const onnx::ModelProto& model, int64_t target) {
+  onnx::ModelProto copy = model;
+  std::map<std::string, int64_t> by_symbol;
+  int64_t next = kStandInBase;
+  auto stand_in = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* infos) {
+    for (onnx::ValueInfoProto& info : *infos) {
+      if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) continue;
+      for (auto& dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+        if (dim.has_dim_value()) continue;
+        int64_t value = next;
+        if (dim.has_dim_param()) value = by_symbol.emplace(dim.dim_param(), next).first->second;
+        if (value == next) next += kStandInStep;
+        dim.set_dim_value(value);
+      }
+    }
+  };
+  onnx::GraphProto* graph = copy.mutable_graph();
+  stand_in(graph->mutable_input());
+  stand_in(graph->mutable_output());
+  stand_in(graph->mutable_value_info());
+  if (next == kStandInBase) return invalid_argument("no symbolic dims to stand in for");
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto converted, convert(copy, target));
+  onnx::GraphProto* out = converted.mutable_graph();
+  for (const onnx::TensorProto& t : out->initializer()) {
+    if (holds_stand_in(t, next)) return invalid_argument("a stand-in dim reached initializer '{}'", t.name());
+  }
+  for (const onnx::NodeProto& node : out->node()) {
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (a.has_t() && holds_stand_in(a.t(), next)) {
+        return invalid_argument("a stand-in dim reached node '{}' ({})", node.name(), node.op_type());
+      }
+    }
+  }
+  if (out->input_size() != model.graph().input_size() || out->output_size() != model.graph().output_size()) {
+    return invalid_argument("the converter changed the graph's inputs or outputs");
+  }
+  for (int i = 0; i < out->input_size(); ++i) {
+    if (out->input(i).name() != model.graph().input(i).name()) return invalid_argument("inputs renamed");
+    *out->mutable_input(i) = model.graph().input(i);
+  }
+  for (int i = 0; i < out->output_size(); ++i) {
+    if (out->output(i).name() != model.graph().output(i).name()) return invalid_argument("outputs renamed");
+    *out->mutable_output(i) = model.graph().output(i);
+  }
+  out->clear_value_info();
+  return converted;
+}
+
 // The conversion itself; on failure, the single step that fails and the nodes it adapts.
 StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t from, int64_t target) {
   auto whole = convert(model, target);
@@ -297,6 +379,10 @@ StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t fro
   infer_shapes_if_well_formed(model, from);
   whole = convert(model, target);
   if (whole.ok()) return whole;
+  if (from < 7) {
+    whole = convert_with_stand_in_dims(model, target);
+    if (whole.ok()) return whole;
+  }
   // Only on failure: redo it one opset at a time to find the step that fails.
   onnx::ModelProto current = std::move(model);
   for (int64_t version = from; version < target; ++version) {

@@ -17,6 +17,9 @@ namespace kiln::onnx_import {
 // crash), and PRelu slopes of opsets < 7
 // keep their per-channel meaning. Resize nodes made from Upsample or Resize-10 keep their
 // asymmetric / floor semantics, which the converter alone would lose.
+// Models below opset 7 whose declared dims are symbolic are converted with distinct stand-in
+// numbers for those dims (ONNX's broadcasting adapters refuse symbols), and refused if a stand-in
+// reaches a tensor of the result.
 // libonnx's exceptions are caught here. On failure the error names the single step that failed
 // ("opset 9 -> 10") and the model's nodes whose op changes at that step, which is where the
 // converter's adapters run.
