@@ -204,9 +204,12 @@ void adapt_legacy_prelu_slopes(onnx::ModelProto& model, int64_t opset) {
   }
 }
 
+// A Softmax, LogSoftmax or Hardmax with one named input and one named output (others are left
+// for the importer's checks to refuse).
 bool is_axis_coercing_op(const onnx::NodeProto& node) {
   return is_default_domain(node.domain()) &&
-         (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax" || node.op_type() == "Hardmax");
+         (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax" || node.op_type() == "Hardmax") &&
+         node.input_size() == 1 && node.output_size() == 1 && !node.input(0).empty() && !node.output(0).empty();
 }
 
 // The node's `axis` attribute, added with `fallback` when absent; null when it is there but not
@@ -406,7 +409,7 @@ void spell_out_legacy_axis_ops(onnx::ModelProto& model, int64_t opset) {
   onnx::GraphProto* graph = model.mutable_graph();
   bool any = false, ranks_known = true;
   for (const onnx::NodeProto& node : graph->node()) {
-    if (!is_axis_coercing_op(node) || node.input_size() != 1 || node.output_size() != 1) continue;
+    if (!is_axis_coercing_op(node)) continue;
     any = true;
     ranks_known = ranks_known && declared_rank(*graph, node.input(0)) >= 0;
   }
@@ -422,7 +425,7 @@ void spell_out_legacy_axis_ops(onnx::ModelProto& model, int64_t opset) {
   nodes.reserve(graph->node_size());
   for (int i = 0; i < graph->node_size(); ++i) {
     onnx::NodeProto& node = *graph->mutable_node(i);
-    if (!is_axis_coercing_op(node) || node.input_size() != 1 || node.output_size() != 1) {
+    if (!is_axis_coercing_op(node)) {
       nodes.push_back(std::move(node));
       continue;
     }
