@@ -23,17 +23,18 @@ int run_compile(const CompileFlags& flags) {
   if (!flags.stop_after.empty() && !flags.dump_dispatches.empty()) {
     return report_error("compile", invalid_argument("--dump-dispatches needs a full compile, not --stop-after"));
   }
+  auto bind = compiler::parse_bind_specs(flags.bind);
+  if (!bind.ok()) return report_error("compile", bind.status());
   onnx_import::ImportOptions import_options;
   import_options.target_opset = flags.opset;
   import_options.weights_as_inputs = flags.weights_as_inputs;
+  // Bound as the model loads, before import makes any shape decision.
+  import_options.bind = std::map<std::string, int64_t>(bind->begin(), bind->end());
   auto graph = compiler::load_model(flags.model, import_options);
   if (!graph.ok()) return report_error("compile", graph.status());
 
   compiler::CompileOptions options;
   options.target = flags.target;
-  auto bind = compiler::parse_bind_specs(flags.bind);
-  if (!bind.ok()) return report_error("compile", bind.status());
-  options.bind = std::move(bind).value();
 
   if (!flags.stop_after.empty()) {
     auto stage = compiler::parse_stage(flags.stop_after);

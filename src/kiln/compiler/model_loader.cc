@@ -1,5 +1,6 @@
 #include "kiln/compiler/model_loader.h"
 
+#include "kiln/compiler/pipeline.h"
 #include "kiln/ir/text_format.h"
 #include "kiln/ops/registry.h"
 
@@ -18,7 +19,10 @@ StatusOr<ir::Graph> load_model(const std::string& path, const onnx_import::Impor
     // Inference runs again on the parsed graph: it is what sets each node's data symbols, which
     // the text does not carry, and it checks the file's shapes against the ops.
     KILN_ASSIGN_OR_RETURN(ir::Graph graph, ir::read_kir(path));
-    Status inferred = ops::infer_graph(graph);
+    Status inferred = options.bind.empty()
+                          ? ops::infer_graph(graph)
+                          : bind_symbols(graph, std::map<std::string, int64_t, std::less<>>(
+                                                    options.bind.begin(), options.bind.end()));
     if (!inferred.ok()) return std::move(inferred).with_note(fmt::format("in '{}'", path));
     return graph;
   }

@@ -1,6 +1,7 @@
 // The compiler's named stages over one IR graph:
 //   import  (done by the caller: ONNX or .kir → IR)
-//   shapes  bind symbols given with --bind, re-run symbolic shape inference
+//   shapes  bind symbols given in CompileOptions::bind, re-run symbolic shape inference (`kiln
+//           compile --bind` binds earlier, as the model loads: compiler/model_loader.h)
 //   fold    simplify, canonicalize attributes, fold constants and BatchNorm
 //   fuse    fuse residual Add / Relu into Conv and BatchNormalization
 //   emit    form dispatches and write the module contents

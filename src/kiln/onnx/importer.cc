@@ -12,6 +12,7 @@
 
 #include "kiln/onnx/graph_builder.h"
 #include "kiln/onnx/inline_if.h"
+#include "kiln/onnx/node_order.h"
 #include "kiln/onnx/opset_upgrade.h"
 
 namespace kiln::onnx_import {
@@ -64,8 +65,8 @@ Status check_wiring(const onnx::GraphProto& graph) {
     }
     for (const std::string& input : node.input()) {
       if (!input.empty() && !defined.count(input)) {
-        return invalid_argument("{}: input '{}' is not a graph input, an initializer or the output of an "
-                                "earlier node",
+        return invalid_argument("{}: input '{}' is not a graph input, an initializer or the output of any "
+                                "node",
                                 where, input);
       }
     }
@@ -109,6 +110,7 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
                             opset, options.target_opset);
   }
   KILN_RETURN_IF_ERROR(inline_if_nodes(*model.mutable_graph(), opset));
+  KILN_RETURN_IF_ERROR(sort_nodes_topologically(*model.mutable_graph()));
   // All unsupported ops in one error, before the converter can fail on the first of them.
   KILN_RETURN_IF_ERROR(check_supported_ops(model.graph(), options.target_opset));
   KILN_RETURN_IF_ERROR(check_wiring(model.graph()));
@@ -119,6 +121,7 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
                            "are unsupported)", input.name());
     }
   }
+  spell_out_legacy_axis_ops(model, opset);
   if (opset < options.target_opset) {
     // The converter round-trips through ONNX's in-memory IR, which drops external-data
     // references; keep the original TensorProtos of externally stored initializers.

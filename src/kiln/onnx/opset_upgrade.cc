@@ -1,7 +1,11 @@
 #include "kiln/onnx/opset_upgrade.h"
 
+#include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -200,6 +204,64 @@ void adapt_legacy_prelu_slopes(onnx::ModelProto& model, int64_t opset) {
   }
 }
 
+// A Softmax, LogSoftmax or Hardmax with one named input and one named output (others are left
+// for the importer's checks to refuse).
+bool is_axis_coercing_op(const onnx::NodeProto& node) {
+  return is_default_domain(node.domain()) &&
+         (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax" || node.op_type() == "Hardmax") &&
+         node.input_size() == 1 && node.output_size() == 1 && !node.input(0).empty() && !node.output(0).empty();
+}
+
+// The node's `axis` attribute, added with `fallback` when absent; null when it is there but not
+// an int (the importer reports that later).
+onnx::AttributeProto* axis_attribute(onnx::NodeProto& node, int64_t fallback) {
+  for (onnx::AttributeProto& a : *node.mutable_attribute()) {
+    if (a.name() != "axis") continue;
+    const bool is_int = a.type() == onnx::AttributeProto::INT ||
+                        (a.type() == onnx::AttributeProto::UNDEFINED && a.has_i());
+    return is_int ? &a : nullptr;
+  }
+  onnx::AttributeProto* a = node.add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(fallback);
+  return a;
+}
+
+// Names not yet used by any value or node of the graph.
+class FreshNames {
+ public:
+  explicit FreshNames(const onnx::GraphProto& graph) {
+    for (const auto& v : graph.input()) used_.insert(v.name());
+    for (const auto& v : graph.output()) used_.insert(v.name());
+    for (const auto& t : graph.initializer()) used_.insert(t.name());
+    for (const onnx::NodeProto& node : graph.node()) {
+      used_.insert(node.name());
+      for (const std::string& name : node.input()) used_.insert(name);
+      for (const std::string& name : node.output()) used_.insert(name);
+    }
+  }
+  std::string operator()(const std::string& base) {
+    std::string name = base;
+    for (int n = 2; used_.count(name); ++n) name = fmt::format("{}_{}", base, n);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+onnx::NodeProto make_node(const std::string& op_type, const std::string& name,
+                          std::initializer_list<std::string> inputs, const std::string& output) {
+  onnx::NodeProto node;
+  node.set_op_type(op_type);
+  node.set_name(name);
+  for (const std::string& input : inputs) node.add_input(input);
+  node.add_output(output);
+  return node;
+}
+
 StatusOr<onnx::ModelProto> convert(const onnx::ModelProto& model, int64_t target) {
   try {
     return onnx::version_conversion::ConvertVersion(model, static_cast<int>(target));
@@ -230,6 +292,86 @@ std::string changing_nodes(const onnx::GraphProto& graph, int64_t version) {
   return fmt::format("ops changing at this step: {}", fmt::join(names, ", "));
 }
 
+// The opset 6 -> 7 broadcasting adapters (Add, Mul, Gemm, ...) refuse any declared dim that is
+// not a number ("Dimension is a param instead of an int"), so an old model with a dynamic batch
+// failed to convert. They only check broadcastability and count ranks, so the conversion is
+// retried on a copy whose symbolic and unknown dims stand in as distinct large numbers (a
+// symbol keeps one number wherever it occurs). Should a stand-in number reach a tensor of the
+// converted model (an adapter that writes shapes into the graph), the result is refused. The
+// converted graph gets the model's own input and output declarations back and no value_info.
+constexpr int64_t kStandInBase = 1000003, kStandInStep = 1009;
+
+bool holds_stand_in(const onnx::TensorProto& t, int64_t next) {
+  auto is_stand_in = [&](int64_t v) {
+    return v >= kStandInBase && v < next && (v - kStandInBase) % kStandInStep == 0;
+  };
+  if (t.data_type() == onnx::TensorProto::INT64) {
+    for (int64_t v : t.int64_data()) {
+      if (is_stand_in(v)) return true;
+    }
+    const std::string& raw = t.raw_data();
+    for (size_t at = 0; at + sizeof(int64_t) <= raw.size(); at += sizeof(int64_t)) {
+      int64_t v;
+      std::memcpy(&v, raw.data() + at, sizeof v);
+      if (is_stand_in(v)) return true;
+    }
+  }
+  if (t.data_type() == onnx::TensorProto::INT32) {
+    for (int32_t v : t.int32_data()) {
+      if (is_stand_in(v)) return true;
+    }
+  }
+  return false;
+}
+
+StatusOr<onnx::ModelProto> convert_with_stand_in_dims(const onnx::ModelProto& model, int64_t target) {
+  onnx::ModelProto copy = model;
+  std::map<std::string, int64_t> by_symbol;
+  int64_t next = kStandInBase;
+  auto stand_in = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* infos) {
+    for (onnx::ValueInfoProto& info : *infos) {
+      if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) continue;
+      for (auto& dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+        if (dim.has_dim_value()) continue;
+        int64_t value = next;
+        if (dim.has_dim_param()) value = by_symbol.emplace(dim.dim_param(), next).first->second;
+        if (value == next) next += kStandInStep;
+        dim.set_dim_value(value);
+      }
+    }
+  };
+  onnx::GraphProto* graph = copy.mutable_graph();
+  stand_in(graph->mutable_input());
+  stand_in(graph->mutable_output());
+  stand_in(graph->mutable_value_info());
+  if (next == kStandInBase) return invalid_argument("no symbolic dims to stand in for");
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto converted, convert(copy, target));
+  onnx::GraphProto* out = converted.mutable_graph();
+  for (const onnx::TensorProto& t : out->initializer()) {
+    if (holds_stand_in(t, next)) return invalid_argument("a stand-in dim reached initializer '{}'", t.name());
+  }
+  for (const onnx::NodeProto& node : out->node()) {
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (a.has_t() && holds_stand_in(a.t(), next)) {
+        return invalid_argument("a stand-in dim reached node '{}' ({})", node.name(), node.op_type());
+      }
+    }
+  }
+  if (out->input_size() != model.graph().input_size() || out->output_size() != model.graph().output_size()) {
+    return invalid_argument("the converter changed the graph's inputs or outputs");
+  }
+  for (int i = 0; i < out->input_size(); ++i) {
+    if (out->input(i).name() != model.graph().input(i).name()) return invalid_argument("inputs renamed");
+    *out->mutable_input(i) = model.graph().input(i);
+  }
+  for (int i = 0; i < out->output_size(); ++i) {
+    if (out->output(i).name() != model.graph().output(i).name()) return invalid_argument("outputs renamed");
+    *out->mutable_output(i) = model.graph().output(i);
+  }
+  out->clear_value_info();
+  return converted;
+}
+
 // The conversion itself; on failure, the single step that fails and the nodes it adapts.
 StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t from, int64_t target) {
   auto whole = convert(model, target);
@@ -240,6 +382,10 @@ StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t fro
   infer_shapes_if_well_formed(model, from);
   whole = convert(model, target);
   if (whole.ok()) return whole;
+  if (from < 7) {
+    whole = convert_with_stand_in_dims(model, target);
+    if (whole.ok()) return whole;
+  }
   // Only on failure: redo it one opset at a time to find the step that fails.
   onnx::ModelProto current = std::move(model);
   for (int64_t version = from; version < target; ++version) {
@@ -257,6 +403,66 @@ StatusOr<onnx::ModelProto> convert_all_steps(onnx::ModelProto model, int64_t fro
 }
 
 }  // namespace
+
+void spell_out_legacy_axis_ops(onnx::ModelProto& model, int64_t opset) {
+  if (opset >= 13 || opset < 5) return;
+  onnx::GraphProto* graph = model.mutable_graph();
+  bool any = false, ranks_known = true;
+  for (const onnx::NodeProto& node : graph->node()) {
+    if (!is_axis_coercing_op(node)) continue;
+    any = true;
+    ranks_known = ranks_known && declared_rank(*graph, node.input(0)) >= 0;
+  }
+  if (!any) return;
+  // Inference only to learn ranks: the model keeps the value_info it declared.
+  const auto declared_value_info = graph->value_info();
+  if (!ranks_known) {
+    onnx::ModelProto copy = model;
+    if (infer_shapes_if_well_formed(copy, opset)) *graph->mutable_value_info() = copy.graph().value_info();
+  }
+  FreshNames fresh(*graph);
+  std::vector<onnx::NodeProto> nodes;
+  nodes.reserve(graph->node_size());
+  for (int i = 0; i < graph->node_size(); ++i) {
+    onnx::NodeProto& node = *graph->mutable_node(i);
+    if (!is_axis_coercing_op(node)) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    onnx::AttributeProto* axis = axis_attribute(node, 1);
+    if (axis == nullptr) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    const int64_t old_axis = axis->i();
+    const int rank = declared_rank(*graph, node.input(0));
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(-1);
+    if (old_axis == -1 || (rank >= 0 && old_axis == rank - 1)) {
+      nodes.push_back(std::move(node));  // already the last axis: both readings agree
+      continue;
+    }
+    // Flatten(x, axis) -> op(axis=-1) -> Reshape(Shape(x)): the old meaning, spelled out.
+    const std::string base = node.name().empty() ? node.output(0) : node.name();
+    const std::string x = node.input(0), y = node.output(0);
+    const std::string flat = fresh(y + "/kiln_2d"), rows = fresh(y + "/kiln_rows"),
+                      shape = fresh(x + "/kiln_shape");
+    onnx::NodeProto flatten = make_node("Flatten", fresh(base + "/kiln_flatten"), {x}, flat);
+    onnx::AttributeProto* flatten_axis = flatten.add_attribute();
+    flatten_axis->set_name("axis");
+    flatten_axis->set_type(onnx::AttributeProto::INT);
+    flatten_axis->set_i(old_axis);
+    node.set_input(0, flat);
+    node.set_output(0, rows);
+    nodes.push_back(std::move(flatten));
+    nodes.push_back(std::move(node));
+    nodes.push_back(make_node("Shape", fresh(base + "/kiln_shape"), {x}, shape));
+    nodes.push_back(make_node("Reshape", fresh(base + "/kiln_reshape"), {rows, shape}, y));
+  }
+  graph->clear_node();
+  for (onnx::NodeProto& node : nodes) *graph->add_node() = std::move(node);
+  *graph->mutable_value_info() = declared_value_info;
+}
 
 StatusOr<onnx::ModelProto> upgrade_opset(onnx::ModelProto model, int64_t from, int64_t target) {
   KILN_RETURN_IF_ERROR(check_nodes_before_conversion(model.graph(), from));

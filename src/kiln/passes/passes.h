@@ -2,7 +2,14 @@
 //   simplify        drop Identity and inference-mode Dropout
 //   canonicalize    resolve auto_pad into explicit pads on Conv and pooling ops, so that backends
 //                   see one form
-//   fold_constants  evaluate nodes whose inputs are all constants (reference evaluator)
+//   fold_constants  evaluate nodes whose inputs are all constants (reference evaluator), and
+//                   make integer values that shape inference knows (Shape of a static tensor)
+//                   constants. Folding never changes bits between a module with dims bound (or a
+//                   static model) and the dynamic one: values computed from graph input sizes
+//                   fold only through integer and bool results, which are exact; floating-point
+//                   work on them stays a node for the runtime's kernels, as in the dynamic
+//                   module. Values from initializers alone fold alike in both. A folded NonZero
+//                   (any data-dependent size) gives its count to every shape that used it.
 //   fold_batchnorm  fold an inference BatchNormalization into the Conv that feeds only it
 //   fuse_conv       fuse bias-free residual Add, and Relu or Clip with constant bounds, into Conv
 //                   (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu into a

@@ -429,3 +429,85 @@ TEST(Passes, FoldConstantsKeepsSymbolicKnownValues) {
   EXPECT_EQ(count_op(g, "Shape"), 1);
 }
 }  // namespace kiln::passes
+
+namespace kiln::passes {
+namespace {
+
+Tensor f32_tensor(ConcreteShape dims, std::vector<float> values) {
+  Tensor t = Tensor::create(DType::kF32, std::move(dims)).value();
+  std::copy(values.begin(), values.end(), t.mutable_values<float>().begin());
+  return t;
+}
+
+int ops_of(const Graph& g, const std::string& op) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
+                                        [&](const Node& n) { return n.op_type == op; }));
+}
+
+// NonZero of constants folds; its count, a symbol until then, becomes a number in every shape
+// that used it (the bug: "constant data does not match its declared type").
+TEST(Passes, FoldConstantsFoldsNonZeroAndCarriesItsCount) {
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {1});
+  ValueId c = g.add_constant("c", f32_tensor({2, 3}, {1, -1, 2, 0, 3, -4}));
+  ValueId zero = g.add_constant("zero", f32_tensor({}, {0}));
+  ValueId gt = add_intermediate(g, "gt"), nz = add_intermediate(g, "nz"), t = add_intermediate(g, "t"),
+          tf = add_intermediate(g, "tf"), y = add_intermediate(g, "y");
+  g.add_node({"greater", "Greater", {c, zero}, {gt}, {}, {}});
+  g.add_node({"nonzero", "NonZero", {gt}, {nz}, {}, {}});
+  Node transpose{"transpose", "Transpose", {nz}, {t}, {}, {}};
+  transpose.attributes.set("perm", std::vector<int64_t>{1, 0});
+  g.add_node(std::move(transpose));
+  Node cast{"cast", "Cast", {t}, {tf}, {}, {}};
+  cast.attributes.set("to", int64_t{1});  // ONNX FLOAT
+  g.add_node(std::move(cast));
+  g.add_node({"add", "Add", {tf, x}, {y}, {}, {}});
+  g.add_output(y);
+  ASSERT_TRUE(ops::infer_graph(g).ok());
+  EXPECT_EQ(shape_to_string(g.value(y).shape), R"(["nonzero.size0",2])");
+  auto folded = fold_constants(g);
+  ASSERT_TRUE(folded.ok()) << folded.status().to_string();
+  EXPECT_EQ(ops_of(g, "NonZero"), 0);
+  // Ids change when the pass compacts the graph: look values up by name.
+  EXPECT_EQ(shape_to_string(g.value(*g.find_value("y")).shape), "[3,2]");
+  EXPECT_TRUE(ir::verify_graph(g).ok()) << ir::verify_graph(g).to_string();
+}
+
+// Values computed from input sizes: integer work folds (exact), floating-point work stays for the
+// runtime's kernels, as in a module where the size is not known.
+TEST(Passes, FoldConstantsLeavesFloatWorkOnSizesToTheRuntime) {
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {2, 3});
+  Tensor zero_index = Tensor::create(DType::kI64, {}).value();
+  zero_index.mutable_values<int64_t>()[0] = 0;
+  ValueId idx = g.add_constant("idx", std::move(zero_index));
+  ValueId w = g.add_constant("w", f32_tensor({3}, {1, 2, 3}));
+  ValueId s = add_intermediate(g, "s"), n = add_intermediate(g, "n"), sum = add_intermediate(g, "sum"),
+          filled = add_intermediate(g, "filled"), scaled = add_intermediate(g, "scaled"),
+          y = add_intermediate(g, "y"), w2 = add_intermediate(g, "w2");
+  g.add_node({"shape", "Shape", {x}, {s}, {}, {}});
+  g.add_node({"gather", "Gather", {s, idx}, {n}, {}, {}});
+  g.add_node({"sum", "Add", {n, n}, {sum}, {}, {}});
+  Node fill{"fill", "ConstantOfShape", {s}, {filled}, {}, {}};
+  fill.attributes.set("value", 0.25);
+  g.add_node(std::move(fill));
+  g.add_node({"scale", "Mul", {filled, w}, {scaled}, {}, {}});
+  g.add_node({"add", "Add", {scaled, x}, {y}, {}, {}});
+  g.add_node({"w2", "Mul", {w, w}, {w2}, {}, {}});  // initializers only: folds
+  g.add_output(y);
+  g.add_output(sum);
+  g.add_output(w2);
+  ASSERT_TRUE(ops::infer_graph(g).ok());
+  ASSERT_TRUE(fold_constants(g).ok());
+  auto constant = [&](const char* name) { return g.is_constant(*g.find_value(name)); };
+  EXPECT_TRUE(constant("s"));
+  EXPECT_TRUE(constant("sum"));
+  EXPECT_EQ(g.value(*g.find_value("sum")).constant->values<int64_t>()[0], 4);
+  EXPECT_TRUE(constant("w2"));
+  EXPECT_EQ(ops_of(g, "ConstantOfShape"), 1);
+  EXPECT_EQ(ops_of(g, "Mul"), 1);
+  EXPECT_FALSE(constant("scaled"));
+}
+
+}  // namespace
+}  // namespace kiln::passes
