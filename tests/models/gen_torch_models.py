@@ -30,6 +30,7 @@ by a stamp file (SHA-256 of this script, of the ORT runner and the torch/torchvi
 import argparse
 import copy
 import hashlib
+import importlib.metadata
 import itertools
 import json
 import math
@@ -42,22 +43,6 @@ import time
 import warnings
 
 import numpy as np
-
-try:
-    import onnx
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-    import torchvision
-    from torchvision.models import resnet as tv_resnet
-    from torchvision.models import mobilenetv3 as tv_mobilenetv3
-    from torchvision.models import segmentation as tv_seg
-    from torchvision.models._utils import IntermediateLayerGetter
-    from torchvision.models.detection.backbone_utils import BackboneWithFPN
-    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
-except ImportError as e:  # pragma: no cover
-    sys.exit(f"gen_torch_models.py: cannot import {e.name} ({e}); run it with /usr/bin/python3 after "
-             "scripts/setup.sh (Debian packages python3-torch, python3-torchvision, python3-onnx)")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -75,6 +60,73 @@ CHECK_RTOL = 1e-4
 def log(msg):
     print(f"[gen_torch_models] {msg}", flush=True)
 
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output directory (files go to OUT/torch)")
+    ap.add_argument("--no-ref", action="store_true", help="skip ONNX Runtime references")
+    ap.add_argument("--force", action="store_true", help="ignore the cache stamp")
+    ap.add_argument("--node", default=os.environ.get("NODE", "node"), help="node executable")
+    ap.add_argument("--threads", type=int, default=2, help="ORT intra-op and torch threads")
+    ap.add_argument("--only", action="append", default=[], help="only this model (repeatable)")
+    return ap.parse_args()
+
+
+def file_sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read())
+    return h.hexdigest()
+
+
+def stamp_key(with_ref, only):
+    """What the files depend on. Package versions come from metadata, so that checking the cache
+    does not import torch (which takes seconds)."""
+    key = {"gen_torch_models.py": file_sha256(os.path.abspath(__file__)), "refs": with_ref, "only": sorted(only)}
+    for package in ("torch", "torchvision"):
+        try:
+            key[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            key[package] = None
+    if with_ref:
+        for p in (RUN_ORT, ORT_LOCK):
+            key[os.path.relpath(p, REPO)] = file_sha256(p) if os.path.exists(p) else None
+    return key
+
+
+def up_to_date(args):
+    """The stamp of the last complete run matches, and every file it lists is still there."""
+    out = os.path.join(os.path.abspath(args.out), SUBDIR)
+    try:
+        with open(os.path.join(out, STAMP)) as f:
+            stamp = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return (isinstance(stamp, dict) and stamp.get("key") == stamp_key(not args.no_ref, args.only)
+            and all(os.path.exists(os.path.join(out, f)) for f in stamp.get("files", [])))
+
+
+if __name__ == "__main__":
+    _args = parse_args()
+    if not _args.force and up_to_date(_args):
+        log(f"up to date: {os.path.join(os.path.abspath(_args.out), SUBDIR)}")
+        sys.exit(0)
+
+try:
+    import onnx
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torchvision
+    from torchvision.models import resnet as tv_resnet
+    from torchvision.models import mobilenetv3 as tv_mobilenetv3
+    from torchvision.models import segmentation as tv_seg
+    from torchvision.models._utils import IntermediateLayerGetter
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
+except ImportError as e:  # pragma: no cover
+    sys.exit(f"gen_torch_models.py: cannot import {e.name} ({e}); run it with /usr/bin/python3 after "
+             "scripts/setup.sh (Debian packages python3-torch, python3-torchvision, python3-onnx)")
 
 # ----------------------------------------------------------------------------------------------
 # Models
@@ -472,22 +524,6 @@ def compare(ort, ref64):
             "within_check": bool((d <= bound).all() and np.isfinite(ort).all())}
 
 
-def file_sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
-
-
-def stamp_key(with_ref, only):
-    key = {"gen_torch_models.py": file_sha256(os.path.abspath(__file__)), "refs": with_ref,
-           "torch": torch.__version__, "torchvision": torchvision.__version__, "only": sorted(only)}
-    if with_ref:
-        for p in (RUN_ORT, ORT_LOCK):
-            key[os.path.relpath(p, REPO)] = file_sha256(p) if os.path.exists(p) else None
-    return key
-
-
 def expected_files(names, with_ref):
     files = ["manifest.json"]
     for name in names:
@@ -502,27 +538,15 @@ def expected_files(names, with_ref):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="output directory (files go to OUT/torch)")
-    ap.add_argument("--no-ref", action="store_true", help="skip ONNX Runtime references")
-    ap.add_argument("--force", action="store_true", help="ignore the cache stamp")
-    ap.add_argument("--node", default=os.environ.get("NODE", "node"), help="node executable")
-    ap.add_argument("--threads", type=int, default=2, help="ORT intra-op and torch threads")
-    ap.add_argument("--only", action="append", default=[], choices=sorted(MODELS), help="only this model (repeatable)")
-    args = ap.parse_args()
+    args = parse_args()
+    unknown = sorted(set(args.only) - set(MODELS))
+    if unknown:
+        sys.exit(f"gen_torch_models.py: --only {unknown[0]}: no such model (one of {', '.join(MODELS)})")
 
     out = os.path.join(os.path.abspath(args.out), SUBDIR)
     with_ref = not args.no_ref
     names = args.only or list(MODELS)
     stamp_path = os.path.join(out, STAMP)
-    try:
-        with open(stamp_path) as f:
-            cached = json.load(f) == stamp_key(with_ref, args.only)
-    except (OSError, ValueError):
-        cached = False
-    if cached and not args.force and all(os.path.exists(os.path.join(out, f)) for f in expected_files(names, with_ref)):
-        log(f"up to date: {out}")
-        return 0
     if with_ref:
         if not os.path.exists(os.path.join(REPO, "tools", "ort", "node_modules", "onnxruntime-node")):
             sys.exit("gen_torch_models.py: onnxruntime-node is not installed; run "
@@ -590,7 +614,7 @@ def main():
         json.dump(manifest, f, indent=1)
         f.write("\n")
     with open(stamp_path, "w") as f:
-        json.dump(stamp_key(with_ref, args.only), f)
+        json.dump({"key": stamp_key(with_ref, args.only), "files": expected_files(names, with_ref)}, f)
     log(f"done in {time.time() - t0:.1f}s -> {out}")
     return 0
 
