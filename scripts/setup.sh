@@ -11,7 +11,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-onnx python3-numpy libonnx-testdata
+  python3-onnx python3-numpy python3-torch python3-torchvision libonnx-testdata
   libxml2-utils
   clang libclang-rt-14-dev libomp-dev
 )

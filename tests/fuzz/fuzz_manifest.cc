@@ -33,8 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   for (const kiln::suite::ModelSpec& model : manifest->models) {
-    (void)model.expectation("cpu");
-    (void)model.expectation("reference");
+    (void)model.expectation("cpu", model.name + "/dynamic/N=1");
+    (void)model.expectation("reference", model.name);
     (void)model.tolerance_for("");
     for (const auto& output : model.outputs) (void)model.tolerance_for(output.name);
     for (const auto& [symbol, sizes] : model.dims) (void)model.sizes_of(symbol);

@@ -130,6 +130,29 @@ TEST_F(SuiteManifests, AnExpectedFailureThatPassesFailsTheRun) {
   EXPECT_CONTAINS(other.output, "selects no case");
 }
 
+// Expectations per case: the failures happen where the manifest says (XFAIL), the other cases
+// must pass, and an entry whose cases pass is an unexpected pass.
+TEST_F(SuiteManifests, ExpectationsApplyToTheCasesTheyName) {
+  ScopedFault fault("dispatch:fc0:nan");
+  auto path = write_manifest(R"({"models": [{"path": ")" + tiny() + R"(", "reference": "kiln-reference",
+      "expect": {"cpu": [{"outcome": "fail-compare", "reason": "planted NaN", "cases": "*/N=3"},
+                         {"outcome": "fail-compare", "reason": "planted NaN at N=1", "cases": "dynamic/N=1"},
+                         {"outcome": "fail-run", "reason": "wrong stage", "cases": "bound/N=1"}]}}]})");
+  auto r = run_kiln("test-suite " + shell_quote(path) + " --progress lines");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_CONTAINS(r.output, "XFAIL tiny_cnn/dynamic/N=3");
+  EXPECT_CONTAINS(r.output, "XFAIL tiny_cnn/bound/N=3");
+  EXPECT_CONTAINS(r.output, "XFAIL tiny_cnn/dynamic/N=1");
+  EXPECT_CONTAINS(r.output, "expected fail-run (wrong stage), got fail-compare");
+  // Without the fault, every case that an entry names passes unexpectedly.
+  unsetenv("KILN_FAULT");
+  auto fixed = run_kiln("test-suite " + shell_quote(path) + " --progress lines");
+  EXPECT_EQ(fixed.exit_code, 1) << fixed.output;
+  EXPECT_CONTAINS(fixed.output, "XPASS tiny_cnn/dynamic/N=3");
+  EXPECT_CONTAINS(fixed.output, "unexpected pass: expected fail-compare (planted NaN at N=1)");
+  EXPECT_CONTAINS(fixed.output, "4 unexpected passes");
+}
+
 TEST_F(SuiteManifests, FailingAtADifferentStageThanExpectedFailsTheRun) {
   auto path = write_manifest(R"({"models": [{"path": ")" + model_path("small/unsupported.onnx") +
                              R"(", "expect": {"cpu": {"outcome": "fail-compile", "reason": "wrong stage"}}}]})");

@@ -132,6 +132,12 @@ Status Graph::topological_sort() {
     progress = false;
     for (size_t n = 0; n < nodes_.size(); ++n) {
       if (placed[n]) continue;
+      if (erased_[n]) {  // still lists outputs that a fusion gave to another node: none defined here
+        placed[n] = true;
+        order.push_back(n);
+        progress = true;
+        continue;
+      }
       bool inputs_ready = std::all_of(nodes_[n].inputs.begin(), nodes_[n].inputs.end(),
                                       [&](ValueId v) { return v == kAbsent || ready[v]; });
       if (!inputs_ready) continue;

@@ -66,5 +66,34 @@ TEST(Graph, TopologicalSortOrdersNodes) {
   EXPECT_TRUE(verify_graph(g).ok());
 }
 
+// A fusion that gives a node a later node's output (an FPN's Add(conv, Resize) absorbed into the
+// conv) leaves the erased Add listing that output: it must not count as defined, or a consumer of
+// it is placed before the fused node ("used before it is defined" once all FPN sizes were bound).
+TEST(Graph, TopologicalSortIgnoresOutputsOfErasedNodes) {
+  Graph g;
+  g.name = "g";
+  ValueId x = g.add_input("x", DType::kF32, {4});
+  ValueId z = g.add_input("z", DType::kF32, {4});
+  ValueId y = g.add_value({"y", DType::kF32, {4}, {}, {}});
+  ValueId r = g.add_value({"r", DType::kF32, {4}, {}, {}});
+  ValueId s = g.add_value({"s", DType::kF32, {4}, {}, {}});
+  ValueId t = g.add_value({"t", DType::kF32, {4}, {}, {}});
+  const NodeId conv = g.add_node({"conv", "Relu", {x}, {y}, {}, {}});
+  g.add_node({"resize", "Relu", {z}, {r}, {}, {}});
+  const NodeId add = g.add_node({"add", "Add", {y, r}, {s}, {}, {}});
+  g.add_node({"after", "Relu", {s}, {t}, {}, {}});
+  g.add_output(t);
+  // What absorb_successor does: the add is erased, the conv takes its second input and output.
+  g.erase_node(add);
+  g.value(y).producer.reset();
+  g.node(conv).inputs.push_back(r);
+  g.node(conv).outputs[0] = s;
+  g.value(s).producer = conv;
+  ASSERT_TRUE(g.topological_sort().ok());
+  g.remove_dead();
+  Status verified = verify_graph(g);
+  EXPECT_TRUE(verified.ok()) << verified.to_string();
+}
+
 }  // namespace
 }  // namespace kiln::ir

@@ -114,7 +114,7 @@ class ModelRun {
     c.sizes = sizes;
     c.name = case_name(spec_.name, data_set, variant, sizes);
     c.model_path = spec_.path;
-    c.expected = spec_.expectation(ctx_.backend);
+    c.expected = spec_.expectation(ctx_.backend, c.name);
     return c;
   }
 

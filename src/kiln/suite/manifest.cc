@@ -7,6 +7,7 @@
 
 #include "kiln/base/file_util.h"
 #include "kiln/suite/backend_layout.h"
+#include "kiln/suite/case_filter.h"
 #include "kiln/suite/json_util.h"
 #include "kiln/suite/path_template.h"
 
@@ -121,12 +122,16 @@ StatusOr<Expectation> read_expectation(const Json& value, const std::string& pat
   if (value.is_string()) {
     outcome_text = value.get<std::string>();
   } else {
-    KILN_RETURN_IF_ERROR(check_object(value, path, {"outcome", "reason"}));
+    KILN_RETURN_IF_ERROR(check_object(value, path, {"outcome", "reason", "cases"}));
     const Json* outcome = find_member(value, "outcome");
     if (outcome == nullptr) return invalid_argument("{}: missing \"outcome\"", path);
     KILN_ASSIGN_OR_RETURN(outcome_text, read_string(*outcome, child_path(path, "outcome")));
     if (const Json* reason = find_member(value, "reason")) {
       KILN_ASSIGN_OR_RETURN(out.reason, read_string(*reason, child_path(path, "reason")));
+    }
+    if (const Json* cases = find_member(value, "cases")) {
+      KILN_ASSIGN_OR_RETURN(out.cases, read_string(*cases, child_path(path, "cases")));
+      if (out.cases.empty()) return invalid_argument("{}: an empty pattern", child_path(path, "cases"));
     }
   }
   auto outcome = parse_expected_outcome(outcome_text);
@@ -144,11 +149,23 @@ StatusOr<Expectation> read_expectation(const Json& value, const std::string& pat
   return out;
 }
 
-StatusOr<std::map<std::string, Expectation>> read_expect(const Json& value, const std::string& path) {
+// backend: an outcome, or a list of them tried in order (each with its "cases" pattern).
+StatusOr<std::map<std::string, std::vector<Expectation>>> read_expect(const Json& value, const std::string& path) {
   if (!value.is_object()) return invalid_argument("{}: expected an object of backend: outcome", path);
-  std::map<std::string, Expectation> out;
+  std::map<std::string, std::vector<Expectation>> out;
   for (const auto& [backend, item] : value.items()) {
-    KILN_ASSIGN_OR_RETURN(out[backend], read_expectation(item, child_path(path, backend)));
+    const std::string p = child_path(path, backend);
+    std::vector<Expectation>& entries = out[backend];
+    if (!item.is_array()) {
+      KILN_ASSIGN_OR_RETURN(Expectation entry, read_expectation(item, p));
+      entries.push_back(std::move(entry));
+      continue;
+    }
+    if (item.empty()) return invalid_argument("{}: an empty list of expectations", p);
+    for (size_t i = 0; i < item.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(Expectation entry, read_expectation(item[i], index_path(p, i)));
+      entries.push_back(std::move(entry));
+    }
   }
   return out;
 }
@@ -237,7 +254,7 @@ struct Defaults {
   std::map<std::string, std::vector<int64_t>> dims;
   ReferenceSource reference = ReferenceSource::kOnnxRuntime;
   BatchInvariance batch_invariance = BatchInvariance::kReport;
-  std::map<std::string, Expectation> expect;
+  std::map<std::string, std::vector<Expectation>> expect;
 };
 
 StatusOr<ReferenceSource> read_reference(const Json& value, const std::string& path) {
@@ -402,9 +419,13 @@ Tolerance ToleranceSpec::resolve() const {
   return {atol.value_or(1e-5), rtol.value_or(1e-5), nan_match.value_or(false)};
 }
 
-Expectation ModelSpec::expectation(const std::string& backend) const {
+Expectation ModelSpec::expectation(const std::string& backend, std::string_view case_name) const {
   auto it = expect.find(backend);
-  return it == expect.end() ? Expectation{} : it->second;
+  if (it == expect.end()) return {};
+  for (const Expectation& entry : it->second) {
+    if (entry.cases.empty() || CaseFilter({entry.cases}).matches(case_name)) return entry;
+  }
+  return {};
 }
 
 Tolerance ModelSpec::tolerance_for(const std::string& output) const {

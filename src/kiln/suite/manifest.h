@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/base/dtype.h"
@@ -96,13 +97,15 @@ struct ModelSpec {
   ToleranceSpec tolerance;  // model level over suite defaults
   std::optional<std::string> batch_dim;  // the symbol to split for batch invariance; auto if unset
   BatchInvariance batch_invariance = BatchInvariance::kReport;
-  std::map<std::string, Expectation> expect;  // by backend; missing: pass
+  // By backend: entries tried in order, the first whose `cases` matches a case's name applies;
+  // no backend entry, or no match: pass.
+  std::map<std::string, std::vector<Expectation>> expect;
   // Set when the folder layout could not be read (a suite folder with one broken case); the
   // runner reports the model as one case with outcome "error" and goes on with the rest.
   std::string setup_error;
 
-  // The expectation for `backend` (pass when the manifest names none).
-  Expectation expectation(const std::string& backend) const;
+  // The expectation for the case named `case_name` on `backend` (pass when no entry matches).
+  Expectation expectation(const std::string& backend, std::string_view case_name) const;
   // The tolerance for output `name`: its own fields over the model's.
   Tolerance tolerance_for(const std::string& output) const;
   // Sizes a symbol runs at: dims, else default_dims, else {1, 3}.

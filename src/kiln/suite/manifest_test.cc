@@ -83,10 +83,45 @@ TEST_F(ManifestTest, ReadsEveryField) {
   EXPECT_EQ(aux.atol, 1e-4);
   EXPECT_EQ(aux.rtol, 1e-3);
   EXPECT_FALSE(aux.nan_equal);
-  EXPECT_EQ(m.expectation("cpu").outcome, Outcome::kPass);
-  EXPECT_EQ(m.expectation("gpu").outcome, Outcome::kFailCompile);
-  EXPECT_EQ(m.expectation("gpu").reason, "no kernels yet");
-  EXPECT_EQ(m.expectation("other").outcome, Outcome::kPass);
+  EXPECT_EQ(m.expectation("cpu", "m1/dynamic/N=1").outcome, Outcome::kPass);
+  EXPECT_EQ(m.expectation("gpu", "m1/dynamic/N=1").outcome, Outcome::kFailCompile);
+  EXPECT_EQ(m.expectation("gpu", "m1/dynamic/N=1").reason, "no kernels yet");
+  EXPECT_EQ(m.expectation("other", "m1/dynamic/N=1").outcome, Outcome::kPass);
+}
+
+// A list of expectations per backend, each for the cases its pattern matches (the --filter
+// syntax); the first match applies, a case that none matches is expected to pass.
+TEST_F(ManifestTest, ExpectationsPerCase) {
+  auto manifest = parse(R"({
+    "defaults": {"expect": {"cpu": {"outcome": "fail-run", "reason": "default", "cases": "/bound/"}}},
+    "models": [
+      {"name": "a", "path": "m.onnx", "dims": {"N": [1, 3]},
+       "expect": {"cpu": [{"outcome": "fail-compile", "reason": "dynamic refused", "cases": "a/dynamic/*"},
+                          {"outcome": "fail-compare", "reason": "odd sizes", "cases": "*/N=3"},
+                          "pass"]}},
+      {"name": "b", "path": "m.onnx"}
+    ]
+  })");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().to_string();
+  const ModelSpec& a = manifest->models[0];
+  EXPECT_EQ(a.expectation("cpu", "a/dynamic/N=3").outcome, Outcome::kFailCompile);
+  EXPECT_EQ(a.expectation("cpu", "a/dynamic/N=3").reason, "dynamic refused");
+  EXPECT_EQ(a.expectation("cpu", "a/bound/N=3").outcome, Outcome::kFailCompare);
+  EXPECT_EQ(a.expectation("cpu", "a/bound/N=1").outcome, Outcome::kPass);
+  EXPECT_EQ(a.expectation("cpu", "a").outcome, Outcome::kPass);  // a model-level case
+  // The model's list replaces the defaults' entry for that backend; others inherit it.
+  const ModelSpec& b = manifest->models[1];
+  EXPECT_EQ(b.expectation("cpu", "b/bound/N=1").outcome, Outcome::kFailRun);
+  EXPECT_EQ(b.expectation("cpu", "b/dynamic/N=1").outcome, Outcome::kPass);
+
+  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": []}}]})", StatusCode::kInvalidArgument,
+               {"$.models[0].expect.cpu: an empty list"});
+  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": [{"outcome": "fail-run", "cases": "x"}]}}]})",
+               StatusCode::kInvalidArgument, {"$.models[0].expect.cpu[0]: an expected failure needs a \"reason\""});
+  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": {"outcome": "pass", "cases": ""}}}]})",
+               StatusCode::kInvalidArgument, {"$.models[0].expect.cpu.cases: an empty pattern"});
+  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": [{"outcome": "pass", "case": "x"}]}}]})",
+               StatusCode::kInvalidArgument, {"$.models[0].expect.cpu[0].case: unknown key"});
 }
 
 TEST_F(ManifestTest, DefaultsWhenAlmostNothingIsGiven) {

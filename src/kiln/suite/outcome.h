@@ -27,6 +27,9 @@ std::optional<Outcome> parse_expected_outcome(std::string_view name);
 struct Expectation {
   Outcome outcome = Outcome::kPass;
   std::string reason;  // why a failure is expected (required by the manifest for failures)
+  // The cases it applies to, as a `--filter` pattern (case_filter.h: a glob when it holds '*' or
+  // '?', else a substring); empty: every case of the model.
+  std::string cases;
 };
 
 enum class Verdict {

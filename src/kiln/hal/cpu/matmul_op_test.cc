@@ -30,13 +30,14 @@ struct GemmCase {
   std::optional<ConcreteShape> c;
   bool constant_b;
   int64_t m = 5;
+  int64_t k = 37, n = 19;
 };
 
 class CpuGemmTest : public ::testing::TestWithParam<GemmCase> {};
 
 TEST_P(CpuGemmTest, MatchesReference) {
   const GemmCase& g = GetParam();
-  const int64_t m = g.m, k = 37, n = 19;
+  const int64_t m = g.m, k = g.k, n = g.n;
   const ConcreteShape as = g.trans_a ? ConcreteShape{k, m} : ConcreteShape{m, k};
   const ConcreteShape bs = g.trans_b ? ConcreteShape{n, k} : ConcreteShape{k, n};
   Tensor a = random_tensor(as, 1), b = random_tensor(bs, 2);
@@ -73,7 +74,13 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{false, true, 1.0, -1.0, ConcreteShape{}, false},
                       GemmCase{true, false, 1.0, 0.0, ConcreteShape{19}, false},
                       GemmCase{true, true, 0.75, 1.0, ConcreteShape{19}, false},
-                      GemmCase{false, true, 1.0, 1.0, ConcreteShape{19}, true, 1}));
+                      GemmCase{false, true, 1.0, 1.0, ConcreteShape{19}, true, 1},
+                      // A square constant B stored plain is byte for byte the layout oneDNN asks
+                      // for: transB must still read it transposed (a transformer's out_proj Gemm
+                      // gave x @ W + b instead of x @ W^T + b).
+                      GemmCase{false, true, 1.0, 1.0, ConcreteShape{16}, true, 6, 16, 16},
+                      GemmCase{true, true, 1.0, 1.0, std::nullopt, true, 16, 16, 16},
+                      GemmCase{false, true, 1.0, 1.0, std::nullopt, false, 6, 16, 16}));
 
 struct MatMulCase {
   ConcreteShape a, b;
