@@ -174,6 +174,29 @@ def run_isolated(kiln, names, work, backend, tol, timeout, tag):
     return {**r1, **r2}, {**b1, **b2}
 
 
+def write_static(case, work: str) -> list:
+    """For a refused graph: one copy per size set with every symbolic dim made static (what a user
+    whose sizes are fixed would export), with that set as its only data set. Returns the names."""
+    import onnx
+    names = []
+    for k, sizes in enumerate(case.size_sets):
+        model = onnx.load_from_string(case.model)
+        for value in model.graph.input:
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.HasField("dim_param"):
+                    dim.dim_value = sizes[dim.dim_param]
+        name = f"{case.name}__static{k}"
+        d = os.path.join(work, "graphs", name)
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+        os.makedirs(d)
+        onnx.save(model, os.path.join(d, "model.onnx"))
+        shutil.copytree(os.path.join(work, "graphs", case.name, f"test_data_set_{k}"),
+                        os.path.join(d, "test_data_set_0"))
+        names.append(name)
+    return names
+
+
 # ---- classification ----------------------------------------------------------------------------
 
 NAN_RE = re.compile(r"actual NaN (\d+)/\d+, Inf (\d+)/\d+; expected NaN (\d+)/\d+, Inf (\d+)/\d+")
@@ -208,12 +231,24 @@ def classify(case, ort_error, cpu, ref, broken_cpu, broken_ref) -> dict:
     bound = [c for c in cases if "/bound/" in c["name"]]
     refused = [c for c in dynamic if c["outcome"] in ("fail-import", "fail-compile")]
     if refused:
+        # The same graph with its sizes fixed: the bound builds when the refusal came at compile
+        # time, else (import refused it, before --bind applies) the static copies.
+        static_cases = [c for k in range(len(case.size_sets)) for c in cpu.get(f"{case.name}__static{k}", [])]
+        fixed = bound if bound else static_cases
         rec["refusal"] = {"message": refused[0]["message"], "key": normalize(refused[0]["message"]),
                           "op": op_of(refused[0]["text"] or refused[0]["message"]),
                           "stage": refused[0]["outcome"],
-                          "bound_compiles": sum(1 for c in bound if c["outcome"] not in ("fail-compile",)),
-                          "bound_sets": len(bound)}
+                          "fixed_sizes_compile": sum(1 for c in fixed if c["outcome"] not in ("fail-compile",
+                                                                                                "fail-import")),
+                          "fixed_sizes_tried": len(fixed)}
         flags.append(("refused", refused[0]["message"]))
+        for c in static_cases:
+            text = c["text"] + "\n" + c["message"]
+            if c["outcome"] == "fail-compare":
+                nan_diff = any(m[0] != m[2] or m[1] != m[3] for m in NAN_RE.findall(text))
+                flags.append(("nan" if nan_diff else "mismatch", f"{c['name']}: {c['message']}"))
+            elif c["outcome"] in ("fail-run", "error"):
+                flags.append(("run-error", f"{c['name']}: {c['message']}"))
     for c in cases:
         text = c["text"] + "\n" + c["message"]
         where = c["name"]
@@ -278,8 +313,8 @@ def summarize(records: list, seconds: float) -> dict:
     groups = []
     for (cls, op, key), rs in sorted(refusals.items(), key=lambda kv: -len(kv[1])):
         groups.append({"class": cls, "op": op, "reason": key, "count": len(rs),
-                       "bound_compiles_everywhere": sum(1 for r in rs if r["refusal"]["bound_compiles"]
-                                                        == r["refusal"]["bound_sets"]),
+                       "fixed_sizes_compile": sum(1 for r in rs if r["refusal"]["fixed_sizes_tried"] and
+                                                  r["refusal"]["fixed_sizes_compile"] == r["refusal"]["fixed_sizes_tried"]),
                        "idioms": dict(collections.Counter(r["idiom"] for r in rs)),
                        "example": {"graph": rs[0]["graph"], "message": rs[0]["refusal"]["message"]}})
     return {"graphs": len(records), "seconds": round(seconds, 1), "outcomes": dict(counts),
@@ -294,25 +329,33 @@ def print_summary(summary: dict, records: list) -> None:
         print(f"{cls:<15}" + "".join(f"{counts.get(c, 0):>13}" for c in cols))
     print(f"{'total':<15}" + "".join(f"{summary['outcomes'].get(c, 0):>13}" for c in cols))
     if summary["refusal_groups"]:
-        print("\nrefused at compile, by class and reason (bound: graphs whose --bind build compiles at every size):")
+        print("\nrefused, by class, op and reason (fixed: graphs that compile at every size set once the sizes "
+              "are fixed, by --bind or as a static model):")
         for g in summary["refusal_groups"]:
-            print(f"  {g['count']:4d} {g['class']:<14} {g['op']:<10} bound {g['bound_compiles_everywhere']:3d}  "
+            print(f"  {g['count']:4d} {g['class']:<14} {g['op']:<12} fixed {g['fixed_sizes_compile']:3d}  "
                   f"{g['reason']}")
             print(f"       e.g. {g['example']['graph']}: {g['example']['message'][:200]}")
     bad = [r for r in records if r["outcome"] in FAILING]
     if bad:
-        print("\nfailures:")
+        groups = collections.Counter((r["outcome"], r["class"], r["idiom"]) for r in bad)
+        print("\nfailures, by outcome and idiom:")
+        for (outcome, cls, idiom), n in groups.most_common():
+            print(f"  {n:4d} {outcome:<13} {cls}/{idiom}")
+        print("\nfailing graphs (the first detail of each; all in the JSON):")
         for r in bad:
-            print(f"  {r['outcome'].upper()} {r['graph']} ({r['description']}) sizes {r['sizes']}")
-            for d in r["details"][:4]:
-                print(f"      {d[:600]}")
-            if r.get("minimized"):
-                print(f"      minimized: {r['minimized']}")
+            print(f"  {r['outcome'].upper()} {r['graph']} ({r['description']})")
+            first = next((d for d in r["details"] if d.startswith(r["outcome"])), r["details"][0])
+            print(f"      {first[:400]}")
+            m = r.get("minimized")
+            if m:
+                print("      the idiom alone " + (f"fails the same way: {m['bare_graph']}" if m["bare_graph"] else
+                                               f"gives {m['bare_outcome']}"))
 
 
 def check_expectations(records: list, path: str, update: bool, seed: int, count: int) -> list:
     """The refused graphs must be exactly those the file lists (reasons are informational)."""
-    refused = {r["graph"]: {"class": r["class"], "reason": r["refusal"]["key"]} for r in records if "refusal" in r}
+    refused = {r["graph"]: {"class": r["class"], "reason": r["refusal"]["message"].splitlines()[0]}
+               for r in records if "refusal" in r}
     if update:
         with open(path, "w") as f:
             json.dump({"comment": "graphs kiln refuses to compile today, from tests/fuzz/shapes/shape_fuzz.py "
@@ -381,6 +424,12 @@ def main() -> int:
         cpu, broken_cpu = run_isolated(args.kiln, names, work, "cpu", tol, args.timeout, "cpu") if names else ({}, {})
         ref, broken_ref = run_isolated(args.kiln, names, work, "reference", tol, args.timeout, "ref") \
             if names else ({}, {})
+        import_refused = [c for _, c in batch if any(x["outcome"] == "fail-import" for x in cpu.get(c.name, []))]
+        static = [n for c in import_refused for n in write_static(c, work)]
+        if static:
+            cpu_static, broken_static = run_isolated(args.kiln, static, work, "cpu", tol, args.timeout, "static")
+            cpu.update(cpu_static)
+            broken_cpu.update({n.split("__static")[0]: v for n, v in broken_static.items()})
         for i, c in batch:
             rec = classify(c, ort_errors[c.name], cpu, ref, broken_cpu, broken_ref)
             rec["index"] = i

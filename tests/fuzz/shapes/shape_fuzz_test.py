@@ -61,7 +61,7 @@ class ClassifyTest(unittest.TestCase):
                            case(f"{self.c.name}/bound/N=1")])
         self.assertEqual(r["outcome"], "refused")
         self.assertEqual(r["refusal"]["op"], "Slice")
-        self.assertEqual(r["refusal"]["bound_compiles"], 1)
+        self.assertEqual(r["refusal"]["fixed_sizes_compile"], 1)
         self.assertEqual(r["refusal"]["key"], "invalid argument: kiln supports only whole-dim slices of symbolic "
                                               "dims; in node '_' (Slice)")
 
