@@ -497,12 +497,20 @@ def make_case(seed: int, index: int, wrap: bool = True) -> Case:
                 inputs=b.inputs, description=", ".join(b.notes))
 
 
-def input_arrays(case: Case, set_index: int, seed: int, index: int) -> list:
-    """The inputs of size set `set_index`: uniform in [-1, 1), f32, deterministic."""
+def plants_nan(seed: int, index: int, fraction: float) -> bool:
+    """Whether graph `index` gets a NaN in its first input (`--plant-nan fraction`)."""
+    return fraction > 0 and np.random.default_rng([seed, index, 4]).random() < fraction
+
+
+def input_arrays(case: Case, set_index: int, seed: int, index: int, nan: bool = False) -> list:
+    """The inputs of size set `set_index`: uniform in [-1, 1), f32, deterministic. With `nan`, one
+    element of the first input (at a seeded place) is NaN."""
     rng = np.random.default_rng([seed, index, 3, set_index])
     sizes = case.size_sets[set_index]
     out = []
     for name, dims in case.inputs:
         shape = [sizes[d] if isinstance(d, str) else d for d in dims]
         out.append((name, rng.uniform(-1, 1, size=shape).astype(np.float32)))
+    if nan and out and out[0][1].size:
+        out[0][1].reshape(-1)[rng.integers(out[0][1].size)] = np.nan
     return out

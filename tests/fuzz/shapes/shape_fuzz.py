@@ -61,10 +61,11 @@ def log(msg: str) -> None:
 
 # ---- generation and ONNX Runtime ---------------------------------------------------------------
 
-def write_cases(cases: list, seed: int, work: str) -> list:
+def write_cases(cases: list, seed: int, work: str, plant_nan: float = 0) -> list:
     """Writes each graph as a backend-test folder (inputs only) and returns ORT's job list."""
     jobs = []
     for index, case in cases:
+        nan = graphs.plants_nan(seed, index, plant_nan)
         d = os.path.join(work, "graphs", case.name)
         if os.path.isdir(d):
             shutil.rmtree(d)
@@ -75,7 +76,7 @@ def write_cases(cases: list, seed: int, work: str) -> list:
             sd = os.path.join(d, f"test_data_set_{k}")
             os.makedirs(sd)
             job_inputs = []
-            for j, (name, arr) in enumerate(graphs.input_arrays(case, k, seed, index)):
+            for j, (name, arr) in enumerate(graphs.input_arrays(case, k, seed, index, nan)):
                 with open(os.path.join(sd, f"input_{j}.pb"), "wb") as f:
                     f.write(numpy_helper.from_array(arr, name).SerializeToString())
                 raw = os.path.join(work, "ort", case.name, f"{k}_in{j}.bin")
@@ -283,13 +284,13 @@ def classify(case, ort_error, cpu, ref, broken_cpu, broken_ref) -> dict:
 
 # ---- minimization --------------------------------------------------------------------------------
 
-def minimize(kiln, rec, seed, index, work, tol, timeout) -> dict:
+def minimize(kiln, rec, seed, index, work, tol, timeout, plant_nan=0) -> dict:
     """For a failing graph: the idiom alone (no blocks around it), and the first failing size set."""
     bare = graphs.make_case(seed, index, wrap=False)
     bare.name = rec["graph"] + "_bare"
     mwork = os.path.join(work, "minimized")
     os.makedirs(mwork, exist_ok=True)
-    run_ort(write_cases([(index, bare)], seed, mwork), mwork, "node", os.path.join(ROOT, "tools/ort/run_ort.js"))
+    run_ort(write_cases([(index, bare)], seed, mwork, plant_nan), mwork, "node", os.path.join(ROOT, "tools/ort/run_ort.js"))
     err = collect_ort(bare, mwork)
     cpu, bc = run_isolated(kiln, [bare.name], mwork, "cpu", tol, timeout, "min_cpu")
     ref, br = run_isolated(kiln, [bare.name], mwork, "reference", tol, timeout, "min_ref")
@@ -395,6 +396,9 @@ def main() -> int:
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--timeout", type=float, default=30, help="seconds per graph")
     ap.add_argument("--no-minimize", action="store_true", help="do not try to minimize failures")
+    ap.add_argument("--plant-nan", type=float, default=0, metavar="FRACTION",
+                    help="this fraction of the graphs get one NaN in their first input; kiln must put NaN "
+                         "exactly where ONNX Runtime does")
     ap.add_argument("--node", default="node")
     ap.add_argument("--ort-runner", default=os.path.join(ROOT, "tools", "ort", "run_ort.js"))
     args = ap.parse_args()
@@ -418,7 +422,7 @@ def main() -> int:
             break
         batch = [(i, graphs.make_case(args.seed, i)) for i in range(index, min(end, index + args.batch))]
         index += len(batch)
-        run_ort(write_cases(batch, args.seed, work), work, args.node, args.ort_runner)
+        run_ort(write_cases(batch, args.seed, work, args.plant_nan), work, args.node, args.ort_runner)
         ort_errors = {c.name: collect_ort(c, work) for _, c in batch}
         names = [c.name for _, c in batch if not ort_errors[c.name]]
         cpu, broken_cpu = run_isolated(args.kiln, names, work, "cpu", tol, args.timeout, "cpu") if names else ({}, {})
@@ -433,14 +437,15 @@ def main() -> int:
         for i, c in batch:
             rec = classify(c, ort_errors[c.name], cpu, ref, broken_cpu, broken_ref)
             rec["index"] = i
+            rec["nan_planted"] = graphs.plants_nan(args.seed, i, args.plant_nan)
             if rec["outcome"] in FAILING and rec["outcome"] != "invalid" and not args.no_minimize:
-                rec["minimized"] = minimize(args.kiln, rec, args.seed, i, work, tol, args.timeout)
+                rec["minimized"] = minimize(args.kiln, rec, args.seed, i, work, tol, args.timeout, args.plant_nan)
             records.append(rec)
         done = collections.Counter(r["outcome"] for r in records)
         log(f"shape_fuzz: {len(records)} graphs, {time.monotonic() - start:.0f} s: "
             + ", ".join(f"{k} {v}" for k, v in sorted(done.items())))
     summary = summarize(records, time.monotonic() - start)
-    summary["seed"], summary["first"] = args.seed, args.first
+    summary["seed"], summary["first"], summary["plant_nan"] = args.seed, args.first, args.plant_nan
     print_summary(summary, records)
     if args.json:
         with open(args.json, "w") as f:

@@ -5,6 +5,7 @@ import os
 import sys
 import unittest
 
+import numpy as np
 import onnx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,6 +39,16 @@ class GeneratorTest(unittest.TestCase):
                 if "pool_resize" in c.description or "space_to_depth" in c.description:
                     self.assertEqual(sizes["H"] % 2, 0)
                     self.assertEqual(sizes["W"] % 2, 0)
+
+    def test_planted_nan(self):
+        picked = [i for i in range(200) if graphs.plants_nan(5, i, 0.25)]
+        self.assertTrue(30 < len(picked) < 70)
+        c = graphs.make_case(5, picked[0])
+        for k in range(4):
+            arrays = graphs.input_arrays(c, k, 5, picked[0], nan=True)
+            self.assertEqual(int(np.isnan(arrays[0][1]).sum()), 1)
+            clean = graphs.input_arrays(c, k, 5, picked[0])
+            self.assertFalse(np.isnan(clean[0][1]).any())
 
     def test_every_class_appears(self):
         classes = {graphs.make_case(0, i).cls for i in range(100)}
