@@ -53,12 +53,14 @@ sanitize: setup models
 # kiln's shape fuzzer (docs/shape-fuzz.md) for FUZZ_SECONDS on up to SHAPE_FUZZ_COUNT graphs.
 SHAPE_FUZZ_SEED ?= 2
 SHAPE_FUZZ_COUNT ?= 5000
-SHAPE_FUZZ_MAX_REFUSED ?= 0.5
+SHAPE_FUZZ_MAX_REFUSED ?= 0.55
+SHAPE_FUZZ_PLANT_NAN ?= 0
 fuzz: build models
 	@JOBS=$(JOBS) scripts/fuzz.sh $(BUILD)-fuzz $(MODELS) $(BUILD)/tools/kiln $(FUZZ_SECONDS)
 	@$(PY) tests/fuzz/shapes/shape_fuzz.py --kiln $(BUILD)/tools/kiln --seed $(SHAPE_FUZZ_SEED) \
 	  --count $(SHAPE_FUZZ_COUNT) --seconds $(FUZZ_SECONDS) --batch 20 --work $(BUILD)/shape-fuzz \
-	  --json $(BUILD)/shape-fuzz.json --max-refused-fraction $(SHAPE_FUZZ_MAX_REFUSED)
+	  --json $(BUILD)/shape-fuzz.json --max-refused-fraction $(SHAPE_FUZZ_MAX_REFUSED) \
+	  --plant-nan $(SHAPE_FUZZ_PLANT_NAN)
 
 clean:
 	rm -rf $(BUILD)
