@@ -92,7 +92,11 @@ class Builder:
 
     # Shape idioms, as exporters write them.
     def dim(self, x: str, axis: int) -> str:
-        """Dim `axis` of x as a 0-d int64 (Shape -> Gather, PyTorch's x.size(axis))."""
+        """Dim `axis` of x as a 0-d int64: Shape -> Gather (PyTorch's x.size(axis)), or
+        Shape -> Slice -> Squeeze (tf2onnx's strided slice of a shape)."""
+        if self.rng.integers(4) == 0:
+            part = self.op("Slice", [self.op("Shape", [x]), self.i64([axis]), self.i64([axis + 1]), self.i64([0])])
+            return self.op("Squeeze", [part, self.i64([0])])
         return self.op("Gather", [self.op("Shape", [x]), self.scalar_i64(axis)], axis=0)
 
     def dim1(self, x: str, axis: int) -> str:
@@ -168,7 +172,7 @@ def conv3(b: Builder, x: str, cin: int, cout: int, **attrs) -> str:
 
 def slice_of_dim(b: Builder):
     x, d = seq_input(b, S=Rule(2, 1, 24))
-    kind = ["from1", "neg_k", "to_neg1", "to_4", "half", "step2", "reverse", "min4"][b.rng.integers(8)]
+    kind = ["from1", "neg_k", "to_neg1", "to_4", "half", "step2", "reverse", "min4", "half_f"][b.rng.integers(9)]
     b.notes.append(kind)
     ax = b.i64([1])
     if kind == "from1":
@@ -182,6 +186,10 @@ def slice_of_dim(b: Builder):
         y = b.op("Slice", [x, b.i64([0]), b.i64([4]), ax])
     elif kind == "half":  # x[:, S//2:]
         half = b.op("Div", [b.dim(x, 1), b.scalar_i64(2)])
+        y = b.op("Slice", [x, b.unsq(half), b.i64([INT64_MAX]), ax])
+    elif kind == "half_f":  # x[:, int(S * 0.5):], through Cast to float and back
+        s = b.op("Cast", [b.dim(x, 1)], to=TensorProto.FLOAT)
+        half = b.op("Cast", [b.op("Floor", [b.op("Mul", [s, b.f32(np.float32(0.5))])])], to=TensorProto.INT64)
         y = b.op("Slice", [x, b.unsq(half), b.i64([INT64_MAX]), ax])
     elif kind == "step2":
         y = b.op("Slice", [x, b.i64([0]), b.i64([INT64_MAX]), ax, b.i64([2])])
