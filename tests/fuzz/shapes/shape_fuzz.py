@@ -140,8 +140,9 @@ def run_suite(kiln: str, names: list, work: str, backend: str, tol: dict, timeou
     if r.returncode < 0:
         return f"crash: signal {signal.Signals(-r.returncode).name}", {}
     if r.returncode not in (0, 1) or not os.path.exists(junit):
-        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-        return f"crash: exit {r.returncode}: {' | '.join(tail)}", {}
+        tail = " | ".join((r.stderr or r.stdout).strip().splitlines()[-3:])
+        # 2 is kiln's "usage or input error": a clean refusal of the whole run, not a crash
+        return f"{'error' if r.returncode == 2 else 'crash'}: exit {r.returncode}: {tail}", {}
     return "ok", parse_junit(junit)
 
 
@@ -226,7 +227,8 @@ def classify(case, ort_error, cpu, ref, broken_cpu, broken_ref) -> dict:
     for broken in (broken_cpu, broken_ref):
         if case.name in broken:
             status = broken[case.name]
-            flags.append(("timeout" if status == "timeout" else "crash", status))
+            kind = {"timeout": "timeout", "error": "run-error"}.get(status.split(":")[0], "crash")
+            flags.append((kind, status))
     cases = cpu.get(case.name, [])
     dynamic = [c for c in cases if "/bound/" not in c["name"]]
     bound = [c for c in cases if "/bound/" in c["name"]]

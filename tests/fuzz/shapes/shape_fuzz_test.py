@@ -100,6 +100,11 @@ class ClassifyTest(unittest.TestCase):
                            case(f"{self.c.name}/bound/N=3", "fail-compile", "constant 'y' data does not match")])
         self.assertEqual(r["outcome"], "bound-error")
 
+    def test_timeout_and_usage_error(self):
+        self.assertEqual(self.classify([], broken_cpu={self.c.name: "timeout"})["outcome"], "timeout")
+        r = self.classify([], broken_cpu={self.c.name: "error: exit 2: bad manifest"})
+        self.assertEqual(r["outcome"], "run-error")
+
     def test_crash_beats_everything(self):
         r = self.classify([], broken_cpu={self.c.name: "crash: signal SIGSEGV"})
         self.assertEqual(r["outcome"], "crash")
