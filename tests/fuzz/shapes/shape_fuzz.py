@@ -398,6 +398,7 @@ def main() -> int:
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--timeout", type=float, default=30, help="seconds per graph")
     ap.add_argument("--no-minimize", action="store_true", help="do not try to minimize failures")
+    ap.add_argument("--keep", action="store_true", help="keep every graph's folder (default: failures only)")
     ap.add_argument("--plant-nan", type=float, default=0, metavar="FRACTION",
                     help="this fraction of the graphs get one NaN in their first input; kiln must put NaN "
                          "exactly where ONNX Runtime does")
@@ -443,6 +444,11 @@ def main() -> int:
             if rec["outcome"] in FAILING and rec["outcome"] != "invalid" and not args.no_minimize:
                 rec["minimized"] = minimize(args.kiln, rec, args.seed, i, work, tol, args.timeout, args.plant_nan)
             records.append(rec)
+            if rec["outcome"] not in FAILING and not args.keep:  # only failures stay on disk
+                for sub in ("graphs", "ort"):
+                    shutil.rmtree(os.path.join(work, sub, c.name), ignore_errors=True)
+                for k in range(len(c.size_sets)):
+                    shutil.rmtree(os.path.join(work, "graphs", f"{c.name}__static{k}"), ignore_errors=True)
         done = collections.Counter(r["outcome"] for r in records)
         log(f"shape_fuzz: {len(records)} graphs, {time.monotonic() - start:.0f} s: "
             + ", ".join(f"{k} {v}" for k, v in sorted(done.items())))
