@@ -43,6 +43,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import onnx
 from onnx import numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -179,7 +180,6 @@ def run_isolated(kiln, names, work, backend, tol, timeout, tag):
 def write_static(case, work: str) -> list:
     """For a refused graph: one copy per size set with every symbolic dim made static (what a user
     whose sizes are fixed would export), with that set as its only data set. Returns the names."""
-    import onnx
     names = []
     for k, sizes in enumerate(case.size_sets):
         model = onnx.load_from_string(case.model)
