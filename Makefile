@@ -50,9 +50,18 @@ sanitize: setup models
 	  KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD)-fuzz -j$(JOBS) \
 	  --output-on-failure -E '$(SANITIZE_EXCLUDE)'
 
-# libFuzzer targets (clang), each run for FUZZ_SECONDS on seeds made from the test models.
+# libFuzzer targets (clang), each run for FUZZ_SECONDS on seeds made from the test models; then
+# kiln's shape fuzzer (docs/shape-fuzz.md) for FUZZ_SECONDS on up to SHAPE_FUZZ_COUNT graphs.
+SHAPE_FUZZ_SEED ?= 2
+SHAPE_FUZZ_COUNT ?= 5000
+SHAPE_FUZZ_MAX_REFUSED ?= 0.55
+SHAPE_FUZZ_PLANT_NAN ?= 0
 fuzz: build models
 	@JOBS=$(JOBS) scripts/fuzz.sh $(BUILD)-fuzz $(MODELS) $(BUILD)/tools/kiln $(FUZZ_SECONDS)
+	@$(PY) tests/fuzz/shapes/shape_fuzz.py --kiln $(BUILD)/tools/kiln --seed $(SHAPE_FUZZ_SEED) \
+	  --count $(SHAPE_FUZZ_COUNT) --seconds $(FUZZ_SECONDS) --batch 20 --work $(BUILD)/shape-fuzz \
+	  --json $(BUILD)/shape-fuzz.json --max-refused-fraction $(SHAPE_FUZZ_MAX_REFUSED) \
+	  --plant-nan $(SHAPE_FUZZ_PLANT_NAN)
 
 clean:
 	rm -rf $(BUILD)

@@ -6,6 +6,7 @@
 //        [--threads N] [--verbose]
 //   node tools/ort/run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...]
 //        [--warmup N] [--repeat N] [--threads N] [--verbose]
+//   node tools/ort/run_ort.js batch JOBS.json [--threads N] [--verbose]
 //
 // SHAPE is dims joined by 'x' (e.g. 8x3x224x224; use 'scalar' for a 0-d tensor).
 // Element types: f32 (float32), f64, f16, i64, i32, i16, i8, u64, u32, u16, u8, bool (no bf16:
@@ -15,6 +16,11 @@
 // f32 for float models) and DIR/<name>.shape (text, e.g. `8x1000`). Characters in <name> outside
 // [A-Za-z0-9._-] are replaced by '_'.
 // `time` prints one JSON line to stdout: {"times_ms":[...],"median_ms":...,...}.
+// `batch` runs many models in one process (node and ORT start once, not per model). JOBS.json is
+// [{"model": PATH, "inputs": [{"name", "shape": [dims], "type": "f32", "file"}], "output_dir": DIR}].
+// Each job's DIR gets the outputs as for `run`, plus outputs.json ([{"name", "type", "shape"}] in
+// the model's output order), or error.txt with ORT's message when the session cannot be created or
+// run; one job's failure never stops the others. Exit 0 when every job was attempted.
 //
 // Install: cd tools/ort && ONNXRUNTIME_NODE_INSTALL=skip npm install
 'use strict';
@@ -31,6 +37,7 @@ function die(msg) {
 const USAGE = `usage:
   node run_ort.js run  MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] --output-dir DIR [--threads N] [--verbose]
   node run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] [--warmup N] [--repeat N] [--threads N] [--verbose]
+  node run_ort.js batch JOBS.json [--threads N] [--verbose]
 defaults: --threads 2 --warmup 3 --repeat 10; ORT CPU EP, graphOptimizationLevel 'all'`;
 
 const TYPES = {
@@ -64,7 +71,7 @@ function parseArgs(argv) {
     mode: argv[0], model: argv[1], inputs: [], outputDir: null,
     threads: 2, warmup: 3, repeat: 10, verbose: false,
   };
-  if (opts.mode !== 'run' && opts.mode !== 'time') die(`unknown mode '${opts.mode}'\n${USAGE}`);
+  if (opts.mode !== 'run' && opts.mode !== 'time' && opts.mode !== 'batch') die(`unknown mode '${opts.mode}'\n${USAGE}`);
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     const next = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); return argv[++i]; };
@@ -77,6 +84,7 @@ function parseArgs(argv) {
     else die(`unknown argument '${a}'\n${USAGE}`);
   }
   if (opts.mode === 'run' && !opts.outputDir) die('run needs --output-dir DIR');
+  if (opts.mode === 'batch' && (opts.inputs.length || opts.outputDir)) die('batch takes its inputs and output dirs from JOBS.json');
   return opts;
 }
 
@@ -105,14 +113,15 @@ function parseInput(spec) {
   return { name, dims, type, file };
 }
 
-function loadTensor(ort, inp) {
+function loadTensor(ort, inp, fail = die) {
   const t = TYPES[inp.type];
+  if (!t) return fail(`unsupported element type '${inp.type}' for input '${inp.name}'`);
   const count = inp.dims.reduce((a, b) => a * b, 1);
   let buf;
-  try { buf = fs.readFileSync(inp.file); } catch (e) { die(`cannot read ${inp.file}: ${e.message}`); }
+  try { buf = fs.readFileSync(inp.file); } catch (e) { return fail(`cannot read ${inp.file}: ${e.message}`); }
   const want = count * t.array.BYTES_PER_ELEMENT;
   if (buf.length !== want) {
-    die(`${inp.file}: ${buf.length} bytes, but ${inp.name} [${inp.dims.join('x')}] ${inp.type} needs ${want}`);
+    return fail(`${inp.file}: ${buf.length} bytes, but ${inp.name} [${inp.dims.join('x')}] ${inp.type} needs ${want}`);
   }
   // Copy into an aligned buffer (Buffer from readFileSync may be a slice of a pool).
   const ab = new ArrayBuffer(want);
@@ -138,17 +147,8 @@ function median(xs) {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
-async function main() {
-  const opts = parseArgs(process.argv.slice(2));
-  let ort;
-  try {
-    ort = require('onnxruntime-node');
-  } catch (e) {
-    die(`cannot load onnxruntime-node (${e.message}); run: cd ${__dirname} && ONNXRUNTIME_NODE_INSTALL=skip npm install`);
-  }
-  if (!fs.existsSync(opts.model)) die(`no such model: ${opts.model}`);
-
-  const session = await ort.InferenceSession.create(opts.model, {
+function sessionOptions(opts) {
+  return {
     executionProviders: ['cpu'],
     intraOpNumThreads: opts.threads,
     interOpNumThreads: 1,
@@ -157,7 +157,60 @@ async function main() {
     // 0 verbose .. 4 fatal. MXNet-style models (initializers listed in graph.input) make ORT warn
     // once per initializer; keep that quiet unless asked.
     logSeverityLevel: opts.verbose ? 1 : 3,
-  });
+  };
+}
+
+const TYPE_NAMES = Object.fromEntries(Object.entries(TYPES).map(([k, v]) => [v.ort, k]));
+
+// One job of `batch`: throws with ORT's message on any failure (the caller records it).
+async function runJob(ort, opts, job) {
+  const fail = (msg) => { throw new Error(msg); };
+  const session = await ort.InferenceSession.create(job.model, sessionOptions(opts));
+  const feeds = {};
+  for (const inp of job.inputs) {
+    feeds[inp.name] = loadTensor(ort, { name: inp.name, dims: inp.shape, type: inp.type, file: inp.file }, fail);
+  }
+  const results = await session.run(feeds);
+  const meta = [];
+  for (const name of session.outputNames) {
+    const t = results[name];
+    const base = path.join(job.output_dir, safeName(name));
+    fs.writeFileSync(base + '.bin', tensorBytes(t));
+    fs.writeFileSync(base + '.shape', (t.dims.length ? t.dims.join('x') : 'scalar') + '\n');
+    meta.push({ name, type: TYPE_NAMES[t.type] || t.type, shape: Array.from(t.dims), file: base + '.bin' });
+  }
+  fs.writeFileSync(path.join(job.output_dir, 'outputs.json'), JSON.stringify(meta) + '\n');
+}
+
+async function runBatch(ort, opts) {
+  let jobs;
+  try { jobs = JSON.parse(fs.readFileSync(opts.model, 'utf8')); } catch (e) { die(`cannot read ${opts.model}: ${e.message}`); }
+  if (!Array.isArray(jobs)) die(`${opts.model}: expected a JSON array of jobs`);
+  let failed = 0;
+  for (const job of jobs) {
+    fs.mkdirSync(job.output_dir, { recursive: true });
+    try {
+      await runJob(ort, opts, job);
+    } catch (e) {
+      failed++;
+      fs.writeFileSync(path.join(job.output_dir, 'error.txt'), `${e && e.message ? e.message : e}\n`);
+    }
+  }
+  process.stderr.write(`run_ort: batch of ${jobs.length} models, ${failed} failed\n`);
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  let ort;
+  try {
+    ort = require('onnxruntime-node');
+  } catch (e) {
+    die(`cannot load onnxruntime-node (${e.message}); run: cd ${__dirname} && ONNXRUNTIME_NODE_INSTALL=skip npm install`);
+  }
+  if (!fs.existsSync(opts.model)) die(`no such ${opts.mode === 'batch' ? 'job list' : 'model'}: ${opts.model}`);
+  if (opts.mode === 'batch') return runBatch(ort, opts);
+
+  const session = await ort.InferenceSession.create(opts.model, sessionOptions(opts));
 
   const feeds = {};
   for (const inp of opts.inputs) {
