@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -65,8 +66,30 @@ bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>
   return true;
 }
 
+// Dims equal as expressions, or assumed equal by shape inference (an FPN's lateral conv and the
+// upsampled level above: the Add's broadcast recorded `2*floor(H/2) == H`), so the dynamic graph
+// fuses where the graph with bound sizes, whose dims are equal numbers, does.
+bool same_or_assumed_shape(const ir::Graph& graph, const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    const Assumption wanted{Assumption::Kind::kEqual, a[i], b[i], {}};
+    const Assumption swapped{Assumption::Kind::kEqual, b[i], a[i], {}};
+    if (std::find(graph.assumptions.begin(), graph.assumptions.end(), wanted) ==
+            graph.assumptions.end() &&
+        std::find(graph.assumptions.begin(), graph.assumptions.end(), swapped) ==
+            graph.assumptions.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Add(conv_out, r) with matching shapes becomes conv's residual input, so the sum happens in the
 // conv's post-ops. The later of two candidate convs absorbs the Add, so the residual already exists.
+// Only a residual that a node computes is fused: a constant or graph input of [1,C,1,1] matches the
+// output's shape only when the sizes are bound to 1, and the fused sum's bits differ from the
+// broadcast Add's, so fusing it would make a bound module differ from the dynamic one.
 bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                    ir::NodeId id) {
   const ir::Node& conv = graph.node(id);
@@ -78,7 +101,11 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
   if (add.op_type != "Add" || add.inputs.size() != 2) return false;
   ir::ValueId residual = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
   const ir::Value& r = graph.value(residual);
-  if (r.shape != graph.value(y).shape || r.dtype != graph.value(y).dtype) return false;
+  if (!r.producer || r.constant) return false;
+  if (!same_or_assumed_shape(graph, r.shape, graph.value(y).shape) ||
+      r.dtype != graph.value(y).dtype) {
+    return false;
+  }
   if (auto producer = r.producer; producer && *producer > id) {
     const ir::Node& other = graph.node(*producer);
     bool other_can_absorb = other.op_type == "Conv" && !has_activation(other) &&
