@@ -95,6 +95,19 @@ Status GeluEdgeStep::run(const ExecContext& ctx) {
   return ok_status();
 }
 
+Status MaxPoolNanStep::run(const ExecContext& ctx) {
+  const auto* mask = reinterpret_cast<const float*>(ctx.resolve(mask_));
+  auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
+    for (int64_t i = begin; i < begin + n; ++i) {
+      if (std::isnan(mask[i]) && out[i] != kInf) out[i] = kNaN;
+    }
+  });
+  return ok_status();
+}
+
 void add_activation(ProgramBuilder& b, const BufferRef& in, const BufferRef& out,
                     const dnnl_desc& layout, const kernels::FusedActivation& activation) {
   if (activation.kind == Kind::kNone) {

@@ -65,4 +65,22 @@ class GeluEdgeStep : public Step {
   size_t count_;
 };
 
+// MaxPool's NaN: oneDNN's max pooling skips a NaN in the window (max(acc, x) keeps acc), while
+// PyTorch, numpy and kiln's portable kernel give NaN. The builder pools the same input a second
+// time by average (including padding, so no window is empty) into `mask`, which is NaN exactly
+// where the window holds a NaN (or both infinities), and this step writes NaN there into `out`,
+// except where the max is +inf (a window with +inf and -inf but no NaN).
+class MaxPoolNanStep : public Step {
+ public:
+  MaxPoolNanStep(std::string label, BufferRef mask, BufferRef out, size_t count)
+      : label_(std::move(label)), mask_(mask), out_(out), count_(count) {}
+  Status run(const ExecContext& ctx) override;
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  BufferRef mask_, out_;
+  size_t count_;
+};
+
 }  // namespace kiln::hal::cpu

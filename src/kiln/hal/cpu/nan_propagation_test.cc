@@ -267,6 +267,41 @@ TEST(NanThroughStandalone, MatMulAndGemmThenRelu) {
   }
 }
 
+// MaxPool and GlobalMaxPool on oneDNN (whose max skips a NaN): a window holding a NaN gives NaN,
+// as PyTorch and the portable kernel do; a window with +inf and -inf but no NaN gives +inf.
+TEST(NanThroughPooling, MaxPoolWindowsWithNaN) {
+  const ConcreteShape shape{1, 8, 6, 6};
+  // Channel 0: NaN at (1, 1). Channel 1: +inf at (3, 2), -inf at (3, 3).
+  Tensor x = planted(planted(planted(random_tensor(shape, 81), {7}), {36 + 20}, kInf), {36 + 21},
+                     -kInf);
+  Tensor x_nan = planted(random_tensor(shape, 83), {7});
+  SpecBuilder s;
+  const int32_t xi = s.input("x", shape), xn = s.input("x_nan", shape);
+  const int32_t c = s.value("c", shape);
+  const int32_t y1 = s.output("y1", {1, 8, 3, 3}), y2 = s.output("y2", {1, 8, 3, 3});
+  const int32_t g = s.output("g", {1, 8, 1, 1});
+  const Attributes a = attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                              {"strides", std::vector<int64_t>{2, 2}},
+                              {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  s.dispatch("plain", "MaxPool", {xi}, {y1}, a);
+  s.dispatch("conv", "Conv", {xn, s.constant("w", random_tensor({8, 8, 1, 1}, 82))}, {c});
+  s.dispatch("blocked", "MaxPool", {c}, {y2}, a);
+  s.dispatch("global", "GlobalMaxPool", {xi}, {g});
+  auto r = run(s, {x, x_nan});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // Windows cover rows and columns [2o - 1, 2o + 1]: (1, 1) is in windows 0 and 1 of each axis.
+  const auto plain = r->outputs[0].values<float>();
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(std::isnan(plain[i]), i == 0 || i == 1 || i == 3 || i == 4);
+  EXPECT_EQ(nan_count(r->outputs[0]), 4);
+  EXPECT_EQ(plain[9 + 4], kInf);  // channel 1, window (1, 1): +inf and -inf
+  // After the 1x1 conv every channel is NaN at (1, 1): 4 windows in each of 8 channels.
+  EXPECT_EQ(nan_count(r->outputs[1]), 32) << r->steps;
+  const auto global = r->outputs[2].values<float>();
+  EXPECT_TRUE(std::isnan(global[0]));
+  EXPECT_EQ(global[1], kInf);
+  for (int i = 2; i < 8; ++i) EXPECT_TRUE(std::isfinite(global[i])) << i;
+}
+
 // Activations the portable kernels run on the CPU backend, and ONNX Clip / Max / Min: a NaN in
 // gives a NaN out at the same place, the other elements finite. (ONNX Runtime 1.30 agrees for
 // each; Shrink and ThresholdedRelu map NaN to 0 by their definitions, in ONNX Runtime too.)
