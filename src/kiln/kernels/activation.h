@@ -8,9 +8,10 @@
 //                                   "kiln_activation_max" as bounds (finite, min <= max; an
 //                                   absent bound is unbounded). ReLU6 is clip(0, 6).
 //
-// The reference kernels keep a NaN as NaN. In the CPU backend, oneDNN's eltwise post-ops map a
-// NaN to the lower bound, as ONNX Runtime's fused activations do; kiln's own Winograd conv
-// kernel (hal/cpu/winograd_conv.h) keeps it.
+// NaN stays NaN, on every path: the portable and reference kernels use apply(); the CPU backend
+// never hands relu or clip to oneDNN (whose max(x, bound) maps a NaN to the bound) but applies
+// them with kiln's own code (hal/cpu/activation_step.h, the Winograd kernel's epilogue), as ONNX
+// Runtime and PyTorch keep NaN. -0 stays -0 (v < 0 is false for it).
 #pragma once
 
 #include <limits>

@@ -3,8 +3,12 @@
 // over the per-axis taps (nearest 1, linear 2, cubic 4) of the input, neighbours beyond the edges
 // clamped to it. Taps and weights depend only on dims and attributes, so make()
 // computes them once. The arithmetic follows the ONNX reference
-// (onnx/backend/test/case/node/resize.py): float64 coordinates, with the "resized length" taken as
-// scale * input length when scales are given (not the floored output dim).
+// (onnx/backend/test/case/node/resize.py) in float64 coordinates, except for the "resized length"
+// of align_corners, pytorch_half_pixel and tf_crop_and_resize, where kiln matches ONNX Runtime and
+// PyTorch rather than the reference: it is the output dim (the reference takes scale * input
+// length, a fraction when the scale does not divide evenly, e.g. 0.5 at odd sizes), and
+// pytorch_half_pixel maps an output of length 1 to coordinate 0 (the reference: -0.5). Two ONNX
+// backend cases built from the reference differ for this (docs/conformance.md).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -232,14 +236,14 @@ struct AxisTaps {
   std::vector<uint8_t> outside;
 };
 
-// The reference's coordinate of output index x in the input.
+// The coordinate of output index x in the input; `resized` is the output length.
 double source_coordinate(const Params& p, double x, double in, double scale, double resized,
                          double roi_start, double roi_end) {
   switch (p.coord) {
     case Coord::kHalfPixel:
       return (x + 0.5) / scale - 0.5;
     case Coord::kPytorchHalfPixel:
-      return resized == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+      return resized == 1 ? 0.0 : (x + 0.5) / scale - 0.5;
     case Coord::kAlignCorners:
       return resized == 1 ? 0.0 : x * (in - 1) / (resized - 1);
     case Coord::kAsymmetric:
@@ -255,7 +259,7 @@ double source_coordinate(const Params& p, double x, double in, double scale, dou
   return 0;
 }
 
-// `resized`: the reference's resized length, scale * in.
+// `resized`: the output length (ONNX Runtime's; the reference would take scale * in).
 AxisTaps axis_taps(const Params& p, int64_t in, int64_t out, int64_t stride, double scale,
                    double resized, double roi_start, double roi_end) {
   AxisTaps ax;
@@ -558,7 +562,7 @@ StatusOr<std::unique_ptr<Kernel>> make_resize(const MakeArgs& args) {
     for (size_t a = 0; a < rank; ++a) {
       const double scale = scales ? (*scales)[a]
                                   : static_cast<double>(out[a]) / static_cast<double>(in[a]);
-      const double resized = scale * static_cast<double>(in[a]);
+      const auto resized = static_cast<double>(out[a]);
       axes[a] = axis_taps(p, in[a], out[a], strides[a], scale, resized, roi ? (*roi)[a] : 0.0,
                           roi ? (*roi)[a + rank] : 1.0);
     }

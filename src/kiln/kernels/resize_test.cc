@@ -1,5 +1,6 @@
 // Resize (resize.cc). Expected values are hand-computed from the coordinate formulas
 // of the ONNX spec (cubic ones checked against onnx/backend/test/case/node/resize.py).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,8 +129,59 @@ TEST(Resize, LinearPytorchHalfPixel) {
              {"coordinate_transformation_mode", std::string("pytorch_half_pixel")}});
   // 4 -> 3: x_original = (x + .5) * 4/3 - .5 = 1/6, 3/2, 17/6.
   expect_near(values_of<float>(resize_sizes(x, {3}, a)), {10 + 10.0 / 6, 25, 30 + 10 * 5.0 / 6});
-  // A length-1 output reads x_original = -.5: the first element.
+  // A length-1 output reads x_original = 0 (ONNX Runtime; the reference's -.5 clamps to the same
+  // element here): the first element.
   expect_near(values_of<float>(resize_sizes(x, {1}, a)), {10});
+}
+
+// Scales that do not divide the input evenly (0.5 at odd sizes, 1.5 at 3): the expected values are
+// ONNX Runtime 1.30's outputs for these models (opset 13, X = arange(n * n) as [1, 1, n, n],
+// scales [1, 1, s, s]). The ONNX reference takes the resized length as s * n (2.5 for n = 5) and
+// gives values far from these (for align_corners 5 -> 2: [0, 2.67, 13.3, 16] instead of
+// [0, 4, 20, 24]). Run in float and in double (the reference evaluator's precision).
+TEST(Resize, MatchesOnnxRuntimeAtOddSizes) {
+  struct Case {
+    const char* coord;
+    const char* mode;
+    int64_t n;
+    float scale;
+    std::vector<double> want;
+  };
+  const std::vector<Case> cases = {
+      {"align_corners", "linear", 5, 0.5f, {0, 4, 20, 24}},
+      {"align_corners", "nearest", 5, 0.5f, {0, 4, 20, 24}},
+      {"align_corners", "cubic", 5, 0.5f, {0, 4, 20, 24}},
+      {"align_corners", "linear", 7, 0.5f, {0, 3, 6, 21, 24, 27, 42, 45, 48}},
+      {"align_corners", "linear", 3, 1.5f,
+       {0, 0.6666667, 1.3333334, 2, 2, 2.6666667, 3.3333335, 4, 4, 4.666667, 5.333334, 6, 6,
+        6.666667, 7.3333335, 8}},
+      {"align_corners", "cubic", 3, 1.5f,
+       {0, 0.574074, 1.4259255, 2, 1.7222219, 2.2962968, 3.1481476, 3.7222228, 4.2777767,
+        4.851852, 5.7037005, 6.2777758, 6, 6.5740767, 7.425924, 8}},
+      // Output length 1: coordinate 0, the first element (the reference's -0.5 gives 0.375 with
+      // cubic taps).
+      {"pytorch_half_pixel", "cubic", 3, 0.5f, {0}},
+      {"pytorch_half_pixel", "linear", 3, 0.5f, {0}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} {} n={} scale={}", c.coord, c.mode, c.n, c.scale));
+    const Attributes a = attrs({{"mode", std::string(c.mode)},
+                                {"coordinate_transformation_mode", std::string(c.coord)}});
+    std::vector<float> xf;
+    std::vector<double> xd;
+    for (int64_t i = 0; i < c.n * c.n; ++i) {
+      xf.push_back(static_cast<float>(i));
+      xd.push_back(static_cast<double>(i));
+    }
+    auto yf = resize_scales(f32({1, 1, c.n, c.n}, xf), {1, 1, c.scale, c.scale}, a);
+    ASSERT_TRUE(yf.ok()) << yf.status().message();
+    expect_near(values_of<float>(yf), c.want);
+    auto yd = resize_scales(f64({1, 1, c.n, c.n}, xd), {1, 1, c.scale, c.scale}, a);
+    ASSERT_TRUE(yd.ok()) << yd.status().message();
+    const std::vector<double> got = values_of<double>(yd);
+    ASSERT_EQ(got.size(), c.want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], c.want[i], 1e-5) << i;
+  }
 }
 
 TEST(Resize, CubicHalfPixel) {

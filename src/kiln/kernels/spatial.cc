@@ -719,6 +719,18 @@ Status infer_pool(InferArgs& args, Pool kind) {
   return ok_status();
 }
 
+// The most negative finite value of storage type T (f16: -65504, bf16: -0x1.fep127).
+template <typename T>
+double lowest_finite() {
+  if constexpr (std::is_same_v<T, Half>) {
+    return -65504.0;
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return -0x1.fep127;
+  } else {
+    return static_cast<double>(std::numeric_limits<T>::lowest());
+  }
+}
+
 class PoolKernel : public Kernel {
   // Member templates first: clang 14 leaves those defined after a generic lambda that
   // calls them uninstantiated (undefined references at link time).
@@ -769,6 +781,10 @@ class PoolKernel : public Kernel {
                 }
               }
             }
+            // A window with no tap inside the input (dilated taps straddling it, all in the
+            // padding) gives the lowest finite value of the storage type, as ONNX Runtime and
+            // oneDNN do (not -inf); its index stays -1.
+            if (best_at < 0) best = static_cast<C>(lowest_finite<T>());
             const int64_t o = p * out_plane + (od * g.out[1] + oh) * g.out[2] + ow;
             store(y, o, best);
             if (indices != nullptr) indices[o] = best_at;

@@ -1,6 +1,9 @@
 // Elementwise functions of one tensor. Floating-point math runs in the storage type's compute
 // type (f32 for f16/bf16/f32, f64 for f64) with the C library's functions; integer ops are exact.
 // Clip also lives here: its optional min and max inputs are scalars.
+// NaN: every function of a NaN is NaN (as in ONNX Runtime and PyTorch), except the predicates
+// (IsNaN, IsInf), Shrink and ThresholdedRelu, whose ONNX definitions give 0 for a NaN (ONNX
+// Runtime agrees).
 #include <array>
 #include <cmath>
 #include <limits>
@@ -223,10 +226,12 @@ auto apply(C x, const Params& p) {
     const C gamma = static_cast<C>(p.gamma);
     return x <= 0 ? gamma * alpha * std::expm1(x) : gamma * x;
   } else if constexpr (F == Fn::kCelu) {
+    if (std::isnan(x)) return x;  // std::max/min would drop it
     return std::max(C(0), x) + std::min(C(0), alpha * std::expm1(x / alpha));
   } else if constexpr (F == Fn::kThresholdedRelu) {
     return x > alpha ? x : C(0);
   } else if constexpr (F == Fn::kHardSigmoid) {
+    if (std::isnan(x)) return x;  // std::max/min would drop it
     return std::max(C(0), std::min(C(1), alpha * x + beta));
   } else if constexpr (F == Fn::kGelu) {
     // ONNX Gelu (opset 20): x/2 (1 + erf(x / sqrt 2)), or with approximate = "tanh"

@@ -2,6 +2,8 @@
 // independent numpy reference in testdata/conv_cases.py.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kiln/ops/op_test_util.h"
 
 namespace kiln::ops {
@@ -248,6 +250,25 @@ TEST(Conv, ResidualAndReluExtension) {
       .input("residual", DType::kF32, {1, 2, 1, 2})
       .attr("kiln_activation", std::string("relu"));
   expect_close(no_bias.run1({x, residual}), {1, 2, 1, 2}, {0.5, 0, 5, 8});
+}
+
+// A NaN in X reaches every output whose window holds it, through kiln's fused relu and clip.
+TEST(Conv, FusedActivationsKeepNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const char* activation : {"relu", "clip"}) {
+    SCOPED_TRACE(activation);
+    OpGraph g("Conv");
+    g.input("X", DType::kF32, {1, 1, 3, 3})
+        .constant("W", f32({1, 1, 2, 2}, {-1, -1, -1, -1}))
+        .attr("kiln_activation", std::string(activation));
+    if (std::string(activation) == "clip") {
+      g.attr("kiln_activation_min", 0.0).attr("kiln_activation_max", 6.0);
+    }
+    // Windows [0,1,3,4] [1,2,4,5] [3,4,6,7] [4,5,7,8]: the NaN at 2 is in the second only; the
+    // others are negative sums, clamped to 0.
+    expect_close(g.run1({f32({1, 1, 3, 3}, {1, 1, nan, 1, 1, 1, 1, 1, 1})}), {1, 1, 2, 2},
+                 {0, nan, 0, 0});
+  }
 }
 
 TEST(Conv, SymbolicShapeInference) {

@@ -35,6 +35,43 @@ TEST(Relu, ClampsNegativesAndKeepsNaN) {
   expect_close(ints.run1({i64({3}, {-4, 0, 7})}), {3}, {0, 0, 7}, 0, 0);
 }
 
+// The reference evaluator keeps NaN through every activation, as ONNX Runtime 1.30 and PyTorch
+// do (checked by running each op there on the same input): Relu, Clip, LeakyRelu, Sigmoid,
+// HardSigmoid, HardSwish, Elu, Selu, Celu, Softplus, PRelu, Max and Min (either operand order).
+// Shrink and ThresholdedRelu give 0 for NaN by their ONNX definitions, in ONNX Runtime too.
+TEST(Activations, ReferenceKeepsNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = f32({4}, {nan, -2, 0.5, 7});
+  auto unary = [&](const char* op, std::initializer_list<std::pair<std::string, Attribute>> a) {
+    OpGraph g(op);
+    g.input("X", DType::kF32, {4});
+    for (const auto& [name, value] : a) g.attr(name, value);
+    return g.run1({x});
+  };
+  for (const char* op : {"Relu", "Sigmoid", "HardSwish", "Elu", "Selu", "Celu", "Softplus",
+                         "Softsign", "Tanh"}) {
+    SCOPED_TRACE(op);
+    Tensor y = unary(op, {});
+    EXPECT_TRUE(std::isnan(element_as_double(y, 0)));
+    for (int64_t i = 1; i < 4; ++i) EXPECT_TRUE(std::isfinite(element_as_double(y, i))) << i;
+  }
+  expect_close(unary("LeakyRelu", {{"alpha", 0.1}}), {4}, {nan, -0.2, 0.5, 7});
+  expect_close(unary("HardSigmoid", {{"alpha", 0.2}, {"beta", 0.5}}), {4}, {nan, 0.1, 0.6, 1});
+  expect_close(unary("Shrink", {{"lambd", 0.5}, {"bias", 0.1}}), {4}, {0, -1.9, 0, 6.9});
+  expect_close(unary("ThresholdedRelu", {{"alpha", 1.0}}), {4}, {0, 0, 0, 7});
+  OpGraph clip("Clip");
+  clip.input("X", DType::kF32, {4}).constant("min", f32({}, {0})).constant("max", f32({}, {6}));
+  expect_close(clip.run1({x}), {4}, {nan, 0, 0.5, 6});
+  OpGraph prelu("PRelu");
+  prelu.input("X", DType::kF32, {4}).constant("slope", f32({1}, {0.1}));
+  expect_close(prelu.run1({x}), {4}, {nan, -0.2, 0.5, 7});
+  const Tensor zero = f32({4}, {0, 0, 0, 0});
+  expect_close(binary("Max", x, zero), {4}, {nan, 0, 0.5, 7});
+  expect_close(binary("Max", zero, x), {4}, {nan, 0, 0.5, 7});
+  expect_close(binary("Min", x, zero), {4}, {nan, -2, 0, 0});
+  expect_close(binary("Min", zero, x), {4}, {nan, -2, 0, 0});
+}
+
 TEST(Binary, BroadcastsRowAndColumn) {
   // [2,3] op [3] and [2,1] op [3] (both directions broadcast).
   Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6});

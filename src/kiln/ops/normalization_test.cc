@@ -1,6 +1,8 @@
 // BatchNormalization: expected values from testdata/misc_cases.py.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kiln/ops/op_test_util.h"
 
 namespace kiln::ops {
@@ -51,6 +53,17 @@ TEST(BatchNormalization, FusedRelu) {
   std::vector<double> expected = kSpatial1;
   for (double& v : expected) v = v < 0 ? 0 : v;
   expect_close(g.run1({f32({2, 3, 2, 2}, pattern(24, 7, 3, 11, 4))}), {2, 3, 2, 2}, expected);
+}
+
+TEST(BatchNormalization, FusedReluKeepsNaN) {
+  OpGraph g = spatial_bn(DType::kF32, {2, 3, 2, 2});
+  g.attr("kiln_activation", std::string("relu"));
+  std::vector<double> x = pattern(24, 7, 3, 11, 4);
+  x[5] = std::numeric_limits<double>::quiet_NaN();
+  Tensor y = g.run1({f32({2, 3, 2, 2}, x)});
+  for (int64_t i = 0; i < 24; ++i) {
+    EXPECT_EQ(std::isnan(element_as_double(y, i)), i == 5) << i;
+  }
 }
 
 TEST(BatchNormalization, SpatialZeroHasPerFeatureParameters) {

@@ -1,6 +1,9 @@
 // MaxPool, AveragePool, GlobalAveragePool: expected values from the independent numpy reference
 // in testdata/pooling_cases.py.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <limits>
 
 #include "kiln/ops/op_test_util.h"
 
@@ -394,6 +397,64 @@ TEST(Pooling, BadInputs) {
     OpGraph g("GlobalAveragePool");
     g.input("X", DType::kF32, {1, 3});
     EXPECT_TRUE(has_error(g.infer(), StatusCode::kInvalidArgument, {"input 0 'X' must have rank"}));
+  }
+}
+
+// ceil_mode and dilated windows at odd sizes, X = arange(n) - 100: the expected values are ONNX
+// Runtime 1.30's outputs for the same models. A dilated window whose taps all fall in the padding
+// gives the lowest finite float, as in ONNX Runtime and oneDNN (not -inf).
+TEST(Pooling, EdgeWindowsMatchOnnxRuntime) {
+  const double lowest = std::numeric_limits<float>::lowest();
+  struct Case {
+    const char* op;
+    ConcreteShape x;
+    std::vector<std::pair<std::string, Attribute>> attrs;
+    ConcreteShape y;
+    std::vector<double> want;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool", {1, 1, 5, 5},
+       {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}},
+       {1, 1, 3, 3}, {-94, -92, -91, -84, -82, -81, -79, -77, -76}},
+      {"AveragePool", {1, 1, 5, 5},
+       {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}},
+       {1, 1, 3, 3}, {-97, -95, -93.5, -87, -85, -83.5, -79.5, -77.5, -76}},
+      // The last ceil-mode window would start in the end padding: dropped.
+      {"MaxPool", {1, 1, 2, 2},
+       {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{3, 3}}, {"pads", Ints{0, 0, 1, 1}},
+        {"ceil_mode", int64_t{1}}},
+       {1, 1, 1, 1}, {-97}},
+      {"AveragePool", {1, 1, 2, 2},
+       {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{3, 3}}, {"pads", Ints{0, 0, 1, 1}},
+        {"ceil_mode", int64_t{1}}},
+       {1, 1, 1, 1}, {-98.5}},
+      {"MaxPool", {1, 1, 3, 3},
+       {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}},
+        {"ceil_mode", int64_t{1}}},
+       {1, 1, 2, 2}, {-96, -95, -93, -92}},
+      {"AveragePool", {1, 1, 3, 3},
+       {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}},
+        {"ceil_mode", int64_t{1}}},
+       {1, 1, 2, 2}, {-98, -97, -95, -94}},
+      // Taps at rows -1 and 1 of a 1-row input: every window is padding only.
+      {"MaxPool", {1, 1, 1, 4},
+       {{"kernel_shape", Ints{2, 1}}, {"dilations", Ints{2, 1}}, {"pads", Ints{1, 0, 1, 0}}},
+       {1, 1, 1, 4}, {lowest, lowest, lowest, lowest}},
+      {"MaxPool", {1, 1, 1, 4},
+       {{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 1}}, {"strides", Ints{1, 2}},
+        {"pads", Ints{1, 0, 1, 0}}, {"ceil_mode", int64_t{1}}},
+       {1, 1, 1, 2}, {lowest, lowest}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} [{}]", c.op, fmt::join(c.x, ",")));
+    OpGraph g(c.op);
+    g.input("X", DType::kF32, shape_from_concrete(c.x));
+    for (const auto& [name, value] : c.attrs) g.attr(name, value);
+    std::vector<double> x;
+    int64_t count = 1;
+    for (int64_t d : c.x) count *= d;
+    for (int64_t i = 0; i < count; ++i) x.push_back(static_cast<double>(i) - 100);
+    expect_close(g.run1({f32(c.x, x)}), c.y, c.want, 0, 0);
   }
 }
 

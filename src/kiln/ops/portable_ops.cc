@@ -77,9 +77,13 @@ Status evaluate_portable(const kernels::OpKernel& op, const ir::Node& node,
     return invalid_argument("got {} input tensors for {} node inputs", inputs.size(),
                             node.inputs.size());
   }
+  // MaxPool only selects input values, so float64 adds nothing, and a window with no tap inside
+  // the input must give the lowest finite value of the model's dtype, not of float64.
   bool upcast = false;
+  const bool selects_only = node.op_type == "MaxPool";
   std::vector<Tensor> wide;
   for (const Tensor& t : inputs) {
+    if (selects_only) break;
     wide.push_back(t);
     if (!t.empty_storage() && (t.dtype() == DType::kF32 || t.dtype() == DType::kF16 ||
                                t.dtype() == DType::kBF16)) {

@@ -19,14 +19,27 @@ std::string figure(double value) { return fmt::format("{:.3g}", value); }
 
 std::string dash_if_empty(const std::string& text) { return text.empty() ? "-" : text; }
 
+// A failed comparison whose mismatches are all NaN or Inf shows no "0" error, which reads as a pass.
+bool nan_inf_only(const CompareResult& r) { return !r.passed() && r.tolerance_mismatches() == 0; }
+
+std::string error_cell(const CaseResult& c, double value) {
+  const bool failed = std::any_of(c.outputs.begin(), c.outputs.end(), [](const OutputReport& o) {
+    return o.compare && !o.compare->passed();
+  });
+  const bool only_nan_inf = std::all_of(c.outputs.begin(), c.outputs.end(), [](const OutputReport& o) {
+    return !o.compare || o.compare->tolerance_mismatches() == 0;
+  });
+  return failed && only_nan_inf ? "n/a (NaN/Inf)" : figure(value);
+}
+
 Table summary_table(const SuiteResult& result) {
   Table table{{"model", "variant", "size", "outcome", "result", "max abs err", "max rel err", "NaN/Inf", "time"}, {}};
   for (const CaseResult& c : result.cases) {
     const bool compared = std::any_of(c.outputs.begin(), c.outputs.end(), [](const OutputReport& o) { return o.compare.has_value(); });
     std::string model = c.data_set.empty() ? c.model : c.model + "/" + c.data_set;
     table.rows.push_back({model, dash_if_empty(c.variant), dash_if_empty(c.sizes), std::string(outcome_name(c.outcome)),
-                          std::string(verdict_name(c.verdict)), compared ? figure(c.max_abs_error()) : "-",
-                          compared ? figure(c.max_rel_error()) : "-",
+                          std::string(verdict_name(c.verdict)), compared ? error_cell(c, c.max_abs_error()) : "-",
+                          compared ? error_cell(c, c.max_rel_error()) : "-",
                           compared ? fmt::format("{}/{}", c.nan_count(), c.inf_count()) : "-",
                           fmt::format("{:.2f} s", c.seconds)});
   }
@@ -38,8 +51,8 @@ Table output_table(const CaseResult& c) {
   for (const OutputReport& o : c.outputs) {
     table.rows.push_back({o.name, o.reference, figure(o.tolerance.atol), figure(o.tolerance.rtol),
                           o.tolerance.nan_equal ? "match" : "fail", o.passed ? "ok" : "FAIL",
-                          o.compare ? figure(o.compare->max_abs_error) : "-",
-                          o.compare ? figure(o.compare->max_rel_error) : "-",
+                          !o.compare ? "-" : nan_inf_only(*o.compare) ? "n/a (NaN/Inf)" : figure(o.compare->max_abs_error),
+                          !o.compare ? "-" : nan_inf_only(*o.compare) ? "n/a (NaN/Inf)" : figure(o.compare->max_rel_error),
                           o.compare ? fmt::format("{}/{}", o.compare->actual_nan, o.compare->actual_inf) : "-"});
   }
   return table;

@@ -49,6 +49,11 @@ class Accumulator {
   }
 
   void mismatch(int64_t index, double actual, double expected) {
+    if (std::isnan(actual) || std::isnan(expected)) {
+      ++r_.nan_mismatches;
+    } else if (std::isinf(actual) || std::isinf(expected)) {
+      ++r_.inf_mismatches;
+    }
     if (r_.mismatches++ == 0) {
       r_.first_mismatch = index;
       r_.first_actual = actual;
@@ -210,14 +215,24 @@ std::string format_compare_result(const CompareResult& r, const Tolerance& t) {
       fmt::format("{}: {}/{} mismatches (atol {}, rtol {}{})", r.passed() ? "PASS" : "FAIL",
                   r.mismatches, r.count, t.atol, t.rtol, t.nan_equal ? ", NaN equal" : "");
   if (is_float(r.dtype)) {
+    if (!r.passed()) {
+      out += fmt::format(": {} NaN, {} Inf, {} beyond tolerance", r.nan_mismatches,
+                         r.inf_mismatches, r.tolerance_mismatches());
+    }
     out += fmt::format("; actual NaN {}/{}, Inf {}/{}; expected NaN {}/{}, Inf {}/{}", r.actual_nan,
                        r.count, r.actual_inf, r.count, r.expected_nan, r.count, r.expected_inf,
                        r.count);
   }
-  out += fmt::format("; max abs err {}", r.max_abs_error);
-  if (r.max_abs_error_index) out += " at " + format_index(*r.max_abs_error_index, r.shape);
-  out += fmt::format("; max rel err {}", r.max_rel_error);
-  if (r.max_rel_error_index) out += " at " + format_index(*r.max_rel_error_index, r.shape);
+  if (!r.passed() && r.tolerance_mismatches() == 0) {
+    out += "; no finite mismatch (every mismatch is a NaN or an Inf)";
+  } else if (!r.max_abs_error_index) {
+    out += "; max abs err n/a (no finite pair)";
+  } else {
+    out += fmt::format("; max abs err {} at {}", r.max_abs_error,
+                       format_index(*r.max_abs_error_index, r.shape));
+    out += fmt::format("; max rel err {}", r.max_rel_error);
+    if (r.max_rel_error_index) out += " at " + format_index(*r.max_rel_error_index, r.shape);
+  }
   if (r.first_mismatch) {
     out +=
         fmt::format("; first mismatch at {} (flat {}): actual {} expected {}",

@@ -31,6 +31,9 @@ struct Tolerance {
 struct CompareResult {
   int64_t count = 0;       // elements compared
   int64_t mismatches = 0;  // elements that failed the rule above
+  // The mismatches by kind: NaN on either side; else Inf on either side. The rest are finite
+  // pairs beyond the tolerance (tolerance_mismatches()).
+  int64_t nan_mismatches = 0, inf_mismatches = 0;
   // Non-finite counts over all elements, whether they passed or not. Always zero for integers.
   int64_t actual_nan = 0, actual_inf = 0;
   int64_t expected_nan = 0, expected_inf = 0;
@@ -45,6 +48,7 @@ struct CompareResult {
   ConcreteShape shape;
 
   bool passed() const { return mismatches == 0; }
+  int64_t tolerance_mismatches() const { return mismatches - nan_mismatches - inf_mismatches; }
 };
 
 // Compares element by element. Errors (invalid argument) when the dtypes or shapes differ (the
@@ -54,9 +58,12 @@ StatusOr<CompareResult> compare_tensors(const Tensor& actual, const Tensor& expe
                                         const Tolerance& tolerance);
 
 // One line, e.g.
-// "FAIL: 3/4000 mismatches (atol 2e-05, rtol 1e-05); actual NaN 1/4000, Inf 0/4000; expected NaN
-//  0/4000, Inf 0/4000; max abs err 0.0012 at [1,17]; max rel err 0.04 at [0,5]; first mismatch at
-//  [0,5] (flat 5): actual 0.51 expected 0.49"
+// "FAIL: 3/4000 mismatches (atol 2e-05, rtol 1e-05): 1 NaN, 0 Inf, 2 beyond tolerance; actual NaN
+//  1/4000, Inf 0/4000; expected NaN 0/4000, Inf 0/4000; max abs err 0.0012 at [1,17]; max rel err
+//  0.04 at [0,5]; first mismatch at [0,5] (flat 5): actual 0.51 expected 0.49"
+// A failure whose mismatches are all NaN or Inf never reads "max abs err 0": the errors part says
+// "no finite mismatch (every mismatch is a NaN or an Inf)" instead. Without any finite pair the
+// errors read "max abs err n/a (no finite pair)".
 std::string format_compare_result(const CompareResult& result, const Tolerance& tolerance);
 
 // Row-major multi-index of a flat index: "[1,17]"; "[]" for a scalar. `flat` must be in range.

@@ -244,9 +244,9 @@ TEST(Comparator, F16FollowsTheFloatRules) {
 
   Tolerance t{0, 0};
   EXPECT_EQ(format_compare_result(compare(f16({2}, {one, nan}), f16({2}, {one, two}), t), t),
-            "FAIL: 1/2 mismatches (atol 0, rtol 0); actual NaN 1/2, Inf 0/2; expected NaN 0/2, "
-            "Inf 0/2; max abs err 0 at [0]; max rel err 0 at [0]; first mismatch at [1] (flat 1): "
-            "actual nan expected 2");
+            "FAIL: 1/2 mismatches (atol 0, rtol 0): 1 NaN, 0 Inf, 0 beyond tolerance; actual NaN "
+            "1/2, Inf 0/2; expected NaN 0/2, Inf 0/2; no finite mismatch (every mismatch is a NaN "
+            "or an Inf); first mismatch at [1] (flat 1): actual nan expected 2");
   EXPECT_EQ(max_abs_difference(f16({2}, {one, two}), f16({2}, {one, one})), 1);
   EXPECT_EQ(max_abs_difference(f16({1}, {nan}), f16({1}, {one})), INFINITY);
 }
@@ -276,9 +276,46 @@ TEST(Comparator, FormatsAFailure) {
   Tolerance t{2e-05, 1e-05};
   CompareResult r = compare(actual, expected, t);
   EXPECT_EQ(format_compare_result(r, t),
-            "FAIL: 3/6 mismatches (atol 2e-05, rtol 1e-05); actual NaN 1/6, Inf 0/6; expected "
-            "NaN 0/6, Inf 0/6; max abs err 0.25 at [1,2]; max rel err 0.25 at [1,2]; first "
-            "mismatch at [0,2] (flat 2): actual 0.51 expected 0.49");
+            "FAIL: 3/6 mismatches (atol 2e-05, rtol 1e-05): 1 NaN, 0 Inf, 2 beyond tolerance; "
+            "actual NaN 1/6, Inf 0/6; expected NaN 0/6, Inf 0/6; max abs err 0.25 at [1,2]; max "
+            "rel err 0.25 at [1,2]; first mismatch at [0,2] (flat 2): actual 0.51 expected 0.49");
+  EXPECT_EQ(r.nan_mismatches, 1);
+  EXPECT_EQ(r.inf_mismatches, 0);
+  EXPECT_EQ(r.tolerance_mismatches(), 2);
+}
+
+// Every mismatch a NaN or an Inf, and the finite pairs equal: the summary counts them by kind and
+// never reads "max abs err 0", which looks like a pass.
+TEST(Comparator, NanAndInfOnlyFailures) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor expected = f32({2, 3}, {0.5f, 1, 2, 3, 4, kNan});
+  Tensor actual = f32({2, 3}, {0.5f, kNan, kNan, inf, 4, 1});
+  Tolerance t{1e-4, 1e-4};
+  CompareResult r = compare(actual, expected, t);
+  EXPECT_FALSE(r.passed());
+  EXPECT_EQ(r.mismatches, 4);
+  EXPECT_EQ(r.nan_mismatches, 3);  // two actual NaN, one expected NaN without nan_equal
+  EXPECT_EQ(r.inf_mismatches, 1);
+  EXPECT_EQ(r.tolerance_mismatches(), 0);
+  EXPECT_EQ(r.max_abs_error, 0);  // over the finite pairs, which all match
+  const std::string text = format_compare_result(r, t);
+  EXPECT_EQ(text,
+            "FAIL: 4/6 mismatches (atol 0.0001, rtol 0.0001): 3 NaN, 1 Inf, 0 beyond tolerance; "
+            "actual NaN 2/6, Inf 1/6; expected NaN 1/6, Inf 0/6; no finite mismatch (every "
+            "mismatch is a NaN or an Inf); first mismatch at [0,1] (flat 1): actual nan expected 1");
+  EXPECT_EQ(text.find("max abs err"), std::string::npos) << text;
+
+  // All NaN: no finite pair at all.
+  Tensor all_nan = f32({3}, {kNan, kNan, kNan});
+  r = compare(all_nan, f32({3}, {1, 2, 3}), t);
+  EXPECT_EQ(r.nan_mismatches, 3);
+  EXPECT_FALSE(r.max_abs_error_index.has_value());
+  EXPECT_EQ(format_compare_result(r, t).find("max abs err 0"), std::string::npos);
+  // A pass without finite pairs says so rather than printing an error of 0.
+  r = compare(all_nan, all_nan.clone(), {0, 0, true});
+  EXPECT_TRUE(r.passed());
+  EXPECT_NE(format_compare_result(r, {0, 0, true}).find("max abs err n/a (no finite pair)"),
+            std::string::npos);
 }
 
 TEST(Comparator, FormatsAPassAndIntegers) {

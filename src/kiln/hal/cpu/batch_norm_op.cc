@@ -1,7 +1,10 @@
-// BatchNormalization (inference) on oneDNN batch_normalization_forward with global statistics,
-// separate scale and shift, and kiln_activation relu fused (fuse_norm_relu). Works on the
-// input's layout, so it keeps a conv's blocked output blocked.
+// BatchNormalization (inference) on oneDNN batch_normalization_forward with global statistics and
+// separate scale and shift; kiln_activation relu runs as kiln's ActivationStep right after, in
+// place (oneDNN's fuse_norm_relu maps a NaN to 0: activation_step.h). Works on the input's layout,
+// so it keeps a conv's blocked output blocked.
 #include <fmt/format.h>
+
+#include "kiln/hal/cpu/activation_step.h"
 
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
@@ -60,7 +63,6 @@ Status build_batch_norm(ProgramBuilder& b) {
   const dnnl_desc src = b.layout(x);
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
-  if (p.relu) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
   dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, src, p.epsilon,
                                                flags);
   dnnl::batch_normalization_forward::primitive_desc pd(desc, b.attr(), b.engine());
@@ -80,6 +82,10 @@ Status build_batch_norm(ProgramBuilder& b) {
   step.bind(DNNL_ARG_MEAN, channel, mean);
   step.bind(DNNL_ARG_VARIANCE, channel, var);
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
+  if (p.relu) {
+    add_activation(b, dst, pd.dst_desc(),
+                   kernels::FusedActivation{kernels::FusedActivation::Kind::kRelu});
+  }
   return ok_status();
 }
 

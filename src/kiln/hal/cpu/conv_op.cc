@@ -1,11 +1,14 @@
 // Conv on oneDNN convolution_forward (direct algorithm), with format_tag::any so oneDNN picks
 // blocked layouts, or, for 3x3 stride-1 convs where oneDNN would run its AVX2 kernel, kiln's
-// Winograd kernel (winograd_conv_op.h); bias, kiln's residual (a sum post-op over the
-// destination pre-filled with the residual) and the activation (relu or clip, an eltwise post-op)
-// are fused. When nothing reads the residual afterwards and it is stored in the destination's
-// layout, the destination offers to take over its bytes, and the pre-fill copy then does nothing.
+// Winograd kernel (winograd_conv_op.h). Bias and kiln's residual (a sum post-op over the
+// destination pre-filled with the residual) are fused; the activation (relu or clip) runs as
+// kiln's ActivationStep right after, in place, because oneDNN's eltwise post-op maps a NaN to the
+// lower bound (activation_step.h). When nothing reads the residual afterwards and it is stored in
+// the destination's layout, the destination offers to take over its bytes, and the pre-fill copy
+// then does nothing.
 #include <fmt/format.h>
 
+#include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/conv_common.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
@@ -76,22 +79,6 @@ StatusOr<ConvParams> read_conv(const OpReader& op) {
   return p;
 }
 
-// The activation as a oneDNN eltwise post-op (a NaN becomes the lower bound there).
-void append_activation(dnnl::post_ops& post_ops, const kernels::FusedActivation& a) {
-  using Kind = kernels::FusedActivation::Kind;
-  switch (a.kind) {
-    case Kind::kNone:
-      return;
-    case Kind::kRelu:
-      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      return;
-    case Kind::kClip:
-      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(a.min),
-                              static_cast<float>(a.max));
-      return;
-  }
-}
-
 dnnl_dims with_dim0(dnnl_dims dims, int64_t n) {
   dims[0] = n;
   return dims;
@@ -126,7 +113,6 @@ Status build_conv(ProgramBuilder& b) {
   dnnl::primitive_attr attr = b.attr();
   dnnl::post_ops post_ops;
   if (p.has_residual) post_ops.append_sum(1.0f);
-  append_activation(post_ops, p.activation);
   attr.set_post_ops(post_ops);
 
   auto make_pd = [&](int64_t n) {
@@ -178,6 +164,7 @@ Status build_conv(ProgramBuilder& b) {
   step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei);
   if (p.has_bias) step.bind(DNNL_ARG_BIAS, bias_desc, bias);
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst.buffer, dst_stride);
+  add_activation(b, dst.buffer, dst_layout, p.activation);
   return ok_status();
 }
 

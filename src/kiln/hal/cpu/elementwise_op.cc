@@ -1,9 +1,11 @@
-// Relu and Gelu (oneDNN eltwise, in the input's layout), Add/Sub/Mul/Div (oneDNN binary when the
+// Relu (kiln's ActivationStep, which keeps NaN, unlike oneDNN's relu) and Gelu (oneDNN eltwise,
+// then GeluEdgeStep for non-finite inputs), in the input's layout, Add/Sub/Mul/Div (oneDNN binary when the
 // first operand has the output's shape — both operands then share its layout, blocked or plain —
 // else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal shapes,
 // else a chain of kiln broadcasting adds).
 #include <fmt/format.h>
 
+#include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/plain_kernels.h"
 #include "kiln/hal/cpu/program_builder.h"
@@ -98,9 +100,18 @@ Status build_eltwise(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(Eltwise eltwise, eltwise_of(op));
   const int32_t x = op.input_index(0);
   const dnnl_desc src = b.layout(x);
+  if (op.dispatch().op_type == "Relu") {
+    KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), src));
+    add_activation(b, BufferRef::of_value(x), dst, src,
+                   kernels::FusedActivation{kernels::FusedActivation::Kind::kRelu});
+    return ok_status();
+  }
   dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, src,
                                    0.0f, 0.0f);
   dnnl::eltwise_forward::primitive_desc pd(desc, b.attr(), b.engine());
+  if (pd.dst_desc() != src) {
+    return internal_error("gelu would write {}, not its input's layout", describe(pd.dst_desc()));
+  }
   KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), pd.dst_desc()));
   PrimitiveStep& step =
       b.add_primitive(
@@ -108,6 +119,9 @@ Status build_eltwise(ProgramBuilder& b) {
           dnnl::eltwise_forward(pd));
   step.bind(DNNL_ARG_SRC, src, BufferRef::of_value(x));
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
+  b.add(std::make_unique<GeluEdgeStep>(
+      b.label(fmt::format("{} of NaN/Inf inputs (kiln) {}", eltwise.name, describe(src))),
+      BufferRef::of_value(x), dst, src.get_size() / sizeof(float)));
   return ok_status();
 }
 

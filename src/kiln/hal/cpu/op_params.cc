@@ -224,7 +224,11 @@ int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t d
                            int64_t pad_begin, int64_t pad_end, bool ceil_mode) {
   const int64_t span = in + pad_begin + pad_end - (dilation * (kernel - 1) + 1);
   if (span < 0) return 0;
-  return (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (!ceil_mode) return span / stride + 1;
+  const int64_t out = (span + stride - 1) / stride + 1;
+  // A last window that would start in the end padding is dropped (ONNX, ONNX Runtime, PyTorch;
+  // kernels/conv_geometry.h infers the same).
+  return (out - 1) * stride >= in + pad_begin ? out - 1 : out;
 }
 
 }  // namespace kiln::hal::cpu

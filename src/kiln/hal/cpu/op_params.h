@@ -76,7 +76,8 @@ struct Window {
 StatusOr<Window> read_window(const OpReader& op, std::span<const int64_t> input_spatial,
                              std::span<const int64_t> kernel_from_weights, bool allow_dilations);
 
-// Output size of one spatial dim: floor or ceil of (in + pads - effective kernel) / stride, + 1.
+// Output size of one spatial dim: floor or ceil of (in + pads - effective kernel) / stride, + 1;
+// in ceil mode less one when the last window would start in the end padding.
 int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
                            int64_t pad_begin, int64_t pad_end, bool ceil_mode);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/hal/cpu/test_support.h"
@@ -231,6 +232,74 @@ INSTANTIATE_TEST_SUITE_P(Variants, CpuBatchNormTest,
                                            std::make_tuple(ConcreteShape{1, 5, 4, 4}, false, true),
                                            std::make_tuple(ConcreteShape{4, 6}, true, false),
                                            std::make_tuple(ConcreteShape{2, 3, 10}, false, false)));
+
+// ceil_mode and dilated windows at odd sizes, X = arange(n) - 100, against ONNX Runtime 1.30's
+// outputs for the same models: in f32 on oneDNN's pooling and in f64 on the portable kernel. A
+// dilated window with every tap in the padding gives the lowest finite value of the dtype, on
+// both (and in ONNX Runtime).
+TEST(CpuPoolTest, EdgeWindowsMatchOnnxRuntime) {
+  const double lowest = std::numeric_limits<float>::lowest();
+  struct Case {
+    const char* op;
+    ConcreteShape x;
+    Attributes attributes;
+    ConcreteShape y;
+    std::vector<double> want;
+  };
+  using Ints = std::vector<int64_t>;
+  const std::vector<Case> cases = {
+      {"MaxPool", {1, 1, 5, 5},
+       attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}}),
+       {1, 1, 3, 3}, {-94, -92, -91, -84, -82, -81, -79, -77, -76}},
+      {"AveragePool", {1, 1, 5, 5},
+       attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}}),
+       {1, 1, 3, 3}, {-97, -95, -93.5, -87, -85, -83.5, -79.5, -77.5, -76}},
+      {"MaxPool", {1, 1, 2, 2},
+       attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{3, 3}}, {"pads", Ints{0, 0, 1, 1}},
+              {"ceil_mode", int64_t{1}}}),
+       {1, 1, 1, 1}, {-97}},
+      {"AveragePool", {1, 1, 3, 3},
+       attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}},
+              {"ceil_mode", int64_t{1}}}),
+       {1, 1, 2, 2}, {-98, -97, -95, -94}},
+      {"MaxPool", {1, 1, 1, 4},
+       attrs({{"kernel_shape", Ints{2, 1}}, {"dilations", Ints{2, 1}}, {"pads", Ints{1, 0, 1, 0}}}),
+       {1, 1, 1, 4}, {lowest, lowest, lowest, lowest}},
+      {"MaxPool", {1, 1, 1, 4},
+       attrs({{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 1}}, {"strides", Ints{1, 2}},
+              {"pads", Ints{1, 0, 1, 0}}, {"ceil_mode", int64_t{1}}}),
+       {1, 1, 1, 2}, {lowest, lowest}},
+  };
+  for (const Case& c : cases) {
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      SCOPED_TRACE(fmt::format("{} [{}] {}", c.op, fmt::join(c.x, ","), dtype_name(dtype)));
+      Tensor x = Tensor::create(dtype, c.x).value();
+      for (int64_t i = 0; i < x.element_count(); ++i) {
+        if (dtype == DType::kF32) x.mutable_values<float>()[i] = static_cast<float>(i - 100);
+        if (dtype == DType::kF64) x.mutable_values<double>()[i] = static_cast<double>(i - 100);
+      }
+      SpecBuilder s;
+      const int32_t xi = s.input("x", c.x, dtype);
+      const int32_t y = s.output("y", c.y, dtype);
+      s.dispatch("pool", c.op, {xi}, {y}, c.attributes);
+      auto dev = device();
+      auto exe = dev->prepare(s.spec());
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      const std::string steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
+      // f32 runs on oneDNN (its step reads "pool <impl>"), f64 on the portable kernel.
+      if (dtype == DType::kF32) EXPECT_NE(steps.find("): pool "), std::string::npos) << steps;
+      auto out = run_program(**exe, s.spec(), {x});
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      ASSERT_EQ((*out)[0].shape(), c.y);
+      for (int64_t i = 0; i < (*out)[0].element_count(); ++i) {
+        const double want = c.want[i] == lowest && dtype == DType::kF64
+                                ? std::numeric_limits<double>::lowest()
+                                : c.want[i];
+        EXPECT_EQ(element_as_double((*out)[0], i), want) << "element " << i << "\n" << steps;
+      }
+    }
+  }
+}
 
 TEST(CpuBatchNormTest, TrainingModeIsUnimplemented) {
   SpecBuilder s;

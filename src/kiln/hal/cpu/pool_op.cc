@@ -1,9 +1,12 @@
 // MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool on oneDNN pooling_v2 (dilations),
 // reading the input in whatever layout its producer chose and writing the same kind of layout.
 // ceil_mode becomes extra end padding: oneDNN ignores padding for max and, with
-// avg_exclude_padding, for the average's divisor.
+// avg_exclude_padding, for the average's divisor. oneDNN's max skips a NaN in the window; a second
+// pooling by average marks those windows and MaxPoolNanStep makes their max NaN, as PyTorch and
+// kiln's portable kernel give (activation_step.h).
 #include <fmt/format.h>
 
+#include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
 
@@ -133,6 +136,24 @@ Status build_pool(ProgramBuilder& b) {
                       pd, dnnl::pooling_v2_forward(pd));
   step.bind(DNNL_ARG_SRC, src, src_ref);
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst_ref);
+  if (p.algorithm == dnnl::algorithm::pooling_max) {
+    // oneDNN's max skips NaN: an average over the same windows finds them (activation_step.h).
+    dnnl::pooling_v2_forward::desc mask_desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_avg_include_padding, src,
+        pd.dst_desc(), dnnl_dims(p.window.strides.begin(), p.window.strides.end()),
+        dnnl_dims(p.window.kernel.begin(), p.window.kernel.end()), dilation,
+        dnnl_dims(p.window.pads_begin.begin(), p.window.pads_begin.end()),
+        dnnl_dims(p.window.pads_end.begin(), p.window.pads_end.end()));
+    dnnl::pooling_v2_forward::primitive_desc mask_pd(mask_desc, b.attr(), b.engine());
+    const BufferRef mask = b.temp(pd.dst_desc().get_size());
+    PrimitiveStep& mask_step =
+        b.add_primitive(b.label(fmt::format("pool {} (NaN windows)", impl_name(mask_pd))),
+                        mask_pd, dnnl::pooling_v2_forward(mask_pd));
+    mask_step.bind(DNNL_ARG_SRC, src, src_ref);
+    mask_step.bind(DNNL_ARG_DST, pd.dst_desc(), mask);
+    b.add(std::make_unique<MaxPoolNanStep>(b.label("max of NaN windows is NaN (kiln)"), mask,
+                                           dst_ref, pd.dst_desc().get_size() / sizeof(float)));
+  }
   return ok_status();
 }
 

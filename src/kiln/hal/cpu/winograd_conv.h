@@ -15,8 +15,7 @@
 // (DESIGN.md invariant 4). A batch's tiles are processed together, image after image, so big
 // weights are read once per chunk of tiles rather than once per image.
 //
-// NaN: the fused relu/clip keep a NaN (unlike oneDNN's eltwise post-ops, which map it to the
-// lower bound).
+// NaN: the fused relu/clip keep a NaN, like every activation of kiln (kernels/activation.h).
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,139 @@
+#include "kiln/hal/cpu/activation_step.h"
+
+#include <fmt/format.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "kiln/hal/cpu/program_builder.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+using Kind = kernels::FusedActivation::Kind;
+
+constexpr int64_t kChunk = 16384;  // floats per parallel job
+constexpr int64_t kVec = 8;
+
+bool have_avx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return avx2;
+}
+
+// max/min return their second operand when either is NaN, so the bound goes first: a NaN stays
+// NaN, and the result equals FusedActivation::apply bit for bit (-0 included).
+KILN_AVX2 void activate_avx2(const kernels::FusedActivation& a, const float* in, float* out,
+                             int64_t n) {
+  const __m256 lo = _mm256_set1_ps(a.kind == Kind::kRelu ? 0.0f : static_cast<float>(a.min));
+  const __m256 hi = _mm256_set1_ps(static_cast<float>(a.max));
+  int64_t i = 0;
+  if (a.kind == Kind::kRelu) {
+    for (; i + kVec <= n; i += kVec) {
+      _mm256_storeu_ps(out + i, _mm256_max_ps(lo, _mm256_loadu_ps(in + i)));
+    }
+  } else {
+    for (; i + kVec <= n; i += kVec) {
+      _mm256_storeu_ps(out + i, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(in + i))));
+    }
+  }
+  for (; i < n; ++i) out[i] = a.apply(in[i]);
+}
+
+void activate(const kernels::FusedActivation& a, const float* in, float* out, int64_t n) {
+  if (have_avx2()) return activate_avx2(a, in, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = a.apply(in[i]);
+}
+
+template <typename F>
+void parallel_chunks(int64_t n, F&& body) {
+  const int64_t jobs = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (jobs > 1)
+  for (int64_t j = 0; j < jobs; ++j) {
+    const int64_t begin = j * kChunk;
+    body(begin, std::min(n, begin + kChunk) - begin);
+  }
+}
+
+size_t float_count(const dnnl_desc& layout) { return layout.get_size() / sizeof(float); }
+
+bool has_padding(const dnnl_desc& layout) {
+  int64_t elements = 1;
+  for (int64_t d : layout.dims()) elements *= d;
+  return static_cast<size_t>(elements) != float_count(layout);
+}
+
+std::string label_of(const ProgramBuilder& b, const kernels::FusedActivation& a,
+                     const dnnl_desc& layout) {
+  return b.label(fmt::format("{} (kiln, keeps NaN) {}", kernels::describe(a), describe(layout)));
+}
+
+}  // namespace
+
+Status ActivationStep::run(const ExecContext& ctx) {
+  const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
+  auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
+  parallel_chunks(static_cast<int64_t>(count_),
+                  [&](int64_t begin, int64_t n) { activate(activation_, in + begin, out + begin, n); });
+  return ok_status();
+}
+
+Status GeluEdgeStep::run(const ExecContext& ctx) {
+  const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
+  auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
+    for (int64_t i = begin; i < begin + n; ++i) {
+      const float x = in[i];
+      if (!std::isfinite(x)) out[i] = x > 0 ? x : kNaN;
+    }
+  });
+  return ok_status();
+}
+
+Status MaxPoolNanStep::run(const ExecContext& ctx) {
+  const auto* mask = reinterpret_cast<const float*>(ctx.resolve(mask_));
+  auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
+    for (int64_t i = begin; i < begin + n; ++i) {
+      if (std::isnan(mask[i]) && out[i] != kInf) out[i] = kNaN;
+    }
+  });
+  return ok_status();
+}
+
+void add_activation(ProgramBuilder& b, const BufferRef& in, const BufferRef& out,
+                    const dnnl_desc& layout, const kernels::FusedActivation& activation) {
+  if (activation.kind == Kind::kNone) {
+    if (in.kind != out.kind || in.value != out.value || in.offset != out.offset ||
+        in.fixed != out.fixed) {
+      b.add_reorder(in, layout, out, layout);
+    }
+    return;
+  }
+  if (has_padding(layout) && activation.apply(0.0f) != 0.0f) {
+    const dnnl_desc plain = plain_desc(layout.dims());
+    const BufferRef t = b.temp(plain.get_size());
+    b.add_reorder(in, layout, t, plain);
+    b.add(std::make_unique<ActivationStep>(label_of(b, activation, plain), activation, t, t,
+                                           float_count(plain)));
+    b.add_reorder(t, plain, out, layout);
+    return;
+  }
+  b.add(std::make_unique<ActivationStep>(label_of(b, activation, layout), activation, in, out,
+                                         float_count(layout)));
+}
+
+void add_activation(ProgramBuilder& b, const BufferRef& buffer, const dnnl_desc& layout,
+                    const kernels::FusedActivation& activation) {
+  if (activation.kind == Kind::kNone) return;
+  add_activation(b, buffer, buffer, layout, activation);
+}
+
+}  // namespace kiln::hal::cpu

@@ -1,0 +1,86 @@
+// kiln's own activation epilogues for the CPU backend, which keep NaN where oneDNN would hide it.
+//
+// oneDNN 2.6 computes relu and clip (eltwise and post-op alike, and fuse_norm_relu) with
+// max(x, bound): a NaN comes out as the bound, so one NaN pixel vanished inside ResNet-50 while
+// ONNX Runtime and PyTorch give NaN outputs. kiln therefore never hands relu or clip to oneDNN:
+// the producer (conv, batch norm) writes the pre-activation value, and an ActivationStep applies
+// the activation in place right after, while the data is still in cache (kernels/activation.h
+// gives the rule; NaN stays NaN). Gelu stays on oneDNN's eltwise, followed by a GeluEdgeStep
+// that rewrites the non-finite inputs' outputs (NaN -> NaN, -inf -> NaN, +inf -> +inf, as
+// x * Phi(x) and ONNX Runtime give).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kiln/base/status.h"
+#include "kiln/hal/cpu/dnnl_util.h"
+#include "kiln/hal/cpu/step.h"
+#include "kiln/kernels/activation.h"
+
+namespace kiln::hal::cpu {
+
+class ProgramBuilder;
+
+// out[i] = activation(in[i]) for `count` floats; `in` may equal `out`. OpenMP-parallel over
+// fixed chunks; every element gets the same expression whatever the thread count.
+class ActivationStep : public Step {
+ public:
+  ActivationStep(std::string label, kernels::FusedActivation activation, BufferRef in,
+                 BufferRef out, size_t count)
+      : label_(std::move(label)), activation_(activation), in_(in), out_(out), count_(count) {}
+  Status run(const ExecContext& ctx) override;
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  kernels::FusedActivation activation_;
+  BufferRef in_, out_;
+  size_t count_;
+};
+
+// Applies `activation` (not kNone) to `buffer`, which holds a value of the dispatch being built in
+// `layout`, in place. A blocked layout's padding must stay zero: when activation(0) != 0 and the
+// layout has padding, the value goes through a plain temporary and back.
+void add_activation(ProgramBuilder& b, const BufferRef& buffer, const dnnl_desc& layout,
+                    const kernels::FusedActivation& activation);
+
+// Applies the activation `activation` reading `in` and writing `out`, both in `layout` (a
+// standalone Relu).
+void add_activation(ProgramBuilder& b, const BufferRef& in, const BufferRef& out,
+                    const dnnl_desc& layout, const kernels::FusedActivation& activation);
+
+// For `count` floats: where in[i] is NaN or infinite, out[i] = in[i] > 0 ? in[i] : NaN (Gelu's
+// value there); elsewhere out[i] is left as it is.
+class GeluEdgeStep : public Step {
+ public:
+  GeluEdgeStep(std::string label, BufferRef in, BufferRef out, size_t count)
+      : label_(std::move(label)), in_(in), out_(out), count_(count) {}
+  Status run(const ExecContext& ctx) override;
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  BufferRef in_, out_;
+  size_t count_;
+};
+
+// MaxPool's NaN: oneDNN's max pooling skips a NaN in the window (max(acc, x) keeps acc), while
+// PyTorch, numpy and kiln's portable kernel give NaN. The builder pools the same input a second
+// time by average (including padding, so no window is empty) into `mask`, which is NaN exactly
+// where the window holds a NaN (or both infinities), and this step writes NaN there into `out`,
+// except where the max is +inf (a window with +inf and -inf but no NaN).
+class MaxPoolNanStep : public Step {
+ public:
+  MaxPoolNanStep(std::string label, BufferRef mask, BufferRef out, size_t count)
+      : label_(std::move(label)), mask_(mask), out_(out), count_(count) {}
+  Status run(const ExecContext& ctx) override;
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  BufferRef mask_, out_;
+  size_t count_;
+};
+
+}  // namespace kiln::hal::cpu

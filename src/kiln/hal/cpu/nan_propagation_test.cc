@@ -1,0 +1,361 @@
+// NaN is never hidden: a NaN planted before every activation the CPU backend runs reaches the
+// output, on every path (oneDNN direct conv, kiln's Winograd conv, oneDNN batch norm, matmul and
+// gemm, the standalone Relu and Gelu, the portable kernels), as ONNX Runtime and PyTorch keep it.
+// oneDNN computes relu and clip as max(x, bound), which turns a NaN into the bound; the backend
+// must not let it (activation_step.h). Expected values come from the float64 references of
+// test_support.h, whose activations keep NaN.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/test_support.h"
+#include "kiln/hal/cpu/winograd_conv.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using namespace testing;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+using Kind = kernels::FusedActivation::Kind;
+const kernels::FusedActivation kRelu{Kind::kRelu};
+const kernels::FusedActivation kRelu6{Kind::kClip, 0.0, 6.0};
+const kernels::FusedActivation kClipAboveZero{Kind::kClip, 0.25, 2.0};  // moves padding zeros
+
+std::unique_ptr<Device> device() {
+  auto d = create_cpu_device({});
+  KILN_CHECK(d.ok());
+  return std::move(d).value();
+}
+
+Tensor planted(Tensor t, std::initializer_list<int64_t> flat, float value = kNaN) {
+  auto v = t.mutable_values<float>();
+  for (int64_t i : flat) v[i] = value;
+  return t;
+}
+
+int64_t nan_count(const Tensor& t) {
+  int64_t n = 0;
+  for (float v : t.values<float>()) n += std::isnan(v);
+  return n;
+}
+
+// Equal NaN positions (and at least one NaN), the rest within tolerance.
+::testing::AssertionResult keeps_nan(const Tensor& actual, const Tensor& expected) {
+  const int64_t want = nan_count(expected), got = nan_count(actual);
+  if (want == 0) return ::testing::AssertionFailure() << "the expected output has no NaN";
+  if (got != want) {
+    return ::testing::AssertionFailure() << fmt::format("{} NaN in the output, expected {}", got,
+                                                        want);
+  }
+  return all_close(actual, expected);
+}
+
+struct Ran {
+  std::vector<Tensor> outputs;
+  std::string steps;  // every dispatch's step descriptions
+};
+
+StatusOr<Ran> run(SpecBuilder& s, const std::vector<Tensor>& inputs) {
+  auto dev = device();
+  KILN_ASSIGN_OR_RETURN(auto exe, dev->prepare(s.spec()));
+  Ran r;
+  for (size_t d = 0; d < s.spec().dispatches.size(); ++d) {
+    r.steps += fmt::format("{}\n", fmt::join(exe->describe_dispatch(d), "\n"));
+  }
+  KILN_ASSIGN_OR_RETURN(r.outputs, run_program(*exe, s.spec(), inputs));
+  return r;
+}
+
+struct ConvCase {
+  std::string name;
+  ConcreteShape x, w;
+  std::vector<int64_t> strides, pads;
+  kernels::FusedActivation activation;
+  bool residual = false;
+  bool winograd = false;  // 3x3 stride 1, 8k -> 16k channels: Winograd on AVX2 machines
+};
+
+void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
+
+class NanThroughConv : public ::testing::TestWithParam<ConvCase> {};
+
+// One NaN pixel in X (and, with a residual, one in the residual): every output whose window or
+// residual element holds it is NaN after the activation.
+TEST_P(NanThroughConv, ReachesTheOutput) {
+  const ConvCase& c = GetParam();
+  ConvRef ref;
+  ref.strides = c.strides.empty() ? std::vector<int64_t>{1, 1} : c.strides;
+  ref.dilations = {1, 1};
+  std::vector<int64_t> pads = c.pads.empty() ? std::vector<int64_t>(4, 0) : c.pads;
+  ref.pads_begin.assign(pads.begin(), pads.begin() + 2);
+  ref.pads_end.assign(pads.begin() + 2, pads.end());
+  ref.activation = c.activation;
+  // Inputs mostly negative, so a hidden NaN would read as the activation's lower bound.
+  const int64_t center = (c.x[2] / 2) * c.x[3] + c.x[3] / 2;
+  Tensor x = planted(random_tensor(c.x, 31, -1.0f, 0.25f), {center});
+  Tensor w = random_tensor(c.w, 32);
+  Tensor b = random_tensor({c.w[0]}, 33, -1.0f, 0.0f);
+  Tensor probe = ref_conv(x, w, nullptr, nullptr, ref);
+  Tensor res = planted(random_tensor(probe.shape(), 34, -1.0f, 0.0f), {probe.element_count() - 1});
+  Tensor expected = ref_conv(x, w, &b, c.residual ? &res : nullptr, ref);
+
+  SpecBuilder s;
+  std::vector<Tensor> inputs{x};
+  std::vector<int32_t> ins{s.input("x", c.x), s.constant("w", w), s.constant("b", b)};
+  if (c.residual) {
+    ins.push_back(s.input("res", res.shape()));
+    inputs.push_back(res);
+  }
+  const int32_t y = s.output("y", expected.shape());
+  Attributes a;
+  if (!c.strides.empty()) a.set("strides", c.strides);
+  if (!c.pads.empty()) a.set("pads", c.pads);
+  a.set("kernel_shape", std::vector<int64_t>(c.w.begin() + 2, c.w.end()));
+  kernels::set_fused_activation(a, c.activation);
+  s.dispatch("conv", "Conv", ins, {y}, a);
+  auto r = run(s, inputs);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(keeps_nan(r->outputs[0], expected)) << r->steps;
+  const bool winograd_ran = r->steps.find("winograd") != std::string::npos;
+  if (!c.winograd) EXPECT_FALSE(winograd_ran) << r->steps;
+  if (c.winograd && winograd::cpu_supported() && r->steps.find("aBcd8b") != std::string::npos) {
+    EXPECT_TRUE(winograd_ran) << r->steps;
+  }
+}
+
+ConvCase conv_case(std::string name, ConcreteShape x, ConcreteShape w,
+                   kernels::FusedActivation activation, void (*set)(ConvCase&) = nullptr) {
+  ConvCase c;
+  c.name = std::move(name);
+  c.x = std::move(x);
+  c.w = std::move(w);
+  c.activation = activation;
+  if (set) set(c);
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, NanThroughConv,
+    ::testing::Values(
+        conv_case("direct_1x1_relu", {2, 16, 7, 7}, {32, 16, 1, 1}, kRelu),
+        conv_case("direct_1x1_relu6", {2, 16, 7, 7}, {32, 16, 1, 1}, kRelu6),
+        conv_case("direct_7x7_stride2_relu", {1, 3, 15, 15}, {8, 3, 7, 7}, kRelu,
+                  [](ConvCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {3, 3, 3, 3};
+                  }),
+        conv_case("direct_3x3_stride2_relu", {2, 16, 9, 9}, {32, 16, 3, 3}, kRelu,
+                  [](ConvCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {1, 1, 1, 1};
+                  }),
+        conv_case("direct_residual_relu", {2, 16, 6, 6}, {16, 16, 1, 1}, kRelu,
+                  [](ConvCase& c) { c.residual = true; }),
+        conv_case("direct_odd_channels_relu", {1, 5, 6, 6}, {7, 5, 3, 3}, kRelu,
+                  [](ConvCase& c) { c.pads = {1, 1, 1, 1}; }),
+        conv_case("direct_odd_channels_clip_above_zero", {1, 5, 6, 6}, {7, 5, 1, 1},
+                  kClipAboveZero),
+        conv_case("winograd_relu", {2, 16, 8, 8}, {16, 16, 3, 3}, kRelu,
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                  }),
+        conv_case("winograd_residual_relu6", {1, 16, 7, 9}, {16, 16, 3, 3}, kRelu6,
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.residual = true;
+                    c.winograd = true;
+                  })));
+
+// BatchNormalization with kiln's fused relu, on a plain input and on a conv's blocked output.
+TEST(NanThroughBatchNorm, FusedReluKeepsNaN) {
+  for (bool after_conv : {false, true}) {
+    SCOPED_TRACE(after_conv ? "after conv" : "plain");
+    const ConcreteShape shape{2, 16, 5, 5};
+    Tensor x = planted(random_tensor(shape, 41, -1.0f, 0.0f), {12, 60});
+    Tensor scale = random_tensor({16}, 42, 0.5f, 1.5f), bias = random_tensor({16}, 43, -1.0f, 0.0f);
+    Tensor mean = random_tensor({16}, 44), var = random_tensor({16}, 45, 0.1f, 2.0f);
+    SpecBuilder s;
+    const int32_t xi = s.input("x", shape);
+    int32_t src = xi;
+    Tensor bn_in = x;
+    if (after_conv) {
+      Tensor w = random_tensor({16, 16, 1, 1}, 46);
+      ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+      bn_in = ref_conv(x, w, nullptr, nullptr, cr);
+      src = s.value("c", shape);
+      s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {src});
+    }
+    const int32_t y = s.output("y", shape);
+    s.dispatch("bn", "BatchNormalization",
+               {src, s.constant("scale", scale), s.constant("B", bias), s.constant("mean", mean),
+                s.constant("var", var)},
+               {y}, attrs({{"epsilon", 1e-3}, {"kiln_activation", std::string("relu")}}));
+    auto r = run(s, {x});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(keeps_nan(r->outputs[0], ref_batch_norm(bn_in, scale, bias, mean, var, 1e-3, true)))
+        << r->steps;
+  }
+}
+
+// Standalone Relu and Gelu on a plain input and on a conv's blocked output. Gelu of -inf is NaN
+// (x * Phi(x) = -inf * 0) and of +inf is +inf, as in ONNX Runtime.
+TEST(NanThroughStandalone, ReluAndGelu) {
+  const ConcreteShape shape{2, 8, 5, 5};
+  Tensor x = planted(planted(planted(random_tensor(shape, 51, -2.0f, 0.5f), {3}), {7}, -kInf),
+                     {11}, kInf);
+  Tensor w = random_tensor({8, 8, 1, 1}, 52);
+  ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+  Tensor x_finite = planted(random_tensor(shape, 51, -2.0f, 0.5f), {3});
+  Tensor conv_of_x = ref_conv(x_finite, w, nullptr, nullptr, cr);
+  auto gelu = [](const Tensor& t) {
+    Tensor y = t.clone();
+    for (float& v : y.mutable_values<float>()) {
+      const double d = v;
+      v = static_cast<float>(0.5 * d * (1 + std::erf(d / std::sqrt(2.0))));
+    }
+    return y;
+  };
+  for (const char* op : {"Relu", "Gelu"}) {
+    SCOPED_TRACE(op);
+    SpecBuilder s;
+    const int32_t xi = s.input("x", shape), xf = s.input("x_finite", shape);
+    const int32_t c = s.value("c", shape);
+    const int32_t y1 = s.output("y1", shape), y2 = s.output("y2", shape);
+    s.dispatch("plain", op, {xi}, {y1});
+    s.dispatch("conv", "Conv", {xf, s.constant("w", w)}, {c});
+    s.dispatch("blocked", op, {c}, {y2});
+    auto r = run(s, {x, x_finite});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const bool relu = std::string(op) == "Relu";
+    Tensor want_plain = relu ? ref_relu(x) : gelu(x);
+    EXPECT_TRUE(keeps_nan(r->outputs[0], want_plain)) << r->steps;
+    EXPECT_TRUE(keeps_nan(r->outputs[1], relu ? ref_relu(conv_of_x) : gelu(conv_of_x)))
+        << r->steps;
+    const auto plain = r->outputs[0].values<float>();
+    EXPECT_EQ(plain[11], kInf);
+    if (relu) {
+      EXPECT_EQ(plain[7], 0.0f);
+    } else {
+      EXPECT_TRUE(std::isnan(plain[7]));
+    }
+  }
+}
+
+// MatMul and Gemm (oneDNN) feed a Relu: the NaN row stays NaN.
+TEST(NanThroughStandalone, MatMulAndGemmThenRelu) {
+  Tensor a = planted(random_tensor({4, 8}, 61), {11});  // row 1
+  Tensor b = random_tensor({8, 5}, 62, -1.0f, 0.0f);
+  for (const char* op : {"MatMul", "Gemm"}) {
+    SCOPED_TRACE(op);
+    SpecBuilder s;
+    const int32_t ai = s.input("a", {4, 8});
+    const int32_t m = s.value("m", {4, 5});
+    const int32_t y = s.output("y", {4, 5});
+    s.dispatch("mm", op, {ai, s.constant("b", b)}, {m});
+    s.dispatch("relu", "Relu", {m}, {y});
+    auto r = run(s, {a});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(keeps_nan(r->outputs[0], ref_relu(ref_matmul(a, b)))) << r->steps;
+    EXPECT_EQ(nan_count(r->outputs[0]), 5);
+  }
+}
+
+// MaxPool and GlobalMaxPool on oneDNN (whose max skips a NaN): a window holding a NaN gives NaN,
+// as PyTorch and the portable kernel do; a window with +inf and -inf but no NaN gives +inf.
+TEST(NanThroughPooling, MaxPoolWindowsWithNaN) {
+  const ConcreteShape shape{1, 8, 6, 6};
+  // Channel 0: NaN at (1, 1). Channel 1: +inf at (3, 2), -inf at (3, 3).
+  Tensor x = planted(planted(planted(random_tensor(shape, 81), {7}), {36 + 20}, kInf), {36 + 21},
+                     -kInf);
+  Tensor x_nan = planted(random_tensor(shape, 83), {7});
+  SpecBuilder s;
+  const int32_t xi = s.input("x", shape), xn = s.input("x_nan", shape);
+  const int32_t c = s.value("c", shape);
+  const int32_t y1 = s.output("y1", {1, 8, 3, 3}), y2 = s.output("y2", {1, 8, 3, 3});
+  const int32_t g = s.output("g", {1, 8, 1, 1});
+  const Attributes a = attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                              {"strides", std::vector<int64_t>{2, 2}},
+                              {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  s.dispatch("plain", "MaxPool", {xi}, {y1}, a);
+  s.dispatch("conv", "Conv", {xn, s.constant("w", random_tensor({8, 8, 1, 1}, 82))}, {c});
+  s.dispatch("blocked", "MaxPool", {c}, {y2}, a);
+  s.dispatch("global", "GlobalMaxPool", {xi}, {g});
+  auto r = run(s, {x, x_nan});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // Windows cover rows and columns [2o - 1, 2o + 1]: (1, 1) is in windows 0 and 1 of each axis.
+  const auto plain = r->outputs[0].values<float>();
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(std::isnan(plain[i]), i == 0 || i == 1 || i == 3 || i == 4);
+  EXPECT_EQ(nan_count(r->outputs[0]), 4);
+  EXPECT_EQ(plain[9 + 4], kInf);  // channel 1, window (1, 1): +inf and -inf
+  // After the 1x1 conv every channel is NaN at (1, 1): 4 windows in each of 8 channels.
+  EXPECT_EQ(nan_count(r->outputs[1]), 32) << r->steps;
+  const auto global = r->outputs[2].values<float>();
+  EXPECT_TRUE(std::isnan(global[0]));
+  EXPECT_EQ(global[1], kInf);
+  for (int i = 2; i < 8; ++i) EXPECT_TRUE(std::isfinite(global[i])) << i;
+}
+
+// Activations the portable kernels run on the CPU backend, and ONNX Clip / Max / Min: a NaN in
+// gives a NaN out at the same place, the other elements finite. (ONNX Runtime 1.30 agrees for
+// each; Shrink and ThresholdedRelu map NaN to 0 by their definitions, in ONNX Runtime too.)
+TEST(NanThroughStandalone, PortableActivations) {
+  const ConcreteShape shape{1, 3, 4};
+  Tensor x = planted(random_tensor(shape, 71, -3.0f, 3.0f), {0, 5});
+  Tensor lo = Tensor::create(DType::kF32, {}).value(), hi = Tensor::create(DType::kF32, {}).value();
+  lo.mutable_values<float>()[0] = 0;
+  hi.mutable_values<float>()[0] = 6;
+  struct Op {
+    const char* type;
+    Attributes attributes;
+    bool clip_bounds = false;
+    bool zero_second = false;  // Max / Min / PRelu against a constant second input
+  };
+  const std::vector<Op> ops = {
+      {"LeakyRelu", attrs({{"alpha", 0.1}})},
+      {"Sigmoid", {}},
+      {"HardSigmoid", attrs({{"alpha", 0.2}, {"beta", 0.5}})},
+      {"HardSwish", {}},
+      {"Elu", {}},
+      {"Selu", {}},
+      {"Celu", {}},
+      {"Softplus", {}},
+      {"Softsign", {}},
+      {"Tanh", {}},
+      {"Clip", {}, true},
+      {"Max", {}, false, true},
+      {"Min", {}, false, true},
+      {"PRelu", {}, false, true},
+  };
+  for (const Op& op : ops) {
+    SCOPED_TRACE(op.type);
+    SpecBuilder s;
+    std::vector<int32_t> ins{s.input("x", shape)};
+    if (op.clip_bounds) {
+      ins.push_back(s.constant("lo", lo));
+      ins.push_back(s.constant("hi", hi));
+    }
+    if (op.zero_second) ins.push_back(s.constant("k", Tensor::create(DType::kF32, {1}).value()));
+    const int32_t y = s.output("y", shape);
+    s.dispatch("op", op.type, ins, {y}, op.attributes);
+    auto r = run(s, {x});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const auto v = r->outputs[0].values<float>();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i == 0 || i == 5) {
+        EXPECT_TRUE(std::isnan(v[i])) << "element " << i << ": " << v[i];
+      } else {
+        EXPECT_TRUE(std::isfinite(v[i])) << "element " << i << ": " << v[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::hal::cpu
