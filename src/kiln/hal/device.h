@@ -99,6 +99,11 @@ class Executable {
   virtual int32_t storage_shared_with(int32_t value) const { return -1; }
   // Runs every dispatch in order. Errors name the dispatch.
   virtual Status run(const RunArgs& args) = 0;
+  // Bytes the executable holds for itself while it lives (temporaries, scratch space, kernels'
+  // code and state; an estimate where the backend cannot count exactly), not counting what it
+  // shares with other executables of its device (reordered constants). The runtime bounds its
+  // cache of prepared plans by this (runtime/plan_cache.h).
+  virtual size_t memory_bytes() const { return 0; }
   // How dispatch `d` (position in ProgramSpec::dispatches) runs at these shapes: one line per
   // kernel, primitive or reorder, with its parameters. Empty when the backend does not say.
   virtual std::vector<std::string> describe_dispatch(int32_t d) const { return {}; }

@@ -56,6 +56,14 @@ CpuExecutable::~CpuExecutable() {
   std::free(scratchpad_);
 }
 
+size_t CpuExecutable::memory_bytes() const {
+  size_t primitives = 0;
+  for (const auto& step : parts_.steps) primitives += dynamic_cast<const PrimitiveStep*>(step.get()) != nullptr;
+  auto rounded = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  return rounded(parts_.workspace_bytes) + rounded(parts_.scratchpad_bytes) +
+         parts_.steps.size() * kStepBytes + primitives * kPrimitiveBytes;
+}
+
 size_t CpuExecutable::storage_bytes(int32_t value) const {
   if (value < 0 || static_cast<size_t>(value) >= parts_.storage.size()) return 0;
   return parts_.storage[value];

@@ -62,6 +62,11 @@ class CpuExecutable : public Executable {
   // The layout chosen for value `v` ("plain 1x3x8x8", "aBcd8b 1x16x8x8", ...).
   const std::string& layout_of(int32_t v) const { return parts_.layouts[v]; }
   size_t workspace_bytes() const { return parts_.workspace_bytes; }
+  // Workspace and scratchpad, plus an estimate per step (kStepBytes) and per oneDNN primitive
+  // (kPrimitiveBytes: its JIT code and state). Reordered constants are the device's, shared.
+  size_t memory_bytes() const override;
+  static constexpr size_t kStepBytes = 1024;
+  static constexpr size_t kPrimitiveBytes = 16 * 1024;
   size_t scratchpad_bytes() const { return parts_.scratchpad_bytes; }
 
  private:
