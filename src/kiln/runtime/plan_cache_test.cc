@@ -9,7 +9,9 @@ namespace {
 
 using Cache = PlanCache<int, std::string>;
 
-std::unique_ptr<std::string> plan(int key) { return std::make_unique<std::string>(std::to_string(key)); }
+std::unique_ptr<std::string> plan(int key) {
+  return std::make_unique<std::string>(std::to_string(key));
+}
 
 TEST(PlanCacheUnit, EvictsLeastRecentlyUsedFirst) {
   Cache cache({3, 1000});

@@ -58,7 +58,9 @@ CpuExecutable::~CpuExecutable() {
 
 size_t CpuExecutable::memory_bytes() const {
   size_t primitives = 0;
-  for (const auto& step : parts_.steps) primitives += dynamic_cast<const PrimitiveStep*>(step.get()) != nullptr;
+  for (const auto& step : parts_.steps) {
+    primitives += dynamic_cast<const PrimitiveStep*>(step.get()) != nullptr;
+  }
   auto rounded = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
   return rounded(parts_.workspace_bytes) + rounded(parts_.scratchpad_bytes) +
          parts_.steps.size() * kStepBytes + primitives * kPrimitiveBytes;
