@@ -16,7 +16,8 @@ struct Session::Prepared {
   hal::ProgramSpec spec;
   std::unique_ptr<hal::Executable> executable;
   std::vector<size_t> offsets;
-  size_t arena_bytes = 0;
+  size_t arena_bytes = 0;     // activations, then the executable's scratch
+  size_t scratch_offset = 0;  // where its scratch starts in the arena
 
   // What evicting the plan frees: the executable's own memory (hal::Executable::memory_bytes)
   // and the runtime's bookkeeping. Shared constants and the arena are not the plan's.
@@ -278,10 +279,14 @@ StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings
     }
   }
   ArenaPlan plan = plan_arena(requests);
-  KILN_RETURN_IF_ERROR(check_memory(saturating_add(plan.arena_bytes, output_bytes), max_memory_bytes_,
+  // The executable's temporaries follow the activations: one arena serves every plan's.
+  const size_t scratch_offset = (plan.arena_bytes + 63) / 64 * 64;
+  const uint64_t arena_bytes = saturating_add(scratch_offset, prepared->executable->scratch_bytes());
+  KILN_RETURN_IF_ERROR(check_memory(saturating_add(arena_bytes, output_bytes), max_memory_bytes_,
                                     "activations and outputs would", bindings));
   prepared->offsets = std::move(plan.offsets);
-  prepared->arena_bytes = plan.arena_bytes;
+  prepared->scratch_offset = scratch_offset;
+  prepared->arena_bytes = static_cast<size_t>(arena_bytes);
   // Stages that bind data symbols share the one cache: a new data size is a new plan like any.
   const uint64_t bytes = prepared->bytes();
   return plans_.insert(key, std::move(prepared), bytes,
@@ -403,6 +408,9 @@ StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
     hal::RunArgs args;
     args.arena = arena_.get();
     args.offsets = prepared->offsets;
+    if (prepared->arena_bytes > prepared->scratch_offset) {
+      args.scratch = arena_.get() + prepared->scratch_offset;
+    }
     args.inputs = stage_inputs;
     args.outputs = computed;
     args.observer = observer == nullptr || stage.first == 0 ? observer : &stage_observer;

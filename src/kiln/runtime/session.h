@@ -4,8 +4,9 @@
 // bounded by a count and by bytes, least recently used first out (plan_cache.h): a model run at
 // any number of sizes holds a fixed budget. Constants reordered for the kernels are shared by
 // every plan that uses them (not charged to any plan) and freed with the last one. All plans run
-// in one activation arena, as large as the largest held plan needs: it grows for a larger plan
-// and shrinks once the plan that needed it is evicted.
+// in one arena (activations, then the kernels' temporaries: hal::RunArgs::scratch), as large as
+// the largest held plan needs: it grows for a larger plan and shrinks once the plan that needed
+// it is evicted.
 //
 // The runtime links only base, shape, module and hal (never protobuf, the IR or the passes).
 #pragma once
