@@ -20,7 +20,7 @@ mkdir -p "$work"
 run() { "$build/bench/plan_cache_rss" "$work/text_recognizer.kmod" --sizes="$sizes" --repeat-first "$@"; }
 echo "== default bound (kDefaultMaxPlans, kDefaultMaxPlanBytes)"
 run
-echo "== no bound (every plan kept, as before the plan cache)"
+echo "== no bound (every plan kept)"
 run --max-plans=1000000000 --max-plan-bytes=1099511627776
 echo "== default bound, oneDNN's own primitive cache off (DNNL_PRIMITIVE_CACHE_CAPACITY=0)"
 DNNL_PRIMITIVE_CACHE_CAPACITY=0 run
