@@ -300,6 +300,22 @@ TEST_F(KilnCli, ShapesOverTheMemoryLimitAreRefusedBeforeAllocation) {
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
 }
 
+TEST_F(KilnCli, PlanCacheBoundsAreFlagsOfRunAndBench) {
+  const std::string run = "run --module=" + module_ + " --input=" + tiny_input(1);
+  expect_error(run_kiln(run + " --max-plan-bytes=lots"), {"--max-plan-bytes", "lots"});
+  expect_error(run_kiln(run + " --max-plans=0"), {"--max-plans"});
+  // A plan over the byte bound alone still runs.
+  auto ok = run_kiln(run + " --max-plans=1 --max-plan-bytes=1");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  std::string json = dir_ + "/bench.json";
+  auto bench = run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
+                        " --warmup=0 --repeat=1 --max-plans=2 --max-plan-bytes=64M --json=" + json);
+  EXPECT_EQ(bench.exit_code, 0) << bench.output;
+  expect_error(run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
+                        " --max-plan-bytes=0"),
+               {"--max-plan-bytes"});
+}
+
 TEST_F(KilnCli, UnknownTargetAndBadBindAreUsageErrors) {
   std::string out = dir_ + "/x.kmod";
   expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --target=tpu -o " + out), {"tpu"}, out);

@@ -30,6 +30,8 @@ struct BenchFlags {
   std::string json;
   bool per_dispatch = false;
   std::string against;  // a second module, timed alternately with --module on the same inputs
+  size_t max_plans = 0;
+  std::string max_plan_bytes;
 };
 
 double process_cpu_ms() {
@@ -61,6 +63,12 @@ int run_bench(const BenchFlags& flags) {
   runtime::SessionOptions options;
   options.device = flags.device;
   options.threads = flags.threads;
+  options.max_plans = flags.max_plans;
+  if (!flags.max_plan_bytes.empty()) {
+    auto limit = parse_byte_size("--max-plan-bytes", flags.max_plan_bytes);
+    if (!limit.ok()) return report_error("bench", limit.status());
+    options.max_plan_bytes = *limit;
+  }
   auto load_start = std::chrono::steady_clock::now();
   auto session = runtime::Session::open(flags.module, options);
   if (!session.ok()) return report_error("bench", session.status());
@@ -145,6 +153,8 @@ int run_bench(const BenchFlags& flags) {
       {"gflop", flops / 1e9},
       {"gflop_per_s", flops / (median * 1e6)},
       {"peak_rss_mib", static_cast<double>(usage.ru_maxrss) / 1024.0},
+      {"plans", (*session)->plan_cache_stats().plans},
+      {"plan_mib", static_cast<double>((*session)->plan_cache_stats().bytes) / (1024.0 * 1024.0)},
       {"threads", flags.threads},
       {"warmup", flags.warmup},
       {"repeat", flags.repeat}};
@@ -206,6 +216,13 @@ Command add_bench_command(CLI::App& app) {
                   "a second module (.kmod) timed on the same inputs, its runs alternating with "
                   "--module's (A B B A ...): prints its median and the ratio, which drift in the "
                   "machine's load affects far less than separate processes");
+  sub->add_option("--max-plans", flags->max_plans,
+                  "prepared plans kept, one per set of input sizes; the least recently used go "
+                  "first (default 64)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-plan-bytes", flags->max_plan_bytes,
+                  "bytes the kept plans may hold together, e.g. 256M (the default); a plan over "
+                  "it alone is still kept");
   return {sub, [flags] { return run_bench(*flags); }};
 }
 

@@ -83,6 +83,10 @@ struct RunArgs {
   std::span<const Tensor> inputs;        // graph inputs, plain row-major, ProgramSpec order
   std::span<Tensor> outputs;             // graph outputs, allocated by the runtime, plain
   RunObserver* observer = nullptr;       // optional; not owned
+  // Temporaries for this run: Executable::scratch_bytes() bytes, 64-byte aligned, free to reuse
+  // between runs (the runtime shares one buffer between executables that never run at once).
+  // Null: the executable uses its own, allocated on its first run without one and kept.
+  std::byte* scratch = nullptr;
 };
 
 class Executable {
@@ -99,6 +103,14 @@ class Executable {
   virtual int32_t storage_shared_with(int32_t value) const { return -1; }
   // Runs every dispatch in order. Errors name the dispatch.
   virtual Status run(const RunArgs& args) = 0;
+  // Bytes of temporaries a run needs in RunArgs::scratch; 0 when none.
+  virtual size_t scratch_bytes() const { return 0; }
+  // Bytes the executable holds for itself while it lives (temporaries, scratch space, kernels'
+  // code and state; an estimate where the backend cannot count exactly), not counting what it
+  // shares with other executables of its device (reordered constants) or what a run passes in
+  // (arena, RunArgs::scratch). The runtime bounds its
+  // cache of prepared plans by this (runtime/plan_cache.h).
+  virtual size_t memory_bytes() const { return 0; }
   // How dispatch `d` (position in ProgramSpec::dispatches) runs at these shapes: one line per
   // kernel, primitive or reorder, with its parameters. Empty when the backend does not say.
   virtual std::vector<std::string> describe_dispatch(int32_t d) const { return {}; }

@@ -16,7 +16,21 @@ struct Session::Prepared {
   hal::ProgramSpec spec;
   std::unique_ptr<hal::Executable> executable;
   std::vector<size_t> offsets;
-  size_t arena_bytes = 0;
+  size_t arena_bytes = 0;     // activations, then the executable's scratch
+  size_t scratch_offset = 0;  // where its scratch starts in the arena
+
+  // What evicting the plan frees: the executable's own memory (hal::Executable::memory_bytes)
+  // and the runtime's bookkeeping. Shared constants and the arena are not the plan's.
+  uint64_t bytes() const {
+    uint64_t total = executable->memory_bytes() + sizeof(Prepared) +
+                     offsets.size() * sizeof(size_t) +
+                     spec.values.size() * sizeof(hal::ValueSpec) +
+                     spec.dispatches.size() * sizeof(hal::DispatchSpec);
+    for (const hal::ValueSpec& value : spec.values) {
+      if (value.known_value) total += value.known_value->byte_size();
+    }
+    return total;
+  }
 };
 
 uint64_t default_max_memory_bytes() {
@@ -55,8 +69,8 @@ StatusOr<std::unique_ptr<hal::Device>> create_device(const std::string& name,
 }
 
 Session::Session(std::shared_ptr<const module::ModuleContents> module,
-                 std::unique_ptr<hal::Device> device)
-    : module_(std::move(module)), device_(std::move(device)) {}
+                 std::unique_ptr<hal::Device> device, PlanCacheLimits limits)
+    : module_(std::move(module)), device_(std::move(device)), plans_(limits) {}
 
 Session::~Session() = default;
 
@@ -74,7 +88,11 @@ StatusOr<std::unique_ptr<Session>> Session::create(
   hal::DeviceOptions device_options;
   device_options.threads = options.threads;
   KILN_ASSIGN_OR_RETURN(auto device, create_device(options.device, device_options));
-  auto session = std::unique_ptr<Session>(new Session(std::move(module), std::move(device)));
+  PlanCacheLimits limits;
+  limits.max_plans = options.max_plans != 0 ? options.max_plans : kDefaultMaxPlans;
+  limits.max_bytes = options.max_plan_bytes != 0 ? options.max_plan_bytes : kDefaultMaxPlanBytes;
+  auto session =
+      std::unique_ptr<Session>(new Session(std::move(module), std::move(device), limits));
   session->stages_ = plan_stages(*session->module_);
   session->max_memory_bytes_ =
       options.max_memory_bytes != 0 ? options.max_memory_bytes : default_max_memory_bytes();
@@ -190,12 +208,12 @@ StatusOr<std::vector<ConcreteShape>> Session::value_shapes(const Bindings& bindi
 
 StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings& all_bindings) {
   // Symbols bound by later stages do not change this stage's plan.
-  Bindings bindings = all_bindings;
+  PlanKey key(stage_index, all_bindings);
   for (size_t d = stages_[stage_index].end; d < module_->dispatches.size(); ++d) {
-    for (const std::string& symbol : module_->dispatches[d].data_symbols) bindings.erase(symbol);
+    for (const std::string& symbol : module_->dispatches[d].data_symbols) key.second.erase(symbol);
   }
-  const auto key = std::make_pair(stage_index, bindings);
-  if (auto it = prepared_.find(key); it != prepared_.end()) return it->second.get();
+  if (Prepared* held = plans_.find(key)) return held;
+  const Bindings& bindings = key.second;
   const auto& module = *module_;
   const Stage& stage = stages_[stage_index];
   auto prepared = std::make_unique<Prepared>();
@@ -269,23 +287,45 @@ StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings
     }
   }
   ArenaPlan plan = plan_arena(requests);
-  KILN_RETURN_IF_ERROR(check_memory(saturating_add(plan.arena_bytes, output_bytes), max_memory_bytes_,
+  // The executable's temporaries follow the activations: one arena serves every plan's.
+  const size_t scratch_offset = (plan.arena_bytes + 63) / 64 * 64;
+  const uint64_t arena_bytes = saturating_add(scratch_offset, prepared->executable->scratch_bytes());
+  KILN_RETURN_IF_ERROR(check_memory(saturating_add(arena_bytes, output_bytes), max_memory_bytes_,
                                     "activations and outputs would", bindings));
   prepared->offsets = std::move(plan.offsets);
-  prepared->arena_bytes = plan.arena_bytes;
-  if (stage.binds_data) {
-    // Data-dependent sizes may differ on every run: keep a bounded number of plans per stage.
-    size_t held = 0;
-    for (const auto& [k, v] : prepared_) held += k.first == stage_index ? 1 : 0;
-    if (held >= kMaxPlansPerDataStage) {
-      auto it = std::find_if(prepared_.begin(), prepared_.end(),
-                             [&](const auto& entry) { return entry.first.first == stage_index; });
-      prepared_.erase(it);
-    }
+  prepared->scratch_offset = scratch_offset;
+  prepared->arena_bytes = static_cast<size_t>(arena_bytes);
+  // Stages that bind data symbols share the one cache: a new data size is a new plan like any.
+  const uint64_t bytes = prepared->bytes();
+  return plans_.insert(key, std::move(prepared), bytes,
+                       [&](const PlanKey&, const Prepared&) { plan_evicted_ = true; });
+}
+
+const PlanCacheLimits& Session::plan_cache_limits() const { return plans_.limits(); }
+
+const PlanCacheStats& Session::plan_cache_stats() const { return plans_.stats(); }
+
+Status Session::size_arena(const Prepared& prepared) {
+  // After an eviction the arena may be larger than any held plan needs: give the excess back.
+  size_t needed = prepared.arena_bytes;
+  if (plan_evicted_) {
+    plans_.for_each([&](const PlanKey&, const Prepared& held, uint64_t) {
+      needed = std::max(needed, held.arena_bytes);
+    });
   }
-  Prepared* raw = prepared.get();
-  prepared_.emplace(key, std::move(prepared));
-  return raw;
+  needed = (needed + 63) / 64 * 64;
+  const bool grow = needed > arena_bytes_;
+  const bool shrink = plan_evicted_ && needed < arena_bytes_;
+  plan_evicted_ = false;
+  if (!grow && !shrink) return ok_status();
+  arena_.reset();
+  arena_bytes_ = 0;
+  if (needed == 0) return ok_status();
+  void* raw = std::aligned_alloc(64, needed);
+  if (raw == nullptr) return out_of_range("cannot allocate a {}-byte activation arena", needed);
+  arena_.reset(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
+  arena_bytes_ = needed;
+  return ok_status();
 }
 
 StatusOr<std::vector<std::vector<std::string>>> Session::describe_dispatches(
@@ -366,13 +406,7 @@ StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
       KILN_RETURN_IF_ERROR(check_bound_assumptions(module.assumptions, bindings));
     }
     KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(s, bindings));
-    if (prepared->arena_bytes > arena_bytes_) {
-      size_t bytes = (prepared->arena_bytes + 63) / 64 * 64;
-      void* raw = std::aligned_alloc(64, bytes);
-      if (raw == nullptr) return out_of_range("cannot allocate a {}-byte activation arena", bytes);
-      arena_.reset(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
-      arena_bytes_ = bytes;
-    }
+    KILN_RETURN_IF_ERROR(size_arena(*prepared));
     std::vector<Tensor> stage_inputs;
     for (int32_t in : stage.inputs) stage_inputs.push_back(held.at(in));
     std::vector<Tensor> computed;
@@ -385,6 +419,9 @@ StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
     hal::RunArgs args;
     args.arena = arena_.get();
     args.offsets = prepared->offsets;
+    if (prepared->arena_bytes > prepared->scratch_offset) {
+      args.scratch = arena_.get() + prepared->scratch_offset;
+    }
     args.inputs = stage_inputs;
     args.outputs = computed;
     args.observer = observer == nullptr || stage.first == 0 ? observer : &stage_observer;

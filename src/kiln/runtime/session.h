@@ -1,6 +1,12 @@
 // Session: runs a compiled module. Load once; call run() with inputs of any size the module's
-// symbols allow. The first run at a new set of symbol values prepares kernels and an arena for
-// those shapes (cached); later runs at the same sizes reuse them.
+// symbols allow. The first run at a new set of symbol values prepares a plan for those shapes
+// (kernels, arena offsets); later runs at the same sizes reuse it. Plans are kept in a cache
+// bounded by a count and by bytes, least recently used first out (plan_cache.h): a model run at
+// any number of sizes holds a fixed budget. Constants reordered for the kernels are shared by
+// every plan that uses them (not charged to any plan) and freed with the last one. All plans run
+// in one arena (activations, then the kernels' temporaries: hal::RunArgs::scratch), as large as
+// the largest held plan needs: it grows for a larger plan and shrinks once the plan that needed
+// it is evicted.
 //
 // The runtime links only base, shape, module and hal (never protobuf, the IR or the passes).
 #pragma once
@@ -15,6 +21,7 @@
 #include "kiln/base/tensor.h"
 #include "kiln/hal/device.h"
 #include "kiln/module/module.h"
+#include "kiln/runtime/plan_cache.h"
 #include "kiln/runtime/stages.h"
 #include "kiln/shape/shape.h"
 
@@ -27,7 +34,15 @@ struct SessionOptions {
   // Refuse to run shapes whose activations (arena) plus outputs need more than this many bytes;
   // checked before anything that size is allocated. 0: default_max_memory_bytes().
   uint64_t max_memory_bytes = 0;
+  // Prepared plans kept (one per stage and set of sizes), and their bytes together; the least
+  // recently used go first. 0: kDefaultMaxPlans, kDefaultMaxPlanBytes. A plan over the byte
+  // bound alone is still kept, as the only one (plan_cache.h).
+  size_t max_plans = 0;
+  uint64_t max_plan_bytes = 0;
 };
+
+inline constexpr size_t kDefaultMaxPlans = 64;
+inline constexpr uint64_t kDefaultMaxPlanBytes = uint64_t{256} << 20;
 
 // Three quarters of the machine's physical memory.
 uint64_t default_max_memory_bytes();
@@ -65,23 +80,33 @@ class Session {
   // Concrete shape of every module value for these bindings (data symbols included, as above).
   StatusOr<std::vector<ConcreteShape>> value_shapes(const Bindings& bindings) const;
 
+  // The plan cache's bounds (defaults resolved) and figures.
+  const PlanCacheLimits& plan_cache_limits() const;
+  const PlanCacheStats& plan_cache_stats() const;
+  // Bytes of the activation arena now allocated.
+  size_t arena_bytes() const { return arena_bytes_; }
+
  private:
   struct Prepared;
-  // Plans kept per stage that binds data symbols (each new size makes one).
-  static constexpr size_t kMaxPlansPerDataStage = 8;
+  // A stage's index and the bindings its plan depends on.
+  using PlanKey = std::pair<size_t, Bindings>;
 
-  Session(std::shared_ptr<const module::ModuleContents> module, std::unique_ptr<hal::Device> device);
+  Session(std::shared_ptr<const module::ModuleContents> module, std::unique_ptr<hal::Device> device,
+          PlanCacheLimits limits);
   StatusOr<Prepared*> prepare(size_t stage, const Bindings& bindings);
+  // Makes the arena fit `prepared` and, after an eviction, no larger than the held plans need.
+  Status size_arena(const Prepared& prepared);
   Status bind_data_symbols(const Stage& stage, const std::map<int32_t, Tensor>& held,
                            Bindings& bindings);
 
   std::shared_ptr<const module::ModuleContents> module_;
   std::unique_ptr<hal::Device> device_;
   std::vector<Stage> stages_;
-  std::map<std::pair<size_t, Bindings>, std::unique_ptr<Prepared>> prepared_;
+  PlanCache<PlanKey, Prepared> plans_;
   uint64_t max_memory_bytes_ = 0;
   std::shared_ptr<std::byte> arena_;
   size_t arena_bytes_ = 0;
+  bool plan_evicted_ = false;  // since the arena was last sized
 };
 
 // Creates a backend by name ("cpu"); the error lists the available devices.

@@ -11,10 +11,7 @@
 namespace kiln::hal::cpu {
 namespace {
 
-std::byte* allocate(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  return static_cast<std::byte*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-}
+size_t rounded(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 Status check_tensor(const Tensor& t, const ValueSpec& v, const char* what, size_t index) {
   if (t.dtype() != v.dtype || t.shape() != v.shape) {
@@ -32,13 +29,6 @@ Status check_tensor(const Tensor& t, const ValueSpec& v, const char* what, size_
 
 StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(Parts parts) {
   std::unique_ptr<CpuExecutable> exe(new CpuExecutable(std::move(parts)));
-  exe->workspace_ = allocate(exe->parts_.workspace_bytes);
-  exe->scratchpad_ = allocate(exe->parts_.scratchpad_bytes);
-  if ((exe->parts_.workspace_bytes > 0 && exe->workspace_ == nullptr) ||
-      (exe->parts_.scratchpad_bytes > 0 && exe->scratchpad_ == nullptr)) {
-    return out_of_range("cannot allocate {} bytes of workspace and {} bytes of scratchpad",
-                        exe->parts_.workspace_bytes, exe->parts_.scratchpad_bytes);
-  }
   exe->value_ptrs_.assign(exe->parts_.values.size(), nullptr);
   for (size_t v = 0; v < exe->parts_.values.size(); ++v) {
     const Tensor& c = exe->parts_.constants[v];
@@ -51,9 +41,19 @@ StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(Parts parts) {
   return exe;
 }
 
-CpuExecutable::~CpuExecutable() {
-  std::free(workspace_);
-  std::free(scratchpad_);
+CpuExecutable::~CpuExecutable() { std::free(own_scratch_); }
+
+size_t CpuExecutable::scratch_bytes() const {
+  return rounded(parts_.workspace_bytes) + rounded(parts_.scratchpad_bytes);
+}
+
+size_t CpuExecutable::memory_bytes() const {
+  size_t primitives = 0;
+  for (const auto& step : parts_.steps) {
+    primitives += dynamic_cast<const PrimitiveStep*>(step.get()) != nullptr;
+  }
+  return (own_scratch_ != nullptr ? scratch_bytes() : 0) + parts_.steps.size() * kStepBytes +
+         primitives * kPrimitiveBytes;
 }
 
 size_t CpuExecutable::storage_bytes(int32_t value) const {
@@ -106,7 +106,21 @@ Status CpuExecutable::run(const RunArgs& args) {
   for (size_t i = 0; i < parts_.outputs.size(); ++i) {
     value_ptrs_[parts_.outputs[i]] = args.outputs[i].mutable_data();
   }
-  ExecContext ctx{value_ptrs_, workspace_, scratchpad_, stream_.get()};
+  std::byte* scratch = args.scratch;
+  if (scratch == nullptr && scratch_bytes() > 0) {
+    if (own_scratch_ == nullptr) {
+      own_scratch_ = static_cast<std::byte*>(std::aligned_alloc(64, scratch_bytes()));
+      if (own_scratch_ == nullptr) {
+        return out_of_range("cannot allocate {} bytes of workspace and {} bytes of scratchpad",
+                            parts_.workspace_bytes, parts_.scratchpad_bytes);
+      }
+    }
+    scratch = own_scratch_;
+  }
+  std::byte* workspace = parts_.workspace_bytes > 0 ? scratch : nullptr;
+  std::byte* scratchpad =
+      parts_.scratchpad_bytes > 0 ? scratch + rounded(parts_.workspace_bytes) : nullptr;
+  ExecContext ctx{value_ptrs_, workspace, scratchpad, stream_.get()};
   // Each dispatch sets its team size; the caller gets the device's back.
   struct RestoreThreads {
     int threads;

@@ -1,6 +1,7 @@
 // CpuExecutable: the CPU backend's prepared program. Holds the steps ProgramBuilder made (all
-// oneDNN primitives created, constants reordered), a workspace for per-dispatch temporaries and
-// one user-managed oneDNN scratchpad sized for the largest primitive.
+// oneDNN primitives created, constants reordered). Its temporaries (a workspace for per-dispatch
+// temporaries, then one user-managed oneDNN scratchpad sized for the largest primitive) live in
+// RunArgs::scratch, or in a buffer of its own when a run passes none.
 //
 // run() resolves the arena, graph inputs and graph outputs to addresses and runs the steps in
 // order, each dispatch's under the OpenMP team size it was prepared with (thread_policy.h); it
@@ -45,7 +46,7 @@ class CpuExecutable : public Executable {
     size_t scratchpad_bytes = 0;
   };
 
-  // Error when the workspace or scratchpad cannot be allocated.
+  // Error when oneDNN cannot create a stream.
   static StatusOr<std::unique_ptr<CpuExecutable>> create(Parts parts);
   ~CpuExecutable() override;
 
@@ -54,6 +55,8 @@ class CpuExecutable : public Executable {
   // Errors: argument counts, shapes or dtypes that differ from the spec, a missing arena, and
   // oneDNN execution failures (naming the dispatch).
   Status run(const RunArgs& args) override;
+  // The workspace, then the scratchpad, each rounded up to 64 bytes.
+  size_t scratch_bytes() const override;
 
   // One line per step, in run order: the kernel chosen for each dispatch and every reorder.
   std::vector<std::string> summary() const;
@@ -62,6 +65,12 @@ class CpuExecutable : public Executable {
   // The layout chosen for value `v` ("plain 1x3x8x8", "aBcd8b 1x16x8x8", ...).
   const std::string& layout_of(int32_t v) const { return parts_.layouts[v]; }
   size_t workspace_bytes() const { return parts_.workspace_bytes; }
+  // An estimate per step (kStepBytes) and per oneDNN primitive (kPrimitiveBytes: its JIT code
+  // and state), plus scratch_bytes() once a run without RunArgs::scratch made it allocate its
+  // own. Reordered constants are the device's, shared.
+  size_t memory_bytes() const override;
+  static constexpr size_t kStepBytes = 1024;
+  static constexpr size_t kPrimitiveBytes = 16 * 1024;
   size_t scratchpad_bytes() const { return parts_.scratchpad_bytes; }
 
  private:
@@ -72,8 +81,7 @@ class CpuExecutable : public Executable {
   StatusOr<Tensor> read_plain(const ExecContext& ctx, int32_t v);
 
   Parts parts_;
-  std::byte* workspace_ = nullptr;
-  std::byte* scratchpad_ = nullptr;
+  std::byte* own_scratch_ = nullptr;  // for runs without RunArgs::scratch
   std::vector<std::byte*> value_ptrs_;
   dnnl::stream stream_;
 };

@@ -230,6 +230,39 @@ TEST(CpuProgramTest, TwoShapeSetsOnOneDeviceShareWeights) {
   EXPECT_EQ(cpu->cached_weight_count(), 0u);
 }
 
+// The runtime's plan cache (runtime/plan_cache.h) keeps one executable per width and charges
+// each its memory_bytes(); the weights must be one shared copy, not one per width, and go with
+// the last executable that holds them.
+TEST(CpuProgramTest, WeightsAreSharedAcrossWidthsAndFreedWithTheLastExecutable) {
+  auto dev = device();
+  auto* cpu = static_cast<CpuDevice*>(dev.get());
+  const Tensor w = random_tensor({16, 8, 3, 3}, 9, -0.2f, 0.2f);
+  const Tensor w1x1 = random_tensor({4, 16, 1, 1}, 10, -0.2f, 0.2f);
+  std::vector<std::unique_ptr<Executable>> held;
+  size_t after_first = 0;
+  for (int64_t width = 3; width <= 40; width += 3) {
+    SpecBuilder s;
+    int32_t x = s.input("x", {1, 8, 6, width});
+    int32_t c = s.value("c", {1, 16, 6, width});
+    int32_t y = s.output("y", {1, 4, 6, width});
+    Attributes pads;
+    pads.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    s.dispatch("conv", "Conv", {x, s.constant("w", w)}, {c}, pads);
+    s.dispatch("head", "Conv", {c, s.constant("w1x1", w1x1)}, {y});
+    auto exe = dev->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    EXPECT_GT((*exe)->memory_bytes(), 0u);
+    if (held.empty()) after_first = cpu->cached_weight_count();
+    EXPECT_EQ(cpu->cached_weight_count(), after_first) << "width " << width;
+    held.push_back(std::move(exe).value());
+  }
+  EXPECT_GT(after_first, 0u);
+  held.erase(held.begin(), held.end() - 1);  // evict all but one
+  EXPECT_EQ(cpu->cached_weight_count(), after_first);
+  held.clear();
+  EXPECT_EQ(cpu->cached_weight_count(), 0u);
+}
+
 // Runs `build` at batch 8 and at batch 1 for every sample; every output row must match bitwise.
 void expect_batch_invariant(const std::function<void(SpecBuilder&, int64_t)>& build,
                             const ConcreteShape& sample_shape, const std::string& what) {
