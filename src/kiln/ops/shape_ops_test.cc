@@ -89,8 +89,12 @@ TEST(Reshape, BadInputs) {
                         {"invalid dim -2"}));
   EXPECT_TRUE(has_error(reshape({6}, {0, 0}).infer(), StatusCode::kInvalidArgument,
                         {"copies dim 1 (0)", "rank 1"}));
-  EXPECT_TRUE(has_error(reshape({sym("N"), 3}, {-1, 2}).infer(), StatusCode::kUnimplemented,
-                        {"cannot infer -1"}));
+  // 3*N elements into [-1, 2]: assumed even (checked when N is bound).
+  OpGraph odd = reshape({sym("N"), 3}, {-1, 2});
+  ASSERT_TRUE(odd.infer().ok());
+  EXPECT_EQ(shape_to_string(odd.output_shape()), "[N + floor(N/2),2]");
+  ASSERT_EQ(odd.graph().assumptions.size(), 1u);
+  EXPECT_EQ(odd.graph().assumptions[0].to_string(), "(3*N) % 2 == 0");
   OpGraph wrong_type("Reshape");
   wrong_type.input("data", DType::kF32, {6}).constant("shape", f32({1}, {6}));
   EXPECT_TRUE(has_error(wrong_type.infer(), StatusCode::kInvalidArgument,
