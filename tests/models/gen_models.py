@@ -29,17 +29,17 @@ CHECK_ATOL + CHECK_RTOL * |x| everywhere. Seeded, deterministic. The run is cach
 """
 
 import argparse
-import hashlib
 import json
 import math
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ort_outputs import file_sha256, run_ort  # noqa: E402
 
 try:
     import onnx
@@ -533,26 +533,6 @@ def build_fcn():
 # ORT references, checks, caching
 # ----------------------------------------------------------------------------------------------
 
-DTYPE_CODE = {np.dtype(np.float32): "f32", np.dtype(np.int64): "i64"}
-
-
-def run_ort(node, model_path, feeds, threads):
-    """feeds: name -> (array, file path). Returns name -> float32 array for every model output."""
-    with tempfile.TemporaryDirectory(prefix="gen_models_ort_") as td:
-        cmd = [node, RUN_ORT, "run", model_path, "--output-dir", td, "--threads", str(threads)]
-        for name, (arr, path) in feeds.items():
-            cmd += ["--input", f"{name}={'x'.join(map(str, arr.shape))}:{DTYPE_CODE[arr.dtype]}:{path}"]
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if r.returncode != 0:
-            sys.exit(f"gen_models.py: ORT failed ({' '.join(cmd)}):\n{r.stdout}{r.stderr}")
-        out = {}
-        for f in os.listdir(td):
-            if f.endswith(".bin"):
-                stem = f[:-4]
-                with open(os.path.join(td, stem + ".shape")) as fh:
-                    shape = [int(d) for d in fh.read().strip().split("x")]
-                out[stem] = np.fromfile(os.path.join(td, f), dtype="<f4").reshape(shape)
-        return out
 
 
 def compare(ort, ref64):
@@ -563,11 +543,6 @@ def compare(ort, ref64):
             "within_check": bool((d <= bound).all() and np.isfinite(ort).all())}
 
 
-def file_sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
 
 
 def stamp_key(with_ref):
@@ -678,7 +653,7 @@ def main():
             continue
         label = ",".join(f"{k}={v}" for k, v in sizes.items())
         (oname,) = [o.name for o in model.graph.output]
-        got = run_ort(args.node, os.path.join(out, f"{stem}.onnx"), paths, args.threads)[oname]
+        got = run_ort(args.node, os.path.join(out, f"{stem}.onnx"), paths, args.threads, "gen_models.py")[oname]
         want = forward(model, {k: v for k, (v, _) in paths.items()})[oname]
         if got.shape != want.shape:
             sys.exit(f"gen_models.py: {stem} {label}: ORT output {got.shape}, float64 forward {want.shape}")

@@ -36,13 +36,14 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ort_outputs import file_sha256, run_ort  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -72,11 +73,6 @@ def parse_args():
     return ap.parse_args()
 
 
-def file_sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        h.update(f.read())
-    return h.hexdigest()
 
 
 def stamp_key(with_ref, only):
@@ -493,27 +489,6 @@ def torch_forward64(model, feeds):
     return [o.numpy() for o in outs]
 
 
-DTYPE_CODE = {np.dtype(np.float32): "f32", np.dtype(np.int64): "i64"}
-
-
-def run_ort(node, model_path, feeds, threads):
-    """feeds: name -> (array, file path). Returns output name -> float32 array."""
-    with tempfile.TemporaryDirectory(prefix="gen_torch_models_ort_") as td:
-        cmd = [node, RUN_ORT, "run", model_path, "--output-dir", td, "--threads", str(threads)]
-        for name, (arr, path) in feeds.items():
-            cmd += ["--input", f"{name}={'x'.join(map(str, arr.shape))}:{DTYPE_CODE[arr.dtype]}:{path}"]
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if r.returncode != 0:
-            sys.exit(f"gen_torch_models.py: ORT failed ({' '.join(cmd)}):\n{r.stdout}{r.stderr}")
-        out = {}
-        for f in os.listdir(td):
-            if f.endswith(".bin"):
-                stem = f[:-4]
-                with open(os.path.join(td, stem + ".shape")) as fh:
-                    text = fh.read().strip()
-                shape = [] if text == "scalar" else [int(d) for d in text.split("x")]
-                out[stem] = np.fromfile(os.path.join(td, f), dtype="<f4").reshape(shape)
-        return out
 
 
 def compare(ort, ref64):
@@ -591,7 +566,7 @@ def main():
                 paths[iname] = (arr, p)
             if not with_ref:
                 continue
-            got = run_ort(args.node, path, paths, args.threads)
+            got = run_ort(args.node, path, paths, args.threads, "gen_torch_models.py")
             want = torch_forward64(model, feeds)
             for oname, w in zip(spec["outputs"], want):
                 g = got[oname]

@@ -30,8 +30,7 @@ struct BenchFlags {
   std::string json;
   bool per_dispatch = false;
   std::string against;  // a second module, timed alternately with --module on the same inputs
-  size_t max_plans = 0;
-  std::string max_plan_bytes;
+  PlanCacheFlags plan_cache;
 };
 
 double process_cpu_ms() {
@@ -63,11 +62,8 @@ int run_bench(const BenchFlags& flags) {
   runtime::SessionOptions options;
   options.device = flags.device;
   options.threads = flags.threads;
-  options.max_plans = flags.max_plans;
-  if (!flags.max_plan_bytes.empty()) {
-    auto limit = parse_byte_size("--max-plan-bytes", flags.max_plan_bytes);
-    if (!limit.ok()) return report_error("bench", limit.status());
-    options.max_plan_bytes = *limit;
+  if (Status bounds = flags.plan_cache.apply(options); !bounds.ok()) {
+    return report_error("bench", bounds);
   }
   auto load_start = std::chrono::steady_clock::now();
   auto session = runtime::Session::open(flags.module, options);
@@ -216,13 +212,7 @@ Command add_bench_command(CLI::App& app) {
                   "a second module (.kmod) timed on the same inputs, its runs alternating with "
                   "--module's (A B B A ...): prints its median and the ratio, which drift in the "
                   "machine's load affects far less than separate processes");
-  sub->add_option("--max-plans", flags->max_plans,
-                  "prepared plans kept, one per set of input sizes; the least recently used go "
-                  "first (default 64)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-plan-bytes", flags->max_plan_bytes,
-                  "bytes the kept plans may hold together, e.g. 256M (the default); a plan over "
-                  "it alone is still kept");
+  flags->plan_cache.add_to(sub);
   return {sub, [flags] { return run_bench(*flags); }};
 }
 

@@ -26,8 +26,7 @@ struct RunFlags {
   std::string trace;           // --trace=DIR
   std::string trace_dispatch;  // --trace-dispatch=N|NAME
   std::string max_memory;
-  size_t max_plans = 0;
-  std::string max_plan_bytes;
+  PlanCacheFlags plan_cache;
   std::string profile;  // --profile=trace.json
   int profile_runs = 3;
 };
@@ -75,11 +74,8 @@ int run_module(const RunFlags& flags) {
     if (!limit.ok()) return report_error("run", limit.status());
     options.max_memory_bytes = *limit;
   }
-  options.max_plans = flags.max_plans;
-  if (!flags.max_plan_bytes.empty()) {
-    auto limit = parse_byte_size("--max-plan-bytes", flags.max_plan_bytes);
-    if (!limit.ok()) return report_error("run", limit.status());
-    options.max_plan_bytes = *limit;
+  if (Status bounds = flags.plan_cache.apply(options); !bounds.ok()) {
+    return report_error("run", bounds);
   }
   auto session = runtime::Session::open(flags.module, options);
   if (!session.ok()) return report_error("run", session.status());
@@ -165,13 +161,7 @@ Command add_run_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--max-memory", flags->max_memory,
                   "refuse inputs whose activations need more, e.g. 2G (default: 3/4 of RAM)");
-  sub->add_option("--max-plans", flags->max_plans,
-                  "prepared plans kept, one per set of input sizes; the least recently used go "
-                  "first (default 64)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-plan-bytes", flags->max_plan_bytes,
-                  "bytes the kept plans may hold together, e.g. 256M (the default); a plan over "
-                  "it alone is still kept");
+  flags->plan_cache.add_to(sub);
   return {sub, [flags] { return run_module(*flags); }};
 }
 

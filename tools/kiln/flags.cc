@@ -28,4 +28,23 @@ StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag, const std
   return tensors;
 }
 
+void PlanCacheFlags::add_to(CLI::App* sub) {
+  sub->add_option("--max-plans", max_plans,
+                  "prepared plans kept, one per set of input sizes; the least recently used go "
+                  "first (default 64)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-plan-bytes", max_plan_bytes,
+                  "bytes the kept plans may hold together, e.g. 256M (the default); a plan over "
+                  "it alone is still kept");
+}
+
+Status PlanCacheFlags::apply(runtime::SessionOptions& options) const {
+  options.max_plans = max_plans;
+  if (!max_plan_bytes.empty()) {
+    KILN_ASSIGN_OR_RETURN(options.max_plan_bytes,
+                          parse_byte_size("--max-plan-bytes", max_plan_bytes));
+  }
+  return ok_status();
+}
+
 }  // namespace kiln::cli

@@ -6,13 +6,26 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
+#include "kiln/runtime/session.h"
 
 namespace kiln::cli {
 
 // "1048576", "512K", "64M", "2G" (powers of 1024) → bytes. Errors quote the flag and value.
 StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text);
+
+// `--max-plans` and `--max-plan-bytes` of `kiln run` and `kiln bench` (docs/dynamic-shapes.md).
+struct PlanCacheFlags {
+  size_t max_plans = 0;
+  std::string max_plan_bytes;
+
+  void add_to(CLI::App* sub);
+  // Sets the session's plan-cache bounds; the error names the flag.
+  Status apply(runtime::SessionOptions& options) const;
+};
 
 // Loads every `--input`-style spec in order; the error names the flag and the spec.
 StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag, const std::vector<std::string>& specs);

@@ -392,13 +392,19 @@ std::optional<DimExpr> combine_values(Op op, const DimExpr& x, const DimExpr& y,
     case Op::kAdd: return x + y;
     case Op::kSub: return x - y;
     case Op::kMul: return x * y;
-    case Op::kDiv:
+    case Op::kDiv: {
       if (!integer) return x.exact_div(y);
-      // Truncation equals floor only for a nonnegative dividend.
-      if (!cy || *cy <= 0 || !x.provably_nonnegative()) return std::nullopt;
-      return x.floor_div(*cy);
+      if (!cy || *cy == 0 || *cy == std::numeric_limits<int64_t>::min()) return std::nullopt;
+      // Integer Div truncates: trunc(x/d) = floor(max(x, 0)/d) - floor(max(-x, 0)/d) for d > 0,
+      // which is floor(x/d) when x is provably nonnegative ((S - 1) / 2 needs the general form).
+      const int64_t d = *cy > 0 ? *cy : -*cy;
+      const DimExpr zero(0);
+      DimExpr q = DimExpr::max(x, zero).floor_div(d) - DimExpr::max(zero - x, zero).floor_div(d);
+      return *cy > 0 ? q : zero - q;
+    }
     case Op::kMod:
-      if (!integer || !cy || *cy <= 0 || !x.provably_nonnegative()) return std::nullopt;
+      // Integer Mod (fmod = 0) takes the divisor's sign: x - d*floor(x/d).
+      if (!integer || !cy || *cy <= 0) return std::nullopt;
       return x - x.floor_div(*cy) * DimExpr(*cy);
     case Op::kMin: return DimExpr::min(x, y);
     case Op::kMax: return DimExpr::max(x, y);

@@ -340,12 +340,21 @@ TEST(Binary, ShapeComputationValues) {
   ASSERT_TRUE(div.run("Div").ok());
   EXPECT_EQ((*div.args.output_values[0])[0], sym("N").floor_div(2));
   EXPECT_EQ((*div.args.output_values[0])[1], DimExpr(-3));
-  // N - 5 may be negative: truncation is not floor, so the values stay unknown.
-  Infer unknown;
-  unknown.inputs = {ValueType{DType::kI64, {1}}, ValueType{DType::kI64, {1}}};
-  unknown.values = {{sym("N") - DimExpr(5)}, {2}};
-  ASSERT_TRUE(unknown.run("Div").ok());
-  EXPECT_TRUE(unknown.args.output_values.empty() || !unknown.args.output_values[0]);
+  // N - 5 may be negative: truncation toward zero, as an expression exact at every N; Mod by a
+  // positive constant takes its sign (x - 2*floor(x/2)).
+  for (const char* op : {"Div", "Mod"}) {
+    Infer signed_values;
+    signed_values.inputs = {ValueType{DType::kI64, {1}}, ValueType{DType::kI64, {1}}};
+    signed_values.values = {{sym("N") - DimExpr(5)}, {2}};
+    ASSERT_TRUE(signed_values.run(op).ok());
+    ASSERT_TRUE(!signed_values.args.output_values.empty() && signed_values.args.output_values[0]);
+    const DimExpr& value = (*signed_values.args.output_values[0])[0];
+    for (int64_t n = 0; n <= 12; ++n) {
+      const int64_t x = n - 5;
+      const int64_t want = std::string(op) == "Div" ? x / 2 : ((x % 2) + 2) % 2;
+      EXPECT_EQ(value.evaluate({{"N", n}}).value(), want) << op << " at N = " << n;
+    }
+  }
   // Division by a constant 0 leaves the values unknown (the kernel reports the error).
   Infer by_zero;
   by_zero.inputs = {ValueType{DType::kI64, {1}}, ValueType{DType::kI64, {1}}};

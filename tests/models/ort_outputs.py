@@ -1,0 +1,42 @@
+"""Shared by the fixture generators: ONNX Runtime outputs through tools/ort/run_ort.js, and file
+hashes for their caches. numpy only, so a generator can import it before torch or onnx."""
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUN_ORT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "ort", "run_ort.js")
+DTYPE_CODE = {np.dtype(np.float32): "f32", np.dtype(np.int64): "i64"}
+
+
+def run_ort(node, model_path, feeds, threads, who):
+    """feeds: name -> (array, file path). Returns output name -> float32 array for every model
+    output. `who` names the calling generator in the error that ends the process."""
+    with tempfile.TemporaryDirectory(prefix=f"{who}_ort_") as td:
+        cmd = [node, RUN_ORT, "run", model_path, "--output-dir", td, "--threads", str(threads)]
+        for name, (arr, path) in feeds.items():
+            cmd += ["--input", f"{name}={'x'.join(map(str, arr.shape))}:{DTYPE_CODE[arr.dtype]}:{path}"]
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.exit(f"{who}: ORT failed ({' '.join(cmd)}):\n{r.stdout}{r.stderr}")
+        out = {}
+        for f in os.listdir(td):
+            if f.endswith(".bin"):
+                stem = f[:-4]
+                with open(os.path.join(td, stem + ".shape")) as fh:
+                    text = fh.read().strip()
+                shape = [] if text == "scalar" else [int(d) for d in text.split("x")]
+                out[stem] = np.fromfile(os.path.join(td, f), dtype="<f4").reshape(shape)
+        return out
+
+
+def file_sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read())
+    return h.hexdigest()
