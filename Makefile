@@ -54,7 +54,7 @@ sanitize: setup models
 # kiln's shape fuzzer (docs/shape-fuzz.md) for FUZZ_SECONDS on up to SHAPE_FUZZ_COUNT graphs.
 SHAPE_FUZZ_SEED ?= 2
 SHAPE_FUZZ_COUNT ?= 5000
-SHAPE_FUZZ_MAX_REFUSED ?= 0.55
+SHAPE_FUZZ_MAX_REFUSED ?= 0.04
 SHAPE_FUZZ_PLANT_NAN ?= 0
 fuzz: build models
 	@JOBS=$(JOBS) scripts/fuzz.sh $(BUILD)-fuzz $(MODELS) $(BUILD)/tools/kiln $(FUZZ_SECONDS)
