@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 
 namespace kiln {
 namespace {
@@ -300,6 +301,8 @@ std::optional<DimExpr> DimExpr::exact_div(const DimExpr& divisor) const {
   for (int step = 0; !remainder.terms_.empty(); ++step) {
     if (step > 4096) return std::nullopt;
     const auto [mono, coeff] = *leading(remainder.terms_);
+    // INT64_MIN / -1 overflows (coefficients wrap on hostile dims).
+    if (dcoeff == -1 && coeff == std::numeric_limits<int64_t>::min()) return std::nullopt;
     if (coeff % dcoeff != 0) return std::nullopt;
     std::map<std::string, int> powers(mono.begin(), mono.end());
     for (const auto& [key, power] : dmono) {

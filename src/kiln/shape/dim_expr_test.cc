@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kiln/shape/shape.h"
 
 namespace kiln {
@@ -95,6 +97,9 @@ TEST(DimExpr, ExactDivByPolynomials) {
   EXPECT_FALSE((N * 3 + 1).exact_div(N * 2).has_value());
   EXPECT_FALSE(total.exact_div(DimExpr(0)).has_value());
   EXPECT_EQ(DimExpr(0).exact_div(S + 1).value(), DimExpr(0));
+  // A wrapped coefficient of INT64_MIN over -1 has no int64 quotient.
+  const DimExpr lowest(std::numeric_limits<int64_t>::min());
+  EXPECT_FALSE((S * lowest).exact_div(DimExpr(0) - S).has_value());
 }
 
 TEST(DimExpr, ProvablyNonnegative) {
