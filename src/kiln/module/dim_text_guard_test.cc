@@ -67,7 +67,7 @@ TEST(DimTextGuard, RefusesOtherForms) {
         "floor(N/1)", "floor((N)/2)", "floor((3)/2)", "floor((2*N + 1)/2)", "floor((N - 1)/2)",
         "floor((1 + N)/2)", "floor((N + N)/4)", "floor(N/2", "floor(N/02)", "N*", "99999999999999999999",
         "N $", "min(N, N)", "max(3, 5)", "min(b, a)", "min(a,b)", "min(a, b", "max(a)",
-        "floor(min(a, b)/2)", std::string(200, 'm').c_str()}) {
+        "floor(min(a, b)/2)"}) {
     SCOPED_TRACE(text);
     Status s = check_canonical_dim_text(text);
     ASSERT_FALSE(s.ok());
