@@ -32,14 +32,13 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ort_outputs import file_sha256, run_ort  # noqa: E402
+from ort_outputs import ORT_LOCK, REPO, RUN_ORT, file_sha256, require_ort, run_ort  # noqa: E402
 
 try:
     import onnx
@@ -47,10 +46,6 @@ try:
 except ImportError as e:  # pragma: no cover
     sys.exit(f"gen_models.py: cannot import onnx ({e}); run it with /usr/bin/python3")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-RUN_ORT = os.path.join(REPO, "tools", "ort", "run_ort.js")
-ORT_LOCK = os.path.join(REPO, "tools", "ort", "package-lock.json")
 SUBDIR = "nets"
 STAMP = ".gen_models.stamp"
 GEN_VERSION = 1
@@ -602,11 +597,7 @@ def main():
         log(f"up to date: {out}")
         return 0
     if with_ref:
-        if not os.path.exists(os.path.join(REPO, "tools", "ort", "node_modules", "onnxruntime-node")):
-            sys.exit("gen_models.py: onnxruntime-node is not installed; run "
-                     "`cd tools/ort && ONNXRUNTIME_NODE_INSTALL=skip npm install` or pass --no-ref")
-        if shutil.which(args.node) is None and not os.path.exists(args.node):
-            sys.exit(f"gen_models.py: node executable '{args.node}' not found; pass --node or --no-ref")
+        require_ort(args.node, "gen_models.py")
 
     t0 = time.time()
     os.makedirs(out, exist_ok=True)

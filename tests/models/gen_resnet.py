@@ -19,13 +19,15 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ort_outputs import require_ort  # noqa: E402
 
 try:
     import onnx
@@ -473,11 +475,7 @@ def main():
         log(f"up to date: {out}")
         return 0
     if with_ref:
-        if not os.path.exists(os.path.join(REPO, "tools", "ort", "node_modules", "onnxruntime-node")):
-            sys.exit("gen_resnet.py: onnxruntime-node is not installed; run "
-                     "`cd tools/ort && ONNXRUNTIME_NODE_INSTALL=skip npm install` or pass --no-ref")
-        if shutil.which(args.node) is None and not os.path.exists(args.node):
-            sys.exit(f"gen_resnet.py: node executable '{args.node}' not found; pass --node or --no-ref")
+        require_ort(args.node, "gen_resnet.py")
 
     t0 = time.time()
     os.makedirs(out, exist_ok=True)

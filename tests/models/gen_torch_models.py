@@ -35,7 +35,6 @@ import itertools
 import json
 import math
 import os
-import shutil
 import sys
 import time
 import warnings
@@ -43,12 +42,8 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ort_outputs import file_sha256, run_ort  # noqa: E402
+from ort_outputs import ORT_LOCK, REPO, RUN_ORT, file_sha256, require_ort, run_ort  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-RUN_ORT = os.path.join(REPO, "tools", "ort", "run_ort.js")
-ORT_LOCK = os.path.join(REPO, "tools", "ort", "package-lock.json")
 SUBDIR = "torch"
 STAMP = ".gen_torch_models.stamp"
 OPSET = 17
@@ -523,11 +518,7 @@ def main():
     names = args.only or list(MODELS)
     stamp_path = os.path.join(out, STAMP)
     if with_ref:
-        if not os.path.exists(os.path.join(REPO, "tools", "ort", "node_modules", "onnxruntime-node")):
-            sys.exit("gen_torch_models.py: onnxruntime-node is not installed; run "
-                     "`cd tools/ort && ONNXRUNTIME_NODE_INSTALL=skip npm install` or pass --no-ref")
-        if shutil.which(args.node) is None and not os.path.exists(args.node):
-            sys.exit(f"gen_torch_models.py: node executable '{args.node}' not found; pass --node or --no-ref")
+        require_ort(args.node, "gen_torch_models.py")
 
     t0 = time.time()
     torch.set_num_threads(max(1, args.threads))

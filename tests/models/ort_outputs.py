@@ -3,6 +3,7 @@ hashes for their caches. numpy only, so a generator can import it before torch o
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -10,8 +11,19 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUN_ORT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "ort", "run_ort.js")
+REPO = os.path.dirname(os.path.dirname(HERE))
+RUN_ORT = os.path.join(REPO, "tools", "ort", "run_ort.js")
+ORT_LOCK = os.path.join(REPO, "tools", "ort", "package-lock.json")
 DTYPE_CODE = {np.dtype(np.float32): "f32", np.dtype(np.int64): "i64"}
+
+
+def require_ort(node, who):
+    """Ends the process, naming `who`, unless onnxruntime-node and the `node` executable exist."""
+    if not os.path.exists(os.path.join(REPO, "tools", "ort", "node_modules", "onnxruntime-node")):
+        sys.exit(f"{who}: onnxruntime-node is not installed; run "
+                 "`cd tools/ort && ONNXRUNTIME_NODE_INSTALL=skip npm install` or pass --no-ref")
+    if shutil.which(node) is None and not os.path.exists(node):
+        sys.exit(f"{who}: node executable '{node}' not found; pass --node or --no-ref")
 
 
 def run_ort(node, model_path, feeds, threads, who):
