@@ -38,6 +38,18 @@ TEST(Tensor, CreateRejectsOverflowingDims) {
   EXPECT_FALSE(Tensor::create(DType::kF32, {-1, 2}).ok());
 }
 
+TEST(Tensor, SetElementFromInt64WrapsIntegersAndConvertsFloats) {
+  Tensor i8 = Tensor::create(DType::kI8, {1}).value();
+  set_element_from_int64(i8, 0, 257);
+  EXPECT_EQ(element_as_int64(i8, 0), 1);
+  Tensor f = Tensor::create(DType::kF32, {2}).value();
+  set_element_from_int64(f, 1, 7);
+  EXPECT_EQ(f.values<float>()[1], 7.0f);
+  Tensor d = Tensor::create(DType::kF64, {1}).value();
+  set_element_from_int64(d, 0, -3);
+  EXPECT_EQ(d.values<double>()[0], -3.0);
+}
+
 TEST(Tensor, CreateIsZeroedAndAligned) {
   auto t = Tensor::create(DType::kF32, {3, 5});
   ASSERT_TRUE(t.ok());

@@ -119,6 +119,14 @@ int64_t element_as_int64(const Tensor& tensor, int64_t index) {
 }
 
 void set_element_from_int64(Tensor& tensor, int64_t index, int64_t value) {
+  if (tensor.dtype() == DType::kF32) {
+    tensor.mutable_values<float>()[index] = static_cast<float>(value);
+    return;
+  }
+  if (tensor.dtype() == DType::kF64) {
+    tensor.mutable_values<double>()[index] = static_cast<double>(value);
+    return;
+  }
   std::byte* p = tensor.mutable_data() + index * static_cast<int64_t>(dtype_size(tensor.dtype()));
   switch (dtype_size(tensor.dtype())) {
     case 1: *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(value); break;

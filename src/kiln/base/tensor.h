@@ -72,8 +72,8 @@ double element_as_double(const Tensor& tensor, int64_t index);
 // Reads element `index` of an integer or bool tensor as int64; a u64 value above INT64_MAX wraps
 // (two's complement), so callers that need the full u64 range read values<uint64_t>() instead.
 int64_t element_as_int64(const Tensor& tensor, int64_t index);
-// Writes `value` to element `index` of an integer or bool tensor made by create(), truncating
-// to the dtype's width (two's complement).
+// Writes `value` to element `index` of a tensor made by create(): truncated to the dtype's width
+// (two's complement) for an integer or bool tensor, converted (rounded to nearest) for f32/f64.
 void set_element_from_int64(Tensor& tensor, int64_t index, int64_t value);
 
 }  // namespace kiln

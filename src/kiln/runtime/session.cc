@@ -170,14 +170,8 @@ StatusOr<Tensor> known_value_tensor(const module::ModuleValue& value, const Conc
   for (size_t i = 0; i < value.known_values.size(); ++i) {
     auto v = value.known_values[i].evaluate(bindings);
     if (!v.ok()) return std::move(v).status().with_note(fmt::format("in value '{}'", value.name));
-    // Whole numbers; f32 and f64 values come from shapes cast to float (torch.arange(S).float()).
-    if (value.dtype == DType::kF32) {
-      out.mutable_values<float>()[i] = static_cast<float>(*v);
-    } else if (value.dtype == DType::kF64) {
-      out.mutable_values<double>()[i] = static_cast<double>(*v);
-    } else {
-      set_element_from_int64(out, static_cast<int64_t>(i), *v);
-    }
+    // f32 and f64 values are whole numbers from shapes cast to float (torch.arange(S).float()).
+    set_element_from_int64(out, static_cast<int64_t>(i), *v);
   }
   return out;
 }
