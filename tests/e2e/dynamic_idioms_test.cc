@@ -58,9 +58,13 @@ class GraphBuilder {
     return op("Gather", {op("Shape", {x}), ints({axis})}, a);
   }
   ir::Graph finish(std::vector<ir::ValueId> outputs) {
-    for (ir::ValueId o : outputs) graph_.add_output(o);
-    Status inferred = ops::infer_graph(graph_);
+    ir::Graph g = without_inference(std::move(outputs));
+    Status inferred = ops::infer_graph(g);
     EXPECT_TRUE(inferred.ok()) << inferred.to_string();
+    return g;
+  }
+  ir::Graph without_inference(std::vector<ir::ValueId> outputs) {
+    for (ir::ValueId o : outputs) graph_.add_output(o);
     return std::move(graph_);
   }
 
@@ -279,6 +283,74 @@ TEST(DynamicIdioms, ValuesComputedFromShapes) {
   EXPECT_EQ(shape_to_string(g.value(g.outputs()[1]).shape), "[8*N]");
   EXPECT_EQ(shape_to_string(g.value(g.outputs()[2]).shape), "[N,1,4]");
   expect_runs_at_every_size(g, {{{"N", 1}, {"S", 1}}, {{"N", 3}, {"S", 5}}, {{"N", 4}, {"S", 16}}});
+}
+
+// int(S * 0.5), int(S * 0.25) and math.ceil(S / 4) through float: Cast to f32, Mul or Div by a
+// constant, Floor/Ceil or a truncating Cast back to i64. The values are dyadic fractions, exact in
+// f32, so the slices keep exact expressions; S / 3.0 is not exact in f32 and stays refused.
+TEST(DynamicIdioms, FractionsOfADimThroughFloat) {
+  GraphBuilder b("fractions");
+  const ir::ValueId x = b.input("x", {N, S});
+  const ir::ValueId s_float = b.op("Cast", {b.dim_of(x, 1)}, attrs({{"to", int64_t{1}}}));
+  auto to_index = [&](ir::ValueId f) { return b.op("Cast", {f}, attrs({{"to", int64_t{7}}})); };
+  const ir::ValueId half = to_index(b.op("Floor", {b.op("Mul", {s_float, b.floats({0.5f}, {})})}));
+  const ir::ValueId quarter = to_index(b.op("Mul", {s_float, b.floats({0.25f}, {})}));
+  const ir::ValueId ceil_quarter =
+      to_index(b.op("Ceil", {b.op("Div", {s_float, b.floats({4.f}, {})})}));
+  const int64_t open = INT64_MAX;
+  auto slice = [&](ir::ValueId starts, ir::ValueId ends) {
+    return b.op("Slice", {x, starts, ends, b.ints({1})});
+  };
+  ir::Graph g = b.finish({slice(half, b.ints({open})), slice(b.ints({0}), quarter),
+                          slice(ceil_quarter, b.ints({open}))});
+  EXPECT_EQ(shape_to_string(g.value(g.outputs()[0]).shape), "[N,S - floor(S/2)]");
+  EXPECT_EQ(shape_to_string(g.value(g.outputs()[1]).shape), "[N,floor(S/4)]");
+  EXPECT_EQ(shape_to_string(g.value(g.outputs()[2]).shape), "[N,floor((3*S)/4)]");
+  EXPECT_TRUE(g.assumptions.empty());
+  expect_runs_at_every_size(g, sizes_of("S", {0, 1, 2, 3, 5, 8, 13}));
+
+  GraphBuilder inexact("thirds");
+  const ir::ValueId y = inexact.input("y", {N, S});
+  const ir::ValueId y_float = inexact.op("Cast", {inexact.dim_of(y, 1)}, attrs({{"to", int64_t{1}}}));
+  const ir::ValueId third = inexact.op(
+      "Cast", {inexact.op("Floor", {inexact.op("Div", {y_float, inexact.floats({3.f}, {})})})},
+      attrs({{"to", int64_t{7}}}));
+  ir::Graph refused = inexact.without_inference(
+      {inexact.op("Slice", {y, third, inexact.ints({open}), inexact.ints({1})})});
+  const Status status = ops::infer_graph(refused);
+  EXPECT_EQ(status.code(), StatusCode::kUnimplemented) << status.to_string();
+  EXPECT_NE(status.to_string().find("must be known at compile time"), std::string::npos)
+      << status.to_string();
+}
+
+// F.pad(up, [diff // 2, diff - diff // 2]) as PyTorch exports it: the pad amounts are computed
+// from shapes, then Concat with zeros, Reshape to [3, 2], reversed rows (Slice with step -1),
+// Transpose and Reshape to [-1]: values of a rank-2 tensor. The padded U-Net skip then matches
+// the input exactly: 2*floor(H/2) + diff == H with no assumption.
+TEST(DynamicIdioms, PadAmountsThroughRank2Values) {
+  GraphBuilder b("unet_pad");
+  const ir::ValueId x = b.input("x", {N, DimExpr(2), H});
+  const ir::ValueId pooled = b.op("MaxPool", {x}, attrs({{"kernel_shape", std::vector<int64_t>{2}},
+                                                         {"strides", std::vector<int64_t>{2}}}));
+  const ir::ValueId up = b.op("Resize", {pooled, b.floats({}, {0}), b.floats({1, 1, 2}, {3})},
+                              attrs({{"mode", std::string("nearest")}}));
+  const ir::ValueId diff = b.op("Sub", {b.dim_of(x, 2), b.dim_of(up, 2)});
+  const ir::ValueId low = b.op("Div", {diff, b.ints({2})});
+  const ir::ValueId high = b.op("Sub", {diff, low});
+  const ir::ValueId flat = b.op("Concat", {low, high, b.ints({0, 0, 0, 0})},
+                                attrs({{"axis", int64_t{0}}}));
+  const ir::ValueId pairs = b.op("Reshape", {flat, b.ints({-1, 2})});
+  const ir::ValueId reversed =
+      b.op("Slice", {pairs, b.ints({-1}), b.ints({-INT64_MAX}), b.ints({0}), b.ints({-1})});
+  const ir::ValueId pads =
+      b.op("Reshape", {b.op("Transpose", {reversed}, attrs({{"perm", std::vector<int64_t>{1, 0}}})),
+                       b.ints({-1})});
+  const ir::ValueId padded = b.op("Pad", {up, pads});
+  ir::Graph g = b.finish({b.op("Add", {padded, x})});
+  EXPECT_EQ(shape_to_string(g.value(g.outputs()[0]).shape), "[N,2,H]");
+  EXPECT_TRUE(g.assumptions.empty());
+  expect_runs_at_every_size(g, {{{"N", 1}, {"H", 2}}, {{"N", 2}, {"H", 5}}, {{"N", 1}, {"H", 7}},
+                                {{"N", 3}, {"H", 12}}});
 }
 
 }  // namespace

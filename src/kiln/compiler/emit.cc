@@ -50,7 +50,8 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
     } else {
       out.kind = module::ValueKind::kIntermediate;
     }
-    if (!value.constant && !is_input[v]) {
+    // A fraction (int(S * 0.5) before its Floor) is left to the kernels: known values are whole.
+    if (!value.constant && !is_input[v] && value.dim_values_denominator == 1) {
       bool all_bindable = true;
       for (const DimExpr& d : value.dim_values) {
         for (const std::string& symbol : d.symbols()) all_bindable = all_bindable && bindable.count(symbol);

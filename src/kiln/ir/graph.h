@@ -35,10 +35,14 @@ struct Value {
   Shape shape;
   std::optional<Tensor> constant;  // set for weights and folded values
   std::optional<NodeId> producer;  // set for node outputs
-  // Shape computation: for a small integer tensor (rank <= 1) whose elements are known as
-  // expressions of the symbols (Shape(x), and what Gather/Concat/... make of it), one DimExpr per
-  // element; empty when unknown. Set by shape inference; the runtime evaluates them per binding.
+  // Shape computation: for a small tensor whose elements are known as expressions of the symbols
+  // (Shape(x), and what Gather/Concat/Reshape/... make of it), one DimExpr per element in
+  // row-major order; empty when unknown. Set by shape inference; the runtime evaluates them per
+  // binding.
   std::vector<DimExpr> dim_values;
+  // Element i is dim_values[i] / dim_values_denominator: a power of two above 1 for a
+  // floating-point shape computation that is not whole (int(S * 0.5) before its Floor or Cast).
+  int64_t dim_values_denominator = 1;
 };
 
 struct Node {

@@ -412,6 +412,60 @@ std::optional<DimExpr> combine_values(Op op, const DimExpr& x, const DimExpr& y,
   }
 }
 
+// x op y on fractions (floating-point shape computations that are not whole: Cast(S) * 0.5,
+// S / 4.0). Division needs a constant divisor whose odd factor divides the numerator, so that
+// every result stays a dyadic fraction that f32 holds exactly; nullopt otherwise.
+std::optional<FractionValues> combine_fractions(Op op, const DimExpr& x, int64_t x_den,
+                                                const DimExpr& y, int64_t y_den) {
+  const auto scaled = [](const DimExpr& e, int64_t by) { return e * DimExpr(by); };
+  const auto den = checked_mul(x_den, y_den);
+  if (!den) return std::nullopt;
+  switch (op) {
+    case Op::kAdd: return FractionValues{{scaled(x, y_den) + scaled(y, x_den)}, *den};
+    case Op::kSub: return FractionValues{{scaled(x, y_den) - scaled(y, x_den)}, *den};
+    case Op::kMul: return FractionValues{{x * y}, *den};
+    case Op::kDiv: {
+      // (x / x_den) / (c / y_den) = (x * y_den) / (x_den * c), c = odd * 2^k.
+      auto c = y.constant_value();
+      if (!c || *c == 0 || *c == std::numeric_limits<int64_t>::min()) return std::nullopt;
+      const int64_t magnitude = *c < 0 ? -*c : *c;
+      int64_t odd = magnitude;
+      while (odd % 2 == 0) odd /= 2;
+      const int64_t two_power = magnitude / odd;
+      auto numerator = scaled(x, *c < 0 ? -y_den : y_den).exact_div(DimExpr(odd));
+      auto denominator = checked_mul(x_den, two_power);
+      if (!numerator || !denominator) return std::nullopt;
+      return FractionValues{{std::move(*numerator)}, *denominator};
+    }
+    default: return std::nullopt;
+  }
+}
+
+// Element values of Add/Sub/Mul/Div on floating-point shape computations that need fractions.
+void infer_fraction_values(Op op, InferArgs& args) {
+  constexpr size_t kMaxValues = 4096;
+  auto a = known_fraction_values(args, 0);
+  auto b = known_fraction_values(args, 1);
+  if (!a || !b || a->numerators.size() > kMaxValues || b->numerators.size() > kMaxValues) return;
+  const size_t na = a->numerators.size(), nb = b->numerators.size();
+  if (na != nb && na != 1 && nb != 1) return;
+  std::vector<FractionValues> elements;
+  int64_t common = 1;
+  for (size_t i = 0; i < std::max(na, nb); ++i) {
+    auto value = combine_fractions(op, a->numerators[na == 1 ? 0 : i], a->denominator,
+                                   b->numerators[nb == 1 ? 0 : i], b->denominator);
+    if (!value || value->denominator > kMaxValueDenominator) return;
+    common = std::max(common, value->denominator);
+    elements.push_back(std::move(*value));
+  }
+  // Every denominator is a power of two up to the largest, so each divides it.
+  FractionValues out{{}, common};
+  for (FractionValues& e : elements) {
+    out.numerators.push_back(e.numerators[0] * DimExpr(common / e.denominator));
+  }
+  set_output_fractions(args, 0, std::move(out));
+}
+
 // Element values of binary ops on shape computations (small tensors of dims, e.g. Shape(x) * 2,
 // Equal(shape, -1), Max(shape, 1)).
 void infer_values(Op op, InferArgs& args) {
@@ -424,6 +478,10 @@ void infer_values(Op op, InferArgs& args) {
   }
   auto a = known_dim_values(args, 0);
   auto b = known_dim_values(args, 1);
+  if (is_float(in_dtype) && (!a || !b)) {
+    infer_fraction_values(op, args);
+    return;
+  }
   if (!a || !b || a->size() > kMaxValues || b->size() > kMaxValues) return;
   if (a->size() != b->size() && a->size() != 1 && b->size() != 1) return;
   const size_t n = a->size() == 1 ? b->size() : a->size();
@@ -432,7 +490,10 @@ void infer_values(Op op, InferArgs& args) {
     const DimExpr& x = (*a)[a->size() == 1 ? 0 : i];
     const DimExpr& y = (*b)[b->size() == 1 ? 0 : i];
     std::optional<DimExpr> value = combine_values(op, x, y, !is_float(in_dtype));
-    if (!value) return;
+    if (!value) {
+      if (is_float(in_dtype)) infer_fraction_values(op, args);  // S / 4.0
+      return;
+    }
     out.push_back(std::move(*value));
   }
   set_output_values(args, 0, std::move(out));

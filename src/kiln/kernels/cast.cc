@@ -4,6 +4,7 @@
 // too). To bf16 truncates the f32 value's low 16 bits, as the ONNX reference of opsets <= 17 does
 // (its backend test data expects it); NaN stays a quiet NaN.
 #include <bit>
+#include <limits>
 #include <cstring>
 
 #include "kiln/kernels/elementwise.h"
@@ -71,13 +72,41 @@ class CastKernel : public Kernel {
   }
 };
 
+// Fractions (S * 0.5) cast to an integer type truncate toward zero; to f32/f64 they stay.
+void cast_fractions(InferArgs& args, const FractionValues& in, DType to) {
+  if (to == DType::kF32 || to == DType::kF64) {
+    set_output_fractions(args, 0, in);
+    return;
+  }
+  if (to != DType::kI64 && to != DType::kI32) return;
+  const DimExpr zero(0);
+  std::vector<DimExpr> out;
+  for (const DimExpr& n : in.numerators) {
+    auto c = n.constant_value();
+    if (c && (*c / in.denominator < std::numeric_limits<int32_t>::min() ||
+              *c / in.denominator > std::numeric_limits<int32_t>::max())) {
+      return;  // out of i32's range: left to the kernel
+    }
+    if (n.provably_nonnegative()) {
+      out.push_back(n.floor_div(in.denominator));
+    } else {
+      out.push_back(DimExpr::max(n, zero).floor_div(in.denominator) -
+                    DimExpr::max(zero - n, zero).floor_div(in.denominator));
+    }
+  }
+  set_output_values(args, 0, std::move(out));
+}
+
 // Shape computations keep their values through casts: to an integer type (constants wrapped to
 // its width; symbolic values unchanged: they are dims, which fit), to f32 or f64 (whole numbers
 // that the type holds exactly; symbolic dims are taken to stay below 2^24, past which the
 // runtime's concrete planning refuses a shape that disagrees), and to bool (constants only).
 void infer_values(InferArgs& args, DType to) {
   auto values = known_dim_values(args, 0);
-  if (!values) return;
+  if (!values) {
+    if (auto fractions = known_fraction_values(args, 0)) cast_fractions(args, *fractions, to);
+    return;
+  }
   const bool to_float = to == DType::kF32 || to == DType::kF64;
   if (!is_integer(to) && !to_float && to != DType::kBool) return;
   const int64_t exact_limit = to == DType::kF32 ? (int64_t{1} << 24) : (int64_t{1} << 53);

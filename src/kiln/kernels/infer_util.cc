@@ -190,13 +190,39 @@ StatusOr<std::optional<std::vector<double>>> constant_floats(const InferArgs& ar
   return std::optional<std::vector<double>>(std::move(out));
 }
 
+namespace {
+
 bool holds_dim_values(DType dtype) {
   return is_integer(dtype) || is_float(dtype) || dtype == DType::kBool;
 }
 
-std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size_t index) {
+int64_t value_denominator(const InferArgs& args, size_t index) {
+  return index < args.value_denominators.size() ? args.value_denominators[index] : 1;
+}
+
+// Whether infer may read values of an input of this shape: rank <= 1, or with `any_rank`
+// constant dims of at most kMaxRankedValues elements.
+constexpr int64_t kMaxRankedValues = 4096;
+bool values_readable(const Shape& shape, bool any_rank) {
+  if (shape.size() <= 1) return true;
+  if (!any_rank) return false;
+  int64_t count = 1;
+  for (const DimExpr& d : shape) {
+    auto v = d.constant_value();
+    if (!v || *v < 0 || *v > kMaxRankedValues) return false;
+    count *= *v;
+    if (count > kMaxRankedValues) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size_t index,
+                                                     bool any_rank) {
   const ValueType* type = optional_input(args, index);
-  if (type == nullptr || type->shape.size() > 1 || !holds_dim_values(type->dtype)) {
+  if (type == nullptr || !values_readable(type->shape, any_rank) ||
+      !holds_dim_values(type->dtype) || value_denominator(args, index) != 1) {
     return std::nullopt;
   }
   if (const Tensor* t = constant_input(args, index)) {
@@ -247,6 +273,65 @@ StatusOr<std::optional<std::vector<DimExpr>>> input_dim_values(const InferArgs& 
 void set_output_values(InferArgs& args, size_t index, std::vector<DimExpr> values) {
   if (args.output_values.size() < args.output_count) args.output_values.resize(args.output_count);
   if (index < args.output_values.size()) args.output_values[index] = std::move(values);
+}
+
+std::optional<FractionValues> known_fraction_values(const InferArgs& args, size_t index) {
+  const ValueType* type = optional_input(args, index);
+  if (type == nullptr || type->shape.size() > 1 ||
+      (type->dtype != DType::kF32 && type->dtype != DType::kF64)) {
+    return std::nullopt;
+  }
+  if (const Tensor* t = constant_input(args, index)) {
+    // The smallest power of two that makes every element whole.
+    std::vector<double> elements;
+    int64_t denominator = 1;
+    for (int64_t i = 0; i < t->element_count(); ++i) {
+      const double v = element_as_double(*t, i);
+      if (!(std::abs(v) < 0x1p40)) return std::nullopt;
+      while (v * static_cast<double>(denominator) !=
+             std::trunc(v * static_cast<double>(denominator))) {
+        denominator *= 2;
+        if (denominator > kMaxValueDenominator) return std::nullopt;
+      }
+      elements.push_back(v);
+    }
+    FractionValues out{{}, denominator};
+    for (double v : elements) {
+      out.numerators.emplace_back(static_cast<int64_t>(v * static_cast<double>(denominator)));
+    }
+    return out;
+  }
+  if (index < args.values.size() && args.values[index] != nullptr &&
+      !args.values[index]->empty()) {
+    return FractionValues{*args.values[index], value_denominator(args, index)};
+  }
+  return std::nullopt;
+}
+
+void set_output_fractions(InferArgs& args, size_t index, FractionValues values) {
+  while (values.denominator > 1 && values.denominator % 2 == 0) {
+    std::vector<DimExpr> halves;
+    for (const DimExpr& n : values.numerators) {
+      auto half = n.exact_div(DimExpr(2));
+      if (!half) break;
+      halves.push_back(std::move(*half));
+    }
+    if (halves.size() != values.numerators.size()) break;
+    values.numerators = std::move(halves);
+    values.denominator /= 2;
+  }
+  if (values.denominator < 1 || values.denominator > kMaxValueDenominator ||
+      (values.denominator & (values.denominator - 1)) != 0) {
+    return;
+  }
+  if (values.denominator != 1) {
+    if (args.output_value_denominators.size() < args.output_count) {
+      args.output_value_denominators.resize(args.output_count, 1);
+    }
+    if (index >= args.output_value_denominators.size()) return;
+    args.output_value_denominators[index] = values.denominator;
+  }
+  set_output_values(args, index, std::move(values.numerators));
 }
 
 Status check_dims_equal(const DimExpr& got, const DimExpr& expected, std::string_view what) {

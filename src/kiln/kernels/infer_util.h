@@ -75,10 +75,30 @@ StatusOr<std::optional<std::vector<DimExpr>>> input_dim_values(const InferArgs& 
                                                                std::string_view name);
 // Same, without the error, and for float and bool inputs too (a shape computation cast to float
 // for torch.arange(S).float(), a comparison of dims), whose values are whole numbers (bool: 0 or
-// 1): nullopt when absent or unknown.
-std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size_t index);
+// 1): nullopt when absent, unknown or not whole. Rank <= 1 unless `any_rank`, which also gives
+// the row-major values of a higher-rank input whose dims are constants (a pads tensor reshaped
+// to [4, 2]): only ops that place elements by their dims (Reshape, Transpose, Slice) ask for it.
+std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size_t index,
+                                                     bool any_rank = false);
 // Sets output `index`'s element values (sizing args.output_values as needed).
 void set_output_values(InferArgs& args, size_t index, std::vector<DimExpr> values);
+
+// The values of a floating-point shape computation that need not be whole (S * 0.5 before its
+// Floor): value i is numerators[i] / denominator, a power of two. Exact in f32 while the
+// numerators stay below 2^24, as sizes do.
+struct FractionValues {
+  std::vector<DimExpr> numerators;
+  int64_t denominator = 1;
+};
+// Input `index`'s values as fractions: whole or fractional known values, and f32/f64 constants of
+// rank <= 1 whose elements are dyadic (0.5, 0.25, 3.0). nullopt for other dtypes, when unknown,
+// or for a constant like 0.3 that f32 does not hold exactly.
+std::optional<FractionValues> known_fraction_values(const InferArgs& args, size_t index);
+// Sets output `index`'s values from fractions reduced to lowest terms (whole values go through
+// set_output_values); leaves the output unknown when the denominator would pass
+// kMaxValueDenominator.
+void set_output_fractions(InferArgs& args, size_t index, FractionValues values);
+inline constexpr int64_t kMaxValueDenominator = int64_t{1} << 20;
 
 // Same for a float constant (any float dtype), e.g. Resize's scales.
 StatusOr<std::optional<std::vector<double>>> constant_floats(const InferArgs& args, size_t index,

@@ -51,7 +51,7 @@ StatusOr<std::vector<int64_t>> compute_data_sizes(const OpKernel& op, const Attr
   if (op.data_sizes == nullptr) {
     return unimplemented("op type '{}' has no data-dependent sizes", op.op_type);
   }
-  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}};
+  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}, {}, {}};
   for (const Tensor& t : inputs) {
     if (t.empty_storage()) {  // an absent optional input
       args.inputs.emplace_back(std::nullopt);
@@ -76,7 +76,7 @@ StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes
                                 std::span<const ConcreteInput> inputs, size_t output_count,
                                 const std::vector<ConcreteOutput>* expected_outputs,
                                 std::span<const int64_t> data_sizes) {
-  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}};
+  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}, {}, {}};
   args.data_dim = [data_sizes](size_t index) -> StatusOr<DimExpr> {
     if (index >= data_sizes.size()) {
       return invalid_argument("needs data-dependent size {}, but {} were bound for it", index,

@@ -46,7 +46,7 @@ struct InferArgs {
   size_t output_count = 1;
   // Filled by infer: one per declared output.
   std::vector<ValueType> outputs;
-  // Shape computation. Per input: the element values of a small integer tensor (rank <= 1) when
+  // Shape computation. Per input: the element values (row-major) of a small tensor when
   // they are known as expressions of the symbols (e.g. Shape(x) of a symbolic x); null or empty
   // when unknown. Read them with input_dim_values() (infer_util.h), which also covers constants.
   std::vector<const std::vector<DimExpr>*> values;
@@ -61,6 +61,12 @@ struct InferArgs {
   // OpKernel::data_sizes computes; concrete planning answers with the bound value. Null: nobody
   // can answer, and the op reports that the data must be known at compile time.
   std::function<StatusOr<DimExpr>(size_t index)> data_dim;
+  // Shape computations in floating point (int(S * 0.5)): per input, the power of two that divides
+  // `values` (value i is values[i] / denominator, a dyadic fraction that f32 holds exactly); empty
+  // or 1 for whole values. Read them with known_fraction_values(); ops that do not handle
+  // fractions see such an input as unknown. Filled per output like output_values.
+  std::vector<int64_t> value_denominators;
+  std::vector<int64_t> output_value_denominators;
 };
 
 // Checks input count, dtypes, ranks, attributes and shapes, and fills args.outputs. Errors say

@@ -19,10 +19,20 @@ namespace {
 
 StatusOr<std::unique_ptr<Kernel>> make_copy(const MakeArgs&) { return make_copy_kernel(); }
 
-// Passes input 0's element values to output 0 when they are known and both are rank <= 1.
+// Passes input 0's element values to output 0 in the same row-major order (Identity, Reshape,
+// Flatten, Squeeze, Unsqueeze) when they are known and the output's dims are constants (or it
+// has rank <= 1).
 void forward_values(InferArgs& args) {
-  if (args.outputs.empty() || args.outputs[0].shape.size() > 1) return;
-  if (auto values = known_dim_values(args, 0)) set_output_values(args, 0, std::move(*values));
+  if (args.outputs.empty()) return;
+  auto values = known_dim_values(args, 0, /*any_rank=*/true);
+  if (!values) return;
+  const Shape& out = args.outputs[0].shape;
+  if (out.size() > 1) {
+    DimExpr count(1);
+    for (const DimExpr& d : out) count = count * d;
+    if (count != DimExpr(static_cast<int64_t>(values->size()))) return;
+  }
+  set_output_values(args, 0, std::move(*values));
 }
 
 // ---- Identity, Dropout ----
@@ -288,6 +298,33 @@ StatusOr<std::vector<int64_t>> transpose_perm(const Attributes& attributes, size
   return perm;
 }
 
+// Output 0's element values: input 0's (constant dims, row-major) permuted by `perm`.
+void transpose_values(InferArgs& args, const std::vector<int64_t>& perm) {
+  auto values = known_dim_values(args, 0, /*any_rank=*/true);
+  if (!values) return;
+  auto dims = evaluate_shape(args.inputs[0]->shape, {});
+  if (!dims.ok()) return;
+  const ConcreteShape& in = *dims;
+  const std::vector<int64_t> in_strides = row_major_strides(in);
+  ConcreteShape out_dims;
+  for (int64_t p : perm) out_dims.push_back(in[static_cast<size_t>(p)]);
+  std::vector<DimExpr> out;
+  out.reserve(values->size());
+  ConcreteShape index(out_dims.size(), 0);
+  for (size_t n = 0; n < values->size(); ++n) {
+    int64_t from = 0;
+    for (size_t i = 0; i < index.size(); ++i) {
+      from += index[i] * in_strides[static_cast<size_t>(perm[i])];
+    }
+    out.push_back((*values)[static_cast<size_t>(from)]);
+    for (size_t i = index.size(); i-- > 0;) {
+      if (++index[i] < out_dims[i]) break;
+      index[i] = 0;
+    }
+  }
+  set_output_values(args, 0, std::move(out));
+}
+
 Status infer_transpose(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"perm"}));
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
@@ -297,7 +334,7 @@ Status infer_transpose(InferArgs& args) {
   Shape out;
   for (int64_t p : perm) out.push_back(x.shape[p]);
   args.outputs = {ValueType{x.dtype, std::move(out)}};
-  forward_values(args);
+  transpose_values(args, perm);
   return ok_status();
 }
 

@@ -70,7 +70,7 @@ inline StatusOr<std::vector<DimExpr>> required_dim_values(const InferArgs& args,
 // values (Slice's starts, Pad's pads) that infer already validated.
 inline InferArgs infer_args_of(const MakeArgs& args) {
   return InferArgs{args.attributes, args.inputs, args.constants, args.outputs.size(),
-                   {}, {}, {}, {}};
+                   {}, {}, {}, {}, {}, {}};
 }
 
 }  // namespace kiln::kernels

@@ -370,6 +370,40 @@ StatusOr<SliceSpec> slice_spec(const InferArgs& args, const ValueType& x) {
   return spec;
 }
 
+// Output 0's element values: the sliced elements of input 0's known values (any rank with
+// constant dims, e.g. the reversed rows of a [4, 2] pads tensor).
+void slice_values(InferArgs& args, const SliceSpec& spec) {
+  if (spec.out.empty()) return;
+  auto values = known_dim_values(args, 0, /*any_rank=*/true);
+  auto in = evaluate_shape(args.inputs[0]->shape, {});
+  auto out_dims = evaluate_shape(spec.out, {});
+  if (!values || !in.ok() || !out_dims.ok()) return;
+  std::vector<int64_t> start;
+  for (const DimExpr& d : spec.start) {
+    auto v = d.constant_value();
+    if (!v) return;
+    start.push_back(*v);
+  }
+  const std::vector<int64_t> strides = row_major_strides(*in);
+  std::vector<DimExpr> out;
+  ConcreteShape index(out_dims->size(), 0);
+  for (int64_t n = product(*out_dims); n > 0; --n) {
+    __int128 from = 0;
+    for (size_t a = 0; a < index.size(); ++a) {
+      const __int128 at = static_cast<__int128>(start[a]) +
+                          static_cast<__int128>(index[a]) * spec.step[a];
+      if (at < 0 || at >= (*in)[a]) return;
+      from += at * strides[a];
+    }
+    out.push_back((*values)[static_cast<size_t>(from)]);
+    for (size_t a = index.size(); a-- > 0;) {
+      if (++index[a] < (*out_dims)[a]) break;
+      index[a] = 0;
+    }
+  }
+  set_output_values(args, 0, std::move(out));
+}
+
 Status infer_slice(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
   KILN_RETURN_IF_ERROR(check_arity(args, 3, 5));
@@ -377,20 +411,7 @@ Status infer_slice(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "data", all_dtypes()));
   KILN_ASSIGN_OR_RETURN(SliceSpec spec, slice_spec(args, x));
   args.outputs = {ValueType{x.dtype, spec.out}};
-  if (x.shape.size() == 1) {
-    auto values = known_dim_values(args, 0);
-    auto start = spec.start[0].constant_value();
-    auto len = spec.out[0].constant_value();
-    if (values && start && len) {
-      std::vector<DimExpr> out;
-      for (int64_t i = 0; i < *len; ++i) {
-        const auto at = static_cast<__int128>(*start) + static_cast<__int128>(i) * spec.step[0];
-        if (at < 0 || at >= static_cast<__int128>(values->size())) return ok_status();
-        out.push_back((*values)[static_cast<size_t>(at)]);
-      }
-      set_output_values(args, 0, std::move(out));
-    }
-  }
+  slice_values(args, spec);
   return ok_status();
 }
 

@@ -317,6 +317,32 @@ constexpr const FnInfo& info_of(Fn f) {
   return kFunctions[0];
 }
 
+// Output values of Floor, Ceil, Round (half to even) or Neg of fractions n / d (d a power of
+// two).
+template <Fn F>
+void round_fraction_values(InferArgs& args, FractionValues in) {
+  const int64_t d = in.denominator;
+  if constexpr (F == Fn::kNeg) {
+    for (DimExpr& n : in.numerators) n = DimExpr(0) - n;
+    set_output_fractions(args, 0, std::move(in));
+    return;
+  }
+  std::vector<DimExpr> out;
+  for (const DimExpr& n : in.numerators) {
+    if constexpr (F == Fn::kFloor) {
+      out.push_back(n.floor_div(d));
+    } else if constexpr (F == Fn::kCeil) {
+      out.push_back(DimExpr(0) - (DimExpr(0) - n).floor_div(d));
+    } else {
+      // Round half to even: a symbolic n may land on a tie (n = d/2 mod d), so only constants.
+      auto c = n.constant_value();
+      if (!c) return;
+      out.emplace_back(static_cast<int64_t>(std::nearbyint(static_cast<double>(*c) / d)));
+    }
+  }
+  set_output_values(args, 0, std::move(out));
+}
+
 template <Fn F>
 Status infer_unary(InferArgs& args) {
   const FnInfo& info = info_of(F);
@@ -331,6 +357,18 @@ Status infer_unary(InferArgs& args) {
   KILN_RETURN_IF_ERROR(read_params(F, args.attributes).status());
   if (is_predicate(F)) x.dtype = DType::kBool;
   args.outputs = {x};
+  // Shape computations: Floor/Ceil/Round of fractions (int(S * 0.5)) and Neg of them.
+  if constexpr (F == Fn::kFloor || F == Fn::kCeil || F == Fn::kRound || F == Fn::kNeg) {
+    if (known_dim_values(args, 0)) {
+      // Whole values: Neg below; Floor, Ceil and Round keep them.
+    } else if (auto fractions = known_fraction_values(args, 0)) {
+      round_fraction_values<F>(args, std::move(*fractions));
+      return ok_status();
+    }
+  }
+  if constexpr (F == Fn::kFloor || F == Fn::kCeil || F == Fn::kRound) {
+    if (auto values = known_dim_values(args, 0)) set_output_values(args, 0, std::move(*values));
+  }
   // Shape computations: Not of decided conditions, Neg/Abs of dims (whole numbers).
   if constexpr (F == Fn::kNot || F == Fn::kNeg || F == Fn::kAbs) {
     if (auto values = known_dim_values(args, 0)) {

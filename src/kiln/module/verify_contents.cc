@@ -92,13 +92,23 @@ Status verify_value(const ModuleValue& value, const std::set<std::string, std::l
   if (!value.known_values.empty()) {
     const bool holds_values = is_integer(value.dtype) || value.dtype == DType::kBool ||
                               value.dtype == DType::kF32 || value.dtype == DType::kF64;
-    if (value.kind == ValueKind::kConstant || !holds_values || value.shape.size() > 1) {
+    if (value.kind == ValueKind::kConstant || !holds_values) {
       return invalid_argument("known element values are only allowed on a non-constant integer, "
-                              "bool, f32 or f64 value of rank 0 or 1, not on this {} {} {}",
+                              "bool, f32 or f64 value, not on this {} {} {}",
                               kind_name(value.kind),
                               dtype_name(value.dtype), shape_to_string(value.shape));
     }
-    const DimExpr count = value.shape.empty() ? DimExpr(1) : value.shape[0];
+    // Constant dims multiply with overflow checks (wrapping could fake a small count).
+    DimExpr count(1);
+    if (is_static(value.shape)) {
+      ConcreteShape dims;
+      for (const DimExpr& d : value.shape) dims.push_back(*d.constant_value());
+      std::optional<int64_t> n = checked_product(dims);
+      if (!n) return invalid_argument("dims {} overflow", shape_to_string(value.shape));
+      count = DimExpr(*n);
+    } else {
+      for (const DimExpr& d : value.shape) count = count * d;
+    }
     if (count != DimExpr(static_cast<int64_t>(value.known_values.size()))) {
       return invalid_argument("has {} known element values for {} elements",
                               value.known_values.size(), count.to_string());

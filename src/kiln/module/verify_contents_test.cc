@@ -96,9 +96,19 @@ std::vector<BadCase> bad_cases() {
       {"IntermediateWithData",
        [](ModuleContents& m) { m.values[3].constant = test_util::make_f32({1}, 0); },
        {"value 3 'y'", "carries constant data"}},
+      {"KnownValuesOnAConstant",
+       [](ModuleContents& m) { m.values[1].known_values = {DimExpr(1)}; },
+       {"value 1 'conv0_w'", "known element values are only allowed"}},
       {"KnownValuesOnAnActivation",
        [](ModuleContents& m) { m.values[3].known_values = {DimExpr(1)}; },
-       {"value 3 'y'", "known element values are only allowed"}},
+       {"value 3 'y'", "1 known element values for"}},
+      {"KnownValuesDimsOverflow",  // (2^62 + 1) * 4 wraps to 4
+       [](ModuleContents& m) {
+         m.values.push_back({"k", DType::kI64, {DimExpr((int64_t{1} << 62) + 1), DimExpr(4)},
+                             ValueKind::kIntermediate, {}});
+         m.values.back().known_values = {DimExpr(1), DimExpr(2), DimExpr(3), DimExpr(4)};
+       },
+       {"value 10 'k'", "overflow"}},
       {"KnownValuesCountMismatch",
        [](ModuleContents& m) {
          m.values.push_back({"k", DType::kI64, {2}, ValueKind::kIntermediate, {}});

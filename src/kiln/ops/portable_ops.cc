@@ -16,7 +16,7 @@ kernels::InferArgs infer_args(const ir::Node& node,
                               const std::vector<const Tensor*>& constants,
                               const std::vector<const std::vector<DimExpr>*>& values = {}) {
   return kernels::InferArgs{node.attributes, inputs, constants, node.outputs.size(), {}, values,
-                            {}, {}};
+                            {}, {}, {}, {}};
 }
 
 Tensor to_f64(const Tensor& t) {
@@ -145,9 +145,11 @@ void register_portable_ops(Registry& registry) {
     def.infer = [op](InferContext& ctx) -> Status {
       kernels::InferArgs args = infer_args(ctx.node, ctx.inputs, ctx.constants, ctx.values);
       args.data_dim = ctx.data_dim;
+      args.value_denominators = ctx.value_denominators;
       KILN_RETURN_IF_ERROR(op->infer(args));
       ctx.outputs = std::move(args.outputs);
       ctx.output_values = std::move(args.output_values);
+      ctx.output_value_denominators = std::move(args.output_value_denominators);
       return ok_status();
     };
     def.evaluate = [op](const ir::Node& node, std::span<const Tensor> inputs,

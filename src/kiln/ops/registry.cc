@@ -93,6 +93,8 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
     ctx.inputs.emplace_back(ValueType{v.dtype, v.shape});
     ctx.constants.push_back(v.constant ? &*v.constant : nullptr);
     ctx.values.push_back(v.dim_values.empty() ? nullptr : &v.dim_values);
+    ctx.value_denominators.resize(ctx.values.size(), 1);
+    ctx.value_denominators.back() = v.dim_values_denominator;
   }
   if (ctx.values.size() < ctx.inputs.size()) ctx.values.resize(ctx.inputs.size(), nullptr);
   std::vector<std::string> data_symbols;
@@ -129,8 +131,12 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
     v.dtype = ctx.outputs[i].dtype;
     v.shape = std::move(ctx.outputs[i].shape);
     v.dim_values.clear();
+    v.dim_values_denominator = 1;
     if (i < ctx.output_values.size() && ctx.output_values[i] && !v.constant) {
       v.dim_values = std::move(*ctx.output_values[i]);
+      if (i < ctx.output_value_denominators.size()) {
+        v.dim_values_denominator = ctx.output_value_denominators[i];
+      }
     }
   }
   return ok_status();

@@ -49,6 +49,9 @@ struct InferContext {
   std::vector<std::optional<std::vector<DimExpr>>> output_values;
   // Data-dependent output sizes (kernels::InferArgs::data_dim); set by infer_node.
   std::function<StatusOr<DimExpr>(size_t index)> data_dim;
+  // Per input and output: the denominator of `values` (kernels::InferArgs::value_denominators).
+  std::vector<int64_t> value_denominators;
+  std::vector<int64_t> output_value_denominators;
 };
 
 // The symbol infer_node gives node `node_name`'s data-dependent size `index`.

@@ -9,7 +9,8 @@ namespace {
 // The value's data when shape inference knows every element as an integer (e.g. Shape of a
 // static tensor); nullopt otherwise.
 std::optional<Tensor> known_integer_data(const ir::Value& value) {
-  if (value.dim_values.empty() || !is_integer(value.dtype) || !is_static(value.shape)) {
+  if (value.dim_values.empty() || value.dim_values_denominator != 1 || !is_integer(value.dtype) ||
+      !is_static(value.shape)) {
     return std::nullopt;
   }
   ConcreteShape dims;
@@ -62,6 +63,7 @@ class Folder {
         out.shape = shape_from_concrete((*outputs)[i].shape());
         out.constant = std::move((*outputs)[i]);
         out.dim_values.clear();
+        out.dim_values_denominator = 1;
         size_dependent_[outs[i]] = from_sizes;
       }
       graph_.erase_node(id);
@@ -118,6 +120,7 @@ class Folder {
       ir::Value& out = graph_.value(outputs[i]);
       out.constant = std::move(data[i]);
       out.dim_values.clear();
+      out.dim_values_denominator = 1;
       size_dependent_[outputs[i]] = from_sizes;
     }
     graph_.erase_node(id);
