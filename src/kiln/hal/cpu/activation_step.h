@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "kiln/base/status.h"
@@ -82,5 +83,35 @@ class MaxPoolNanStep : public Step {
   BufferRef mask_, out_;
   size_t count_;
 };
+
+// Softmax's NaN: oneDNN 2.6's softmax along the innermost axis gives a lane (the elements
+// normalized together) that holds a NaN or +inf a single NaN and zeros elsewhere, while
+// exp(x - max) / sum, as kiln's portable kernel, ONNX Runtime and PyTorch compute it, is NaN in
+// every element of that lane: its max is NaN or +inf, and inf - inf is NaN. So is a lane of -inf
+// only (-inf - -inf). This step runs after the primitive over its plain input `in` ([outer, n,
+// inner], normalized along n) and output `out` (distinct buffers): one vectorized scan of `in`
+// tells whether it holds a NaN, +inf or -inf, which costs a read of the input; only when it does
+// are the lanes looked at (with -inf alone, each only up to its first value above -inf) and those
+// poisoned filled with NaN.
+class SoftmaxNanStep : public Step {
+ public:
+  SoftmaxNanStep(std::string label, BufferRef in, BufferRef out, int64_t outer, int64_t n,
+                 int64_t inner)
+      : label_(std::move(label)), in_(in), out_(out), outer_(outer), n_(n), inner_(inner) {}
+  Status run(const ExecContext& ctx) override;
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  BufferRef in_, out_;
+  int64_t outer_, n_, inner_;
+};
+
+// Which non-finite values `count` floats hold (vectorized, parallel over fixed chunks).
+struct NonFinite {
+  bool nan_or_pos_inf = false;
+  bool neg_inf = false;
+};
+NonFinite scan_non_finite(const float* x, int64_t count);
 
 }  // namespace kiln::hal::cpu
