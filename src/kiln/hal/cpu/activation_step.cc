@@ -131,12 +131,64 @@ Status MaxPoolNanStep::run(const ExecContext& ctx) {
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
-    for (int64_t i = begin; i < begin + n; ++i) {
-      if (std::isnan(mask[i]) && out[i] != kInf) out[i] = kNaN;
+  const int64_t count = static_cast<int64_t>(count_);
+  const int64_t jobs = (count + kChunk - 1) / kChunk;
+  bool under_inf = false;
+#pragma omp parallel for schedule(static) reduction(|| : under_inf) if (jobs > 1)
+  for (int64_t j = 0; j < jobs; ++j) {
+    const int64_t end = std::min(count, (j + 1) * kChunk);
+    for (int64_t i = j * kChunk; i < end; ++i) {
+      if (std::isnan(mask[i])) {
+        if (out[i] != kInf) {
+          out[i] = kNaN;
+        } else {
+          under_inf = true;
+        }
+      }
     }
-  });
+  }
+  if (under_inf) {
+    nan_taps_under_inf(reinterpret_cast<const float*>(ctx.resolve(src_)), mask, out);
+  }
   return ok_status();
+}
+
+void MaxPoolNanStep::nan_taps_under_inf(const float* src, const float* mask, float* out) const {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const PoolWindows& w = windows_;
+  const dnnl_dims in_dims = w.src_layout.dims(), out_dims = w.dst_layout.dims();
+  const size_t rank = out_dims.size(), r = rank - 2;
+  int64_t outputs = 1;
+  for (int64_t d : out_dims) outputs *= d;
+  // Scratch for the indices on the stack: pooling has at most 3 spatial dims.
+  int64_t o[DNNL_MAX_NDIMS] = {}, tap[DNNL_MAX_NDIMS] = {}, at[DNNL_MAX_NDIMS] = {};
+  for (int64_t flat = 0; flat < outputs; ++flat) {
+    int64_t rest = flat;
+    for (size_t d = rank; d-- > 0;) {
+      o[d] = rest % out_dims[d];
+      rest /= out_dims[d];
+    }
+    const int64_t here = element_offset(w.dst_layout, std::span<const int64_t>(o, rank));
+    if (!std::isnan(mask[here]) || out[here] != kInf) continue;
+    int64_t taps = 1;
+    for (size_t i = 0; i < r; ++i) taps *= w.kernel[i];
+    at[0] = o[0];
+    at[1] = o[1];
+    for (int64_t t = 0; t < taps; ++t) {
+      int64_t rem = t;
+      bool inside = true;
+      for (size_t i = r; i-- > 0;) {
+        tap[i] = rem % w.kernel[i];
+        rem /= w.kernel[i];
+        at[2 + i] = o[2 + i] * w.strides[i] - w.pads_begin[i] + tap[i] * w.dilations[i];
+        inside = inside && at[2 + i] >= 0 && at[2 + i] < in_dims[2 + i];
+      }
+      if (inside && std::isnan(src[element_offset(w.src_layout, std::span<const int64_t>(at, rank))])) {
+        out[here] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      }
+    }
+  }
 }
 
 NonFinite scan_non_finite(const float* x, int64_t count) {

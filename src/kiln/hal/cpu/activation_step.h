@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/base/status.h"
 #include "kiln/hal/cpu/dnnl_util.h"
@@ -69,19 +70,36 @@ class GeluEdgeStep : public Step {
 // MaxPool's NaN: oneDNN's max pooling skips a NaN in the window (max(acc, x) keeps acc), while
 // PyTorch, numpy and kiln's portable kernel give NaN. The builder pools the same input a second
 // time by average (including padding, so no window is empty) into `mask`, which is NaN exactly
-// where the window holds a NaN (or both infinities), and this step writes NaN there into `out`,
-// except where the max is +inf (a window with +inf and -inf but no NaN).
+// where the window holds a NaN or both infinities, and this step writes NaN there into `out`,
+// except where the max is +inf: that window holds +inf and either a NaN or -inf, and only its
+// taps tell which. Those (a window needs an infinity for it) the step then reads in `src`, in
+// a second pass over the logical output indices, and makes NaN where a tap is NaN.
+struct PoolWindows {
+  dnnl_desc src_layout, dst_layout;  // dst_layout is also the mask's
+  std::vector<int64_t> kernel, strides, dilations, pads_begin;
+};
+
 class MaxPoolNanStep : public Step {
  public:
-  MaxPoolNanStep(std::string label, BufferRef mask, BufferRef out, size_t count)
-      : label_(std::move(label)), mask_(mask), out_(out), count_(count) {}
+  MaxPoolNanStep(std::string label, BufferRef src, BufferRef mask, BufferRef out, size_t count,
+                 PoolWindows windows)
+      : label_(std::move(label)),
+        src_(src),
+        mask_(mask),
+        out_(out),
+        count_(count),
+        windows_(std::move(windows)) {}
   Status run(const ExecContext& ctx) override;
   std::string describe() const override { return label_; }
 
  private:
+  // The second pass: NaN where the max is +inf, the mask NaN and a tap NaN.
+  void nan_taps_under_inf(const float* src, const float* mask, float* out) const;
+
   std::string label_;
-  BufferRef mask_, out_;
+  BufferRef src_, mask_, out_;
   size_t count_;
+  PoolWindows windows_;
 };
 
 // Softmax's NaN: oneDNN 2.6's softmax along the innermost axis gives a lane (the elements

@@ -358,6 +358,56 @@ TEST(NanThroughSoftmax, AfterBlockedConv) {
   }
 }
 
+// A NaN beside +inf in a MaxPool window: oneDNN's max is +inf and the average mask is NaN, as for
+// a window with +inf and -inf only; the backend reads such windows' taps to tell them apart. On a
+// plain input and on a blocked one (a conv's output plus the planted values), with windows that
+// do not overlap and with padded, dilated, overlapping ones (against ref_pool, whose max keeps NaN).
+TEST(NanThroughPooling, MaxPoolNaNBesideInfinity) {
+  const ConcreteShape shape{1, 8, 6, 6};
+  // Channel 0, 2x2 windows k = 3 * row + col: k0 {NaN, +inf}, k1 {+inf, -inf}, k2 {NaN, +inf,
+  // -inf}, k3 {NaN}, k4 {-inf, NaN}. Channel 3, k8: {+inf}. Channel 5: +inf, -inf, NaN apart.
+  Tensor p = Tensor::create(DType::kF32, shape).value();  // zeros
+  p = planted(planted(planted(p, {0, 4, 12, 21, 36 * 5 + 14}), {7, 2, 5, 108 + 28, 36 * 5 + 0}, kInf),
+              {9, 10, 14, 36 * 5 + 35}, -kInf);
+  const Tensor x = random_tensor(shape, 95);
+  const Tensor w = random_tensor({8, 8, 1, 1}, 96);
+  const ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+  const Tensor x_plus_p = ref_binary('+', x, p);
+  const Tensor c_plus_p = ref_binary('+', ref_conv(x, w, nullptr, nullptr, cr), p);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", shape), pi = s.input("p", shape);
+  const int32_t sum = s.value("sum", shape), c = s.value("c", shape), blocked = s.value("b", shape);
+  const int32_t y_plain = s.output("y_plain", {1, 8, 3, 3});
+  const int32_t y_blocked = s.output("y_blocked", {1, 8, 3, 3});
+  const int32_t y_padded = s.output("y_padded", {1, 8, 3, 2});
+  const Attributes two = attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                {"strides", std::vector<int64_t>{2, 2}}});
+  const Attributes padded = attrs({{"kernel_shape", std::vector<int64_t>{3, 2}},
+                                   {"strides", std::vector<int64_t>{2, 3}},
+                                   {"dilations", std::vector<int64_t>{1, 2}},
+                                   {"pads", std::vector<int64_t>{1, 1, 1, 0}}});
+  s.dispatch("sum", "Add", {xi, pi}, {sum});
+  s.dispatch("plain", "MaxPool", {sum}, {y_plain}, two);
+  s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
+  s.dispatch("add", "Add", {c, pi}, {blocked});
+  s.dispatch("blocked", "MaxPool", {blocked}, {y_blocked}, two);
+  s.dispatch("padded", "MaxPool", {blocked}, {y_padded}, padded);
+  auto r = run(s, {x, p});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  for (int i : {0, 1}) {
+    SCOPED_TRACE(i == 0 ? "plain" : "blocked");
+    const auto y = r->outputs[i].values<float>();
+    for (int k = 0; k < 5; ++k) EXPECT_EQ(std::isnan(y[k]), k != 1) << "window " << k;
+    EXPECT_EQ(y[1], kInf);
+    EXPECT_EQ(y[27 + 8], kInf);
+    EXPECT_EQ(nan_count(r->outputs[i]), 4 + 1) << r->steps;  // channel 5: one window with NaN
+    PoolRef pr{true, false, {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, {1, 8, 3, 3}};
+    EXPECT_TRUE(keeps_nan(r->outputs[i], ref_pool(i == 0 ? x_plus_p : c_plus_p, pr))) << r->steps;
+  }
+  PoolRef pr{true, false, {3, 2}, {2, 3}, {1, 1}, {1, 0}, {1, 2}, {1, 8, 3, 2}};
+  EXPECT_TRUE(keeps_nan(r->outputs[2], ref_pool(c_plus_p, pr))) << r->steps;
+}
+
 // Activations the portable kernels run on the CPU backend, and ONNX Clip / Max / Min: a NaN in
 // gives a NaN out at the same place, the other elements finite. (ONNX Runtime 1.30 agrees for
 // each; Shrink and ThresholdedRelu map NaN to 0 by their definitions, in ONNX Runtime too.)
