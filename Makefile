@@ -5,6 +5,9 @@ JOBS ?= 2
 PY := /usr/bin/python3
 
 FUZZ_SECONDS ?= 60
+# The fraction of the shape fuzzer's graphs (docs/shape-fuzz.md) that get a NaN planted in their
+# first input: in `make fuzz` and in `make test`'s small run (shape_fuzz_smoke, via CMake).
+SHAPE_FUZZ_PLANT_NAN ?= 0.25
 
 .PHONY: all setup configure build models test suite demo bench sanitize fuzz clean
 
@@ -14,7 +17,8 @@ setup:
 	@scripts/setup.sh
 
 configure: setup
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DKILN_SHAPE_FUZZ_PLANT_NAN=$(SHAPE_FUZZ_PLANT_NAN) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
@@ -52,10 +56,11 @@ sanitize: setup models
 
 # libFuzzer targets (clang), each run for FUZZ_SECONDS on seeds made from the test models; then
 # kiln's shape fuzzer (docs/shape-fuzz.md) for FUZZ_SECONDS on up to SHAPE_FUZZ_COUNT graphs.
+# SHAPE_FUZZ_PLANT_NAN of the graphs get a NaN in their first input, here and in `make test`'s
+# small run (shape_fuzz_smoke).
 SHAPE_FUZZ_SEED ?= 2
 SHAPE_FUZZ_COUNT ?= 5000
 SHAPE_FUZZ_MAX_REFUSED ?= 0.04
-SHAPE_FUZZ_PLANT_NAN ?= 0
 fuzz: build models
 	@JOBS=$(JOBS) scripts/fuzz.sh $(BUILD)-fuzz $(MODELS) $(BUILD)/tools/kiln $(FUZZ_SECONDS)
 	@$(PY) tests/fuzz/shapes/shape_fuzz.py --kiln $(BUILD)/tools/kiln --seed $(SHAPE_FUZZ_SEED) \

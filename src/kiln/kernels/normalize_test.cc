@@ -42,6 +42,41 @@ TEST(SoftmaxKernels, LogSoftmaxAndHardmax) {
   EXPECT_EQ(values_of<float>((*hard)[0]), (std::vector<float>{1, 0, 0, 0, 1, 0}));
 }
 
+// A lane holding a NaN or +inf is NaN throughout (its max is NaN or +inf, and inf - inf is NaN),
+// and so is a lane of -inf only; a -inf beside finite values is an exact 0 (log: -inf). ONNX
+// Runtime 1.30 gives the same NaN for each of these rows; the CPU backend's oneDNN softmax must
+// match (hal/cpu nan_propagation_test.cc).
+TEST(SoftmaxKernels, LanesWithNaNOrInfinity) {
+  const float nan = NAN, inf = INFINITY;
+  const Tensor x = f32({4, 3}, {nan, 1, 2, 1, 2, -inf, inf, 1, 2, -inf, -inf, -inf});
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    SCOPED_TRACE(op);
+    const bool log = std::string(op) == "LogSoftmax";
+    auto rows = run_op(op, {value(x)});
+    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+    const std::vector<float> r = values_of<float>((*rows)[0]);
+    for (int i : {0, 1, 2, 6, 7, 8, 9, 10, 11}) EXPECT_TRUE(std::isnan(r[i])) << "element " << i;
+    const double e = std::exp(1.0);
+    if (log) {
+      EXPECT_NEAR(r[3], -std::log(1 + e), 1e-6);
+      EXPECT_NEAR(r[4], 1 - std::log(1 + e), 1e-6);
+      EXPECT_EQ(r[5], -inf);
+    } else {
+      EXPECT_NEAR(r[3], 1 / (1 + e), 1e-6);
+      EXPECT_NEAR(r[4], e / (1 + e), 1e-6);
+      EXPECT_EQ(r[5], 0.0f);
+    }
+    // Along axis 0: column 0 holds the NaN, column 1 is finite, column 2 has a -inf.
+    auto cols = run_op(op, {value(x)}, attrs({{"axis", int64_t{0}}}));
+    ASSERT_TRUE(cols.ok()) << cols.status().to_string();
+    const std::vector<float> c = values_of<float>((*cols)[0]);
+    for (int i = 0; i < 12; ++i) {
+      EXPECT_EQ(std::isnan(c[i]), i % 3 == 0) << "element " << i << ": " << c[i];
+    }
+    EXPECT_EQ(c[11], log ? -inf : 0.0f);
+  }
+}
+
 TEST(SoftmaxKernels, RejectsBadInput) {
   auto axis = infer_op("Softmax", {type(DType::kF32, {2, 3})}, attrs({{"axis", int64_t{2}}}));
   EXPECT_TRUE(contains(error_of(axis), "attribute 'axis' = 2")) << error_of(axis);

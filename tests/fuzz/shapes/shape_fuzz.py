@@ -62,6 +62,52 @@ def log(msg: str) -> None:
 
 # ---- generation and ONNX Runtime ---------------------------------------------------------------
 
+def nan_oracle(model_bytes: bytes) -> bytes | None:
+    """The model ONNX Runtime runs for the expected outputs of a graph with a planted NaN, or None
+    when that is the model itself.
+
+    ONNX Runtime's MaxPool keeps or drops a NaN by its place in the window (onnxruntime-node 1.30,
+    its MLAS kernel computes max(acc, x) with maxps, which returns the second operand when either
+    is NaN: the 1-D windows [NaN, 1] and [0.5, NaN] give 1 and 0.5, the 2x2 windows over one NaN
+    give NaN in one window and a number in the other three). kiln gives NaN for every window that
+    holds a NaN, as PyTorch does (README, "NaN, Inf and edge semantics"). So each MaxPool
+    becomes, for ORT only, Where(MaxPool(Cast(IsNaN(x))) > 0.5, NaN, MaxPool(x)): the same
+    windows pool a 0/1 NaN indicator, exact in any implementation, and ORT still computes every
+    value and every other op. kiln is given the graph as generated."""
+    model = onnx.load_from_string(model_bytes)
+    if not any(n.op_type == "MaxPool" and len([o for o in n.output if o]) == 1 for n in model.graph.node):
+        return None
+    nodes = []
+    nan = onnx.helper.make_node("Constant", [], ["kiln_oracle_nan"],
+                                value=onnx.helper.make_tensor("nan", onnx.TensorProto.FLOAT, [], [float("nan")]))
+    nodes.append(nan)
+    for k, n in enumerate(model.graph.node):
+        if n.op_type != "MaxPool" or len([o for o in n.output if o]) != 1:
+            nodes.append(n)
+            continue
+        x, y = n.input[0], n.output[0]
+        t = f"kiln_oracle_{k}"
+        pool = onnx.NodeProto()
+        pool.CopyFrom(n)
+        pool.output[0] = f"{t}_max"
+        nodes.append(pool)
+        nodes.append(onnx.helper.make_node("IsNaN", [x], [f"{t}_isnan"]))
+        nodes.append(onnx.helper.make_node("Cast", [f"{t}_isnan"], [f"{t}_flag"], to=onnx.TensorProto.FLOAT))
+        flags = onnx.NodeProto()
+        flags.CopyFrom(n)
+        flags.name = f"{n.name}_nan_windows" if n.name else ""
+        flags.input[0] = f"{t}_flag"
+        flags.output[0] = f"{t}_flag_max"
+        nodes.append(flags)
+        nodes.append(onnx.helper.make_node("Constant", [], [f"{t}_half"],
+                                           value=onnx.helper.make_tensor("half", onnx.TensorProto.FLOAT, [], [0.5])))
+        nodes.append(onnx.helper.make_node("Greater", [f"{t}_flag_max", f"{t}_half"], [f"{t}_has_nan"]))
+        nodes.append(onnx.helper.make_node("Where", [f"{t}_has_nan", "kiln_oracle_nan", f"{t}_max"], [y]))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model.SerializeToString()
+
+
 def write_cases(cases: list, seed: int, work: str, plant_nan: float = 0) -> list:
     """Writes each graph as a backend-test folder (inputs only) and returns ORT's job list."""
     jobs = []
@@ -73,6 +119,13 @@ def write_cases(cases: list, seed: int, work: str, plant_nan: float = 0) -> list
         os.makedirs(d)
         with open(os.path.join(d, "model.onnx"), "wb") as f:
             f.write(case.model)
+        oracle = nan_oracle(case.model) if nan else None
+        if oracle is not None:
+            oracle_dir = os.path.join(work, "ort", case.name)
+            os.makedirs(oracle_dir, exist_ok=True)
+            with open(os.path.join(oracle_dir, "oracle.onnx"), "wb") as f:
+                f.write(oracle)
+            oracle = os.path.join(oracle_dir, "oracle.onnx")
         for k in range(len(case.size_sets)):
             sd = os.path.join(d, f"test_data_set_{k}")
             os.makedirs(sd)
@@ -84,7 +137,7 @@ def write_cases(cases: list, seed: int, work: str, plant_nan: float = 0) -> list
                 os.makedirs(os.path.dirname(raw), exist_ok=True)
                 arr.tofile(raw)
                 job_inputs.append({"name": name, "shape": list(arr.shape), "type": "f32", "file": raw})
-            jobs.append({"model": os.path.join(d, "model.onnx"), "inputs": job_inputs,
+            jobs.append({"model": oracle or os.path.join(d, "model.onnx"), "inputs": job_inputs,
                          "output_dir": os.path.join(work, "ort", case.name, f"out{k}")})
     return jobs
 

@@ -55,6 +55,55 @@ class GeneratorTest(unittest.TestCase):
         self.assertEqual(classes, {cls for cls, _, _ in graphs.IDIOMS})
 
 
+class NanOracleTest(unittest.TestCase):
+    """ONNX Runtime's MaxPool keeps or drops a NaN by its place in the window; the oracle model ORT
+    runs for graphs with a planted NaN gives NaN for every window that holds one, as kiln does."""
+
+    @staticmethod
+    def maxpool_model(**attrs):
+        h = onnx.helper
+        node = h.make_node("MaxPool", ["x"], ["y"], name="pool", **attrs)
+        relu = h.make_node("Relu", ["y"], ["z"])
+        g = h.make_graph([node, relu], "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 6])],
+                         [h.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)])
+        return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+    def test_only_maxpool_graphs_change(self):
+        for i in range(40):
+            c = graphs.make_case(3, i)
+            oracle = sf.nan_oracle(c.model)
+            ops = [n.op_type for n in onnx.load_from_string(c.model).graph.node]
+            self.assertEqual(oracle is None, "MaxPool" not in ops, c.name)
+            if oracle is not None:
+                m = onnx.load_from_string(oracle)
+                onnx.checker.check_model(m, full_check=True)
+                new_ops = [n.op_type for n in m.graph.node]
+                self.assertEqual(new_ops.count("MaxPool"), 2 * ops.count("MaxPool"))
+                self.assertEqual(new_ops.count("Where"), ops.count("MaxPool"))
+                self.assertEqual([o.name for o in m.graph.output],
+                                 [o.name for o in onnx.load_from_string(c.model).graph.output])
+
+    def test_every_window_with_nan_is_nan_in_ort(self):
+        import shutil
+        import subprocess
+        import tempfile
+        runner = os.path.join(sf.ROOT, "tools", "ort", "run_ort.js")
+        if shutil.which("node") is None or not os.path.isdir(os.path.join(sf.ROOT, "tools", "ort", "node_modules")):
+            self.skipTest("needs node and onnxruntime-node (scripts/setup.sh)")
+        x = np.array([[[np.nan, 1, 0.5, np.nan, 2, 3]]], np.float32)
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "m.onnx"), "wb") as f:
+                f.write(sf.nan_oracle(self.maxpool_model(kernel_shape=[2], strides=[1])))
+            x.tofile(os.path.join(d, "x.bin"))
+            subprocess.run(["node", runner, "run", os.path.join(d, "m.onnx"), "--input",
+                            f"x=1x1x6:f32:{os.path.join(d, 'x.bin')}", "--output-dir", os.path.join(d, "o"),
+                            "--threads", "1"], check=True, capture_output=True)
+            z = np.fromfile(os.path.join(d, "o", "z.bin"), np.float32)
+        # windows [NaN,1] [1,0.5] [0.5,NaN] [NaN,2] [2,3]
+        self.assertEqual(np.isnan(z).tolist(), [True, False, True, True, False])
+        self.assertEqual(z[[1, 4]].tolist(), [1, 3])
+
+
 class ClassifyTest(unittest.TestCase):
     c = graphs.make_case(0, 0)
 

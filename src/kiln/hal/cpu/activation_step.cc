@@ -59,6 +59,37 @@ void parallel_chunks(int64_t n, F&& body) {
   }
 }
 
+// Which non-finite values `x` holds. !(x < +inf) is true for NaN and +inf only.
+KILN_AVX2 NonFinite scan_non_finite_avx2(const float* x, int64_t n) {
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 hit = _mm256_setzero_ps(), neg = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 * kVec <= n; i += 2 * kVec) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + kVec);
+    hit = _mm256_or_ps(hit, _mm256_or_ps(_mm256_cmp_ps(a, inf, _CMP_NLT_UQ),
+                                         _mm256_cmp_ps(b, inf, _CMP_NLT_UQ)));
+    neg = _mm256_or_ps(neg, _mm256_or_ps(_mm256_cmp_ps(a, neg_inf, _CMP_EQ_OQ),
+                                         _mm256_cmp_ps(b, neg_inf, _CMP_EQ_OQ)));
+  }
+  NonFinite r{_mm256_movemask_ps(hit) != 0, _mm256_movemask_ps(neg) != 0};
+  for (; i < n; ++i) {
+    r.nan_or_pos_inf |= !(x[i] < std::numeric_limits<float>::infinity());
+    r.neg_inf |= x[i] == -std::numeric_limits<float>::infinity();
+  }
+  return r;
+}
+
+NonFinite scan_non_finite_in(const float* x, int64_t n) {
+  if (have_avx2()) return scan_non_finite_avx2(x, n);
+  NonFinite r;
+  for (int64_t i = 0; i < n; ++i) {
+    r.nan_or_pos_inf |= !(x[i] < std::numeric_limits<float>::infinity());
+    r.neg_inf |= x[i] == -std::numeric_limits<float>::infinity();
+  }
+  return r;
+}
+
 size_t float_count(const dnnl_desc& layout) { return layout.get_size() / sizeof(float); }
 
 bool has_padding(const dnnl_desc& layout) {
@@ -100,11 +131,105 @@ Status MaxPoolNanStep::run(const ExecContext& ctx) {
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
-    for (int64_t i = begin; i < begin + n; ++i) {
-      if (std::isnan(mask[i]) && out[i] != kInf) out[i] = kNaN;
+  const int64_t count = static_cast<int64_t>(count_);
+  const int64_t jobs = (count + kChunk - 1) / kChunk;
+  bool under_inf = false;
+#pragma omp parallel for schedule(static) reduction(|| : under_inf) if (jobs > 1)
+  for (int64_t j = 0; j < jobs; ++j) {
+    const int64_t end = std::min(count, (j + 1) * kChunk);
+    for (int64_t i = j * kChunk; i < end; ++i) {
+      if (std::isnan(mask[i])) {
+        if (out[i] != kInf) {
+          out[i] = kNaN;
+        } else {
+          under_inf = true;
+        }
+      }
     }
-  });
+  }
+  if (under_inf) {
+    nan_taps_under_inf(reinterpret_cast<const float*>(ctx.resolve(src_)), mask, out);
+  }
+  return ok_status();
+}
+
+void MaxPoolNanStep::nan_taps_under_inf(const float* src, const float* mask, float* out) const {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const PoolWindows& w = windows_;
+  const dnnl_dims in_dims = w.src_layout.dims(), out_dims = w.dst_layout.dims();
+  const size_t rank = out_dims.size(), r = rank - 2;
+  int64_t outputs = 1;
+  for (int64_t d : out_dims) outputs *= d;
+  // Scratch for the indices on the stack: pooling has at most 3 spatial dims.
+  int64_t o[DNNL_MAX_NDIMS] = {}, tap[DNNL_MAX_NDIMS] = {}, at[DNNL_MAX_NDIMS] = {};
+  for (int64_t flat = 0; flat < outputs; ++flat) {
+    int64_t rest = flat;
+    for (size_t d = rank; d-- > 0;) {
+      o[d] = rest % out_dims[d];
+      rest /= out_dims[d];
+    }
+    const int64_t here = element_offset(w.dst_layout, std::span<const int64_t>(o, rank));
+    if (!std::isnan(mask[here]) || out[here] != kInf) continue;
+    int64_t taps = 1;
+    for (size_t i = 0; i < r; ++i) taps *= w.kernel[i];
+    at[0] = o[0];
+    at[1] = o[1];
+    for (int64_t t = 0; t < taps; ++t) {
+      int64_t rem = t;
+      bool inside = true;
+      for (size_t i = r; i-- > 0;) {
+        tap[i] = rem % w.kernel[i];
+        rem /= w.kernel[i];
+        at[2 + i] = o[2 + i] * w.strides[i] - w.pads_begin[i] + tap[i] * w.dilations[i];
+        inside = inside && at[2 + i] >= 0 && at[2 + i] < in_dims[2 + i];
+      }
+      if (inside && std::isnan(src[element_offset(w.src_layout, std::span<const int64_t>(at, rank))])) {
+        out[here] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      }
+    }
+  }
+}
+
+NonFinite scan_non_finite(const float* x, int64_t count) {
+  const int64_t jobs = (count + kChunk - 1) / kChunk;
+  bool nan_or_pos_inf = false, neg_inf = false;
+#pragma omp parallel for schedule(static) reduction(|| : nan_or_pos_inf, neg_inf) if (jobs > 1)
+  for (int64_t j = 0; j < jobs; ++j) {
+    const int64_t begin = j * kChunk;
+    const NonFinite r = scan_non_finite_in(x + begin, std::min(count, begin + kChunk) - begin);
+    nan_or_pos_inf = nan_or_pos_inf || r.nan_or_pos_inf;
+    neg_inf = neg_inf || r.neg_inf;
+  }
+  return {nan_or_pos_inf, neg_inf};
+}
+
+Status SoftmaxNanStep::run(const ExecContext& ctx) {
+  const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
+  const NonFinite seen = scan_non_finite(in, outer_ * n_ * inner_);
+  if (!seen.nan_or_pos_inf && !seen.neg_inf) return ok_status();
+  auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const int64_t n = n_, inner = inner_, lanes = outer_ * inner_;
+  // With -inf only (an attention mask), a lane needs a look up to its first value above -inf.
+  const bool full = seen.nan_or_pos_inf;
+#pragma omp parallel for schedule(static) if (lanes * n > kChunk)
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    const int64_t base = (lane / inner) * n * inner + lane % inner;
+    bool poisoned = false, above_neg_inf = false;
+    for (int64_t k = 0; k < n; ++k) {
+      const float v = in[base + k * inner];
+      if (!(v < kInf)) {
+        poisoned = true;
+        break;
+      }
+      above_neg_inf = above_neg_inf || v != -kInf;
+      if (above_neg_inf && !full) break;
+    }
+    if (!poisoned && above_neg_inf) continue;
+    for (int64_t k = 0; k < n; ++k) out[base + k * inner] = kNaN;
+  }
   return ok_status();
 }
 

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/base/status.h"
 #include "kiln/hal/cpu/dnnl_util.h"
@@ -68,19 +70,66 @@ class GeluEdgeStep : public Step {
 // MaxPool's NaN: oneDNN's max pooling skips a NaN in the window (max(acc, x) keeps acc), while
 // PyTorch, numpy and kiln's portable kernel give NaN. The builder pools the same input a second
 // time by average (including padding, so no window is empty) into `mask`, which is NaN exactly
-// where the window holds a NaN (or both infinities), and this step writes NaN there into `out`,
-// except where the max is +inf (a window with +inf and -inf but no NaN).
+// where the window holds a NaN or both infinities, and this step writes NaN there into `out`,
+// except where the max is +inf: that window holds +inf and either a NaN or -inf, and only its
+// taps tell which. Those (a window needs an infinity for it) the step then reads in `src`, in
+// a second pass over the logical output indices, and makes NaN where a tap is NaN.
+struct PoolWindows {
+  dnnl_desc src_layout, dst_layout;  // dst_layout is also the mask's
+  std::vector<int64_t> kernel, strides, dilations, pads_begin;
+};
+
 class MaxPoolNanStep : public Step {
  public:
-  MaxPoolNanStep(std::string label, BufferRef mask, BufferRef out, size_t count)
-      : label_(std::move(label)), mask_(mask), out_(out), count_(count) {}
+  MaxPoolNanStep(std::string label, BufferRef src, BufferRef mask, BufferRef out, size_t count,
+                 PoolWindows windows)
+      : label_(std::move(label)),
+        src_(src),
+        mask_(mask),
+        out_(out),
+        count_(count),
+        windows_(std::move(windows)) {}
+  Status run(const ExecContext& ctx) override;
+  std::string describe() const override { return label_; }
+
+ private:
+  // The second pass: NaN where the max is +inf, the mask NaN and a tap NaN.
+  void nan_taps_under_inf(const float* src, const float* mask, float* out) const;
+
+  std::string label_;
+  BufferRef src_, mask_, out_;
+  size_t count_;
+  PoolWindows windows_;
+};
+
+// Softmax's NaN: oneDNN 2.6's softmax along the innermost axis gives a lane (the elements
+// normalized together) that holds a NaN or +inf a single NaN and zeros elsewhere, while
+// exp(x - max) / sum, as kiln's portable kernel, ONNX Runtime and PyTorch compute it, is NaN in
+// every element of that lane: its max is NaN or +inf, and inf - inf is NaN. So is a lane of -inf
+// only (-inf - -inf). This step runs after the primitive over its plain input `in` ([outer, n,
+// inner], normalized along n) and output `out` (distinct buffers): one vectorized scan of `in`
+// tells whether it holds a NaN, +inf or -inf, which costs a read of the input; only when it does
+// are the lanes looked at (with -inf alone, each only up to its first value above -inf) and those
+// poisoned filled with NaN.
+class SoftmaxNanStep : public Step {
+ public:
+  SoftmaxNanStep(std::string label, BufferRef in, BufferRef out, int64_t outer, int64_t n,
+                 int64_t inner)
+      : label_(std::move(label)), in_(in), out_(out), outer_(outer), n_(n), inner_(inner) {}
   Status run(const ExecContext& ctx) override;
   std::string describe() const override { return label_; }
 
  private:
   std::string label_;
-  BufferRef mask_, out_;
-  size_t count_;
+  BufferRef in_, out_;
+  int64_t outer_, n_, inner_;
 };
+
+// Which non-finite values `count` floats hold (vectorized, parallel over fixed chunks).
+struct NonFinite {
+  bool nan_or_pos_inf = false;
+  bool neg_inf = false;
+};
+NonFinite scan_non_finite(const float* x, int64_t count);
 
 }  // namespace kiln::hal::cpu

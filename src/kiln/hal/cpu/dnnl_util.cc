@@ -56,6 +56,28 @@ StatusOr<dnnl_desc> with_batch(const dnnl_desc& one_sample, int64_t batch) {
   return out;
 }
 
+int64_t element_offset(const dnnl_desc& desc, std::span<const int64_t> index) {
+  const dnnl_memory_desc_t& md = desc.data;
+  const dnnl_blocking_desc_t& blk = md.format_desc.blocking;
+  // Outer blocks by the strides; inside a block, the inner blocks from the innermost out (a dim
+  // may be blocked more than once, e.g. 8i16o2i).
+  int64_t block[DNNL_MAX_NDIMS];
+  for (int d = 0; d < md.ndims; ++d) block[d] = 1;
+  for (int b = 0; b < blk.inner_nblks; ++b) block[blk.inner_idxs[b]] *= blk.inner_blks[b];
+  int64_t offset = md.offset0;
+  for (int d = 0; d < md.ndims; ++d) offset += index[d] / block[d] * blk.strides[d];
+  int64_t below[DNNL_MAX_NDIMS];
+  for (int d = 0; d < md.ndims; ++d) below[d] = 1;
+  int64_t step = 1;
+  for (int b = blk.inner_nblks; b-- > 0;) {
+    const int d = static_cast<int>(blk.inner_idxs[b]);
+    offset += index[d] / below[d] % blk.inner_blks[b] * step;
+    below[d] *= blk.inner_blks[b];
+    step *= blk.inner_blks[b];
+  }
+  return offset;
+}
+
 std::string describe(const dnnl_desc& desc) {
   const dnnl_memory_desc_t& md = desc.data;
   std::string dims;

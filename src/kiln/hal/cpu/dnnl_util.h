@@ -50,6 +50,10 @@ std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc);
 // Error when the layout does not store samples contiguously.
 StatusOr<dnnl_desc> with_batch(const dnnl_desc& one_sample, int64_t batch);
 
+// Offset, in elements, of the element at logical `index` (one entry per dim) in a blocked layout
+// (plain, strided or blocked, e.g. nChw8c).
+int64_t element_offset(const dnnl_desc& desc, std::span<const int64_t> index);
+
 // "nChw16c 8x64x56x56"-style description for messages and executable summaries.
 std::string describe(const dnnl_desc& desc);
 

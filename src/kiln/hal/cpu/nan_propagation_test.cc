@@ -1,6 +1,7 @@
 // NaN is never hidden: a NaN planted before every activation the CPU backend runs reaches the
 // output, on every path (oneDNN direct conv, kiln's Winograd conv, oneDNN batch norm, matmul and
-// gemm, the standalone Relu and Gelu, the portable kernels), as ONNX Runtime and PyTorch keep it.
+// gemm, the standalone Relu and Gelu, max pooling, softmax, the portable kernels), as ONNX Runtime
+// and PyTorch keep it.
 // oneDNN computes relu and clip as max(x, bound), which turns a NaN into the bound; the backend
 // must not let it (activation_step.h). Expected values come from the float64 references of
 // test_support.h, whose activations keep NaN.
@@ -300,6 +301,111 @@ TEST(NanThroughPooling, MaxPoolWindowsWithNaN) {
   EXPECT_TRUE(std::isnan(global[0]));
   EXPECT_EQ(global[1], kInf);
   for (int i = 2; i < 8; ++i) EXPECT_TRUE(std::isfinite(global[i])) << i;
+}
+
+// Softmax on oneDNN, along every axis: a lane (the elements normalized together) holding a NaN
+// or +inf, or only -inf, is NaN in every element, as exp(x - max) / sum gives and ONNX Runtime
+// and PyTorch compute (oneDNN 2.6 gave a lane with a NaN or +inf along the last axis one NaN and
+// zeros). A -inf beside finite values is an exact 0 and leaves its lane finite.
+TEST(NanThroughSoftmax, LaneWithNaNOrInfIsNaN) {
+  const ConcreteShape shape{2, 3, 4, 5};
+  // Flat 7 = [0,0,1,2]: NaN. Flat 64 = [1,0,0,4]: +inf. Flat 100 = [1,2,0,0]: -inf. The lane
+  // along the axis through [1,2,3,4] (flat 119): -inf only.
+  const Tensor planted_x =
+      planted(planted(planted(random_tensor(shape, 91, -3.0f, 3.0f), {7}), {64}, kInf), {100},
+              -kInf);
+  const int64_t strides[] = {60, 20, 5, 1};
+  for (int64_t axis : {-1, 3, 2, 1, 0, -4}) {
+    SCOPED_TRACE(fmt::format("axis {}", axis));
+    const int64_t a = axis < 0 ? axis + 4 : axis;
+    Tensor x = planted_x.clone();
+    for (int64_t k = 0; k < shape[a]; ++k) {
+      x.mutable_values<float>()[119 - (shape[a] - 1 - k) * strides[a]] = -kInf;
+    }
+    SpecBuilder s;
+    const int32_t xi = s.input("x", shape);
+    const int32_t y = s.output("y", shape);
+    s.dispatch("softmax", "Softmax", {xi}, {y}, attrs({{"axis", axis}}));
+    auto r = run(s, {x});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(keeps_nan(r->outputs[0], ref_softmax(x, axis))) << r->steps;
+    EXPECT_EQ(nan_count(r->outputs[0]), 3 * shape[a]) << r->steps;  // three lanes, all NaN
+    EXPECT_EQ(r->outputs[0].values<float>()[100], 0.0f);
+  }
+}
+
+// The same after a conv that writes a blocked layout (reordered to plain for the softmax), with
+// one NaN pixel: every channel of that pixel is NaN after the 1x1 conv, so along the channel axis
+// that one lane is NaN; along the last axis that pixel's row in every channel.
+TEST(NanThroughSoftmax, AfterBlockedConv) {
+  const ConcreteShape shape{2, 16, 3, 4};
+  const Tensor x = planted(random_tensor(shape, 92), {5});  // [0, 0, 1, 1]
+  const Tensor w = random_tensor({16, 16, 1, 1}, 93);
+  const ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+  const Tensor c = ref_conv(x, w, nullptr, nullptr, cr);
+  for (int64_t axis : {1, -1}) {
+    SCOPED_TRACE(fmt::format("axis {}", axis));
+    SpecBuilder s;
+    const int32_t xi = s.input("x", shape);
+    const int32_t ci = s.value("c", shape);
+    const int32_t y = s.output("y", shape);
+    s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {ci});
+    s.dispatch("softmax", "Softmax", {ci}, {y}, attrs({{"axis", axis}}));
+    auto r = run(s, {x});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(keeps_nan(r->outputs[0], ref_softmax(c, axis))) << r->steps;
+    EXPECT_EQ(nan_count(r->outputs[0]), axis == 1 ? 16 : 16 * 4) << r->steps;
+  }
+}
+
+// A NaN beside +inf in a MaxPool window: oneDNN's max is +inf and the average mask is NaN, as for
+// a window with +inf and -inf only; the backend reads such windows' taps to tell them apart. On a
+// plain input and on a blocked one (a conv's output plus the planted values), with windows that
+// do not overlap and with padded, dilated, overlapping ones (against ref_pool, whose max keeps NaN).
+TEST(NanThroughPooling, MaxPoolNaNBesideInfinity) {
+  const ConcreteShape shape{1, 8, 6, 6};
+  // Channel 0, 2x2 windows k = 3 * row + col: k0 {NaN, +inf}, k1 {+inf, -inf}, k2 {NaN, +inf,
+  // -inf}, k3 {NaN}, k4 {-inf, NaN}. Channel 3, k8: {+inf}. Channel 5: +inf, -inf, NaN apart.
+  Tensor p = Tensor::create(DType::kF32, shape).value();  // zeros
+  p = planted(planted(planted(p, {0, 4, 12, 21, 36 * 5 + 14}), {7, 2, 5, 108 + 28, 36 * 5 + 0}, kInf),
+              {9, 10, 14, 36 * 5 + 35}, -kInf);
+  const Tensor x = random_tensor(shape, 95);
+  const Tensor w = random_tensor({8, 8, 1, 1}, 96);
+  const ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+  const Tensor x_plus_p = ref_binary('+', x, p);
+  const Tensor c_plus_p = ref_binary('+', ref_conv(x, w, nullptr, nullptr, cr), p);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", shape), pi = s.input("p", shape);
+  const int32_t sum = s.value("sum", shape), c = s.value("c", shape), blocked = s.value("b", shape);
+  const int32_t y_plain = s.output("y_plain", {1, 8, 3, 3});
+  const int32_t y_blocked = s.output("y_blocked", {1, 8, 3, 3});
+  const int32_t y_padded = s.output("y_padded", {1, 8, 3, 2});
+  const Attributes two = attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                {"strides", std::vector<int64_t>{2, 2}}});
+  const Attributes padded = attrs({{"kernel_shape", std::vector<int64_t>{3, 2}},
+                                   {"strides", std::vector<int64_t>{2, 3}},
+                                   {"dilations", std::vector<int64_t>{1, 2}},
+                                   {"pads", std::vector<int64_t>{1, 1, 1, 0}}});
+  s.dispatch("sum", "Add", {xi, pi}, {sum});
+  s.dispatch("plain", "MaxPool", {sum}, {y_plain}, two);
+  s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
+  s.dispatch("add", "Add", {c, pi}, {blocked});
+  s.dispatch("blocked", "MaxPool", {blocked}, {y_blocked}, two);
+  s.dispatch("padded", "MaxPool", {blocked}, {y_padded}, padded);
+  auto r = run(s, {x, p});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  for (int i : {0, 1}) {
+    SCOPED_TRACE(i == 0 ? "plain" : "blocked");
+    const auto y = r->outputs[i].values<float>();
+    for (int k = 0; k < 5; ++k) EXPECT_EQ(std::isnan(y[k]), k != 1) << "window " << k;
+    EXPECT_EQ(y[1], kInf);
+    EXPECT_EQ(y[27 + 8], kInf);
+    EXPECT_EQ(nan_count(r->outputs[i]), 4 + 1) << r->steps;  // channel 5: one window with NaN
+    PoolRef pr{true, false, {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, {1, 8, 3, 3}};
+    EXPECT_TRUE(keeps_nan(r->outputs[i], ref_pool(i == 0 ? x_plus_p : c_plus_p, pr))) << r->steps;
+  }
+  PoolRef pr{true, false, {3, 2}, {2, 3}, {1, 1}, {1, 0}, {1, 2}, {1, 8, 3, 2}};
+  EXPECT_TRUE(keeps_nan(r->outputs[2], ref_pool(c_plus_p, pr))) << r->steps;
 }
 
 // Activations the portable kernels run on the CPU backend, and ONNX Clip / Max / Min: a NaN in

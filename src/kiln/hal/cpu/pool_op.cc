@@ -3,7 +3,7 @@
 // ceil_mode becomes extra end padding: oneDNN ignores padding for max and, with
 // avg_exclude_padding, for the average's divisor. oneDNN's max skips a NaN in the window; a second
 // pooling by average marks those windows and MaxPoolNanStep makes their max NaN, as PyTorch and
-// kiln's portable kernel give (activation_step.h).
+// kiln's portable kernel give, reading the taps of a window whose max is +inf (activation_step.h).
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/activation_step.h"
@@ -151,8 +151,12 @@ Status build_pool(ProgramBuilder& b) {
                         mask_pd, dnnl::pooling_v2_forward(mask_pd));
     mask_step.bind(DNNL_ARG_SRC, src, src_ref);
     mask_step.bind(DNNL_ARG_DST, pd.dst_desc(), mask);
-    b.add(std::make_unique<MaxPoolNanStep>(b.label("max of NaN windows is NaN (kiln)"), mask,
-                                           dst_ref, pd.dst_desc().get_size() / sizeof(float)));
+    PoolWindows windows{src, pd.dst_desc(), p.window.kernel, p.window.strides,
+                        p.window.dilations, p.window.pads_begin};
+    b.add(std::make_unique<MaxPoolNanStep>(b.label("max of NaN windows is NaN (kiln)"), src_ref,
+                                           mask, dst_ref,
+                                           pd.dst_desc().get_size() / sizeof(float),
+                                           std::move(windows)));
   }
   return ok_status();
 }

@@ -1,7 +1,9 @@
 // Softmax with opset-13 semantics (normalize along `axis`, default -1) on oneDNN softmax_forward
-// over plain data; a blocked input is reordered to plain first.
+// over plain data; a blocked input is reordered to plain first. A SoftmaxNanStep after it makes
+// every lane that holds a NaN or +inf NaN throughout, as the definition gives (activation_step.h).
 #include <fmt/format.h>
 
+#include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
 
@@ -44,6 +46,14 @@ Status build_softmax(ProgramBuilder& b) {
       dnnl::softmax_forward(pd));
   step.bind(DNNL_ARG_SRC, data, src);
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
+  // oneDNN gives a lane with a NaN or +inf one NaN, not NaN throughout (activation_step.h).
+  const ConcreteShape& x = op.input(0).shape;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= x[i];
+  for (size_t i = axis + 1; i < x.size(); ++i) inner *= x[i];
+  const int64_t n = x.empty() ? 1 : x[axis];
+  b.add(std::make_unique<SoftmaxNanStep>(b.label("lanes with NaN or +inf are NaN (kiln)"), src,
+                                         dst, outer, n, inner));
   return ok_status();
 }
 

@@ -357,7 +357,8 @@ Tensor ref_pool(const Tensor& x, const PoolRef& p) {
             const int64_t iw = oi[2] * st[2] - pb[2] + kw * dl[2];
             if (id < 0 || id >= is[0] || ih < 0 || ih >= is[1] || iw < 0 || iw >= is[2]) continue;
             const double v = xv[pl * in_plane + (id * is[1] + ih) * is[2] + iw];
-            best = std::max(best, v);
+            // A NaN tap makes the max NaN, as PyTorch and kiln's portable kernel give.
+            best = std::isnan(best) || std::isnan(v) ? v + best : std::max(best, v);
             sum += v;
             ++valid;
           }
