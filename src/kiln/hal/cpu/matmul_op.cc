@@ -1,15 +1,32 @@
-// Gemm and MatMul on oneDNN matmul. Transposes are strided views (no copies); constant weights
-// are reordered once into the layout the kernel prefers; Gemm's alpha is an output scale and
-// beta * C a sum post-op over a destination pre-filled with broadcast C.
+// Gemm and MatMul. On AVX2 + FMA hosts both run kiln's own kernel (gemm_kernel.h): B packed in
+// panels (once at prepare time for a constant, shared by every plan of the device), A read in
+// place, every batch matrix of a batched MatMul one product, and a MatMul whose B is one matrix
+// for all of A's leading dims one product of all their rows.
 //
-// Batch invariance: gemm-based matmul kernels (oneDNN's x64:gemm:jit on AVX2) round differently
-// at M=8 than at M=1, so such a kernel runs one sample (a row of a 2-D product, dim 0 of a
-// batched one) per call with a primitive made for one sample.
+// Batch invariance: that kernel computes each element of the result by one fixed sequence of
+// operations (gemm_kernel.h), so a row of A gets the same bits whatever the number of rows
+// around it, and a batch matrix whatever the number of matrices: a sample's output matches the
+// sample run alone whichever leading dim of A (or of both operands) is its batch dim. oneDNN
+// 2.6's gemm-based matmul (x64:gemm:jit on AVX2) does not: a row's sums depend on the row count
+// (a gemv at 1 row, other kernels above about 260 rows), on its position in a block of 6 rows
+// (a block of 1-3 rows sums even and odd k apart) and on the thread split (k split over
+// threads when rows and columns are few). Running it per sample of dim 0 only protects a batch
+// in dim 0; a sequence-first [T,N,K] x [K,M] (PyTorch's MultiheadAttention) still gave each
+// sample's rows a gemm of N rows.
+//
+// Without AVX2 + FMA, oneDNN matmul runs instead. Transposes are strided views (no copies);
+// constant weights are reordered once into the layout the kernel prefers; Gemm's alpha is an
+// output scale and beta * C a sum post-op over a destination pre-filled with broadcast C. A
+// gemm-based implementation runs one sample (a row of a 2-D product, dim 0 of a batched one) per
+// call with a primitive made for one sample, which keeps a batch in dim 0 invariant.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
+#include <vector>
 
+#include "kiln/hal/cpu/gemm_kernel.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/plain_kernels.h"
 #include "kiln/hal/cpu/program_builder.h"
@@ -174,7 +191,9 @@ Status check_gemm(const OpReader& op) {
   return ok_status();
 }
 
-Status build_gemm(ProgramBuilder& b) {
+namespace {
+
+Status build_gemm_dnnl(ProgramBuilder& b) {
   const OpReader& op = b.op();
   KILN_ASSIGN_OR_RETURN(int64_t ta, op.get_int("transA", 0));
   KILN_ASSIGN_OR_RETURN(int64_t tb, op.get_int("transB", 0));
@@ -209,6 +228,8 @@ Status build_gemm(ProgramBuilder& b) {
   return build_matmul_problem(b, p, "gemm", prefill);
 }
 
+}  // namespace
+
 Status check_matmul(const OpReader& op) {
   KILN_RETURN_IF_ERROR(op.expect_attributes({}));
   KILN_RETURN_IF_ERROR(op.expect_inputs(2, 2));
@@ -230,7 +251,9 @@ Status check_matmul(const OpReader& op) {
   return ok_status();
 }
 
-Status build_matmul(ProgramBuilder& b) {
+namespace {
+
+Status build_matmul_dnnl(ProgramBuilder& b) {
   const OpReader& op = b.op();
   KILN_ASSIGN_OR_RETURN(MatmulShapes s, matmul_shapes(op.input(0).shape, op.input(1).shape));
   MatmulProblem p;
@@ -258,6 +281,196 @@ Status build_matmul(ProgramBuilder& b) {
     p.y_sample = product(s.y, 1);
   }
   return build_matmul_problem(b, p, "matmul", std::nullopt);
+}
+
+// ---- kiln's kernel (gemm_kernel.h) ----
+
+// Runs gemm::multiply on the dispatch's buffers, packing a B that is not a constant first.
+class GemmStep : public Step {
+ public:
+  struct Buffers {
+    BufferRef a, b, c, y;  // b: a B that is packed at run time; c: Gemm's C, when it counts
+    BufferRef packed;      // B's packed panels: a constant's, or a temporary the step packs into
+  };
+  // How the step packs a B that is not constant: matrix i of the B buffer starts at
+  // offsets[i] and holds element (r, c) at r * row_stride + c * col_stride.
+  struct Packing {
+    bool at_run_time = false;
+    std::vector<int64_t> offsets;
+    int64_t row_stride = 0, col_stride = 0;
+  };
+  GemmStep(std::string label, gemm::Product product, std::vector<int64_t> a_offsets,
+           std::vector<int64_t> b_offsets, int64_t y_stride, Buffers buffers, Packing packing)
+      : label_(std::move(label)),
+        product_(product),
+        a_offsets_(std::move(a_offsets)),
+        b_offsets_(std::move(b_offsets)),
+        y_stride_(y_stride),
+        buffers_(buffers),
+        packing_(std::move(packing)) {}
+
+  Status run(const ExecContext& ctx) override {
+    auto* packed = reinterpret_cast<float*>(ctx.resolve(buffers_.packed));
+    if (packing_.at_run_time) {
+      gemm::pack(product_.k, product_.n, reinterpret_cast<const float*>(ctx.resolve(buffers_.b)),
+                 packing_.offsets, packing_.row_stride, packing_.col_stride, packed);
+    }
+    gemm::Product p = product_;
+    p.c = reinterpret_cast<const float*>(ctx.resolve(buffers_.c));  // null when there is no C
+    gemm::multiply(p, reinterpret_cast<const float*>(ctx.resolve(buffers_.a)), a_offsets_, packed,
+                   b_offsets_, reinterpret_cast<float*>(ctx.resolve(buffers_.y)), y_stride_);
+    return ok_status();
+  }
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  gemm::Product product_;
+  std::vector<int64_t> a_offsets_, b_offsets_;
+  int64_t y_stride_;
+  Buffers buffers_;
+  Packing packing_;
+};
+
+// B's matrices [k, n] (`count` of them, matrix i at i * k * n in a plain buffer, or read with
+// the strides given for a single transposed one) as packed panels: a constant is packed once per
+// device; anything else is packed by the step into a temporary.
+StatusOr<BufferRef> packed_b(ProgramBuilder& b, int32_t v, int64_t count, int64_t k, int64_t n,
+                             int64_t row_stride, int64_t col_stride, GemmStep::Packing& packing,
+                             BufferRef& plain) {
+  std::vector<int64_t> offsets(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) offsets[static_cast<size_t>(i)] = i * k * n;
+  const int64_t per_matrix = gemm::packed_floats(k, n);
+  if (b.constant(v) != nullptr) {
+    // The source descriptor says how the bytes are read (a transposed read has other strides),
+    // the target one names this packing: [count,] panels, k, 16.
+    const dnnl_desc source = count == 1 ? strided_desc({k, n}, {row_stride, col_stride})
+                                        : plain_desc(ConcreteShape{count, k, n});
+    const int64_t panels = gemm::panel_count(n);
+    const ConcreteShape packed_dims = count == 1
+                                          ? ConcreteShape{panels, k, gemm::kPanelColumns}
+                                          : ConcreteShape{count, panels, k, gemm::kPanelColumns};
+    return b.constant_transformed(
+        v, source, plain_desc(packed_dims),
+        [k, n, offsets, row_stride, col_stride](const std::byte* src, std::byte* dst) {
+          gemm::pack(k, n, reinterpret_cast<const float*>(src), offsets, row_stride, col_stride,
+                     reinterpret_cast<float*>(dst));
+        });
+  }
+  KILN_ASSIGN_OR_RETURN(plain, b.input_as(v, plain_desc(b.value(v).shape)));
+  packing.at_run_time = true;
+  packing.offsets = std::move(offsets);
+  packing.row_stride = row_stride;
+  packing.col_stride = col_stride;
+  return b.temp(static_cast<size_t>(count * per_matrix) * sizeof(float));
+}
+
+std::string product_label(const char* what, const gemm::Product& p, size_t count) {
+  return fmt::format("{} kiln_gemm:avx2 {}x{}x{}{}", what, p.m, p.k, p.n,
+                     count > 1 ? fmt::format(" x{} matrices", count) : "");
+}
+
+Status build_gemm_kiln(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_ASSIGN_OR_RETURN(int64_t ta, op.get_int("transA", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t tb, op.get_int("transB", 0));
+  KILN_ASSIGN_OR_RETURN(double alpha, op.get_float("alpha", 1.0));
+  KILN_ASSIGN_OR_RETURN(double beta, op.get_float("beta", 1.0));
+  const ConcreteShape& as = op.input(0).shape;
+  const ConcreteShape& bs = op.input(1).shape;
+  const int64_t m = ta ? as[1] : as[0], k = ta ? as[0] : as[1], n = tb ? bs[0] : bs[1];
+  gemm::Product p;
+  p.m = m;
+  p.k = k;
+  p.n = n;
+  p.lda = k;
+  p.ldy = n;
+  p.alpha = static_cast<float>(alpha);
+  GemmStep::Buffers buffers;
+  // The kernel reads A along k: a transposed A is copied into rows first.
+  const dnnl_desc a_rows = plain_desc(ConcreteShape{m, k});
+  KILN_ASSIGN_OR_RETURN(buffers.a,
+                        ta ? b.input_as(op.input_index(0), a_rows, strided_desc({m, k}, {1, m}))
+                           : b.input_as(op.input_index(0), a_rows));
+  GemmStep::Packing packing;
+  KILN_ASSIGN_OR_RETURN(buffers.packed, packed_b(b, op.input_index(1), 1, k, n, tb ? 1 : n,
+                                                 tb ? k : 1, packing, buffers.b));
+  if (op.has_input(2) && beta != 0.0) {
+    // C broadcast to [m, n] (right-aligned, rank <= 2): strides 0 along its unit dims.
+    const ConcreteShape& cs = op.input(2).shape;
+    const int64_t c_rows = cs.size() == 2 ? cs[0] : 1, c_cols = cs.empty() ? 1 : cs.back();
+    KILN_ASSIGN_OR_RETURN(buffers.c, b.input_as(op.input_index(2), plain_desc(cs)));
+    p.beta = static_cast<float>(beta);
+    p.c_row_stride = c_rows > 1 ? c_cols : 0;
+    p.c_col_stride = c_cols > 1 ? 1 : 0;
+  }
+  KILN_ASSIGN_OR_RETURN(buffers.y, b.output(op.output_index(0), plain_desc(op.output(0).shape)));
+  b.add(std::make_unique<GemmStep>(b.label(product_label("gemm", p, 1)), p, std::vector<int64_t>{0},
+                                   std::vector<int64_t>{0}, m * n, buffers, std::move(packing)));
+  return ok_status();
+}
+
+Status build_matmul_kiln(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_ASSIGN_OR_RETURN(MatmulShapes s, matmul_shapes(op.input(0).shape, op.input(1).shape));
+  const size_t r = s.y.size();
+  const int64_t m = s.a[r - 2], k = s.a[r - 1], n = s.b[r - 1];
+  const int64_t a_matrices = product(dnnl_dims(s.a.begin(), s.a.end() - 2), 0);
+  const int64_t b_matrices = product(dnnl_dims(s.b.begin(), s.b.end() - 2), 0);
+  gemm::Product p;
+  p.k = k;
+  p.n = n;
+  p.lda = k;
+  p.ldy = n;
+  std::vector<int64_t> a_offsets, b_offsets;
+  if (b_matrices == 1) {
+    // One B for every matrix of A (broadcast over A's leading dims, which are then the
+    // output's): one product of all of A's rows.
+    p.m = a_matrices * m;
+    a_offsets = {0};
+    b_offsets = {0};
+  } else {
+    // A product per output matrix, each operand's leading dims broadcast by stride 0.
+    p.m = m;
+    const int64_t count = product(dnnl_dims(s.y.begin(), s.y.end() - 2), 0);
+    const int64_t per_packed = gemm::packed_floats(k, n);
+    a_offsets.resize(static_cast<size_t>(count));
+    b_offsets.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t rest = i, a_index = 0, b_index = 0, a_scale = 1, b_scale = 1;
+      for (size_t d = r - 2; d-- > 0;) {
+        const int64_t index = rest % s.y[d];
+        rest /= s.y[d];
+        if (s.a[d] != 1) a_index += index * a_scale;
+        if (s.b[d] != 1) b_index += index * b_scale;
+        a_scale *= s.a[d];
+        b_scale *= s.b[d];
+      }
+      a_offsets[static_cast<size_t>(i)] = a_index * m * k;
+      b_offsets[static_cast<size_t>(i)] = b_index * per_packed;
+    }
+  }
+  GemmStep::Buffers buffers;
+  KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(op.input(0).shape)));
+  GemmStep::Packing packing;
+  KILN_ASSIGN_OR_RETURN(buffers.packed,
+                        packed_b(b, op.input_index(1), b_matrices, k, n, n, 1, packing, buffers.b));
+  KILN_ASSIGN_OR_RETURN(buffers.y, b.output(op.output_index(0), plain_desc(op.output(0).shape)));
+  const size_t count = a_offsets.size();
+  b.add(std::make_unique<GemmStep>(b.label(product_label("matmul", p, count)), p,
+                                   std::move(a_offsets), std::move(b_offsets), p.m * n, buffers,
+                                   std::move(packing)));
+  return ok_status();
+}
+
+}  // namespace
+
+Status build_gemm(ProgramBuilder& b) {
+  return gemm::cpu_supported() ? build_gemm_kiln(b) : build_gemm_dnnl(b);
+}
+
+Status build_matmul(ProgramBuilder& b) {
+  return gemm::cpu_supported() ? build_matmul_kiln(b) : build_matmul_dnnl(b);
 }
 
 }  // namespace kiln::hal::cpu

@@ -1,8 +1,12 @@
 // Gemm, MatMul, Softmax and the data-movement ops (Flatten, Reshape, Identity, Dropout) against
 // naive references; Flatten/Reshape after blocked convs check the reorder back to plain.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <numeric>
 
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/hal/cpu/test_support.h"
@@ -80,7 +84,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // gave x @ W + b instead of x @ W^T + b).
                       GemmCase{false, true, 1.0, 1.0, ConcreteShape{16}, true, 6, 16, 16},
                       GemmCase{true, true, 1.0, 1.0, std::nullopt, true, 16, 16, 16},
-                      GemmCase{false, true, 1.0, 1.0, std::nullopt, false, 6, 16, 16}));
+                      GemmCase{false, true, 1.0, 1.0, std::nullopt, false, 6, 16, 16},
+                      // Across the kernel's 6-row blocks, 16-column panels and 256-long k blocks.
+                      GemmCase{true, true, 0.5, 2.0, ConcreteShape{97, 1}, true, 97, 300, 33},
+                      GemmCase{false, false, 1.0, 1.0, ConcreteShape{13, 17}, false, 13, 513, 17}));
 
 struct MatMulCase {
   ConcreteShape a, b;
@@ -119,7 +126,16 @@ INSTANTIATE_TEST_SUITE_P(
                       MatMulCase{{3, 4, 5}, {1, 5, 6}, true},
                       MatMulCase{{2, 1, 4, 5}, {3, 5, 6}, false}, MatMulCase{{5}, {5, 6}, true},
                       MatMulCase{{2, 4, 5}, {5}, false}, MatMulCase{{5}, {5}, false},
-                      MatMulCase{{1, 7}, {7, 3}, true}));
+                      MatMulCase{{1, 7}, {7, 3}, true},
+                      // Across the kernel's 6-row blocks, 16-column panels and 256-long k blocks;
+                      // B broadcast over some of A's leading dims.
+                      MatMulCase{{2, 97, 300}, {300, 33}, true},
+                      MatMulCase{{3, 7, 260}, {3, 260, 17}, false},
+                      MatMulCase{{2, 3, 5, 16}, {3, 16, 40}, true},
+                      MatMulCase{{2, 1, 9, 8}, {1, 4, 8, 16}, false},
+                      // Empty: k = 0 gives zeros; no rows, no columns.
+                      MatMulCase{{2, 0}, {0, 3}, true}, MatMulCase{{2, 0}, {0, 3}, false},
+                      MatMulCase{{0, 4}, {4, 3}, true}, MatMulCase{{3, 4}, {4, 0}, false}));
 
 TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   SpecBuilder s;
@@ -129,6 +145,147 @@ TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.to_string().find("inner dims differ"), std::string::npos) << st.to_string();
+}
+
+// ---- batch invariance (DESIGN.md invariant 4) in any leading dim ----
+
+// Sample `i` of `t` along `dim` (that dim becomes 1).
+Tensor slice_dim(const Tensor& t, size_t dim, int64_t i) {
+  ConcreteShape shape = t.shape();
+  const int64_t outer = std::accumulate(shape.begin(), shape.begin() + static_cast<ptrdiff_t>(dim),
+                                        int64_t{1}, std::multiplies<>());
+  const int64_t inner = std::accumulate(shape.begin() + static_cast<ptrdiff_t>(dim) + 1,
+                                        shape.end(), int64_t{1}, std::multiplies<>());
+  const int64_t count = shape[dim];
+  shape[dim] = 1;
+  Tensor out = Tensor::create(DType::kF32, shape).value();
+  const float* from = t.values<float>().data();
+  float* to = out.mutable_values<float>().data();
+  for (int64_t o = 0; o < outer; ++o) {
+    std::memcpy(to + o * inner, from + (o * count + i) * inner, inner * sizeof(float));
+  }
+  return out;
+}
+
+// The value, or an empty tensor (that no comparison passes) and a test failure.
+Tensor value_or_fail(StatusOr<std::vector<Tensor>> r) {
+  if (!r.ok()) {
+    ADD_FAILURE() << r.status().to_string();
+    return Tensor();
+  }
+  return std::move(r->at(0));
+}
+
+// Runs MatMul(a, b) with b constant (else an input) and returns the output.
+Tensor run_matmul(const Tensor& a, const Tensor& b, bool constant_b, int threads = 0) {
+  SpecBuilder s;
+  std::vector<Tensor> inputs{a};
+  const int32_t ai = s.input("a", a.shape());
+  int32_t bi;
+  if (constant_b) {
+    bi = s.constant("b", b);
+  } else {
+    bi = s.input("b", b.shape());
+    inputs.push_back(b);
+  }
+  ConcreteShape ys = a.shape();
+  ys.back() = b.shape().back();
+  for (size_t d = 0; d + 2 < b.shape().size(); ++d) {
+    ys[d] = std::max(ys[d], b.shape()[d]);
+  }
+  const int32_t y = s.output("y", ys);
+  s.dispatch("mm", "MatMul", {ai, bi}, {y});
+  auto dev = create_cpu_device({threads});
+  KILN_CHECK(dev.ok());
+  auto exe = (*dev)->prepare(s.spec());
+  if (!exe.ok()) return value_or_fail(exe.status());
+  return value_or_fail(run_program(**exe, s.spec(), inputs));
+}
+
+struct RowInvarianceCase {
+  int64_t t, n, k, cols;  // A [t, n, k] (the batch in dim 1) times a shared B [k, cols]
+};
+
+class CpuMatMulRowInvarianceTest : public ::testing::TestWithParam<RowInvarianceCase> {};
+
+// PyTorch's sequence-first MultiheadAttention: in_proj is MatMul [T,N,K] x [K,3K], the batch in
+// dim 1. Each sample's rows must get the bits they get at N = 1 (oneDNN's gemm gave them a gemm
+// of N rows per step t: 1.4e-6 apart for the CRNN), and the same holds with the batch in dim 0.
+TEST_P(CpuMatMulRowInvarianceTest, EachSampleMatchesItselfAlone) {
+  const RowInvarianceCase& c = GetParam();
+  const Tensor w = random_tensor({c.k, c.cols}, 3, -0.2f, 0.2f);
+  const Tensor x = random_tensor({c.t, c.n, c.k}, 4);
+  for (int threads : {0, 1}) {
+    SCOPED_TRACE(fmt::format("threads {}", threads));
+    const Tensor y = run_matmul(x, w, /*constant_b=*/true, threads);
+    EXPECT_TRUE(all_close(y, ref_matmul(x, w), 1e-5, 1e-5));
+    for (int64_t i = 0; i < c.n; ++i) {
+      const Tensor alone = run_matmul(slice_dim(x, 1, i), w, true, threads);
+      EXPECT_TRUE(bitwise_equal(alone, slice_dim(y, 1, i))) << "sample " << i << " (dim 1)";
+    }
+    // The same rows batch first, [N,T,K]: every sample, and B not a constant.
+    Tensor xt = Tensor::create(DType::kF32, {c.n, c.t, c.k}).value();
+    for (int64_t i = 0; i < c.n; ++i) {
+      for (int64_t j = 0; j < c.t; ++j) {
+        std::memcpy(xt.mutable_values<float>().data() + (i * c.t + j) * c.k,
+                    x.values<float>().data() + (j * c.n + i) * c.k, c.k * sizeof(float));
+      }
+    }
+    const Tensor yt = run_matmul(xt, w, /*constant_b=*/false, threads);
+    for (int64_t i = 0; i < c.n; ++i) {
+      const Tensor alone = run_matmul(slice_dim(xt, 0, i), w, false, threads);
+      EXPECT_TRUE(bitwise_equal(alone, slice_dim(yt, 0, i))) << "sample " << i << " (dim 0)";
+      for (int64_t j = 0; j < c.t; ++j) {  // and the rows of both layouts alike
+        EXPECT_EQ(
+            std::memcmp(yt.values<float>().data() + (i * c.t + j) * c.cols,
+                        y.values<float>().data() + (j * c.n + i) * c.cols, c.cols * sizeof(float)),
+            0)
+            << "sample " << i << " row " << j;
+      }
+    }
+  }
+}
+
+// Row counts across 1..6-row blocks and row chunks, k across the 256-long k blocks, column
+// counts across the 16-column panels (and oneDNN's gemv at one row, its 6-row blocks with
+// 1-3-row ends, and its copy-based kernels past about 260 rows).
+INSTANTIATE_TEST_SUITE_P(Sizes, CpuMatMulRowInvarianceTest,
+                         ::testing::Values(RowInvarianceCase{25, 2, 64, 192},  // the CRNN's in_proj
+                                           RowInvarianceCase{7, 5, 300, 37},
+                                           RowInvarianceCase{1, 13, 33, 16},
+                                           RowInvarianceCase{50, 3, 257, 70},
+                                           RowInvarianceCase{3, 100, 20, 1},
+                                           RowInvarianceCase{2, 150, 512, 24}),
+                         [](const ::testing::TestParamInfo<RowInvarianceCase>& info) {
+                           const RowInvarianceCase& c = info.param;
+                           return fmt::format("T{}_N{}_K{}_M{}", c.t, c.n, c.k, c.cols);
+                         });
+
+// A batch in dim 1 of both operands ([T,N,S,K] x [T,N,K,M], e.g. attention scores of a
+// sequence-first model), and a Gemm whose rows are the samples (transB, a bias).
+TEST(CpuMatMulRowInvarianceTest, BatchedOperandsAndGemmRows) {
+  const Tensor a = random_tensor({3, 4, 5, 40}, 5), b = random_tensor({3, 4, 40, 9}, 6);
+  const Tensor y = run_matmul(a, b, false);
+  EXPECT_TRUE(all_close(y, ref_matmul(a, b)));
+  for (int64_t i = 0; i < 4; ++i) {
+    const Tensor alone = run_matmul(slice_dim(a, 1, i), slice_dim(b, 1, i), false);
+    EXPECT_TRUE(bitwise_equal(alone, slice_dim(y, 1, i))) << "sample " << i;
+  }
+  const Tensor w = random_tensor({30, 70}, 7), bias = random_tensor({30}, 8);
+  auto gemm = [&](const Tensor& x) {
+    SpecBuilder s;
+    const int32_t xi = s.input("x", x.shape());
+    const int32_t out = s.output("y", {x.shape()[0], 30});
+    s.dispatch("fc", "Gemm", {xi, s.constant("w", w), s.constant("bias", bias)}, {out},
+               attrs({{"transB", int64_t{1}}, {"alpha", 0.5}, {"beta", 2.0}}));
+    return value_or_fail(prepare_and_run(s, {x}));
+  };
+  const Tensor x = random_tensor({19, 70}, 9);
+  const Tensor yg = gemm(x);
+  EXPECT_TRUE(all_close(yg, ref_gemm(x, w, &bias, 0.5, 2.0, false, true)));
+  for (int64_t i = 0; i < 19; ++i) {
+    EXPECT_TRUE(bitwise_equal(gemm(slice_batch(x, i)), slice_batch(yg, i))) << "row " << i;
+  }
 }
 
 class CpuSoftmaxTest : public ::testing::TestWithParam<int64_t> {};

@@ -1,0 +1,64 @@
+// kiln's f32 matrix product for MatMul and Gemm, on AVX2 + FMA: Y = alpha * A B (+ beta * C).
+//
+// B is packed in panels of 16 columns ([n/16][k][16], zero padded at the last panel), once at
+// prepare time for a constant, else at run time; A is read in place (rows with a stride,
+// contiguous along k). One register block of 6 rows x 16 columns keeps 12 accumulators; the k
+// axis is walked in blocks of 256, with the partial sums stored to Y and loaded back in between.
+//
+// Numerics (DESIGN.md invariant 4): every element of Y is one accumulator that starts at 0 and
+// adds A[i,0]*B[0,j], A[i,1]*B[1,j], ... in order, each by one fused multiply-add, then the
+// epilogue. A partial sum stored and loaded back is the same float, and a block of fewer rows or
+// columns computes each element it holds the same way, so an element depends only on its row of
+// A, its column of B, alpha, beta and C: not on the number of rows (M, or any product of A's
+// leading dims folded into M), its row's position among them, the number of columns, the thread
+// count or how the work is split over threads. A sample's rows therefore get the same bits in a
+// batch of any size, whichever leading dim of A the batch is. (oneDNN 2.6's gemm-based matmul on
+// AVX2 does not give that: it changes kernels and the order of a row's sums with the row count,
+// the row's position in a block of 6 and the thread split; see matmul_op.cc.)
+//
+// NaN and Inf propagate as IEEE arithmetic says (no early outs, no clamping).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace kiln::hal::cpu::gemm {
+
+inline constexpr int64_t kPanelColumns = 16;  // columns per packed panel of B
+inline constexpr int64_t kBlockRows = 6;      // rows per register block
+
+// Whether this machine runs the kernels (AVX2 and FMA).
+bool cpu_supported();
+
+// Panels of a B with n columns: ceil(n/16).
+int64_t panel_count(int64_t n);
+// Floats one packed B matrix [k, n] takes: panel_count(n) * 16 * k.
+int64_t packed_floats(int64_t k, int64_t n);
+
+// Packs `offsets.size()` matrices [k, n]: matrix i holds element (r, c) at
+// src[offsets[i] + r * row_stride + c * col_stride]; it goes to packed + i * packed_floats(k, n)
+// (`packed` 32-byte aligned). Runs on the calling thread's OpenMP team.
+void pack(int64_t k, int64_t n, const float* src, std::span<const int64_t> offsets,
+          int64_t row_stride, int64_t col_stride, float* packed);
+
+// One product's sizes and epilogue: Y[i, j] = alpha * sum_k A[i, k] B[k, j] + beta * C[i, j].
+struct Product {
+  int64_t m = 0, k = 0, n = 0;
+  int64_t lda = 0;  // A's row stride (its columns are contiguous)
+  int64_t ldy = 0;  // Y's row stride (its columns are contiguous)
+  float alpha = 1.0f;
+  // beta * C, when `c` is set: C[i, j] at c[i * c_row_stride + j * c_col_stride], c_col_stride
+  // 0 (one value per row) or 1.
+  const float* c = nullptr;
+  float beta = 0.0f;
+  int64_t c_row_stride = 0, c_col_stride = 0;
+};
+
+// `a_offsets.size()` products of one shape: product i reads A at a + a_offsets[i] and the packed
+// B at packed + b_offsets[i] (a multiple of 8 floats) and writes Y at y + i * y_stride. Products
+// must not write over each other or over their operands. Runs on the calling thread's OpenMP team.
+void multiply(const Product& p, const float* a, std::span<const int64_t> a_offsets,
+              const float* packed, std::span<const int64_t> b_offsets, float* y, int64_t y_stride);
+
+}  // namespace kiln::hal::cpu::gemm
