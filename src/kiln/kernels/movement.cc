@@ -1,5 +1,5 @@
 // Ops that move or relabel data without arithmetic: Transpose, Concat, Split, Slice, Squeeze,
-// Unsqueeze, Flatten, Reshape, Identity, Dropout (inference), Expand. They accept every dtype and
+// Unsqueeze, Flatten, Reshape, Identity, Dropout (inference), Expand, ReverseSequence. They accept every dtype and
 // run on bytes (strided_copy.h). Those that carry small integer tensors (shape computations such
 // as Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))) also pass the element values
 // through, so symbolic dims survive them.
@@ -9,6 +9,7 @@
 
 #include "kiln/base/checked_math.h"
 #include "kiln/kernels/broadcast.h"
+#include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/movement_util.h"
@@ -392,6 +393,89 @@ StatusOr<std::unique_ptr<Kernel>> make_expand(const MakeArgs& args) {
   return make_view_kernel(std::move(view));
 }
 
+// ---- ReverseSequence ----
+
+struct SequenceAxes {
+  int64_t batch = 1;
+  int64_t time = 0;
+};
+
+StatusOr<SequenceAxes> sequence_axes(const Attributes& attributes) {
+  SequenceAxes axes;
+  KILN_ASSIGN_OR_RETURN(axes.batch, attributes.get_int("batch_axis", 1));
+  KILN_ASSIGN_OR_RETURN(axes.time, attributes.get_int("time_axis", 0));
+  if ((axes.batch != 0 && axes.batch != 1) || (axes.time != 0 && axes.time != 1) ||
+      axes.batch == axes.time) {
+    return invalid_argument("attributes 'batch_axis' = {} and 'time_axis' = {} must be 0 and 1 "
+                            "in either order", axes.batch, axes.time);
+  }
+  return axes;
+}
+
+Status infer_reverse_sequence(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"batch_axis", "time_axis"}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "input"));
+  KILN_ASSIGN_OR_RETURN(ValueType lens, required_input(args, 1, "sequence_lens"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "input", all_dtypes()));
+  KILN_RETURN_IF_ERROR(check_rank_range(x, 0, "input", 2, 64));
+  KILN_RETURN_IF_ERROR(check_dtype(lens, 1, "sequence_lens", {DType::kI64}));
+  KILN_RETURN_IF_ERROR(check_rank(lens, 1, "sequence_lens", 1));
+  KILN_ASSIGN_OR_RETURN(SequenceAxes axes, sequence_axes(args.attributes));
+  KILN_RETURN_IF_ERROR(check_dims_equal(
+      lens.shape[0], x.shape[axes.batch],
+      fmt::format("input 1 'sequence_lens' length (must be input 0's batch dim {})", axes.batch)));
+  args.outputs = {x};
+  return ok_status();
+}
+
+// y = x, except that for each batch entry b the first sequence_lens[b] steps along the time axis
+// are reversed. The batch and time axes are dims 0 and 1, so each step of one entry is one
+// contiguous run of the trailing dims.
+class ReverseSequenceKernel : public Kernel {
+ public:
+  ReverseSequenceKernel(ConcreteShape dims, SequenceAxes axes, size_t element_size)
+      : dims_(std::move(dims)), axes_(axes), element_size_(element_size) {}
+
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    const int64_t steps = dims_[static_cast<size_t>(axes_.time)];
+    const int64_t batch = dims_[static_cast<size_t>(axes_.batch)];
+    const int64_t* lens = in[1].as<int64_t>();
+    for (int64_t b = 0; b < batch; ++b) {
+      if (lens[b] < 0 || lens[b] > steps) {
+        return invalid_argument("input 1 'sequence_lens' element {} is {}, outside [0, {}] (the "
+                                "time dim)", b, lens[b], steps);
+      }
+    }
+    const size_t run_bytes =
+        static_cast<size_t>(product(std::span<const int64_t>(dims_).subspan(2))) * element_size_;
+    const int64_t time_stride = axes_.time == 0 ? batch : 1;
+    const int64_t batch_stride = axes_.batch == 0 ? steps : 1;
+    if (run_bytes == 0) return ok_status();
+    std::memcpy(out[0].data, in[0].data, run_bytes * static_cast<size_t>(batch * steps));
+    parallel_for(batch, [&](int64_t b) {
+      for (int64_t t = 0; t < lens[b]; ++t) {
+        const int64_t to = b * batch_stride + t * time_stride;
+        const int64_t from = b * batch_stride + (lens[b] - 1 - t) * time_stride;
+        std::memcpy(out[0].data + static_cast<size_t>(to) * run_bytes,
+                    in[0].data + static_cast<size_t>(from) * run_bytes, run_bytes);
+      }
+    });
+    return ok_status();
+  }
+
+ private:
+  ConcreteShape dims_;
+  SequenceAxes axes_;
+  size_t element_size_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_reverse_sequence(const MakeArgs& args) {
+  KILN_ASSIGN_OR_RETURN(SequenceAxes axes, sequence_axes(args.attributes));
+  return std::unique_ptr<Kernel>(std::make_unique<ReverseSequenceKernel>(
+      args.input_dims(0), axes, dtype_size(args.inputs[0]->dtype)));
+}
+
 }  // namespace
 
 void register_movement_kernels(std::vector<OpKernel>& table) {
@@ -400,6 +484,7 @@ void register_movement_kernels(std::vector<OpKernel>& table) {
   table.push_back(OpKernel{"Flatten", infer_flatten, make_copy});
   table.push_back(OpKernel{"Identity", infer_identity, make_copy});
   table.push_back(OpKernel{"Reshape", infer_reshape, make_copy, 1u << 1});
+  table.push_back(OpKernel{"ReverseSequence", infer_reverse_sequence, make_reverse_sequence});
   table.push_back(OpKernel{"Squeeze", infer_squeeze, make_copy, 1u << 1});
   table.push_back(OpKernel{"Transpose", infer_transpose, make_transpose});
   table.push_back(OpKernel{"Unsqueeze", infer_unsqueeze, make_copy, 1u << 1});

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 
 #include "kiln/base/half.h"
 #include "kiln/kernels/infer_util.h"
@@ -128,7 +129,7 @@ struct Inferred {
 };
 Inferred infer(std::string_view op, const std::vector<SymIn>& ins, const Attributes& a = {},
                size_t outputs = 1) {
-  InferArgs args{a, {}, {}, outputs, {}, {}, {}, {}};
+  InferArgs args{a, {}, {}, outputs, {}, {}, {}, {}, {}, {}};
   for (const SymIn& in : ins) {
     args.inputs.emplace_back(in.type);
     args.constants.push_back(nullptr);
@@ -140,6 +141,72 @@ Inferred infer(std::string_view op, const std::vector<SymIn>& ins, const Attribu
 const DimExpr N = DimExpr::symbol("N");
 SymIn sym(DType dtype, Shape shape, std::vector<DimExpr> values = {}) {
   return {ValueType{dtype, std::move(shape)}, std::move(values)};
+}
+
+TEST(ReverseSequence, ReversesEachEntrysLeadingSteps) {
+  // The ONNX operator spec's two examples: time-major [T=4, B=4] with lens [4, 3, 2, 1], and
+  // batch-major [B=4, T=4] with lens [1, 2, 3, 4].
+  expect_tensor(run1("ReverseSequence", {f32({4, 4}, iota(16)), i64({4}, {4, 3, 2, 1})},
+                     attrs({{"time_axis", int64_t{0}}, {"batch_axis", int64_t{1}}})),
+                {4, 4}, {12, 9, 6, 3, 8, 5, 2, 7, 4, 1, 10, 11, 0, 13, 14, 15});
+  expect_tensor(run1("ReverseSequence", {f32({4, 4}, iota(16)), i64({4}, {1, 2, 3, 4})},
+                     attrs({{"time_axis", int64_t{1}}, {"batch_axis", int64_t{0}}})),
+                {4, 4}, {0, 1, 2, 3, 5, 4, 6, 7, 10, 9, 8, 11, 15, 14, 13, 12});
+  // Trailing dims move as a whole: [T=2, B=2, 2], entry 0 reversed over both steps, entry 1 (length
+  // 1) and zero-length sequences unchanged; any dtype.
+  expect_tensor(run1("ReverseSequence", {make(DType::kI8, {2, 2, 2}, iota(8)), i64({2}, {2, 1})}),
+                {2, 2, 2}, {4, 5, 2, 3, 0, 1, 6, 7});
+  expect_tensor(run1("ReverseSequence", {f32({2, 2, 2}, iota(8)), i64({2}, {0, 0})}), {2, 2, 2},
+                iota(8));
+}
+
+TEST(ReverseSequence, SymbolicAndBadInputs) {
+  Inferred r = infer("ReverseSequence", {sym(DType::kF32, {DimExpr::symbol("T"), N, 3}),
+                                         sym(DType::kI64, {N})});
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[T,N,3]");
+  EXPECT_TRUE(has_error(run1("ReverseSequence", {f32({2, 2}, iota(4)), i64({2}, {1, 3})}).status(),
+                        StatusCode::kInvalidArgument,
+                        {"'sequence_lens' element 1 is 3", "outside [0, 2]"}));
+  EXPECT_TRUE(has_error(run1("ReverseSequence", {f32({2, 2}, iota(4)), i64({2}, {-1, 0})}).status(),
+                        StatusCode::kInvalidArgument, {"element 0 is -1"}));
+  EXPECT_TRUE(has_error(run1("ReverseSequence", {f32({2, 3}, iota(6)), i64({2}, {1, 1})}).status(),
+                        StatusCode::kInvalidArgument, {"'sequence_lens' length"}));
+  EXPECT_TRUE(has_error(run1("ReverseSequence", {f32({2, 2}, iota(4)), i64({2}, {1, 1})},
+                             attrs({{"batch_axis", int64_t{0}}}))
+                            .status(),
+                        StatusCode::kInvalidArgument, {"'batch_axis' = 0", "'time_axis' = 0"}));
+  EXPECT_TRUE(has_error(run1("ReverseSequence", {f32({4}, iota(4)), i64({4}, {1, 1, 1, 1})}).status(),
+                        StatusCode::kInvalidArgument, {"input 0 'input'", "rank"}));
+}
+
+// Shape values of rank 2 (PyTorch's F.pad amounts): Reshape keeps the row-major order, Transpose
+// permutes it, a reversing Slice picks rows; values of rank > 1 with symbolic dims stay unknown.
+TEST(ShapeValues, Rank2ThroughReshapeTransposeAndSlice) {
+  const DimExpr a = N - DimExpr(1), b = N + DimExpr(2);
+  Inferred t = infer("Transpose", {sym(DType::kI64, {2, 2}, {a, DimExpr(0), b, DimExpr(7)})},
+                     attrs({{"perm", std::vector<int64_t>{1, 0}}}));
+  ASSERT_TRUE(t.status.ok()) << t.status.to_string();
+  ASSERT_TRUE(!t.values.empty() && t.values[0].has_value());
+  EXPECT_EQ(*t.values[0], (std::vector<DimExpr>{a, b, DimExpr(0), DimExpr(7)}));
+  Inferred reshaped = infer("Reshape", {sym(DType::kI64, {4}, {a, DimExpr(0), b, DimExpr(7)}),
+                                        sym(DType::kI64, {2}, {DimExpr(-1), DimExpr(2)})});
+  ASSERT_TRUE(reshaped.status.ok()) << reshaped.status.to_string();
+  EXPECT_EQ(shape_to_string(reshaped.outputs[0].shape), "[2,2]");
+  ASSERT_TRUE(!reshaped.values.empty() && reshaped.values[0].has_value());
+  EXPECT_EQ(*reshaped.values[0], (std::vector<DimExpr>{a, DimExpr(0), b, DimExpr(7)}));
+  const int64_t open = std::numeric_limits<int64_t>::max();
+  Inferred rows = infer("Slice", {sym(DType::kI64, {2, 2}, {a, DimExpr(0), b, DimExpr(7)}),
+                                  sym(DType::kI64, {1}, {DimExpr(-1)}),
+                                  sym(DType::kI64, {1}, {DimExpr(-open)}),
+                                  sym(DType::kI64, {1}, {DimExpr(0)}),
+                                  sym(DType::kI64, {1}, {DimExpr(-1)})});
+  ASSERT_TRUE(rows.status.ok()) << rows.status.to_string();
+  ASSERT_TRUE(!rows.values.empty() && rows.values[0].has_value());
+  EXPECT_EQ(*rows.values[0], (std::vector<DimExpr>{b, DimExpr(7), a, DimExpr(0)}));
+  Inferred symbolic = infer("Transpose", {sym(DType::kI64, {N, 2}, {a, b})});
+  ASSERT_TRUE(symbolic.status.ok()) << symbolic.status.to_string();
+  EXPECT_TRUE(symbolic.values.empty() || !symbolic.values[0].has_value());
 }
 
 TEST(Transpose, DefaultReversesAndPermMovesAxes) {
