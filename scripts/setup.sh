@@ -13,7 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-onnx python3-numpy python3-torch python3-torchvision libonnx-testdata
   libxml2-utils
-  clang libclang-rt-14-dev libomp-dev
+  clang clang-format libclang-rt-14-dev libomp-dev
 )
 missing=()
 for p in "${packages[@]}"; do
