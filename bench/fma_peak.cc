@@ -60,7 +60,12 @@ __attribute__((target("avx512f"))) long fma_avx512(long outer, float* sink) {
   }
   __m512 s = acc[0];
   for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
-  *sink = _mm512_reduce_add_ps(s);
+  // Summed through memory: GCC 12's _mm512_reduce_add_ps trips its own -Wuninitialized.
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  float total = 0;
+  for (float lane : lanes) total += lane;
+  *sink = total;
   return outer * kInner * kChains * 16;
 }
 

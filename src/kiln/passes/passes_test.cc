@@ -243,8 +243,12 @@ TEST(Passes, ClipWithConstantBoundsBecomesTheConvActivation) {
     expect_close(after[0], before[0], 1e-6);
     // The bounds really clip: some outputs sit on them.
     const auto values = after[0].values<float>();
-    if (k.hi) EXPECT_EQ(*std::max_element(values.begin(), values.end()), *k.hi);
-    if (k.lo) EXPECT_EQ(*std::min_element(values.begin(), values.end()), *k.lo);
+    if (k.hi) {
+      EXPECT_EQ(*std::max_element(values.begin(), values.end()), *k.hi);
+    }
+    if (k.lo) {
+      EXPECT_EQ(*std::min_element(values.begin(), values.end()), *k.lo);
+    }
   }
 }
 

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
+
 namespace kiln::hal::cpu {
 
 dnnl_dims to_dnnl_dims(std::span<const int64_t> shape) {
@@ -62,7 +65,7 @@ int64_t element_offset(const dnnl_desc& desc, std::span<const int64_t> index) {
   // Outer blocks by the strides; inside a block, the inner blocks from the innermost out (a dim
   // may be blocked more than once, e.g. 8i16o2i).
   int64_t block[DNNL_MAX_NDIMS];
-  for (int d = 0; d < md.ndims; ++d) block[d] = 1;
+  std::fill(std::begin(block), std::end(block), int64_t{1});
   for (int b = 0; b < blk.inner_nblks; ++b) block[blk.inner_idxs[b]] *= blk.inner_blks[b];
   int64_t offset = md.offset0;
   for (int d = 0; d < md.ndims; ++d) offset += index[d] / block[d] * blk.strides[d];

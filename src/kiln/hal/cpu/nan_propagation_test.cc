@@ -124,7 +124,9 @@ TEST_P(NanThroughConv, ReachesTheOutput) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(keeps_nan(r->outputs[0], expected)) << r->steps;
   const bool winograd_ran = r->steps.find("winograd") != std::string::npos;
-  if (!c.winograd) EXPECT_FALSE(winograd_ran) << r->steps;
+  if (!c.winograd) {
+    EXPECT_FALSE(winograd_ran) << r->steps;
+  }
   if (c.winograd && winograd::cpu_supported() && r->steps.find("aBcd8b") != std::string::npos) {
     EXPECT_TRUE(winograd_ran) << r->steps;
   }
