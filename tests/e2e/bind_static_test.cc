@@ -17,7 +17,7 @@
 #include "kiln/ir/text_format.h"
 #include "kiln/module/module.h"
 #include "kiln/onnx/importer.h"
-#include "kiln/onnx/test_models.h"
+#include "tests/support/onnx/test_models.h"
 #include "kiln/runtime/session.h"
 #include "tests/support/test_env.h"
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -194,6 +195,24 @@ TEST(TriageCli, BadInputIsRefusedBeforeAnyWork) {
                              resnet_input(1) + " -o " + dir + "/e");
   EXPECT_EQ(bad_fault.exit_code, 2) << bad_fault.output;
   EXPECT_NE(bad_fault.output.find("KILN_FAULT='dispatch:3:melt'"), std::string::npos) << bad_fault.output;
+}
+
+// Without -o the reports go to a new kiln-triage-XXXXXX folder in $TMPDIR, never the current
+// directory; the last line names it.
+TEST(TriageCli, DefaultOutputGoesToATemporaryFolder) {
+  const std::string cwd = make_temp_dir("cwd"), tmp = make_temp_dir("tmp");
+  auto result = run_shell("cd " + cwd + " && TMPDIR=" + tmp + " " + testing::kiln_binary() +
+                          " triage " + model_path("small/tiny_cnn.onnx") +
+                          " --input=3x3x8x8xf32=@" + model_path("small/tiny_input_b3.bin"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(fs::is_empty(cwd)) << result.output;
+  std::vector<fs::path> made;
+  for (const auto& entry : fs::directory_iterator(tmp)) made.push_back(entry.path());
+  ASSERT_EQ(made.size(), 1u) << result.output;
+  EXPECT_EQ(made[0].filename().string().rfind("kiln-triage-", 0), 0u) << made[0];
+  EXPECT_TRUE(fs::exists(made[0] / "report.html"));
+  EXPECT_NE(result.output.find("report: " + (made[0] / "report.html").string()), std::string::npos)
+      << result.output;
 }
 
 class DispatchFiles : public ::testing::Test {

@@ -18,7 +18,7 @@ struct TriageFlags {
   std::string against = "reference";
   std::vector<std::string> bind;
   std::string json;
-  std::string output_dir = "kiln-triage";
+  std::string output_dir;  // empty: a new folder in $TMPDIR (triage::TriageRequest)
   std::string device = "cpu";
   int threads = 0;
   double atol = 1e-5, rtol = 1e-4, scale_tol = 1e-4;
@@ -78,7 +78,8 @@ Command add_triage_command(CLI::App& app) {
   sub->add_option("--bind", flags->bind, "fix a symbolic dim of the module under test, e.g. --bind N=1");
   sub->add_option("--json", flags->json, "also write the findings as JSON to this file");
   sub->add_option("-o,--output-dir", flags->output_dir,
-                  "where report.html and the repro go (default kiln-triage)");
+                  "where report.html and the repro go (default: a new kiln-triage-XXXXXX folder in "
+                  "$TMPDIR or /tmp, printed at the end)");
   sub->add_option("--device", flags->device, "device to run on (cpu)");
   sub->add_option("--threads", flags->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sub->add_option("--atol", flags->atol, "absolute tolerance floor per layer (default 1e-5)")

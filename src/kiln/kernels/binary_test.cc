@@ -11,14 +11,14 @@
 #include "kiln/kernels/broadcast.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
-#include "kiln/kernels/kernel_test_util.h"
+#include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
 namespace {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-using namespace kernel_testing;  // NOLINT
+using namespace ::kiln::testing;  // NOLINT
 
 bool has_message(const Status& s, StatusCode code, std::string_view text) {
   return !s.ok() && s.code() == code && s.message().find(text) != std::string::npos;

@@ -10,12 +10,12 @@
 #include "kiln/base/half.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
-#include "kiln/kernels/kernel_test_util.h"
+#include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace kernel_testing;  // NOLINT
+using namespace ::kiln::testing;  // NOLINT
 
 // ONNX TensorProto codes.
 constexpr int64_t kFloat = 1, kUint8 = 2, kInt8 = 3, kInt32 = 6, kInt64 = 7, kString = 8,

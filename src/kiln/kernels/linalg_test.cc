@@ -6,12 +6,12 @@
 
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
-#include "kiln/kernels/kernel_test_util.h"
+#include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace kernel_testing;  // NOLINT
+using namespace ::kiln::testing;  // NOLINT
 
 Attributes equation(const char* text) { return attrs({{"equation", std::string(text)}}); }
 

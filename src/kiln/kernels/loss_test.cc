@@ -4,12 +4,12 @@
 
 #include <cmath>
 
-#include "kiln/kernels/kernel_test_util.h"
+#include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace kernel_testing;  // NOLINT
+using namespace ::kiln::testing;  // NOLINT
 
 // Scores [N=2, C=3] (already log-probabilities for NLL), targets 2 and 0.
 const Tensor kScores = f32({2, 3}, {-1, -2, -3, -0.5f, -1.5f, -2.5f});

@@ -4,12 +4,12 @@
 
 #include <cmath>
 
-#include "kiln/kernels/kernel_test_util.h"
+#include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace kernel_testing;  // NOLINT
+using namespace ::kiln::testing;  // NOLINT
 
 void expect_near(const std::vector<float>& got, const std::vector<double>& want,
                  double tol = 1e-6) {

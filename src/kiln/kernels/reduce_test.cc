@@ -5,12 +5,12 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/kernels/kernel_test_util.h"
+#include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace kernel_testing;  // NOLINT
+using namespace ::kiln::testing;  // NOLINT
 
 std::vector<float> iota_f32(int n) {
   std::vector<float> v(n);

@@ -11,12 +11,12 @@
 #include "kiln/base/half.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
-#include "kiln/kernels/kernel_test_util.h"
+#include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace kernel_testing;  // NOLINT
+using namespace ::kiln::testing;  // NOLINT
 
 Tensor scales(std::vector<float> v) { return f32({static_cast<int64_t>(v.size())}, v); }
 Tensor sizes(std::vector<int64_t> v) { return i64({static_cast<int64_t>(v.size())}, v); }

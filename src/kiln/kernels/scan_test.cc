@@ -4,12 +4,12 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/kernels/kernel_test_util.h"
+#include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace kernel_testing;  // NOLINT
+using namespace ::kiln::testing;  // NOLINT
 
 TEST(CumSumKernels, ExclusiveAndReverse) {
   const Tensor x = f64({5}, {1, 2, 3, 4, 5});

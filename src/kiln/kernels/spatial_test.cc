@@ -8,12 +8,12 @@
 #include "kiln/kernels/conv_geometry.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
-#include "kiln/kernels/kernel_test_util.h"
+#include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
 namespace {
 
-using namespace kernel_testing;  // NOLINT
+using namespace ::kiln::testing;  // NOLINT
 
 std::vector<float> iota(int n) {
   std::vector<float> v;

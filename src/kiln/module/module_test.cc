@@ -11,7 +11,7 @@
 
 #include "kiln/base/file_util.h"
 #include "kiln/module/module_header.h"
-#include "kiln/module/module_test_util.h"
+#include "tests/support/module/module_test_util.h"
 
 namespace kiln::module {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/module/module.h"
-#include "kiln/module/module_test_util.h"
+#include "tests/support/module/module_test_util.h"
 
 namespace kiln::module {
 namespace {

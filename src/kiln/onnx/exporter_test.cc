@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "kiln/onnx/importer.h"
-#include "kiln/onnx/test_models.h"
+#include "tests/support/onnx/test_models.h"
 #include "kiln/ops/registry.h"
 
 namespace kiln::onnx_import {

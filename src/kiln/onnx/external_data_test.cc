@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "kiln/onnx/importer.h"
-#include "kiln/onnx/test_models.h"
+#include "tests/support/onnx/test_models.h"
 
 namespace kiln::onnx_import {
 namespace {

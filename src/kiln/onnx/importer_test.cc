@@ -9,7 +9,7 @@
 #include <fstream>
 #include <random>
 
-#include "kiln/onnx/test_models.h"
+#include "tests/support/onnx/test_models.h"
 #include "kiln/ops/registry.h"
 
 namespace kiln::onnx_import {

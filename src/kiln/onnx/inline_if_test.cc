@@ -8,7 +8,7 @@
 
 #include "kiln/onnx/importer.h"
 #include "kiln/onnx/inline_if.h"
-#include "kiln/onnx/test_models.h"
+#include "tests/support/onnx/test_models.h"
 #include "kiln/ops/registry.h"
 
 namespace kiln::onnx_import {

@@ -8,8 +8,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "kiln/ops/onnx_test_reader.h"
-#include "kiln/ops/op_test_util.h"
+#include "tests/support/ops/onnx_test_reader.h"
+#include "tests/support/expect.h"
+#include "tests/support/ops/op_graph.h"
 
 namespace kiln::ops {
 namespace {

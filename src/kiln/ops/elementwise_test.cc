@@ -5,7 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/ops/op_test_util.h"
+#include "tests/support/expect.h"
+#include "tests/support/ops/op_graph.h"
 
 namespace kiln::ops {
 namespace {
@@ -98,7 +99,7 @@ TEST(Binary, IntegerSemantics) {
   Tensor b = i64({4}, {2, 2, -2, -2});
   expect_close(binary("Div", a, b), {4}, {-3, 3, 3, -3}, 0, 0);  // truncates toward zero
   expect_close(binary("Mul", a, b), {4}, {-14, 14, 14, -14}, 0, 0);
-  Tensor y = binary("Add", i64({1}, {9007199254740993.0}), i64({1}, {0}));
+  Tensor y = binary("Add", i64({1}, std::vector<double>{9007199254740993.0}), i64({1}, {0}));
   EXPECT_EQ(y.dtype(), DType::kI64);
   // INT64_MIN / -1 wraps instead of trapping.
   Tensor lo = Tensor::create(DType::kI64, {1}).value();

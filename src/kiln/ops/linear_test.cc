@@ -1,7 +1,8 @@
 // Gemm and MatMul: expected values hand-checked or from testdata/misc_cases.py.
 #include <gtest/gtest.h>
 
-#include "kiln/ops/op_test_util.h"
+#include "tests/support/expect.h"
+#include "tests/support/ops/op_graph.h"
 
 namespace kiln::ops {
 namespace {

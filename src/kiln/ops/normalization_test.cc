@@ -3,7 +3,8 @@
 
 #include <limits>
 
-#include "kiln/ops/op_test_util.h"
+#include "tests/support/expect.h"
+#include "tests/support/ops/op_graph.h"
 
 namespace kiln::ops {
 namespace {

@@ -5,7 +5,8 @@
 #include <chrono>
 #include <cmath>
 
-#include "kiln/ops/op_test_util.h"
+#include "tests/support/expect.h"
+#include "tests/support/ops/op_graph.h"
 
 namespace kiln::ops {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "kiln/kernels/activation.h"
 #include "kiln/ops/registry.h"
+#include "tests/support/expect.h"
 
 namespace kiln::passes {
 namespace {
@@ -76,12 +77,7 @@ Graph residual_block(std::mt19937& rng) {
 }
 
 void expect_close(const Tensor& a, const Tensor& b, double tol) {
-  ASSERT_EQ(a.shape(), b.shape());
-  auto av = a.values<float>();
-  auto bv = b.values<float>();
-  for (size_t i = 0; i < av.size(); ++i) {
-    ASSERT_TRUE(std::fabs(av[i] - bv[i]) <= tol + tol * std::fabs(bv[i])) << i << ": " << av[i] << " vs " << bv[i];
-  }
+  EXPECT_TRUE(::kiln::testing::all_close(a, b, {.atol = tol, .rtol = tol}));
 }
 
 int count_op(const Graph& g, const std::string& op) {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kiln/module/module_test_util.h"
+#include "tests/support/module/module_test_util.h"
 
 namespace kiln::runtime {
 namespace {

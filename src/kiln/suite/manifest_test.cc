@@ -7,7 +7,8 @@
 #include <fstream>
 
 #include "kiln/suite/backend_layout.h"
-#include "kiln/tooling/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::suite {
 namespace {

@@ -6,7 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kiln/tooling/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {

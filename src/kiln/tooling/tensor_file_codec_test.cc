@@ -4,7 +4,8 @@
 
 #include "kiln/tooling/tensor_io.h"
 #include "kiln/tooling/tensor_spec.h"
-#include "kiln/tooling/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {

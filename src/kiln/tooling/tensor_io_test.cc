@@ -13,7 +13,8 @@
 #include "kiln/tooling/comparator.h"
 #include "kiln/tooling/npy.h"
 #include "kiln/tooling/tensor_spec.h"
-#include "kiln/tooling/test_util.h"
+#include "tests/support/files.h"
+#include "tests/support/tensors.h"
 
 namespace kiln {
 namespace {

@@ -1,5 +1,7 @@
 #include "kiln/triage/driver.h"
 
+#include <stdlib.h>
+
 #include <chrono>
 #include <filesystem>
 
@@ -19,6 +21,20 @@ double ms_since(Clock::time_point start) {
 
 bool ends_with(const std::string& text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The folder the reports go to: the one asked for, else a fresh kiln-triage-XXXXXX in the
+// system's temporary folder ($TMPDIR, else /tmp), never the current directory.
+StatusOr<std::string> make_output_dir(const std::string& requested) {
+  if (!requested.empty()) return requested;
+  std::error_code ec;
+  const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
+  if (ec) return invalid_argument("no temporary folder for the reports ({}): pass -o DIR", ec.message());
+  std::string pattern = (temp / "kiln-triage-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return invalid_argument("cannot create a folder in '{}' for the reports: pass -o DIR", temp.string());
+  }
+  return pattern;
 }
 
 }  // namespace
@@ -62,6 +78,8 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     }
   }
 
+  KILN_ASSIGN_OR_RETURN(const std::string output_dir, make_output_dir(request.output_dir));
+  outcome.output_dir = output_dir;
   t = Clock::now();
   ReferenceValues reference;
   if (against_module) {
@@ -69,7 +87,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
                                                           fmt::format("module '{}'", request.against)));
   } else if (request.against == "onnxruntime") {
     OrtOptions ort = request.ort;
-    if (ort.work_dir.empty()) ort.work_dir = request.output_dir + "/onnxruntime";
+    if (ort.work_dir.empty()) ort.work_dir = output_dir + "/onnxruntime";
     std::vector<std::string> wanted;
     for (const std::string& name : triage.reference_names()) wanted.push_back(name);
     KILN_ASSIGN_OR_RETURN(reference, run_onnxruntime(request.model, graph, request.inputs, wanted, ort));
@@ -83,8 +101,8 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
   if (outcome.result.first_divergence) outcome.timings_ms["isolated re-run"] = outcome.result.isolate_ms;
 
   std::error_code ec;
-  std::filesystem::create_directories(request.output_dir, ec);
-  if (ec) return invalid_argument("cannot create '{}': {}", request.output_dir, ec.message());
+  std::filesystem::create_directories(output_dir, ec);
+  if (ec) return invalid_argument("cannot create '{}': {}", output_dir, ec.message());
   if (!outcome.result.clean()) {
     t = Clock::now();
     const Divergence& d = *outcome.result.first_divergence;
@@ -97,7 +115,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     for (const LayerReport& layer : outcome.result.layers) {
       if (layer.dispatch == d.dispatch) repro.tolerances.push_back(layer.tolerance);
     }
-    repro.dir = request.output_dir + "/repro";
+    repro.dir = output_dir + "/repro";
     repro.kiln = request.kiln;
     repro.summary = fmt::format("kiln triage of '{}' against {}: first divergence at dispatch {} '{}'",
                                 request.model, reference.description, d.dispatch,
@@ -114,7 +132,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
   context.timings_ms = outcome.timings_ms;
   outcome.text = text_report(context);
   outcome.json = json_report(context);
-  outcome.html_path = request.output_dir + "/report.html";
+  outcome.html_path = output_dir + "/report.html";
   KILN_RETURN_IF_ERROR(write_file_atomically(outcome.html_path, html_report(context)));
   return outcome;
 }

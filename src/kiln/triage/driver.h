@@ -25,16 +25,19 @@ struct TriageRequest {
   std::string against = "reference";
   std::map<std::string, int64_t, std::less<>> bind;  // applied to the module under test
   TriageOptions options;
-  std::string output_dir = "kiln-triage";  // report.html, repro/, (onnxruntime/)
-  std::string kiln = "kiln";               // how the repro command names the kiln binary
-  OrtOptions ort;                          // runner and node; work_dir defaults to output_dir
+  // report.html, repro/, (onnxruntime/); empty: a new kiln-triage-XXXXXX in the temporary folder
+  // ($TMPDIR, else /tmp), created once the request has been checked.
+  std::string output_dir;
+  std::string kiln = "kiln";  // how the repro command names the kiln binary
+  OrtOptions ort;             // runner and node; work_dir defaults to output_dir
 };
 
 struct TriageOutcome {
   TriageResult result;
   std::optional<ReproFiles> repro;
-  std::string text;       // the summary for stdout
-  std::string html_path;  // the report written
+  std::string text;        // the summary for stdout
+  std::string output_dir;  // where the reports went (request.output_dir, or the folder made)
+  std::string html_path;   // the report written
   nlohmann::json json;
   std::map<std::string, double> timings_ms;
 };

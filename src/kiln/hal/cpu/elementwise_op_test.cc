@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "kiln/hal/cpu/cpu_device.h"
-#include "kiln/hal/cpu/test_support.h"
+#include "tests/support/expect.h"
+#include "tests/support/hal/program.h"
+#include "tests/support/hal/reference.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -50,7 +53,7 @@ TEST_P(CpuBinaryTest, PlainBroadcastMatchesReference) {
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   auto out = run_program(**exe, s.spec(), {a, b});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  EXPECT_TRUE(all_close((*out)[0], expected, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close((*out)[0], expected, {.atol = 1e-6, .rtol = 1e-6}));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -95,7 +98,7 @@ void check_binary_between_convs(char op, int64_t c, ConcreteShape other_shape, b
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   auto out = run_program(**exe, s.spec(), {x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  EXPECT_TRUE(all_close((*out)[0], expected, 1e-5, 2e-4));
+  EXPECT_TRUE(all_close((*out)[0], expected, {.atol = 2e-4, .rtol = 1e-5}));
 }
 
 TEST(CpuBinaryBlockedTest, AddTwoConvOutputs) {
@@ -149,8 +152,9 @@ TEST(CpuSumTest, BroadcastAndSingleInput) {
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   auto out = run_program(**exe, s.spec(), {a, b, c});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  EXPECT_TRUE(all_close((*out)[0], ref_binary('+', ref_binary('+', a, b), c), 1e-6, 1e-6));
-  EXPECT_TRUE(bitwise_equal((*out)[1], b));
+  EXPECT_TRUE(all_close((*out)[0], ref_binary('+', ref_binary('+', a, b), c),
+                        {.atol = 1e-6, .rtol = 1e-6}));
+  EXPECT_TRUE(identical((*out)[1], b));
 }
 
 TEST(CpuBinaryTest, NonBroadcastableShapesAreRejected) {

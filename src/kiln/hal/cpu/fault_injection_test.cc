@@ -8,7 +8,10 @@
 #include <cstdlib>
 
 #include "kiln/hal/cpu/cpu_device.h"
-#include "kiln/hal/cpu/test_support.h"
+#include "tests/support/expect.h"
+#include "tests/support/hal/program.h"
+#include "tests/support/hal/reference.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -92,7 +95,7 @@ class FaultRun : public ::testing::Test {
     const int32_t gap = s.value("gap", {1, 12, 1, 1});
     s.dispatch("d1_gap", "GlobalAveragePool", {conv}, {gap});
     const int32_t flat = s.output("flat", {1, 12});
-    s.dispatch("d2_flatten", "Reshape", {gap, s.constant("shape", filled({2}, {0, -1}))}, {flat});
+    s.dispatch("d2_flatten", "Reshape", {gap, s.constant("shape", f32({2}, {0, -1}))}, {flat});
     auto device = create_cpu_device({2});
     KILN_CHECK(device.ok());
     KILN_ASSIGN_OR_RETURN(auto exe, (*device)->prepare(s.spec()));
@@ -110,8 +113,8 @@ TEST_F(FaultRun, NoMatchingDispatchChangesNothing) {
   for (const char* fault : {"dispatch:7:nan", "dispatch:other:inf", ""}) {
     auto out = run(fault, true);
     ASSERT_TRUE(out.ok()) << out.status().to_string();
-    EXPECT_TRUE(bitwise_equal((*out)[0], (*clean)[0])) << fault;
-    EXPECT_TRUE(bitwise_equal((*out)[1], (*clean)[1])) << fault;
+    EXPECT_TRUE(identical((*out)[0], (*clean)[0])) << fault;
+    EXPECT_TRUE(identical((*out)[1], (*clean)[1])) << fault;
   }
 }
 
@@ -126,7 +129,7 @@ TEST_F(FaultRun, EachKindOnAPlainOutput) {
   for (float x : (*inf)[0].values<float>()) EXPECT_EQ(x, INFINITY);
   auto zero = run("dispatch:d2_flatten:zero", true);
   ASSERT_TRUE(zero.ok());
-  EXPECT_TRUE(bitwise_equal((*zero)[0], (*clean)[0]));  // only the flatten is hit
+  EXPECT_TRUE(identical((*zero)[0], (*clean)[0]));  // only the flatten is hit
   for (float x : (*zero)[1].values<float>()) EXPECT_EQ(x, 0.0f);
   auto perturb = run("dispatch:0:perturb=0.25", true);
   ASSERT_TRUE(perturb.ok());

@@ -9,7 +9,10 @@
 #include <numeric>
 
 #include "kiln/hal/cpu/cpu_device.h"
-#include "kiln/hal/cpu/test_support.h"
+#include "tests/support/expect.h"
+#include "tests/support/hal/program.h"
+#include "tests/support/hal/reference.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -218,10 +221,10 @@ TEST_P(CpuMatMulRowInvarianceTest, EachSampleMatchesItselfAlone) {
   for (int threads : {0, 1}) {
     SCOPED_TRACE(fmt::format("threads {}", threads));
     const Tensor y = run_matmul(x, w, /*constant_b=*/true, threads);
-    EXPECT_TRUE(all_close(y, ref_matmul(x, w), 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(y, ref_matmul(x, w), {.atol = 1e-5, .rtol = 1e-5}));
     for (int64_t i = 0; i < c.n; ++i) {
       const Tensor alone = run_matmul(slice_dim(x, 1, i), w, true, threads);
-      EXPECT_TRUE(bitwise_equal(alone, slice_dim(y, 1, i))) << "sample " << i << " (dim 1)";
+      EXPECT_TRUE(identical(alone, slice_dim(y, 1, i))) << "sample " << i << " (dim 1)";
     }
     // The same rows batch first, [N,T,K]: every sample, and B not a constant.
     Tensor xt = Tensor::create(DType::kF32, {c.n, c.t, c.k}).value();
@@ -234,7 +237,7 @@ TEST_P(CpuMatMulRowInvarianceTest, EachSampleMatchesItselfAlone) {
     const Tensor yt = run_matmul(xt, w, /*constant_b=*/false, threads);
     for (int64_t i = 0; i < c.n; ++i) {
       const Tensor alone = run_matmul(slice_dim(xt, 0, i), w, false, threads);
-      EXPECT_TRUE(bitwise_equal(alone, slice_dim(yt, 0, i))) << "sample " << i << " (dim 0)";
+      EXPECT_TRUE(identical(alone, slice_dim(yt, 0, i))) << "sample " << i << " (dim 0)";
       for (int64_t j = 0; j < c.t; ++j) {  // and the rows of both layouts alike
         EXPECT_EQ(
             std::memcmp(yt.values<float>().data() + (i * c.t + j) * c.cols,
@@ -269,7 +272,7 @@ TEST(CpuMatMulRowInvarianceTest, BatchedOperandsAndGemmRows) {
   EXPECT_TRUE(all_close(y, ref_matmul(a, b)));
   for (int64_t i = 0; i < 4; ++i) {
     const Tensor alone = run_matmul(slice_dim(a, 1, i), slice_dim(b, 1, i), false);
-    EXPECT_TRUE(bitwise_equal(alone, slice_dim(y, 1, i))) << "sample " << i;
+    EXPECT_TRUE(identical(alone, slice_dim(y, 1, i))) << "sample " << i;
   }
   const Tensor w = random_tensor({30, 70}, 7), bias = random_tensor({30}, 8);
   auto gemm = [&](const Tensor& x) {
@@ -284,7 +287,7 @@ TEST(CpuMatMulRowInvarianceTest, BatchedOperandsAndGemmRows) {
   const Tensor yg = gemm(x);
   EXPECT_TRUE(all_close(yg, ref_gemm(x, w, &bias, 0.5, 2.0, false, true)));
   for (int64_t i = 0; i < 19; ++i) {
-    EXPECT_TRUE(bitwise_equal(gemm(slice_batch(x, i)), slice_batch(yg, i))) << "row " << i;
+    EXPECT_TRUE(identical(gemm(slice_batch(x, i)), slice_batch(yg, i))) << "row " << i;
   }
 }
 
@@ -299,7 +302,7 @@ TEST_P(CpuSoftmaxTest, MatchesReference) {
   s.dispatch("softmax", "Softmax", {xi}, {y}, attrs({{"axis", GetParam()}}));
   auto out = prepare_and_run(s, {x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  EXPECT_TRUE(all_close((*out)[0], ref_softmax(x, GetParam()), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close((*out)[0], ref_softmax(x, GetParam()), {.atol = 1e-6, .rtol = 1e-5}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Axes, CpuSoftmaxTest, ::testing::Values(0, 1, 2, -1, -3));
@@ -317,8 +320,8 @@ TEST(CpuSoftmaxTest, DefaultAxisAfterBlockedConv) {
   auto out = prepare_and_run(s, {x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
-  EXPECT_TRUE(
-      all_close((*out)[0], ref_softmax(ref_conv(x, w, nullptr, nullptr, pw), 1), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close((*out)[0], ref_softmax(ref_conv(x, w, nullptr, nullptr, pw), 1),
+                        {.atol = 1e-6, .rtol = 1e-5}));
 }
 
 // conv (blocked) -> Flatten -> Gemm and conv -> Reshape -> output: the flattened data must be
@@ -346,7 +349,7 @@ TEST(CpuReshapeTest, FlattenAndReshapeAfterBlockedConv) {
   s.dispatch("fc", "Gemm", {f, s.constant("fc", fc), s.constant("fc_b", fc_b)}, {y},
              attrs({{"transB", int64_t{1}}}));
   const int32_t r = s.output("r", {2, 24, 16});
-  Tensor shape = filled({3}, {2, 24, 16});
+  Tensor shape = f32({3}, {2, 24, 16});
   s.dispatch("reshape", "Reshape", {c, s.constant("shape", shape)}, {r});
   auto out = prepare_and_run(s, {x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -392,7 +395,7 @@ TEST(CpuIdentityTest, IdentityAndDropoutAfterConv) {
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   ConvRef pw{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   EXPECT_TRUE(all_close((*out)[1], ref_conv(x, w, nullptr, nullptr, pw)));
-  EXPECT_TRUE(bitwise_equal((*out)[2], x));
+  EXPECT_TRUE(identical((*out)[2], x));
   for (std::byte b : std::span((*out)[0].data(), (*out)[0].byte_size())) {
     ASSERT_EQ(b, std::byte{1});
   }

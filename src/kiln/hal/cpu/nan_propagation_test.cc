@@ -12,7 +12,10 @@
 #include <limits>
 
 #include "kiln/hal/cpu/cpu_device.h"
-#include "kiln/hal/cpu/test_support.h"
+#include "tests/support/expect.h"
+#include "tests/support/hal/program.h"
+#include "tests/support/hal/reference.h"
+#include "tests/support/tensors.h"
 #include "kiln/hal/cpu/winograd_conv.h"
 
 namespace kiln::hal::cpu {

@@ -5,7 +5,10 @@
 
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/hal/cpu/cpu_executable.h"
-#include "kiln/hal/cpu/test_support.h"
+#include "tests/support/expect.h"
+#include "tests/support/hal/program.h"
+#include "tests/support/hal/reference.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -19,7 +22,7 @@ std::vector<int64_t> v(std::initializer_list<int64_t> l) { return l; }
 struct Net {
   Tensor w = random_tensor({12, 3, 3, 3}, 7, -0.3f, 0.3f);
   Tensor b = random_tensor({12}, 8);
-  Tensor shape = filled({2}, {0, -1});
+  Tensor shape = f32({2}, {0, -1});
   SpecBuilder s;
 
   explicit Net(bool conv_is_output) {
@@ -102,13 +105,13 @@ TEST(RunObserver, BlockedOutputIsHandedOverPlainAndEqualsThePlainBuild) {
   ASSERT_TRUE(observed.ok()) << observed.status().to_string();
   auto plain = run_program(*plain_exe, plain_net.s.spec(), {x});
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
-  EXPECT_TRUE(bitwise_equal(recorder.outputs[0][0], (*plain)[0]));
+  EXPECT_TRUE(identical(recorder.outputs[0][0], (*plain)[0]));
   // The observed graph output is the returned one; observing changed nothing.
-  EXPECT_TRUE(bitwise_equal(recorder.outputs[3][0], (*observed)[0]));
-  EXPECT_TRUE(bitwise_equal((*observed)[0], (*plain)[1]));
+  EXPECT_TRUE(identical(recorder.outputs[3][0], (*observed)[0]));
+  EXPECT_TRUE(identical((*observed)[0], (*plain)[1]));
   auto unobserved = run_program(*observed_exe, observed_net.s.spec(), {x});
   ASSERT_TRUE(unobserved.ok());
-  EXPECT_TRUE(bitwise_equal((*unobserved)[0], (*observed)[0]));
+  EXPECT_TRUE(identical((*unobserved)[0], (*observed)[0]));
 }
 
 TEST(RunObserver, ErrorStopsTheRunAndNamesTheDispatch) {

@@ -8,7 +8,10 @@
 
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/hal/cpu/cpu_executable.h"
-#include "kiln/hal/cpu/test_support.h"
+#include "tests/support/expect.h"
+#include "tests/support/hal/program.h"
+#include "tests/support/hal/reference.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -33,7 +36,7 @@ struct Weights {
   Tensor bn_m = random_tensor({32}, 110), bn_v = random_tensor({32}, 111, 0.5f, 2.0f);
   Tensor c4 = random_tensor({32, 32, 1, 1}, 112, -0.3f, 0.3f);
   Tensor fc = random_tensor({10, 32}, 113), fc_b = random_tensor({10}, 114);
-  Tensor flat_shape = filled({2}, {0, -1});
+  Tensor flat_shape = f32({2}, {0, -1});
 };
 
 const Weights& weights() {
@@ -120,7 +123,7 @@ TEST(CpuProgramTest, ResNetLikeMatchesReference) {
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   auto expected = reference_resnet_like(x);
   EXPECT_TRUE(all_close((*out)[0], expected[0]));
-  EXPECT_TRUE(all_close((*out)[1], expected[1], 1e-5, 1e-6));
+  EXPECT_TRUE(all_close((*out)[1], expected[1], {.atol = 1e-6, .rtol = 1e-5}));
 }
 
 TEST(CpuProgramTest, ConvChainsKeepOneLayoutAndReorderOnlyAtTheEdges) {
@@ -196,7 +199,7 @@ TEST(CpuProgramTest, ArenaSharingAndNaNPoisonDoNotChangeResults) {
     ASSERT_TRUE(shared.ok()) << shared.status().to_string();
     EXPECT_LT(last_arena_bytes(), separate_bytes);
     for (size_t o = 0; o < shared->size(); ++o) {
-      EXPECT_TRUE(bitwise_equal((*shared)[o], (*separate)[o])) << "output " << o << " run " << i;
+      EXPECT_TRUE(identical((*shared)[o], (*separate)[o])) << "output " << o << " run " << i;
     }
   }
 }
@@ -220,11 +223,11 @@ TEST(CpuProgramTest, TwoShapeSetsOnOneDeviceShareWeights) {
   ASSERT_TRUE(out8.ok()) << out8.status().to_string();
   auto expected = reference_resnet_like(x8);
   EXPECT_TRUE(all_close((*out8)[0], expected[0]));
-  EXPECT_TRUE(all_close((*out8)[1], expected[1], 1e-5, 1e-6));
+  EXPECT_TRUE(all_close((*out8)[1], expected[1], {.atol = 1e-6, .rtol = 1e-5}));
   Tensor x1 = slice_batch(x8, 5);
   auto out1 = run_program(**e1, s1.spec(), {x1});
   ASSERT_TRUE(out1.ok()) << out1.status().to_string();
-  EXPECT_TRUE(all_close((*out1)[1], slice_batch(expected[1], 5), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close((*out1)[1], slice_batch(expected[1], 5), {.atol = 1e-6, .rtol = 1e-5}));
   e1->reset();
   e8->reset();
   EXPECT_EQ(cpu->cached_weight_count(), 0u);
@@ -287,7 +290,7 @@ void expect_batch_invariant(const std::function<void(SpecBuilder&, int64_t)>& bu
     auto out1 = run_program(**e1, s1.spec(), {slice_batch(x8, i)});
     ASSERT_TRUE(out1.ok()) << out1.status().to_string();
     for (size_t o = 0; o < out1->size(); ++o) {
-      EXPECT_TRUE(bitwise_equal((*out1)[o], slice_batch((*out8)[o], i)))
+      EXPECT_TRUE(identical((*out1)[o], slice_batch((*out8)[o], i)))
           << "sample " << i << " output " << o;
     }
   }
@@ -365,7 +368,7 @@ TEST(CpuProgramTest, SingleThreadDeviceMatchesReference) {
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   auto out = run_program(**exe, s.spec(), {x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  EXPECT_TRUE(all_close((*out)[1], reference_resnet_like(x)[1], 1e-5, 1e-6));
+  EXPECT_TRUE(all_close((*out)[1], reference_resnet_like(x)[1], {.atol = 1e-6, .rtol = 1e-5}));
 }
 
 // ---- malformed specs and arguments ----

@@ -1,4 +1,4 @@
-#include "kiln/ops/onnx_test_reader.h"
+#include "tests/support/ops/onnx_test_reader.h"
 
 #include <cstring>
 #include <fstream>
@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-namespace kiln::ops::testing {
+namespace kiln::testing {
 namespace {
 
 // One protobuf message's bytes; fields are visited in order by for_each_field.
@@ -430,4 +430,4 @@ StatusOr<OnnxTestModel> read_onnx_test_model(const std::string& path) {
   return model;
 }
 
-}  // namespace kiln::ops::testing
+}  // namespace kiln::testing

@@ -1,4 +1,4 @@
-// Test-only helpers that build small ONNX models in memory with the protobuf API.
+// Helpers that build small ONNX models in memory with the protobuf API.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Test-only: a minimal protobuf decoder for the ONNX backend test cases
+// A minimal protobuf decoder for the ONNX backend test cases
 // (/usr/share/libonnx-testdata/data/node/<case>/{model.onnx, test_data_set_0/*.pb}), so the op
 // conformance smoke test does not depend on the importer (src/kiln/onnx). It understands just the
 // fields those single-node models use; anything else is an error, never a crash.
@@ -9,7 +9,7 @@
 
 #include "kiln/ir/graph.h"
 
-namespace kiln::ops::testing {
+namespace kiln::testing {
 
 // Decodes a serialized TensorProto (float, double, int64, int32, bool, uint8 data).
 StatusOr<Tensor> read_tensor_proto(const std::string& bytes);
@@ -25,4 +25,4 @@ struct OnnxTestModel {
 // initializers as constants, nodes with their attributes, outputs, and the default-domain opset.
 StatusOr<OnnxTestModel> read_onnx_test_model(const std::string& path);
 
-}  // namespace kiln::ops::testing
+}  // namespace kiln::testing

@@ -1,4 +1,4 @@
-// Helpers for kiln_tooling's tests only: hex fixtures, a scratch directory, plain file access.
+// Files for tests: hex fixtures, a scratch directory removed afterwards, plain file access.
 #pragma once
 
 #include <unistd.h>
@@ -15,8 +15,6 @@
 
 #include <gtest/gtest.h>
 
-#include "kiln/base/tensor.h"
-
 namespace kiln::testing {
 
 inline std::string from_hex(std::string_view hex) {
@@ -31,7 +29,7 @@ inline std::string from_hex(std::string_view hex) {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "kiln_tooling_XXXXXX").string();
+    std::string pattern = (std::filesystem::temp_directory_path() / "kiln_test_XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
     path_ = pattern;
   }
@@ -65,22 +63,6 @@ inline void write_plain_file(const std::string& path, std::string_view bytes) {
 inline std::string read_plain_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-template <typename T>
-Tensor make_tensor(DType dtype, ConcreteShape shape, std::vector<T> values) {
-  auto tensor = Tensor::create(dtype, std::move(shape));
-  EXPECT_TRUE(tensor.ok());
-  if (tensor->element_count() != static_cast<int64_t>(values.size())) {
-    ADD_FAILURE() << "make_tensor: " << values.size() << " values for " << tensor->element_count();
-    return std::move(tensor).value();
-  }
-  std::copy(values.begin(), values.end(), tensor->template mutable_values<T>().begin());
-  return std::move(tensor).value();
-}
-
-inline Tensor f32(ConcreteShape shape, std::vector<float> values) {
-  return make_tensor<float>(DType::kF32, std::move(shape), std::move(values));
 }
 
 }  // namespace kiln::testing

@@ -1,8 +1,7 @@
-// Test helpers for the kernel tests: build small tensors, run an op through plan_concrete (the
-// path every caller shares), and run infer on symbolic shapes.
+// Runs one op through the kernels' own entry points, for the kernel tests: run_op plans it with
+// plan_concrete (the path every caller shares) and runs the kernel on the given tensors; infer_op
+// runs its symbolic shape rule. Tensor builders and checks: tests/support/tensors.h, expect.h.
 #pragma once
-
-#include <gtest/gtest.h>
 
 #include <initializer_list>
 #include <optional>
@@ -12,35 +11,20 @@
 #include "kiln/base/half.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
+#include "tests/support/tensors.h"
 
-namespace kiln::kernels::kernel_testing {
+namespace kiln::testing {
 
-template <typename T>
-Tensor make_tensor(DType dtype, ConcreteShape shape, const std::vector<T>& values) {
-  Tensor t = Tensor::create(dtype, std::move(shape)).value();
-  EXPECT_EQ(static_cast<int64_t>(values.size()), t.element_count());
-  auto out = t.mutable_values<T>();
-  for (size_t i = 0; i < values.size() && i < out.size(); ++i) out[i] = values[i];
-  return t;
-}
-inline Tensor f32(ConcreteShape shape, const std::vector<float>& v) {
-  return make_tensor<float>(DType::kF32, std::move(shape), v);
-}
-inline Tensor f64(ConcreteShape shape, const std::vector<double>& v) {
-  return make_tensor<double>(DType::kF64, std::move(shape), v);
-}
-inline Tensor i64(ConcreteShape shape, const std::vector<int64_t>& v) {
-  return make_tensor<int64_t>(DType::kI64, std::move(shape), v);
-}
-inline Tensor i32(ConcreteShape shape, const std::vector<int32_t>& v) {
-  return make_tensor<int32_t>(DType::kI32, std::move(shape), v);
-}
-inline Tensor u8(ConcreteShape shape, const std::vector<uint8_t>& v) {
-  return make_tensor<uint8_t>(DType::kU8, std::move(shape), v);
-}
-inline Tensor boolean(ConcreteShape shape, const std::vector<uint8_t>& v) {
-  return make_tensor<uint8_t>(DType::kBool, std::move(shape), v);
-}
+using kernels::ConcreteInput;
+using kernels::ConcreteOutput;
+using kernels::ConstBuffer;
+using kernels::find_op_kernel;
+using kernels::InferArgs;
+using kernels::MutableBuffer;
+using kernels::OpKernel;
+using kernels::plan_concrete;
+using kernels::Planned;
+using kernels::ValueType;
 
 // One input of a test run: a tensor, passed as a constant or not, or absent.
 struct In {
@@ -106,37 +90,6 @@ inline StatusOr<std::vector<ValueType>> infer_op(
   return args.outputs;
 }
 
-inline Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  Attributes a;
-  for (const auto& [name, value] : list) a.set(name, value);
-  return a;
-}
-
 inline ValueType type(DType dtype, Shape shape) { return ValueType{dtype, std::move(shape)}; }
-inline DimExpr sym(const char* name) { return DimExpr::symbol(name); }
 
-template <typename T>
-std::vector<T> values_of(const Tensor& t) {
-  auto v = t.values<T>();
-  return std::vector<T>(v.begin(), v.end());
-}
-
-// The elements of a result that must have succeeded.
-template <typename T>
-std::vector<T> values_of(const StatusOr<Tensor>& t) {
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  if (!t.ok()) return {};
-  return values_of<T>(*t);
-}
-
-// The error message of a failed result, or "" when it succeeded.
-template <typename R>
-std::string error_of(const StatusOr<R>& r) {
-  return r.ok() ? std::string() : r.status().message();
-}
-
-inline bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace kiln::kernels::kernel_testing
+}  // namespace kiln::testing

@@ -1,0 +1,109 @@
+#include "tests/support/hal/program.h"
+
+#include <cstring>
+#include <limits>
+
+#include "kiln/runtime/memory_planner.h"
+
+namespace kiln::testing {
+namespace {
+
+size_t g_last_arena_bytes = 0;
+
+}  // namespace
+
+int32_t SpecBuilder::add(std::string name, ConcreteShape shape, DType dtype, hal::ValueRole role) {
+  hal::ValueSpec v;
+  v.name = std::move(name);
+  v.dtype = dtype;
+  v.shape = std::move(shape);
+  v.role = role;
+  spec_.values.push_back(std::move(v));
+  const auto id = static_cast<int32_t>(spec_.values.size() - 1);
+  if (role == hal::ValueRole::kInput) spec_.inputs.push_back(id);
+  if (role == hal::ValueRole::kOutput) spec_.outputs.push_back(id);
+  return id;
+}
+
+int32_t SpecBuilder::input(std::string name, ConcreteShape shape, DType dtype) {
+  return add(std::move(name), std::move(shape), dtype, hal::ValueRole::kInput);
+}
+int32_t SpecBuilder::value(std::string name, ConcreteShape shape, DType dtype) {
+  return add(std::move(name), std::move(shape), dtype, hal::ValueRole::kIntermediate);
+}
+int32_t SpecBuilder::output(std::string name, ConcreteShape shape, DType dtype) {
+  return add(std::move(name), std::move(shape), dtype, hal::ValueRole::kOutput);
+}
+int32_t SpecBuilder::constant(std::string name, Tensor data) {
+  constants_.push_back(std::move(data));
+  const int32_t id = add(std::move(name), constants_.back().shape(), constants_.back().dtype(),
+                         hal::ValueRole::kConstant);
+  spec_.values[id].constant = &constants_.back();
+  return id;
+}
+void SpecBuilder::dispatch(std::string name, std::string op_type, std::vector<int32_t> inputs,
+                           std::vector<int32_t> outputs, Attributes attributes) {
+  attributes_.push_back(std::move(attributes));
+  hal::DispatchSpec d;
+  d.name = std::move(name);
+  d.op_type = std::move(op_type);
+  d.attributes = &attributes_.back();
+  d.inputs = std::move(inputs);
+  d.outputs = std::move(outputs);
+  spec_.dispatches.push_back(std::move(d));
+}
+
+StatusOr<std::vector<Tensor>> run_program(hal::Executable& exe, const hal::ProgramSpec& spec,
+                                          const std::vector<Tensor>& inputs, RunOptions options) {
+  // The requests as the runtime makes them; without sharing, every buffer lives throughout.
+  std::vector<runtime::BufferRequest> requests(spec.values.size());
+  for (size_t d = 0; d < spec.dispatches.size(); ++d) {
+    for (int32_t out : spec.dispatches[d].outputs) {
+      requests[out].first = requests[out].last = static_cast<int32_t>(d);
+    }
+    for (int32_t in : spec.dispatches[d].inputs) {
+      if (in >= 0) requests[in].last = static_cast<int32_t>(d);
+    }
+  }
+  for (size_t v = 0; v < spec.values.size(); ++v) {
+    if (spec.values[v].role != hal::ValueRole::kIntermediate) continue;
+    runtime::BufferRequest& r = requests[v];
+    r.bytes = exe.storage_bytes(static_cast<int32_t>(v));
+    if (options.share_memory) {
+      r.same_as = exe.storage_shared_with(static_cast<int32_t>(v));
+    } else {
+      r.first = 0;
+      r.last = std::numeric_limits<int32_t>::max();
+    }
+  }
+  const runtime::ArenaPlan plan = runtime::plan_arena(requests);
+  const size_t arena = plan.arena_bytes;
+  g_last_arena_bytes = arena;
+  std::vector<std::byte> storage(arena + 64);
+  auto* base =
+      reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (options.poison) {
+    for (size_t i = 0; i + 4 <= arena; i += 4) std::memcpy(base + i, &nan, 4);
+  }
+  std::vector<Tensor> outputs;
+  for (int32_t v : spec.outputs) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(spec.values[v].dtype, spec.values[v].shape));
+    if (options.poison && t.dtype() == DType::kF32) {
+      for (float& x : t.mutable_values<float>()) x = nan;
+    }
+    outputs.push_back(std::move(t));
+  }
+  hal::RunArgs args;
+  args.arena = arena > 0 ? base : nullptr;
+  args.offsets = plan.offsets;
+  args.inputs = inputs;
+  args.outputs = outputs;
+  args.observer = options.observer;
+  KILN_RETURN_IF_ERROR(exe.run(args));
+  return outputs;
+}
+
+size_t last_arena_bytes() { return g_last_arena_bytes; }
+
+}  // namespace kiln::testing
