@@ -9,6 +9,9 @@
 #include <limits>
 #include <random>
 
+#include "kiln/hal/host_allocator.h"
+#include "kiln/hal/host_tensors.h"
+
 namespace kiln::hal::cpu::testing {
 namespace {
 
@@ -183,11 +186,25 @@ StatusOr<std::vector<Tensor>> run_program(Executable& exe, const ProgramSpec& sp
     }
     outputs.push_back(std::move(t));
   }
+  KILN_RETURN_IF_ERROR(check_host_tensors(spec, inputs, outputs));
+  // The CPU addresses host memory: every value is bound in place, as the runtime binds them.
+  HostAllocator host;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<hal::BufferRef> values(n);
+  buffers.push_back(host.wrap_host(base, arena));
+  for (size_t v = 0; v < n; ++v) {
+    if (exe.storage_bytes(static_cast<int32_t>(v)) > 0) values[v] = {buffers.front().get(), offsets[v]};
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    buffers.push_back(host.wrap_host(const_cast<std::byte*>(inputs[i].data()), inputs[i].byte_size()));
+    values[spec.inputs[i]] = {buffers.back().get(), 0};
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    buffers.push_back(host.wrap_host(outputs[i].mutable_data(), outputs[i].byte_size()));
+    values[spec.outputs[i]] = {buffers.back().get(), 0};
+  }
   RunArgs args;
-  args.arena = arena > 0 ? base : nullptr;
-  args.offsets = offsets;
-  args.inputs = inputs;
-  args.outputs = outputs;
+  args.values = values;
   args.observer = options.observer;
   KILN_RETURN_IF_ERROR(exe.run(args));
   return outputs;
