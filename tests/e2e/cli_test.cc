@@ -77,6 +77,46 @@ TEST_F(KilnCli, RunMatchesOnnxRuntimeAtTwoBatchSizesFromOneModule) {
   }
 }
 
+// The null device (src/kiln/hal/null) runs the whole pipeline (load, plan, arena, bindings, a
+// run, outputs written) and computes nothing: every output is zeros of the right shape, and a
+// comparison with the real reference fails as a mismatch, not as an error.
+TEST_F(KilnCli, RunOnTheNullDeviceWritesZeroOutputs) {
+  const std::string out = dir_ + "/null.npy";
+  auto result = run_kiln("run --module=" + module_ + " --device=null --input=" + tiny_input(3) +
+                         " --output=@" + out + " --trace=" + dir_ + "/null_trace");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("output 0 'prob': 3x10xf32, NaN: 0/30"), std::string::npos) << result.output;
+  const std::string traced = read_bytes(dir_ + "/null_trace/d000_conv0.json");
+  EXPECT_NE(traced.find("null: Conv runs nothing"), std::string::npos) << traced;
+  const std::string npy = read_bytes(out);
+  ASSERT_GE(npy.size(), 120u);
+  EXPECT_EQ(npy.substr(npy.size() - 120), std::string(120, '\0'));
+  auto compared = run_kiln("run --module=" + module_ + " --device=null --input=" + tiny_input(3) +
+                           " --expected_output=" + tiny_ref(3));
+  EXPECT_EQ(compared.exit_code, 1) << compared.output;
+}
+
+TEST_F(KilnCli, AnUnknownDeviceListsTheAvailableOnes) {
+  for (const char* command : {"run", "bench"}) {
+    auto result = run_kiln(std::string(command) + " --module=" + module_ + " --device=bogus --input=" + tiny_input(1));
+    expect_error(result, {"unknown device 'bogus'", "available devices: cpu, null"});
+  }
+  auto help = run_kiln("run --help");
+  EXPECT_NE(help.output.find("device to run on: cpu, null"), std::string::npos) << help.output;
+}
+
+// KILN_FAULT is read by the command and planted by triage's device decorator (docs/triage.md).
+TEST_F(KilnCli, KilnFaultCorruptsTheSelectedDispatchAndAMalformedOneIsAUsageError) {
+  setenv("KILN_FAULT", "dispatch:d7_softmax0:nan", 1);
+  auto faulted = run_kiln("run --module=" + module_ + " --input=" + tiny_input(3));
+  setenv("KILN_FAULT", "dispatch:0:melt", 1);
+  auto malformed = run_kiln("run --module=" + module_ + " --input=" + tiny_input(3));
+  unsetenv("KILN_FAULT");
+  EXPECT_EQ(faulted.exit_code, 0) << faulted.output;
+  EXPECT_NE(faulted.output.find("output 0 'prob': 3x10xf32, NaN: 30/30"), std::string::npos) << faulted.output;
+  expect_error(malformed, {"KILN_FAULT='dispatch:0:melt'", "unknown kind 'melt'"});
+}
+
 TEST_F(KilnCli, BenchReportsFiguresAndPerDispatchTable) {
   std::string json = dir_ + "/bench.json";
   auto result = run_kiln("bench --module=" + module_ + " --input=" + tiny_input(3) +

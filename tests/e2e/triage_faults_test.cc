@@ -93,12 +93,10 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " at batch " << c.batch; }
 
-class TriageFaults : public ::testing::TestWithParam<Case> {
- protected:
-  void TearDown() override { unsetenv("KILN_FAULT"); }
-};
+class TriageFaults : public ::testing::TestWithParam<Case> {};
 
-// The selector of each fault, varied over the forms KILN_FAULT takes.
+// The selector of each fault, varied over the forms KILN_FAULT takes (planted by triage's fault
+// device decorator: TriageOptions::fault).
 std::string selector(const module::ModuleContents& module, int32_t d, size_t variant) {
   switch (variant % 3) {
     case 0:
@@ -114,7 +112,6 @@ TEST_P(TriageFaults, NamesTheFaultyDispatchAndFindsItAtFault) {
   const Case& c = GetParam();
   const Model& m = model(c.model);
   std::vector<Tensor> inputs = {read_f32_prefix(model_path("input_b8.bin"), {c.batch, 3, 224, 224})};
-  unsetenv("KILN_FAULT");
   auto reference = triage::evaluate_reference(m.graph, inputs);
   ASSERT_TRUE(reference.ok()) << reference.status().to_string();
   triage::TriageOptions options;
@@ -143,8 +140,9 @@ TEST_P(TriageFaults, NamesTheFaultyDispatchAndFindsItAtFault) {
     for (const std::string& kind : kinds) {
       const std::string fault = "dispatch:" + selector(*m.module, place.dispatch, variant++) + ":" + kind;
       SCOPED_TRACE(place.what + ", KILN_FAULT=" + fault);
-      setenv("KILN_FAULT", fault.c_str(), 1);
-      auto result = triage.run(inputs, *reference);
+      triage::TriageOptions faulted = options;
+      faulted.fault = triage::parse_fault(fault).value();
+      auto result = triage::Triage(m.module, &m.graph, faulted).run(inputs, *reference);
       ASSERT_TRUE(result.ok()) << result.status().to_string();
       ASSERT_TRUE(result->first_divergence.has_value());
       const triage::Divergence& d = *result->first_divergence;

@@ -1,4 +1,4 @@
-// `kiln test-suite` end to end: planted regressions (KILN_FAULT in the CPU backend) fail the run
+// `kiln test-suite` end to end: planted regressions (KILN_FAULT, triage's fault decorator around the device) fail the run
 // naming the model, case and output with the error figures; strict expectations; the ONNX
 // backend-test folder layout without a manifest; ONNX Runtime references and their cache;
 // manifest errors with JSON paths; one broken model not stopping the others; reports and JUnit;

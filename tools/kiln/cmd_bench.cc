@@ -65,6 +65,7 @@ int run_bench(const BenchFlags& flags) {
   if (Status bounds = flags.plan_cache.apply(options); !bounds.ok()) {
     return report_error("bench", bounds);
   }
+  if (Status fault = apply_fault_injection(options); !fault.ok()) return report_error("bench", fault);
   auto load_start = std::chrono::steady_clock::now();
   auto session = runtime::Session::open(flags.module, options);
   if (!session.ok()) return report_error("bench", session.status());
@@ -199,7 +200,7 @@ Command add_bench_command(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* sub = app.add_subcommand("bench", "time a compiled module");
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
-  sub->add_option("--device", flags->device, "device to run on (cpu)");
+  sub->add_option("--device", flags->device, device_help() + " (default cpu)");
   sub->add_option("--input", flags->inputs, "input tensor, as for `kiln run` (repeatable)");
   sub->add_option("--warmup", flags->warmup, "untimed runs after the cold run")->check(CLI::NonNegativeNumber);
   sub->add_option("--repeat", flags->repeat, "timed runs")->check(CLI::PositiveNumber);

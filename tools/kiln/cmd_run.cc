@@ -77,6 +77,7 @@ int run_module(const RunFlags& flags) {
   if (Status bounds = flags.plan_cache.apply(options); !bounds.ok()) {
     return report_error("run", bounds);
   }
+  if (Status fault = apply_fault_injection(options); !fault.ok()) return report_error("run", fault);
   auto session = runtime::Session::open(flags.module, options);
   if (!session.ok()) return report_error("run", session.status());
   const auto& module = (*session)->module();
@@ -142,7 +143,7 @@ Command add_run_command(CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* sub = app.add_subcommand("run", "run a compiled module on inputs");
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
-  sub->add_option("--device", flags->device, "device to run on (cpu)");
+  sub->add_option("--device", flags->device, device_help() + " (default cpu)");
   sub->add_option("--input", flags->inputs, "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values (repeatable)");
   sub->add_option("--output", flags->outputs, "where output i goes: @file.bin, @file.npy or - (repeatable)");
   sub->add_option("--expected_output", flags->expected, "expected output i, same forms as --input (repeatable)");

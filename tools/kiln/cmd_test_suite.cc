@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "kiln/suite/backend_layout.h"
+#include "kiln/triage/fault_device.h"
 #include "kiln/suite/junit.h"
 #include "kiln/suite/manifest.h"
 #include "kiln/suite/progress.h"
@@ -61,6 +62,9 @@ int run_test_suite(const TestSuiteFlags& flags) {
   options.ort.script = flags.ort_runner.empty() ? env_or("KILN_ORT_RUNNER", KILN_DEFAULT_ORT_RUNNER) : flags.ort_runner;
   options.ort.cache_dir = flags.cache_dir;
   options.progress = &progress;
+  auto fault = triage::fault_from_environment();
+  if (!fault.ok()) return report_error("test-suite", fault.status());
+  options.decorate_device = triage::fault_decorator(std::move(fault).value());
   auto result = suite::run_suite(*manifest, options);
   if (!result.ok()) return report_error("test-suite", result.status());
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "flags.h"
 #include "kiln/base/file_util.h"
 #include "kiln/compiler/pipeline.h"
 #include "kiln/tooling/tensor_spec.h"
@@ -48,6 +49,9 @@ int run_triage(const TriageFlags& flags) {
   request.options.tolerance = {flags.atol, flags.rtol, flags.scale_tol};
   request.options.session.device = flags.device;
   request.options.session.threads = flags.threads;
+  auto fault = triage::fault_from_environment();
+  if (!fault.ok()) return report_error("triage", fault.status());
+  request.options.fault = std::move(fault).value();
   request.output_dir = flags.output_dir;
   request.kiln = self_path();
   request.ort.node = flags.node;
@@ -80,7 +84,7 @@ Command add_triage_command(CLI::App& app) {
   sub->add_option("-o,--output-dir", flags->output_dir,
                   "where report.html and the repro go (default: a new kiln-triage-XXXXXX folder in "
                   "$TMPDIR or /tmp, printed at the end)");
-  sub->add_option("--device", flags->device, "device to run on (cpu)");
+  sub->add_option("--device", flags->device, device_help() + " (default cpu)");
   sub->add_option("--threads", flags->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sub->add_option("--atol", flags->atol, "absolute tolerance floor per layer (default 1e-5)")
       ->check(CLI::NonNegativeNumber);

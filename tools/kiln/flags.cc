@@ -2,7 +2,9 @@
 
 #include <charconv>
 
+#include "kiln/hal/registry.h"
 #include "kiln/tooling/tensor_spec.h"
+#include "kiln/triage/fault_device.h"
 
 namespace kiln::cli {
 
@@ -16,6 +18,14 @@ StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text)
     return invalid_argument("{} '{}': expected a positive byte count such as 1048576, 512M or 2G", flag, text);
   }
   return value << shift;
+}
+
+std::string device_help() { return "device to run on: " + hal::device_names(); }
+
+Status apply_fault_injection(runtime::SessionOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::optional<triage::FaultSpec> fault, triage::fault_from_environment());
+  options.decorate_device = triage::fault_decorator(std::move(fault));
+  return ok_status();
 }
 
 StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag, const std::vector<std::string>& specs) {

@@ -27,6 +27,13 @@ struct PlanCacheFlags {
   Status apply(runtime::SessionOptions& options) const;
 };
 
+// The help text of `--device`: the registered devices, e.g. "device to run on: cpu, null".
+std::string device_help();
+
+// KILN_FAULT, read from the environment once per command: plants that fault in every device the
+// session creates (triage/fault_device.h). Error (naming KILN_FAULT) for a malformed value.
+Status apply_fault_injection(runtime::SessionOptions& options);
+
 // Loads every `--input`-style spec in order; the error names the flag and the spec.
 StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag, const std::vector<std::string>& specs);
 

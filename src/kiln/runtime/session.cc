@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "kiln/base/checked_math.h"
-#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/host_tensors.h"
 #include "kiln/runtime/memory_planner.h"
 
 namespace kiln::runtime {
@@ -18,6 +18,7 @@ struct Session::Prepared {
   std::vector<size_t> offsets;
   size_t arena_bytes = 0;     // activations, then the executable's scratch
   size_t scratch_offset = 0;  // where its scratch starts in the arena
+  std::vector<hal::BufferRef> bindings;  // per value, rebuilt for every run (kept for its memory)
 
   // What evicting the plan frees: the executable's own memory (hal::Executable::memory_bytes)
   // and the runtime's bookkeeping. Shared constants and the arena are not the plan's.
@@ -62,12 +63,6 @@ Status check_memory(uint64_t needed, uint64_t limit, std::string_view what, cons
 
 }  // namespace
 
-StatusOr<std::unique_ptr<hal::Device>> create_device(const std::string& name,
-                                                     const hal::DeviceOptions& options) {
-  if (name == "cpu") return hal::cpu::create_cpu_device(options);
-  return invalid_argument("unknown device '{}': available devices: cpu", name);
-}
-
 Session::Session(std::shared_ptr<const module::ModuleContents> module,
                  std::unique_ptr<hal::Device> device, PlanCacheLimits limits)
     : module_(std::move(module)), device_(std::move(device)), plans_(limits) {}
@@ -87,7 +82,8 @@ StatusOr<std::unique_ptr<Session>> Session::create(
   if (options.threads < 0) return invalid_argument("--threads must be >= 0, got {}", options.threads);
   hal::DeviceOptions device_options;
   device_options.threads = options.threads;
-  KILN_ASSIGN_OR_RETURN(auto device, create_device(options.device, device_options));
+  KILN_ASSIGN_OR_RETURN(auto device,
+                        hal::create_device(options.device, device_options, options.decorate_device));
   PlanCacheLimits limits;
   limits.max_plans = options.max_plans != 0 ? options.max_plans : kDefaultMaxPlans;
   limits.max_bytes = options.max_plan_bytes != 0 ? options.max_plan_bytes : kDefaultMaxPlanBytes;
@@ -315,9 +311,9 @@ Status Session::size_arena(const Prepared& prepared) {
   arena_.reset();
   arena_bytes_ = 0;
   if (needed == 0) return ok_status();
-  void* raw = std::aligned_alloc(64, needed);
-  if (raw == nullptr) return out_of_range("cannot allocate a {}-byte activation arena", needed);
-  arena_.reset(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
+  auto arena = device_->allocator().allocate(needed, hal::MemoryType::kDeviceLocal);
+  if (!arena.ok()) return std::move(arena).status().with_note("allocating the activation arena");
+  arena_ = std::move(arena).value();
   arena_bytes_ = needed;
   return ok_status();
 }
@@ -410,16 +406,28 @@ StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
       computed.push_back(std::move(tensor));
     }
     StageObserver stage_observer(observer, stage.first);
-    hal::RunArgs args;
-    args.arena = arena_.get();
-    args.offsets = prepared->offsets;
-    if (prepared->arena_bytes > prepared->scratch_offset) {
-      args.scratch = arena_.get() + prepared->scratch_offset;
+    // Intermediates in the arena; inputs and outputs bound to the host tensors.
+    std::vector<hal::BufferRef>& values = prepared->bindings;
+    values.assign(prepared->spec.values.size(), hal::BufferRef{});
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (prepared->spec.values[v].role == hal::ValueRole::kIntermediate) {
+        values[v] = {arena_.get(), prepared->offsets[v]};
+      }
     }
-    args.inputs = stage_inputs;
-    args.outputs = computed;
+    hal::HostTensorBinding io(*device_);
+    for (size_t i = 0; i < stage_inputs.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(values[prepared->spec.inputs[i]], io.input(stage_inputs[i]));
+    }
+    for (size_t i = 0; i < computed.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(values[prepared->spec.outputs[i]], io.output(computed[i]));
+    }
+    hal::RunArgs args;
+    args.values = values;
+    if (prepared->arena_bytes > prepared->scratch_offset) {
+      args.scratch = {arena_.get(), prepared->scratch_offset};
+    }
     args.observer = observer == nullptr || stage.first == 0 ? observer : &stage_observer;
-    KILN_RETURN_IF_ERROR(prepared->executable->run(args));
+    KILN_RETURN_IF_ERROR(io.run(*prepared->executable, args));
     for (size_t i = 0; i < stage.outputs.size(); ++i) held[stage.outputs[i]] = std::move(computed[i]);
   }
 

@@ -1,14 +1,18 @@
-// Session: runs a compiled module. Load once; call run() with inputs of any size the module's
+// Session: runs a compiled module on a device created by name from the HAL's registry
+// (hal/registry.h; the backends are linked by the program, e.g. kiln_backends). Load once; call run() with inputs of any size the module's
 // symbols allow. The first run at a new set of symbol values prepares a plan for those shapes
 // (kernels, arena offsets); later runs at the same sizes reuse it. Plans are kept in a cache
 // bounded by a count and by bytes, least recently used first out (plan_cache.h): a model run at
 // any number of sizes holds a fixed budget. Constants reordered for the kernels are shared by
 // every plan that uses them (not charged to any plan) and freed with the last one. All plans run
-// in one arena (activations, then the kernels' temporaries: hal::RunArgs::scratch), as large as
-// the largest held plan needs: it grows for a larger plan and shrinks once the plan that needed
-// it is evicted.
+// in one arena (activations, then the kernels' temporaries: hal::RunArgs::scratch), a buffer the
+// device allocates (device-local), as large as the largest held plan needs: it grows for a larger
+// plan and shrinks once the plan that needed it is evicted. Inputs and outputs are host tensors,
+// bound to the run in place where the device addresses host memory (the CPU: zero-copy) and
+// copied through device buffers otherwise (hal/host_tensors.h).
 //
-// The runtime links only base, shape, module and hal (never protobuf, the IR or the passes).
+// The runtime links only base, shape, module and hal (never protobuf, the IR, the passes or a
+// backend; tests/link checks it).
 #pragma once
 
 #include <map>
@@ -20,6 +24,7 @@
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 #include "kiln/hal/device.h"
+#include "kiln/hal/registry.h"
 #include "kiln/module/module.h"
 #include "kiln/runtime/plan_cache.h"
 #include "kiln/runtime/stages.h"
@@ -28,7 +33,7 @@
 namespace kiln::runtime {
 
 struct SessionOptions {
-  std::string device = "cpu";
+  std::string device = "cpu";  // a registered device (hal::registered_devices)
   int threads = 0;            // 0: all cores
   bool trust_module = false;  // skip the module checksum (structure is still verified)
   // Refuse to run shapes whose activations (arena) plus outputs need more than this many bytes;
@@ -39,6 +44,8 @@ struct SessionOptions {
   // bound alone is still kept, as the only one (plan_cache.h).
   size_t max_plans = 0;
   uint64_t max_plan_bytes = 0;
+  // Wraps the device once created (optional): triage's fault injection (triage/fault_device.h).
+  hal::DeviceDecorator decorate_device = {};
 };
 
 inline constexpr size_t kDefaultMaxPlans = 64;
@@ -104,13 +111,9 @@ class Session {
   std::vector<Stage> stages_;
   PlanCache<PlanKey, Prepared> plans_;
   uint64_t max_memory_bytes_ = 0;
-  std::shared_ptr<std::byte> arena_;
+  std::unique_ptr<hal::Buffer> arena_;
   size_t arena_bytes_ = 0;
   bool plan_evicted_ = false;  // since the arena was last sized
 };
-
-// Creates a backend by name ("cpu"); the error lists the available devices.
-StatusOr<std::unique_ptr<hal::Device>> create_device(const std::string& name,
-                                                     const hal::DeviceOptions& options);
 
 }  // namespace kiln::runtime

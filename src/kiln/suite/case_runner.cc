@@ -150,6 +150,7 @@ class ModelRun {
     runtime::SessionOptions session_options;
     session_options.device = ctx_.backend;
     session_options.threads = ctx_.threads;
+    session_options.decorate_device = ctx_.decorate_device;
     return runtime::Session::create(std::make_shared<const module::ModuleContents>(std::move(contents)),
                                     session_options);
   }

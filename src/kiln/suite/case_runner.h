@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kiln/base/tensor.h"
+#include "kiln/hal/registry.h"
 #include "kiln/suite/case_result.h"
 #include "kiln/suite/manifest.h"
 #include "kiln/suite/ort_reference.h"
@@ -26,6 +27,7 @@ struct RunContext {
   std::string backend = "cpu";  // compile target, device, and the key of the expectations
   int threads = 1;              // threads for each run (the suite gives each parallel job its share)
   OrtRunner ort;
+  hal::DeviceDecorator decorate_device = {};  // wraps every device created (optional)
   // Which cases to run, by CaseResult::name; null runs all.
   std::function<bool(const std::string& case_name)> selected;
   // Test seam for the suite's own tests: sees every case's outputs (variant run, before any

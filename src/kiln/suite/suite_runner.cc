@@ -32,6 +32,7 @@ StatusOr<SuiteResult> run_suite(const Manifest& manifest, const SuiteOptions& op
 
   RunContext context;
   context.backend = options.backend;
+  context.decorate_device = options.decorate_device;
   context.threads = std::max(1, total_threads / jobs);
   context.ort = options.ort;
   if (context.ort.cache_dir.empty()) {

@@ -26,6 +26,8 @@ struct SuiteOptions {
   // See RunContext::tamper (tests of the suite only).
   std::function<void(const std::string& case_name, std::vector<Tensor>& outputs)> tamper;
   Progress* progress = nullptr;  // may be null
+  // Wraps every device the suite creates (optional): KILN_FAULT's fault injection.
+  hal::DeviceDecorator decorate_device = {};
 };
 
 struct SuiteResult {

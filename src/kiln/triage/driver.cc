@@ -68,7 +68,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
   }
   std::unique_ptr<runtime::Session> other;
   if (against_module) {
-    auto loaded = runtime::Session::open(request.against, request.options.session);
+    auto loaded = runtime::Session::open(request.against, session_options(request.options));
     if (!loaded.ok()) return std::move(loaded).status().with_note("loading the --against module");
     other = std::move(loaded).value();
     const std::string what = fmt::format("--against module '{}'", request.against);
@@ -117,6 +117,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     }
     repro.dir = output_dir + "/repro";
     repro.kiln = request.kiln;
+    repro.fault = request.options.fault;
     repro.summary = fmt::format("kiln triage of '{}' against {}: first divergence at dispatch {} '{}'",
                                 request.model, reference.description, d.dispatch,
                                 module->dispatches[d.dispatch].name);

@@ -2,6 +2,9 @@
 
 #include <map>
 
+#include "kiln/hal/host_tensors.h"
+#include "kiln/hal/registry.h"
+
 namespace kiln::triage {
 
 StatusOr<std::vector<Tensor>> run_dispatch_alone(const module::ModuleContents& module, int32_t d,
@@ -77,14 +80,10 @@ StatusOr<std::vector<Tensor>> run_dispatch_alone(const module::ModuleContents& m
   }
   spec.dispatches.push_back(std::move(one));
 
-  KILN_ASSIGN_OR_RETURN(auto device, runtime::create_device(options.device, {options.threads}));
+  KILN_ASSIGN_OR_RETURN(auto device, hal::create_device(options.device, {options.threads},
+                                                        options.decorate_device));
   KILN_ASSIGN_OR_RETURN(auto executable, device->prepare(spec));
-  std::vector<size_t> offsets(spec.values.size(), 0);
-  hal::RunArgs args;
-  args.offsets = offsets;
-  args.inputs = run_inputs;
-  args.outputs = outputs;
-  KILN_RETURN_IF_ERROR(executable->run(args));
+  KILN_RETURN_IF_ERROR(hal::run_on_host(*device, *executable, spec, run_inputs, outputs));
   return outputs;
 }
 

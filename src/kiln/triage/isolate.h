@@ -1,7 +1,8 @@
 // Running one dispatch of a module by itself, on inputs of the caller's choosing (triage feeds it
 // the reference's values, to tell a dispatch that computes wrongly from one that was fed wrong
 // values). The one-dispatch program keeps the dispatch's name, module index and ONNX origins, so
-// the backend treats it exactly as inside the whole module (KILN_FAULT included).
+// the backend treats it exactly as inside the whole module (a planted fault included: the device
+// is created as a session's, with options.decorate_device).
 #pragma once
 
 #include <span>

@@ -7,7 +7,6 @@
 
 #include "kiln/base/file_util.h"
 #include "kiln/compiler/pipeline.h"
-#include "kiln/hal/cpu/fault_injection.h"
 #include "kiln/onnx/exporter.h"
 #include "kiln/onnx/importer.h"
 #include "kiln/tooling/tensor_io.h"
@@ -27,15 +26,15 @@ std::string shell_quote(const std::string& text) {
 
 }  // namespace
 
-std::optional<std::string> fault_for_repro(const module::ModuleContents& module, int32_t dispatch) {
-  auto fault = hal::cpu::fault_from_environment();
-  if (!fault.ok() || !fault->has_value()) return std::nullopt;
+std::optional<std::string> fault_for_repro(const std::optional<FaultSpec>& fault,
+                                           const module::ModuleContents& module, int32_t dispatch) {
+  if (!fault) return std::nullopt;
   const module::Dispatch& d = module.dispatches[dispatch];
   hal::DispatchSpec spec{d.name, d.op_type, &d.attributes, d.inputs, d.outputs, dispatch, d.origins,
                          {}};
-  if (!(*fault)->matches(spec, dispatch)) return std::nullopt;
+  if (!fault->matches(spec, dispatch)) return std::nullopt;
   const std::string node = d.origins.empty() ? d.name : d.origins.front();
-  return fmt::format("dispatch:{}:{}", node, (*fault)->kind_text());
+  return fmt::format("dispatch:{}:{}", node, fault->kind_text());
 }
 
 StatusOr<ReproFiles> write_repro(const ReproRequest& request) {
@@ -101,7 +100,7 @@ StatusOr<ReproFiles> write_repro(const ReproRequest& request) {
     loosest.rtol = std::max(loosest.rtol, t.rtol);
   }
   command += fmt::format(" --atol={:.6g} --rtol={:.6g}", loosest.atol, loosest.rtol);
-  if (auto fault = fault_for_repro(module, request.dispatch)) {
+  if (auto fault = fault_for_repro(request.fault, module, request.dispatch)) {
     command = fmt::format("KILN_FAULT={} {}", shell_quote(*fault), command);
   }
   files.command = command;

@@ -16,6 +16,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/module/module.h"
 #include "kiln/tooling/comparator.h"
+#include "kiln/triage/fault_spec.h"
 #include "kiln/triage/reference.h"
 
 namespace kiln::triage {
@@ -36,15 +37,17 @@ struct ReproRequest {
   std::string dir;
   std::string kiln = "kiln";                          // how the command names the kiln binary
   std::string summary;                                // a line for README.txt
+  std::optional<FaultSpec> fault;                     // planted in the run that diverged
 };
 
 // Writes the files above. Errors: an origin that is not a node of the graph, a subgraph input or
 // output the reference lacks, export or compile failures, file system errors (naming the path).
 StatusOr<ReproFiles> write_repro(const ReproRequest& request);
 
-// The KILN_FAULT active in this process, rewritten to select the dispatch by its first ONNX node
-// name (so that it also applies in the repro's own module); nullopt when KILN_FAULT is unset or
-// selects another dispatch.
-std::optional<std::string> fault_for_repro(const module::ModuleContents& module, int32_t dispatch);
+// `fault` as a KILN_FAULT value, rewritten to select the dispatch by its first ONNX node name (so
+// that it also applies in the repro's own module); nullopt when there is no fault or it selects
+// another dispatch.
+std::optional<std::string> fault_for_repro(const std::optional<FaultSpec>& fault,
+                                           const module::ModuleContents& module, int32_t dispatch);
 
 }  // namespace kiln::triage

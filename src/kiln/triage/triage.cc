@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kiln/triage/fault_device.h"
 #include "kiln/triage/isolate.h"
 
 namespace kiln::triage {
@@ -75,6 +76,22 @@ class Comparer : public hal::RunObserver {
 
 }  // namespace
 
+runtime::SessionOptions session_options(const TriageOptions& options) {
+  runtime::SessionOptions out = options.session;
+  if (!options.fault) return out;
+  hal::DeviceDecorator fault = fault_decorator(options.fault);
+  if (!out.decorate_device) {
+    out.decorate_device = std::move(fault);
+  } else {
+    out.decorate_device = [first = std::move(out.decorate_device), fault = std::move(fault)](
+                              std::unique_ptr<hal::Device> device) -> StatusOr<std::unique_ptr<hal::Device>> {
+      KILN_ASSIGN_OR_RETURN(device, first(std::move(device)));
+      return fault(std::move(device));
+    };
+  }
+  return out;
+}
+
 Triage::Triage(std::shared_ptr<const module::ModuleContents> module, const ir::Graph* graph,
                TriageOptions options)
     : module_(std::move(module)), graph_(graph), options_(std::move(options)) {
@@ -89,7 +106,7 @@ StatusOr<Bindings> Triage::check_inputs(std::span<const Tensor> inputs) const {
 StatusOr<TriageResult> Triage::run(std::span<const Tensor> inputs, const ReferenceValues& reference) const {
   TriageResult result;
   result.reference = reference.description;
-  KILN_ASSIGN_OR_RETURN(auto session, runtime::Session::create(module_, options_.session));
+  KILN_ASSIGN_OR_RETURN(auto session, runtime::Session::create(module_, session_options(options_)));
   KILN_ASSIGN_OR_RETURN(result.bindings, session->bind(inputs));
   Comparer comparer(*module_, names_, reference, options_, result);
   const Clock::time_point start = Clock::now();
@@ -133,7 +150,8 @@ Status Triage::isolate(std::span<const Tensor> inputs, const ReferenceValues& re
         fmt::join(missing, ", "));
     return ok_status();
   }
-  auto alone = run_dispatch_alone(*module_, divergence.dispatch, fed, result.bindings, options_.session);
+  auto alone = run_dispatch_alone(*module_, divergence.dispatch, fed, result.bindings,
+                                  session_options(options_));
   if (!alone.ok()) return std::move(alone).status().with_note("re-running the first diverging dispatch alone");
   divergence.isolated_run = true;
   bool still_wrong = false;

@@ -20,6 +20,7 @@
 #include "kiln/module/module.h"
 #include "kiln/runtime/session.h"
 #include "kiln/tooling/comparator.h"
+#include "kiln/triage/fault_spec.h"
 #include "kiln/triage/layers.h"
 #include "kiln/triage/reference.h"
 #include "kiln/triage/tensor_stats.h"
@@ -29,10 +30,16 @@ namespace kiln::triage {
 struct TriageOptions {
   LayerTolerance tolerance;
   runtime::SessionOptions session;
+  // A fault planted in every device triage creates (the module under test, the isolated re-run,
+  // an --against module): fault_device.h. The repro's command carries it too.
+  std::optional<FaultSpec> fault;
   // Keep comparing the layers after the first divergence (the report's error-per-layer chart
   // shows how the error spreads); false stops observing there, which is faster.
   bool compare_after_divergence = true;
 };
+
+// options.session with options.fault planted in its device (after any decorator it has).
+runtime::SessionOptions session_options(const TriageOptions& options);
 
 // One compared dispatch output.
 struct LayerReport {
@@ -90,7 +97,7 @@ class Triage {
   // runtime::Session::bind (count, dtype, rank, dims).
   StatusOr<Bindings> check_inputs(std::span<const Tensor> inputs) const;
 
-  // Runs the module on `inputs` (a fresh session, so KILN_FAULT is read anew) and compares with
+  // Runs the module on `inputs` (a fresh session, with options.fault planted) and compares with
   // `reference`. Errors: bad inputs, a failing run, a bad tolerance setting.
   StatusOr<TriageResult> run(std::span<const Tensor> inputs, const ReferenceValues& reference) const;
 

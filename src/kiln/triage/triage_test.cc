@@ -54,7 +54,6 @@ std::shared_ptr<const module::ModuleContents> compile_graph(const ir::Graph& g) 
 
 class SmallGraph : public ::testing::Test {
  protected:
-  void TearDown() override { unsetenv("KILN_FAULT"); }
   ir::Graph graph_ = small_graph();
   std::shared_ptr<const module::ModuleContents> module_ = compile_graph(graph_);
   std::vector<Tensor> inputs_ = {values({2, 3, 6, 6}, 1.0f, 0.1f)};
@@ -151,16 +150,18 @@ TEST_F(SmallGraph, CleanFaultyAndMisfedVerdicts) {
   EXPECT_TRUE(clean->clean());
   EXPECT_EQ(clean->layers.size(), 3u);
 
-  setenv("KILN_FAULT", "dispatch:gap:inf", 1);
-  auto faulty = triage.run(inputs_, *reference);
+  TriageOptions faulted = options;
+  faulted.fault = parse_fault("dispatch:gap:inf").value();
+  Triage faulty_triage(module_, &graph_, faulted);
+  auto faulty = faulty_triage.run(inputs_, *reference);
   ASSERT_TRUE(faulty.ok()) << faulty.status().to_string();
   ASSERT_TRUE(faulty->first_divergence);
   EXPECT_EQ(faulty->first_divergence->dispatch, 1);
   EXPECT_TRUE(faulty->first_divergence->at_fault);
   EXPECT_EQ(faulty->layers[1].result.actual_inf, 8);
-  EXPECT_EQ(fault_for_repro(*module_, 1), "dispatch:gap:inf");
-  EXPECT_EQ(fault_for_repro(*module_, 0), std::nullopt);
-  unsetenv("KILN_FAULT");
+  EXPECT_EQ(fault_for_repro(faulted.fault, *module_, 1), "dispatch:gap:inf");
+  EXPECT_EQ(fault_for_repro(faulted.fault, *module_, 0), std::nullopt);
+  EXPECT_EQ(fault_for_repro(std::nullopt, *module_, 1), std::nullopt);
 
   // A reference whose relu output is off by less than that layer's tolerance but more than the
   // pool's: kiln's pool diverges, yet alone on the reference's input it matches.

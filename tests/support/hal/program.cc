@@ -2,7 +2,10 @@
 
 #include <cstring>
 #include <limits>
+#include <memory>
 
+#include "kiln/hal/host_allocator.h"
+#include "kiln/hal/host_tensors.h"
 #include "kiln/runtime/memory_planner.h"
 
 namespace kiln::testing {
@@ -94,11 +97,28 @@ StatusOr<std::vector<Tensor>> run_program(hal::Executable& exe, const hal::Progr
     }
     outputs.push_back(std::move(t));
   }
+  KILN_RETURN_IF_ERROR(hal::check_host_tensors(spec, inputs, outputs));
+  // The CPU addresses host memory: every value is bound in place, as the runtime binds them.
+  hal::HostAllocator host;
+  std::vector<std::unique_ptr<hal::Buffer>> buffers;
+  std::vector<hal::BufferRef> values(spec.values.size());
+  buffers.push_back(host.wrap_host(base, arena));
+  for (size_t v = 0; v < spec.values.size(); ++v) {
+    if (exe.storage_bytes(static_cast<int32_t>(v)) > 0) {
+      values[v] = {buffers.front().get(), plan.offsets[v]};
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    buffers.push_back(
+        host.wrap_host(const_cast<std::byte*>(inputs[i].data()), inputs[i].byte_size()));
+    values[spec.inputs[i]] = {buffers.back().get(), 0};
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    buffers.push_back(host.wrap_host(outputs[i].mutable_data(), outputs[i].byte_size()));
+    values[spec.outputs[i]] = {buffers.back().get(), 0};
+  }
   hal::RunArgs args;
-  args.arena = arena > 0 ? base : nullptr;
-  args.offsets = plan.offsets;
-  args.inputs = inputs;
-  args.outputs = outputs;
+  args.values = values;
   args.observer = options.observer;
   KILN_RETURN_IF_ERROR(exe.run(args));
   return outputs;

@@ -33,6 +33,8 @@
 
 #include "kiln/base/status.h"
 #include "kiln/hal/device.h"
+#include "kiln/hal/host_allocator.h"
+#include "kiln/hal/sync_queue.h"
 
 namespace kiln::hal::cpu {
 
@@ -55,12 +57,19 @@ class CpuDevice : public Device {
   StatusOr<std::vector<int64_t>> data_sizes(const DispatchSpec& dispatch,
                                             std::span<const Tensor> inputs) override;
 
+  // Host memory, device-local and host-visible: graph inputs and outputs are bound in place.
+  Allocator& allocator() override { return allocator_; }
+  // Runs complete on the calling thread.
+  Queue& queue() override { return queue_; }
+
   int threads() const;
   // Reordered constants currently shared by live executables.
   size_t cached_weight_count() const;
 
  private:
   std::shared_ptr<DeviceState> state_;
+  HostAllocator allocator_;
+  SyncQueue queue_;
 };
 
 // Error when options are invalid (threads < 0) or oneDNN cannot create a CPU engine.

@@ -13,18 +13,6 @@ namespace {
 
 size_t rounded(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
-Status check_tensor(const Tensor& t, const ValueSpec& v, const char* what, size_t index) {
-  if (t.dtype() != v.dtype || t.shape() != v.shape) {
-    return invalid_argument("{} {} '{}' must be {} [{}], got {} [{}]", what, index, v.name,
-                            dtype_name(v.dtype), fmt::join(v.shape, ","), dtype_name(t.dtype()),
-                            fmt::join(t.shape(), ","));
-  }
-  if (t.element_count() > 0 && t.empty_storage()) {
-    return invalid_argument("{} {} '{}' has no storage", what, index, v.name);
-  }
-  return ok_status();
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(Parts parts) {
@@ -66,47 +54,40 @@ int32_t CpuExecutable::storage_shared_with(int32_t value) const {
   return parts_.shared_storage[value];
 }
 
-Status CpuExecutable::check_args(const RunArgs& args) const {
-  if (args.offsets.size() != parts_.values.size()) {
-    return invalid_argument("run: got {} offsets, the program has {} values", args.offsets.size(),
-                            parts_.values.size());
+Status CpuExecutable::bind_values(const RunArgs& args) {
+  if (args.values.size() != parts_.values.size()) {
+    return invalid_argument("run: got {} value bindings, the program has {} values",
+                            args.values.size(), parts_.values.size());
   }
-  if (args.inputs.size() != parts_.inputs.size()) {
-    return invalid_argument("run: got {} inputs, the program has {}", args.inputs.size(),
-                            parts_.inputs.size());
-  }
-  if (args.outputs.size() != parts_.outputs.size()) {
-    return invalid_argument("run: got {} outputs, the program has {}", args.outputs.size(),
-                            parts_.outputs.size());
-  }
-  for (size_t i = 0; i < args.inputs.size(); ++i) {
-    KILN_RETURN_IF_ERROR(check_tensor(args.inputs[i], parts_.values[parts_.inputs[i]], "input", i));
-  }
-  for (size_t i = 0; i < args.outputs.size(); ++i) {
-    KILN_RETURN_IF_ERROR(
-        check_tensor(args.outputs[i], parts_.values[parts_.outputs[i]], "output", i));
-  }
+  auto bind = [&](int32_t v, size_t bytes, const char* role) -> Status {
+    const hal::BufferRef& ref = args.values[v];
+    std::byte* data = ref.host_data();
+    if (data == nullptr && bytes > 0) {
+      return invalid_argument("run: {} '{}' has no host-visible buffer", role, parts_.values[v].name);
+    }
+    if (data != nullptr && (ref.offset > ref.buffer->size() || bytes > ref.buffer->size() - ref.offset)) {
+      return invalid_argument("run: {} '{}' needs {} bytes, its buffer has {} at offset {}", role,
+                              parts_.values[v].name, bytes, ref.buffer->size(), ref.offset);
+    }
+    value_ptrs_[v] = data;
+    return ok_status();
+  };
   for (size_t v = 0; v < parts_.storage.size(); ++v) {
-    if (parts_.storage[v] > 0 && args.arena == nullptr) {
-      return invalid_argument("run: the program needs an arena (value '{}' lives there)",
-                              parts_.values[v].name);
+    if (parts_.storage[v] > 0) {
+      KILN_RETURN_IF_ERROR(bind(static_cast<int32_t>(v), parts_.storage[v], "value"));
     }
   }
+  for (int32_t v : parts_.inputs) KILN_RETURN_IF_ERROR(bind(v, plain_bytes(parts_.values[v]), "input"));
+  for (int32_t v : parts_.outputs) KILN_RETURN_IF_ERROR(bind(v, plain_bytes(parts_.values[v]), "output"));
   return ok_status();
 }
 
 Status CpuExecutable::run(const RunArgs& args) {
-  KILN_RETURN_IF_ERROR(check_args(args));
-  for (size_t v = 0; v < parts_.storage.size(); ++v) {
-    if (parts_.storage[v] > 0) value_ptrs_[v] = args.arena + args.offsets[v];
+  KILN_RETURN_IF_ERROR(bind_values(args));
+  std::byte* scratch = args.scratch.host_data();
+  if (args.scratch.buffer != nullptr && scratch == nullptr) {
+    return invalid_argument("run: the scratch buffer is not host-visible");
   }
-  for (size_t i = 0; i < parts_.inputs.size(); ++i) {
-    value_ptrs_[parts_.inputs[i]] = const_cast<std::byte*>(args.inputs[i].data());
-  }
-  for (size_t i = 0; i < parts_.outputs.size(); ++i) {
-    value_ptrs_[parts_.outputs[i]] = args.outputs[i].mutable_data();
-  }
-  std::byte* scratch = args.scratch;
   if (scratch == nullptr && scratch_bytes() > 0) {
     if (own_scratch_ == nullptr) {
       own_scratch_ = static_cast<std::byte*>(std::aligned_alloc(64, scratch_bytes()));

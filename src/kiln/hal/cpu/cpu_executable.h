@@ -3,8 +3,8 @@
 // temporaries, then one user-managed oneDNN scratchpad sized for the largest primitive) live in
 // RunArgs::scratch, or in a buffer of its own when a run passes none.
 //
-// run() resolves the arena, graph inputs and graph outputs to addresses and runs the steps in
-// order, each dispatch's under the OpenMP team size it was prepared with (thread_policy.h); it
+// run() resolves every value's buffer (host-visible: the device's are) to an address and runs the
+// steps in order, each dispatch's under the OpenMP team size it was prepared with (thread_policy.h); it
 // allocates no buffers (oneDNN still builds a small argument map per primitive call). The caller's
 // team size is the device's again when run() returns.
 // With a RunObserver it runs the steps dispatch by dispatch, timing each and handing observed
@@ -52,8 +52,8 @@ class CpuExecutable : public Executable {
 
   size_t storage_bytes(int32_t value) const override;
   int32_t storage_shared_with(int32_t value) const override;
-  // Errors: argument counts, shapes or dtypes that differ from the spec, a missing arena, and
-  // oneDNN execution failures (naming the dispatch).
+  // Errors: a value binding that is missing, not host-visible or smaller than the value needs,
+  // and oneDNN execution failures (naming the dispatch).
   Status run(const RunArgs& args) override;
   // The workspace, then the scratchpad, each rounded up to 64 bytes.
   size_t scratch_bytes() const override;
@@ -75,7 +75,8 @@ class CpuExecutable : public Executable {
 
  private:
   explicit CpuExecutable(Parts parts) : parts_(std::move(parts)) {}
-  Status check_args(const RunArgs& args) const;
+  // Resolves every value's binding to value_ptrs_, checking each.
+  Status bind_values(const RunArgs& args);
   Status run_observed(const ExecContext& ctx, RunObserver& observer);
   // A plain copy of value `v` as it is stored right now.
   StatusOr<Tensor> read_plain(const ExecContext& ctx, int32_t v);

@@ -295,7 +295,6 @@ Status ProgramBuilder::build_dispatch(size_t index) {
           add_reorder(p.from, p.from_desc, BufferRef::of_value(p.value),
                       plain_desc(spec_.values[p.value].shape));
         }
-        if (fault_ && fault_->matches(d, static_cast<int32_t>(index))) add_fault(d, *fault_);
         return ok_status();
       }));
     }
@@ -310,29 +309,8 @@ Status ProgramBuilder::build_dispatch(size_t index) {
   return ok_status();
 }
 
-void ProgramBuilder::add_fault(const DispatchSpec& d, const FaultSpec& fault) {
-  for (int32_t v : d.outputs) {
-    const ValueSpec& value = spec_.values[v];
-    if (value.dtype != DType::kF32 || element_count(value) == 0 || !layouts_[v]) continue;
-    const std::string label = this->label(fmt::format("{}={} on '{}'", kFaultVariable,
-                                                      fault.kind_text(), value.name));
-    const dnnl_desc& have = *layouts_[v];
-    if (is_plain(have)) {
-      add(std::make_unique<FaultStep>(label, fault, BufferRef::of_value(v), element_count(value)));
-      continue;
-    }
-    // Corrupt a plain copy and reorder it back, so a blocked layout's padding stays zero.
-    const dnnl_desc plain = plain_desc(value.shape);
-    BufferRef t = temp(plain.get_size());
-    add_reorder(BufferRef::of_value(v), have, t, plain);
-    add(std::make_unique<FaultStep>(label, fault, t, element_count(value)));
-    add_reorder(t, plain, BufferRef::of_value(v), have);
-  }
-}
-
 StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   KILN_RETURN_IF_ERROR(validate_spec());
-  KILN_ASSIGN_OR_RETURN(fault_, fault_from_environment());
   use_threads(device_->threads);
   const size_t n = spec_.values.size();
   layouts_.assign(n, std::nullopt);

@@ -24,7 +24,6 @@
 #include "kiln/base/status.h"
 #include "kiln/hal/cpu/device_state.h"
 #include "kiln/hal/cpu/dnnl_util.h"
-#include "kiln/hal/cpu/fault_injection.h"
 #include "kiln/hal/cpu/op_params.h"
 #include "kiln/hal/cpu/step.h"
 #include "kiln/hal/device.h"
@@ -96,8 +95,6 @@ class ProgramBuilder {
  private:
   Status validate_spec() const;
   Status build_dispatch(size_t index);
-  // Appends steps that corrupt the dispatch's f32 outputs as `fault` says (KILN_FAULT).
-  void add_fault(const DispatchSpec& d, const FaultSpec& fault);
 
   const ProgramSpec& spec_;
   std::shared_ptr<DeviceState> device_;
@@ -109,7 +106,6 @@ class ProgramBuilder {
   size_t dispatch_index_ = 0;            // the dispatch being built
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<DispatchSteps> dispatch_steps_;
-  std::optional<FaultSpec> fault_;  // from KILN_FAULT, read once per build()
   std::vector<std::shared_ptr<const ReorderedConstant>> held_constants_;
   std::optional<OpReader> op_;
   struct PendingReorder {

@@ -508,7 +508,7 @@ TEST(CpuBadSpecTest, BadRunArgumentsAreRejected) {
   expect_error(run_program(**exe, b.s.spec(), {}).status(), StatusCode::kInvalidArgument,
                {"got 0 inputs"});
   RunArgs args;
-  expect_error((*exe)->run(args), StatusCode::kInvalidArgument, {"offsets"});
+  expect_error((*exe)->run(args), StatusCode::kInvalidArgument, {"value bindings"});
 }
 
 TEST(CpuBadSpecTest, NegativeThreadsAreRejected) {

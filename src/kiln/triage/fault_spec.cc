@@ -1,4 +1,4 @@
-#include "kiln/hal/cpu/fault_injection.h"
+#include "kiln/triage/fault_spec.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <limits>
 
-namespace kiln::hal::cpu {
+namespace kiln::triage {
 namespace {
 
 Status malformed(std::string_view text, std::string_view why) {
@@ -23,7 +22,7 @@ bool all_digits(std::string_view text) {
 
 }  // namespace
 
-bool FaultSpec::matches(const DispatchSpec& dispatch, int32_t position) const {
+bool FaultSpec::matches(const hal::DispatchSpec& dispatch, int32_t position) const {
   if (index) return (dispatch.module_index >= 0 ? dispatch.module_index : position) == *index;
   if (dispatch.name == node) return true;
   return std::find(dispatch.origins.begin(), dispatch.origins.end(), node) != dispatch.origins.end();
@@ -90,26 +89,4 @@ StatusOr<std::optional<FaultSpec>> fault_from_environment() {
   return parse_fault(value);
 }
 
-Status FaultStep::run(const ExecContext& ctx) {
-  float* data = reinterpret_cast<float*>(ctx.resolve(buffer_));
-  float value = 0;
-  switch (fault_.kind) {
-    case FaultSpec::Kind::kNan:
-      value = std::numeric_limits<float>::quiet_NaN();
-      break;
-    case FaultSpec::Kind::kInf:
-      value = std::numeric_limits<float>::infinity();
-      break;
-    case FaultSpec::Kind::kZero:
-      break;
-    case FaultSpec::Kind::kPerturb: {
-      const auto eps = static_cast<float>(fault_.eps);
-      for (int64_t i = 0; i < count_; ++i) data[i] += eps;
-      return ok_status();
-    }
-  }
-  std::fill(data, data + count_, value);
-  return ok_status();
-}
-
-}  // namespace kiln::hal::cpu
+}  // namespace kiln::triage

@@ -1,9 +1,9 @@
-// Fault injection, for testing kiln's own debugging tools (`kiln triage`, the test suite): the
-// environment variable
+// Fault injection, for testing kiln's own debugging tools (`kiln triage`, the test suite): a
+// FaultSpec, written as the environment variable takes it,
 //   KILN_FAULT=dispatch:<index|node-name>:<kind>      kind: nan | inf | zero | perturb=<eps>
-// makes the CPU backend corrupt every f32 output of the selected dispatch right after it runs:
-// nan and inf set every element to NaN or +Inf, zero to 0, perturb=<eps> adds eps (a finite
-// number) to every element. Padding of blocked layouts is left intact.
+// says to corrupt every f32 output of the selected dispatch right after it runs: nan and inf set
+// every element to NaN or +Inf, zero to 0, perturb=<eps> adds eps (a finite number) to every
+// element. fault_device.h applies it to any device.
 //
 // Selection: an all-digit selector is the dispatch's index in the module
 // (DispatchSpec::module_index, or its position in the program when that is -1); any other text
@@ -11,8 +11,7 @@
 // A selector that matches no dispatch of a program corrupts nothing (a program may hold one
 // dispatch of a module, run alone).
 //
-// Off by default and free when off: the variable is read once per prepare(), and a program with
-// no selected dispatch has no extra step. A malformed value is an error naming KILN_FAULT.
+// A malformed value is an error naming KILN_FAULT.
 #pragma once
 
 #include <cstdint>
@@ -21,10 +20,9 @@
 #include <string_view>
 
 #include "kiln/base/status.h"
-#include "kiln/hal/cpu/step.h"
-#include "kiln/hal/device.h"
+#include "kiln/hal/program.h"
 
-namespace kiln::hal::cpu {
+namespace kiln::triage {
 
 inline constexpr const char* kFaultVariable = "KILN_FAULT";
 
@@ -36,7 +34,7 @@ struct FaultSpec {
   double eps = 0;  // kPerturb
 
   // Whether this fault applies to `dispatch`, found at `position` in its program.
-  bool matches(const DispatchSpec& dispatch, int32_t position) const;
+  bool matches(const hal::DispatchSpec& dispatch, int32_t position) const;
   // "nan", "perturb=0.01", ...
   std::string kind_text() const;
 };
@@ -45,22 +43,8 @@ struct FaultSpec {
 // quote the value and say what part is wrong.
 StatusOr<std::optional<FaultSpec>> parse_fault(std::string_view text);
 // The fault KILN_FAULT asks for in this process's environment, read now; nullopt when unset or
-// empty.
+// empty. The tools read it once per command and pass it on (TriageOptions::fault,
+// SessionOptions::decorate_device); the library never reads it behind a caller's back.
 StatusOr<std::optional<FaultSpec>> fault_from_environment();
 
-// Applies `fault` to `count` plain f32 elements at `buffer`.
-class FaultStep : public Step {
- public:
-  FaultStep(std::string label, FaultSpec fault, BufferRef buffer, int64_t count)
-      : label_(std::move(label)), fault_(std::move(fault)), buffer_(buffer), count_(count) {}
-  Status run(const ExecContext& ctx) override;
-  std::string describe() const override { return label_; }
-
- private:
-  std::string label_;
-  FaultSpec fault_;
-  BufferRef buffer_;
-  int64_t count_;
-};
-
-}  // namespace kiln::hal::cpu
+}  // namespace kiln::triage

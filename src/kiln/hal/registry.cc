@@ -1,0 +1,70 @@
+#include "kiln/hal/registry.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+namespace kiln::hal {
+namespace {
+
+struct Entry {
+  std::string summary;
+  DeviceFactory factory;
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, Entry, std::less<>> entries;
+};
+
+Registry& registry() {
+  static Registry instance;
+  return instance;
+}
+
+}  // namespace
+
+Status register_device(std::string name, std::string summary, DeviceFactory factory) {
+  if (name.empty()) return invalid_argument("a device needs a name");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto [it, inserted] = r.entries.emplace(name, Entry{std::move(summary), std::move(factory)});
+  if (!inserted) return invalid_argument("device '{}' is already registered", name);
+  return ok_status();
+}
+
+std::vector<DeviceInfo> registered_devices() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<DeviceInfo> out;
+  for (const auto& [name, entry] : r.entries) out.push_back({name, entry.summary});
+  return out;
+}
+
+std::string device_names() {
+  std::vector<std::string> names;
+  for (const DeviceInfo& info : registered_devices()) names.push_back(info.name);
+  return names.empty() ? std::string("(none registered)") : fmt::format("{}", fmt::join(names, ", "));
+}
+
+StatusOr<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options) {
+  DeviceFactory factory;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.entries.find(name);
+    if (it != r.entries.end()) factory = it->second.factory;
+  }
+  if (!factory) return invalid_argument("unknown device '{}': available devices: {}", name, device_names());
+  return factory(options);
+}
+
+StatusOr<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options,
+                                                const DeviceDecorator& decorate) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, create_device(name, options));
+  if (!decorate) return device;
+  return decorate(std::move(device));
+}
+
+}  // namespace kiln::hal

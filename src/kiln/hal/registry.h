@@ -1,0 +1,41 @@
+// The backend registry: devices by name (`kiln run --device=NAME`). Backends register themselves
+// from src/kiln/backends (the kiln_backends library, linked by the tools and tests, never by the
+// runtime), so that the runtime creates any device without depending on one.
+//
+// A DeviceDecorator wraps a created device in another that forwards to it (triage's fault
+// injection wraps any backend: triage/fault_device.h).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/hal/device.h"
+
+namespace kiln::hal {
+
+using DeviceFactory = std::function<StatusOr<std::unique_ptr<Device>>(const DeviceOptions&)>;
+using DeviceDecorator = std::function<StatusOr<std::unique_ptr<Device>>(std::unique_ptr<Device>)>;
+
+struct DeviceInfo {
+  std::string name;     // what --device takes
+  std::string summary;  // one line for help texts
+};
+
+// Registers a backend. Errors: an empty name, or one already registered. Thread-safe.
+Status register_device(std::string name, std::string summary, DeviceFactory factory);
+// Every registered backend, by name.
+std::vector<DeviceInfo> registered_devices();
+// "cpu, null": the names, sorted, for messages.
+std::string device_names();
+// Creates the backend `name`. Errors: an unknown name (the message lists the available devices),
+// or the backend's own (bad options).
+StatusOr<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options);
+// create_device, then `decorate` (when set) on the result.
+StatusOr<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options,
+                                                const DeviceDecorator& decorate);
+
+}  // namespace kiln::hal

@@ -1,0 +1,33 @@
+# cmake -DDEPS_FILE=... -DBACKENDS=a,b -DSOURCE_DIR=... -P check_no_backend.cmake
+# Fails when the link closure in DEPS_FILE (one library per line, written at configure time by
+# kiln_link_closure) names a backend or oneDNN, when it lacks kiln_hal (the closure was not
+# computed), or when a source file under SOURCE_DIR includes a backend's header.
+cmake_minimum_required(VERSION 3.25)
+file(STRINGS "${DEPS_FILE}" deps)
+string(REPLACE "," ";" BACKENDS "${BACKENDS}")
+set(failures "")
+if(NOT "kiln_hal" IN_LIST deps)
+  list(APPEND failures "the closure does not list kiln_hal: it was not computed (${DEPS_FILE})")
+endif()
+foreach(dep IN LISTS deps)
+  string(TOLOWER "${dep}" lower)
+  if(dep IN_LIST BACKENDS OR lower MATCHES "dnnl")
+    list(APPEND failures "links backend library '${dep}'")
+  endif()
+endforeach()
+if(SOURCE_DIR)
+  file(GLOB sources "${SOURCE_DIR}/*.h" "${SOURCE_DIR}/*.cc")
+  foreach(source IN LISTS sources)
+    file(STRINGS "${source}" includes REGEX "^#include \"kiln/(hal/[a-z_]+/|backends/)")
+    foreach(line IN LISTS includes)
+      list(APPEND failures "${source}: ${line}")
+    endforeach()
+  endforeach()
+endif()
+if(failures)
+  list(JOIN failures "\n  " text)
+  message(FATAL_ERROR "kiln_runtime must link only base/shape/module/hal, never a backend:\n  ${text}\n"
+                      "(link closure: ${deps})")
+endif()
+list(JOIN deps ", " text)
+message(STATUS "kiln_runtime links: ${text}")
