@@ -1,4 +1,4 @@
-// The one strict tensor comparator (DESIGN.md invariant 3), shared by the `kiln run` CLI, the model
+// The one strict tensor comparator (docs/architecture.md invariant 3), shared by the `kiln run` CLI, the model
 // suites and the tests. Do not write another: a comparator that lets NaN through is how the bug
 // kiln exists to prevent went unnoticed.
 //

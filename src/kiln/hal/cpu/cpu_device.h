@@ -13,7 +13,7 @@
 // padded size of the chosen layout. Constants are reordered once at prepare() and shared between
 // all executables of the device (e.g. batch 1 and batch 8 of one model).
 //
-// Batch invariance (DESIGN.md invariant 4): a conv whose oneDNN implementation may reduce in a
+// Batch invariance (docs/architecture.md invariant 4): a conv whose oneDNN implementation may reduce in a
 // batch-dependent order (gemm-based kernels) runs once per sample with a primitive made for one
 // sample; direct JIT kernels (measured bitwise invariant) and kiln's Winograd kernel run the
 // whole batch. Gemm and MatMul run kiln's own kernel (gemm_kernel.h, AVX2 + FMA), which computes

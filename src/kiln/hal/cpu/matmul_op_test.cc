@@ -150,7 +150,7 @@ TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   EXPECT_NE(st.to_string().find("inner dims differ"), std::string::npos) << st.to_string();
 }
 
-// ---- batch invariance (DESIGN.md invariant 4) in any leading dim ----
+// ---- batch invariance (docs/architecture.md invariant 4) in any leading dim ----
 
 // Sample `i` of `t` along `dim` (that dim becomes 1).
 Tensor slice_dim(const Tensor& t, size_t dim, int64_t i) {

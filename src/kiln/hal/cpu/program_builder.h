@@ -1,5 +1,5 @@
 // ProgramBuilder: turns a ProgramSpec into the steps of a CpuExecutable, choosing one layout per
-// value as it goes (DESIGN.md invariant 1: from the concrete spec only).
+// value as it goes (docs/architecture.md invariant 1: from the concrete spec only).
 //
 // Layout rules. Graph inputs, graph outputs and constants are plain (row-major). An intermediate
 // takes the layout its producer writes (oneDNN's blocked choice for conv, kept by bn/relu/pool/

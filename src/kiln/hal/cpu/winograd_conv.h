@@ -12,7 +12,7 @@
 // Every output element is computed by the same sequence of operations whatever the sample's
 // position in a batch, the batch size, the thread count or the split of work over threads: each
 // tile's products are summed over the channels in order, in a register lane of their own
-// (DESIGN.md invariant 4). A batch's tiles are processed together, image after image, so big
+// (docs/architecture.md invariant 4). A batch's tiles are processed together, image after image, so big
 // weights are read once per chunk of tiles rather than once per image.
 //
 // NaN: the fused relu/clip keep a NaN, like every activation of kiln (kernels/activation.h).
