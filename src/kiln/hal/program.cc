@@ -4,6 +4,16 @@
 
 namespace kiln::hal {
 
+const char* value_role_name(ValueRole role) {
+  switch (role) {
+    case ValueRole::kInput: return "graph input";
+    case ValueRole::kOutput: return "graph output";
+    case ValueRole::kConstant: return "constant";
+    case ValueRole::kIntermediate: return "intermediate";
+  }
+  return "value";
+}
+
 size_t plain_bytes(const ValueSpec& value) {
   auto count = checked_product(value.shape);
   if (!count) return 0;

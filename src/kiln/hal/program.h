@@ -14,6 +14,8 @@
 namespace kiln::hal {
 
 enum class ValueRole : uint8_t { kInput, kOutput, kConstant, kIntermediate };
+// "graph input", "graph output", "constant", "intermediate": for errors.
+const char* value_role_name(ValueRole role);
 
 struct ValueSpec {
   std::string name;

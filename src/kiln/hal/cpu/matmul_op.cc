@@ -193,15 +193,32 @@ Status check_gemm(const OpReader& op) {
 
 namespace {
 
-Status build_gemm_dnnl(ProgramBuilder& b) {
-  const OpReader& op = b.op();
-  KILN_ASSIGN_OR_RETURN(int64_t ta, op.get_int("transA", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t tb, op.get_int("transB", 0));
-  KILN_ASSIGN_OR_RETURN(double alpha, op.get_float("alpha", 1.0));
-  KILN_ASSIGN_OR_RETURN(double beta, op.get_float("beta", 1.0));
+// Gemm's attributes and the product's sizes: Y[m, n] = alpha * A'[m, k] B'[k, n] + beta * C.
+struct GemmParams {
+  int64_t trans_a = 0, trans_b = 0;
+  double alpha = 1.0, beta = 1.0;
+  int64_t m = 0, k = 0, n = 0;
+};
+
+StatusOr<GemmParams> read_gemm(const OpReader& op) {
+  GemmParams g;
+  KILN_ASSIGN_OR_RETURN(g.trans_a, op.get_int("transA", 0));
+  KILN_ASSIGN_OR_RETURN(g.trans_b, op.get_int("transB", 0));
+  KILN_ASSIGN_OR_RETURN(g.alpha, op.get_float("alpha", 1.0));
+  KILN_ASSIGN_OR_RETURN(g.beta, op.get_float("beta", 1.0));
   const ConcreteShape& as = op.input(0).shape;
   const ConcreteShape& bs = op.input(1).shape;
-  const int64_t m = ta ? as[1] : as[0], k = ta ? as[0] : as[1], n = tb ? bs[0] : bs[1];
+  g.m = g.trans_a ? as[1] : as[0];
+  g.k = g.trans_a ? as[0] : as[1];
+  g.n = g.trans_b ? bs[0] : bs[1];
+  return g;
+}
+
+Status build_gemm_dnnl(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_ASSIGN_OR_RETURN(const GemmParams g, read_gemm(op));
+  const int64_t ta = g.trans_a, tb = g.trans_b, m = g.m, k = g.k, n = g.n;
+  const double alpha = g.alpha, beta = g.beta;
   MatmulProblem p;
   p.a = op.input_index(0);
   p.b = op.input_index(1);
@@ -372,13 +389,9 @@ std::string product_label(const char* what, const gemm::Product& p, size_t count
 
 Status build_gemm_kiln(ProgramBuilder& b) {
   const OpReader& op = b.op();
-  KILN_ASSIGN_OR_RETURN(int64_t ta, op.get_int("transA", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t tb, op.get_int("transB", 0));
-  KILN_ASSIGN_OR_RETURN(double alpha, op.get_float("alpha", 1.0));
-  KILN_ASSIGN_OR_RETURN(double beta, op.get_float("beta", 1.0));
-  const ConcreteShape& as = op.input(0).shape;
-  const ConcreteShape& bs = op.input(1).shape;
-  const int64_t m = ta ? as[1] : as[0], k = ta ? as[0] : as[1], n = tb ? bs[0] : bs[1];
+  KILN_ASSIGN_OR_RETURN(const GemmParams g, read_gemm(op));
+  const int64_t ta = g.trans_a, tb = g.trans_b, m = g.m, k = g.k, n = g.n;
+  const double alpha = g.alpha, beta = g.beta;
   gemm::Product p;
   p.m = m;
   p.k = k;

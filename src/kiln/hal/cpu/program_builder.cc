@@ -16,20 +16,6 @@ constexpr size_t kAlign = 64;
 
 size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-const char* role_name(ValueRole role) {
-  switch (role) {
-    case ValueRole::kInput:
-      return "graph input";
-    case ValueRole::kOutput:
-      return "graph output";
-    case ValueRole::kConstant:
-      return "constant";
-    case ValueRole::kIntermediate:
-      return "intermediate";
-  }
-  return "?";
-}
-
 int64_t element_count(const ValueSpec& v) { return checked_product(v.shape).value_or(0); }
 
 }  // namespace
@@ -73,17 +59,17 @@ Status ProgramBuilder::validate_spec() const {
   auto check_list = [&](const std::vector<int32_t>& list, ValueRole role) -> Status {
     for (int32_t v : list) {
       if (v < 0 || v >= n) {
-        return invalid_argument("{} index {} is out of range ({} values)", role_name(role), v, n);
+        return invalid_argument("{} index {} is out of range ({} values)", value_role_name(role), v, n);
       }
       if (spec_.values[v].role != role) {
         return invalid_argument("value '{}' is listed as a {} but its role is {}",
-                                spec_.values[v].name, role_name(role),
-                                role_name(spec_.values[v].role));
+                                spec_.values[v].name, value_role_name(role),
+                                value_role_name(spec_.values[v].role));
       }
     }
     for (int32_t v = 0; v < n; ++v) {
       if (spec_.values[v].role == role && std::count(list.begin(), list.end(), v) != 1) {
-        return invalid_argument("{} '{}' must be listed exactly once", role_name(role),
+        return invalid_argument("{} '{}' must be listed exactly once", value_role_name(role),
                                 spec_.values[v].name);
       }
     }
@@ -272,7 +258,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
       const ValueSpec& v = spec_.values[d.outputs[i]];
       if (v.role != ValueRole::kIntermediate && v.role != ValueRole::kOutput) {
         return invalid_argument("output {} '{}' is a {} and cannot be written", i, v.name,
-                                role_name(v.role));
+                                value_role_name(v.role));
       }
       if (available_[d.outputs[i]]) {
         return invalid_argument("output {} '{}' is already produced by an earlier dispatch", i,

@@ -10,20 +10,6 @@
 namespace kiln::hal::null {
 namespace {
 
-const char* role_name(ValueRole role) {
-  switch (role) {
-    case ValueRole::kInput:
-      return "graph input";
-    case ValueRole::kOutput:
-      return "graph output";
-    case ValueRole::kConstant:
-      return "constant";
-    case ValueRole::kIntermediate:
-      return "intermediate";
-  }
-  return "value";
-}
-
 Status check_indices(const DispatchSpec& d, size_t value_count) {
   for (size_t i = 0; i < d.inputs.size(); ++i) {
     if (d.inputs[i] < -1 || d.inputs[i] >= static_cast<int32_t>(value_count)) {
@@ -69,11 +55,11 @@ class NullExecutable : public Executable {
       if (bytes == 0) continue;
       const BufferRef& ref = args.values[v];
       if (ref.host_data() == nullptr) {
-        return invalid_argument("run: {} '{}' has no host-visible buffer", role_name(value.role), value.name);
+        return invalid_argument("run: {} '{}' has no host-visible buffer", value_role_name(value.role), value.name);
       }
       if (ref.offset > ref.buffer->size() || bytes > ref.buffer->size() - ref.offset) {
         return invalid_argument("run: {} '{}' needs {} bytes, its buffer has {} at offset {}",
-                                role_name(value.role), value.name, bytes, ref.buffer->size(), ref.offset);
+                                value_role_name(value.role), value.name, bytes, ref.buffer->size(), ref.offset);
       }
     }
     for (int32_t v : spec_.outputs) {
@@ -153,7 +139,7 @@ class NullDevice : public Device {
     }
     for (int32_t v : spec.inputs) {
       if (spec.values[v].role != ValueRole::kInput) {
-        return invalid_argument("graph input '{}' is a {}", spec.values[v].name, role_name(spec.values[v].role));
+        return invalid_argument("graph input '{}' is a {}", spec.values[v].name, value_role_name(spec.values[v].role));
       }
     }
     for (const DispatchSpec& d : spec.dispatches) {
@@ -168,7 +154,7 @@ class NullDevice : public Device {
         for (size_t i = 0; i < d.outputs.size(); ++i) {
           const ValueSpec& v = spec.values[d.outputs[i]];
           if (v.role != ValueRole::kIntermediate && v.role != ValueRole::kOutput) {
-            return invalid_argument("output {} '{}' is a {} and cannot be written", i, v.name, role_name(v.role));
+            return invalid_argument("output {} '{}' is a {} and cannot be written", i, v.name, value_role_name(v.role));
           }
           if (available[d.outputs[i]]) {
             return invalid_argument("output {} '{}' is already produced by an earlier dispatch", i, v.name);
