@@ -201,11 +201,11 @@ int64_t value_denominator(const InferArgs& args, size_t index) {
 }
 
 // Whether infer may read values of an input of this shape: rank <= 1, or with `any_rank`
-// constant dims of at most kMaxRankedValues elements.
+// constant dims of at most kMaxRankedValues elements (also the bound for rank <= 1 then, so that
+// a Reshape of a large constant never turns its data into expressions).
 constexpr int64_t kMaxRankedValues = 4096;
 bool values_readable(const Shape& shape, bool any_rank) {
-  if (shape.size() <= 1) return true;
-  if (!any_rank) return false;
+  if (!any_rank) return shape.size() <= 1;
   int64_t count = 1;
   for (const DimExpr& d : shape) {
     auto v = d.constant_value();
