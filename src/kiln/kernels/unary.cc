@@ -357,21 +357,27 @@ Status infer_unary(InferArgs& args) {
   KILN_RETURN_IF_ERROR(read_params(F, args.attributes).status());
   if (is_predicate(F)) x.dtype = DType::kBool;
   args.outputs = {x};
-  // Shape computations: Floor/Ceil/Round of fractions (int(S * 0.5)) and Neg of them.
-  if constexpr (F == Fn::kFloor || F == Fn::kCeil || F == Fn::kRound || F == Fn::kNeg) {
-    if (known_dim_values(args, 0)) {
-      // Whole values: Neg below; Floor, Ceil and Round keep them.
+  // Shape computations: Floor/Ceil/Round keep whole values and round fractions (int(S * 0.5)).
+  if constexpr (F == Fn::kFloor || F == Fn::kCeil || F == Fn::kRound) {
+    if (auto values = known_dim_values(args, 0)) {
+      set_output_values(args, 0, std::move(*values));
     } else if (auto fractions = known_fraction_values(args, 0)) {
       round_fraction_values<F>(args, std::move(*fractions));
-      return ok_status();
     }
   }
-  if constexpr (F == Fn::kFloor || F == Fn::kCeil || F == Fn::kRound) {
-    if (auto values = known_dim_values(args, 0)) set_output_values(args, 0, std::move(*values));
-  }
-  // Shape computations: Not of decided conditions, Neg/Abs of dims (whole numbers).
+  // Shape computations: Not of decided conditions, Neg/Abs of dims (whole numbers), Neg of
+  // fractions.
   if constexpr (F == Fn::kNot || F == Fn::kNeg || F == Fn::kAbs) {
-    if (auto values = known_dim_values(args, 0)) {
+    auto values = known_dim_values(args, 0);
+    if constexpr (F == Fn::kNeg) {
+      if (!values) {
+        if (auto fractions = known_fraction_values(args, 0)) {
+          round_fraction_values<F>(args, std::move(*fractions));
+        }
+        return ok_status();
+      }
+    }
+    if (values) {
       std::vector<DimExpr> out;
       for (const DimExpr& v : *values) {
         auto c = v.constant_value();
