@@ -17,7 +17,7 @@ setup:
 	@scripts/setup.sh
 
 configure: setup
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON \
 	  -DKILN_SHAPE_FUZZ_PLANT_NAN=$(SHAPE_FUZZ_PLANT_NAN) >/dev/null
 
 build: configure

@@ -122,7 +122,8 @@ double measure(Kernel kernel, int threads, double ms) {
   for (;;) {
     auto start = std::chrono::steady_clock::now();
     kernel(outer, &sink);
-    double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    double took =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (took > ms / 4 || outer > (1L << 40)) {
       outer = std::max(1L, static_cast<long>(static_cast<double>(outer) * ms / took));
       break;

@@ -28,7 +28,8 @@ double status_mib(const char* field) {
   std::string line;
   const std::string prefix = std::string(field) + ":";
   while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) == 0) return std::strtod(line.c_str() + prefix.size(), nullptr) / 1024.0;
+    if (line.rfind(prefix, 0) == 0)
+      return std::strtod(line.c_str() + prefix.size(), nullptr) / 1024.0;
   }
   return -1;
 }
@@ -49,22 +50,32 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace kiln;
-  if (argc < 2) return fail("usage: plan_cache_rss MODULE.kmod [--sizes=N] [--first=W] [--step=S] "
-                            "[--threads=T] [--max-plans=N] [--max-plan-bytes=B] [--repeat-first]");
+  if (argc < 2)
+    return fail(
+        "usage: plan_cache_rss MODULE.kmod [--sizes=N] [--first=W] [--step=S] "
+        "[--threads=T] [--max-plans=N] [--max-plan-bytes=B] [--repeat-first]");
   runtime::SessionOptions options;
   options.threads = 1;
   int64_t sizes = 1000, first = 16, step = 1;
   bool repeat_first = false;
   for (int i = 2; i < argc; ++i) {
     std::string v;
-    if (flag(argv[i], "--sizes", v)) sizes = std::stoll(v);
-    else if (flag(argv[i], "--first", v)) first = std::stoll(v);
-    else if (flag(argv[i], "--step", v)) step = std::stoll(v);
-    else if (flag(argv[i], "--threads", v)) options.threads = std::stoi(v);
-    else if (flag(argv[i], "--max-plans", v)) options.max_plans = std::stoull(v);
-    else if (flag(argv[i], "--max-plan-bytes", v)) options.max_plan_bytes = std::stoull(v);
-    else if (std::strcmp(argv[i], "--repeat-first") == 0) repeat_first = true;
-    else return fail(fmt::format("unknown argument '{}'", argv[i]));
+    if (flag(argv[i], "--sizes", v))
+      sizes = std::stoll(v);
+    else if (flag(argv[i], "--first", v))
+      first = std::stoll(v);
+    else if (flag(argv[i], "--step", v))
+      step = std::stoll(v);
+    else if (flag(argv[i], "--threads", v))
+      options.threads = std::stoi(v);
+    else if (flag(argv[i], "--max-plans", v))
+      options.max_plans = std::stoull(v);
+    else if (flag(argv[i], "--max-plan-bytes", v))
+      options.max_plan_bytes = std::stoull(v);
+    else if (std::strcmp(argv[i], "--repeat-first") == 0)
+      repeat_first = true;
+    else
+      return fail(fmt::format("unknown argument '{}'", argv[i]));
   }
   auto session = runtime::Session::open(argv[1], options);
   if (!session.ok()) return fail(session.status().to_string());
@@ -104,11 +115,14 @@ int main(int argc, char** argv) {
   const runtime::PlanCacheStats stats = (*session)->plan_cache_stats();
   std::printf("sizes %lld (%lld..%lld), max plans %zu, max plan bytes %llu\n",
               static_cast<long long>(sizes), static_cast<long long>(first),
-              static_cast<long long>(first + (sizes - 1) * step), (*session)->plan_cache_limits().max_plans,
+              static_cast<long long>(first + (sizes - 1) * step),
+              (*session)->plan_cache_limits().max_plans,
               static_cast<unsigned long long>((*session)->plan_cache_limits().max_bytes));
   malloc_trim(0);
-  std::printf("rss MiB: before %.1f  peak %.1f  after %.1f  (%.1f once malloc_trim gave freed "
-              "memory back)\n", before, peak, after, status_mib("VmRSS"));
+  std::printf(
+      "rss MiB: before %.1f  peak %.1f  after %.1f  (%.1f once malloc_trim gave freed "
+      "memory back)\n",
+      before, peak, after, status_mib("VmRSS"));
   std::printf("plans held %zu (%.1f MiB), evicted %llu, arena %.1f MiB\n", stats.plans,
               static_cast<double>(stats.bytes) / (1 << 20),
               static_cast<unsigned long long>(stats.evictions),
@@ -123,8 +137,9 @@ int main(int argc, char** argv) {
       const Tensor& b = first_outputs[o];
       if (a.shape() != b.shape() || a.byte_size() != b.byte_size() ||
           std::memcmp(a.data(), b.data(), a.byte_size()) != 0) {
-        std::fprintf(stderr, "plan_cache_rss: output %zu at size %lld differs from the first run's\n",
-                     o, static_cast<long long>(first));
+        std::fprintf(stderr,
+                     "plan_cache_rss: output %zu at size %lld differs from the first run's\n", o,
+                     static_cast<long long>(first));
         return 1;
       }
     }

@@ -17,8 +17,8 @@
 #include "kiln/ir/text_format.h"
 #include "kiln/module/module.h"
 #include "kiln/onnx/importer.h"
-#include "tests/support/onnx/test_models.h"
 #include "kiln/runtime/session.h"
+#include "tests/support/onnx/test_models.h"
 #include "tests/support/test_env.h"
 
 namespace kiln {
@@ -41,13 +41,16 @@ void fill_value(onnx::NodeProto* node, int32_t type, double value) {
   onnx::TensorProto* t = a->mutable_t();
   t->set_data_type(type);
   t->add_dims(1);
-  if (type == kFloat) t->add_float_data(static_cast<float>(value));
-  else t->add_int64_data(static_cast<int64_t>(value));
+  if (type == kFloat)
+    t->add_float_data(static_cast<float>(value));
+  else
+    t->add_int64_data(static_cast<int64_t>(value));
 }
 
 std::vector<float> ramp(size_t count, float start, float step) {
   std::vector<float> v(count);
-  for (size_t i = 0; i < count; ++i) v[i] = start + step * static_cast<float>(i % 17) - 0.03f * static_cast<float>(i % 5);
+  for (size_t i = 0; i < count; ++i)
+    v[i] = start + step * static_cast<float>(i % 17) - 0.03f * static_cast<float>(i % 5);
   return v;
 }
 
@@ -149,8 +152,8 @@ ir::Graph import(const std::string& bytes, std::map<std::string, int64_t> bind =
   return graph.ok() ? std::move(graph).value() : ir::Graph{};
 }
 
-std::shared_ptr<const module::ModuleContents> compile_module(ir::Graph graph,
-                                                             compiler::CompileOptions options = {}) {
+std::shared_ptr<const module::ModuleContents> compile_module(
+    ir::Graph graph, compiler::CompileOptions options = {}) {
   auto contents = compiler::compile(std::move(graph), options);
   EXPECT_TRUE(contents.ok()) << contents.status().to_string();
   if (!contents.ok()) return nullptr;
@@ -174,7 +177,8 @@ std::vector<Tensor> run(std::shared_ptr<const module::ModuleContents> m, const T
   return out.ok() ? std::move(out).value() : std::vector<Tensor>{};
 }
 
-void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::string& what) {
+void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                      const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].dtype(), b[i].dtype()) << what << " output " << i;
@@ -184,7 +188,8 @@ void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b
     const std::byte* pb = b[i].data();
     size_t differing = 0;
     for (size_t k = 0; k < bytes; ++k) differing += pa[k] != pb[k];
-    EXPECT_EQ(differing, 0u) << what << " output " << i << ": " << differing << " of " << bytes << " bytes differ";
+    EXPECT_EQ(differing, 0u) << what << " output " << i << ": " << differing << " of " << bytes
+                             << " bytes differ";
   }
 }
 
@@ -203,8 +208,10 @@ void check_model(const std::string& name, const ModelFn& build, ConcreteShape x_
     auto bound_late = compile_module(dynamic_graph, late);
     ASSERT_TRUE(bound && made_static && bound_late);
     const std::string bound_file = file_bytes(*bound, dir + "/bound.kmod");
-    EXPECT_EQ(bound_file, file_bytes(*made_static, dir + "/static.kmod")) << "--bind vs static module bytes";
-    EXPECT_EQ(bound_file, file_bytes(*bound_late, dir + "/late.kmod")) << "--bind vs bound after import";
+    EXPECT_EQ(bound_file, file_bytes(*made_static, dir + "/static.kmod"))
+        << "--bind vs static module bytes";
+    EXPECT_EQ(bound_file, file_bytes(*bound_late, dir + "/late.kmod"))
+        << "--bind vs bound after import";
 
     x_dims[0] = batch;
     Tensor x = Tensor::create(DType::kF32, x_dims).value();
@@ -274,11 +281,13 @@ TEST(BindStatic, BindingAtLoadEqualsTheStaticModel) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   auto bound = compile_module(std::move(loaded).value());
   ASSERT_NE(bound, nullptr);
-  EXPECT_EQ(file_bytes(*bound, dir + "/bound.kmod"), file_bytes(*made_static, dir + "/static.kmod"));
+  EXPECT_EQ(file_bytes(*bound, dir + "/bound.kmod"),
+            file_bytes(*made_static, dir + "/static.kmod"));
 
   // The same through a .kir written from the dynamic conv model.
   const std::string kir = dir + "/conv.kir";
-  ASSERT_TRUE(ir::write_kir(import(model_bytes(conv_from_constant_of_shape, std::string("N"))), kir).ok());
+  ASSERT_TRUE(
+      ir::write_kir(import(model_bytes(conv_from_constant_of_shape, std::string("N"))), kir).ok());
   onnx_import::ImportOptions bind_n;
   bind_n.bind = {{"N", 3}};
   auto from_kir = compiler::load_model(kir, bind_n);
@@ -286,14 +295,16 @@ TEST(BindStatic, BindingAtLoadEqualsTheStaticModel) {
   auto kir_bound = compile_module(std::move(from_kir).value());
   auto conv_static = compile_module(import(model_bytes(conv_from_constant_of_shape, int64_t{3})));
   ASSERT_TRUE(kir_bound && conv_static);
-  EXPECT_EQ(file_bytes(*kir_bound, dir + "/kir.kmod"), file_bytes(*conv_static, dir + "/conv.kmod"));
+  EXPECT_EQ(file_bytes(*kir_bound, dir + "/kir.kmod"),
+            file_bytes(*conv_static, dir + "/conv.kmod"));
 
   // A name that is no symbol of the model is an error naming it.
   onnx_import::ImportOptions unknown;
   unknown.bind = {{"M", 2}};
   auto refused = compiler::load_model(kir, unknown);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().to_string().find("'M'"), std::string::npos) << refused.status().to_string();
+  EXPECT_NE(refused.status().to_string().find("'M'"), std::string::npos)
+      << refused.status().to_string();
 }
 
 }  // namespace

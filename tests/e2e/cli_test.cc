@@ -38,16 +38,20 @@ class KilnCli : public ::testing::Test {
   void SetUp() override {
     dir_ = make_temp_dir("cli");
     module_ = dir_ + "/tiny.kmod";
-    auto compiled = run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --target=cpu -o " + module_);
+    auto compiled =
+        run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --target=cpu -o " + module_);
     ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
   }
 
   // Expects a usage/input error whose message contains every fragment, and no file at `path`.
-  void expect_error(const testing::CommandResult& result, std::initializer_list<const char*> fragments,
+  void expect_error(const testing::CommandResult& result,
+                    std::initializer_list<const char*> fragments,
                     const std::string& must_not_exist = "") {
     EXPECT_EQ(result.exit_code, 2) << result.output;
     for (const char* fragment : fragments) {
-      EXPECT_NE(result.output.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << result.output;
+      EXPECT_NE(result.output.find(fragment), std::string::npos)
+          << "missing '" << fragment << "' in:\n"
+          << result.output;
     }
     if (!must_not_exist.empty()) {
       EXPECT_FALSE(fs::exists(must_not_exist)) << must_not_exist << " was written";
@@ -55,10 +59,12 @@ class KilnCli : public ::testing::Test {
   }
 
   std::string tiny_input(int batch) {
-    return std::to_string(batch) + "x3x8x8xf32=@" + model_path("small/tiny_input_b" + std::to_string(batch) + ".bin");
+    return std::to_string(batch) + "x3x8x8xf32=@" +
+           model_path("small/tiny_input_b" + std::to_string(batch) + ".bin");
   }
   std::string tiny_ref(int batch) {
-    return std::to_string(batch) + "x10xf32=@" + model_path("small/tiny_cnn.ref_b" + std::to_string(batch) + ".bin");
+    return std::to_string(batch) + "x10xf32=@" +
+           model_path("small/tiny_cnn.ref_b" + std::to_string(batch) + ".bin");
   }
 
   std::string dir_;
@@ -68,11 +74,12 @@ class KilnCli : public ::testing::Test {
 TEST_F(KilnCli, RunMatchesOnnxRuntimeAtTwoBatchSizesFromOneModule) {
   for (int batch : {1, 3}) {
     std::string out = dir_ + "/out" + std::to_string(batch) + ".npy";
-    auto result = run_kiln("run --module=" + module_ + " --device=cpu --input=" + tiny_input(batch) +
-                           " --output=@" + out + " --expected_output=" + tiny_ref(batch) +
-                           " --atol=1e-6 --rtol=1e-5");
+    auto result = run_kiln("run --module=" + module_ +
+                           " --device=cpu --input=" + tiny_input(batch) + " --output=@" + out +
+                           " --expected_output=" + tiny_ref(batch) + " --atol=1e-6 --rtol=1e-5");
     EXPECT_EQ(result.exit_code, 0) << result.output;
-    EXPECT_NE(result.output.find("NaN: 0/" + std::to_string(batch * 10)), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("NaN: 0/" + std::to_string(batch * 10)), std::string::npos)
+        << result.output;
     EXPECT_TRUE(fs::exists(out));
   }
 }
@@ -85,7 +92,8 @@ TEST_F(KilnCli, RunOnTheNullDeviceWritesZeroOutputs) {
   auto result = run_kiln("run --module=" + module_ + " --device=null --input=" + tiny_input(3) +
                          " --output=@" + out + " --trace=" + dir_ + "/null_trace");
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(result.output.find("output 0 'prob': 3x10xf32, NaN: 0/30"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("output 0 'prob': 3x10xf32, NaN: 0/30"), std::string::npos)
+      << result.output;
   const std::string traced = read_bytes(dir_ + "/null_trace/d000_conv0.json");
   EXPECT_NE(traced.find("null: Conv runs nothing"), std::string::npos) << traced;
   const std::string npy = read_bytes(out);
@@ -98,7 +106,8 @@ TEST_F(KilnCli, RunOnTheNullDeviceWritesZeroOutputs) {
 
 TEST_F(KilnCli, AnUnknownDeviceListsTheAvailableOnes) {
   for (const char* command : {"run", "bench"}) {
-    auto result = run_kiln(std::string(command) + " --module=" + module_ + " --device=bogus --input=" + tiny_input(1));
+    auto result = run_kiln(std::string(command) + " --module=" + module_ +
+                           " --device=bogus --input=" + tiny_input(1));
     expect_error(result, {"unknown device 'bogus'", "available devices: cpu, null"});
   }
   auto help = run_kiln("run --help");
@@ -113,7 +122,8 @@ TEST_F(KilnCli, KilnFaultCorruptsTheSelectedDispatchAndAMalformedOneIsAUsageErro
   auto malformed = run_kiln("run --module=" + module_ + " --input=" + tiny_input(3));
   unsetenv("KILN_FAULT");
   EXPECT_EQ(faulted.exit_code, 0) << faulted.output;
-  EXPECT_NE(faulted.output.find("output 0 'prob': 3x10xf32, NaN: 30/30"), std::string::npos) << faulted.output;
+  EXPECT_NE(faulted.output.find("output 0 'prob': 3x10xf32, NaN: 30/30"), std::string::npos)
+      << faulted.output;
   expect_error(malformed, {"KILN_FAULT='dispatch:0:melt'", "unknown kind 'melt'"});
 }
 
@@ -122,12 +132,15 @@ TEST_F(KilnCli, BenchReportsFiguresAndPerDispatchTable) {
   auto result = run_kiln("bench --module=" + module_ + " --input=" + tiny_input(3) +
                          " --threads=1 --warmup=1 --repeat=3 --per-dispatch --json=" + json);
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  for (const char* fragment : {"cold run", "median", "p90", "items/s", "peak RSS", "GFLOP/s", "Conv"}) {
-    EXPECT_NE(result.output.find(fragment), std::string::npos) << fragment << " in:\n" << result.output;
+  for (const char* fragment :
+       {"cold run", "median", "p90", "items/s", "peak RSS", "GFLOP/s", "Conv"}) {
+    EXPECT_NE(result.output.find(fragment), std::string::npos) << fragment << " in:\n"
+                                                               << result.output;
   }
   std::string report = read_bytes(json);
-  for (const char* key : {"\"cold_ms\"", "\"min_ms\"", "\"median_ms\"", "\"p90_ms\"", "\"items_per_s\"",
-                          "\"peak_rss_mib\"", "\"module_mib\"", "\"gflop\"", "\"dispatches\"", "\"gflop_per_s\""}) {
+  for (const char* key :
+       {"\"cold_ms\"", "\"min_ms\"", "\"median_ms\"", "\"p90_ms\"", "\"items_per_s\"",
+        "\"peak_rss_mib\"", "\"module_mib\"", "\"gflop\"", "\"dispatches\"", "\"gflop_per_s\""}) {
     EXPECT_NE(report.find(key), std::string::npos) << key << " in:\n" << report;
   }
 }
@@ -136,12 +149,16 @@ TEST_F(KilnCli, BenchReportsFiguresAndPerDispatchTable) {
 // here the dynamic module against the one compiled with N bound to 3.
 TEST_F(KilnCli, BenchAgainstAPeerModuleReportsBothAndTheRatio) {
   const std::string bound = dir_ + "/tiny_n3.kmod";
-  ASSERT_EQ(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind N=3 -o " + bound).exit_code, 0);
+  ASSERT_EQ(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind N=3 -o " + bound)
+                .exit_code,
+            0);
   const std::string json = dir_ + "/against.json";
-  auto result = run_kiln("bench --module=" + module_ + " --against=" + bound + " --input=" + tiny_input(3) +
-                         " --threads=1 --warmup=1 --repeat=5 --json=" + json);
+  auto result =
+      run_kiln("bench --module=" + module_ + " --against=" + bound + " --input=" + tiny_input(3) +
+               " --threads=1 --warmup=1 --repeat=5 --json=" + json);
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(result.output.find("against " + bound + ": median"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("against " + bound + ": median"), std::string::npos)
+      << result.output;
   EXPECT_NE(result.output.find("(median of 5 paired runs)"), std::string::npos) << result.output;
   const auto report = nlohmann::json::parse(read_bytes(json));
   ASSERT_TRUE(report.contains("against")) << report.dump(2);
@@ -157,20 +174,22 @@ TEST_F(KilnCli, BenchAgainstAPeerModuleReportsBothAndTheRatio) {
 // and no JSON report is written.
 TEST_F(KilnCli, BenchAgainstABadPeerIsAnErrorNamingIt) {
   const std::string json = dir_ + "/against.json";
-  expect_error(run_kiln("bench --module=" + module_ + " --against=" + dir_ + "/missing.kmod --input=" +
-                        tiny_input(1) + " --json=" + json),
+  expect_error(run_kiln("bench --module=" + module_ + " --against=" + dir_ +
+                        "/missing.kmod --input=" + tiny_input(1) + " --json=" + json),
                {"--against=", "missing.kmod"}, json);
   const std::string bound = dir_ + "/tiny_n3.kmod";
-  ASSERT_EQ(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind N=3 -o " + bound).exit_code, 0);
-  expect_error(run_kiln("bench --module=" + module_ + " --against=" + bound + " --input=" + tiny_input(1) +
-                        " --json=" + json),
+  ASSERT_EQ(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind N=3 -o " + bound)
+                .exit_code,
+            0);
+  expect_error(run_kiln("bench --module=" + module_ + " --against=" + bound +
+                        " --input=" + tiny_input(1) + " --json=" + json),
                {"--against=", "tiny_n3.kmod"}, json);
 }
 
 TEST_F(KilnCli, RunProfileWritesAChromeTrace) {
   std::string trace = dir_ + "/trace.json";
-  auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --profile=" + trace +
-                         " --profile-runs=2");
+  auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) +
+                         " --profile=" + trace + " --profile-runs=2");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   std::string text = read_bytes(trace);
   EXPECT_EQ(text.rfind("{\"displayTimeUnit\"", 0), 0u) << text.substr(0, 200);
@@ -182,14 +201,15 @@ TEST_F(KilnCli, RunProfileWritesAChromeTrace) {
 
 TEST_F(KilnCli, ImportWritesIrThatCompiles) {
   std::string kir = dir_ + "/tiny.kir";
-  auto imported = run_kiln("import " + model_path("small/tiny_cnn.onnx") + " --opset-version 17 -o " + kir);
+  auto imported =
+      run_kiln("import " + model_path("small/tiny_cnn.onnx") + " --opset-version 17 -o " + kir);
   ASSERT_EQ(imported.exit_code, 0) << imported.output;
   EXPECT_EQ(read_bytes(kir).rfind("kiln-ir 1", 0), 0u);
   std::string module = dir_ + "/from_kir.kmod";
   auto compiled = run_kiln("compile " + kir + " --target=cpu -o " + module);
   ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
-  auto result = run_kiln("run --module=" + module + " --input=" + tiny_input(3) + " --expected_output=" +
-                         tiny_ref(3) + " --atol=1e-6 --rtol=1e-5");
+  auto result = run_kiln("run --module=" + module + " --input=" + tiny_input(3) +
+                         " --expected_output=" + tiny_ref(3) + " --atol=1e-6 --rtol=1e-5");
   EXPECT_EQ(result.exit_code, 0) << result.output;
 }
 
@@ -204,26 +224,27 @@ TEST_F(KilnCli, DataDependentSizesAreBoundOnEachRun) {
     const std::string module = dir_ + "/top_k.kmod";
     auto compiled = run_kiln("compile " + source + " -o " + module);
     ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
-    EXPECT_NE(compiled.output.find("bound from data [TopK_0.size0]"), std::string::npos) << compiled.output;
+    EXPECT_NE(compiled.output.find("bound from data [TopK_0.size0]"), std::string::npos)
+        << compiled.output;
     const std::string values = dir_ + "/values.npy";
     auto two = run_kiln("run --module=" + module + " --input=" + x + " --input=1xi64=2 --output=@" +
                         values + " --output=-");
     ASSERT_EQ(two.exit_code, 0) << two.output;
     EXPECT_NE(two.output.find("output 0 'values': 3x2xf32"), std::string::npos) << two.output;
-    auto three = run_kiln("run --module=" + module + " --input=" + x + " --input=1xi64=3 --output=-" +
-                          " --output=-");
+    auto three = run_kiln("run --module=" + module + " --input=" + x +
+                          " --input=1xi64=3 --output=-" + " --output=-");
     ASSERT_EQ(three.exit_code, 0) << three.output;
     EXPECT_NE(three.output.find("output 1 'indices': 3x3xi64"), std::string::npos) << three.output;
     fs::remove(values);
-    expect_error(run_kiln("run --module=" + module + " --input=" + x + " --input=1xi64=5 --output=@" +
-                          values + " --output=-"),
+    expect_error(run_kiln("run --module=" + module + " --input=" + x +
+                          " --input=1xi64=5 --output=@" + values + " --output=-"),
                  {"'K' = 5 is out of range [0, 4]", "(TopK)"}, values);
   }
 }
 
 TEST_F(KilnCli, MismatchExitsOneAndReportsErrors) {
-  auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --expected_output=" +
-                         inline_values("1x10xf32", 10));
+  auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) +
+                         " --expected_output=" + inline_values("1x10xf32", 10));
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_NE(result.output.find("FAIL"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("first mismatch"), std::string::npos) << result.output;
@@ -253,7 +274,8 @@ TEST_F(KilnCli, UnsupportedOpsAreAllListedWithTheirNodes) {
 
 TEST_F(KilnCli, WrongInputRankIsRefused) {
   std::string out = dir_ + "/o.npy";
-  expect_error(run_kiln("run --module=" + module_ + " --input=" + inline_values("3x8x8xf32", 192) + " --output=@" + out),
+  expect_error(run_kiln("run --module=" + module_ + " --input=" + inline_values("3x8x8xf32", 192) +
+                        " --output=@" + out),
                {"'data'", "rank"}, out);
 }
 
@@ -273,20 +295,22 @@ TEST_F(KilnCli, BrokenShapeAssumptionIsRefusedAtRunTime) {
 
 TEST_F(KilnCli, WrongInputDtypeIsRefused) {
   std::string out = dir_ + "/o.npy";
-  expect_error(run_kiln("run --module=" + module_ + " --input=" + inline_values("1x3x8x8xi64", 192) + " --output=@" + out),
+  expect_error(run_kiln("run --module=" + module_ +
+                        " --input=" + inline_values("1x3x8x8xi64", 192) + " --output=@" + out),
                {"'data'", "dtype", "f32", "i64"}, out);
 }
 
 TEST_F(KilnCli, WrongInputDimIsRefused) {
   std::string out = dir_ + "/o.npy";
-  expect_error(run_kiln("run --module=" + module_ + " --input=" + inline_values("1x4x8x8xf32", 256) + " --output=@" + out),
+  expect_error(run_kiln("run --module=" + module_ +
+                        " --input=" + inline_values("1x4x8x8xf32", 256) + " --output=@" + out),
                {"'data'", "dim 1", "expected 3", "got 4"}, out);
 }
 
 TEST_F(KilnCli, InputFileSizeMismatchIsRefused) {
   std::string out = dir_ + "/o.npy";
-  expect_error(run_kiln("run --module=" + module_ + " --input=2x3x8x8xf32=@" + model_path("small/tiny_input_b1.bin") +
-                        " --output=@" + out),
+  expect_error(run_kiln("run --module=" + module_ + " --input=2x3x8x8xf32=@" +
+                        model_path("small/tiny_input_b1.bin") + " --output=@" + out),
                {"tiny_input_b1.bin", "768", "1536"}, out);
 }
 
@@ -298,8 +322,9 @@ TEST_F(KilnCli, CorruptedModuleIsRefused) {
     std::string path = dir_ + "/damaged.kmod";
     write_bytes(path, damaged);
     std::string out = dir_ + "/o.npy";
-    expect_error(run_kiln("run --module=" + path + " --input=" + tiny_input(1) + " --output=@" + out),
-                 {"damaged.kmod"}, out);
+    expect_error(
+        run_kiln("run --module=" + path + " --input=" + tiny_input(1) + " --output=@" + out),
+        {"damaged.kmod"}, out);
   }
   std::string path = dir_ + "/short.kmod";
   write_bytes(path, bytes.substr(0, bytes.size() - 100));
@@ -311,7 +336,8 @@ TEST_F(KilnCli, ModuleOfAnotherFormatVersionIsRefused) {
   bytes[8] = 2;  // u32 format version at offset 8
   std::string path = dir_ + "/v2.kmod";
   write_bytes(path, bytes);
-  expect_error(run_kiln("run --module=" + path + " --input=" + tiny_input(1)), {"version 2", "recompile"});
+  expect_error(run_kiln("run --module=" + path + " --input=" + tiny_input(1)),
+               {"version 2", "recompile"});
 }
 
 TEST_F(KilnCli, ExternalDataInsideTheModelDirectoryWorks) {
@@ -319,25 +345,31 @@ TEST_F(KilnCli, ExternalDataInsideTheModelDirectoryWorks) {
   auto compiled = run_kiln("compile " + model_path("small/external/model.onnx") + " -o " + out);
   ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
   // y[0] = 1.5 * x, y[1] = -2 * x for a 1x1 conv.
-  auto result = run_kiln("run --module=" + out + " --input='1x1x2x2xf32=1 2 3 4' --expected_output='1x2x2x2xf32=1.5 3 4.5 6 -2 -4 -6 -8' --atol=0");
+  auto result = run_kiln("run --module=" + out +
+                         " --input='1x1x2x2xf32=1 2 3 4' --expected_output='1x2x2x2xf32=1.5 3 4.5 "
+                         "6 -2 -4 -6 -8' --atol=0");
   EXPECT_EQ(result.exit_code, 0) << result.output;
 }
 
 TEST_F(KilnCli, ExternalDataOutsideTheModelDirectoryIsRefused) {
   for (const char* model : {"small/escape_dotdot/model.onnx", "small/escape_abs/model.onnx"}) {
     std::string out = dir_ + "/escape.kmod";
-    expect_error(run_kiln(std::string("compile ") + model_path(model) + " -o " + out), {"'w'", "outside.bin"}, out);
+    expect_error(run_kiln(std::string("compile ") + model_path(model) + " -o " + out),
+                 {"'w'", "outside.bin"}, out);
   }
   std::string out = dir_ + "/range.kmod";
-  expect_error(run_kiln("compile " + model_path("small/external_range/model.onnx") + " -o " + out), {"'w'", "weights.bin"}, out);
+  expect_error(run_kiln("compile " + model_path("small/external_range/model.onnx") + " -o " + out),
+               {"'w'", "weights.bin"}, out);
 }
 
 TEST_F(KilnCli, ShapesOverTheMemoryLimitAreRefusedBeforeAllocation) {
   std::string out = dir_ + "/o.npy";
-  expect_error(run_kiln("run --module=" + module_ + " --input=" + tiny_input(3) + " --max-memory=1K --output=@" + out),
+  expect_error(run_kiln("run --module=" + module_ + " --input=" + tiny_input(3) +
+                        " --max-memory=1K --output=@" + out),
                {"memory limit", "N=3"}, out);
-  expect_error(run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --max-memory=lots"),
-               {"--max-memory", "lots"});
+  expect_error(
+      run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --max-memory=lots"),
+      {"--max-memory", "lots"});
   auto ok = run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) + " --max-memory=64M");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
 }
@@ -353,16 +385,19 @@ TEST_F(KilnCli, PlanCacheBoundsAreFlagsOfRunAndBench) {
   auto bench = run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
                         " --warmup=0 --repeat=1 --max-plans=2 --max-plan-bytes=64M --json=" + json);
   EXPECT_EQ(bench.exit_code, 0) << bench.output;
-  expect_error(run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
-                        " --max-plan-bytes=0"),
-               {"--max-plan-bytes"});
+  expect_error(
+      run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) + " --max-plan-bytes=0"),
+      {"--max-plan-bytes"});
 }
 
 TEST_F(KilnCli, UnknownTargetAndBadBindAreUsageErrors) {
   std::string out = dir_ + "/x.kmod";
-  expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --target=tpu -o " + out), {"tpu"}, out);
-  expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind M=3 -o " + out), {"'M'"}, out);
-  expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind N=x -o " + out), {"N=x"}, out);
+  expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --target=tpu -o " + out),
+               {"tpu"}, out);
+  expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind M=3 -o " + out),
+               {"'M'"}, out);
+  expect_error(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " --bind N=x -o " + out),
+               {"N=x"}, out);
 }
 
 }  // namespace
@@ -377,14 +412,18 @@ TEST(KilnCliWeights, InitializersListedAsInputsAreConstantsUnlessAsked) {
   // Default: the initializer is a constant, so the module takes only x.
   auto compiled = testing::run_kiln("compile " + model + " -o " + dir + "/const.kmod");
   ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
-  auto run = testing::run_kiln("run --module=" + dir + "/const.kmod --input='1x1x2x2xf32=1 2 3 4' "
+  auto run = testing::run_kiln("run --module=" + dir +
+                               "/const.kmod --input='1x1x2x2xf32=1 2 3 4' "
                                "--expected_output='1x2x2x2xf32=1.5 3 4.5 6 -2 -4 -6 -8' --atol=0");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   // --weights-as-inputs: w is a runtime input and the values given at run time are used.
-  compiled = testing::run_kiln("compile " + model + " --weights-as-inputs -o " + dir + "/inputs.kmod");
+  compiled =
+      testing::run_kiln("compile " + model + " --weights-as-inputs -o " + dir + "/inputs.kmod");
   ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
-  run = testing::run_kiln("run --module=" + dir + "/inputs.kmod --input='1x1x2x2xf32=1 2 3 4' "
-                          "--input='2x1x1x1xf32=3 1' --expected_output='1x2x2x2xf32=3 6 9 12 1 2 3 4' --atol=0");
+  run = testing::run_kiln(
+      "run --module=" + dir +
+      "/inputs.kmod --input='1x1x2x2xf32=1 2 3 4' "
+      "--input='2x1x1x1xf32=3 1' --expected_output='1x2x2x2xf32=3 6 9 12 1 2 3 4' --atol=0");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   run = testing::run_kiln("run --module=" + dir + "/inputs.kmod --input='1x1x2x2xf32=1 2 3 4'");
   EXPECT_EQ(run.exit_code, 2) << run.output;
@@ -399,17 +438,23 @@ namespace {
 
 TEST(KilnCliSymbols, OneSymbolBoundToTwoValuesIsRefusedNamingBothInputs) {
   std::string dir = testing::make_temp_dir("symbols");
-  auto compiled = testing::run_kiln("compile " + testing::model_path("small/two_inputs.onnx") + " -o " + dir + "/m.kmod");
+  auto compiled = testing::run_kiln("compile " + testing::model_path("small/two_inputs.onnx") +
+                                    " -o " + dir + "/m.kmod");
   ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
-  auto ok = testing::run_kiln("run --module=" + dir + "/m.kmod --input='2x4xf32=1 2 3 4 5 6 7 8' "
-                              "--input='2x4xf32=1 1 1 1 1 1 1 1' --expected_output='2x4xf32=2 3 4 5 6 7 8 9' --atol=0");
+  auto ok = testing::run_kiln(
+      "run --module=" + dir +
+      "/m.kmod --input='2x4xf32=1 2 3 4 5 6 7 8' "
+      "--input='2x4xf32=1 1 1 1 1 1 1 1' --expected_output='2x4xf32=2 3 4 5 6 7 8 9' --atol=0");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   std::string out = dir + "/o.npy";
-  auto bad = testing::run_kiln("run --module=" + dir + "/m.kmod --input='1x4xf32=1 2 3 4' "
-                               "--input='2x4xf32=1 1 1 1 1 1 1 1' --output=@" + out);
+  auto bad = testing::run_kiln("run --module=" + dir +
+                               "/m.kmod --input='1x4xf32=1 2 3 4' "
+                               "--input='2x4xf32=1 1 1 1 1 1 1 1' --output=@" +
+                               out);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   for (const char* fragment : {"'a'", "'b'", "'N'"}) {
-    EXPECT_NE(bad.output.find(fragment), std::string::npos) << fragment << " missing in " << bad.output;
+    EXPECT_NE(bad.output.find(fragment), std::string::npos)
+        << fragment << " missing in " << bad.output;
   }
   EXPECT_FALSE(std::filesystem::exists(out));
 }

@@ -117,7 +117,8 @@ TEST(DataDependentSizes, EachRunBindsItsOwnSizes) {
   EXPECT_EQ((*out)[1].shape(), (ConcreteShape{1, 2}));
   EXPECT_EQ(values_of<float>((*out)[1]), (std::vector<float>{4, -4}));  // 2*2, 2*-2
   EXPECT_EQ(values_of<int64_t>((*out)[2]), (std::vector<int64_t>{1, 0}));
-  EXPECT_EQ(bound, (Bindings{{"N", 2}, {"nonzero.size0", 3}, {"compress.size0", 1}, {"topk.size0", 2}}));
+  EXPECT_EQ(bound,
+            (Bindings{{"N", 2}, {"nonzero.size0", 3}, {"compress.size0", 1}, {"topk.size0", 2}}));
 
   // Run 2 on the same session: N=3, no positive entry, every row kept, k=0 and then k=4.
   std::vector<Tensor> in2 = {f32({3, 4}, {-1, -2, -3, -4, -5, -6, -7, -8, 0, 0, 0, 0}),
@@ -131,7 +132,8 @@ TEST(DataDependentSizes, EachRunBindsItsOwnSizes) {
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_EQ(values_of<float>((*out)[1]),
             (std::vector<float>{-2, -4, -6, -8, -10, -12, -14, -16, 0, 0, 0, 0}));
-  EXPECT_EQ(values_of<int64_t>((*out)[2]), (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(values_of<int64_t>((*out)[2]),
+            (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
 
   // Run 1 again: the same answer as the first time.
   out = session->run(in1);
@@ -158,7 +160,8 @@ TEST(DataDependentSizes, RandomRunsMatchTheReferenceEvaluator) {
     for (size_t o = 0; o < actual->size(); ++o) {
       ASSERT_EQ((*actual)[o].shape(), (*expected)[o].shape()) << "run " << run << " output " << o;
       ASSERT_EQ((*actual)[o].dtype(), (*expected)[o].dtype());
-      const auto bytes = static_cast<size_t>((*actual)[o].element_count()) * dtype_size((*actual)[o].dtype());
+      const auto bytes =
+          static_cast<size_t>((*actual)[o].element_count()) * dtype_size((*actual)[o].dtype());
       EXPECT_EQ(std::memcmp((*actual)[o].data(), (*expected)[o].data(), bytes), 0)
           << "run " << run << " output " << o;
     }

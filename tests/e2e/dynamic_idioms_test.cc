@@ -26,7 +26,8 @@ class GraphBuilder {
     return graph_.add_input(name, dtype, std::move(shape));
   }
   ir::ValueId ints(std::vector<int64_t> values, bool scalar = false) {
-    ConcreteShape dims = scalar ? ConcreteShape{} : ConcreteShape{static_cast<int64_t>(values.size())};
+    ConcreteShape dims =
+        scalar ? ConcreteShape{} : ConcreteShape{static_cast<int64_t>(values.size())};
     Tensor t = Tensor::create(DType::kI64, dims).value();
     std::copy(values.begin(), values.end(), t.mutable_values<int64_t>().begin());
     return graph_.add_constant(fmt::format("c{}", counter_++), std::move(t));
@@ -44,8 +45,8 @@ class GraphBuilder {
     const std::string name = fmt::format("{}_{}", type, counter_++);
     std::vector<ir::ValueId> out;
     for (size_t i = 0; i < outputs; ++i) {
-      out.push_back(graph_.add_value(
-          ir::Value{fmt::format("{}_out{}", name, i), DType::kF32, {}, std::nullopt, std::nullopt, {}}));
+      out.push_back(graph_.add_value(ir::Value{
+          fmt::format("{}_out{}", name, i), DType::kF32, {}, std::nullopt, std::nullopt, {}}));
     }
     ir::Node node{name, type, std::move(inputs), out, std::move(attrs), {}, {}};
     graph_.add_node(std::move(node));
@@ -124,9 +125,8 @@ void expect_runs_at_every_size(const ir::Graph& graph, const std::vector<Binding
       ASSERT_EQ((*actual)[o].shape(), (*expected)[o].shape()) << label << "output " << o;
       auto compared = compare_tensors((*actual)[o], (*expected)[o], {1e-5, 1e-5, false});
       ASSERT_TRUE(compared.ok()) << compared.status().to_string();
-      EXPECT_EQ(compared->mismatches, 0)
-          << label << "output " << o << ": "
-          << format_compare_result(*compared, {1e-5, 1e-5, false});
+      EXPECT_EQ(compared->mismatches, 0) << label << "output " << o << ": "
+                                         << format_compare_result(*compared, {1e-5, 1e-5, false});
       EXPECT_TRUE(bitwise_equal((*actual)[o], (*bound_out)[o]))
           << label << "output " << o << ": dynamic and bound modules differ";
     }
@@ -198,8 +198,9 @@ TEST(DynamicIdioms, DimsEqualOnlyAtRunTime) {
 TEST(DynamicIdioms, UNetSkipAssumesEvenSizes) {
   GraphBuilder b("skip");
   const ir::ValueId x = b.input("x", {N, DimExpr(2), H, W});
-  const ir::ValueId pooled = b.op("MaxPool", {x}, attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
-                                                         {"strides", std::vector<int64_t>{2, 2}}}));
+  const ir::ValueId pooled = b.op("MaxPool", {x},
+                                  attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                         {"strides", std::vector<int64_t>{2, 2}}}));
   const ir::ValueId up = b.op("Resize", {pooled, b.floats({}, {0}), b.floats({1, 1, 2, 2}, {4})},
                               attrs({{"mode", std::string("nearest")}}));
   ir::Graph g = b.finish({b.op("Add", {up, x})});
@@ -227,16 +228,17 @@ TEST(DynamicIdioms, SamePaddingAndCeilModeWindows) {
   const ir::ValueId x = b.input("x", {N, DimExpr(3), H, W});
   std::vector<float> weights(4 * 3 * 3 * 3);
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = 0.05f * static_cast<float>(i % 7) - 0.1f;
-  const ir::ValueId conv =
-      b.op("Conv", {x, b.floats(weights, {4, 3, 3, 3})},
-           attrs({{"auto_pad", std::string("SAME_UPPER")}, {"strides", std::vector<int64_t>{2, 2}}}));
-  const ir::ValueId pool = b.op("MaxPool", {x}, attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
-                                                       {"strides", std::vector<int64_t>{3, 3}},
-                                                       {"ceil_mode", int64_t{1}}}));
-  const ir::ValueId avg = b.op(
-      "AveragePool", {x}, attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
-                                 {"strides", std::vector<int64_t>{2, 2}},
-                                 {"auto_pad", std::string("SAME_LOWER")}}));
+  const ir::ValueId conv = b.op(
+      "Conv", {x, b.floats(weights, {4, 3, 3, 3})},
+      attrs({{"auto_pad", std::string("SAME_UPPER")}, {"strides", std::vector<int64_t>{2, 2}}}));
+  const ir::ValueId pool = b.op("MaxPool", {x},
+                                attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                       {"strides", std::vector<int64_t>{3, 3}},
+                                       {"ceil_mode", int64_t{1}}}));
+  const ir::ValueId avg = b.op("AveragePool", {x},
+                               attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                      {"strides", std::vector<int64_t>{2, 2}},
+                                      {"auto_pad", std::string("SAME_LOWER")}}));
   ir::Graph g = b.finish({conv, pool, avg});
   EXPECT_TRUE(g.assumptions.empty());
   std::vector<Bindings> sizes;
@@ -252,7 +254,8 @@ TEST(DynamicIdioms, ReshapeAfterAClassToken) {
   const ir::ValueId cls = b.input("cls", {N, DimExpr(1), DimExpr(4)});
   const ir::ValueId joined = b.op("Concat", {cls, tokens}, attrs({{"axis", int64_t{1}}}));
   const ir::ValueId heads = b.op("Reshape", {joined, b.ints({0, 0, 2, -1})});
-  ir::Graph g = b.finish({b.op("Transpose", {heads}, attrs({{"perm", std::vector<int64_t>{0, 2, 1, 3}}}))});
+  ir::Graph g =
+      b.finish({b.op("Transpose", {heads}, attrs({{"perm", std::vector<int64_t>{0, 2, 1, 3}}}))});
   EXPECT_EQ(shape_to_string(g.value(g.outputs()[0]).shape), "[N,2,S + 1,2]");
   expect_runs_at_every_size(g, sizes_of("S", {0, 1, 6}));
 }
@@ -262,8 +265,8 @@ TEST(DynamicIdioms, ReshapeAfterAClassToken) {
 TEST(DynamicIdioms, ValuesComputedFromShapes) {
   GraphBuilder b("values");
   const ir::ValueId x = b.input("x", {N, S});
-  const ir::ValueId s_float = b.op("Cast", {b.op("Squeeze", {b.dim_of(x, 1), b.ints({0})})},
-                                   attrs({{"to", int64_t{1}}}));
+  const ir::ValueId s_float =
+      b.op("Cast", {b.op("Squeeze", {b.dim_of(x, 1), b.ints({0})})}, attrs({{"to", int64_t{1}}}));
   const ir::ValueId zero_f = b.floats({0}, {});
   const ir::ValueId one_f = b.floats({1}, {});
   const ir::ValueId positions = b.op("Range", {zero_f, s_float, one_f});
@@ -272,10 +275,11 @@ TEST(DynamicIdioms, ValuesComputedFromShapes) {
   const ir::ValueId eight_n = b.op("Mul", {n, b.ints({8}, true)});
   const ir::ValueId steps = b.op("Range", {b.ints({0}, true), eight_n, b.ints({1}, true)});
   const ir::ValueId p = b.floats({1, 2, 3, 4}, {1, 1, 4});
-  const ir::ValueId shape = b.op("Concat", {b.dim_of(x, 0), b.ints({-1, -1})},
-                                 attrs({{"axis", int64_t{0}}}));
-  const ir::ValueId ones = b.op("ConstantOfShape", {b.op("Shape", {shape})},
-                                attrs({{"value", int64_t{1}}, {"kiln_value_dtype", std::string("i64")}}));
+  const ir::ValueId shape =
+      b.op("Concat", {b.dim_of(x, 0), b.ints({-1, -1})}, attrs({{"axis", int64_t{0}}}));
+  const ir::ValueId ones =
+      b.op("ConstantOfShape", {b.op("Shape", {shape})},
+           attrs({{"value", int64_t{1}}, {"kiln_value_dtype", std::string("i64")}}));
   const ir::ValueId is_free = b.op("Equal", {shape, b.ints({-1}, true)});
   const ir::ValueId target = b.op("Where", {is_free, ones, shape});
   const ir::ValueId expanded = b.op("Expand", {p, target});
@@ -311,7 +315,8 @@ TEST(DynamicIdioms, FractionsOfADimThroughFloat) {
 
   GraphBuilder inexact("thirds");
   const ir::ValueId y = inexact.input("y", {N, S});
-  const ir::ValueId y_float = inexact.op("Cast", {inexact.dim_of(y, 1)}, attrs({{"to", int64_t{1}}}));
+  const ir::ValueId y_float =
+      inexact.op("Cast", {inexact.dim_of(y, 1)}, attrs({{"to", int64_t{1}}}));
   const ir::ValueId third = inexact.op(
       "Cast", {inexact.op("Floor", {inexact.op("Div", {y_float, inexact.floats({3.f}, {})})})},
       attrs({{"to", int64_t{7}}}));
@@ -330,27 +335,28 @@ TEST(DynamicIdioms, FractionsOfADimThroughFloat) {
 TEST(DynamicIdioms, PadAmountsThroughRank2Values) {
   GraphBuilder b("unet_pad");
   const ir::ValueId x = b.input("x", {N, DimExpr(2), H});
-  const ir::ValueId pooled = b.op("MaxPool", {x}, attrs({{"kernel_shape", std::vector<int64_t>{2}},
-                                                         {"strides", std::vector<int64_t>{2}}}));
+  const ir::ValueId pooled = b.op(
+      "MaxPool", {x},
+      attrs({{"kernel_shape", std::vector<int64_t>{2}}, {"strides", std::vector<int64_t>{2}}}));
   const ir::ValueId up = b.op("Resize", {pooled, b.floats({}, {0}), b.floats({1, 1, 2}, {3})},
                               attrs({{"mode", std::string("nearest")}}));
   const ir::ValueId diff = b.op("Sub", {b.dim_of(x, 2), b.dim_of(up, 2)});
   const ir::ValueId low = b.op("Div", {diff, b.ints({2})});
   const ir::ValueId high = b.op("Sub", {diff, low});
-  const ir::ValueId flat = b.op("Concat", {low, high, b.ints({0, 0, 0, 0})},
-                                attrs({{"axis", int64_t{0}}}));
+  const ir::ValueId flat =
+      b.op("Concat", {low, high, b.ints({0, 0, 0, 0})}, attrs({{"axis", int64_t{0}}}));
   const ir::ValueId pairs = b.op("Reshape", {flat, b.ints({-1, 2})});
   const ir::ValueId reversed =
       b.op("Slice", {pairs, b.ints({-1}), b.ints({-INT64_MAX}), b.ints({0}), b.ints({-1})});
-  const ir::ValueId pads =
-      b.op("Reshape", {b.op("Transpose", {reversed}, attrs({{"perm", std::vector<int64_t>{1, 0}}})),
-                       b.ints({-1})});
+  const ir::ValueId pads = b.op(
+      "Reshape",
+      {b.op("Transpose", {reversed}, attrs({{"perm", std::vector<int64_t>{1, 0}}})), b.ints({-1})});
   const ir::ValueId padded = b.op("Pad", {up, pads});
   ir::Graph g = b.finish({b.op("Add", {padded, x})});
   EXPECT_EQ(shape_to_string(g.value(g.outputs()[0]).shape), "[N,2,H]");
   EXPECT_TRUE(g.assumptions.empty());
-  expect_runs_at_every_size(g, {{{"N", 1}, {"H", 2}}, {{"N", 2}, {"H", 5}}, {{"N", 1}, {"H", 7}},
-                                {{"N", 3}, {"H", 12}}});
+  expect_runs_at_every_size(
+      g, {{{"N", 1}, {"H", 2}}, {{"N", 2}, {"H", 5}}, {{"N", 1}, {"H", 7}}, {{"N", 3}, {"H", 12}}});
 }
 
 }  // namespace

@@ -14,11 +14,11 @@
 
 #include "kiln/compiler/pipeline.h"
 #include "kiln/onnx/importer.h"
-#include "tests/support/onnx/test_models.h"
 #include "kiln/runtime/session.h"
 #include "kiln/suite/ort_reference.h"
 #include "kiln/tooling/comparator.h"
 #include "tests/support/expect.h"
+#include "tests/support/onnx/test_models.h"
 #include "tests/support/test_env.h"
 
 namespace kiln {
@@ -91,23 +91,25 @@ std::vector<double> old_semantics(const Case& c, const Tensor& x) {
 
 bool ort_available() {
   const char* source = std::getenv("KILN_SOURCE_DIR");
-  return source != nullptr && fs::exists(fs::path(source) / "tools/ort/node_modules/onnxruntime-node");
+  return source != nullptr &&
+         fs::exists(fs::path(source) / "tools/ort/node_modules/onnxruntime-node");
 }
 
 TEST(LegacyAxisOps, ImportedAtOpset17KeepTheirOldMeaning) {
   std::vector<Case> cases;
   for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) {
     for (int64_t opset : {11, 12}) {
-      for (std::optional<int64_t> axis : {std::optional<int64_t>{}, std::optional<int64_t>{0},
-                                          std::optional<int64_t>{2}, std::optional<int64_t>{-1},
-                                          std::optional<int64_t>{-2}}) {
+      for (std::optional<int64_t> axis :
+           {std::optional<int64_t>{}, std::optional<int64_t>{0}, std::optional<int64_t>{2},
+            std::optional<int64_t>{-1}, std::optional<int64_t>{-2}}) {
         for (bool relu : {false, true}) cases.push_back({op, opset, axis, relu});
       }
     }
   }
   const std::string dir = testing::make_temp_dir("legacy_axis_ops");
   const bool with_ort = ort_available();
-  if (!with_ort) std::fprintf(stderr, "onnxruntime-node is not installed: checking against float64 only\n");
+  if (!with_ort)
+    std::fprintf(stderr, "onnxruntime-node is not installed: checking against float64 only\n");
   suite::OrtRunner ort;
   if (with_ort) ort.script = std::string(std::getenv("KILN_SOURCE_DIR")) + "/tools/ort/run_ort.js";
   ort.cache_dir = dir + "/ort-cache";
@@ -118,15 +120,16 @@ TEST(LegacyAxisOps, ImportedAtOpset17KeepTheirOldMeaning) {
     ASSERT_TRUE(graph.ok()) << graph.status().to_string();
     auto contents = compiler::compile(std::move(graph).value(), {});
     ASSERT_TRUE(contents.ok()) << contents.status().to_string();
-    auto session = runtime::Session::create(std::make_shared<const module::ModuleContents>(std::move(contents).value()),
-                                            {"cpu", 1});
+    auto session = runtime::Session::create(
+        std::make_shared<const module::ModuleContents>(std::move(contents).value()), {"cpu", 1});
     ASSERT_TRUE(session.ok()) << session.status().to_string();
     const std::string model_path = dir + "/" + case_name(c) + ".onnx";
     {
       std::ofstream out(model_path, std::ios::binary);
       out << bytes;
     }
-    for (ConcreteShape dims : {ConcreteShape{1, 1, 4}, ConcreteShape{2, 3, 4}, ConcreteShape{3, 5, 4}}) {
+    for (ConcreteShape dims :
+         {ConcreteShape{1, 1, 4}, ConcreteShape{2, 3, 4}, ConcreteShape{3, 5, 4}}) {
       SCOPED_TRACE(fmt::format("x {}x{}x{}", dims[0], dims[1], dims[2]));
       Tensor x = Tensor::create(DType::kF32, dims).value();
       std::mt19937 rng(static_cast<unsigned>(dims[0] * 31 + dims[1]));
@@ -149,7 +152,8 @@ TEST(LegacyAxisOps, ImportedAtOpset17KeepTheirOldMeaning) {
       ASSERT_TRUE(reference.ok()) << reference.status().to_string();
       auto result = compare_tensors(y, (*reference)[0], Tolerance{1e-6, 1e-5});
       ASSERT_TRUE(result.ok()) << result.status().to_string();
-      EXPECT_TRUE(result->passed()) << "vs ONNX Runtime: " << format_compare_result(*result, Tolerance{1e-6, 1e-5});
+      EXPECT_TRUE(result->passed())
+          << "vs ONNX Runtime: " << format_compare_result(*result, Tolerance{1e-6, 1e-5});
     }
   }
 }

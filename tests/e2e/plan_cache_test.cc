@@ -36,8 +36,8 @@ ir::ValueId add_value(ir::Graph& g, const std::string& name, DType dtype = DType
 std::shared_ptr<const module::ModuleContents> compile_width_model() {
   ir::Graph g;
   g.name = "variable_width";
-  const ir::ValueId x = g.add_input("x", DType::kF32,
-                                    {DimExpr(1), DimExpr(2), DimExpr(6), DimExpr::symbol("W")});
+  const ir::ValueId x =
+      g.add_input("x", DType::kF32, {DimExpr(1), DimExpr(2), DimExpr(6), DimExpr::symbol("W")});
   const ir::ValueId w = g.add_constant("w", random_f32({4, 2, 3, 3}, 7));
   const ir::ValueId conv = add_value(g, "conv"), relu = add_value(g, "relu"),
                     probs = add_value(g, "probs");
@@ -160,7 +160,7 @@ TEST(PlanCache, TheArenaShrinksOnceThePlanThatNeededItIsEvicted) {
   const size_t large = session->arena_bytes();
   run_at(*session, 4);
   EXPECT_EQ(session->arena_bytes(), large);  // the 512 plan is still held
-  run_at(*session, 5);                      // evicts it
+  run_at(*session, 5);                       // evicts it
   EXPECT_LT(session->arena_bytes(), large);
   const Tensor small = run_at(*session, 4);
   EXPECT_TRUE(same_bits(small, run_at(*open(compile_width_model(), 0, 0), 4)));

@@ -25,9 +25,9 @@ using testing::read_f32_prefix;
 constexpr Tolerance kOrtTolerance{2e-5, 1e-5, false};
 
 // Compiles `onnx_file` (with optional bindings) to a module file and opens a session on it.
-std::unique_ptr<runtime::Session> compile_and_open(const std::string& onnx_file,
-                                                   const std::map<std::string, int64_t, std::less<>>& bind,
-                                                   const std::string& module_file) {
+std::unique_ptr<runtime::Session> compile_and_open(
+    const std::string& onnx_file, const std::map<std::string, int64_t, std::less<>>& bind,
+    const std::string& module_file) {
   auto graph = compiler::load_model(onnx_file, {});
   EXPECT_TRUE(graph.ok()) << graph.status().to_string();
   if (!graph.ok()) return nullptr;
@@ -59,7 +59,8 @@ class ResNet50 : public ::testing::TestWithParam<std::string> {
  protected:
   static std::string work_dir() {
     static std::string dir = [] {
-      auto path = std::filesystem::temp_directory_path() / ("kiln_resnet_e2e_" + std::to_string(getpid()));
+      auto path =
+          std::filesystem::temp_directory_path() / ("kiln_resnet_e2e_" + std::to_string(getpid()));
       std::filesystem::create_directories(path);
       return path.string();
     }();
@@ -87,10 +88,11 @@ TEST_P(ResNet50, DynamicModuleMatchesOnnxRuntimeAtEveryBatch) {
         model_path(GetParam() + ".ref_b" + std::to_string(batch) + ".bin"), {batch, 1000});
     auto result = compare_tensors(output, expected, kOrtTolerance);
     ASSERT_TRUE(result.ok()) << result.status().to_string();
-    std::printf("%s dynamic B=%lld: NaN: %lld/%lld, Inf: %lld, max abs err %.3g, max rel err %.3g\n",
-                GetParam().c_str(), static_cast<long long>(batch),
-                static_cast<long long>(result->actual_nan), static_cast<long long>(result->count),
-                static_cast<long long>(result->actual_inf), result->max_abs_error, result->max_rel_error);
+    std::printf(
+        "%s dynamic B=%lld: NaN: %lld/%lld, Inf: %lld, max abs err %.3g, max rel err %.3g\n",
+        GetParam().c_str(), static_cast<long long>(batch),
+        static_cast<long long>(result->actual_nan), static_cast<long long>(result->count),
+        static_cast<long long>(result->actual_inf), result->max_abs_error, result->max_rel_error);
     EXPECT_EQ(result->actual_nan, 0);
     EXPECT_EQ(result->actual_inf, 0);
     EXPECT_TRUE(result->passed()) << format_compare_result(*result, kOrtTolerance);
@@ -110,7 +112,8 @@ TEST_P(ResNet50, StaticModelMatchesOnnxRuntimeAndDynamicBitwise) {
 
   Tensor dynamic_output = run_one(dynamic_session(), input);
   EXPECT_TRUE(bitwise_equal(dynamic_output, static_output))
-      << "dynamic B=1 vs static: max abs difference " << max_abs_difference(dynamic_output, static_output);
+      << "dynamic B=1 vs static: max abs difference "
+      << max_abs_difference(dynamic_output, static_output);
 }
 
 TEST_P(ResNet50, DynamicModuleEqualsBatchBoundBuildBitwise) {
@@ -122,7 +125,8 @@ TEST_P(ResNet50, DynamicModuleEqualsBatchBoundBuildBitwise) {
   Tensor bound_output = run_one(*bound_session, input);
   Tensor dynamic_output = run_one(dynamic_session(), input);
   EXPECT_TRUE(bitwise_equal(dynamic_output, bound_output))
-      << "dynamic B=3 vs --bind N=3: max abs difference " << max_abs_difference(dynamic_output, bound_output);
+      << "dynamic B=3 vs --bind N=3: max abs difference "
+      << max_abs_difference(dynamic_output, bound_output);
 }
 
 TEST_P(ResNet50, BatchInvariance) {
@@ -139,7 +143,8 @@ TEST_P(ResNet50, BatchInvariance) {
     std::memcpy(row.mutable_data(), batched.data() + i * row.byte_size(), row.byte_size());
     worst = std::max(worst, max_abs_difference(row, alone));
   }
-  std::printf("%s batch invariance: max |row i of B=8 - image i alone| = %g\n", GetParam().c_str(), worst);
+  std::printf("%s batch invariance: max |row i of B=8 - image i alone| = %g\n", GetParam().c_str(),
+              worst);
   RecordProperty("batch_invariance_max_abs_diff", std::to_string(worst));
   EXPECT_EQ(worst, 0.0);
 }
@@ -152,7 +157,8 @@ TEST_P(ResNet50, OneNanPixelGivesNanOutputsLikeOnnxRuntime) {
   runtime::Session& session = dynamic_session();
   Tensor input = input_batch(2);
   Tensor clean = run_one(session, input);
-  input.mutable_values<float>()[(0 * 224 + 100) * 224 + 117] = std::numeric_limits<float>::quiet_NaN();
+  input.mutable_values<float>()[(0 * 224 + 100) * 224 + 117] =
+      std::numeric_limits<float>::quiet_NaN();
   Tensor output = run_one(session, input);
   ASSERT_EQ(output.shape(), (ConcreteShape{2, 1000}));
   auto out = output.values<float>();
@@ -165,7 +171,8 @@ TEST_P(ResNet50, OneNanPixelGivesNanOutputsLikeOnnxRuntime) {
               GetParam().c_str(), static_cast<long long>(nan0), static_cast<long long>(finite1));
   EXPECT_EQ(nan0, 1000);
   EXPECT_EQ(finite1, 1000);
-  EXPECT_EQ(std::memcmp(out.data() + 1000, clean.values<float>().data() + 1000, 1000 * sizeof(float)), 0);
+  EXPECT_EQ(
+      std::memcmp(out.data() + 1000, clean.values<float>().data() + 1000, 1000 * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ResNet50, ::testing::Values("resnet50-v1-12", "resnet50-v2-7"),

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kiln/tooling/npy.h"
 #include "kiln/tooling/comparator.h"
+#include "kiln/tooling/npy.h"
 #include "tests/support/test_env.h"
 
 namespace kiln {
@@ -48,13 +48,14 @@ testing::CommandResult run_shell(const std::string& command) {
 }
 
 std::string resnet_input(int batch) {
-  return "--input=" + std::to_string(batch) + "x3x224x224xf32=@" + model_path("input_b" + std::to_string(batch) + ".bin");
+  return "--input=" + std::to_string(batch) + "x3x224x224xf32=@" +
+         model_path("input_b" + std::to_string(batch) + ".bin");
 }
 
 TEST(TriageCli, CleanModelExitsZeroWithEveryLayerWithinTolerance) {
   const std::string dir = make_temp_dir("out");
-  auto result = run_kiln("triage " + model_path("resnet50-v1-12.onnx") + " " + resnet_input(1) + " -o " + dir +
-                         " --json " + dir + "/triage.json");
+  auto result = run_kiln("triage " + model_path("resnet50-v1-12.onnx") + " " + resnet_input(1) +
+                         " -o " + dir + " --json " + dir + "/triage.json");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("CLEAN"), std::string::npos) << result.output;
   nlohmann::json report = read_json(dir + "/triage.json");
@@ -76,15 +77,17 @@ TEST(TriageCli, CleanModelExitsZeroWithEveryLayerWithinTolerance) {
 TEST(TriageCli, FaultIsPinnedAndTheReproShowsIt) {
   const std::string dir = make_temp_dir("out");
   const std::string fault = "KILN_FAULT=dispatch:resnetv17_stage3__plus2:nan ";
-  auto result = run_shell(fault + testing::kiln_binary() + " triage " + model_path("resnet50-v1-12.onnx") + " " +
-                          resnet_input(1) + " -o " + dir + " --json " + dir + "/triage.json");
+  auto result =
+      run_shell(fault + testing::kiln_binary() + " triage " + model_path("resnet50-v1-12.onnx") +
+                " " + resnet_input(1) + " -o " + dir + " --json " + dir + "/triage.json");
   ASSERT_EQ(result.exit_code, 1) << result.output;
   EXPECT_NE(result.output.find("DIVERGED"), std::string::npos) << result.output;
   nlohmann::json report = read_json(dir + "/triage.json");
   EXPECT_EQ(report["verdict"], "diverged");
   const auto& first = report["first_divergence"];
-  EXPECT_EQ(first["nodes"], (nlohmann::json{"resnetv17_stage3_conv9_fwd", "resnetv17_stage3_batchnorm9_fwd",
-                                            "resnetv17_stage3__plus2", "resnetv17_stage3_activation2"}))
+  EXPECT_EQ(first["nodes"],
+            (nlohmann::json{"resnetv17_stage3_conv9_fwd", "resnetv17_stage3_batchnorm9_fwd",
+                            "resnetv17_stage3__plus2", "resnetv17_stage3_activation2"}))
       << first.dump();
   EXPECT_TRUE(first["at_fault"].get<bool>());
   EXPECT_EQ(first["nonfinite"], 1024 * 14 * 14);
@@ -98,7 +101,9 @@ TEST(TriageCli, FaultIsPinnedAndTheReproShowsIt) {
   EXPECT_EQ(report["layers"].size(), 57u);
 
   const std::string onnx_path = first["repro"]["onnx"];
-  auto checked = run_shell("/usr/bin/python3 -c 'import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]))' " + onnx_path);
+  auto checked = run_shell(
+      "/usr/bin/python3 -c 'import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]))' " +
+      onnx_path);
   EXPECT_EQ(checked.exit_code, 0) << checked.output;
 
   // The command carries the fault, rewritten to select the dispatch by its first ONNX node.
@@ -114,9 +119,9 @@ TEST(TriageCli, FaultIsPinnedAndTheReproShowsIt) {
 
 TEST(TriageCli, PerturbationInTheGlobalPool) {
   const std::string dir = make_temp_dir("out");
-  auto result = run_shell("KILN_FAULT=dispatch:resnetv24_pool1_fwd:perturb=0.01 " + testing::kiln_binary() + " triage " +
-                          model_path("resnet50-v2-7.onnx") + " " + resnet_input(1) + " -o " + dir + " --json " + dir +
-                          "/triage.json");
+  auto result = run_shell("KILN_FAULT=dispatch:resnetv24_pool1_fwd:perturb=0.01 " +
+                          testing::kiln_binary() + " triage " + model_path("resnet50-v2-7.onnx") +
+                          " " + resnet_input(1) + " -o " + dir + " --json " + dir + "/triage.json");
   ASSERT_EQ(result.exit_code, 1) << result.output;
   nlohmann::json report = read_json(dir + "/triage.json");
   const auto& first = report["first_divergence"];
@@ -130,10 +135,12 @@ TEST(TriageCli, PerturbationInTheGlobalPool) {
 TEST(TriageCli, DynamicBuildAgainstStaticBuildLayerByLayer) {
   const std::string dir = make_temp_dir("out");
   const std::string static_module = dir + "/static.kmod";
-  auto compiled = run_kiln("compile " + model_path("resnet50-v1-12-static.onnx") + " -o " + static_module);
+  auto compiled =
+      run_kiln("compile " + model_path("resnet50-v1-12-static.onnx") + " -o " + static_module);
   ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
-  auto result = run_kiln("triage " + model_path("resnet50-v1-12.onnx") + " " + resnet_input(1) + " --against=" +
-                         static_module + " -o " + dir + "/out --json " + dir + "/triage.json");
+  auto result = run_kiln("triage " + model_path("resnet50-v1-12.onnx") + " " + resnet_input(1) +
+                         " --against=" + static_module + " -o " + dir + "/out --json " + dir +
+                         "/triage.json");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   nlohmann::json report = read_json(dir + "/triage.json");
   EXPECT_NE(report["reference"].get<std::string>().find("static.kmod"), std::string::npos);
@@ -148,7 +155,8 @@ TEST(TriageCli, DynamicBuildAgainstStaticBuildLayerByLayer) {
 
 TEST(TriageCli, AgainstOnnxRuntimeIsClean) {
   const char* source = std::getenv("KILN_SOURCE_DIR");
-  if (source == nullptr || !fs::exists(std::string(source) + "/tools/ort/node_modules/onnxruntime-node")) {
+  if (source == nullptr ||
+      !fs::exists(std::string(source) + "/tools/ort/node_modules/onnxruntime-node")) {
     GTEST_SKIP() << "onnxruntime-node is not installed: run scripts/setup.sh";
   }
   const std::string dir = make_temp_dir("out");
@@ -169,32 +177,40 @@ TEST(TriageCli, BadInputIsRefusedBeforeAnyWork) {
   ASSERT_EQ(run_kiln("compile " + model_path("resnet50-v2-7.onnx") + " -o " + other).exit_code, 0);
   const std::string model = model_path("resnet50-v1-12.onnx");
 
-  auto wrong_model = run_kiln("triage " + model + " " + resnet_input(1) + " --against=" + other + " -o " + dir + "/a");
+  auto wrong_model = run_kiln("triage " + model + " " + resnet_input(1) + " --against=" + other +
+                              " -o " + dir + "/a");
   EXPECT_EQ(wrong_model.exit_code, 2) << wrong_model.output;
-  EXPECT_NE(wrong_model.output.find("was not built from this model"), std::string::npos) << wrong_model.output;
-  EXPECT_NE(wrong_model.output.find("resnetv24_dense0_fwd"), std::string::npos) << wrong_model.output;
+  EXPECT_NE(wrong_model.output.find("was not built from this model"), std::string::npos)
+      << wrong_model.output;
+  EXPECT_NE(wrong_model.output.find("resnetv24_dense0_fwd"), std::string::npos)
+      << wrong_model.output;
   EXPECT_FALSE(fs::exists(dir + "/a"));
 
   auto small = Tensor::create(DType::kF32, {1, 3, 100, 100}).value();
   auto bytes = serialize_npy(small).value();
   std::ofstream(dir + "/small.npy", std::ios::binary) << bytes;
-  auto wrong_shape = run_kiln("triage " + model + " --input=@" + dir + "/small.npy -o " + dir + "/b");
+  auto wrong_shape =
+      run_kiln("triage " + model + " --input=@" + dir + "/small.npy -o " + dir + "/b");
   EXPECT_EQ(wrong_shape.exit_code, 2) << wrong_shape.output;
-  EXPECT_NE(wrong_shape.output.find("input 0 'data' dim 2: expected 224"), std::string::npos) << wrong_shape.output;
+  EXPECT_NE(wrong_shape.output.find("input 0 'data' dim 2: expected 224"), std::string::npos)
+      << wrong_shape.output;
   EXPECT_FALSE(fs::exists(dir + "/b"));
 
-  auto two_inputs = run_kiln("triage " + model + " " + resnet_input(1) + " " + resnet_input(1) + " -o " + dir + "/c");
+  auto two_inputs = run_kiln("triage " + model + " " + resnet_input(1) + " " + resnet_input(1) +
+                             " -o " + dir + "/c");
   EXPECT_EQ(two_inputs.exit_code, 2) << two_inputs.output;
   EXPECT_NE(two_inputs.output.find("takes 1 input"), std::string::npos) << two_inputs.output;
 
-  auto unknown = run_kiln("triage " + model + " " + resnet_input(1) + " --against=tensorflow -o " + dir + "/d");
+  auto unknown = run_kiln("triage " + model + " " + resnet_input(1) + " --against=tensorflow -o " +
+                          dir + "/d");
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
   EXPECT_NE(unknown.output.find("--against='tensorflow'"), std::string::npos) << unknown.output;
 
-  auto bad_fault = run_shell("KILN_FAULT=dispatch:3:melt " + testing::kiln_binary() + " triage " + model + " " +
-                             resnet_input(1) + " -o " + dir + "/e");
+  auto bad_fault = run_shell("KILN_FAULT=dispatch:3:melt " + testing::kiln_binary() + " triage " +
+                             model + " " + resnet_input(1) + " -o " + dir + "/e");
   EXPECT_EQ(bad_fault.exit_code, 2) << bad_fault.output;
-  EXPECT_NE(bad_fault.output.find("KILN_FAULT='dispatch:3:melt'"), std::string::npos) << bad_fault.output;
+  EXPECT_NE(bad_fault.output.find("KILN_FAULT='dispatch:3:melt'"), std::string::npos)
+      << bad_fault.output;
 }
 
 // Without -o the reports go to a new kiln-triage-XXXXXX folder in $TMPDIR, never the current
@@ -232,7 +248,8 @@ TEST_F(DispatchFiles, CompileDumpsOneFilePerDispatchWithOriginsAndFusedOps) {
   nlohmann::json index = read_json(dir_ + "/dump/index.json");
   ASSERT_EQ(index["dispatches"].size(), 8u);
   EXPECT_EQ(index["symbols"], (nlohmann::json{"N"}));
-  for (const auto& entry : index["dispatches"]) EXPECT_TRUE(fs::exists(dir_ + "/dump/" + entry["file"].get<std::string>()));
+  for (const auto& entry : index["dispatches"])
+    EXPECT_TRUE(fs::exists(dir_ + "/dump/" + entry["file"].get<std::string>()));
   nlohmann::json conv = read_json(dir_ + "/dump/d000_conv0.json");
   EXPECT_EQ(conv["op_type"], "Conv");
   ASSERT_EQ(conv["origins"].size(), 3u);
@@ -243,15 +260,17 @@ TEST_F(DispatchFiles, CompileDumpsOneFilePerDispatchWithOriginsAndFusedOps) {
   EXPECT_TRUE(conv["kernels"].is_string());  // chosen at run time
   EXPECT_NE(read_text(dir_ + "/dump/index.txt").find("<- conv2, add0, relu2"), std::string::npos);
 
-  auto stopped = run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " -o " + dir_ + "/x.kir --stop-after=fuse" +
-                          " --dump-dispatches=" + dir_ + "/dump2");
+  auto stopped = run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " -o " + dir_ +
+                          "/x.kir --stop-after=fuse" + " --dump-dispatches=" + dir_ + "/dump2");
   EXPECT_EQ(stopped.exit_code, 2) << stopped.output;
 }
 
 TEST_F(DispatchFiles, RunTraceWritesEveryDispatchsTensorsKernelsAndSummary) {
-  ASSERT_EQ(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " -o " + module_).exit_code, 0);
+  ASSERT_EQ(run_kiln("compile " + model_path("small/tiny_cnn.onnx") + " -o " + module_).exit_code,
+            0);
   const std::string trace = dir_ + "/trace";
-  auto ran = run_kiln("run --module=" + module_ + " " + input() + " --output=@" + dir_ + "/out.npy --trace=" + trace);
+  auto ran = run_kiln("run --module=" + module_ + " " + input() + " --output=@" + dir_ +
+                      "/out.npy --trace=" + trace);
   ASSERT_EQ(ran.exit_code, 0) << ran.output;
   EXPECT_NE(ran.output.find("d3_conv2 (Conv)"), std::string::npos) << ran.output;
   EXPECT_NE(ran.output.find("NaN 0/384"), std::string::npos) << ran.output;
@@ -274,7 +293,8 @@ TEST_F(DispatchFiles, RunTraceWritesEveryDispatchsTensorsKernelsAndSummary) {
   EXPECT_NE(read_text(trace + "/summary.txt").find("d7_softmax0"), std::string::npos);
 
   const std::string one = dir_ + "/one";
-  auto single = run_kiln("run --module=" + module_ + " " + input() + " --trace=" + one + " --trace-dispatch=add0");
+  auto single = run_kiln("run --module=" + module_ + " " + input() + " --trace=" + one +
+                         " --trace-dispatch=add0");
   ASSERT_EQ(single.exit_code, 0) << single.output;
   EXPECT_TRUE(fs::exists(one + "/d003_conv2.in0.npy"));
   EXPECT_TRUE(fs::exists(one + "/d003_conv2.in1.npy"));  // the weights too
@@ -282,7 +302,8 @@ TEST_F(DispatchFiles, RunTraceWritesEveryDispatchsTensorsKernelsAndSummary) {
   EXPECT_TRUE(fs::exists(one + "/d003_conv2.out0.npy"));
   EXPECT_FALSE(fs::exists(one + "/d002_conv1.out0.npy"));
 
-  auto unknown = run_kiln("run --module=" + module_ + " " + input() + " --trace=" + dir_ + "/u --trace-dispatch=nope");
+  auto unknown = run_kiln("run --module=" + module_ + " " + input() + " --trace=" + dir_ +
+                          "/u --trace-dispatch=nope");
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
   EXPECT_NE(unknown.output.find("'nope'"), std::string::npos) << unknown.output;
   auto alone = run_kiln("run --module=" + module_ + " " + input() + " --trace-dispatch=3");

@@ -38,7 +38,8 @@ struct Model {
   std::map<std::string, std::string> op_of;  // ONNX node -> op type
 
   bool has_origin_op(const module::Dispatch& d, const std::string& op) const {
-    return std::any_of(d.origins.begin(), d.origins.end(), [&](const std::string& n) { return op_of.at(n) == op; });
+    return std::any_of(d.origins.begin(), d.origins.end(),
+                       [&](const std::string& n) { return op_of.at(n) == op; });
   }
 
   // The five places of the issue, found from the dispatches' op types and origins.
@@ -99,23 +100,21 @@ class TriageFaults : public ::testing::TestWithParam<Case> {};
 // device decorator: TriageOptions::fault).
 std::string selector(const module::ModuleContents& module, int32_t d, size_t variant) {
   switch (variant % 3) {
-    case 0:
-      return std::to_string(d);
-    case 1:
-      return module.dispatches[d].name;
-    default:
-      return module.dispatches[d].origins.back();
+    case 0: return std::to_string(d);
+    case 1: return module.dispatches[d].name;
+    default: return module.dispatches[d].origins.back();
   }
 }
 
 TEST_P(TriageFaults, NamesTheFaultyDispatchAndFindsItAtFault) {
   const Case& c = GetParam();
   const Model& m = model(c.model);
-  std::vector<Tensor> inputs = {read_f32_prefix(model_path("input_b8.bin"), {c.batch, 3, 224, 224})};
+  std::vector<Tensor> inputs = {
+      read_f32_prefix(model_path("input_b8.bin"), {c.batch, 3, 224, 224})};
   auto reference = triage::evaluate_reference(m.graph, inputs);
   ASSERT_TRUE(reference.ok()) << reference.status().to_string();
   triage::TriageOptions options;
-  options.session.threads = 1;  // ctest runs tests side by side
+  options.session.threads = 1;               // ctest runs tests side by side
   options.compare_after_divergence = false;  // the CLI tests cover the full comparison
   triage::Triage triage(m.module, &m.graph, options);
 
@@ -127,18 +126,21 @@ TEST_P(TriageFaults, NamesTheFaultyDispatchAndFindsItAtFault) {
     EXPECT_EQ(clean->layers.size(), m.module->dispatches.size());
     for (const triage::LayerReport& layer : clean->layers) {
       EXPECT_TRUE(layer.compared) << layer.dispatch_name;
-      EXPECT_TRUE(layer.passed()) << layer.dispatch_name << ": " << format_compare_result(layer.result, layer.tolerance);
+      EXPECT_TRUE(layer.passed()) << layer.dispatch_name << ": "
+                                  << format_compare_result(layer.result, layer.tolerance);
     }
   }
 
   const std::vector<std::string> kinds = {"nan", "inf", "zero", "perturb=0.01"};
   size_t variant = 0;
   for (const Place& place : m.places()) {
-    std::printf("%s B=%lld, %s: dispatch %d '%s' <- %s\n", c.model.c_str(), static_cast<long long>(c.batch),
-                place.what.c_str(), place.dispatch, m.module->dispatches[place.dispatch].name.c_str(),
-                fmt::format("{}", fmt::join(m.module->dispatches[place.dispatch].origins, ", ")).c_str());
+    std::printf(
+        "%s B=%lld, %s: dispatch %d '%s' <- %s\n", c.model.c_str(), static_cast<long long>(c.batch),
+        place.what.c_str(), place.dispatch, m.module->dispatches[place.dispatch].name.c_str(),
+        fmt::format("{}", fmt::join(m.module->dispatches[place.dispatch].origins, ", ")).c_str());
     for (const std::string& kind : kinds) {
-      const std::string fault = "dispatch:" + selector(*m.module, place.dispatch, variant++) + ":" + kind;
+      const std::string fault =
+          "dispatch:" + selector(*m.module, place.dispatch, variant++) + ":" + kind;
       SCOPED_TRACE(place.what + ", KILN_FAULT=" + fault);
       triage::TriageOptions faulted = options;
       faulted.fault = triage::parse_fault(fault).value();
@@ -158,7 +160,8 @@ TEST_P(TriageFaults, NamesTheFaultyDispatchAndFindsItAtFault) {
         EXPECT_GT(layer.result.mismatches, 0);
       }
       // Every earlier layer matched.
-      for (size_t i = 0; i < d.layer; ++i) EXPECT_TRUE(result->layers[i].passed()) << result->layers[i].dispatch_name;
+      for (size_t i = 0; i < d.layer; ++i)
+        EXPECT_TRUE(result->layers[i].passed()) << result->layers[i].dispatch_name;
     }
   }
 }
@@ -167,7 +170,8 @@ INSTANTIATE_TEST_SUITE_P(ResNet50, TriageFaults,
                          ::testing::Values(Case{"resnet50-v1-12", 1}, Case{"resnet50-v1-12", 3},
                                            Case{"resnet50-v2-7", 1}, Case{"resnet50-v2-7", 3}),
                          [](const auto& info) {
-                           std::string name = info.param.model + "_b" + std::to_string(info.param.batch);
+                           std::string name =
+                               info.param.model + "_b" + std::to_string(info.param.batch);
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

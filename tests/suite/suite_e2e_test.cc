@@ -1,7 +1,8 @@
-// `kiln test-suite` end to end: planted regressions (KILN_FAULT, triage's fault decorator around the device) fail the run
-// naming the model, case and output with the error figures; strict expectations; the ONNX
-// backend-test folder layout without a manifest; ONNX Runtime references and their cache;
-// manifest errors with JSON paths; one broken model not stopping the others; reports and JUnit;
+// `kiln test-suite` end to end: planted regressions (KILN_FAULT, triage's fault decorator around
+// the device) fail the run naming the model, case and output with the error figures; strict
+// expectations; the ONNX backend-test folder layout without a manifest; ONNX Runtime references and
+// their cache; manifest errors with JSON paths; one broken model not stopping the others; reports
+// and JUnit;
 // `.pb` tensors in `kiln run`. The bound-vs-dynamic and batch-invariance checks are planted
 // through the library's test seam (a fault in the backend hits both builds alike).
 #include <gtest/gtest.h>
@@ -31,8 +32,8 @@ const std::string kNodeDir = "/usr/share/libonnx-testdata/data/node";
 std::string shell_quote(const std::string& text) { return "'" + text + "'"; }
 
 std::string kiln_models_args(const std::string& extra) {
-  return "test-suite " + shell_quote(kSuiteDir + "/kiln_models.json") + " --model-dir " + shell_quote(model_dir()) +
-         " --progress lines " + extra;
+  return "test-suite " + shell_quote(kSuiteDir + "/kiln_models.json") + " --model-dir " +
+         shell_quote(model_dir()) + " --progress lines " + extra;
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -42,8 +43,8 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 bool xml_validates(const std::string& path) {
-  std::string command = "xmllint --noout --schema " + shell_quote(kSuiteDir + "/junit.xsd") + " " + shell_quote(path) +
-                        " >/dev/null 2>&1";
+  std::string command = "xmllint --noout --schema " + shell_quote(kSuiteDir + "/junit.xsd") + " " +
+                        shell_quote(path) + " >/dev/null 2>&1";
   return std::system(command.c_str()) == 0;
 }
 
@@ -54,8 +55,9 @@ class ScopedFault {
   ~ScopedFault() { unsetenv("KILN_FAULT"); }
 };
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" << (haystack)
+#define EXPECT_CONTAINS(haystack, needle)                                                         \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" \
+                                                        << (haystack)
 
 TEST(SuiteFaults, TinyCnnPassesWithoutAFault) {
   auto r = run_kiln(kiln_models_args("--filter 'tiny_cnn/*'"));
@@ -122,10 +124,12 @@ TEST_F(SuiteManifests, AnExpectedFailureThatPassesFailsTheRun) {
   auto r = run_kiln("test-suite " + shell_quote(path) + " --progress lines");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_CONTAINS(r.output, "XPASS tiny_cnn/dynamic/N=1");
-  EXPECT_CONTAINS(r.output, "unexpected pass: expected fail-compare (a bug that has since been fixed)");
+  EXPECT_CONTAINS(r.output,
+                  "unexpected pass: expected fail-compare (a bug that has since been fixed)");
   EXPECT_CONTAINS(r.output, "4 unexpected passes");
   // Another backend's expectation does not apply to this one.
-  auto other = run_kiln("test-suite " + shell_quote(path) + " --backend cpu --progress none --filter static");
+  auto other = run_kiln("test-suite " + shell_quote(path) +
+                        " --backend cpu --progress none --filter static");
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_CONTAINS(other.output, "selects no case");
 }
@@ -134,7 +138,8 @@ TEST_F(SuiteManifests, AnExpectedFailureThatPassesFailsTheRun) {
 // must pass, and an entry whose cases pass is an unexpected pass.
 TEST_F(SuiteManifests, ExpectationsApplyToTheCasesTheyName) {
   ScopedFault fault("dispatch:fc0:nan");
-  auto path = write_manifest(R"({"models": [{"path": ")" + tiny() + R"(", "reference": "kiln-reference",
+  auto path =
+      write_manifest(R"({"models": [{"path": ")" + tiny() + R"(", "reference": "kiln-reference",
       "expect": {"cpu": [{"outcome": "fail-compare", "reason": "planted NaN", "cases": "*/N=3"},
                          {"outcome": "fail-compare", "reason": "planted NaN at N=1", "cases": "dynamic/N=1"},
                          {"outcome": "fail-run", "reason": "wrong stage", "cases": "bound/N=1"}]}}]})");
@@ -154,8 +159,9 @@ TEST_F(SuiteManifests, ExpectationsApplyToTheCasesTheyName) {
 }
 
 TEST_F(SuiteManifests, FailingAtADifferentStageThanExpectedFailsTheRun) {
-  auto path = write_manifest(R"({"models": [{"path": ")" + model_path("small/unsupported.onnx") +
-                             R"(", "expect": {"cpu": {"outcome": "fail-compile", "reason": "wrong stage"}}}]})");
+  auto path = write_manifest(
+      R"({"models": [{"path": ")" + model_path("small/unsupported.onnx") +
+      R"(", "expect": {"cpu": {"outcome": "fail-compile", "reason": "wrong stage"}}}]})");
   auto r = run_kiln("test-suite " + shell_quote(path) + " --progress none");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_CONTAINS(r.output, "FAIL unsupported (fail-import)");
@@ -168,7 +174,8 @@ TEST_F(SuiteManifests, OneBrokenModelDoesNotStopTheRest) {
   write_text(dir_ + "/short_b2.bin", "12345678");
   auto path = write_manifest(R"({"models": [
       {"path": "broken.onnx"},
-      {"name": "bad_input", "path": ")" + tiny() + R"(", "dims": {"N": [2]},
+      {"name": "bad_input", "path": ")" +
+                             tiny() + R"(", "dims": {"N": [2]},
        "inputs": {"data": {"file": "short_b{N}.bin"}}},
       {"path": ")" + tiny() + R"(", "dims": {"N": [2]}, "reference": "kiln-reference"}]})");
   auto r = run_kiln("test-suite " + shell_quote(path) + " --progress lines");
@@ -187,12 +194,14 @@ TEST_F(SuiteManifests, MalformedManifestsAreErrorsWithTheirJsonPath) {
     std::string expected;
   } cases[] = {
       {R"({"path": "TINY", "tolerence": {"atol": 1}})", "$.models[0].tolerence: unknown key"},
-      {R"({"path": "TINY", "dims": {"N": "3"}})", "$.models[0].dims.N: expected an array, got string"},
+      {R"({"path": "TINY", "dims": {"N": "3"}})",
+       "$.models[0].dims.N: expected an array, got string"},
       {R"({"path": "TINY", "inputs": {"data": {"file": "nowhere_b{N}.bin"}}})",
        "$.models[0].inputs.data.file: '" + dir_ + "/nowhere_b1.bin' does not exist"},
       {R"({"path": "TINY", "outputs": {"prob": {"tolerance": {"rtol": 2}}}})",
        "$.models[0].outputs.prob.tolerance.rtol: 2 is out of range"},
-      {R"({"path": "TINY", "tolerance": {"atol": -1}})", "$.models[0].tolerance.atol: -1 is out of range"},
+      {R"({"path": "TINY", "tolerance": {"atol": -1}})",
+       "$.models[0].tolerance.atol: -1 is out of range"},
   };
   for (const Case& c : cases) {
     std::string entry = c.model_entry;
@@ -208,7 +217,8 @@ TEST_F(SuiteManifests, MalformedManifestsAreErrorsWithTheirJsonPath) {
                              R"(", "inputs": {"image": {"generate": {}}}}]})");
   auto r = run_kiln("test-suite " + shell_quote(path) + " --progress none");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_CONTAINS(r.output, "$.models[0].inputs.image: the model has no input 'image' (its inputs: data)");
+  EXPECT_CONTAINS(r.output,
+                  "$.models[0].inputs.image: the model has no input 'image' (its inputs: data)");
 }
 
 TEST_F(SuiteManifests, OnnxRuntimeReferencesAreCached) {
@@ -221,7 +231,8 @@ TEST_F(SuiteManifests, OnnxRuntimeReferencesAreCached) {
   text.replace(text.find("SEED"), 4, "5");
   auto path = write_manifest(text);
   const std::string cache = dir_ + "/cache";
-  auto first = run_kiln("test-suite " + shell_quote(path) + " --cache-dir " + shell_quote(cache) + " --progress none");
+  auto first = run_kiln("test-suite " + shell_quote(path) + " --cache-dir " + shell_quote(cache) +
+                        " --progress none");
   EXPECT_EQ(first.exit_code, 0) << first.output;
   EXPECT_CONTAINS(first.output, "4 passed");
   int entries = 0;
@@ -247,24 +258,29 @@ TEST_F(SuiteManifests, OnnxRuntimeReferencesAreCached) {
 
 TEST_F(SuiteManifests, ReportsAndParallelJobs) {
   auto path = write_manifest(R"({"defaults": {"reference": "kiln-reference", "dims": {"N": [1, 2]}},
-      "models": [{"path": ")" + tiny() + R"("}, {"name": "again", "path": ")" + tiny() + R"("}]})");
+      "models": [{"path": ")" +
+                             tiny() + R"("}, {"name": "again", "path": ")" + tiny() + R"("}]})");
   const std::string md = dir_ + "/r.md", html = dir_ + "/r.html", junit = dir_ + "/j.xml";
-  auto r = run_kiln("test-suite " + shell_quote(path) + " -j 2 --threads 2 --progress lines --report " + shell_quote(md) +
-                    " --junit " + shell_quote(junit));
+  auto r =
+      run_kiln("test-suite " + shell_quote(path) + " -j 2 --threads 2 --progress lines --report " +
+               shell_quote(md) + " --junit " + shell_quote(junit));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_CONTAINS(r.output, "2 model(s), 2 at a time, 1 thread(s) each");
   EXPECT_CONTAINS(r.output, "8 cases");
   EXPECT_TRUE(xml_validates(junit));
-  auto html_run = run_kiln("test-suite " + shell_quote(path) + " --progress none --report " + shell_quote(html));
+  auto html_run = run_kiln("test-suite " + shell_quote(path) + " --progress none --report " +
+                           shell_quote(html));
   EXPECT_EQ(html_run.exit_code, 0) << html_run.output;
   std::ifstream md_in(md), html_in(html);
   std::string md_text((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
-  std::string html_text((std::istreambuf_iterator<char>(html_in)), std::istreambuf_iterator<char>());
+  std::string html_text((std::istreambuf_iterator<char>(html_in)),
+                        std::istreambuf_iterator<char>());
   EXPECT_CONTAINS(md_text, "### PASS again/bound/N=2");
   EXPECT_CONTAINS(md_text, "bound vs dynamic at N=2: bit for bit equal");
   EXPECT_CONTAINS(md_text, "batch invariance: every sample of N=2 equals the sample run alone");
   EXPECT_CONTAINS(html_text, "<h3>PASS tiny_cnn/dynamic/N=1</h3>");
-  auto bad = run_kiln("test-suite " + shell_quote(path) + " --report " + shell_quote(dir_ + "/r.txt"));
+  auto bad =
+      run_kiln("test-suite " + shell_quote(path) + " --report " + shell_quote(dir_ + "/r.txt"));
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_CONTAINS(bad.output, "must be .md or .html");
 }
@@ -272,7 +288,8 @@ TEST_F(SuiteManifests, ReportsAndParallelJobs) {
 TEST(SuiteFolders, OnnxBackendLayoutRunsWithoutAManifest) {
   if (!fs::exists(kNodeDir + "/test_relu")) GTEST_SKIP() << "libonnx-testdata is not installed";
   const std::string dir = make_temp_dir("node");
-  for (const char* name : {"test_relu", "test_conv_with_strides_padding", "test_gemm_default_no_bias", "test_det_2d"}) {
+  for (const char* name : {"test_relu", "test_conv_with_strides_padding",
+                           "test_gemm_default_no_bias", "test_det_2d"}) {
     fs::create_directory_symlink(kNodeDir + "/" + name, dir + "/" + name);
   }
   auto r = run_kiln("test-suite " + shell_quote(dir) + " --progress lines");
@@ -295,9 +312,11 @@ TEST(KilnRun, TakesTensorProtoFiles) {
   if (!fs::exists(kNodeDir + "/test_relu")) GTEST_SKIP() << "libonnx-testdata is not installed";
   const std::string dir = make_temp_dir("pb");
   const std::string set = kNodeDir + "/test_relu/test_data_set_0";
-  auto compiled = run_kiln("compile " + kNodeDir + "/test_relu/model.onnx -o " + dir + "/relu.kmod");
+  auto compiled =
+      run_kiln("compile " + kNodeDir + "/test_relu/model.onnx -o " + dir + "/relu.kmod");
   ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
-  auto r = run_kiln("run --module " + dir + "/relu.kmod --input @" + set + "/input_0.pb --expected_output @" + set +
+  auto r = run_kiln("run --module " + dir + "/relu.kmod --input @" + set +
+                    "/input_0.pb --expected_output @" + set +
                     "/output_0.pb --atol 0 --rtol 0 --output @" + dir + "/out.pb");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_CONTAINS(r.output, "PASS: 0/60 mismatches");
@@ -305,7 +324,8 @@ TEST(KilnRun, TakesTensorProtoFiles) {
   auto again = run_kiln("run --module " + dir + "/relu.kmod --input 3x4x5xf32=@" + set +
                         "/input_0.pb --expected_output @" + dir + "/out.pb --atol 0 --rtol 0");
   EXPECT_EQ(again.exit_code, 0) << again.output;
-  auto typed = run_kiln("run --module " + dir + "/relu.kmod --input 2x4x5xf32=@" + set + "/input_0.pb");
+  auto typed =
+      run_kiln("run --module " + dir + "/relu.kmod --input 2x4x5xf32=@" + set + "/input_0.pb");
   EXPECT_EQ(typed.exit_code, 2) << typed.output;
   EXPECT_CONTAINS(typed.output, "holds 3x4x5xf32");
   write_text(dir + "/bad.pb", "\xff\xff\xff garbage");
@@ -317,14 +337,17 @@ TEST(KilnRun, TakesTensorProtoFiles) {
 // The library's test seam plants a difference in one variant only.
 class SuiteChecks : public ::testing::Test {
  protected:
-  StatusOr<suite::SuiteResult> run(const std::string& batch_invariance,
-                                   std::function<void(const std::string&, std::vector<Tensor>&)> tamper) {
+  StatusOr<suite::SuiteResult> run(
+      const std::string& batch_invariance,
+      std::function<void(const std::string&, std::vector<Tensor>&)> tamper) {
     const std::string dir = make_temp_dir("lib");
     const std::string path = dir + "/suite.json";
     write_text(path, R"({"models": [{"path": ")" + model_path("small/tiny_cnn.onnx") +
                          R"(", "batch_invariance": ")" + batch_invariance + R"(",
-        "inputs": {"data": {"file": ")" + model_path("small") + R"(/tiny_input_b{N}.bin"}},
-        "outputs": {"prob": {"file": ")" + model_path("small") + R"(/tiny_cnn.ref_b{N}.bin",
+        "inputs": {"data": {"file": ")" +
+                         model_path("small") + R"(/tiny_input_b{N}.bin"}},
+        "outputs": {"prob": {"file": ")" +
+                         model_path("small") + R"(/tiny_cnn.ref_b{N}.bin",
                              "tolerance": {"atol": 2e-5, "rtol": 1e-5}}}}]})");
     auto manifest = suite::load_manifest(path);
     if (!manifest.ok()) return manifest.status();

@@ -18,8 +18,8 @@ namespace kiln::testing {
 ::testing::AssertionResult all_close(const Tensor& actual, const ConcreteShape& shape,
                                      const std::vector<double>& expected, Tolerance tolerance) {
   if (actual.shape() != shape) {
-    return ::testing::AssertionFailure()
-           << fmt::format("shape [{}], expected [{}]", fmt::join(actual.shape(), ","), fmt::join(shape, ","));
+    return ::testing::AssertionFailure() << fmt::format(
+               "shape [{}], expected [{}]", fmt::join(actual.shape(), ","), fmt::join(shape, ","));
   }
   auto widened = Tensor::create(DType::kF64, shape);
   if (!widened.ok()) return ::testing::AssertionFailure() << widened.status().to_string();

@@ -7,12 +7,9 @@ namespace kiln::testing {
 
 Tensor make_tensor(DType dtype, ConcreteShape shape, const std::vector<double>& values) {
   switch (dtype) {
-    case DType::kF32:
-      return f32(std::move(shape), values);
-    case DType::kF64:
-      return f64(std::move(shape), values);
-    case DType::kI64:
-      return i64(std::move(shape), values);
+    case DType::kF32: return f32(std::move(shape), values);
+    case DType::kF64: return f64(std::move(shape), values);
+    case DType::kI64: return i64(std::move(shape), values);
     case DType::kBool: {
       std::vector<uint8_t> bits;
       for (double v : values) bits.push_back(v != 0);

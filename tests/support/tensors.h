@@ -38,15 +38,18 @@ Tensor make_tensor(DType dtype, ConcreteShape shape, const std::vector<double>& 
 // or as int64 for i64, so that large integers stay exact).
 template <typename V = double>
 Tensor f32(ConcreteShape shape, const std::vector<V>& values) {
-  return make_tensor<float>(DType::kF32, std::move(shape), std::vector<float>(values.begin(), values.end()));
+  return make_tensor<float>(DType::kF32, std::move(shape),
+                            std::vector<float>(values.begin(), values.end()));
 }
 template <typename V = double>
 Tensor f64(ConcreteShape shape, const std::vector<V>& values) {
-  return make_tensor<double>(DType::kF64, std::move(shape), std::vector<double>(values.begin(), values.end()));
+  return make_tensor<double>(DType::kF64, std::move(shape),
+                             std::vector<double>(values.begin(), values.end()));
 }
 template <typename V = int64_t>
 Tensor i64(ConcreteShape shape, const std::vector<V>& values) {
-  return make_tensor<int64_t>(DType::kI64, std::move(shape), std::vector<int64_t>(values.begin(), values.end()));
+  return make_tensor<int64_t>(DType::kI64, std::move(shape),
+                              std::vector<int64_t>(values.begin(), values.end()));
 }
 inline Tensor i32(ConcreteShape shape, const std::vector<int32_t>& values) {
   return make_tensor<int32_t>(DType::kI32, std::move(shape), values);

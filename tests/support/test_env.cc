@@ -32,7 +32,8 @@ CommandResult run_kiln(const std::string& args) {
   if (pipe == nullptr) return result;
   std::array<char, 4096> buffer;
   size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.output.append(buffer.data(), n);
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
@@ -42,7 +43,8 @@ Tensor read_f32_prefix(const std::string& path, const ConcreteShape& shape) {
   Tensor tensor = Tensor::create(DType::kF32, shape).value();
   std::ifstream in(path, std::ios::binary);
   EXPECT_TRUE(in.good()) << "cannot open " << path << ": run `make models` first";
-  in.read(reinterpret_cast<char*>(tensor.mutable_data()), static_cast<std::streamsize>(tensor.byte_size()));
+  in.read(reinterpret_cast<char*>(tensor.mutable_data()),
+          static_cast<std::streamsize>(tensor.byte_size()));
   EXPECT_EQ(static_cast<size_t>(in.gcount()), tensor.byte_size()) << path << " is too short";
   return tensor;
 }
@@ -50,8 +52,8 @@ Tensor read_f32_prefix(const std::string& path, const ConcreteShape& shape) {
 std::string make_temp_dir(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string dir = (std::filesystem::temp_directory_path() /
-                     ("kiln_test_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" +
-                      info->name() + "_" + name))
+                     ("kiln_test_" + std::to_string(getpid()) + "_" + info->test_suite_name() +
+                      "_" + info->name() + "_" + name))
                         .string();
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);

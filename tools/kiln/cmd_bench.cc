@@ -65,11 +65,14 @@ int run_bench(const BenchFlags& flags) {
   if (Status bounds = flags.plan_cache.apply(options); !bounds.ok()) {
     return report_error("bench", bounds);
   }
-  if (Status fault = apply_fault_injection(options); !fault.ok()) return report_error("bench", fault);
+  if (Status fault = apply_fault_injection(options); !fault.ok())
+    return report_error("bench", fault);
   auto load_start = std::chrono::steady_clock::now();
   auto session = runtime::Session::open(flags.module, options);
   if (!session.ok()) return report_error("bench", session.status());
-  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+  double load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
+          .count();
 
   // The peer module of --against, prepared and warmed like --module; its errors name it.
   std::unique_ptr<runtime::Session> peer;
@@ -202,9 +205,11 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
   sub->add_option("--device", flags->device, device_help() + " (default cpu)");
   sub->add_option("--input", flags->inputs, "input tensor, as for `kiln run` (repeatable)");
-  sub->add_option("--warmup", flags->warmup, "untimed runs after the cold run")->check(CLI::NonNegativeNumber);
+  sub->add_option("--warmup", flags->warmup, "untimed runs after the cold run")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--repeat", flags->repeat, "timed runs")->check(CLI::PositiveNumber);
-  sub->add_option("--threads", flags->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--threads", flags->threads, "threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--json", flags->json, "also write the figures as JSON to this file");
   sub->add_flag("--per-dispatch", flags->per_dispatch,
                 "then time each dispatch over --repeat more runs: a table sorted by time, with "

@@ -21,7 +21,8 @@ struct CompileFlags {
 
 int run_compile(const CompileFlags& flags) {
   if (!flags.stop_after.empty() && !flags.dump_dispatches.empty()) {
-    return report_error("compile", invalid_argument("--dump-dispatches needs a full compile, not --stop-after"));
+    return report_error(
+        "compile", invalid_argument("--dump-dispatches needs a full compile, not --stop-after"));
   }
   auto bind = compiler::parse_bind_specs(flags.bind);
   if (!bind.ok()) return report_error("compile", bind.status());
@@ -52,8 +53,10 @@ int run_compile(const CompileFlags& flags) {
   auto contents = compiler::compile(std::move(graph).value(), options);
   if (!contents.ok()) return report_error("compile", contents.status());
   if (!flags.dump_dispatches.empty()) {
-    Status dumped = triage::write_dispatch_dump(flags.dump_dispatches, *contents, origin_ops, nullptr);
-    if (!dumped.ok()) return report_error("compile", std::move(dumped).with_note("in --dump-dispatches"));
+    Status dumped =
+        triage::write_dispatch_dump(flags.dump_dispatches, *contents, origin_ops, nullptr);
+    if (!dumped.ok())
+      return report_error("compile", std::move(dumped).with_note("in --dump-dispatches"));
   }
   Status written = module::write_module(*contents, flags.output);
   if (!written.ok()) return report_error("compile", written);
@@ -62,10 +65,12 @@ int run_compile(const CompileFlags& flags) {
     data_symbols.insert(data_symbols.end(), d.data_symbols.begin(), d.data_symbols.end());
   }
   const std::string from_data =
-      data_symbols.empty() ? "" : fmt::format(", bound from data [{}]", fmt::join(data_symbols, ","));
+      data_symbols.empty() ? ""
+                           : fmt::format(", bound from data [{}]", fmt::join(data_symbols, ","));
   std::printf("compiled '%s': %zu dispatches, symbols [%s]%s -> %s\n", contents->model_name.c_str(),
-              contents->dispatches.size(), fmt::format("{}", fmt::join(contents->symbols, ",")).c_str(),
-              from_data.c_str(), flags.output.c_str());
+              contents->dispatches.size(),
+              fmt::format("{}", fmt::join(contents->symbols, ",")).c_str(), from_data.c_str(),
+              flags.output.c_str());
   if (!contents->assumptions.empty()) {
     std::printf("assumes (checked when the sizes are bound at run time):\n");
     for (const Assumption& assumption : contents->assumptions) {
@@ -79,16 +84,21 @@ int run_compile(const CompileFlags& flags) {
 
 Command add_compile_command(CLI::App& app) {
   auto flags = std::make_shared<CompileFlags>();
-  CLI::App* sub = app.add_subcommand("compile", "compile an .onnx or .kir model into a module (.kmod)");
+  CLI::App* sub =
+      app.add_subcommand("compile", "compile an .onnx or .kir model into a module (.kmod)");
   sub->add_option("model", flags->model, "model file (.onnx or .kir)")->required();
-  sub->add_option("-o,--output", flags->output, "module file to write (.kmod), or .kir with --stop-after")
+  sub->add_option("-o,--output", flags->output,
+                  "module file to write (.kmod), or .kir with --stop-after")
       ->required();
   sub->add_option("--target", flags->target, "target device (cpu)");
   sub->add_option("--bind", flags->bind, "fix a symbolic dim, e.g. --bind N=3 (repeatable)");
-  sub->add_option("--stop-after", flags->stop_after, "stop after a stage (shapes|fold|fuse) and write its IR");
-  sub->add_option("--dump-dispatches", flags->dump_dispatches,
-                  "also describe every dispatch (ONNX origins, fused ops, symbolic shapes) in this directory");
-  sub->add_option("--opset-version", flags->opset, "upgrade an .onnx model to this opset (default 17)");
+  sub->add_option("--stop-after", flags->stop_after,
+                  "stop after a stage (shapes|fold|fuse) and write its IR");
+  sub->add_option(
+      "--dump-dispatches", flags->dump_dispatches,
+      "also describe every dispatch (ONNX origins, fused ops, symbolic shapes) in this directory");
+  sub->add_option("--opset-version", flags->opset,
+                  "upgrade an .onnx model to this opset (default 17)");
   sub->add_flag("--weights-as-inputs", flags->weights_as_inputs,
                 "keep initializers listed in graph.input as runtime inputs");
   return {sub, [flags] { return run_compile(*flags); }};

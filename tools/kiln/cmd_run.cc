@@ -45,7 +45,8 @@ std::string nonfinite_summary(const Tensor& tensor) {
       inf += std::isinf(v);
     }
   }
-  return fmt::format("NaN: {}/{}, Inf: {}/{}", nan, tensor.element_count(), inf, tensor.element_count());
+  return fmt::format("NaN: {}/{}, Inf: {}/{}", nan, tensor.element_count(), inf,
+                     tensor.element_count());
 }
 
 int run_module(const RunFlags& flags) {
@@ -58,7 +59,8 @@ int run_module(const RunFlags& flags) {
   std::vector<OutputSpec> output_specs;
   for (const std::string& spec : flags.outputs) {
     auto parsed = parse_output_spec(spec);
-    if (!parsed.ok()) return report_error("run", std::move(parsed).status().with_note("in --output"));
+    if (!parsed.ok())
+      return report_error("run", std::move(parsed).status().with_note("in --output"));
     output_specs.push_back(std::move(parsed).value());
   }
   auto expected = load_tensor_specs("--expected_output", flags.expected);
@@ -82,16 +84,18 @@ int run_module(const RunFlags& flags) {
   if (!session.ok()) return report_error("run", session.status());
   const auto& module = (*session)->module();
   if (output_specs.size() > module.outputs.size() || expected->size() > module.outputs.size()) {
-    return report_error("run", invalid_argument("the module has {} output(s); got {} --output and {} "
-                                                "--expected_output",
-                                                module.outputs.size(), output_specs.size(), expected->size()));
+    return report_error(
+        "run", invalid_argument("the module has {} output(s); got {} --output and {} "
+                                "--expected_output",
+                                module.outputs.size(), output_specs.size(), expected->size()));
   }
   std::unique_ptr<triage::Tracer> tracer;
   if (!flags.trace.empty()) {
     std::optional<std::string> only;
     if (!flags.trace_dispatch.empty()) only = flags.trace_dispatch;
     auto created = triage::Tracer::create(module, *inputs, flags.trace, only);
-    if (!created.ok()) return report_error("run", std::move(created).status().with_note("in --trace"));
+    if (!created.ok())
+      return report_error("run", std::move(created).status().with_note("in --trace"));
     tracer = std::move(created).value();
   }
   Bindings bindings;
@@ -122,14 +126,18 @@ int run_module(const RunFlags& flags) {
     const Tensor& output = (*outputs)[i];
     const std::string& name = module.values[module.outputs[i]].name;
     std::printf("output %zu '%s': %s, %s\n", i, name.c_str(),
-                format_tensor_type(output.dtype(), output.shape()).c_str(), nonfinite_summary(output).c_str());
+                format_tensor_type(output.dtype(), output.shape()).c_str(),
+                nonfinite_summary(output).c_str());
     if (i < output_specs.size()) {
       Status written = write_output(output_specs[i], output, stdout);
-      if (!written.ok()) return report_error("run", std::move(written).with_note("writing output '" + name + "'"));
+      if (!written.ok())
+        return report_error("run", std::move(written).with_note("writing output '" + name + "'"));
     }
     if (i < expected->size()) {
       auto result = compare_tensors(output, (*expected)[i], tolerance);
-      if (!result.ok()) return report_error("run", std::move(result).status().with_note("comparing output '" + name + "'"));
+      if (!result.ok())
+        return report_error(
+            "run", std::move(result).status().with_note("comparing output '" + name + "'"));
       std::printf("  vs expected: %s\n", format_compare_result(*result, tolerance).c_str());
       if (!result->passed()) exit_code = kExitMismatch;
     }
@@ -144,15 +152,22 @@ Command add_run_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run", "run a compiled module on inputs");
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
   sub->add_option("--device", flags->device, device_help() + " (default cpu)");
-  sub->add_option("--input", flags->inputs, "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values (repeatable)");
-  sub->add_option("--output", flags->outputs, "where output i goes: @file.bin, @file.npy or - (repeatable)");
-  sub->add_option("--expected_output", flags->expected, "expected output i, same forms as --input (repeatable)");
-  sub->add_option("--atol", flags->atol, "absolute tolerance for --expected_output")->check(CLI::NonNegativeNumber);
-  sub->add_option("--rtol", flags->rtol, "relative tolerance for --expected_output")->check(CLI::NonNegativeNumber);
-  sub->add_option("--threads", flags->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--input", flags->inputs,
+                  "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values (repeatable)");
+  sub->add_option("--output", flags->outputs,
+                  "where output i goes: @file.bin, @file.npy or - (repeatable)");
+  sub->add_option("--expected_output", flags->expected,
+                  "expected output i, same forms as --input (repeatable)");
+  sub->add_option("--atol", flags->atol, "absolute tolerance for --expected_output")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--rtol", flags->rtol, "relative tolerance for --expected_output")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--threads", flags->threads, "threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--trust-module", flags->trust_module, "skip the module checksum");
-  sub->add_option("--trace", flags->trace,
-                  "write every dispatch's inputs and outputs (.npy), descriptions and a summary to DIR");
+  sub->add_option(
+      "--trace", flags->trace,
+      "write every dispatch's inputs and outputs (.npy), descriptions and a summary to DIR");
   sub->add_option("--trace-dispatch", flags->trace_dispatch,
                   "with --trace: only this dispatch (index, dispatch name or ONNX node name)");
   sub->add_option("--profile", flags->profile,

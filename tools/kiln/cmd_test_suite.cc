@@ -3,12 +3,12 @@
 
 #include "commands.h"
 #include "kiln/suite/backend_layout.h"
-#include "kiln/triage/fault_device.h"
 #include "kiln/suite/junit.h"
 #include "kiln/suite/manifest.h"
 #include "kiln/suite/progress.h"
 #include "kiln/suite/report.h"
 #include "kiln/suite/suite_runner.h"
+#include "kiln/triage/fault_device.h"
 
 #ifndef KILN_DEFAULT_ORT_RUNNER
 #define KILN_DEFAULT_ORT_RUNNER ""
@@ -38,9 +38,12 @@ std::string env_or(const char* name, const std::string& fallback) {
 
 int run_test_suite(const TestSuiteFlags& flags) {
   std::error_code ec;
-  StatusOr<suite::Manifest> manifest = std::filesystem::is_directory(flags.suite, ec)
-                                           ? suite::load_suite_folder(flags.suite)
-                                           : suite::load_manifest(flags.suite, {flags.model_dir.empty() ? env_or("KILN_MODEL_DIR", "") : flags.model_dir});
+  StatusOr<suite::Manifest> manifest =
+      std::filesystem::is_directory(flags.suite, ec)
+          ? suite::load_suite_folder(flags.suite)
+          : suite::load_manifest(
+                flags.suite,
+                {flags.model_dir.empty() ? env_or("KILN_MODEL_DIR", "") : flags.model_dir});
   if (!manifest.ok()) return report_error("test-suite", manifest.status());
   if (!flags.report.empty()) {
     // Checked before the run so a typo does not cost one.
@@ -59,7 +62,8 @@ int run_test_suite(const TestSuiteFlags& flags) {
   options.jobs = flags.jobs;
   options.threads = flags.threads;
   options.filter = suite::CaseFilter(flags.filters);
-  options.ort.script = flags.ort_runner.empty() ? env_or("KILN_ORT_RUNNER", KILN_DEFAULT_ORT_RUNNER) : flags.ort_runner;
+  options.ort.script = flags.ort_runner.empty() ? env_or("KILN_ORT_RUNNER", KILN_DEFAULT_ORT_RUNNER)
+                                                : flags.ort_runner;
   options.ort.cache_dir = flags.cache_dir;
   options.progress = &progress;
   auto fault = triage::fault_from_environment();
@@ -72,11 +76,13 @@ int run_test_suite(const TestSuiteFlags& flags) {
   std::fflush(stdout);
   if (!flags.junit.empty()) {
     Status written = suite::write_junit(flags.junit, *result);
-    if (!written.ok()) return report_error("test-suite", std::move(written).with_note("writing --junit"));
+    if (!written.ok())
+      return report_error("test-suite", std::move(written).with_note("writing --junit"));
   }
   if (!flags.report.empty()) {
     Status written = suite::write_report(flags.report, *result);
-    if (!written.ok()) return report_error("test-suite", std::move(written).with_note("writing --report"));
+    if (!written.ok())
+      return report_error("test-suite", std::move(written).with_note("writing --report"));
   }
   return result->unexpected() > 0 ? kExitMismatch : kExitOk;
 }
@@ -85,25 +91,35 @@ int run_test_suite(const TestSuiteFlags& flags) {
 
 Command add_test_suite_command(CLI::App& app) {
   auto flags = std::make_shared<TestSuiteFlags>();
-  CLI::App* sub = app.add_subcommand(
-      "test-suite",
-      "run a model test suite: a manifest (.json, docs/test-suite.md) or a folder in the ONNX backend test layout");
-  sub->add_option("suite", flags->suite, "manifest file, or folder (model.onnx + test_data_set_N, or folders of them)")
+  CLI::App* sub =
+      app.add_subcommand("test-suite",
+                         "run a model test suite: a manifest (.json, docs/test-suite.md) or a "
+                         "folder in the ONNX backend test layout");
+  sub->add_option("suite", flags->suite,
+                  "manifest file, or folder (model.onnx + test_data_set_N, or folders of them)")
       ->required();
-  sub->add_option("--backend", flags->backend, "backend to compile for and run on (cpu), or `reference` for the float64 reference "
-                  "evaluator without compiling; picks the manifest's expectations");
-  sub->add_option("-j,--jobs", flags->jobs, "models to run in parallel (each gets threads/jobs threads)")
+  sub->add_option(
+      "--backend", flags->backend,
+      "backend to compile for and run on (cpu), or `reference` for the float64 reference "
+      "evaluator without compiling; picks the manifest's expectations");
+  sub->add_option("-j,--jobs", flags->jobs,
+                  "models to run in parallel (each gets threads/jobs threads)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--threads", flags->threads, "threads in total (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--threads", flags->threads, "threads in total (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--filter", flags->filters,
-                  "run only cases whose name (model/variant/size) contains this, or matches it as a glob (repeatable)");
+                  "run only cases whose name (model/variant/size) contains this, or matches it as "
+                  "a glob (repeatable)");
   sub->add_option("--junit", flags->junit, "write JUnit XML here");
   sub->add_option("--report", flags->report, "write a per-case report here (.md or .html)");
-  sub->add_option("--model-dir", flags->model_dir,
-                  "base folder of a manifest with \"root\": \"model-dir\" (default: $KILN_MODEL_DIR)");
-  sub->add_option("--cache-dir", flags->cache_dir, "where ONNX Runtime references are cached (default: <suite>/.kiln-cache)");
+  sub->add_option(
+      "--model-dir", flags->model_dir,
+      "base folder of a manifest with \"root\": \"model-dir\" (default: $KILN_MODEL_DIR)");
+  sub->add_option("--cache-dir", flags->cache_dir,
+                  "where ONNX Runtime references are cached (default: <suite>/.kiln-cache)");
   sub->add_option("--ort-runner", flags->ort_runner,
-                  "tools/ort/run_ort.js, for \"reference\": \"onnxruntime\" (default: $KILN_ORT_RUNNER or the source tree's)");
+                  "tools/ort/run_ort.js, for \"reference\": \"onnxruntime\" (default: "
+                  "$KILN_ORT_RUNNER or the source tree's)");
   sub->add_option("--progress", flags->progress, "progress display: auto, bar, lines, none")
       ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
   return {sub, [flags] { return run_test_suite(*flags); }};

@@ -39,7 +39,8 @@ int run_triage(const TriageFlags& flags) {
   request.model = flags.model;
   for (const std::string& spec : flags.inputs) {
     auto tensor = parse_tensor_spec(spec);
-    if (!tensor.ok()) return report_error("triage", std::move(tensor).status().with_note("in --input"));
+    if (!tensor.ok())
+      return report_error("triage", std::move(tensor).status().with_note("in --input"));
     request.inputs.push_back(std::move(tensor).value());
   }
   auto bind = compiler::parse_bind_specs(flags.bind);
@@ -64,7 +65,8 @@ int run_triage(const TriageFlags& flags) {
   std::printf("  report: %s\n", outcome->html_path.c_str());
   if (!flags.json.empty()) {
     Status written = write_file_atomically(flags.json, outcome->json.dump(2) + "\n");
-    if (!written.ok()) return report_error("triage", std::move(written).with_note("writing --json"));
+    if (!written.ok())
+      return report_error("triage", std::move(written).with_note("writing --json"));
   }
   return outcome->result.clean() ? kExitOk : kExitMismatch;
 }
@@ -74,18 +76,22 @@ int run_triage(const TriageFlags& flags) {
 Command add_triage_command(CLI::App& app) {
   auto flags = std::make_shared<TriageFlags>();
   CLI::App* sub = app.add_subcommand(
-      "triage", "find the first dispatch that diverges from a reference, and the ONNX nodes behind it");
+      "triage",
+      "find the first dispatch that diverges from a reference, and the ONNX nodes behind it");
   sub->add_option("model", flags->model, "model file (.onnx, or .kir)")->required();
   sub->add_option("--input", flags->inputs, "input tensor, as for `kiln run` (repeatable)");
-  sub->add_option("--against", flags->against,
-                  "reference: the float64 evaluator (default), onnxruntime, or another module (.kmod)");
-  sub->add_option("--bind", flags->bind, "fix a symbolic dim of the module under test, e.g. --bind N=1");
+  sub->add_option(
+      "--against", flags->against,
+      "reference: the float64 evaluator (default), onnxruntime, or another module (.kmod)");
+  sub->add_option("--bind", flags->bind,
+                  "fix a symbolic dim of the module under test, e.g. --bind N=1");
   sub->add_option("--json", flags->json, "also write the findings as JSON to this file");
   sub->add_option("-o,--output-dir", flags->output_dir,
                   "where report.html and the repro go (default: a new kiln-triage-XXXXXX folder in "
                   "$TMPDIR or /tmp, printed at the end)");
   sub->add_option("--device", flags->device, device_help() + " (default cpu)");
-  sub->add_option("--threads", flags->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--threads", flags->threads, "threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--atol", flags->atol, "absolute tolerance floor per layer (default 1e-5)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--rtol", flags->rtol, "relative tolerance per element (default 1e-4)")
@@ -93,8 +99,10 @@ Command add_triage_command(CLI::App& app) {
   sub->add_option("--scale-tol", flags->scale_tol,
                   "atol grows by this fraction of the layer's largest |expected| (default 1e-4)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--ort-runner", flags->ort_runner, "tools/ort/run_ort.js, for --against=onnxruntime");
-  sub->add_option("--node", flags->node, "node.js binary, for --against=onnxruntime (default node)");
+  sub->add_option("--ort-runner", flags->ort_runner,
+                  "tools/ort/run_ort.js, for --against=onnxruntime");
+  sub->add_option("--node", flags->node,
+                  "node.js binary, for --against=onnxruntime (default node)");
   return {sub, [flags] { return run_triage(*flags); }};
 }
 

@@ -12,10 +12,15 @@ StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text)
   uint64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   std::string_view suffix(end, text.data() + text.size() - end);
-  int shift = suffix.empty() ? 0 : suffix == "K" ? 10 : suffix == "M" ? 20 : suffix == "G" ? 30 : -1;
+  int shift = suffix.empty()  ? 0
+              : suffix == "K" ? 10
+              : suffix == "M" ? 20
+              : suffix == "G" ? 30
+                              : -1;
   if (error != std::errc() || end == text.data() || shift < 0 || value == 0 ||
       value > (UINT64_MAX >> shift)) {
-    return invalid_argument("{} '{}': expected a positive byte count such as 1048576, 512M or 2G", flag, text);
+    return invalid_argument("{} '{}': expected a positive byte count such as 1048576, 512M or 2G",
+                            flag, text);
   }
   return value << shift;
 }
@@ -28,7 +33,8 @@ Status apply_fault_injection(runtime::SessionOptions& options) {
   return ok_status();
 }
 
-StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag, const std::vector<std::string>& specs) {
+StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag,
+                                                const std::vector<std::string>& specs) {
   std::vector<Tensor> tensors;
   for (const std::string& spec : specs) {
     auto tensor = parse_tensor_spec(spec);

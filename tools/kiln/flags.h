@@ -35,6 +35,7 @@ std::string device_help();
 Status apply_fault_injection(runtime::SessionOptions& options);
 
 // Loads every `--input`-style spec in order; the error names the flag and the spec.
-StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag, const std::vector<std::string>& specs);
+StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag,
+                                                const std::vector<std::string>& specs);
 
 }  // namespace kiln::cli

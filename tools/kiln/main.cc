@@ -25,8 +25,8 @@ namespace {
 // itself once with a short spin. (Not with thread binding: libgomp has already bound this thread,
 // and the binding would carry over into the restarted process.)
 void restart_with_short_omp_spin(char** argv) {
-  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES",
-                           "GOMP_CPU_AFFINITY"}) {
+  for (const char* name :
+       {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"}) {
     if (std::getenv(name) != nullptr) return;
   }
   if (setenv("GOMP_SPINCOUNT", "3000", 1) != 0) return;
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<kiln::cli::Command> commands = {
       kiln::cli::add_import_command(app), kiln::cli::add_compile_command(app),
-      kiln::cli::add_run_command(app), kiln::cli::add_bench_command(app),
+      kiln::cli::add_run_command(app),    kiln::cli::add_bench_command(app),
       kiln::cli::add_triage_command(app), kiln::cli::add_test_suite_command(app)};
   try {
     app.parse(argc, argv);

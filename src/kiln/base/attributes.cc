@@ -21,7 +21,8 @@ StatusOr<int64_t> Attributes::get_int(const std::string& name, int64_t fallback)
 StatusOr<double> Attributes::get_float(const std::string& name, double fallback) const {
   auto it = values_.find(name);
   if (it != values_.end()) {
-    if (const int64_t* value = std::get_if<int64_t>(&it->second)) return static_cast<double>(*value);
+    if (const int64_t* value = std::get_if<int64_t>(&it->second))
+      return static_cast<double>(*value);
   }
   return get_as<double>(values_, name, fallback, "a float");
 }

@@ -1,5 +1,6 @@
-// Node and dispatch attributes: the ONNX attribute kinds kiln keeps (int, float, string, and lists of ints,
-// floats and strings). Tensor-valued attributes (Constant's `value`) become constants at import.
+// Node and dispatch attributes: the ONNX attribute kinds kiln keeps (int, float, string, and lists
+// of ints, floats and strings). Tensor-valued attributes (Constant's `value`) become constants at
+// import.
 #pragma once
 
 #include <cstdint>

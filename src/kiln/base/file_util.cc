@@ -105,8 +105,8 @@ StatusOr<AtomicFileWriter> AtomicFileWriter::open(const std::string& path) {
   writer.path_ = path;
   // O_EXCL with a random suffix: two writers of the same path never share a temporary file.
   for (int attempt = 0; attempt < 16; ++attempt) {
-    std::string temp = fmt::format("{}.tmp.{}.{:016x}", path, static_cast<long>(::getpid()),
-                                   random_u64());
+    std::string temp =
+        fmt::format("{}.tmp.{}.{:016x}", path, static_cast<long>(::getpid()), random_u64());
     int fd = open_retrying(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
       writer.fd_ = fd;

@@ -208,8 +208,8 @@ TEST_F(FileUtilTest, ReleasedMappedPagesReadBackUnchanged) {
   release_mapped_pages(nullptr, 4096);
   EXPECT_EQ(contents(), bytes);
 
-  Tensor t = Tensor::borrow_mapped(DType::kU8, {static_cast<int64_t>(bytes.size())},
-                                   mapped->data(), nullptr);
+  Tensor t = Tensor::borrow_mapped(DType::kU8, {static_cast<int64_t>(bytes.size())}, mapped->data(),
+                                   nullptr);
   t.release_resident();
   EXPECT_EQ(std::memcmp(t.data(), bytes.data(), bytes.size()), 0);
   // A tensor in ordinary memory keeps its bytes resident (release is a no-op there).

@@ -18,8 +18,8 @@ float bits_to_float(uint32_t bits) { return std::bit_cast<float>(bits); }
 double reference_half_value(uint16_t h) {
   const int exponent = (h >> 10) & 0x1f;
   const int mantissa = h & 0x3ff;
-  double magnitude = exponent == 0 ? std::ldexp(mantissa, -24)
-                                   : std::ldexp(1024 + mantissa, exponent - 25);
+  double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
   return (h & 0x8000u) ? -magnitude : magnitude;
 }
 
@@ -60,7 +60,7 @@ TEST(Half, RoundsToNearestTiesToEven) {
       ASSERT_EQ(float_to_half_bits(std::nextafter(mid, fb)), b) << std::hex << a;
     }
   }
-  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f), 0x3c00);  // tie, 1.0 is even
+  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f), 0x3c00);      // tie, 1.0 is even
   EXPECT_EQ(float_to_half_bits(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie, rounds up to even
   EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
 }
@@ -89,8 +89,8 @@ TEST(Half, Subnormals) {
   EXPECT_EQ(float_to_half_bits(0x1p-24f), 0x0001);  // smallest subnormal
   EXPECT_EQ(float_to_half_bits(-0x1p-24f), 0x8001);
   EXPECT_EQ(float_to_half_bits(0x3ffp-24f), 0x03ff);  // largest subnormal
-  EXPECT_EQ(float_to_half_bits(0x1p-14f), 0x0400);  // smallest normal
-  EXPECT_EQ(float_to_half_bits(0x1p-25f), 0x0000);  // tie between 0 and 2^-24: 0 is even
+  EXPECT_EQ(float_to_half_bits(0x1p-14f), 0x0400);    // smallest normal
+  EXPECT_EQ(float_to_half_bits(0x1p-25f), 0x0000);    // tie between 0 and 2^-24: 0 is even
   EXPECT_EQ(float_to_half_bits(-0x1p-25f), 0x8000);
   EXPECT_EQ(float_to_half_bits(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
   EXPECT_EQ(float_to_half_bits(3 * 0x1p-25f), 0x0002);  // tie between 1 and 2 ulps: 2 is even

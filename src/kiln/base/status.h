@@ -23,7 +23,7 @@ enum class StatusCode {
   kOutOfRange,       // a size or index beyond a limit
   kDataLoss,         // a file is truncated or corrupt
   kFailedPrecondition,
-  kInternal,         // a bug in kiln
+  kInternal,  // a bug in kiln
 };
 
 const char* status_code_name(StatusCode code);
@@ -121,9 +121,9 @@ class [[nodiscard]] StatusOr {
 #define KILN_CONCAT_INNER_(a, b) a##b
 #define KILN_CONCAT_(a, b) KILN_CONCAT_INNER_(a, b)
 
-#define KILN_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    ::kiln::Status kiln_status_ = (expr);       \
+#define KILN_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::kiln::Status kiln_status_ = (expr);        \
     if (!kiln_status_.ok()) return kiln_status_; \
   } while (0)
 
@@ -135,7 +135,7 @@ class [[nodiscard]] StatusOr {
 #define KILN_ASSIGN_OR_RETURN(lhs, expr) \
   KILN_ASSIGN_OR_RETURN_IMPL_(KILN_CONCAT_(kiln_statusor_, __LINE__), lhs, expr)
 
-#define KILN_CHECK(cond)                                               \
-  do {                                                                 \
-    if (!(cond)) ::kiln::check_failed(__FILE__, __LINE__, #cond);      \
+#define KILN_CHECK(cond)                                          \
+  do {                                                            \
+    if (!(cond)) ::kiln::check_failed(__FILE__, __LINE__, #cond); \
   } while (0)

@@ -18,7 +18,8 @@ Status use_parse(int x, int* out) {
 }
 
 TEST(Status, CarriesMessageAndNotesOutward) {
-  Status s = invalid_argument("bad dim {}", 3).with_note("in node 'a' (Conv)").with_note("in model 'm'");
+  Status s =
+      invalid_argument("bad dim {}", 3).with_note("in node 'a' (Conv)").with_note("in model 'm'");
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.to_string(), "invalid argument: bad dim 3\n  in node 'a' (Conv)\n  in model 'm'");
 }

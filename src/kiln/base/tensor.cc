@@ -18,7 +18,8 @@ std::shared_ptr<std::byte> allocate_aligned(size_t bytes) {
   void* raw = std::aligned_alloc(kAlignment, rounded);
   if (raw == nullptr) return nullptr;
   std::memset(raw, 0, rounded);
-  return std::shared_ptr<std::byte>(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(raw),
+                                    [](std::byte* p) { std::free(p); });
 }
 
 }  // namespace

@@ -19,9 +19,10 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
   for (const ir::Node& node : graph.nodes()) {
     for (const std::string& symbol : node.data_symbols) {
       if (!bindable.insert(symbol).second) {
-        return invalid_argument("{} binds symbol '{}' from its data, but that symbol is already "
-                                "bound by a graph input or another node",
-                                node.describe(), symbol);
+        return invalid_argument(
+            "{} binds symbol '{}' from its data, but that symbol is already "
+            "bound by a graph input or another node",
+            node.describe(), symbol);
       }
     }
   }
@@ -54,7 +55,8 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
     if (!value.constant && !is_input[v] && value.dim_values_denominator == 1) {
       bool all_bindable = true;
       for (const DimExpr& d : value.dim_values) {
-        for (const std::string& symbol : d.symbols()) all_bindable = all_bindable && bindable.count(symbol);
+        for (const std::string& symbol : d.symbols())
+          all_bindable = all_bindable && bindable.count(symbol);
       }
       if (all_bindable) out.known_values = value.dim_values;
     }

@@ -11,13 +11,14 @@
 namespace kiln::compiler {
 namespace {
 
-constexpr std::pair<Stage, std::string_view> kStageNames[] = {
-    {Stage::kShapes, "shapes"}, {Stage::kFold, "fold"}, {Stage::kFuse, "fuse"}, {Stage::kEmit, "emit"}};
+constexpr std::pair<Stage, std::string_view> kStageNames[] = {{Stage::kShapes, "shapes"},
+                                                              {Stage::kFold, "fold"},
+                                                              {Stage::kFuse, "fuse"},
+                                                              {Stage::kEmit, "emit"}};
 
 Status run_stage(ir::Graph& graph, const CompileOptions& options, Stage stage) {
   switch (stage) {
-    case Stage::kShapes:
-      return bind_symbols(graph, options.bind);
+    case Stage::kShapes: return bind_symbols(graph, options.bind);
     case Stage::kFold: {
       KILN_RETURN_IF_ERROR(passes::simplify(graph).status());
       KILN_RETURN_IF_ERROR(passes::canonicalize(graph).status());
@@ -30,8 +31,7 @@ Status run_stage(ir::Graph& graph, const CompileOptions& options, Stage stage) {
       KILN_RETURN_IF_ERROR(passes::fuse_gelu(graph).status());
       return passes::remove_dead(graph).status();
     }
-    case Stage::kEmit:
-      return ir::verify_graph(graph);
+    case Stage::kEmit: return ir::verify_graph(graph);
   }
   return internal_error("unknown stage");
 }
@@ -52,7 +52,8 @@ std::string_view stage_name(Stage stage) {
   return "?";
 }
 
-StatusOr<std::map<std::string, int64_t, std::less<>>> parse_bind_specs(const std::vector<std::string>& specs) {
+StatusOr<std::map<std::string, int64_t, std::less<>>> parse_bind_specs(
+    const std::vector<std::string>& specs) {
   std::map<std::string, int64_t, std::less<>> out;
   for (const std::string& spec : specs) {
     size_t eq = spec.find('=');
@@ -88,7 +89,8 @@ Status bind_symbols(ir::Graph& graph, const std::map<std::string, int64_t, std::
   }
   for (const auto& [name, value] : bind) {
     if (!used.count(name)) {
-      return invalid_argument("--bind {}={}: no graph input has a dim named '{}'", name, value, name);
+      return invalid_argument("--bind {}={}: no graph input has a dim named '{}'", name, value,
+                              name);
     }
   }
   return ops::infer_graph(graph);
@@ -101,7 +103,8 @@ Status run_stages(ir::Graph& graph, const CompileOptions& options, Stage last) {
   }
   for (const auto& [stage, name] : kStageNames) {
     Status status = run_stage(graph, options, stage);
-    if (!status.ok()) return std::move(status).with_note(fmt::format("in compiler stage '{}'", name));
+    if (!status.ok())
+      return std::move(status).with_note(fmt::format("in compiler stage '{}'", name));
     if (stage == last) break;
   }
   return ok_status();

@@ -35,7 +35,8 @@ Status run_stages(ir::Graph& graph, const CompileOptions& options, Stage last);
 
 // Parses `--bind` values "NAME=VALUE" (VALUE a non-negative integer); a later NAME wins. Errors
 // quote the spec.
-StatusOr<std::map<std::string, int64_t, std::less<>>> parse_bind_specs(const std::vector<std::string>& specs);
+StatusOr<std::map<std::string, int64_t, std::less<>>> parse_bind_specs(
+    const std::vector<std::string>& specs);
 
 // Replaces symbols named in `bind` by their values in the graph inputs and re-infers shapes.
 // Error if a name is not a symbol of any input.

@@ -26,7 +26,8 @@ constexpr MemoryType operator|(MemoryType a, MemoryType b) {
 }
 // Whether `have` includes every type in `wanted`.
 constexpr bool has_memory_type(MemoryType have, MemoryType wanted) {
-  return (static_cast<uint8_t>(have) & static_cast<uint8_t>(wanted)) == static_cast<uint8_t>(wanted);
+  return (static_cast<uint8_t>(have) & static_cast<uint8_t>(wanted)) ==
+         static_cast<uint8_t>(wanted);
 }
 
 // A device buffer. Backends derive from it to attach their own handles (a GPU's memory object);
@@ -59,7 +60,8 @@ struct BufferRef {
 
   // The host address of the place, or null when the buffer is null or not host-visible.
   std::byte* host_data() const {
-    return buffer != nullptr && buffer->host_data() != nullptr ? buffer->host_data() + offset : nullptr;
+    return buffer != nullptr && buffer->host_data() != nullptr ? buffer->host_data() + offset
+                                                               : nullptr;
   }
 };
 

@@ -32,7 +32,8 @@ class Device {
   virtual ~Device() = default;
   virtual std::string name() const = 0;
   // Whether the backend can run this dispatch; the error names the unsupported detail.
-  virtual Status supports(const DispatchSpec& dispatch, std::span<const ValueSpec> values) const = 0;
+  virtual Status supports(const DispatchSpec& dispatch,
+                          std::span<const ValueSpec> values) const = 0;
   // Builds an executable for concrete shapes. Kernel and layout choices depend only on `spec`.
   virtual StatusOr<std::unique_ptr<Executable>> prepare(const ProgramSpec& spec) = 0;
   // For a dispatch whose output sizes depend on data (module::Dispatch::data_symbols): computes

@@ -52,10 +52,12 @@ TEST(SyncQueue, CopiesInAndOutAndChecksBounds) {
 TEST(Registry, CreatesByNameAndListsTheDevicesForAnUnknownOne) {
   static bool made = false;
   // Factories are plain functions of the options; this one fails on purpose.
-  ASSERT_TRUE(register_device("hal_test_device", "a test's", [](const DeviceOptions&) -> StatusOr<std::unique_ptr<Device>> {
-                made = true;
-                return unimplemented("hal_test_device makes no device");
-              }).ok());
+  ASSERT_TRUE(register_device("hal_test_device", "a test's",
+                              [](const DeviceOptions&) -> StatusOr<std::unique_ptr<Device>> {
+                                made = true;
+                                return unimplemented("hal_test_device makes no device");
+                              })
+                  .ok());
   EXPECT_FALSE(register_device("hal_test_device", "again", {}).ok());
   EXPECT_FALSE(register_device("", "nameless", {}).ok());
   auto created = create_device("hal_test_device", {});
@@ -65,7 +67,8 @@ TEST(Registry, CreatesByNameAndListsTheDevicesForAnUnknownOne) {
   auto unknown = create_device("bogus", {});
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(unknown.status().message().find("unknown device 'bogus': available devices: "), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("unknown device 'bogus': available devices: "),
+            std::string::npos);
   EXPECT_NE(unknown.status().message().find("hal_test_device"), std::string::npos);
   bool listed = false;
   for (const DeviceInfo& info : registered_devices()) listed |= info.name == "hal_test_device";
@@ -75,14 +78,16 @@ TEST(Registry, CreatesByNameAndListsTheDevicesForAnUnknownOne) {
 // A device whose memory the host cannot see: every transfer must go through its queue.
 class OpaqueBuffer : public Buffer {
  public:
-  explicit OpaqueBuffer(size_t size) : Buffer(size, MemoryType::kDeviceLocal, nullptr), bytes(size) {}
+  explicit OpaqueBuffer(size_t size)
+      : Buffer(size, MemoryType::kDeviceLocal, nullptr), bytes(size) {}
   std::vector<std::byte> bytes;
 };
 
 class OpaqueAllocator : public Allocator {
  public:
   StatusOr<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryType wanted) override {
-    if (has_memory_type(wanted, MemoryType::kHostVisible)) return invalid_argument("no host-visible memory");
+    if (has_memory_type(wanted, MemoryType::kHostVisible))
+      return invalid_argument("no host-visible memory");
     return std::unique_ptr<Buffer>(std::make_unique<OpaqueBuffer>(bytes));
   }
 };
@@ -99,7 +104,9 @@ class OpaqueQueue : public Queue {
     pending.emplace_back(src, dst);
     return ok_status();
   }
-  Status submit(Executable& executable, const RunArgs& args) override { return executable.run(args); }
+  Status submit(Executable& executable, const RunArgs& args) override {
+    return executable.run(args);
+  }
   // Reads complete only at the fence.
   Status finish() override {
     for (auto& [src, dst] : pending) {
@@ -134,7 +141,9 @@ class PlusOne : public Executable {
 class OpaqueDevice : public Device {
  public:
   std::string name() const override { return "opaque"; }
-  Status supports(const DispatchSpec&, std::span<const ValueSpec>) const override { return ok_status(); }
+  Status supports(const DispatchSpec&, std::span<const ValueSpec>) const override {
+    return ok_status();
+  }
   StatusOr<std::unique_ptr<Executable>> prepare(const ProgramSpec&) override {
     return std::unique_ptr<Executable>(std::make_unique<PlusOne>());
   }
@@ -167,7 +176,8 @@ TEST(HostTensors, CopiedThroughDeviceBuffersWhenTheDeviceCannotAddressHostMemory
 
   std::vector<Tensor> wrong = {Tensor::create(DType::kF32, {4}).value()};
   Status mismatch = run_on_host(device, *exe, spec, {&x, 1}, wrong);
-  EXPECT_NE(mismatch.message().find("output 0 'y' must be f32 [3]"), std::string::npos) << mismatch.message();
+  EXPECT_NE(mismatch.message().find("output 0 'y' must be f32 [3]"), std::string::npos)
+      << mismatch.message();
 }
 
 }  // namespace

@@ -72,7 +72,8 @@ Status check_host_tensors(const ProgramSpec& spec, std::span<const Tensor> input
 }
 
 Status run_on_host(Device& device, Executable& executable, const ProgramSpec& spec,
-                   std::span<const Tensor> inputs, std::span<Tensor> outputs, RunObserver* observer) {
+                   std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                   RunObserver* observer) {
   KILN_RETURN_IF_ERROR(check_host_tensors(spec, inputs, outputs));
   std::vector<BufferRef> values(spec.values.size());
   std::vector<size_t> offsets(spec.values.size(), 0);
@@ -86,7 +87,8 @@ Status run_on_host(Device& device, Executable& executable, const ProgramSpec& sp
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> arena,
                         device.allocator().allocate(arena_bytes, MemoryType::kDeviceLocal));
   for (size_t v = 0; v < spec.values.size(); ++v) {
-    if (executable.storage_bytes(static_cast<int32_t>(v)) > 0) values[v] = {arena.get(), offsets[v]};
+    if (executable.storage_bytes(static_cast<int32_t>(v)) > 0)
+      values[v] = {arena.get(), offsets[v]};
   }
   HostTensorBinding binding(device);
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -34,7 +34,7 @@ struct DispatchSpec {
   std::string name;
   std::string op_type;
   const Attributes* attributes = nullptr;
-  std::vector<int32_t> inputs;   // indices into ProgramSpec::values; -1 for absent
+  std::vector<int32_t> inputs;  // indices into ProgramSpec::values; -1 for absent
   std::vector<int32_t> outputs;
   // Where the dispatch came from, for diagnostics and fault selection (KILN_FAULT,
   // triage/fault_device.h): its index in the module (-1: its position in

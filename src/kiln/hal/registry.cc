@@ -45,10 +45,12 @@ std::vector<DeviceInfo> registered_devices() {
 std::string device_names() {
   std::vector<std::string> names;
   for (const DeviceInfo& info : registered_devices()) names.push_back(info.name);
-  return names.empty() ? std::string("(none registered)") : fmt::format("{}", fmt::join(names, ", "));
+  return names.empty() ? std::string("(none registered)")
+                       : fmt::format("{}", fmt::join(names, ", "));
 }
 
-StatusOr<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options) {
+StatusOr<std::unique_ptr<Device>> create_device(std::string_view name,
+                                                const DeviceOptions& options) {
   DeviceFactory factory;
   {
     Registry& r = registry();
@@ -56,7 +58,8 @@ StatusOr<std::unique_ptr<Device>> create_device(std::string_view name, const Dev
     auto it = r.entries.find(name);
     if (it != r.entries.end()) factory = it->second.factory;
   }
-  if (!factory) return invalid_argument("unknown device '{}': available devices: {}", name, device_names());
+  if (!factory)
+    return invalid_argument("unknown device '{}': available devices: {}", name, device_names());
   return factory(options);
 }
 

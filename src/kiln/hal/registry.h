@@ -33,7 +33,8 @@ std::vector<DeviceInfo> registered_devices();
 std::string device_names();
 // Creates the backend `name`. Errors: an unknown name (the message lists the available devices),
 // or the backend's own (bad options).
-StatusOr<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options);
+StatusOr<std::unique_ptr<Device>> create_device(std::string_view name,
+                                                const DeviceOptions& options);
 // create_device, then `decorate` (when set) on the result.
 StatusOr<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options,
                                                 const DeviceDecorator& decorate);

@@ -7,10 +7,11 @@ namespace {
 
 StatusOr<std::byte*> host_range(const BufferRef& ref, size_t bytes, const char* what) {
   if (ref.buffer == nullptr) return invalid_argument("{}: no buffer", what);
-  if (ref.buffer->host_data() == nullptr) return invalid_argument("{}: the buffer is not host-visible", what);
+  if (ref.buffer->host_data() == nullptr)
+    return invalid_argument("{}: the buffer is not host-visible", what);
   if (ref.offset > ref.buffer->size() || bytes > ref.buffer->size() - ref.offset) {
-    return out_of_range("{}: {} bytes at offset {} exceed the {}-byte buffer", what, bytes, ref.offset,
-                        ref.buffer->size());
+    return out_of_range("{}: {} bytes at offset {} exceed the {}-byte buffer", what, bytes,
+                        ref.offset, ref.buffer->size());
   }
   return ref.buffer->host_data() + ref.offset;
 }
@@ -29,6 +30,8 @@ Status SyncQueue::read(const BufferRef& src, std::span<std::byte> dst) {
   return ok_status();
 }
 
-Status SyncQueue::submit(Executable& executable, const RunArgs& args) { return executable.run(args); }
+Status SyncQueue::submit(Executable& executable, const RunArgs& args) {
+  return executable.run(args);
+}
 
 }  // namespace kiln::hal

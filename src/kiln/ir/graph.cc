@@ -13,7 +13,8 @@ ValueId Graph::add_value(Value value) {
 }
 
 ValueId Graph::add_input(std::string name, DType dtype, Shape shape) {
-  ValueId id = add_value(Value{std::move(name), dtype, std::move(shape), std::nullopt, std::nullopt});
+  ValueId id =
+      add_value(Value{std::move(name), dtype, std::move(shape), std::nullopt, std::nullopt});
   inputs_.push_back(id);
   return id;
 }
@@ -110,7 +111,8 @@ void Graph::remove_dead() {
       if (in != kAbsent) in = remap[in];
     }
     for (ValueId& out : node.outputs) out = remap[out];
-    for (ValueId out : node.outputs) kept_values[out].producer = static_cast<NodeId>(kept_nodes.size());
+    for (ValueId out : node.outputs)
+      kept_values[out].producer = static_cast<NodeId>(kept_nodes.size());
     kept_nodes.push_back(std::move(node));
   }
   for (ValueId& in : inputs_) in = remap[in];
@@ -132,7 +134,8 @@ Status Graph::topological_sort() {
     progress = false;
     for (size_t n = 0; n < nodes_.size(); ++n) {
       if (placed[n]) continue;
-      if (erased_[n]) {  // still lists outputs that a fusion gave to another node: none defined here
+      if (erased_[n]) {  // still lists outputs that a fusion gave to another node: none defined
+                         // here
         placed[n] = true;
         order.push_back(n);
         progress = true;
@@ -184,22 +187,26 @@ Status verify_graph(const Graph& graph) {
   for (const Node& node : graph.nodes()) {
     for (ValueId in : node.inputs) {
       if (in == kAbsent) continue;
-      if (!in_range(in)) return invalid_argument("{}: input id {} out of range", node.describe(), in);
+      if (!in_range(in))
+        return invalid_argument("{}: input id {} out of range", node.describe(), in);
       if (!defined[in]) {
         return invalid_argument("{}: input '{}' is used before it is defined", node.describe(),
                                 values[in].name);
       }
     }
     for (ValueId out : node.outputs) {
-      if (!in_range(out)) return invalid_argument("{}: output id {} out of range", node.describe(), out);
+      if (!in_range(out))
+        return invalid_argument("{}: output id {} out of range", node.describe(), out);
       if (defined[out]) {
-        return invalid_argument("{}: output '{}' is defined twice", node.describe(), values[out].name);
+        return invalid_argument("{}: output '{}' is defined twice", node.describe(),
+                                values[out].name);
       }
       defined[out] = true;
     }
   }
   for (ValueId out : graph.outputs()) {
-    if (!in_range(out) || !defined[out]) return invalid_argument("graph output id {} is not defined", out);
+    if (!in_range(out) || !defined[out])
+      return invalid_argument("graph output id {} is not defined", out);
   }
   return ok_status();
 }

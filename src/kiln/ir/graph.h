@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "kiln/base/attributes.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
-#include "kiln/base/attributes.h"
 #include "kiln/shape/assumption.h"
 #include "kiln/shape/shape.h"
 
@@ -46,9 +46,9 @@ struct Value {
 };
 
 struct Node {
-  std::string name;     // ONNX node name (or a generated one, unique in the graph)
-  std::string op_type;  // ONNX op type, or a kiln op such as "kiln.FusedConv"
-  std::vector<ValueId> inputs;   // kAbsent for an omitted optional input
+  std::string name;             // ONNX node name (or a generated one, unique in the graph)
+  std::string op_type;          // ONNX op type, or a kiln op such as "kiln.FusedConv"
+  std::vector<ValueId> inputs;  // kAbsent for an omitted optional input
   std::vector<ValueId> outputs;
   Attributes attributes;
   std::vector<std::string> origins;  // ONNX node names this node came from
@@ -90,7 +90,9 @@ class Graph {
 
   std::optional<ValueId> find_value(const std::string& name) const;
   // True if the value is a constant with data.
-  bool is_constant(ValueId id) const { return id != kAbsent && values_.at(id).constant.has_value(); }
+  bool is_constant(ValueId id) const {
+    return id != kAbsent && values_.at(id).constant.has_value();
+  }
   // Nodes that read each value (computed on demand; O(nodes)).
   std::vector<std::vector<NodeId>> consumers() const;
   // A name not yet used by any value, derived from `base`.

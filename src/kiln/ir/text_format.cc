@@ -55,7 +55,9 @@ std::string quote(std::string_view s) {
   return out + "\"";
 }
 
-std::string word_or_quote(std::string_view s) { return is_bare_word(s) ? std::string(s) : quote(s); }
+std::string word_or_quote(std::string_view s) {
+  return is_bare_word(s) ? std::string(s) : quote(s);
+}
 
 std::string type_text(DType dtype, const Shape& shape) {
   return std::string(dtype_name(dtype)) + shape_to_string(shape);
@@ -152,7 +154,8 @@ std::string print_header(const Graph& graph, const Layout& layout) {
     std::vector<std::string> ins, outs, attrs, origins;
     for (ValueId id : node.inputs) ins.push_back(value_ref(graph, id));
     for (ValueId id : node.outputs) outs.push_back(value_ref(graph, id));
-    for (const auto& [name, attr] : node.attributes.all()) attrs.push_back(attribute_text(name, attr));
+    for (const auto& [name, attr] : node.attributes.all())
+      attrs.push_back(attribute_text(name, attr));
     for (const auto& origin : node.origins) origins.push_back(quote(origin));
     out += fmt::format("node {} {} in({}) out({})", quote(node.name), word_or_quote(node.op_type),
                        fmt::join(ins, ", "), fmt::join(outs, ", "));
@@ -168,7 +171,8 @@ Status check_representable(const Graph& graph) {
   std::set<std::string> names;
   for (ValueId id : graph.inputs()) {
     if (graph.is_constant(id)) {
-      return invalid_argument("value '{}' is both a graph input and a constant", graph.value(id).name);
+      return invalid_argument("value '{}' is both a graph input and a constant",
+                              graph.value(id).name);
     }
   }
   auto check_value = [&](ValueId id) -> Status {
@@ -200,7 +204,8 @@ Status check_representable(const Graph& graph) {
       return invalid_argument("two nodes are named '{}'", node.name);
     }
     for (ValueId id : node.outputs) {
-      if (id == kAbsent) return unimplemented("{} has an absent output, which .kir cannot hold", node.describe());
+      if (id == kAbsent)
+        return unimplemented("{} has an absent output, which .kir cannot hold", node.describe());
       KILN_RETURN_IF_ERROR(check_value(id));
     }
   }
@@ -212,7 +217,8 @@ Status check_representable(const Graph& graph) {
 std::string print_graph_text(const Graph& graph, bool include_constant_data) {
   Layout layout = layout_constants(graph);
   std::string out = print_header(graph, layout);
-  if (!include_constant_data) return out + fmt::format("blob {} (data omitted)\n", layout.blob_size);
+  if (!include_constant_data)
+    return out + fmt::format("blob {} (data omitted)\n", layout.blob_size);
   out += fmt::format("blob {}\n", layout.blob_size);
   size_t blob_start = out.size();
   out.resize(blob_start + layout.blob_size, '\0');

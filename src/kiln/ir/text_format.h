@@ -7,15 +7,15 @@
 //   symbols N
 //   input "data": f32[N,3,224,224]
 //   const "conv0.w": f32[64,3,7,7] offset=0 size=37632
-//   node "conv0" Conv in("data": f32[N,3,224,224], "conv0.w": f32[64,3,7,7], -) out("c0": f32[N,64,112,112]) attrs(kernel_shape:ints=[7,7], pads:ints=[3,3,3,3]) origins("conv0")
-//   output "y": f32[N,1000]
-//   blob 37632
-//   <37632 raw bytes>
+//   node "conv0" Conv in("data": f32[N,3,224,224], "conv0.w": f32[64,3,7,7], -) out("c0":
+//   f32[N,64,112,112]) attrs(kernel_shape:ints=[7,7], pads:ints=[3,3,3,3]) origins("conv0") output
+//   "y": f32[N,1000] blob 37632 <37632 raw bytes>
 //
 // Lines:
 //   - names (graph, values, nodes, origins, string attributes) are double-quoted; `"` and `\` are
 //     escaped with `\`, control bytes as \n \t \r or \xHH; other bytes (UTF-8) are kept;
-//   - a type is a dtype name (dtype.h) followed by shape_to_string (shape.h): f32[N,floor((N + 1)/2)];
+//   - a type is a dtype name (dtype.h) followed by shape_to_string (shape.h): f32[N,floor((N +
+//   1)/2)];
 //   - `-` is an absent optional node input;
 //   - op types and attribute names are bare when they are made of [A-Za-z0-9_.-], else quoted;
 //   - attributes are name:kind=value with kind int, float, string, ints, floats or strings;

@@ -87,7 +87,8 @@ class Cursor {
 
   StatusOr<std::string> quoted(std::string_view what) {
     skip_spaces();
-    if (pos_ >= text_.size() || text_[pos_] != '"') return error(fmt::format("{} (a quoted string)", what));
+    if (pos_ >= text_.size() || text_[pos_] != '"')
+      return error(fmt::format("{} (a quoted string)", what));
     ++pos_;
     std::string out;
     while (pos_ < text_.size() && text_[pos_] != '"') {
@@ -99,15 +100,17 @@ class Cursor {
       if (pos_ >= text_.size()) break;
       char e = text_[pos_++];
       switch (e) {
-        case '"': case '\\': out += e; break;
+        case '"':
+        case '\\': out += e; break;
         case 'n': out += '\n'; break;
         case 't': out += '\t'; break;
         case 'r': out += '\r'; break;
         case 'x': {
           unsigned value = 0;
-          auto [end, ec] = std::from_chars(text_.data() + pos_,
-                                           text_.data() + std::min(pos_ + 2, text_.size()), value, 16);
-          if (ec != std::errc() || end != text_.data() + pos_ + 2) return fail("bad \\x escape in a quoted string");
+          auto [end, ec] = std::from_chars(
+              text_.data() + pos_, text_.data() + std::min(pos_ + 2, text_.size()), value, 16);
+          if (ec != std::errc() || end != text_.data() + pos_ + 2)
+            return fail("bad \\x escape in a quoted string");
           pos_ += 2;
           out += static_cast<char>(value);
           break;
@@ -156,10 +159,13 @@ class Cursor {
     auto dtype = parse_dtype(dtype_text);
     if (!dtype) {
       pos_ = start;
-      return error(fmt::format("the type of {} (a dtype f32, f64, f16, i64, i32, i8, u8 or bool, "
-                               "then a shape)", what));
+      return error(
+          fmt::format("the type of {} (a dtype f32, f64, f16, i64, i32, i8, u8 or bool, "
+                      "then a shape)",
+                      what));
     }
-    if (pos_ >= text_.size() || text_[pos_] != '[') return error(fmt::format("'[' starting the shape of {}", what));
+    if (pos_ >= text_.size() || text_[pos_] != '[')
+      return error(fmt::format("'[' starting the shape of {}", what));
     ++pos_;
     Shape shape;
     size_t dim_start = pos_;
@@ -178,9 +184,11 @@ class Cursor {
           return fail(fmt::format("in the shape of {}: repeated '-' signs", what));
         }
         auto dim = parse_dim_expr(dim_text);
-        if (!dim.ok()) return fail(fmt::format("in the shape of {}: {}", what, dim.status().message()));
+        if (!dim.ok())
+          return fail(fmt::format("in the shape of {}: {}", what, dim.status().message()));
         if (dim->is_constant() && *dim->constant_value() < 0) {
-          return fail(fmt::format("in the shape of {}: negative dim {}", what, *dim->constant_value()));
+          return fail(
+              fmt::format("in the shape of {}: negative dim {}", what, *dim->constant_value()));
         }
         shape.push_back(std::move(dim).value());
       }
@@ -253,7 +261,8 @@ class KirParser {
       if (first == std::string_view::npos || text[first] == '#') continue;
       return Cursor(text, line_);
     }
-    return data_loss("line {}: expected {}, got the end of the file (truncated?)", line_ + 1, expected);
+    return data_loss("line {}: expected {}, got the end of the file (truncated?)", line_ + 1,
+                     expected);
   }
 
   StatusOr<Graph> parse_body() {
@@ -271,8 +280,7 @@ class KirParser {
     KILN_RETURN_IF_ERROR(parse_symbols(symbols_line));
 
     while (true) {
-      KILN_ASSIGN_OR_RETURN(Cursor line,
-                            next_line("an input, const, node, output or blob line"));
+      KILN_ASSIGN_OR_RETURN(Cursor line, next_line("an input, const, node, output or blob line"));
       if (line.try_consume("input ")) {
         KILN_ASSIGN_OR_RETURN(ValueId id, define_value(line, "graph input"));
         graph_.mutable_inputs().push_back(id);
@@ -304,7 +312,8 @@ class KirParser {
       }
       KILN_ASSIGN_OR_RETURN(std::string text, line.word("a symbol"));
       auto dim = parse_dim_expr(text);
-      if (!dim.ok() || !dim->is_symbol()) return line.fail(fmt::format("'{}' is not a symbol name", text));
+      if (!dim.ok() || !dim->is_symbol())
+        return line.fail(fmt::format("'{}' is not a symbol name", text));
       symbols_.insert(dim->symbols().front());
     }
     return ok_status();
@@ -314,8 +323,10 @@ class KirParser {
     for (const DimExpr& dim : shape) {
       for (const std::string& symbol : dim.symbols()) {
         if (!symbols_.count(symbol)) {
-          return line.fail(fmt::format("value '{}' uses symbol '{}', which the symbols line does "
-                                       "not declare", name, symbol));
+          return line.fail(
+              fmt::format("value '{}' uses symbol '{}', which the symbols line does "
+                          "not declare",
+                          name, symbol));
         }
       }
     }
@@ -330,9 +341,11 @@ class KirParser {
     KILN_RETURN_IF_ERROR(check_symbols(line, type.second, name));
     auto [it, inserted] = values_.emplace(name, Defined{0, line.line()});
     if (!inserted) {
-      return line.fail(fmt::format("value '{}' is already defined on line {}", name, it->second.line));
+      return line.fail(
+          fmt::format("value '{}' is already defined on line {}", name, it->second.line));
     }
-    it->second.id = graph_.add_value(Value{name, type.first, std::move(type.second), std::nullopt, std::nullopt});
+    it->second.id = graph_.add_value(
+        Value{name, type.first, std::move(type.second), std::nullopt, std::nullopt});
     return it->second.id;
   }
 
@@ -348,10 +361,11 @@ class KirParser {
     }
     const Value& value = graph_.value(it->second.id);
     if (value.dtype != type.first || value.shape != type.second) {
-      return line.fail(fmt::format("{} '{}' has type {}{} here but {}{} where it is defined on "
-                                   "line {}", what, name, dtype_name(type.first),
-                                   shape_to_string(type.second), dtype_name(value.dtype),
-                                   shape_to_string(value.shape), it->second.line));
+      return line.fail(
+          fmt::format("{} '{}' has type {}{} here but {}{} where it is defined on "
+                      "line {}",
+                      what, name, dtype_name(type.first), shape_to_string(type.second),
+                      dtype_name(value.dtype), shape_to_string(value.shape), it->second.line));
     }
     return it->second.id;
   }
@@ -371,17 +385,20 @@ class KirParser {
     ConcreteShape dims;
     for (const DimExpr& dim : value.shape) dims.push_back(*dim.constant_value());
     auto count = checked_product(dims);
-    auto bytes = count ? checked_mul(*count, static_cast<int64_t>(dtype_size(value.dtype))) : std::nullopt;
+    auto bytes =
+        count ? checked_mul(*count, static_cast<int64_t>(dtype_size(value.dtype))) : std::nullopt;
     if (!bytes) return line.fail(fmt::format("constant '{}' is too large", value.name));
     if (size != *bytes) {
       return line.fail(fmt::format("constant '{}' of type {}{} needs size={}, got {}", value.name,
-                                   dtype_name(value.dtype), shape_to_string(value.shape), *bytes, size));
+                                   dtype_name(value.dtype), shape_to_string(value.shape), *bytes,
+                                   size));
     }
     if (offset < 0 || offset % static_cast<int64_t>(kBlobAlignment) != 0) {
       return line.fail(fmt::format("constant '{}' offset {} is not a non-negative multiple of {}",
                                    value.name, offset, kBlobAlignment));
     }
-    constants_.push_back({id, static_cast<uint64_t>(offset), static_cast<uint64_t>(size), line.line()});
+    constants_.push_back(
+        {id, static_cast<uint64_t>(offset), static_cast<uint64_t>(size), line.line()});
     return ok_status();
   }
 
@@ -391,7 +408,8 @@ class KirParser {
     if (line.try_consume(")")) return ok_status();
     do {
       if (define) {
-        if (line.try_consume("-")) return unimplemented("line {}: absent node outputs ('-') are not supported", line.line());
+        if (line.try_consume("-"))
+          return unimplemented("line {}: absent node outputs ('-') are not supported", line.line());
         KILN_ASSIGN_OR_RETURN(ValueId id, define_value(line, what));
         out.push_back(id);
       } else {
@@ -443,8 +461,10 @@ class KirParser {
       KILN_ASSIGN_OR_RETURN(auto v, parse_list<std::string>(line, read_string));
       return Attribute(std::move(v));
     }
-    return line.fail(fmt::format("unknown attribute kind '{}' (expected int, float, string, ints, "
-                                 "floats or strings)", kind));
+    return line.fail(
+        fmt::format("unknown attribute kind '{}' (expected int, float, string, ints, "
+                    "floats or strings)",
+                    kind));
   }
 
   Status parse_node(Cursor& line) {
@@ -452,7 +472,8 @@ class KirParser {
     KILN_ASSIGN_OR_RETURN(node.name, line.quoted("the node name"));
     auto [previous, inserted] = node_lines_.emplace(node.name, line.line());
     if (!inserted) {
-      return line.fail(fmt::format("node '{}' is already defined on line {}", node.name, previous->second));
+      return line.fail(
+          fmt::format("node '{}' is already defined on line {}", node.name, previous->second));
     }
     KILN_ASSIGN_OR_RETURN(node.op_type, line.name("the op type"));
     KILN_RETURN_IF_ERROR(line.expect("in"));
@@ -468,7 +489,8 @@ class KirParser {
           KILN_ASSIGN_OR_RETURN(std::string kind, line.word("an attribute kind"));
           KILN_RETURN_IF_ERROR(line.expect("="));
           KILN_ASSIGN_OR_RETURN(Attribute value, parse_attribute_value(line, kind));
-          if (node.attributes.has(name)) return line.fail(fmt::format("attribute '{}' is given twice", name));
+          if (node.attributes.has(name))
+            return line.fail(fmt::format("attribute '{}' is given twice", name));
           node.attributes.set(name, std::move(value));
         } while (line.try_consume(","));
         KILN_RETURN_IF_ERROR(line.expect(")"));
@@ -495,14 +517,17 @@ class KirParser {
     uint64_t present = bytes_.size() - pos_;
     if (present != static_cast<uint64_t>(declared)) {
       return data_loss("line {}: the blob declares {} bytes but {} follow ({})", line.line(),
-                       declared, present, present < static_cast<uint64_t>(declared) ? "truncated" : "trailing data");
+                       declared, present,
+                       present < static_cast<uint64_t>(declared) ? "truncated" : "trailing data");
     }
     std::string_view blob = bytes_.substr(pos_);
     for (const PendingConstant& c : constants_) {
       Value& value = graph_.value(c.id);
       if (c.offset > blob.size() || c.size > blob.size() - c.offset) {
-        return invalid_argument("line {}: constant '{}' at offset {} with size {} lies beyond the "
-                                "{}-byte blob", c.line, value.name, c.offset, c.size, blob.size());
+        return invalid_argument(
+            "line {}: constant '{}' at offset {} with size {} lies beyond the "
+            "{}-byte blob",
+            c.line, value.name, c.offset, c.size, blob.size());
       }
       ConcreteShape dims;
       for (const DimExpr& dim : value.shape) dims.push_back(*dim.constant_value());

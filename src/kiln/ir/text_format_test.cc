@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 
 Tensor filled(DType dtype, ConcreteShape dims, int seed) {
   Tensor t = Tensor::create(dtype, std::move(dims)).value();
-  for (size_t i = 0; i < t.byte_size(); ++i) t.mutable_data()[i] = std::byte(static_cast<uint8_t>(i * 31 + seed));
+  for (size_t i = 0; i < t.byte_size(); ++i)
+    t.mutable_data()[i] = std::byte(static_cast<uint8_t>(i * 31 + seed));
   return t;
 }
 
@@ -64,7 +65,8 @@ TEST(TextFormat, PrintsReadableHeader) {
   std::string text = print_graph_text(sample_graph(), false);
   EXPECT_THAT(text, HasSubstr("kiln-ir 1\ngraph \"demo \\\"model\\\" v2\"\nopset 13\n"));
   EXPECT_THAT(text, HasSubstr("symbols N \"seq len\\\"x\\\\\"\n"));
-  EXPECT_THAT(text, HasSubstr("input \"input image\": f32[N,3,floor((N + 1)/2),\"seq len\\\"x\\\\\"]\n"));
+  EXPECT_THAT(text,
+              HasSubstr("input \"input image\": f32[N,3,floor((N + 1)/2),\"seq len\\\"x\\\\\"]\n"));
   EXPECT_THAT(text, HasSubstr("const \"mask\": bool[5] offset=128 size=5\n"));
   EXPECT_THAT(text, HasSubstr("const \"bias\\twith\\ttabs\": f64[3] offset=64 size=24\n"));
   EXPECT_THAT(text, HasSubstr("node \"conv 0\" Conv in(\"input image\": "));
@@ -120,8 +122,9 @@ TEST(TextFormat, NanAndInfinityRoundTrip) {
   ValueId x = g.add_input("x", DType::kF32, {2});
   ValueId y = g.add_value({"y", DType::kF32, {2}, {}, {}});
   Node node{"n", "Clip", {x}, {y}, {}, {}};
-  node.attributes.set("values", std::vector<double>{std::nan(""), std::numeric_limits<double>::infinity(),
-                                                    std::numeric_limits<double>::denorm_min(), 1e308});
+  node.attributes.set("values",
+                      std::vector<double>{std::nan(""), std::numeric_limits<double>::infinity(),
+                                          std::numeric_limits<double>::denorm_min(), 1e308});
   g.add_node(node);
   g.add_output(y);
   std::string text = print_graph_text(g, true);
@@ -148,9 +151,10 @@ TEST(TextFormat, EmptyGraphRoundTrips) {
 }
 
 TEST(TextFormat, AcceptsCommentsAndBlankLines) {
-  std::string text = "kiln-ir 1\n# a comment\n\ngraph \"g\"\nopset 17\nsymbols N\r\n"
-                     "input \"x\": f32[N]\n  # indented comment\nnode \"r\" Relu in(\"x\": f32[N]) "
-                     "out(\"y\": f32[N]) origins(\"r\")\noutput \"y\": f32[N]\nblob 0\n";
+  std::string text =
+      "kiln-ir 1\n# a comment\n\ngraph \"g\"\nopset 17\nsymbols N\r\n"
+      "input \"x\": f32[N]\n  # indented comment\nnode \"r\" Relu in(\"x\": f32[N]) "
+      "out(\"y\": f32[N]) origins(\"r\")\noutput \"y\": f32[N]\nblob 0\n";
   auto parsed = parse_kir(text);
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed->nodes().size(), 1u);
@@ -176,20 +180,27 @@ void expect_error(const std::string& text, StatusCode code, const std::vector<st
 
 TEST(TextFormat, RejectsMalformedHeaders) {
   expect_error("", StatusCode::kDataLoss, {"line 1", "kiln-ir 1"});
-  expect_error("PK\x03\x04 binary junk", StatusCode::kInvalidArgument, {"line 1", "not a kiln IR file"});
-  expect_error(edited("kiln-ir 1", "kiln-ir 2"), StatusCode::kUnimplemented, {"line 1", "version 2"});
-  expect_error(edited("opset 13", "opset thirteen"), StatusCode::kInvalidArgument, {"line 3", "opset"});
-  expect_error(edited("graph \"demo", "grph \"demo"), StatusCode::kInvalidArgument, {"line 2", "'graph'"});
-  expect_error(edited("symbols N", "symbols N+1"), StatusCode::kInvalidArgument, {"line 4", "symbol"});
-  expect_error(edited("input \"ids\"", "inpt \"ids\""), StatusCode::kInvalidArgument, {"line 6", "'input'"});
+  expect_error("PK\x03\x04 binary junk", StatusCode::kInvalidArgument,
+               {"line 1", "not a kiln IR file"});
+  expect_error(edited("kiln-ir 1", "kiln-ir 2"), StatusCode::kUnimplemented,
+               {"line 1", "version 2"});
+  expect_error(edited("opset 13", "opset thirteen"), StatusCode::kInvalidArgument,
+               {"line 3", "opset"});
+  expect_error(edited("graph \"demo", "grph \"demo"), StatusCode::kInvalidArgument,
+               {"line 2", "'graph'"});
+  expect_error(edited("symbols N", "symbols N+1"), StatusCode::kInvalidArgument,
+               {"line 4", "symbol"});
+  expect_error(edited("input \"ids\"", "inpt \"ids\""), StatusCode::kInvalidArgument,
+               {"line 6", "'input'"});
 }
 
 TEST(TextFormat, RejectsBadTypes) {
-  expect_error(edited("\"ids\": i64", "\"ids\": i65"), StatusCode::kInvalidArgument, {"line 6", "dtype", "i65"});
-  expect_error(edited("\"ids\": i64[2*N + 3]", "\"ids\": i64[2*N + ]"), StatusCode::kInvalidArgument,
-               {"line 6", "'ids'"});
-  expect_error(edited("\"ids\": i64[2*N + 3]", "\"ids\": i64[2*N + 3"), StatusCode::kInvalidArgument,
-               {"line 6", "unterminated"});
+  expect_error(edited("\"ids\": i64", "\"ids\": i65"), StatusCode::kInvalidArgument,
+               {"line 6", "dtype", "i65"});
+  expect_error(edited("\"ids\": i64[2*N + 3]", "\"ids\": i64[2*N + ]"),
+               StatusCode::kInvalidArgument, {"line 6", "'ids'"});
+  expect_error(edited("\"ids\": i64[2*N + 3]", "\"ids\": i64[2*N + 3"),
+               StatusCode::kInvalidArgument, {"line 6", "unterminated"});
   expect_error(edited("\"ids\": i64[2*N + 3]", "\"ids\": i64[M]"), StatusCode::kInvalidArgument,
                {"line 6", "symbol 'M'"});
   expect_error(edited("\"ids\": i64[2*N + 3]", "\"ids\": i64[-4]"), StatusCode::kInvalidArgument,
@@ -213,8 +224,8 @@ TEST(TextFormat, RejectsBadNamesAndReferences) {
                {"'later'", "not defined"});
   expect_error(edited("output \"y\": f32[", "output \"y\": f64["), StatusCode::kInvalidArgument,
                {"'y'", "f64", "f32"});
-  expect_error(edited("input \"input image\"", "input \"input\\q image\""), StatusCode::kInvalidArgument,
-               {"line 5", "escape"});
+  expect_error(edited("input \"input image\"", "input \"input\\q image\""),
+               StatusCode::kInvalidArgument, {"line 5", "escape"});
   expect_error(edited("input \"input image\"", "input \"input image"), StatusCode::kInvalidArgument,
                {"line 5"});
   expect_error(edited(") out(\"conv out\"", ") out(-"), StatusCode::kUnimplemented, {"absent"});
@@ -228,10 +239,10 @@ TEST(TextFormat, RejectsBadAttributes) {
                {"unknown attribute kind 'complex'"});
   expect_error(edited("axis:int=-1", "axis:int=1, axis:int=2"), StatusCode::kInvalidArgument,
                {"'axis' is given twice"});
-  expect_error(edited("kernel_shape:ints=[1,1]", "kernel_shape:ints=[1,1"), StatusCode::kInvalidArgument,
-               {"an int"});
-  expect_error(edited("kernel_shape:ints=[1,1]", "kernel_shape:ints=[1 1]"), StatusCode::kInvalidArgument,
-               {"']'"});
+  expect_error(edited("kernel_shape:ints=[1,1]", "kernel_shape:ints=[1,1"),
+               StatusCode::kInvalidArgument, {"an int"});
+  expect_error(edited("kernel_shape:ints=[1,1]", "kernel_shape:ints=[1 1]"),
+               StatusCode::kInvalidArgument, {"']'"});
   expect_error(edited("names:strings=[\"a\"", "names:strings=[a"), StatusCode::kInvalidArgument,
                {"quoted string"});
   expect_error(edited("epsilon:float=1e-05", "epsilon:float=1e-05e"), StatusCode::kInvalidArgument,
@@ -257,7 +268,7 @@ TEST(TextFormat, RejectsBadConstantsAndBlobs) {
   }
   expect_error(text + "x", StatusCode::kDataLoss, {"trailing"});
   expect_error(text.substr(0, blob_at), StatusCode::kDataLoss, {"end of the file"});
-  expect_error(edited("blob ", "blob -") , StatusCode::kInvalidArgument, {"negative"});
+  expect_error(edited("blob ", "blob -"), StatusCode::kInvalidArgument, {"negative"});
 }
 
 TEST(TextFormat, NoCrashOnRandomMutations) {

@@ -51,8 +51,7 @@ void set_fused_activation(Attributes& attributes, const FusedActivation& activat
   attributes.erase(kActivationMinAttribute);
   attributes.erase(kActivationMaxAttribute);
   switch (activation.kind) {
-    case FusedActivation::Kind::kNone:
-      return;
+    case FusedActivation::Kind::kNone: return;
     case FusedActivation::Kind::kRelu:
       attributes.set(kActivationAttribute, std::string("relu"));
       return;
@@ -66,10 +65,8 @@ void set_fused_activation(Attributes& attributes, const FusedActivation& activat
 
 std::string describe(const FusedActivation& activation) {
   switch (activation.kind) {
-    case FusedActivation::Kind::kNone:
-      return "";
-    case FusedActivation::Kind::kRelu:
-      return "relu";
+    case FusedActivation::Kind::kNone: return "";
+    case FusedActivation::Kind::kRelu: return "relu";
     case FusedActivation::Kind::kClip:
       return fmt::format("clip({}, {})", activation.min, activation.max);
   }

@@ -31,10 +31,8 @@ struct FusedActivation {
   template <typename T>
   T apply(T v) const {
     switch (kind) {
-      case Kind::kNone:
-        return v;
-      case Kind::kRelu:
-        return v < T(0) ? T(0) : v;
+      case Kind::kNone: return v;
+      case Kind::kRelu: return v < T(0) ? T(0) : v;
       case Kind::kClip:
         if (v < static_cast<T>(min)) return static_cast<T>(min);
         if (v > static_cast<T>(max)) return static_cast<T>(max);

@@ -19,8 +19,25 @@ namespace kiln::kernels {
 namespace {
 
 enum class Op {
-  kAdd, kSub, kMul, kDiv, kMod, kBitShift, kAnd, kOr, kXor, kEqual, kLess, kGreater,
-  kLessOrEqual, kGreaterOrEqual, kPRelu, kMin, kMax, kSum, kMean,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMod,
+  kBitShift,
+  kAnd,
+  kOr,
+  kXor,
+  kEqual,
+  kLess,
+  kGreater,
+  kLessOrEqual,
+  kGreaterOrEqual,
+  kPRelu,
+  kMin,
+  kMax,
+  kSum,
+  kMean,
 };
 
 enum class Domain { kNumeric, kFloat, kUnsigned, kBool, kAll };
@@ -117,7 +134,8 @@ StatusOr<Params> read_params(Op op, const Attributes& a, DType dtype) {
   Params p;
   if (op == Op::kMod) {
     KILN_ASSIGN_OR_RETURN(int64_t fmod, a.get_int("fmod", 0));
-    if (fmod != 0 && fmod != 1) return invalid_argument("attribute 'fmod' must be 0 or 1, got {}", fmod);
+    if (fmod != 0 && fmod != 1)
+      return invalid_argument("attribute 'fmod' must be 0 or 1, got {}", fmod);
     p.fmod = fmod == 1;
     if (!p.fmod && is_float(dtype)) {
       return invalid_argument("attribute 'fmod' must be 1 for floating-point inputs (got {})",
@@ -154,14 +172,20 @@ template <Op O, typename C>
 auto apply(C a, C b, const Params& p) {
   constexpr bool kInt = std::is_integral_v<C> && !std::is_same_v<C, bool>;
   if constexpr (O == Op::kAdd || O == Op::kSum || O == Op::kMean) {
-    if constexpr (kInt) return wrap_add(a, b);
-    else return static_cast<C>(a + b);
+    if constexpr (kInt)
+      return wrap_add(a, b);
+    else
+      return static_cast<C>(a + b);
   } else if constexpr (O == Op::kSub) {
-    if constexpr (kInt) return wrap_sub(a, b);
-    else return static_cast<C>(a - b);
+    if constexpr (kInt)
+      return wrap_sub(a, b);
+    else
+      return static_cast<C>(a - b);
   } else if constexpr (O == Op::kMul) {
-    if constexpr (kInt) return wrap_mul(a, b);
-    else return static_cast<C>(a * b);
+    if constexpr (kInt)
+      return wrap_mul(a, b);
+    else
+      return static_cast<C>(a * b);
   } else if constexpr (O == Op::kDiv) {
     if constexpr (kInt) {
       if constexpr (std::is_signed_v<C>) {
@@ -207,16 +231,20 @@ auto apply(C a, C b, const Params& p) {
   } else if constexpr (O == Op::kGreaterOrEqual) {
     return a >= b;
   } else if constexpr (O == Op::kPRelu) {
-    if constexpr (kInt) return a < 0 ? wrap_mul(a, b) : a;
-    else return a < 0 ? static_cast<C>(a * b) : a;  // NaN stays NaN
+    if constexpr (kInt)
+      return a < 0 ? wrap_mul(a, b) : a;
+    else
+      return a < 0 ? static_cast<C>(a * b) : a;  // NaN stays NaN
   } else if constexpr (O == Op::kMin || O == Op::kMax) {
     if constexpr (!kInt) {
       // numpy's minimum/maximum: NaN in either operand gives NaN.
       if (std::isnan(a)) return a;
       if (std::isnan(b)) return b;
     }
-    if constexpr (O == Op::kMin) return b < a ? b : a;
-    else return a < b ? b : a;
+    if constexpr (O == Op::kMin)
+      return b < a ? b : a;
+    else
+      return a < b ? b : a;
   }
 }
 
@@ -271,8 +299,7 @@ class BinaryKernel : public Kernel {
         });
         return ok_status();
       } else {
-        return internal_error("{} has no {} instance", info_of(O).op_type,
-                              dtype_name(in[0].dtype));
+        return internal_error("{} has no {} instance", info_of(O).op_type, dtype_name(in[0].dtype));
       }
     });
   }
@@ -315,8 +342,7 @@ class VariadicKernel : public Kernel {
         }
         return ok_status();
       } else {
-        return internal_error("{} has no {} instance", info_of(O).op_type,
-                              dtype_name(in[0].dtype));
+        return internal_error("{} has no {} instance", info_of(O).op_type, dtype_name(in[0].dtype));
       }
     });
   }
@@ -565,8 +591,7 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const MakeArgs& args) {
     }
     return std::unique_ptr<Kernel>(std::make_unique<VariadicKernel<O>>(std::move(its)));
   } else {
-    KILN_ASSIGN_OR_RETURN(Params params,
-                          read_params(O, args.attributes, args.inputs[0]->dtype));
+    KILN_ASSIGN_OR_RETURN(Params params, read_params(O, args.attributes, args.inputs[0]->dtype));
     KILN_ASSIGN_OR_RETURN(BroadcastIter it, make_iter(args, {0, 1}));
     return std::unique_ptr<Kernel>(std::make_unique<BinaryKernel<O>>(std::move(it), params));
   }
@@ -574,8 +599,7 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const MakeArgs& args) {
 
 template <size_t... I>
 void register_ops(std::vector<OpKernel>& table, std::index_sequence<I...>) {
-  (table.push_back(
-       OpKernel{kOps[I].op_type, infer_binary<kOps[I].op>, make_binary<kOps[I].op>}),
+  (table.push_back(OpKernel{kOps[I].op_type, infer_binary<kOps[I].op>, make_binary<kOps[I].op>}),
    ...);
 }
 
@@ -592,8 +616,8 @@ class WhereKernel : public Kernel {
       it_.for_each<3>([&](int64_t o, int64_t n, const std::array<int64_t, 3>& off,
                           const std::array<int64_t, 3>& st) {
         for (int64_t j = 0; j < n; ++j) {
-          y[o + j] = c[off[0] + j * st[0]].value != 0 ? x[off[1] + j * st[1]]
-                                                       : z[off[2] + j * st[2]];
+          y[o + j] =
+              c[off[0] + j * st[0]].value != 0 ? x[off[1] + j * st[1]] : z[off[2] + j * st[2]];
         }
       });
       return ok_status();

@@ -71,11 +71,10 @@ TEST(BroadcastIter, CollapsesDimsAndCoversEveryElement) {
   // Same shapes collapse to one run.
   std::vector<ConcreteShape> same = {{5, 6}, {5, 6}};
   int runs = 0;
-  BroadcastIter::make(same, {5, 6})->for_each<2>(
-      [&](int64_t, int64_t n, const auto&, const auto&) {
-        ++runs;
-        EXPECT_EQ(n, 30);
-      });
+  BroadcastIter::make(same, {5, 6})->for_each<2>([&](int64_t, int64_t n, const auto&, const auto&) {
+    ++runs;
+    EXPECT_EQ(n, 30);
+  });
   EXPECT_EQ(runs, 1);
   std::vector<ConcreteShape> bad = {{3}};
   EXPECT_FALSE(BroadcastIter::make(bad, {4}).ok());
@@ -117,8 +116,9 @@ TEST(Binary, IntegerArithmeticWrapsAndTruncates) {
             (std::vector<uint8_t>{4, 3}));
   EXPECT_EQ(values_of<int32_t>(run_one("Mul", {i32({1}, {1 << 30}), i32({1}, {4})})),
             (std::vector<int32_t>{0}));
-  EXPECT_EQ(values_of<int64_t>(run_one("Div", {i64({4}, {-7, 7, -7, 7}), i64({4}, {2, 2, -2, -2})})),
-            (std::vector<int64_t>{-3, 3, 3, -3}));
+  EXPECT_EQ(
+      values_of<int64_t>(run_one("Div", {i64({4}, {-7, 7, -7, 7}), i64({4}, {2, 2, -2, -2})})),
+      (std::vector<int64_t>{-3, 3, 3, -3}));
   const int64_t lo = std::numeric_limits<int64_t>::min();
   EXPECT_EQ(values_of<int64_t>(run_one("Div", {i64({1}, {lo}), i64({1}, {-1})})),
             (std::vector<int64_t>{lo}));
@@ -133,12 +133,11 @@ TEST(Binary, ModFollowsFmodAttribute) {
   // ONNX Mod docs: np.mod (sign of the divisor) and np.fmod (sign of the dividend).
   Tensor a = i64({6}, {-4, 7, 5, 4, -7, 8});
   Tensor b = i64({6}, {2, -3, 8, -2, 3, 5});
-  EXPECT_EQ(values_of<int64_t>(run_one("Mod", {a, b})),
-            (std::vector<int64_t>{0, -2, 5, 0, 2, 3}));
+  EXPECT_EQ(values_of<int64_t>(run_one("Mod", {a, b})), (std::vector<int64_t>{0, -2, 5, 0, 2, 3}));
   EXPECT_EQ(values_of<int64_t>(run_one("Mod", {a, b}, attr("fmod", int64_t{1}))),
             (std::vector<int64_t>{0, 1, 5, 0, -1, 3}));
-  auto f = values_of<double>(run_one("Mod", {f64({2}, {-4.3, 7.2}), f64({2}, {2.1, -3.4})},
-                                    attr("fmod", int64_t{1})));
+  auto f = values_of<double>(
+      run_one("Mod", {f64({2}, {-4.3, 7.2}), f64({2}, {2.1, -3.4})}, attr("fmod", int64_t{1})));
   EXPECT_NEAR(f[0], -0.1, 1e-12);
   EXPECT_NEAR(f[1], 0.4, 1e-12);
   EXPECT_TRUE(has_message(run_one("Mod", {f32({1}, {1}), f32({1}, {1})}).status(),
@@ -152,19 +151,20 @@ TEST(Binary, ModFollowsFmodAttribute) {
 TEST(Binary, BitShift) {
   Tensor x = u8({4}, {16, 4, 1, 255});
   Tensor y = u8({4}, {1, 2, 3, 8});
-  EXPECT_EQ(values_of<uint8_t>(run_one("BitShift", {x, y}, attr("direction", std::string("RIGHT")))),
-            (std::vector<uint8_t>{8, 1, 0, 0}));
+  EXPECT_EQ(
+      values_of<uint8_t>(run_one("BitShift", {x, y}, attr("direction", std::string("RIGHT")))),
+      (std::vector<uint8_t>{8, 1, 0, 0}));
   EXPECT_EQ(values_of<uint8_t>(run_one("BitShift", {x, y}, attr("direction", std::string("LEFT")))),
             (std::vector<uint8_t>{32, 16, 8, 0}));
   EXPECT_TRUE(has_message(run_one("BitShift", {x, y}).status(), StatusCode::kInvalidArgument,
                           "'direction' is required"));
+  EXPECT_TRUE(
+      has_message(run_one("BitShift", {x, y}, attr("direction", std::string("UP"))).status(),
+                  StatusCode::kInvalidArgument, "LEFT or RIGHT, got 'UP'"));
   EXPECT_TRUE(has_message(
-      run_one("BitShift", {x, y}, attr("direction", std::string("UP"))).status(),
-      StatusCode::kInvalidArgument, "LEFT or RIGHT, got 'UP'"));
-  EXPECT_TRUE(has_message(run_one("BitShift", {i32({1}, {1}), i32({1}, {1})},
-                                 attr("direction", std::string("LEFT")))
-                              .status(),
-                          StatusCode::kUnimplemented, "must have dtype u8 or u16"));
+      run_one("BitShift", {i32({1}, {1}), i32({1}, {1})}, attr("direction", std::string("LEFT")))
+          .status(),
+      StatusCode::kUnimplemented, "must have dtype u8 or u16"));
 }
 
 TEST(Binary, LogicAndComparison) {
@@ -188,8 +188,8 @@ TEST(Binary, LogicAndComparison) {
             (std::vector<uint8_t>{1, 0, 1, 0}));  // NaN is never equal
   EXPECT_TRUE(has_message(run_one("And", {f32({1}, {1}), f32({1}, {1})}).status(),
                           StatusCode::kUnimplemented, "input 0 'A' must have dtype bool"));
-  EXPECT_TRUE(has_message(run_one("Less", {a, b}).status(), StatusCode::kUnimplemented,
-                          "got bool"));
+  EXPECT_TRUE(
+      has_message(run_one("Less", {a, b}).status(), StatusCode::kUnimplemented, "got bool"));
 }
 
 TEST(Binary, PReluSlopeBroadcastsToX) {
@@ -197,8 +197,9 @@ TEST(Binary, PReluSlopeBroadcastsToX) {
   EXPECT_EQ(values_of<float>(run_one("PRelu", {x, f32({3}, {0.5f, 2, 3})})),
             (std::vector<float>{-0.5f, 2, -9, 4, -10, 6}));
   auto bad = run_one("PRelu", {f32({3}, {1, 2, 3}), f32({2, 1}, {1, 1})});
-  EXPECT_TRUE(has_message(bad.status(), StatusCode::kInvalidArgument,
-                          "input 1 'slope' shape [2,1] does not broadcast to input 0 'X' shape [3]"));
+  EXPECT_TRUE(
+      has_message(bad.status(), StatusCode::kInvalidArgument,
+                  "input 1 'slope' shape [2,1] does not broadcast to input 0 'X' shape [3]"));
 }
 
 TEST(Binary, WhereBroadcastsThreeWays) {
@@ -220,7 +221,8 @@ TEST(Binary, VariadicMinMaxSumMean) {
   EXPECT_EQ(values_of<float>(run_one("Min", {a, b, c})), (std::vector<float>{1, 2, 1}));
   EXPECT_EQ(values_of<float>(run_one("Max", {a, b, c})), (std::vector<float>{3, 4, 4}));
   EXPECT_EQ(values_of<float>(run_one("Sum", {a, b, c})), (std::vector<float>{6, 8, 7}));
-  EXPECT_EQ(values_of<float>(run_one("Mean", {a, b, c})), (std::vector<float>{2, 8.f / 3, 7.f / 3}));
+  EXPECT_EQ(values_of<float>(run_one("Mean", {a, b, c})),
+            (std::vector<float>{2, 8.f / 3, 7.f / 3}));
   EXPECT_EQ(values_of<float>(run_one("Sum", {a})), (std::vector<float>{3, 2, 1}));
   // The output may be bigger than the first input.
   EXPECT_EQ(values_of<float>(run_one("Max", {c, a})), (std::vector<float>{3, 2, 2}));
@@ -231,11 +233,10 @@ TEST(Binary, VariadicMinMaxSumMean) {
             (std::vector<uint8_t>{3, 200}));
   EXPECT_TRUE(has_message(run_one("Sum", {i64({1}, {1})}).status(), StatusCode::kUnimplemented,
                           "input 0 'data_0' must have dtype"));
-  EXPECT_TRUE(has_message(run_one("Max", {a, f64({1}, {1})}).status(),
-                          StatusCode::kInvalidArgument,
+  EXPECT_TRUE(has_message(run_one("Max", {a, f64({1}, {1})}).status(), StatusCode::kInvalidArgument,
                           "input 1 'data_1' must have dtype f32 like input 0 'data_0'"));
-  EXPECT_TRUE(has_message(run_one("Min", {}).status(), StatusCode::kInvalidArgument,
-                          "expects 1 to"));
+  EXPECT_TRUE(
+      has_message(run_one("Min", {}).status(), StatusCode::kInvalidArgument, "expects 1 to"));
 }
 
 TEST(Binary, PowMixedTypes) {
@@ -244,14 +245,15 @@ TEST(Binary, PowMixedTypes) {
   // Integer base, float exponent: the real power truncated (2^0.5 = 1.414 -> 1).
   EXPECT_EQ(values_of<int64_t>(run_one("Pow", {i64({3}, {2, 3, 4}), f32({3}, {0.5f, 2, -1})})),
             (std::vector<int64_t>{1, 9, 0}));
-  EXPECT_EQ(values_of<int32_t>(run_one("Pow", {i32({4}, {2, -3, -1, 5}), i32({4}, {10, 3, -3, -1})})),
-            (std::vector<int32_t>{1024, -27, -1, 0}));
+  EXPECT_EQ(
+      values_of<int32_t>(run_one("Pow", {i32({4}, {2, -3, -1, 5}), i32({4}, {10, 3, -3, -1})})),
+      (std::vector<int32_t>{1024, -27, -1, 0}));
   // 3^40 wraps like int64 multiplication.
   int64_t p = 1;
   for (int i = 0; i < 40; ++i) p = static_cast<int64_t>(static_cast<uint64_t>(p) * 3u);
   EXPECT_EQ(values_of<int64_t>(run_one("Pow", {i64({1}, {3}), i64({1}, {40})}))[0], p);
-  auto h = run_one("Pow", {make_tensor<uint16_t>(DType::kF16, {1}, {float_to_half_bits(3.f)}),
-                          f32({1}, {2})});
+  auto h = run_one(
+      "Pow", {make_tensor<uint16_t>(DType::kF16, {1}, {float_to_half_bits(3.f)}), f32({1}, {2})});
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->dtype(), DType::kF16);
   EXPECT_EQ(half_bits_to_float(h->values<uint16_t>()[0]), 9.f);
@@ -264,8 +266,9 @@ TEST(Binary, PowSquaringMatchesTheGeneralPathBitwise) {
   // one. Edge values: subnormals, overflow to inf, inf, NaN, signed zeros.
   const float big = std::numeric_limits<float>::max();
   const float tiny = std::numeric_limits<float>::denorm_min();
-  std::vector<float> xs{0.0f, -0.0f, 1.5f, -3.25f, 1e-20f, tiny, 1e20f, big, -big,
-                        std::numeric_limits<float>::infinity(), std::nanf(""), 0.1f};
+  std::vector<float> xs{0.0f,          -0.0f, 1.5f, -3.25f, 1e-20f,
+                        tiny,          1e20f, big,  -big,   std::numeric_limits<float>::infinity(),
+                        std::nanf(""), 0.1f};
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 100.0f);
   while (xs.size() < 1000) xs.push_back(normal(rng));

@@ -38,8 +38,8 @@ StatusOr<Shape> broadcast_shapes(std::span<const Shape> shapes,
       // assumed equal, the result taking the simpler form. A size of 1 where the other is not
       // breaks the assumption: the runtime refuses it rather than broadcasting.
       KILN_RETURN_IF_ERROR(assume_equal(acc, dim, message));
-      if (dim.is_constant() || (!acc.is_constant() &&
-                                dim.to_string().size() < acc.to_string().size())) {
+      if (dim.is_constant() ||
+          (!acc.is_constant() && dim.to_string().size() < acc.to_string().size())) {
         acc = dim;
         source[offset + i] = k;
       }

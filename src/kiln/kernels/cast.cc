@@ -4,8 +4,8 @@
 // too). To bf16 truncates the f32 value's low 16 bits, as the ONNX reference of opsets <= 17 does
 // (its backend test data expects it); NaN stays a quiet NaN.
 #include <bit>
-#include <limits>
 #include <cstring>
+#include <limits>
 
 #include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/families.h"

@@ -18,8 +18,8 @@ namespace {
 using namespace ::kiln::testing;  // NOLINT
 
 // ONNX TensorProto codes.
-constexpr int64_t kFloat = 1, kUint8 = 2, kInt8 = 3, kInt32 = 6, kInt64 = 7, kString = 8,
-                  kBool = 9, kFloat16 = 10, kBfloat16 = 16;
+constexpr int64_t kFloat = 1, kUint8 = 2, kInt8 = 3, kInt32 = 6, kInt64 = 7, kString = 8, kBool = 9,
+                  kFloat16 = 10, kBfloat16 = 16;
 
 StatusOr<Tensor> cast(const Tensor& x, int64_t to) {
   Attributes a;
@@ -39,7 +39,8 @@ TEST(Cast, FloatToIntTruncatesSaturatesAndZeroesNaN) {
   EXPECT_EQ(values_of<int32_t>(cast(x, kInt32)), (std::vector<int32_t>{3, -3, 0, hi, lo, hi, 0}));
   EXPECT_EQ(values_of<uint8_t>(cast(x, kUint8)), (std::vector<uint8_t>{3, 0, 0, 255, 0, 255, 0}));
   // 2^63 does not fit int64; the largest float below it does.
-  Tensor big = make_tensor<double>(DType::kF64, {2}, {9223372036854775808.0, 9223372036854774784.0});
+  Tensor big =
+      make_tensor<double>(DType::kF64, {2}, {9223372036854775808.0, 9223372036854774784.0});
   EXPECT_EQ(values_of<int64_t>(cast(big, kInt64)),
             (std::vector<int64_t>{std::numeric_limits<int64_t>::max(), 9223372036854774784}));
 }
@@ -62,8 +63,8 @@ TEST(Cast, BoolBothWays) {
 TEST(Cast, HalfRoundsCorrectlyFromDouble) {
   // 1 + 2^-11 + 2^-40 lies just above the midpoint of the f16 neighbours 1 and 1 + 2^-10:
   // rounding through f32 first would land on the midpoint and tie to 1.
-  Tensor x = make_tensor<double>(DType::kF64, {2}, {1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40),
-                                             65520.0});
+  Tensor x = make_tensor<double>(DType::kF64, {2},
+                                 {1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40), 65520.0});
   EXPECT_EQ(values_of<uint16_t>(cast(x, kFloat16)), (std::vector<uint16_t>{0x3c01, 0x7c00}));
   Tensor h = make_tensor<uint16_t>(DType::kF16, {1}, {0x3c01});
   EXPECT_EQ(values_of<double>(cast(h, 11))[0], 1.0 + std::ldexp(1.0, -10));

@@ -20,14 +20,10 @@ StatusOr<AutoPad> parse_auto_pad(const Attributes& attributes) {
 
 const char* auto_pad_name(AutoPad p) {
   switch (p) {
-    case AutoPad::kNotSet:
-      return "NOTSET";
-    case AutoPad::kSameUpper:
-      return "SAME_UPPER";
-    case AutoPad::kSameLower:
-      return "SAME_LOWER";
-    case AutoPad::kValid:
-      return "VALID";
+    case AutoPad::kNotSet: return "NOTSET";
+    case AutoPad::kSameUpper: return "SAME_UPPER";
+    case AutoPad::kSameLower: return "SAME_LOWER";
+    case AutoPad::kValid: return "VALID";
   }
   return "?";
 }
@@ -124,12 +120,8 @@ StatusOr<Shape> window_output_dims(const WindowGeometry& g,
     DimExpr dim;
     switch (g.auto_pad) {
       case AutoPad::kSameUpper:
-      case AutoPad::kSameLower:
-        dim = in.ceil_div(s);
-        break;
-      case AutoPad::kValid:
-        dim = (in - DimExpr(k_eff)).floor_div(s) + DimExpr(1);
-        break;
+      case AutoPad::kSameLower: dim = in.ceil_div(s); break;
+      case AutoPad::kValid: dim = (in - DimExpr(k_eff)).floor_div(s) + DimExpr(1); break;
       case AutoPad::kNotSet: {
         DimExpr span = in + DimExpr(g.pads[i] + g.pads[r + i] - k_eff);
         if (!g.ceil_mode) {

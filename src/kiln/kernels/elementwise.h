@@ -39,10 +39,12 @@ class MapKernel : public Kernel {
         const T* src = x.as<T>();
         if constexpr (kPredicate) {
           Bool* dst = y.as<Bool>();
-          parallel_for(n, [&](int64_t i) { store(dst, i, fn_.template operator()<T>(load(src, i))); });
+          parallel_for(n,
+                       [&](int64_t i) { store(dst, i, fn_.template operator()<T>(load(src, i))); });
         } else {
           T* dst = y.as<T>();
-          parallel_for(n, [&](int64_t i) { store(dst, i, fn_.template operator()<T>(load(src, i))); });
+          parallel_for(n,
+                       [&](int64_t i) { store(dst, i, fn_.template operator()<T>(load(src, i))); });
         }
         return ok_status();
       } else {

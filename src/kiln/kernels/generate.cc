@@ -55,8 +55,9 @@ StatusOr<DimExpr> onehot_depth(const InferArgs& args) {
     }
     return d;
   }
-  return unimplemented("input 1 'depth' must be known at compile time (a constant, or computed "
-                       "from shapes and constants)");
+  return unimplemented(
+      "input 1 'depth' must be known at compile time (a constant, or computed "
+      "from shapes and constants)");
 }
 
 Status infer_onehot(InferArgs& args) {
@@ -70,8 +71,8 @@ Status infer_onehot(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_dtype(values, 2, "values", all_dtypes()));
   KILN_RETURN_IF_ERROR(check_scalar(depth, 1, "depth"));
   KILN_RETURN_IF_ERROR(check_rank(values, 2, "values", 1));
-  KILN_RETURN_IF_ERROR(check_dims_equal(values.shape[0], DimExpr(2),
-                                        "input 2 'values' length ([off, on])"));
+  KILN_RETURN_IF_ERROR(
+      check_dims_equal(values.shape[0], DimExpr(2), "input 2 'values' length ([off, on])"));
   KILN_RETURN_IF_ERROR(check_rank_range(indices, 0, "indices", 0, 63));
   KILN_ASSIGN_OR_RETURN(int64_t raw_axis, args.attributes.get_int("axis", -1));
   const auto rank = static_cast<int64_t>(indices.shape.size());
@@ -154,8 +155,11 @@ StatusOr<DType> dtype_from_onnx_code(int64_t code) {
     case 12: return DType::kU32;
     case 13: return DType::kU64;
     case 16: return DType::kBF16;
-    default: return unimplemented("attribute 'dtype' = {} (an ONNX element type code) is not "
-                                  "supported", code);
+    default:
+      return unimplemented(
+          "attribute 'dtype' = {} (an ONNX element type code) is not "
+          "supported",
+          code);
   }
 }
 
@@ -211,8 +215,10 @@ StatusOr<int64_t> range_length(const Tensor& start, const Tensor& limit, const T
     const double l = element_as_double(limit, 0);
     const double d = element_as_double(delta, 0);
     if (!std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d) || d == 0) {
-      return invalid_argument("Range(start {}, limit {}, delta {}) needs finite values and a "
-                              "nonzero delta", s, l, d);
+      return invalid_argument(
+          "Range(start {}, limit {}, delta {}) needs finite values and a "
+          "nonzero delta",
+          s, l, d);
     }
     const double n = std::ceil((l - s) / d);
     if (!(n < 9.0e18)) {
@@ -227,13 +233,15 @@ StatusOr<int64_t> range_length(const Tensor& start, const Tensor& limit, const T
   const __int128 s = read(start), l = read(limit), d = read(delta);
   if (d == 0) return invalid_argument("Range delta must be nonzero");
   __int128 diff = l - s;
-  __int128 n = d > 0 ? (diff <= 0 ? 0 : (diff + d - 1) / d) : (diff >= 0 ? 0 : (-diff - d - 1) / -d);
+  __int128 n =
+      d > 0 ? (diff <= 0 ? 0 : (diff + d - 1) / d) : (diff >= 0 ? 0 : (-diff - d - 1) / -d);
   if (n > std::numeric_limits<int64_t>::max()) return invalid_argument("Range is too long");
   return static_cast<int64_t>(n);
 }
 
 // The length as an expression when the operands are integers known from shapes.
-StatusOr<DimExpr> symbolic_range_length(const std::vector<DimExpr>& s, const std::vector<DimExpr>& l,
+StatusOr<DimExpr> symbolic_range_length(const std::vector<DimExpr>& s,
+                                        const std::vector<DimExpr>& l,
                                         const std::vector<DimExpr>& d) {
   auto delta = d[0].constant_value();
   if (!delta || *delta == 0) {
@@ -292,8 +300,8 @@ Status infer_range(InferArgs& args) {
   auto n = length.constant_value();
   auto start = known_dim_values(args, 0);
   auto delta = known_dim_values(args, 2);
-  if (n && *n <= kMaxPropagatedValues && start && delta &&
-      start->size() == 1 && delta->size() == 1) {
+  if (n && *n <= kMaxPropagatedValues && start && delta && start->size() == 1 &&
+      delta->size() == 1) {
     std::vector<DimExpr> values;
     for (int64_t i = 0; i < *n; ++i) values.push_back((*start)[0] + DimExpr(i) * (*delta)[0]);
     set_output_values(args, 0, std::move(values));
@@ -320,9 +328,8 @@ class RangeKernel : public Kernel {
         const auto s = static_cast<uint64_t>(in[0].as<T>()[0]);
         const auto d = static_cast<uint64_t>(in[2].as<T>()[0]);
         T* y = out[0].as<T>();
-        parallel_for(count_, [&](int64_t i) {
-          y[i] = static_cast<T>(s + static_cast<uint64_t>(i) * d);
-        });
+        parallel_for(count_,
+                     [&](int64_t i) { y[i] = static_cast<T>(s + static_cast<uint64_t>(i) * d); });
       }
     });
     return ok_status();
@@ -360,8 +367,9 @@ StatusOr<Fill> read_fill(const Attributes& a) {
       fill.real = *f;
       fill.dtype = DType::kF32;
     } else {
-      return invalid_argument("attribute 'value' must be a number (the importer's form of the "
-                              "ONNX tensor)");
+      return invalid_argument(
+          "attribute 'value' must be a number (the importer's form of the "
+          "ONNX tensor)");
     }
   }
   if (a.has("kiln_value_dtype")) {

@@ -25,13 +25,13 @@ std::string coords_of(int64_t flat, std::span<const int64_t> dims) {
   return fmt::format("[{}]", fmt::join(coords, ", "));
 }
 
-StatusOr<int64_t> normalize_index(int64_t value, int64_t size, size_t index,
-                                  std::string_view name, int64_t flat,
-                                  std::span<const int64_t> dims, std::string_view axis_what) {
+StatusOr<int64_t> normalize_index(int64_t value, int64_t size, size_t index, std::string_view name,
+                                  int64_t flat, std::span<const int64_t> dims,
+                                  std::string_view axis_what) {
   if (value < -size || value >= size) {
     return invalid_argument("{} element {} = {} is out of range [{}, {}] ({} of size {})",
-                            input_label(index, name), coords_of(flat, dims), value, -size,
-                            size - 1, axis_what, size);
+                            input_label(index, name), coords_of(flat, dims), value, -size, size - 1,
+                            axis_what, size);
   }
   return value < 0 ? value + size : value;
 }
@@ -46,13 +46,14 @@ Status check_element_indices(const ValueType& data, const ValueType& indices, in
     auto got = indices.shape[d].constant_value();
     auto limit = data.shape[d].constant_value();
     if (!got || !limit) {
-      return unimplemented("input 1 'indices' dim {} ({}) must not exceed input 0 'data' dim {} "
-                           "({}), and kiln cannot prove it",
-                           d, indices.shape[d].to_string(), d, data.shape[d].to_string());
+      return unimplemented(
+          "input 1 'indices' dim {} ({}) must not exceed input 0 'data' dim {} "
+          "({}), and kiln cannot prove it",
+          d, indices.shape[d].to_string(), d, data.shape[d].to_string());
     }
     if (*got > *limit) {
-      return invalid_argument("input 1 'indices' dim {} ({}) exceeds input 0 'data' dim {} ({})",
-                              d, *got, d, *limit);
+      return invalid_argument("input 1 'indices' dim {} ({}) exceeds input 0 'data' dim {} ({})", d,
+                              *got, d, *limit);
     }
   }
   return ok_status();
@@ -121,8 +122,7 @@ StatusOr<std::unique_ptr<Kernel>> make_size(const MakeArgs& args) {
   ConcreteShape dims = args.input_dims(0);
   auto count = checked_product(dims);
   if (!count) return invalid_argument("the element count of {} overflows", shape_to_string(dims));
-  return std::unique_ptr<Kernel>(
-      std::make_unique<ConstantI64Kernel>(std::vector<int64_t>{*count}));
+  return std::unique_ptr<Kernel>(std::make_unique<ConstantI64Kernel>(std::vector<int64_t>{*count}));
 }
 
 // Gather: out[o, j, i] = data[o, indices[j], i] with o over data's dims before the axis, j over
@@ -130,15 +130,17 @@ StatusOr<std::unique_ptr<Kernel>> make_size(const MakeArgs& args) {
 class GatherKernel : public Kernel {
  public:
   GatherKernel(int64_t outer, int64_t axis_size, int64_t inner_bytes, ConcreteShape index_dims)
-      : outer_(outer), axis_size_(axis_size), inner_bytes_(inner_bytes),
+      : outer_(outer),
+        axis_size_(axis_size),
+        inner_bytes_(inner_bytes),
         index_dims_(std::move(index_dims)) {}
 
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     const int64_t count = product(index_dims_);
     std::vector<int64_t> rows(static_cast<size_t>(count));
     for (int64_t j = 0; j < count; ++j) {
-      KILN_ASSIGN_OR_RETURN(rows[j], normalize_index(load_index(in[1], j), axis_size_, 1,
-                                                     "indices", j, index_dims_, "the axis"));
+      KILN_ASSIGN_OR_RETURN(rows[j], normalize_index(load_index(in[1], j), axis_size_, 1, "indices",
+                                                     j, index_dims_, "the axis"));
     }
     const std::byte* src = in[0].data;
     std::byte* dst = out[0].data;
@@ -166,8 +168,8 @@ Status propagate_gather_values(InferArgs& args, const ValueType& data, const Val
   // Shape computations are short vectors; a large integer table is data, not a shape.
   constexpr int64_t kMaxValues = 1024;
   auto length = data.shape[0].constant_value();
-  auto picks_length = indices.shape.empty() ? std::optional<int64_t>(1)
-                                            : indices.shape[0].constant_value();
+  auto picks_length =
+      indices.shape.empty() ? std::optional<int64_t>(1) : indices.shape[0].constant_value();
   if (!length || *length > kMaxValues || !picks_length || *picks_length > kMaxValues) {
     return ok_status();
   }
@@ -228,8 +230,8 @@ Status infer_gather_elements(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_dtype(indices, 1, "indices", kIndexDtypes));
   KILN_RETURN_IF_ERROR(check_rank_range(data, 0, "data", 1, 64));
   KILN_ASSIGN_OR_RETURN(int64_t raw_axis, args.attributes.get_int("axis", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(raw_axis, data.shape.size(),
-                                                     "attribute 'axis'"));
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        normalize_axis(raw_axis, data.shape.size(), "attribute 'axis'"));
   KILN_RETURN_IF_ERROR(check_element_indices(data, indices, axis));
   args.outputs = {ValueType{data.dtype, indices.shape}};
   return ok_status();
@@ -240,7 +242,9 @@ class GatherElementsKernel : public Kernel {
  public:
   GatherElementsKernel(ConcreteShape data_dims, ConcreteShape index_dims, int64_t axis,
                        size_t element_size)
-      : data_dims_(std::move(data_dims)), index_dims_(std::move(index_dims)), axis_(axis),
+      : data_dims_(std::move(data_dims)),
+        index_dims_(std::move(index_dims)),
+        axis_(axis),
         element_size_(element_size) {}
 
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
@@ -250,9 +254,8 @@ class GatherElementsKernel : public Kernel {
     const auto rank = static_cast<int64_t>(index_dims_.size());
     std::vector<int64_t> coords(static_cast<size_t>(rank), 0);
     for (int64_t i = 0; i < count; ++i) {
-      KILN_ASSIGN_OR_RETURN(int64_t row,
-                            normalize_index(load_index(in[1], i), data_dims_[axis_], 1, "indices",
-                                            i, index_dims_, "the axis"));
+      KILN_ASSIGN_OR_RETURN(int64_t row, normalize_index(load_index(in[1], i), data_dims_[axis_], 1,
+                                                         "indices", i, index_dims_, "the axis"));
       int64_t offset = 0;
       for (int64_t d = 0; d < rank; ++d) offset += (d == axis_ ? row : coords[d]) * strides[d];
       offsets[i] = offset;
@@ -296,8 +299,10 @@ Status infer_gather_nd(InferArgs& args) {
   const auto q = static_cast<int64_t>(indices.shape.size());
   KILN_ASSIGN_OR_RETURN(int64_t b, args.attributes.get_int("batch_dims", 0));
   if (b < 0 || b >= std::min(q, r)) {
-    return invalid_argument("attribute 'batch_dims' = {} must be in [0, {}) (the smaller rank "
-                            "of data and indices)", b, std::min(q, r));
+    return invalid_argument(
+        "attribute 'batch_dims' = {} must be in [0, {}) (the smaller rank "
+        "of data and indices)",
+        b, std::min(q, r));
   }
   for (int64_t d = 0; d < b; ++d) {
     KILN_RETURN_IF_ERROR(check_dims_equal(indices.shape[d], data.shape[d],
@@ -306,8 +311,10 @@ Status infer_gather_nd(InferArgs& args) {
   KILN_ASSIGN_OR_RETURN(int64_t k,
                         require_constant_dim(indices.shape.back(), "input 1 'indices' last dim"));
   if (k < 1 || k > r - b) {
-    return invalid_argument("input 1 'indices' last dim = {} must be in [1, {}] (data rank {} "
-                            "minus batch_dims {})", k, r - b, r, b);
+    return invalid_argument(
+        "input 1 'indices' last dim = {} must be in [1, {}] (data rank {} "
+        "minus batch_dims {})",
+        k, r - b, r, b);
   }
   Shape out(indices.shape.begin(), indices.shape.end() - 1);
   out.insert(out.end(), data.shape.begin() + b + k, data.shape.end());
@@ -320,7 +327,9 @@ class GatherNDKernel : public Kernel {
  public:
   GatherNDKernel(ConcreteShape data_dims, ConcreteShape index_dims, int64_t batch_dims,
                  size_t element_size)
-      : data_dims_(std::move(data_dims)), index_dims_(std::move(index_dims)), b_(batch_dims),
+      : data_dims_(std::move(data_dims)),
+        index_dims_(std::move(index_dims)),
+        b_(batch_dims),
         element_size_(element_size) {}
 
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {

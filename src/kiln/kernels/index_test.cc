@@ -35,8 +35,8 @@ StatusOr<std::vector<Tensor>> run_op(std::string_view op, std::vector<In> ins,
   if (k == nullptr) return not_found("no kernel {}", op);
   std::vector<ConcreteInput> inputs;
   for (const In& in : ins) {
-    inputs.push_back({true, in.tensor.dtype(), in.tensor.shape(),
-                      in.constant ? &in.tensor : nullptr});
+    inputs.push_back(
+        {true, in.tensor.dtype(), in.tensor.shape(), in.constant ? &in.tensor : nullptr});
   }
   KILN_ASSIGN_OR_RETURN(Planned p, plan_concrete(*k, attributes, inputs, 1, nullptr));
   std::vector<Tensor> outs;
@@ -169,8 +169,8 @@ TEST(GatherKernel, OutOfRangeIndexNamesTheElement) {
 TEST(GatherKernel, PropagatesShapeValues) {
   // Gather(Shape(x), -1) with x of shape [N, 3, H] is H.
   Tensor index = i64({}, {-1});
-  Inferred r = infer_op("Gather", {{{DType::kI64, {3}}, nullptr, {N, 3, H}},
-                                   {{DType::kI64, {}}, &index}});
+  Inferred r =
+      infer_op("Gather", {{{DType::kI64, {3}}, nullptr, {N, 3, H}}, {{DType::kI64, {}}, &index}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(r.outputs[0].shape, Shape{});
   ASSERT_EQ(r.values.size(), 1u);
@@ -269,15 +269,16 @@ TEST(ScatterNDKernel, SpecExampleAndReductionsInOrder) {
   // Slices: data [2, 2], k = 1 replaces whole rows; duplicates add up.
   Attributes add;
   add.set("reduction", std::string("add"));
-  y = run_op("ScatterND", {{i64({2, 2}, {1, 2, 3, 4})}, {i64({2, 1}, {1, 1})},
-                           {i64({2, 2}, {10, 20, 100, 200})}}, add);
+  y = run_op(
+      "ScatterND",
+      {{i64({2, 2}, {1, 2, 3, 4})}, {i64({2, 1}, {1, 1})}, {i64({2, 2}, {10, 20, 100, 200})}}, add);
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(values_of<int64_t>((*y)[0]), (std::vector<int64_t>{1, 2, 113, 224}));
 }
 
 TEST(ScatterNDKernel, RejectsBadInputs) {
-  Inferred r = infer_op("ScatterND", {{{DType::kF32, {4, 2}}}, {{DType::kI64, {3, 1}}},
-                                      {{DType::kF32, {3, 3}}}});
+  Inferred r = infer_op(
+      "ScatterND", {{{DType::kF32, {4, 2}}}, {{DType::kI64, {3, 1}}}, {{DType::kF32, {3, 3}}}});
   EXPECT_TRUE(contains(r.status, "input 2 'updates' dim 1 must be 2, got 3"))
       << r.status.to_string();
   r = infer_op("ScatterND", {{{DType::kF32, {4}}}, {{DType::kI64, {3, 1}}}, {{DType::kI64, {3}}}});
@@ -295,7 +296,8 @@ TEST(ScatterNDKernel, RejectsBadInputs) {
 TEST(ScatterElementsKernel, SpecExamples) {
   // Spec example 1 (axis 0).
   Tensor data = f32({3, 3}, std::vector<float>(9, 0.f));
-  auto y = run_op("ScatterElements", {{data}, {i64({2, 3}, {1, 0, 2, 0, 2, 1})},
+  auto y = run_op("ScatterElements", {{data},
+                                      {i64({2, 3}, {1, 0, 2, 0, 2, 1})},
                                       {f32({2, 3}, {1.0f, 1.1f, 1.2f, 2.0f, 2.1f, 2.2f})}});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(values_of<float>((*y)[0]),
@@ -304,28 +306,29 @@ TEST(ScatterElementsKernel, SpecExamples) {
   Attributes a;
   a.set("axis", int64_t{1});
   a.set("reduction", std::string("add"));
-  y = run_op("ScatterElements", {{f32({1, 5}, {1, 2, 3, 4, 5})}, {i64({1, 2}, {1, 1})},
-                                 {f32({1, 2}, {1.1f, 2.1f})}}, a);
+  y = run_op("ScatterElements",
+             {{f32({1, 5}, {1, 2, 3, 4, 5})}, {i64({1, 2}, {1, 1})}, {f32({1, 2}, {1.1f, 2.1f})}},
+             a);
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_FLOAT_EQ(values_of<float>((*y)[0])[1], 2.f + 1.1f + 2.1f);
   // Reduction none: the last write wins; negative index.
   Attributes b;
   b.set("axis", int64_t{1});
-  y = run_op("ScatterElements", {{i32({1, 3}, {0, 0, 0})}, {i64({1, 2}, {-1, 2})},
-                                 {i32({1, 2}, {7, 9})}}, b);
+  y = run_op("ScatterElements",
+             {{i32({1, 3}, {0, 0, 0})}, {i64({1, 2}, {-1, 2})}, {i32({1, 2}, {7, 9})}}, b);
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(values_of<int32_t>((*y)[0]), (std::vector<int32_t>{0, 0, 9}));
 }
 
 TEST(ScatterElementsKernel, RejectsBadInputs) {
-  Inferred r = infer_op("ScatterElements", {{{DType::kF32, {3}}}, {{DType::kI64, {2}}},
-                                            {{DType::kF32, {3}}}});
+  Inferred r = infer_op("ScatterElements",
+                        {{{DType::kF32, {3}}}, {{DType::kI64, {2}}}, {{DType::kF32, {3}}}});
   EXPECT_TRUE(contains(r.status, "input 2 'updates' dim 0 must be 2, got 3"))
       << r.status.to_string();
   Attributes a;
   a.set("reduction", std::string("max"));
-  r = infer_op("ScatterElements", {{{DType::kF32, {3}}}, {{DType::kI64, {2}}},
-                                   {{DType::kF32, {2}}}}, a);
+  r = infer_op("ScatterElements",
+               {{{DType::kF32, {3}}}, {{DType::kI64, {2}}}, {{DType::kF32, {2}}}}, a);
   EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
   auto y = run_op("ScatterElements", {{f32({3}, {1, 2, 3})}, {i32({1}, {3})}, {f32({1}, {0})}});
   ASSERT_FALSE(y.ok());
@@ -348,22 +351,20 @@ TEST(OneHotKernel, OutOfRangeRowsAreOffAndNegativeCountsFromDepth) {
 
 TEST(OneHotKernel, DepthMustBeKnownAtCompileTime) {
   EXPECT_EQ(find_op_kernel("OneHot")->compile_time_inputs, 1u << 1);
-  Inferred r = infer_op("OneHot", {{{DType::kI64, {N}}}, {{DType::kI64, {}}},
-                                   {{DType::kF32, {2}}}});
+  Inferred r =
+      infer_op("OneHot", {{{DType::kI64, {N}}}, {{DType::kI64, {}}}, {{DType::kF32, {2}}}});
   EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
   EXPECT_TRUE(contains(r.status, "must be known at compile time"));
   // A depth known as an expression (e.g. a dim of another input).
-  r = infer_op("OneHot", {{{DType::kI64, {N}}}, {{DType::kI64, {}}, nullptr, {H}},
-                          {{DType::kF32, {2}}}});
+  r = infer_op("OneHot",
+               {{{DType::kI64, {N}}}, {{DType::kI64, {}}, nullptr, {H}}, {{DType::kF32, {2}}}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(r.outputs[0].shape, (Shape{N, H}));
   Tensor bad = i64({}, {-2});
-  r = infer_op("OneHot", {{{DType::kI64, {N}}}, {{DType::kI64, {}}, &bad},
-                          {{DType::kF32, {2}}}});
+  r = infer_op("OneHot", {{{DType::kI64, {N}}}, {{DType::kI64, {}}, &bad}, {{DType::kF32, {2}}}});
   EXPECT_TRUE(contains(r.status, "must be a non-negative count"));
   Tensor depth = i64({}, {4});
-  r = infer_op("OneHot", {{{DType::kI64, {N}}}, {{DType::kI64, {}}, &depth},
-                          {{DType::kF32, {3}}}});
+  r = infer_op("OneHot", {{{DType::kI64, {N}}}, {{DType::kI64, {}}, &depth}, {{DType::kF32, {3}}}});
   EXPECT_TRUE(contains(r.status, "input 2 'values' length"));
 }
 
@@ -414,21 +415,24 @@ TEST(RangeKernel, IntegerAndFloat) {
 TEST(RangeKernel, SymbolicLengthAndValues) {
   Tensor zero = i64({}, {0});
   Tensor two = i64({}, {2});
-  Inferred r = infer_op("Range", {{{DType::kI64, {}}, &zero}, {{DType::kI64, {}}, nullptr, {N}},
-                                  {{DType::kI64, {}}, &two}});
+  Inferred r = infer_op(
+      "Range",
+      {{{DType::kI64, {}}, &zero}, {{DType::kI64, {}}, nullptr, {N}}, {{DType::kI64, {}}, &two}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(r.outputs[0].shape, (Shape{N.ceil_div(2)}));
   // Constant length: values propagate.
   Tensor four = i64({}, {4});
   Tensor one = i64({}, {1});
-  r = infer_op("Range", {{{DType::kI64, {}}, nullptr, {N}}, {{DType::kI64, {}}, nullptr, {N + 3}},
+  r = infer_op("Range", {{{DType::kI64, {}}, nullptr, {N}},
+                         {{DType::kI64, {}}, nullptr, {N + 3}},
                          {{DType::kI64, {}}, &one}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(r.outputs[0].shape, (Shape{3}));
   ASSERT_EQ(r.values.size(), 1u);
   EXPECT_EQ(*r.values[0], (std::vector<DimExpr>{N, N + 1, N + 2}));
   // N - H may be negative: the length clamps at 0.
-  r = infer_op("Range", {{{DType::kI64, {}}, nullptr, {H}}, {{DType::kI64, {}}, nullptr, {N}},
+  r = infer_op("Range", {{{DType::kI64, {}}, nullptr, {H}},
+                         {{DType::kI64, {}}, nullptr, {N}},
                          {{DType::kI64, {}}, &one}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(r.outputs[0].shape, (Shape{DimExpr::max(N - H, DimExpr(0))}));
@@ -436,7 +440,8 @@ TEST(RangeKernel, SymbolicLengthAndValues) {
   EXPECT_EQ(r.outputs[0].shape[0].evaluate({{"N", 7}, {"H", 5}}).value(), 2);
   // Range(0, 8*N): sizes are never negative, so no clamp.
   Tensor eight_n_start = i64({}, {0});
-  r = infer_op("Range", {{{DType::kI64, {}}, &eight_n_start}, {{DType::kI64, {}}, nullptr, {N * 8}},
+  r = infer_op("Range", {{{DType::kI64, {}}, &eight_n_start},
+                         {{DType::kI64, {}}, nullptr, {N * 8}},
                          {{DType::kI64, {}}, &one}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(r.outputs[0].shape, (Shape{N * 8}));
@@ -457,8 +462,8 @@ TEST(RangeKernel, RejectsBadInputs) {
   y = run_op("Range", {{i64({2}, {0, 1}), true}, {i64({}, {4}), true}, {i64({}, {1}), true}});
   ASSERT_FALSE(y.ok());
   EXPECT_TRUE(contains(y.status(), "must be a scalar"));
-  y = run_op("Range", {{i64({}, {INT64_MIN}), true}, {i64({}, {INT64_MAX}), true},
-                       {i64({}, {1}), true}});
+  y = run_op("Range",
+             {{i64({}, {INT64_MIN}), true}, {i64({}, {INT64_MAX}), true}, {i64({}, {1}), true}});
   ASSERT_FALSE(y.ok());
 }
 
@@ -536,7 +541,9 @@ TEST(NonZeroKernel, DataDependentSizeIsBoundFromTheData) {
   InferArgs args{none, {}, {}, 1, {}, {}, {}, {}};
   args.inputs = {ValueType{DType::kF32, {N, 3}}};
   args.constants = {nullptr};
-  args.data_dim = [](size_t i) -> StatusOr<DimExpr> { return DimExpr::symbol(fmt::format("c{}", i)); };
+  args.data_dim = [](size_t i) -> StatusOr<DimExpr> {
+    return DimExpr::symbol(fmt::format("c{}", i));
+  };
   ASSERT_TRUE(nonzero->infer(args).ok());
   EXPECT_EQ(args.outputs[0].shape, (Shape{DimExpr(2), DimExpr::symbol("c0")}));
   // data_sizes counts the nonzero elements (NaN counts, -0 does not).

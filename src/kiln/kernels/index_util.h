@@ -38,9 +38,9 @@ std::string coords_of(int64_t flat, std::span<const int64_t> dims);
 // `value` (element `flat` of input `index` 'name' with dims `dims`) made non-negative for an
 // axis of size `size`: values in [-size, size - 1] are valid. Error otherwise:
 // "input 1 'indices' element [0, 2] = 7 is out of range [-3, 2] (axis 0 of size 3)".
-StatusOr<int64_t> normalize_index(int64_t value, int64_t size, size_t index,
-                                  std::string_view name, int64_t flat,
-                                  std::span<const int64_t> dims, std::string_view axis_what);
+StatusOr<int64_t> normalize_index(int64_t value, int64_t size, size_t index, std::string_view name,
+                                  int64_t flat, std::span<const int64_t> dims,
+                                  std::string_view axis_what);
 
 // For GatherElements and ScatterElements: indices must have data's rank, and each of their dims
 // but `axis` must not exceed data's (Unimplemented when a symbol makes that unprovable).

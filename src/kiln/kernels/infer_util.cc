@@ -11,8 +11,8 @@ std::string input_label(size_t index, std::string_view name) {
   return fmt::format("input {} '{}'", index, name);
 }
 
-Status check_arity(const InferArgs& args, size_t min_inputs, size_t max_inputs,
-                   size_t min_outputs, size_t max_outputs) {
+Status check_arity(const InferArgs& args, size_t min_inputs, size_t max_inputs, size_t min_outputs,
+                   size_t max_outputs) {
   size_t inputs = args.inputs.size();
   if (inputs < min_inputs || inputs > max_inputs) {
     if (min_inputs == max_inputs) {
@@ -92,8 +92,8 @@ Status check_rank_range(const ValueType& type, size_t index, std::string_view na
 
 namespace {
 constexpr std::array kFloat = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64};
-constexpr std::array kInteger = {DType::kI8,  DType::kI16, DType::kI32, DType::kI64,
-                                 DType::kU8,  DType::kU16, DType::kU32, DType::kU64};
+constexpr std::array kInteger = {DType::kI8, DType::kI16, DType::kI32, DType::kI64,
+                                 DType::kU8, DType::kU16, DType::kU32, DType::kU64};
 constexpr std::array kSigned = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64,
                                 DType::kI8,  DType::kI16,  DType::kI32, DType::kI64};
 constexpr std::array kNumeric = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64,
@@ -239,8 +239,7 @@ std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size
     }
     return out;
   }
-  if (index < args.values.size() && args.values[index] != nullptr &&
-      !args.values[index]->empty()) {
+  if (index < args.values.size() && args.values[index] != nullptr && !args.values[index]->empty()) {
     return *args.values[index];
   }
   // A zero-element tensor's values are known: there are none.
@@ -248,8 +247,7 @@ std::optional<std::vector<DimExpr>> known_dim_values(const InferArgs& args, size
   return std::nullopt;
 }
 
-StatusOr<std::optional<std::vector<DimExpr>>> input_dim_values(const InferArgs& args,
-                                                               size_t index,
+StatusOr<std::optional<std::vector<DimExpr>>> input_dim_values(const InferArgs& args, size_t index,
                                                                std::string_view name) {
   const ValueType* type = optional_input(args, index);
   if (type == nullptr) return std::optional<std::vector<DimExpr>>();
@@ -301,8 +299,7 @@ std::optional<FractionValues> known_fraction_values(const InferArgs& args, size_
     }
     return out;
   }
-  if (index < args.values.size() && args.values[index] != nullptr &&
-      !args.values[index]->empty()) {
+  if (index < args.values.size() && args.values[index] != nullptr && !args.values[index]->empty()) {
     return FractionValues{*args.values[index], value_denominator(args, index)};
   }
   return std::nullopt;

@@ -70,8 +70,7 @@ StatusOr<std::optional<std::vector<int64_t>>> constant_ints(const InferArgs& arg
 // The element values of integer input `index` (rank <= 1) when known at compile time: from a
 // constant, or as expressions of the symbols (args.values, a shape computation). nullopt when the
 // input is absent; Unimplemented "... must be known at compile time" when present but unknown.
-StatusOr<std::optional<std::vector<DimExpr>>> input_dim_values(const InferArgs& args,
-                                                               size_t index,
+StatusOr<std::optional<std::vector<DimExpr>>> input_dim_values(const InferArgs& args, size_t index,
                                                                std::string_view name);
 // Same, without the error, and for float and bool inputs too (a shape computation cast to float
 // for torch.arange(S).float(), a comparison of dims), whose values are whole numbers (bool: 0 or

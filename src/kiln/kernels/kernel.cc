@@ -100,8 +100,8 @@ StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes
   }
   KILN_RETURN_IF_ERROR(op.infer(args));
   if (args.outputs.size() != output_count) {
-    return internal_error("{} inferred {} outputs for {} declared", op.op_type,
-                          args.outputs.size(), output_count);
+    return internal_error("{} inferred {} outputs for {} declared", op.op_type, args.outputs.size(),
+                          output_count);
   }
   Planned planned;
   for (size_t i = 0; i < args.outputs.size(); ++i) {

@@ -117,7 +117,7 @@ struct MakeArgs {
   const Attributes& attributes;
   std::vector<std::optional<ValueType>> inputs;  // all dims constant
   std::vector<const Tensor*> constants;
-  std::vector<ValueType> outputs;                // as infer gave them, all dims constant
+  std::vector<ValueType> outputs;  // as infer gave them, all dims constant
 
   // Concrete dims of input i / output i (the caller guarantees they are constant).
   ConcreteShape input_dims(size_t i) const;

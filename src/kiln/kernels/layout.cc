@@ -29,7 +29,8 @@ Status infer_tile(InferArgs& args) {
   Shape out;
   for (size_t i = 0; i < repeats.size(); ++i) {
     auto r = repeats[i].constant_value();
-    if (r && *r < 0) return invalid_argument("input 1 'repeats' element {} is negative ({})", i, *r);
+    if (r && *r < 0)
+      return invalid_argument("input 1 'repeats' element {} is negative ({})", i, *r);
     auto d = x.shape[i].constant_value();
     if (r && d && !checked_mul(*r, *d)) {
       return invalid_argument("dim {} of the output ({} x {}) overflows int64", i, *d, *r);
@@ -156,10 +157,8 @@ class PadKernel : public Kernel {
     const int64_t d = in_[k];
     if (i >= 0 && i < d) return static_cast<int64_t>(i);
     switch (mode_) {
-      case PadMode::kConstant:
-        return -1;
-      case PadMode::kEdge:
-        return i < 0 ? 0 : d - 1;
+      case PadMode::kConstant: return -1;
+      case PadMode::kEdge: return i < 0 ? 0 : d - 1;
       case PadMode::kReflect: {
         if (d == 1) return 0;
         const __int128 period = 2 * static_cast<__int128>(d - 1);
@@ -184,10 +183,10 @@ class PadKernel : public Kernel {
     for (int64_t j = 0; j < width; ++j) inner[j] = source(r - 1, j);
     // Output indices [lo, hi) of the last axis read the source row in order.
     const int64_t lo = std::clamp<int64_t>(begin_[r - 1], 0, width);
-    const int64_t hi = std::clamp<int64_t>(
-        static_cast<int64_t>(std::min<__int128>(static_cast<__int128>(begin_[r - 1]) + in_[r - 1],
-                                                width)),
-        lo, width);
+    const int64_t hi =
+        std::clamp<int64_t>(static_cast<int64_t>(std::min<__int128>(
+                                static_cast<__int128>(begin_[r - 1]) + in_[r - 1], width)),
+                            lo, width);
     const int64_t rows = product(std::span<const int64_t>(out_).first(r - 1));
     for_row_chunks(rows, width, [&](int64_t begin, int64_t end) {
       std::vector<int64_t> index(r - 1, 0);

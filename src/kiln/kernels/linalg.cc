@@ -92,8 +92,8 @@ Status infer_matmul(InferArgs& args) {
 }
 
 // A zero point: a scalar or [1], or [count] (per row of A / per column of B).
-Status check_zero_point(const ValueType& z, size_t index, std::string_view name,
-                        DType expected, std::string_view expected_from, const DimExpr& count,
+Status check_zero_point(const ValueType& z, size_t index, std::string_view name, DType expected,
+                        std::string_view expected_from, const DimExpr& count,
                         std::string_view per) {
   KILN_RETURN_IF_ERROR(check_same_dtype(z, index, name, expected, expected_from));
   if (z.shape.empty() || (z.shape.size() == 1 && z.shape[0] == DimExpr(1))) return ok_status();
@@ -362,8 +362,8 @@ StatusOr<std::unique_ptr<Kernel>> make_gemm(const MakeArgs& args) {
   if (args.inputs.size() > 2 && args.inputs[2]) {
     c_map = broadcast_index_map(args.input_dims(2), y);
   }
-  return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(p, y[0], a[p.trans_a ? 0 : 1], y[1],
-                                                              std::move(c_map)));
+  return std::unique_ptr<Kernel>(
+      std::make_unique<GemmKernel>(p, y[0], a[p.trans_a ? 0 : 1], y[1], std::move(c_map)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -434,9 +434,8 @@ StatusOr<Equation> parse_equation(const Attributes& attributes, size_t input_cou
   size_t start = 0;
   while (true) {
     const size_t comma = lhs.find(',', start);
-    const std::string_view term = lhs.substr(start, comma == std::string_view::npos
-                                                        ? std::string_view::npos
-                                                        : comma - start);
+    const std::string_view term =
+        lhs.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     KILN_ASSIGN_OR_RETURN(std::vector<int> labels,
                           parse_term(term, fmt::format("operand {}", eq.inputs.size())));
     eq.inputs.push_back(std::move(labels));
@@ -504,9 +503,10 @@ StatusOr<EinsumDims> einsum_dims(const Equation& eq, std::span<const Shape> shap
     const bool has_ellipsis = std::find(term.begin(), term.end(), kEllipsis) != term.end();
     const size_t letters = term.size() - (has_ellipsis ? 1 : 0);
     if (has_ellipsis ? shape.size() < letters : shape.size() != letters) {
-      return invalid_argument("input {} has rank {}, but its term in attribute 'equation' has {} "
-                              "labels{}",
-                              i, shape.size(), letters, has_ellipsis ? " and \"...\"" : "");
+      return invalid_argument(
+          "input {} has rank {}, but its term in attribute 'equation' has {} "
+          "labels{}",
+          i, shape.size(), letters, has_ellipsis ? " and \"...\"" : "");
     }
     const size_t ellipsis_rank = shape.size() - letters;
     size_t dim = 0;
@@ -520,9 +520,9 @@ StatusOr<EinsumDims> einsum_dims(const Equation& eq, std::span<const Shape> shap
       if (!d.label[id]) {
         d.label[id] = shape[dim];
       } else {
-        KILN_RETURN_IF_ERROR(check_dims_equal(
-            shape[dim], *d.label[id],
-            fmt::format("input {} dim {} (label '{}')", i, dim, label_char(id))));
+        KILN_RETURN_IF_ERROR(
+            check_dims_equal(shape[dim], *d.label[id],
+                             fmt::format("input {} dim {} (label '{}')", i, dim, label_char(id))));
       }
       ++dim;
     }
@@ -665,7 +665,8 @@ class EinsumKernel : public Kernel {
           C acc = C(0);
           for (int64_t s = 0; s < sum_total; ++s) {
             C prod = load(in[0].as<T>(), offset[0]);
-            for (size_t i = 1; i < operands; ++i) prod = mul<C>(prod, load(in[i].as<T>(), offset[i]));
+            for (size_t i = 1; i < operands; ++i)
+              prod = mul<C>(prod, load(in[i].as<T>(), offset[i]));
             acc = mul_add<C>(acc, prod, C(1));
             // Odometer step over the contracted axes, last fastest.
             for (size_t a = counter.size(); a-- > 0;) {

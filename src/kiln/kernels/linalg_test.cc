@@ -28,17 +28,20 @@ StatusOr<Shape> infer_shape(std::string_view op, std::vector<ValueType> inputs,
 
 TEST(MatMul, IntegersOneDOperandsAndBatchBroadcast) {
   // [2] @ [2, 3] -> [3]
-  EXPECT_EQ(values_of<int32_t>(run_one("MatMul", {i32({2}, {1, 2}), i32({2, 3}, {1, 2, 3, 4, 5, 6})})),
-            (std::vector<int32_t>{9, 12, 15}));
+  EXPECT_EQ(
+      values_of<int32_t>(run_one("MatMul", {i32({2}, {1, 2}), i32({2, 3}, {1, 2, 3, 4, 5, 6})})),
+      (std::vector<int32_t>{9, 12, 15}));
   // [2, 1, 2] @ [2] -> [2, 1]
-  EXPECT_EQ(values_of<int64_t>(run_one("MatMul", {i64({2, 1, 2}, {1, 2, 3, 4}), i64({2}, {10, 1})})),
-            (std::vector<int64_t>{12, 34}));
+  EXPECT_EQ(
+      values_of<int64_t>(run_one("MatMul", {i64({2, 1, 2}, {1, 2, 3, 4}), i64({2}, {10, 1})})),
+      (std::vector<int64_t>{12, 34}));
   // [2, 1, 2] @ [1, 2, 1]: B's batch of 1 broadcasts.
   auto y = run_one("MatMul", {f64({2, 1, 2}, {1, 2, 3, 4}), f64({1, 2, 1}, {1, -1})});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(y->shape(), (ConcreteShape{2, 1, 1}));
   EXPECT_EQ(values_of<double>(y), (std::vector<double>{-1, -1}));
-  auto s = infer_shape("MatMul", {{DType::kF32, {sym("N"), 1, 4, 8}}, {DType::kF32, {3, 8, 2}}}, {});
+  auto s =
+      infer_shape("MatMul", {{DType::kF32, {sym("N"), 1, 4, 8}}, {DType::kF32, {3, 8, 2}}}, {});
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(shape_to_string(*s), "[N,3,4,2]");
 }
@@ -48,17 +51,19 @@ TEST(MatMulInteger, PerRowZeroPoint) {
   Tensor a = u8({4, 3}, {11, 7, 3, 10, 6, 2, 9, 5, 1, 8, 4, 0});
   Tensor b = u8({3, 2}, {1, 4, 2, 5, 3, 6});
   auto y = run_one("MatMulInteger", {a, b, u8({}, {12}), u8({}, {0})});
-  EXPECT_EQ(values_of<int32_t>(y), (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
+  EXPECT_EQ(values_of<int32_t>(y),
+            (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
   // The same zero point given per row of A.
   auto r = run_one("MatMulInteger", {a, b, u8({4}, {12, 12, 12, 12})});
-  EXPECT_EQ(values_of<int32_t>(r), (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
+  EXPECT_EQ(values_of<int32_t>(r),
+            (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
 }
 
 TEST(Gemm, TransposesAlphaBetaAndBroadcastBias) {
   // A^T = [[1, 2], [3, 4]], B^T = I: alpha * A^T + beta * [10, 20] (row bias).
-  auto y = run_one("Gemm", {f32({2, 2}, {1, 3, 2, 4}), f32({2, 2}, {1, 0, 0, 1}), f32({2}, {10, 20})},
-                  attrs({{"transA", int64_t{1}}, {"transB", int64_t{1}}, {"alpha", 2.0},
-                         {"beta", 0.5}}));
+  auto y = run_one(
+      "Gemm", {f32({2, 2}, {1, 3, 2, 4}), f32({2, 2}, {1, 0, 0, 1}), f32({2}, {10, 20})},
+      attrs({{"transA", int64_t{1}}, {"transB", int64_t{1}}, {"alpha", 2.0}, {"beta", 0.5}}));
   EXPECT_EQ(values_of<float>(y), (std::vector<float>{7, 14, 11, 18}));
   // Column bias [2, 1] and integer dtypes.
   auto c = run_one("Gemm", {i64({2, 1}, {1, 2}), i64({1, 2}, {3, 4}), i64({2, 1}, {100, 200})});
@@ -92,9 +97,10 @@ TEST(Einsum, ProductsWithEllipsisBroadcast) {
   EXPECT_EQ(y->shape(), (ConcreteShape{2, 1, 2}));
   EXPECT_EQ(values_of<float>(y), (std::vector<float>{5, 6, 7, 8}));
   // Three operands, outer product then sum: sum_i a_i * b_i * c_i.
-  EXPECT_EQ(values_of<int64_t>(run_one("Einsum", {i64({2}, {1, 2}), i64({2}, {3, 4}), i64({2}, {5, 6})},
-                                   equation("i,i,i->"))),
-            (std::vector<int64_t>{63}));
+  EXPECT_EQ(
+      values_of<int64_t>(run_one("Einsum", {i64({2}, {1, 2}), i64({2}, {3, 4}), i64({2}, {5, 6})},
+                                 equation("i,i,i->"))),
+      (std::vector<int64_t>{63}));
 }
 
 TEST(Einsum, SymbolicShapesAndBadEquations) {
@@ -102,8 +108,8 @@ TEST(Einsum, SymbolicShapesAndBadEquations) {
                        equation("bij,bjk->bik"));
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(shape_to_string(*s), "[B,3,5]");
-  auto mismatch = infer_shape("Einsum", {{DType::kF32, {3, 4}}, {DType::kF32, {5, 6}}},
-                              equation("ij,jk->ik"));
+  auto mismatch =
+      infer_shape("Einsum", {{DType::kF32, {3, 4}}, {DType::kF32, {5, 6}}}, equation("ij,jk->ik"));
   EXPECT_NE(mismatch.status().message().find("label 'j'"), std::string::npos)
       << mismatch.status().to_string();
   auto rank = infer_shape("Einsum", {{DType::kF32, {3, 4, 5}}}, equation("ij->i"));

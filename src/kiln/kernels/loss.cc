@@ -95,14 +95,12 @@ Status infer_loss(InferArgs& args) {
     KILN_RETURN_IF_ERROR(
         check_same_dtype(*w, 2, names.weight, x.dtype, fmt::format("input 0 '{}'", names.scores)));
     KILN_RETURN_IF_ERROR(check_rank(*w, 2, names.weight, 1));
-    KILN_RETURN_IF_ERROR(check_dims_equal(
-        w->shape[0], x.shape[1],
-        fmt::format("{} dim 0 (classes, dim 1 of input 0 '{}')", input_label(2, names.weight),
-                    names.scores)));
+    KILN_RETURN_IF_ERROR(check_dims_equal(w->shape[0], x.shape[1],
+                                          fmt::format("{} dim 0 (classes, dim 1 of input 0 '{}')",
+                                                      input_label(2, names.weight), names.scores)));
   }
   args.outputs.clear();
-  args.outputs.push_back(
-      {x.dtype, o.reduction == Reduction::kNone ? target_shape : Shape{}});
+  args.outputs.push_back({x.dtype, o.reduction == Reduction::kNone ? target_shape : Shape{}});
   if (args.output_count > 1) args.outputs.push_back(x);  // log_prob
   return ok_status();
 }
@@ -155,12 +153,11 @@ class LossKernel : public Kernel {
       const int64_t t = target[e];
       if (o_.ignore_index && t == *o_.ignore_index) continue;
       if (t < 0 || t >= c_) {
-        return invalid_argument("{} element {} {} = {} is out of range [0, {}){}",
-                                input_label(1, names.target), e,
-                                coordinates(in[1].dims, static_cast<int64_t>(e)), t, c_,
-                                o_.ignore_index
-                                    ? fmt::format(" and is not ignore_index {}", *o_.ignore_index)
-                                    : std::string());
+        return invalid_argument(
+            "{} element {} {} = {} is out of range [0, {}){}", input_label(1, names.target), e,
+            coordinates(in[1].dims, static_cast<int64_t>(e)), t, c_,
+            o_.ignore_index ? fmt::format(" and is not ignore_index {}", *o_.ignore_index)
+                            : std::string());
       }
     }
     const bool weighted = in.size() > 2 && in[2].data != nullptr;
@@ -246,8 +243,7 @@ StatusOr<std::unique_ptr<Kernel>> make_loss(const MakeArgs& args) {
 }  // namespace
 
 void register_loss_kernels(std::vector<OpKernel>& table) {
-  table.push_back(
-      OpKernel{"NegativeLogLikelihoodLoss", infer_loss<false>, make_loss<false>});
+  table.push_back(OpKernel{"NegativeLogLikelihoodLoss", infer_loss<false>, make_loss<false>});
   table.push_back(OpKernel{"SoftmaxCrossEntropyLoss", infer_loss<true>, make_loss<true>});
 }
 

@@ -78,19 +78,19 @@ TEST(LossKernels, TargetOutOfRangeIsAnErrorNamingTheElement) {
 }
 
 TEST(LossKernels, BadShapesAndAttributesAreRefused) {
-  auto rank = infer_op("NegativeLogLikelihoodLoss",
-                       {type(DType::kF32, {2, 3}), type(DType::kI64, {2, 1})});
+  auto rank =
+      infer_op("NegativeLogLikelihoodLoss", {type(DType::kF32, {2, 3}), type(DType::kI64, {2, 1})});
   EXPECT_TRUE(contains(error_of(rank), "must have rank 1")) << error_of(rank);
-  auto classes = infer_op("NegativeLogLikelihoodLoss", {type(DType::kF32, {2, 3}),
-                                                        type(DType::kI64, {2}),
-                                                        type(DType::kF32, {4})});
+  auto classes =
+      infer_op("NegativeLogLikelihoodLoss",
+               {type(DType::kF32, {2, 3}), type(DType::kI64, {2}), type(DType::kF32, {4})});
   EXPECT_TRUE(contains(error_of(classes), "classes")) << error_of(classes);
-  auto reduction = infer_op("SoftmaxCrossEntropyLoss",
-                            {type(DType::kF32, {2, 3}), type(DType::kI64, {2})},
-                            attrs({{"reduction", std::string("max")}}));
+  auto reduction =
+      infer_op("SoftmaxCrossEntropyLoss", {type(DType::kF32, {2, 3}), type(DType::kI64, {2})},
+               attrs({{"reduction", std::string("max")}}));
   EXPECT_TRUE(contains(error_of(reduction), "'reduction' must be")) << error_of(reduction);
-  auto float_target = infer_op("SoftmaxCrossEntropyLoss",
-                               {type(DType::kF32, {2, 3}), type(DType::kF32, {2})});
+  auto float_target =
+      infer_op("SoftmaxCrossEntropyLoss", {type(DType::kF32, {2, 3}), type(DType::kF32, {2})});
   EXPECT_FALSE(float_target.ok());
 }
 

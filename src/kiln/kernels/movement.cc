@@ -1,8 +1,8 @@
 // Ops that move or relabel data without arithmetic: Transpose, Concat, Split, Slice, Squeeze,
-// Unsqueeze, Flatten, Reshape, Identity, Dropout (inference), Expand, ReverseSequence. They accept every dtype and
-// run on bytes (strided_copy.h). Those that carry small integer tensors (shape computations such
-// as Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))) also pass the element values
-// through, so symbolic dims survive them.
+// Unsqueeze, Flatten, Reshape, Identity, Dropout (inference), Expand, ReverseSequence. They accept
+// every dtype and run on bytes (strided_copy.h). Those that carry small integer tensors (shape
+// computations such as Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))) also pass the
+// element values through, so symbolic dims survive them.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -230,9 +230,9 @@ Status infer_squeeze(InferArgs& args) {
   std::vector<bool> drop(static_cast<size_t>(rank), false);
   if (axes) {
     for (int64_t a : *axes) {
-      KILN_RETURN_IF_ERROR(
-          check_dims_equal(x.shape[a], DimExpr(1), fmt::format("squeezed dim {} of input 0 'data' {}",
-                                                               a, shape_to_string(x.shape))));
+      KILN_RETURN_IF_ERROR(check_dims_equal(
+          x.shape[a], DimExpr(1),
+          fmt::format("squeezed dim {} of input 0 'data' {}", a, shape_to_string(x.shape))));
       drop[a] = true;
     }
   } else {
@@ -358,8 +358,8 @@ Status infer_expand(InferArgs& args) {
   KILN_ASSIGN_OR_RETURN(Shape target, required_dim_values(args, 1, "shape"));
   for (size_t i = 0; i < target.size(); ++i) {
     if (auto v = target[i].constant_value(); v && *v < 0) {
-      return invalid_argument("input 1 'shape' {} has negative dim {} at {}",
-                              values_text(target), *v, i);
+      return invalid_argument("input 1 'shape' {} has negative dim {} at {}", values_text(target),
+                              *v, i);
     }
   }
   const Shape shapes[] = {x.shape, target};
@@ -406,8 +406,10 @@ StatusOr<SequenceAxes> sequence_axes(const Attributes& attributes) {
   KILN_ASSIGN_OR_RETURN(axes.time, attributes.get_int("time_axis", 0));
   if ((axes.batch != 0 && axes.batch != 1) || (axes.time != 0 && axes.time != 1) ||
       axes.batch == axes.time) {
-    return invalid_argument("attributes 'batch_axis' = {} and 'time_axis' = {} must be 0 and 1 "
-                            "in either order", axes.batch, axes.time);
+    return invalid_argument(
+        "attributes 'batch_axis' = {} and 'time_axis' = {} must be 0 and 1 "
+        "in either order",
+        axes.batch, axes.time);
   }
   return axes;
 }
@@ -443,8 +445,10 @@ class ReverseSequenceKernel : public Kernel {
     const int64_t* lens = in[1].as<int64_t>();
     for (int64_t b = 0; b < batch; ++b) {
       if (lens[b] < 0 || lens[b] > steps) {
-        return invalid_argument("input 1 'sequence_lens' element {} is {}, outside [0, {}] (the "
-                                "time dim)", b, lens[b], steps);
+        return invalid_argument(
+            "input 1 'sequence_lens' element {} is {}, outside [0, {}] (the "
+            "time dim)",
+            b, lens[b], steps);
       }
     }
     const size_t run_bytes =

@@ -22,7 +22,9 @@ Tensor make(DType dtype, ConcreteShape dims, const std::vector<double>& values) 
     switch (dtype) {
       case DType::kF32: t.mutable_values<float>()[i] = static_cast<float>(v); break;
       case DType::kF64: t.mutable_values<double>()[i] = v; break;
-      case DType::kF16: t.mutable_values<uint16_t>()[i] = float_to_half_bits(static_cast<float>(v)); break;
+      case DType::kF16:
+        t.mutable_values<uint16_t>()[i] = float_to_half_bits(static_cast<float>(v));
+        break;
       case DType::kI64: t.mutable_values<int64_t>()[i] = static_cast<int64_t>(v); break;
       case DType::kI32: t.mutable_values<int32_t>()[i] = static_cast<int32_t>(v); break;
       case DType::kI8: t.mutable_values<int8_t>()[i] = static_cast<int8_t>(v); break;
@@ -66,14 +68,15 @@ StatusOr<std::vector<Tensor>> run_op(std::string_view op, std::vector<In> ins,
     if (in.absent) {
       inputs.push_back({});
     } else {
-      inputs.push_back({true, in.tensor.dtype(), in.tensor.shape(),
-                        in.constant ? &in.tensor : nullptr});
+      inputs.push_back(
+          {true, in.tensor.dtype(), in.tensor.shape(), in.constant ? &in.tensor : nullptr});
     }
   }
   KILN_ASSIGN_OR_RETURN(Planned p, plan_concrete(*k, attributes, inputs, outputs, nullptr));
   std::vector<ConstBuffer> in_buffers;
   for (const In& in : ins) {
-    in_buffers.push_back({in.tensor.dtype(), in.tensor.shape(), in.absent ? nullptr : in.tensor.data()});
+    in_buffers.push_back(
+        {in.tensor.dtype(), in.tensor.shape(), in.absent ? nullptr : in.tensor.data()});
   }
   std::vector<Tensor> out;
   std::vector<MutableBuffer> out_buffers;
@@ -161,8 +164,8 @@ TEST(ReverseSequence, ReversesEachEntrysLeadingSteps) {
 }
 
 TEST(ReverseSequence, SymbolicAndBadInputs) {
-  Inferred r = infer("ReverseSequence", {sym(DType::kF32, {DimExpr::symbol("T"), N, 3}),
-                                         sym(DType::kI64, {N})});
+  Inferred r = infer("ReverseSequence",
+                     {sym(DType::kF32, {DimExpr::symbol("T"), N, 3}), sym(DType::kI64, {N})});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[T,N,3]");
   EXPECT_TRUE(has_error(run1("ReverseSequence", {f32({2, 2}, iota(4)), i64({2}, {1, 3})}).status(),
@@ -176,8 +179,9 @@ TEST(ReverseSequence, SymbolicAndBadInputs) {
                              attrs({{"batch_axis", int64_t{0}}}))
                             .status(),
                         StatusCode::kInvalidArgument, {"'batch_axis' = 0", "'time_axis' = 0"}));
-  EXPECT_TRUE(has_error(run1("ReverseSequence", {f32({4}, iota(4)), i64({4}, {1, 1, 1, 1})}).status(),
-                        StatusCode::kInvalidArgument, {"input 0 'input'", "rank"}));
+  EXPECT_TRUE(
+      has_error(run1("ReverseSequence", {f32({4}, iota(4)), i64({4}, {1, 1, 1, 1})}).status(),
+                StatusCode::kInvalidArgument, {"input 0 'input'", "rank"}));
 }
 
 // Shape values of rank 2 (PyTorch's F.pad amounts): Reshape keeps the row-major order, Transpose
@@ -196,11 +200,10 @@ TEST(ShapeValues, Rank2ThroughReshapeTransposeAndSlice) {
   ASSERT_TRUE(!reshaped.values.empty() && reshaped.values[0].has_value());
   EXPECT_EQ(*reshaped.values[0], (std::vector<DimExpr>{a, DimExpr(0), b, DimExpr(7)}));
   const int64_t open = std::numeric_limits<int64_t>::max();
-  Inferred rows = infer("Slice", {sym(DType::kI64, {2, 2}, {a, DimExpr(0), b, DimExpr(7)}),
-                                  sym(DType::kI64, {1}, {DimExpr(-1)}),
-                                  sym(DType::kI64, {1}, {DimExpr(-open)}),
-                                  sym(DType::kI64, {1}, {DimExpr(0)}),
-                                  sym(DType::kI64, {1}, {DimExpr(-1)})});
+  Inferred rows =
+      infer("Slice", {sym(DType::kI64, {2, 2}, {a, DimExpr(0), b, DimExpr(7)}),
+                      sym(DType::kI64, {1}, {DimExpr(-1)}), sym(DType::kI64, {1}, {DimExpr(-open)}),
+                      sym(DType::kI64, {1}, {DimExpr(0)}), sym(DType::kI64, {1}, {DimExpr(-1)})});
   ASSERT_TRUE(rows.status.ok()) << rows.status.to_string();
   ASSERT_TRUE(!rows.values.empty() && rows.values[0].has_value());
   EXPECT_EQ(*rows.values[0], (std::vector<DimExpr>{b, DimExpr(7), a, DimExpr(0)}));
@@ -235,23 +238,24 @@ TEST(Transpose, SymbolicAndBadPerm) {
                      attrs({{"perm", std::vector<int64_t>{2, 0, 1}}}));
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[4,N,3]");
-  EXPECT_TRUE(has_error(run1("Transpose", {f32({2, 3}, iota(6))},
-                             attrs({{"perm", std::vector<int64_t>{0, 0}}}))
-                            .status(),
-                        StatusCode::kInvalidArgument, {"not a permutation"}));
-  EXPECT_TRUE(has_error(run1("Transpose", {f32({2, 3}, iota(6))},
-                             attrs({{"perm", std::vector<int64_t>{0}}}))
-                            .status(),
-                        StatusCode::kInvalidArgument, {"1 elements", "rank 2"}));
+  EXPECT_TRUE(has_error(
+      run1("Transpose", {f32({2, 3}, iota(6))}, attrs({{"perm", std::vector<int64_t>{0, 0}}}))
+          .status(),
+      StatusCode::kInvalidArgument, {"not a permutation"}));
+  EXPECT_TRUE(has_error(
+      run1("Transpose", {f32({2, 3}, iota(6))}, attrs({{"perm", std::vector<int64_t>{0}}}))
+          .status(),
+      StatusCode::kInvalidArgument, {"1 elements", "rank 2"}));
 }
 
 TEST(Concat, AxisNegativeAndEmptyInputs) {
   expect_tensor(run1("Concat", {f32({2, 1}, {1, 2}), f32({2, 0}, {}), f32({2, 2}, {3, 4, 5, 6})},
                      attrs({{"axis", int64_t{-1}}})),
                 {2, 3}, {1, 3, 4, 2, 5, 6});
-  expect_tensor(run1("Concat", {make(DType::kBool, {1, 2}, {1, 0}), make(DType::kBool, {1, 2}, {0, 1})},
-                     attrs({{"axis", int64_t{0}}})),
-                {2, 2}, {1, 0, 0, 1});
+  expect_tensor(
+      run1("Concat", {make(DType::kBool, {1, 2}, {1, 0}), make(DType::kBool, {1, 2}, {0, 1})},
+           attrs({{"axis", int64_t{0}}})),
+      {2, 2}, {1, 0, 0, 1});
 }
 
 TEST(Concat, SymbolicDimsAndErrors) {
@@ -268,16 +272,15 @@ TEST(Concat, SymbolicDimsAndErrors) {
                               attrs({{"axis", int64_t{1}}}))
                             .status,
                         StatusCode::kInvalidArgument, {"dim 0 of input 1 'inputs'"}));
-  EXPECT_TRUE(has_error(run1("Concat", {f32({2, 2}, iota(4)), f32({3, 2}, iota(6))},
-                             attrs({{"axis", int64_t{1}}}))
-                            .status(),
-                        StatusCode::kInvalidArgument, {"dim 0 of input 1 'inputs'", "must be 2, got 3"}));
-  EXPECT_TRUE(has_error(run1("Concat", {f32({2}, {1, 2}), i64({2}, {1, 2})},
-                             attrs({{"axis", int64_t{0}}}))
-                            .status(),
-                        StatusCode::kInvalidArgument, {"input 1 'inputs' must have dtype f32"}));
-  EXPECT_TRUE(has_error(run1("Concat", {f32({2}, {1, 2})}).status(),
-                        StatusCode::kInvalidArgument, {"attribute 'axis' is required"}));
+  EXPECT_TRUE(has_error(
+      run1("Concat", {f32({2, 2}, iota(4)), f32({3, 2}, iota(6))}, attrs({{"axis", int64_t{1}}}))
+          .status(),
+      StatusCode::kInvalidArgument, {"dim 0 of input 1 'inputs'", "must be 2, got 3"}));
+  EXPECT_TRUE(has_error(
+      run1("Concat", {f32({2}, {1, 2}), i64({2}, {1, 2})}, attrs({{"axis", int64_t{0}}})).status(),
+      StatusCode::kInvalidArgument, {"input 1 'inputs' must have dtype f32"}));
+  EXPECT_TRUE(has_error(run1("Concat", {f32({2}, {1, 2})}).status(), StatusCode::kInvalidArgument,
+                        {"attribute 'axis' is required"}));
   EXPECT_TRUE(has_error(run1("Concat", {f32({2}, {1, 2})}, attrs({{"axis", int64_t{1}}})).status(),
                         StatusCode::kInvalidArgument, {"attribute 'axis' = 1 is out of range"}));
 }
@@ -338,13 +341,13 @@ TEST(Reshape, BadInputs) {
     return run1("Reshape", {f32(in, std::vector<double>(product(in), 0.0)), i64({n}, target)})
         .status();
   };
-  EXPECT_TRUE(has_error(reshape({2, 3}, {-1, -1}), StatusCode::kInvalidArgument,
-                        {"more than one -1"}));
+  EXPECT_TRUE(
+      has_error(reshape({2, 3}, {-1, -1}), StatusCode::kInvalidArgument, {"more than one -1"}));
   EXPECT_TRUE(has_error(reshape({2, 3}, {4, -1}), StatusCode::kInvalidArgument,
                         {"element count 6 is not a multiple of 4"}));
   EXPECT_TRUE(has_error(reshape({2, 3}, {5}), StatusCode::kInvalidArgument, {"must be 6, got 5"}));
-  EXPECT_TRUE(has_error(reshape({2, 3}, {-2, 3}), StatusCode::kInvalidArgument,
-                        {"invalid dim -2"}));
+  EXPECT_TRUE(
+      has_error(reshape({2, 3}, {-2, 3}), StatusCode::kInvalidArgument, {"invalid dim -2"}));
   EXPECT_TRUE(has_error(reshape({6}, {0, 0}), StatusCode::kInvalidArgument, {"copies dim 1"}));
   // 2^62 * 4 overflows int64.
   EXPECT_TRUE(has_error(reshape({2}, {4611686018427387904.0, 4}), StatusCode::kInvalidArgument,
@@ -359,9 +362,9 @@ TEST(Reshape, BadInputs) {
     EXPECT_EQ(recorder.assumptions()[0].to_string(), "(3*N) % 2 == 0");
     // A symbolic divisor that does not divide: still refused.
     DimExpr S = DimExpr::symbol("S");
-    EXPECT_TRUE(has_error(infer("Reshape", {sym(DType::kF32, {N, S}), sym(DType::kI64, {2}, {-1, S + 1})})
-                              .status,
-                          StatusCode::kUnimplemented, {"cannot infer -1", "not provably a multiple"}));
+    EXPECT_TRUE(has_error(
+        infer("Reshape", {sym(DType::kF32, {N, S}), sym(DType::kI64, {2}, {-1, S + 1})}).status,
+        StatusCode::kUnimplemented, {"cannot infer -1", "not provably a multiple"}));
   }
   EXPECT_TRUE(has_error(run1("Reshape", {f32({2}, {1, 2}), runtime(i64({1}, {2}))}).status(),
                         StatusCode::kUnimplemented, {"input 1 'shape'", "compile time"}));
@@ -382,12 +385,13 @@ TEST(Split, EqualVariableAndZeroParts) {
   EXPECT_TRUE(has_error(run_op("Split", {f32({5}, iota(5))}, {}, 2).status(),
                         StatusCode::kInvalidArgument, {"does not split into 2 equal parts"}));
   EXPECT_TRUE(has_error(run_op("Split", {f32({5}, iota(5)), i64({2}, {2, 2})}, {}, 2).status(),
-                        StatusCode::kInvalidArgument, {"sum of input 1 'split'", "must be 5, got 4"}));
+                        StatusCode::kInvalidArgument,
+                        {"sum of input 1 'split'", "must be 5, got 4"}));
   EXPECT_TRUE(has_error(run_op("Split", {f32({5}, iota(5)), i64({2}, {6, -1})}, {}, 2).status(),
                         StatusCode::kInvalidArgument, {"negative"}));
-  EXPECT_TRUE(has_error(run_op("Split", {f32({4}, iota(4))}, attrs({{"num_outputs", int64_t{2}}}), 2)
-                            .status(),
-                        StatusCode::kUnimplemented, {"attribute 'num_outputs'"}));
+  EXPECT_TRUE(has_error(
+      run_op("Split", {f32({4}, iota(4))}, attrs({{"num_outputs", int64_t{2}}}), 2).status(),
+      StatusCode::kUnimplemented, {"attribute 'num_outputs'"}));
   Inferred r = infer("Split", {sym(DType::kF32, {N * 2, 3})}, {}, 2);
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(shape_to_string(r.outputs[1].shape), "[N,3]");
@@ -407,8 +411,7 @@ TEST(Slice, StepsClampingAndDefaults) {
                                i64({2}, {1, -2})}),
                 {2, 2}, {3, 1, 7, 5});
   // Default axes and steps: [1:, 1:3].
-  expect_tensor(run1("Slice", {x, i64({2}, {1, 1}), i64({2}, {1000, 3})}), {2, 2},
-                {5, 6, 9, 10});
+  expect_tensor(run1("Slice", {x, i64({2}, {1, 1}), i64({2}, {1000, 3})}), {2, 2}, {5, 6, 9, 10});
   // Start beyond the end gives an empty slice; a reversed whole axis.
   expect_tensor(run1("Slice", {x, i64({1}, {5}), i64({1}, {10}), i64({1}, {1})}), {3, 0}, {});
   expect_tensor(run1("Slice", {make(DType::kU8, {4}, {1, 2, 3, 4}), i64({1}, {-1}),
@@ -426,10 +429,9 @@ TEST(Slice, SymbolicDimsAndErrors) {
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[N,4]");
   Tensor x = f32({4}, iota(4));
-  EXPECT_TRUE(has_error(run1("Slice", {x, i64({1}, {0}), i64({1}, {4}), i64({1}, {0}),
-                                       i64({1}, {0})})
-                            .status(),
-                        StatusCode::kInvalidArgument, {"input 4 'steps' element 0 is 0"}));
+  EXPECT_TRUE(has_error(
+      run1("Slice", {x, i64({1}, {0}), i64({1}, {4}), i64({1}, {0}), i64({1}, {0})}).status(),
+      StatusCode::kInvalidArgument, {"input 4 'steps' element 0 is 0"}));
   EXPECT_TRUE(has_error(run1("Slice", {x, i64({1}, {0}), i64({2}, {4, 4})}).status(),
                         StatusCode::kInvalidArgument, {"input 2 'ends' has 2 elements"}));
   EXPECT_TRUE(has_error(run1("Slice", {x, i64({1}, {0}), i64({1}, {4}), i64({1}, {1})}).status(),
@@ -455,9 +457,10 @@ TEST(Slice, SymbolicLengthsMatchConcreteAtEverySize) {
                                        sym(DType::kI64, {1}, {end}), sym(DType::kI64, {1}, {0}),
                                        sym(DType::kI64, {1}, {step})});
           ASSERT_TRUE(c.status.ok()) << c.status.to_string();
-          EXPECT_EQ(r.outputs[0].shape[0].evaluate({{"N", n}}).value(), c.outputs[0].shape[0].constant_value().value_or(-99))
-              << "x[" << start << ":" << end << ":" << step << "] of " << n << " elements: "
-              << r.outputs[0].shape[0].to_string();
+          EXPECT_EQ(r.outputs[0].shape[0].evaluate({{"N", n}}).value(),
+                    c.outputs[0].shape[0].constant_value().value_or(-99))
+              << "x[" << start << ":" << end << ":" << step << "] of " << n
+              << " elements: " << r.outputs[0].shape[0].to_string();
         }
       }
     }
@@ -468,8 +471,8 @@ TEST(Slice, SymbolicLengthsMatchConcreteAtEverySize) {
   ASSERT_TRUE(half.status.ok()) << half.status.to_string();
   EXPECT_EQ(shape_to_string(half.outputs[0].shape), "[N - floor(N/2)]");
   AssumptionRecorder recorder;
-  Inferred mask = infer("Slice", {sym(DType::kF32, {1024}), sym(DType::kI64, {1}, {0}),
-                                  sym(DType::kI64, {1}, {N})});
+  Inferred mask = infer(
+      "Slice", {sym(DType::kF32, {1024}), sym(DType::kI64, {1}, {0}), sym(DType::kI64, {1}, {N})});
   ASSERT_TRUE(mask.status.ok()) << mask.status.to_string();
   EXPECT_EQ(shape_to_string(mask.outputs[0].shape), "[N]");
   ASSERT_EQ(recorder.assumptions().size(), 1u);
@@ -480,8 +483,8 @@ TEST(SqueezeUnsqueezeFlatten, AxesAndErrors) {
   Tensor x = make(DType::kI64, {1, 3, 1}, {7, 8, 9});
   expect_tensor(run1("Squeeze", {x}), {3}, {7, 8, 9});
   expect_tensor(run1("Squeeze", {x, i64({1}, {-1})}), {1, 3}, {7, 8, 9});
-  EXPECT_TRUE(has_error(run1("Squeeze", {x, i64({1}, {1})}).status(),
-                        StatusCode::kInvalidArgument, {"squeezed dim 1", "must be 1, got 3"}));
+  EXPECT_TRUE(has_error(run1("Squeeze", {x, i64({1}, {1})}).status(), StatusCode::kInvalidArgument,
+                        {"squeezed dim 1", "must be 1, got 3"}));
   EXPECT_TRUE(has_error(infer("Squeeze", {sym(DType::kF32, {N, 1})}).status,
                         StatusCode::kUnimplemented, {"cannot tell whether dim 0"}));
   expect_tensor(run1("Unsqueeze", {f32({2}, {1, 2}), i64({2}, {-1, 0})}), {1, 2, 1}, {1, 2});
@@ -508,14 +511,14 @@ TEST(IdentityDropout, CopyMaskAndTraining) {
   EXPECT_EQ(values_of((*out)[0]), (std::vector<double>{1, -2}));
   EXPECT_EQ((*out)[1].dtype(), DType::kBool);
   EXPECT_EQ(values_of((*out)[1]), (std::vector<double>{1, 1}));
-  EXPECT_TRUE(has_error(run_op("Dropout", {f32({2}, {1, 2}), absent(), make(DType::kBool, {}, {1})})
-                            .status(),
-                        StatusCode::kUnimplemented, {"input 2 'training_mode' is true"}));
+  EXPECT_TRUE(has_error(
+      run_op("Dropout", {f32({2}, {1, 2}), absent(), make(DType::kBool, {}, {1})}).status(),
+      StatusCode::kUnimplemented, {"input 2 'training_mode' is true"}));
   // Known only at run time.
-  EXPECT_TRUE(has_error(run_op("Dropout", {f32({2}, {1, 2}), absent(),
-                                           runtime(make(DType::kBool, {}, {1}))})
-                            .status(),
-                        StatusCode::kUnimplemented, {"training_mode"}));
+  EXPECT_TRUE(has_error(
+      run_op("Dropout", {f32({2}, {1, 2}), absent(), runtime(make(DType::kBool, {}, {1}))})
+          .status(),
+      StatusCode::kUnimplemented, {"training_mode"}));
   expect_tensor(run1("Dropout", {f32({2}, {1, 2}), absent(), runtime(make(DType::kBool, {}, {0}))}),
                 {2}, {1, 2});
 }
@@ -580,15 +583,16 @@ TEST(Pad, BadInputs) {
                         StatusCode::kInvalidArgument, {"gives -1"}));
   EXPECT_TRUE(has_error(run1("Pad", {x, i64({4}, {0, 9e18, 0, 9e18})}).status(),
                         StatusCode::kInvalidArgument, {"overflow"}));
-  EXPECT_TRUE(has_error(run1("Pad", {x, i64({4}, {0, 1, 0, 0})}, attrs({{"mode", std::string("wrap")}}))
-                            .status(),
-                        StatusCode::kUnimplemented, {"'wrap'"}));
-  EXPECT_TRUE(has_error(run1("Pad", {f32({0}, {}), i64({2}, {1, 0})},
-                             attrs({{"mode", std::string("edge")}}))
-                            .status(),
-                        StatusCode::kInvalidArgument, {"empty"}));
+  EXPECT_TRUE(has_error(
+      run1("Pad", {x, i64({4}, {0, 1, 0, 0})}, attrs({{"mode", std::string("wrap")}})).status(),
+      StatusCode::kUnimplemented, {"'wrap'"}));
+  EXPECT_TRUE(has_error(
+      run1("Pad", {f32({0}, {}), i64({2}, {1, 0})}, attrs({{"mode", std::string("edge")}}))
+          .status(),
+      StatusCode::kInvalidArgument, {"empty"}));
   EXPECT_TRUE(has_error(run1("Pad", {x, i64({4}, {0, 1, 0, 0}), i64({}, {1})}).status(),
-                        StatusCode::kInvalidArgument, {"input 2 'constant_value' must have dtype f32"}));
+                        StatusCode::kInvalidArgument,
+                        {"input 2 'constant_value' must have dtype f32"}));
   Inferred r = infer("Pad", {sym(DType::kF32, {N, 3}), sym(DType::kI64, {4}, {1, 0, 2, 0})});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[N + 3,3]");
@@ -597,34 +601,33 @@ TEST(Pad, BadInputs) {
 // The examples of the ONNX DepthToSpace spec: x = 0..47 as [1, 8, 2, 3], blocksize 2.
 TEST(DepthToSpace, SpecExamplesAndInverse) {
   Tensor x = f32({1, 8, 2, 3}, iota(48));
-  const std::vector<double> dcr = {0,  12, 1,  13, 2,  14, 24, 36, 25, 37, 26, 38,
-                                   3,  15, 4,  16, 5,  17, 27, 39, 28, 40, 29, 41,
-                                   6,  18, 7,  19, 8,  20, 30, 42, 31, 43, 32, 44,
-                                   9,  21, 10, 22, 11, 23, 33, 45, 34, 46, 35, 47};
-  const std::vector<double> crd = {0,  6,  1,  7,  2,  8,  12, 18, 13, 19, 14, 20,
-                                   3,  9,  4,  10, 5,  11, 15, 21, 16, 22, 17, 23,
-                                   24, 30, 25, 31, 26, 32, 36, 42, 37, 43, 38, 44,
-                                   27, 33, 28, 34, 29, 35, 39, 45, 40, 46, 41, 47};
+  const std::vector<double> dcr = {0,  12, 1,  13, 2,  14, 24, 36, 25, 37, 26, 38, 3,  15, 4,  16,
+                                   5,  17, 27, 39, 28, 40, 29, 41, 6,  18, 7,  19, 8,  20, 30, 42,
+                                   31, 43, 32, 44, 9,  21, 10, 22, 11, 23, 33, 45, 34, 46, 35, 47};
+  const std::vector<double> crd = {0,  6,  1,  7,  2,  8,  12, 18, 13, 19, 14, 20, 3,  9,  4,  10,
+                                   5,  11, 15, 21, 16, 22, 17, 23, 24, 30, 25, 31, 26, 32, 36, 42,
+                                   37, 43, 38, 44, 27, 33, 28, 34, 29, 35, 39, 45, 40, 46, 41, 47};
   expect_tensor(run1("DepthToSpace", {x}, attrs({{"blocksize", int64_t{2}}})), {1, 2, 4, 6}, dcr);
-  expect_tensor(run1("DepthToSpace", {x},
-                     attrs({{"blocksize", int64_t{2}}, {"mode", std::string("CRD")}})),
-                {1, 2, 4, 6}, crd);
+  expect_tensor(
+      run1("DepthToSpace", {x}, attrs({{"blocksize", int64_t{2}}, {"mode", std::string("CRD")}})),
+      {1, 2, 4, 6}, crd);
   // SpaceToDepth undoes DCR DepthToSpace.
   expect_tensor(run1("SpaceToDepth", {f32({1, 2, 4, 6}, dcr)}, attrs({{"blocksize", int64_t{2}}})),
                 {1, 8, 2, 3}, iota(48));
-  EXPECT_TRUE(has_error(run1("DepthToSpace", {f32({1, 6, 1, 1}, iota(6))},
-                             attrs({{"blocksize", int64_t{2}}}))
-                            .status(),
-                        StatusCode::kInvalidArgument, {"not a multiple of blocksize^2 = 4"}));
-  EXPECT_TRUE(has_error(run1("SpaceToDepth", {f32({1, 1, 3, 2}, iota(6))},
-                             attrs({{"blocksize", int64_t{2}}}))
-                            .status(),
-                        StatusCode::kInvalidArgument, {"dim 2", "not a multiple of blocksize 2"}));
-  EXPECT_TRUE(has_error(run1("DepthToSpace", {f32({1, 4, 1, 1}, iota(4))},
-                             attrs({{"blocksize", int64_t{0}}}))
-                            .status(),
-                        StatusCode::kInvalidArgument, {"'blocksize' = 0"}));
-  Inferred r = infer("DepthToSpace", {sym(DType::kF32, {N, 8, 2, 3})}, attrs({{"blocksize", int64_t{2}}}));
+  EXPECT_TRUE(has_error(
+      run1("DepthToSpace", {f32({1, 6, 1, 1}, iota(6))}, attrs({{"blocksize", int64_t{2}}}))
+          .status(),
+      StatusCode::kInvalidArgument, {"not a multiple of blocksize^2 = 4"}));
+  EXPECT_TRUE(has_error(
+      run1("SpaceToDepth", {f32({1, 1, 3, 2}, iota(6))}, attrs({{"blocksize", int64_t{2}}}))
+          .status(),
+      StatusCode::kInvalidArgument, {"dim 2", "not a multiple of blocksize 2"}));
+  EXPECT_TRUE(has_error(
+      run1("DepthToSpace", {f32({1, 4, 1, 1}, iota(4))}, attrs({{"blocksize", int64_t{0}}}))
+          .status(),
+      StatusCode::kInvalidArgument, {"'blocksize' = 0"}));
+  Inferred r =
+      infer("DepthToSpace", {sym(DType::kF32, {N, 8, 2, 3})}, attrs({{"blocksize", int64_t{2}}}));
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(shape_to_string(r.outputs[0].shape), "[N,2,4,6]");
 }
@@ -636,12 +639,12 @@ TEST(Trilu, UpperLowerAndRuntimeK) {
   Tensor x = f32({3, 4}, v);
   expect_tensor(run1("Trilu", {x}), {3, 4}, {1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12});
   expect_tensor(run1("Trilu", {x, i64({}, {1})}), {3, 4}, {0, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 12});
-  expect_tensor(run1("Trilu", {x, runtime(i64({}, {-1}))}, attrs({{"upper", int64_t{0}}})),
-                {3, 4}, {0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0});
+  expect_tensor(run1("Trilu", {x, runtime(i64({}, {-1}))}, attrs({{"upper", int64_t{0}}})), {3, 4},
+                {0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0});
   expect_tensor(run1("Trilu", {x, i64({}, {-9e18})}, attrs({{"upper", int64_t{0}}})), {3, 4},
                 std::vector<double>(12, 0.0));
-  EXPECT_TRUE(has_error(run1("Trilu", {f32({3}, {1, 2, 3})}).status(),
-                        StatusCode::kInvalidArgument, {"rank >= 2"}));
+  EXPECT_TRUE(has_error(run1("Trilu", {f32({3}, {1, 2, 3})}).status(), StatusCode::kInvalidArgument,
+                        {"rank >= 2"}));
 }
 
 }  // namespace

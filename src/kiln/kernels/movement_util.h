@@ -69,8 +69,8 @@ inline StatusOr<std::vector<DimExpr>> required_dim_values(const InferArgs& args,
 // Re-creates infer's view of a node from what make() was given, for ops whose kernel needs input
 // values (Slice's starts, Pad's pads) that infer already validated.
 inline InferArgs infer_args_of(const MakeArgs& args) {
-  return InferArgs{args.attributes, args.inputs, args.constants, args.outputs.size(),
-                   {}, {}, {}, {}, {}, {}};
+  return InferArgs{
+      args.attributes, args.inputs, args.constants, args.outputs.size(), {}, {}, {}, {}, {}, {}};
 }
 
 }  // namespace kiln::kernels

@@ -22,10 +22,10 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/kernels/activation.h"
 #include "kiln/kernels/broadcast.h"
 #include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
-#include "kiln/kernels/activation.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/reduce_geometry.h"
 
@@ -197,10 +197,10 @@ Status check_broadcasts_to(const ValueType& p, size_t index, std::string_view na
   const size_t lead = block.size() - p.shape.size();
   for (size_t d = 0; d < p.shape.size(); ++d) {
     if (p.shape[d] == DimExpr(1)) continue;
-    KILN_RETURN_IF_ERROR(check_dims_equal(
-        p.shape[d], block[lead + d],
-        fmt::format("{} dim {} (normalized dim {} of input 0 'X')", input_label(index, name), d,
-                    lead + d)));
+    KILN_RETURN_IF_ERROR(
+        check_dims_equal(p.shape[d], block[lead + d],
+                         fmt::format("{} dim {} (normalized dim {} of input 0 'X')",
+                                     input_label(index, name), d, lead + d)));
   }
   return ok_status();
 }
@@ -234,7 +234,10 @@ class LayerNormKernel : public Kernel {
   // empty when the parameter has the block's shape.
   LayerNormKernel(int64_t rows, int64_t block, double epsilon, std::vector<int64_t> scale_index,
                   std::vector<int64_t> bias_index)
-      : rows_(rows), block_(block), epsilon_(epsilon), scale_index_(std::move(scale_index)),
+      : rows_(rows),
+        block_(block),
+        epsilon_(epsilon),
+        scale_index_(std::move(scale_index)),
         bias_index_(std::move(bias_index)) {}
 
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
@@ -261,8 +264,7 @@ class LayerNormKernel : public Kernel {
           const double inv = 1.0 / std::sqrt(var + epsilon_);
           for (int64_t j = 0; j < b; ++j) {
             const double s = scale[scale_index_.empty() ? j : scale_index_[j]];
-            const double c =
-                bias.empty() ? 0.0 : bias[bias_index_.empty() ? j : bias_index_[j]];
+            const double c = bias.empty() ? 0.0 : bias[bias_index_.empty() ? j : bias_index_[j]];
             const double v = (static_cast<double>(load(x, base + j)) - mean) * inv * s + c;
             store(y, base + j, static_cast<compute_t<T>>(v));
           }
@@ -281,8 +283,9 @@ class LayerNormKernel : public Kernel {
 
 StatusOr<std::unique_ptr<Kernel>> make_layer_norm(const MakeArgs& args) {
   const ConcreteShape dims = args.input_dims(0);
-  KILN_ASSIGN_OR_RETURN(LayerNormOptions o,
-                        read_layer_norm_options(args.attributes, static_cast<int64_t>(dims.size())));
+  KILN_ASSIGN_OR_RETURN(
+      LayerNormOptions o,
+      read_layer_norm_options(args.attributes, static_cast<int64_t>(dims.size())));
   const ConcreteShape block(dims.begin() + o.axis, dims.end());
   auto index_of = [&](size_t i) {
     if (i >= args.inputs.size() || !args.inputs[i]) return std::vector<int64_t>{};
@@ -291,8 +294,7 @@ StatusOr<std::unique_ptr<Kernel>> make_layer_norm(const MakeArgs& args) {
     return broadcast_index_map(p, block);
   };
   return std::unique_ptr<Kernel>(std::make_unique<LayerNormKernel>(
-      product(std::span(dims).first(o.axis)), product(block), o.epsilon, index_of(1),
-      index_of(2)));
+      product(std::span(dims).first(o.axis)), product(block), o.epsilon, index_of(1), index_of(2)));
 }
 
 // ---- InstanceNormalization and BatchNormalization: per-channel parameters of X [N, C, ...].
@@ -305,8 +307,8 @@ Status check_channel_param(const InferArgs& args, size_t index, std::string_view
                             shape_to_string(expected), expected_what, shape_to_string(p.shape));
   }
   for (size_t d = 0; d < expected.size(); ++d) {
-    KILN_RETURN_IF_ERROR(check_dims_equal(
-        p.shape[d], expected[d], fmt::format("{} dim {}", input_label(index, name), d)));
+    KILN_RETURN_IF_ERROR(check_dims_equal(p.shape[d], expected[d],
+                                          fmt::format("{} dim {}", input_label(index, name), d)));
   }
   return ok_status();
 }
@@ -412,8 +414,7 @@ Status infer_batch_norm(InferArgs& args) {
         args.output_count);
   }
   KILN_ASSIGN_OR_RETURN(ValueType x, channels_input(args, "X"));
-  const Shape expected =
-      o.spatial ? Shape{x.shape[1]} : Shape(x.shape.begin() + 1, x.shape.end());
+  const Shape expected = o.spatial ? Shape{x.shape[1]} : Shape(x.shape.begin() + 1, x.shape.end());
   const char* what = o.spatial ? "channels of X" : "X.shape[1:] for spatial = 0";
   const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
   for (size_t i = 1; i < 5; ++i) {
@@ -465,8 +466,7 @@ StatusOr<std::unique_ptr<Kernel>> make_batch_norm(const MakeArgs& args) {
   if (o.spatial) {
     return std::unique_ptr<Kernel>(std::make_unique<BatchNormKernel>(dims[1], spatial_size, o));
   }
-  return std::unique_ptr<Kernel>(
-      std::make_unique<BatchNormKernel>(dims[1] * spatial_size, 1, o));
+  return std::unique_ptr<Kernel>(std::make_unique<BatchNormKernel>(dims[1] * spatial_size, 1, o));
 }
 
 // ---- LRN: across channels (axis 1) of X [N, C, ...].
@@ -508,23 +508,23 @@ class LrnKernel : public Kernel {
       const T* x = in[0].as<T>();
       T* y = out[0].as<T>();
       const int64_t c_count = s_.n, inner = s_.inner;
-      parallel_ranges(s_.outer * c_count * inner, std::min(o_.size, c_count),
-                      [&](int64_t begin, int64_t end) {
-        for (int64_t e = begin; e < end; ++e) {
-          const int64_t i = e % inner;
-          const int64_t c = (e / inner) % c_count;
-          const int64_t base = (e / inner / c_count) * c_count * inner + i;
-          const int64_t lo = std::max<int64_t>(0, c - before);
-          const int64_t hi = std::min(c_count - 1, c + after);
-          double sq = 0;
-          for (int64_t k = lo; k <= hi; ++k) {
-            const double v = static_cast<double>(load(x, base + k * inner));
-            sq += v * v;
-          }
-          const double v = static_cast<double>(load(x, e));
-          store(y, e, static_cast<compute_t<T>>(v / std::pow(o_.bias + scale * sq, o_.beta)));
-        }
-      });
+      parallel_ranges(
+          s_.outer * c_count * inner, std::min(o_.size, c_count), [&](int64_t begin, int64_t end) {
+            for (int64_t e = begin; e < end; ++e) {
+              const int64_t i = e % inner;
+              const int64_t c = (e / inner) % c_count;
+              const int64_t base = (e / inner / c_count) * c_count * inner + i;
+              const int64_t lo = std::max<int64_t>(0, c - before);
+              const int64_t hi = std::min(c_count - 1, c + after);
+              double sq = 0;
+              for (int64_t k = lo; k <= hi; ++k) {
+                const double v = static_cast<double>(load(x, base + k * inner));
+                sq += v * v;
+              }
+              const double v = static_cast<double>(load(x, e));
+              store(y, e, static_cast<compute_t<T>>(v / std::pow(o_.bias + scale * sq, o_.beta)));
+            }
+          });
     });
   }
 
@@ -543,8 +543,7 @@ StatusOr<std::unique_ptr<Kernel>> make_lrn(const MakeArgs& args) {
 StatusOr<std::vector<bool>> read_mvn_axes(const Attributes& a, int64_t rank) {
   KILN_RETURN_IF_ERROR(check_known_attributes(a, {"axes"}));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> raw, a.get_ints("axes", {0, 2, 3}));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes,
-                        normalize_axes(raw, rank, "attribute 'axes'"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, normalize_axes(raw, rank, "attribute 'axes'"));
   std::vector<bool> reduced(static_cast<size_t>(rank), false);
   for (int64_t d : axes) reduced[d] = true;
   return reduced;

@@ -25,8 +25,8 @@ TEST(SoftmaxKernels, LastAxisByDefault) {
 
 TEST(SoftmaxKernels, AxisZeroAndLargeValues) {
   // Columns: [1000, 1001] -> [1/(1+e), e/(1+e)]; exp(1000) alone would overflow.
-  auto y = run_op("Softmax", {value(f32({2, 2}, {1000, 0, 1001, 0}))},
-                  attrs({{"axis", int64_t{0}}}));
+  auto y =
+      run_op("Softmax", {value(f32({2, 2}, {1000, 0, 1001, 0}))}, attrs({{"axis", int64_t{0}}}));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   const double e = std::exp(1.0);
   expect_near(values_of<float>((*y)[0]), {1 / (1 + e), 0.5, e / (1 + e), 0.5});
@@ -89,10 +89,10 @@ TEST(SoftmaxKernels, RejectsBadInput) {
 
 TEST(LayerNormKernels, NormalizesScalesAndReportsStatistics) {
   // Rows [1,3] (mean 2, var 1) and [0,4] (mean 2, var 4); Scale [1,2], B [0,1].
-  auto y = run_op("LayerNormalization",
-                  {value(f32({2, 2}, {1, 3, 0, 4})), value(f32({2}, {1, 2})),
-                   value(f32({2}, {0, 1}))},
-                  attrs({{"epsilon", 0.0}}), 3);
+  auto y =
+      run_op("LayerNormalization",
+             {value(f32({2, 2}, {1, 3, 0, 4})), value(f32({2}, {1, 2})), value(f32({2}, {0, 1}))},
+             attrs({{"epsilon", 0.0}}), 3);
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   expect_near(values_of<float>((*y)[0]), {-1, 3, -1, 3});
   EXPECT_EQ((*y)[1].shape(), (ConcreteShape{2, 1}));
@@ -103,8 +103,7 @@ TEST(LayerNormKernels, NormalizesScalesAndReportsStatistics) {
 
 TEST(LayerNormKernels, AxisZeroWithBroadcastScaleAndNoBias) {
   // All four values normalized together: mean 2.5, var 1.25; Scale [1] broadcasts.
-  auto y = run_op("LayerNormalization",
-                  {value(f64({2, 2}, {1, 2, 3, 4})), value(f64({1}, {2}))},
+  auto y = run_op("LayerNormalization", {value(f64({2, 2}, {1, 2, 3, 4})), value(f64({1}, {2}))},
                   attrs({{"axis", int64_t{0}}, {"epsilon", 0.0}}));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   const double s = 1 / std::sqrt(1.25);
@@ -124,10 +123,10 @@ TEST(LayerNormKernels, HalfAndBFloat16StoreRoundedResults) {
       }
       return t;
     };
-    auto y = run_op("LayerNormalization",
-                    {value(make({1, 2}, {1, 3})), value(make({2}, {1, 1})),
-                     value(make({2}, {0, 0.5}))},
-                    attrs({{"epsilon", 0.0}}), 2);
+    auto y =
+        run_op("LayerNormalization",
+               {value(make({1, 2}, {1, 3})), value(make({2}, {1, 1})), value(make({2}, {0, 0.5}))},
+               attrs({{"epsilon", 0.0}}), 2);
     ASSERT_TRUE(y.ok()) << y.status().to_string();
     EXPECT_EQ((*y)[0].dtype(), dtype);
     EXPECT_EQ((*y)[1].dtype(), DType::kF32);  // stash_type 1
@@ -147,33 +146,30 @@ TEST(LayerNormKernels, SymbolicShapesAndBadInput) {
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_EQ((*t)[0].shape, (Shape{sym("N"), sym("T"), 8}));
   EXPECT_EQ((*t)[1].shape, (Shape{sym("N"), sym("T"), 1}));
-  auto wrong_scale = infer_op("LayerNormalization",
-                              {type(DType::kF32, {2, 8}), type(DType::kF32, {4})});
+  auto wrong_scale =
+      infer_op("LayerNormalization", {type(DType::kF32, {2, 8}), type(DType::kF32, {4})});
   EXPECT_TRUE(contains(error_of(wrong_scale), "input 1 'Scale' dim 0")) << error_of(wrong_scale);
-  auto wrong_dtype = infer_op("LayerNormalization",
-                              {type(DType::kF32, {2, 8}), type(DType::kF64, {8})});
+  auto wrong_dtype =
+      infer_op("LayerNormalization", {type(DType::kF32, {2, 8}), type(DType::kF64, {8})});
   EXPECT_TRUE(contains(error_of(wrong_dtype), "must have dtype f32")) << error_of(wrong_dtype);
   auto stash = infer_op("LayerNormalization", {type(DType::kF32, {2, 8}), type(DType::kF32, {8})},
                         attrs({{"stash_type", int64_t{16}}}));
   ASSERT_FALSE(stash.ok());
   EXPECT_EQ(stash.status().code(), StatusCode::kUnimplemented);
-  auto no_scale = infer_op("LayerNormalization", {type(DType::kF32, {2, 8}), std::nullopt,
-                                                  type(DType::kF32, {8})});
+  auto no_scale = infer_op("LayerNormalization",
+                           {type(DType::kF32, {2, 8}), std::nullopt, type(DType::kF32, {8})});
   EXPECT_TRUE(contains(error_of(no_scale), "'Scale' is required")) << error_of(no_scale);
 }
 
 TEST(InstanceNormKernels, PerSampleAndChannel) {
   // The ONNX example: channel 0 [-1,0,1], channel 1 [2,3,4]; var 2/3 each.
-  auto y = run_op("InstanceNormalization",
-                  {value(f32({1, 2, 1, 3}, {-1, 0, 1, 2, 3, 4})), value(f32({2}, {1, 1.5})),
-                   value(f32({2}, {0, 1}))});
+  auto y = run_op("InstanceNormalization", {value(f32({1, 2, 1, 3}, {-1, 0, 1, 2, 3, 4})),
+                                            value(f32({2}, {1, 1.5})), value(f32({2}, {0, 1}))});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   const double d = std::sqrt(2.0 / 3.0 + 1e-5);
-  expect_near(values_of<float>((*y)[0]),
-              {-1 / d, 0, 1 / d, 1 - 1.5 / d, 1, 1 + 1.5 / d});
-  auto bad = infer_op("InstanceNormalization",
-                      {type(DType::kF32, {1, 2, 3}), type(DType::kF32, {3}),
-                       type(DType::kF32, {2})});
+  expect_near(values_of<float>((*y)[0]), {-1 / d, 0, 1 / d, 1 - 1.5 / d, 1, 1 + 1.5 / d});
+  auto bad = infer_op("InstanceNormalization", {type(DType::kF32, {1, 2, 3}),
+                                                type(DType::kF32, {3}), type(DType::kF32, {2})});
   EXPECT_TRUE(contains(error_of(bad), "input 1 'scale' dim 0 must be 2, got 3")) << error_of(bad);
 }
 
@@ -222,8 +218,7 @@ TEST(MvnKernels, DefaultAxesPerChannel) {
 TEST(BatchNormKernels, InferenceWithMixedParameterTypesAndRelu) {
   // Channel 0: (x - 1) / 2 * 1 + 0; channel 1: (x - 3) / 1 * 2 - 1.
   std::vector<In> in = {value(f32({1, 2, 1, 2}, {1, 2, 3, 4})), value(f64({2}, {1, 2})),
-                        value(f64({2}, {0, -1})), value(f32({2}, {1, 3})),
-                        value(f32({2}, {4, 1}))};
+                        value(f64({2}, {0, -1})), value(f32({2}, {1, 3})), value(f32({2}, {4, 1}))};
   auto y = run_op("BatchNormalization", in, attrs({{"epsilon", 0.0}}));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   expect_near(values_of<float>((*y)[0]), {0, 0.5, -1, 1});
@@ -241,9 +236,9 @@ TEST(BatchNormKernels, InferenceWithMixedParameterTypesAndRelu) {
 }
 
 TEST(BatchNormKernels, RejectsTrainingAndBadShapes) {
-  std::vector<std::optional<ValueType>> types = {
-      type(DType::kF32, {sym("N"), 3, 4}), type(DType::kF32, {3}), type(DType::kF32, {3}),
-      type(DType::kF32, {3}), type(DType::kF32, {3})};
+  std::vector<std::optional<ValueType>> types = {type(DType::kF32, {sym("N"), 3, 4}),
+                                                 type(DType::kF32, {3}), type(DType::kF32, {3}),
+                                                 type(DType::kF32, {3}), type(DType::kF32, {3})};
   auto ok = infer_op("BatchNormalization", types);
   ASSERT_TRUE(ok.ok()) << ok.status().to_string();
   EXPECT_EQ((*ok)[0].shape, (Shape{sym("N"), 3, 4}));
@@ -252,11 +247,11 @@ TEST(BatchNormKernels, RejectsTrainingAndBadShapes) {
   EXPECT_EQ(training.status().code(), StatusCode::kUnimplemented);
   auto outputs = infer_op("BatchNormalization", types, {}, 3);
   EXPECT_EQ(outputs.status().code(), StatusCode::kUnimplemented);
-  auto act = infer_op("BatchNormalization", types,
-                      attrs({{"kiln_activation", std::string("tanh")}}));
+  auto act =
+      infer_op("BatchNormalization", types, attrs({{"kiln_activation", std::string("tanh")}}));
   EXPECT_TRUE(contains(error_of(act), "got \"tanh\"")) << error_of(act);
-  auto clip = infer_op("BatchNormalization", types,
-                       attrs({{"kiln_activation", std::string("clip")}}));
+  auto clip =
+      infer_op("BatchNormalization", types, attrs({{"kiln_activation", std::string("clip")}}));
   EXPECT_EQ(clip.status().code(), StatusCode::kUnimplemented);
   EXPECT_TRUE(contains(error_of(clip), "\"clip\" is not supported on this op")) << error_of(clip);
   types[4] = type(DType::kF32, {4});

@@ -68,8 +68,10 @@ compute_t<T> reduce_one(const Geometry& g, const T* x, int64_t base, std::vector
       bool nan = false;
       visit_reduced(g, base, idx, [&](int64_t off) {
         const double e = v(off);
-        if (std::isnan(e)) nan = true;
-        else if (e > m) m = e;
+        if (std::isnan(e))
+          nan = true;
+        else if (e > m)
+          m = e;
       });
       if (nan) return static_cast<C>(std::numeric_limits<double>::quiet_NaN());
       if (std::isinf(m)) return static_cast<C>(m);  // all -inf (or empty), or some +inf
@@ -78,9 +80,12 @@ compute_t<T> reduce_one(const Geometry& g, const T* x, int64_t base, std::vector
     } else {
       visit_reduced(g, base, idx, [&](int64_t off) {
         const double e = v(off);
-        if constexpr (R == Reduce::kL1) acc += std::fabs(e);
-        else if constexpr (R == Reduce::kL2 || R == Reduce::kSumSquare) acc += e * e;
-        else acc += e;
+        if constexpr (R == Reduce::kL1)
+          acc += std::fabs(e);
+        else if constexpr (R == Reduce::kL2 || R == Reduce::kSumSquare)
+          acc += e * e;
+        else
+          acc += e;
       });
       if constexpr (R == Reduce::kMean) acc /= static_cast<double>(g.red_count);
       if constexpr (R == Reduce::kL2) acc = std::sqrt(acc);
@@ -118,8 +123,8 @@ compute_t<T> reduce_one(const Geometry& g, const T* x, int64_t base, std::vector
       uint64_t acc = R == Reduce::kProd ? 1 : 0;
       visit_reduced(g, base, idx, [&](int64_t off) {
         const T e = x[off];
-        auto u = static_cast<uint64_t>(static_cast<std::conditional_t<std::is_signed_v<T>, int64_t,
-                                                                      uint64_t>>(e));
+        auto u = static_cast<uint64_t>(
+            static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(e));
         if constexpr (R == Reduce::kL1) {
           if constexpr (std::is_signed_v<T>) {
             if (e < 0) u = uint64_t{0} - u;
@@ -274,8 +279,10 @@ Status infer_reduce(InferArgs& args) {
   const std::vector<bool>& reduced = r.reduced;
   Shape out;
   for (int64_t d = 0; d < rank; ++d) {
-    if (!reduced[d]) out.push_back(x.shape[d]);
-    else if (o.keepdims) out.push_back(DimExpr(1));
+    if (!reduced[d])
+      out.push_back(x.shape[d]);
+    else if (o.keepdims)
+      out.push_back(DimExpr(1));
   }
   args.outputs = {ValueType{x.dtype, std::move(out)}};
   // Shape computations: the product or sum of a 1-D tensor of dims (an element count).
@@ -321,8 +328,8 @@ StatusOr<ReducedAxes> make_reduced_axes(const MakeArgs& args, const Options& o,
     bool any = false;
     for (size_t d = 0; d < in.size(); ++d) any = any || (r.reduced[d] = in[d] != out[d]);
     // Empty axes (a no-op) and axes of size-1 dims differ for ops that change single values.
-    constexpr bool kChangesSingles = R == Reduce::kL1 || R == Reduce::kL2 ||
-                                     R == Reduce::kSumSquare || R == Reduce::kLogSum;
+    constexpr bool kChangesSingles =
+        R == Reduce::kL1 || R == Reduce::kL2 || R == Reduce::kSumSquare || R == Reduce::kLogSum;
     if (!any && o.noop_with_empty_axes && kChangesSingles) return refuse();
     return r;
   }
@@ -437,13 +444,14 @@ Status infer_arg(InferArgs& args) {
   if (rank == 0) return invalid_argument("input 0 'data' must have rank >= 1, got a scalar");
   KILN_ASSIGN_OR_RETURN(ArgOptions o, read_arg_options(args.attributes, rank));
   if (x.shape[o.axis] == DimExpr(0)) {
-    return invalid_argument("input 0 'data' dim {} (the axis) is 0: no element to select",
-                            o.axis);
+    return invalid_argument("input 0 'data' dim {} (the axis) is 0: no element to select", o.axis);
   }
   Shape out;
   for (int64_t d = 0; d < rank; ++d) {
-    if (d != o.axis) out.push_back(x.shape[d]);
-    else if (o.keepdims) out.push_back(DimExpr(1));
+    if (d != o.axis)
+      out.push_back(x.shape[d]);
+    else if (o.keepdims)
+      out.push_back(DimExpr(1));
   }
   args.outputs = {ValueType{DType::kI64, std::move(out)}};
   return ok_status();

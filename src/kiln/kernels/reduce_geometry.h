@@ -48,8 +48,10 @@ inline Geometry make_geometry(const ConcreteShape& dims, const std::vector<bool>
   int last_kind = -1;  // 0 kept, 1 reduced
   for (size_t d = 0; d < dims.size(); ++d) {
     const int kind = reduced[d] ? 1 : 0;
-    if (kind == 1) g.red_count *= dims[d];
-    else g.out_count *= dims[d];
+    if (kind == 1)
+      g.red_count *= dims[d];
+    else
+      g.out_count *= dims[d];
     if (dims[d] == 1) continue;
     auto& ds = kind == 1 ? g.red_dims : g.kept_dims;
     auto& ss = kind == 1 ? g.red_strides : g.kept_strides;

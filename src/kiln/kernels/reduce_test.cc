@@ -46,8 +46,8 @@ TEST(ReduceKernels, EmptyAxesReduceAllOrNothing) {
   EXPECT_EQ(values_of<float>((*square)[0]), (std::vector<float>{2, -3}));
 
   // No axes input at all: every axis; keepdims = 0 gives a scalar.
-  auto scalar = run_op("ReduceSum", {value(f32({2, 2}, {1, 2, 3, 4}))},
-                       attrs({{"keepdims", int64_t{0}}}));
+  auto scalar =
+      run_op("ReduceSum", {value(f32({2, 2}, {1, 2, 3, 4}))}, attrs({{"keepdims", int64_t{0}}}));
   ASSERT_TRUE(scalar.ok()) << scalar.status().to_string();
   EXPECT_TRUE((*scalar)[0].shape().empty());
   EXPECT_EQ(values_of<float>((*scalar)[0]), (std::vector<float>{10}));
@@ -136,8 +136,7 @@ TEST(ReduceKernels, IntegersWrapAndTruncate) {
   ASSERT_TRUE(mean.ok()) << mean.status().to_string();
   EXPECT_EQ(values_of<int64_t>((*mean)[0])[0], -1);  // -1.5 toward zero
 
-  auto prod = run_op("ReduceProd",
-                     {value(make_tensor<uint8_t>(DType::kU8, {2}, {16, 17}))});
+  auto prod = run_op("ReduceProd", {value(make_tensor<uint8_t>(DType::kU8, {2}, {16, 17}))});
   ASSERT_TRUE(prod.ok()) << prod.status().to_string();
   EXPECT_EQ(values_of<uint8_t>((*prod)[0])[0], 16);  // 272 mod 256
 
@@ -169,8 +168,7 @@ TEST(ReduceKernels, SymbolicShapes) {
   EXPECT_EQ((*drop)[0].shape, (Shape{3}));
   // Axes from a shape computation work when the values are constants.
   const std::vector<DimExpr> axes = {DimExpr(1)};
-  auto sum = infer_op("ReduceSum",
-                      {type(DType::kF32, {sym("N"), 3}), type(DType::kI64, {1})},
+  auto sum = infer_op("ReduceSum", {type(DType::kF32, {sym("N"), 3}), type(DType::kI64, {1})},
                       attrs({{"keepdims", int64_t{0}}}), 1, {}, {nullptr, &axes});
   ASSERT_TRUE(sum.ok()) << sum.status().to_string();
   EXPECT_EQ((*sum)[0].shape, (Shape{sym("N")}));
@@ -198,8 +196,8 @@ TEST(ReduceKernels, RejectsBadInput) {
   EXPECT_TRUE(contains(error_of(unknown), "attribute 'axes' is not supported"))
       << error_of(unknown);
   const std::vector<DimExpr> symbolic_axes = {sym("A")};
-  auto symbolic = infer_op("ReduceSum", {type(DType::kF32, {2, 3}), type(DType::kI64, {1})}, {},
-                           1, {}, {nullptr, &symbolic_axes});
+  auto symbolic = infer_op("ReduceSum", {type(DType::kF32, {2, 3}), type(DType::kI64, {1})}, {}, 1,
+                           {}, {nullptr, &symbolic_axes});
   EXPECT_TRUE(contains(error_of(symbolic), "symbolic")) << error_of(symbolic);
 }
 
@@ -251,8 +249,8 @@ TEST(ReduceKernels, ResultsDoNotDependOnThreadsOrBatch) {
       EXPECT_EQ(run_with(1, big, op, axis), run_with(4, big, op, axis)) << op << " axis " << axis;
     }
     // Row 5 alone gives row 5 of the batch, bit for bit.
-    const Tensor row = f32({1, cols}, std::vector<float>(x.begin() + 5 * cols,
-                                                         x.begin() + 6 * cols));
+    const Tensor row =
+        f32({1, cols}, std::vector<float>(x.begin() + 5 * cols, x.begin() + 6 * cols));
     EXPECT_EQ(run_with(4, row, op, 1)[0], run_with(4, big, op, 1)[5]) << op;
   }
   omp_set_num_threads(saved);
@@ -269,9 +267,9 @@ TEST(ArgKernels, FirstOrLastExtreme) {
                      attrs({{"axis", int64_t{-1}}, {"select_last_index", int64_t{1}}}));
   ASSERT_TRUE(last.ok()) << last.status().to_string();
   EXPECT_EQ(values_of<int64_t>((*last)[0]), (std::vector<int64_t>{2, 0}));
-  auto min = run_op("ArgMin", {value(x)},
-                    attrs({{"axis", int64_t{1}}, {"keepdims", int64_t{0}},
-                           {"select_last_index", int64_t{1}}}));
+  auto min = run_op(
+      "ArgMin", {value(x)},
+      attrs({{"axis", int64_t{1}}, {"keepdims", int64_t{0}}, {"select_last_index", int64_t{1}}}));
   ASSERT_TRUE(min.ok()) << min.status().to_string();
   EXPECT_EQ((*min)[0].shape(), (ConcreteShape{2}));
   EXPECT_EQ(values_of<int64_t>((*min)[0]), (std::vector<int64_t>{0, 2}));

@@ -85,8 +85,8 @@ StatusOr<Params> read_resize_params(const Attributes& a) {
   KILN_ASSIGN_OR_RETURN(p.mode, read_choice(a, "mode", "nearest", kModes));
   KILN_ASSIGN_OR_RETURN(p.coord,
                         read_choice(a, "coordinate_transformation_mode", "half_pixel", kCoords));
-  KILN_ASSIGN_OR_RETURN(p.rounding, read_choice(a, "nearest_mode", "round_prefer_floor",
-                                                kRoundings));
+  KILN_ASSIGN_OR_RETURN(p.rounding,
+                        read_choice(a, "nearest_mode", "round_prefer_floor", kRoundings));
   KILN_ASSIGN_OR_RETURN(p.cubic_a, a.get_float("cubic_coeff_a", -0.75));
   if (!std::isfinite(p.cubic_a)) {
     return invalid_argument("attribute 'cubic_coeff_a' must be finite, got {}", p.cubic_a);
@@ -204,15 +204,14 @@ StatusOr<Shape> output_shape(const InferArgs& args, const Shape& in) {
     KILN_ASSIGN_OR_RETURN(auto sizes, input_dim_values(args, kSizes, "sizes"));
     if (!sizes) return internal_error("{} vanished", sizes_label);
     if (sizes->size() != in.size()) {
-      return invalid_argument("{} must have {} elements (the rank of input 0), got {}",
-                              sizes_label, in.size(), sizes->size());
+      return invalid_argument("{} must have {} elements (the rank of input 0), got {}", sizes_label,
+                              in.size(), sizes->size());
     }
     for (size_t a = 0; a < in.size(); ++a) {
       const DimExpr& d = (*sizes)[a];
       auto v = d.constant_value();
       if (v && (*v < 0 || static_cast<double>(*v) > kMaxDim)) {
-        return invalid_argument("{} element {} must be in [0, 2^40], got {}", sizes_label, a,
-                                *v);
+        return invalid_argument("{} element {} must be in [0, 2^40], got {}", sizes_label, a, *v);
       }
       if (v && *v > 0 && in[a] == DimExpr(0)) {
         return invalid_argument("{} element {} is {} but axis {} of the input is empty",
@@ -240,16 +239,11 @@ struct AxisTaps {
 double source_coordinate(const Params& p, double x, double in, double scale, double resized,
                          double roi_start, double roi_end) {
   switch (p.coord) {
-    case Coord::kHalfPixel:
-      return (x + 0.5) / scale - 0.5;
-    case Coord::kPytorchHalfPixel:
-      return resized == 1 ? 0.0 : (x + 0.5) / scale - 0.5;
-    case Coord::kAlignCorners:
-      return resized == 1 ? 0.0 : x * (in - 1) / (resized - 1);
-    case Coord::kAsymmetric:
-      return x / scale;
-    case Coord::kTfHalfPixelForNN:
-      return (x + 0.5) / scale;
+    case Coord::kHalfPixel: return (x + 0.5) / scale - 0.5;
+    case Coord::kPytorchHalfPixel: return resized == 1 ? 0.0 : (x + 0.5) / scale - 0.5;
+    case Coord::kAlignCorners: return resized == 1 ? 0.0 : x * (in - 1) / (resized - 1);
+    case Coord::kAsymmetric: return x / scale;
+    case Coord::kTfHalfPixelForNN: return (x + 0.5) / scale;
     case Coord::kTfCropAndResize: {
       const double span = roi_end - roi_start;
       const double c = resized == 1 ? span * (in - 1) / 2 : x * span * (in - 1) / (resized - 1);
@@ -309,8 +303,7 @@ AxisTaps axis_taps(const Params& p, int64_t in, int64_t out, int64_t stride, dou
       const double r1 = ratio + 1, r2 = 1 - ratio, r3 = (1 - ratio) + 1;
       ti = {base - 1, base, base + 1, base + 2};
       tw = {((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a,
-            ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1,
-            ((a + 2) * r2 - (a + 3)) * r2 * r2 + 1,
+            ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1, ((a + 2) * r2 - (a + 3)) * r2 * r2 + 1,
             ((a * r3 - 5 * a) * r3 + 8 * a) * r3 - 4 * a};
       n = 4;
     }
@@ -406,8 +399,8 @@ class ResizeKernel : public Kernel {
         int64_t base = 0;
         for (size_t a = 0; a + 1 < rank; ++a) base += axes_[a].offset[coord[a]];
         for (int64_t o = 0; o < width; ++o) {
-          row[o] = !last.outside.empty() && last.outside[o] ? extrapolated
-                                                             : x[base + last.offset[o]];
+          row[o] =
+              !last.outside.empty() && last.outside[o] ? extrapolated : x[base + last.offset[o]];
         }
       }
     }
@@ -415,8 +408,10 @@ class ResizeKernel : public Kernel {
 
   template <typename C>
   C weight(const AxisTaps& ax, int64_t i) const {
-    if constexpr (std::is_same_v<C, double>) return ax.weight[i];
-    else return ax.weight_f[i];
+    if constexpr (std::is_same_v<C, double>)
+      return ax.weight[i];
+    else
+      return ax.weight_f[i];
   }
 
   template <typename T>
@@ -549,19 +544,20 @@ StatusOr<std::unique_ptr<Kernel>> make_resize(const MakeArgs& args) {
     if (p.coord == Coord::kTfCropAndResize) {
       KILN_ASSIGN_OR_RETURN(roi, make_floats(args, 1, "roi"));
       if (!roi || roi->size() != 2 * rank) {
-        return invalid_argument("input 1 'roi' must have {} elements for "
-                                "'tf_crop_and_resize', got {}",
-                                2 * rank, roi ? roi->size() : 0);
+        return invalid_argument(
+            "input 1 'roi' must have {} elements for "
+            "'tf_crop_and_resize', got {}",
+            2 * rank, roi ? roi->size() : 0);
       }
     }
     if (scales && scales->size() != rank) {
-      return invalid_argument("{} must have {} elements, got {}",
-                              input_label(kScales, "scales"), rank, scales->size());
+      return invalid_argument("{} must have {} elements, got {}", input_label(kScales, "scales"),
+                              rank, scales->size());
     }
     const std::vector<int64_t> strides = row_major_strides(in);
     for (size_t a = 0; a < rank; ++a) {
-      const double scale = scales ? (*scales)[a]
-                                  : static_cast<double>(out[a]) / static_cast<double>(in[a]);
+      const double scale =
+          scales ? (*scales)[a] : static_cast<double>(out[a]) / static_cast<double>(in[a]);
       const auto resized = static_cast<double>(out[a]);
       axes[a] = axis_taps(p, in[a], out[a], strides[a], scale, resized, roi ? (*roi)[a] : 0.0,
                           roi ? (*roi)[a + rank] : 1.0);
@@ -578,9 +574,10 @@ Status infer_resize(InferArgs& args) {
   if (p.coord == Coord::kTfCropAndResize) {
     KILN_ASSIGN_OR_RETURN(auto roi, constant_floats(args, 1, "roi"));
     if (!roi || roi->size() != 2 * x.shape.size()) {
-      return invalid_argument("input 1 'roi' must have {} elements (2 * rank) for "
-                              "'tf_crop_and_resize', got {}",
-                              2 * x.shape.size(), roi ? roi->size() : 0);
+      return invalid_argument(
+          "input 1 'roi' must have {} elements (2 * rank) for "
+          "'tf_crop_and_resize', got {}",
+          2 * x.shape.size(), roi ? roi->size() : 0);
     }
   }
   KILN_ASSIGN_OR_RETURN(Shape out, output_shape(args, x.shape));

@@ -101,8 +101,8 @@ TEST(Resize, LinearHalfPixel) {
   // x_original = (x + .5) / 2 - .5 = -.25, .25, .75, 1.25; the ends clamp to the edge.
   auto y = resize_scales(f32({1, 1, 2, 2}, {1, 2, 3, 4}), {1, 1, 2, 2},
                          attrs({{"mode", std::string("linear")}}));
-  expect_near(values_of<float>(y), {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5,
-                                    2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
+  expect_near(values_of<float>(y),
+              {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
 }
 
 TEST(Resize, LinearAlignCornersIsExactOnALinearFunction) {
@@ -152,12 +152,18 @@ TEST(Resize, MatchesOnnxRuntimeAtOddSizes) {
       {"align_corners", "nearest", 5, 0.5f, {0, 4, 20, 24}},
       {"align_corners", "cubic", 5, 0.5f, {0, 4, 20, 24}},
       {"align_corners", "linear", 7, 0.5f, {0, 3, 6, 21, 24, 27, 42, 45, 48}},
-      {"align_corners", "linear", 3, 1.5f,
+      {"align_corners",
+       "linear",
+       3,
+       1.5f,
        {0, 0.6666667, 1.3333334, 2, 2, 2.6666667, 3.3333335, 4, 4, 4.666667, 5.333334, 6, 6,
         6.666667, 7.3333335, 8}},
-      {"align_corners", "cubic", 3, 1.5f,
-       {0, 0.574074, 1.4259255, 2, 1.7222219, 2.2962968, 3.1481476, 3.7222228, 4.2777767,
-        4.851852, 5.7037005, 6.2777758, 6, 6.5740767, 7.425924, 8}},
+      {"align_corners",
+       "cubic",
+       3,
+       1.5f,
+       {0, 0.574074, 1.4259255, 2, 1.7222219, 2.2962968, 3.1481476, 3.7222228, 4.2777767, 4.851852,
+        5.7037005, 6.2777758, 6, 6.5740767, 7.425924, 8}},
       // Output length 1: coordinate 0, the first element (the reference's -0.5 gives 0.375 with
       // cubic taps).
       {"pytorch_half_pixel", "cubic", 3, 0.5f, {0}},
@@ -165,8 +171,8 @@ TEST(Resize, MatchesOnnxRuntimeAtOddSizes) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("{} {} n={} scale={}", c.coord, c.mode, c.n, c.scale));
-    const Attributes a = attrs({{"mode", std::string(c.mode)},
-                                {"coordinate_transformation_mode", std::string(c.coord)}});
+    const Attributes a = attrs(
+        {{"mode", std::string(c.mode)}, {"coordinate_transformation_mode", std::string(c.coord)}});
     std::vector<float> xf;
     std::vector<double> xd;
     for (int64_t i = 0; i < c.n * c.n; ++i) {
@@ -197,9 +203,9 @@ TEST(Resize, CubicExcludeOutside) {
                          attrs({{"mode", std::string("cubic")},
                                 {"cubic_coeff_a", -0.5},
                                 {"exclude_outside", int64_t{1}}}));
-  expect_near(values_of<float>(y), {-0.08823529411764706, 0.1240875912408759, 0.5725190839694656,
-                                    1.5625, 3.0625, 5.312977099236641, 8.116788321167883,
-                                    9.441176470588234});
+  expect_near(values_of<float>(y),
+              {-0.08823529411764706, 0.1240875912408759, 0.5725190839694656, 1.5625, 3.0625,
+               5.312977099236641, 8.116788321167883, 9.441176470588234});
 }
 
 TEST(Resize, CubicAlignCorners) {
@@ -269,11 +275,11 @@ const DimExpr kN = DimExpr::symbol("N");
 const DimExpr kH = DimExpr::symbol("H");
 
 Symbolic with_scales(const Tensor& s) {
-  return Symbolic{{},
-                  {ValueType{DType::kF32, {kN, 3, kH, 8}}, std::nullopt,
-                   ValueType{DType::kF32, {4}}},
-                  {nullptr, nullptr, &s},
-                  {}};
+  return Symbolic{
+      {},
+      {ValueType{DType::kF32, {kN, 3, kH, 8}}, std::nullopt, ValueType{DType::kF32, {4}}},
+      {nullptr, nullptr, &s},
+      {}};
 }
 
 TEST(ResizeInfer, IntegerScalesOnSymbolicDims) {
@@ -376,11 +382,11 @@ TEST(ResizeBadInput, UnsupportedAttributesAndTypes) {
 
 TEST(ResizeBadInput, HostileRoiAndExtrapolationOnIntegers) {
   // A NaN roi puts every coordinate outside; an out-of-range extrapolation value saturates.
-  auto y = run_op("Resize", i32({2}, {1, 2}),
-                  {f32({2}, {std::numeric_limits<float>::quiet_NaN(), 1}), std::nullopt,
-                   sizes({3})},
-                  attrs({{"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
-                         {"extrapolation_value", 1e30}}));
+  auto y =
+      run_op("Resize", i32({2}, {1, 2}),
+             {f32({2}, {std::numeric_limits<float>::quiet_NaN(), 1}), std::nullopt, sizes({3})},
+             attrs({{"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                    {"extrapolation_value", 1e30}}));
   EXPECT_EQ(values_of<int32_t>(y), (std::vector<int32_t>(3, std::numeric_limits<int32_t>::max())));
 }
 

@@ -84,8 +84,8 @@ class CumSumKernel : public Kernel {
     if (axis_) {
       axis = *axis_;
     } else {
-      const int64_t raw = in[1].dtype == DType::kI32 ? in[1].as<int32_t>()[0]
-                                                      : in[1].as<int64_t>()[0];
+      const int64_t raw =
+          in[1].dtype == DType::kI32 ? in[1].as<int32_t>()[0] : in[1].as<int64_t>()[0];
       KILN_ASSIGN_OR_RETURN(axis, normalize_axis(raw, rank, "input 1 'axis'"));
     }
     const AxisSplit s = split_at(dims_, axis);
@@ -133,9 +133,9 @@ StatusOr<std::unique_ptr<Kernel>> make_cumsum(const MakeArgs& args) {
   std::optional<int64_t> axis;
   if (args.constants.size() > 1 && args.constants[1] != nullptr &&
       args.constants[1]->element_count() == 1) {
-    KILN_ASSIGN_OR_RETURN(axis, normalize_axis(element_as_int64(*args.constants[1], 0),
-                                               static_cast<int64_t>(dims.size()),
-                                               "input 1 'axis'"));
+    KILN_ASSIGN_OR_RETURN(axis,
+                          normalize_axis(element_as_int64(*args.constants[1], 0),
+                                         static_cast<int64_t>(dims.size()), "input 1 'axis'"));
   }
   return std::unique_ptr<Kernel>(std::make_unique<CumSumKernel>(std::move(dims), axis, o));
 }
@@ -176,8 +176,9 @@ Status infer_topk(InferArgs& args) {
   } else if (args.data_dim) {
     KILN_ASSIGN_OR_RETURN(k, args.data_dim(0));
   } else {
-    return unimplemented("input 1 'K' must be known at compile time here (a constant, or "
-                         "computed from shapes and constants)");
+    return unimplemented(
+        "input 1 'K' must be known at compile time here (a constant, or "
+        "computed from shapes and constants)");
   }
   const DimExpr& n = x.shape[o.axis];
   if (auto kv = k.constant_value()) {

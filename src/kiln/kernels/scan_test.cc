@@ -67,8 +67,7 @@ TEST(CumSumKernels, RejectsBadInput) {
 }
 
 TEST(TopKKernels, LargestAlongAxis) {
-  auto y = run_op("TopK",
-                  {value(f32({2, 4}, {0, 1, 2, 3, 7, 4, 6, 5})), constant(i64({1}, {3}))},
+  auto y = run_op("TopK", {value(f32({2, 4}, {0, 1, 2, 3, 7, 4, 6, 5})), constant(i64({1}, {3}))},
                   attrs({{"axis", int64_t{1}}}), 2);
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ((*y)[0].shape(), (ConcreteShape{2, 3}));
@@ -83,8 +82,8 @@ TEST(TopKKernels, TiesGoToTheLowerIndex) {
   ASSERT_TRUE(largest.ok()) << largest.status().to_string();
   EXPECT_EQ(values_of<int32_t>((*largest)[0]), (std::vector<int32_t>{3, 3, 2}));
   EXPECT_EQ(values_of<int64_t>((*largest)[1]), (std::vector<int64_t>{2, 4, 0}));
-  auto smallest = run_op("TopK", {value(x), constant(i64({1}, {2}))},
-                         attrs({{"largest", int64_t{0}}}), 2);
+  auto smallest =
+      run_op("TopK", {value(x), constant(i64({1}, {2}))}, attrs({{"largest", int64_t{0}}}), 2);
   ASSERT_TRUE(smallest.ok()) << smallest.status().to_string();
   EXPECT_EQ(values_of<int32_t>((*smallest)[0]), (std::vector<int32_t>{1, 1}));
   EXPECT_EQ(values_of<int64_t>((*smallest)[1]), (std::vector<int64_t>{1, 3}));
@@ -137,8 +136,8 @@ TEST(ScanKernels, TopKTakesARuntimeKAsADataDependentSize) {
   EXPECT_EQ(find_op_kernel("ReduceSum")->compile_time_inputs, 1u << 1);
 
   // Without anyone to bind k, infer says it must be known at compile time.
-  auto unknown = infer_op("TopK", {type(DType::kF32, {sym("N"), 10}), type(DType::kI64, {1})}, {},
-                          2);
+  auto unknown =
+      infer_op("TopK", {type(DType::kF32, {sym("N"), 10}), type(DType::kI64, {1})}, {}, 2);
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kUnimplemented);
   // With data_dim, k is a fresh size on both outputs.
@@ -146,7 +145,9 @@ TEST(ScanKernels, TopKTakesARuntimeKAsADataDependentSize) {
   InferArgs args{none, {}, {}, 2, {}, {}, {}, {}};
   args.inputs = {type(DType::kF32, {sym("N"), 10}), type(DType::kI64, {1})};
   args.constants = {nullptr, nullptr};
-  args.data_dim = [](size_t i) -> StatusOr<DimExpr> { return DimExpr::symbol(fmt::format("k{}", i)); };
+  args.data_dim = [](size_t i) -> StatusOr<DimExpr> {
+    return DimExpr::symbol(fmt::format("k{}", i));
+  };
   ASSERT_TRUE(k->infer(args).ok());
   EXPECT_EQ(args.outputs[0].shape, (Shape{sym("N"), sym("k0")}));
   EXPECT_EQ(args.outputs[1].shape, (Shape{sym("N"), sym("k0")}));

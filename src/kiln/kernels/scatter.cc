@@ -42,9 +42,8 @@ compute_t<T> combine(compute_t<T> a, compute_t<T> b, Reduction r) {
 
 // Copies data to the output, then for each k in order applies updates[k * slice, +slice) at
 // output element offsets[k].
-Status apply_updates(const ConstBuffer& data, const ConstBuffer& updates,
-                     const MutableBuffer& out, std::span<const int64_t> offsets, int64_t slice,
-                     Reduction reduction) {
+Status apply_updates(const ConstBuffer& data, const ConstBuffer& updates, const MutableBuffer& out,
+                     std::span<const int64_t> offsets, int64_t slice, Reduction reduction) {
   const size_t element = dtype_size(data.dtype);
   const auto total = static_cast<size_t>(data.element_count()) * element;
   if (total > 0) std::memcpy(out.data, data.data, total);
@@ -87,15 +86,15 @@ Status infer_scatter_nd(InferArgs& args) {
   KILN_ASSIGN_OR_RETURN(int64_t k,
                         require_constant_dim(indices.shape.back(), "input 1 'indices' last dim"));
   if (k < 1 || k > r) {
-    return invalid_argument("input 1 'indices' last dim = {} must be in [1, {}] (data rank)", k,
-                            r);
+    return invalid_argument("input 1 'indices' last dim = {} must be in [1, {}] (data rank)", k, r);
   }
   Shape want(indices.shape.begin(), indices.shape.end() - 1);
   want.insert(want.end(), data.shape.begin() + k, data.shape.end());
   if (updates.shape.size() != want.size()) {
-    return invalid_argument("input 2 'updates' must have shape {} (indices.shape[:-1] + "
-                            "data.shape[{}:]), got {}",
-                            shape_to_string(want), k, shape_to_string(updates.shape));
+    return invalid_argument(
+        "input 2 'updates' must have shape {} (indices.shape[:-1] + "
+        "data.shape[{}:]), got {}",
+        shape_to_string(want), k, shape_to_string(updates.shape));
   }
   for (size_t d = 0; d < want.size(); ++d) {
     KILN_RETURN_IF_ERROR(
@@ -108,7 +107,8 @@ Status infer_scatter_nd(InferArgs& args) {
 class ScatterNDKernel : public Kernel {
  public:
   ScatterNDKernel(ConcreteShape data_dims, ConcreteShape index_dims, Reduction reduction)
-      : data_dims_(std::move(data_dims)), index_dims_(std::move(index_dims)),
+      : data_dims_(std::move(data_dims)),
+        index_dims_(std::move(index_dims)),
         reduction_(reduction) {}
 
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
@@ -154,13 +154,14 @@ Status infer_scatter_elements(InferArgs& args) {
   KILN_RETURN_IF_ERROR(read_reduction(args.attributes).status());
   KILN_RETURN_IF_ERROR(check_rank_range(data, 0, "data", 1, 64));
   KILN_ASSIGN_OR_RETURN(int64_t raw_axis, args.attributes.get_int("axis", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(raw_axis, data.shape.size(),
-                                                     "attribute 'axis'"));
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        normalize_axis(raw_axis, data.shape.size(), "attribute 'axis'"));
   KILN_RETURN_IF_ERROR(check_element_indices(data, indices, axis));
   if (updates.shape.size() != indices.shape.size()) {
-    return invalid_argument("input 2 'updates' must have the shape of input 1 'indices' ({}), "
-                            "got {}", shape_to_string(indices.shape),
-                            shape_to_string(updates.shape));
+    return invalid_argument(
+        "input 2 'updates' must have the shape of input 1 'indices' ({}), "
+        "got {}",
+        shape_to_string(indices.shape), shape_to_string(updates.shape));
   }
   for (size_t d = 0; d < indices.shape.size(); ++d) {
     KILN_RETURN_IF_ERROR(check_dims_equal(updates.shape[d], indices.shape[d],
@@ -174,7 +175,9 @@ class ScatterElementsKernel : public Kernel {
  public:
   ScatterElementsKernel(ConcreteShape data_dims, ConcreteShape index_dims, int64_t axis,
                         Reduction reduction)
-      : data_dims_(std::move(data_dims)), index_dims_(std::move(index_dims)), axis_(axis),
+      : data_dims_(std::move(data_dims)),
+        index_dims_(std::move(index_dims)),
+        axis_(axis),
         reduction_(reduction) {}
 
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
@@ -184,9 +187,8 @@ class ScatterElementsKernel : public Kernel {
     std::vector<int64_t> offsets(static_cast<size_t>(count));
     std::vector<int64_t> coords(static_cast<size_t>(rank), 0);
     for (int64_t i = 0; i < count; ++i) {
-      KILN_ASSIGN_OR_RETURN(int64_t row,
-                            normalize_index(load_index(in[1], i), data_dims_[axis_], 1, "indices",
-                                            i, index_dims_, "the axis"));
+      KILN_ASSIGN_OR_RETURN(int64_t row, normalize_index(load_index(in[1], i), data_dims_[axis_], 1,
+                                                         "indices", i, index_dims_, "the axis"));
       int64_t offset = 0;
       for (int64_t d = 0; d < rank; ++d) offset += (d == axis_ ? row : coords[d]) * strides[d];
       offsets[i] = offset;

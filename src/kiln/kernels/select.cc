@@ -37,9 +37,10 @@ StatusOr<DimExpr> count_of_nonzero(InferArgs& args, size_t index, std::string_vi
     return DimExpr(count_nonzero(*t, t->element_count()));
   }
   if (!args.data_dim) {
-    return unimplemented("the output size depends on the data of {}, which must be a constant "
-                         "here",
-                         input_label(index, name));
+    return unimplemented(
+        "the output size depends on the data of {}, which must be a constant "
+        "here",
+        input_label(index, name));
   }
   return args.data_dim(size_index);
 }
@@ -51,8 +52,8 @@ Status infer_nonzero(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "X", all_dtypes()));
   KILN_RETURN_IF_ERROR(check_rank_range(x, 0, "X", 1, 64));
   KILN_ASSIGN_OR_RETURN(DimExpr count, count_of_nonzero(args, 0, "X", 0));
-  args.outputs = {ValueType{DType::kI64, Shape{DimExpr(static_cast<int64_t>(x.shape.size())),
-                                               std::move(count)}}};
+  args.outputs = {ValueType{
+      DType::kI64, Shape{DimExpr(static_cast<int64_t>(x.shape.size())), std::move(count)}}};
   return ok_status();
 }
 
@@ -101,8 +102,10 @@ class NonZeroKernel : public Kernel {
     });
     KILN_RETURN_IF_ERROR(status);
     if (more || j != count_) {
-      return invalid_argument("input 0 'X' has {} nonzero elements where the compiled output holds "
-                              "{}", more ? "more" : fmt::format("{}", j), count_);
+      return invalid_argument(
+          "input 0 'X' has {} nonzero elements where the compiled output holds "
+          "{}",
+          more ? "more" : fmt::format("{}", j), count_);
     }
     return ok_status();
   }
@@ -138,8 +141,10 @@ Status infer_compress(InferArgs& args) {
   const DimExpr length = axis ? x.shape[*axis] : symbolic_element_count(x.shape);
   if (auto limit = length.constant_value(), n = condition.shape[0].constant_value();
       limit && n && *n > *limit) {
-    return invalid_argument("input 1 'condition' has {} elements, more than the {} it selects "
-                            "from", *n, *limit);
+    return invalid_argument(
+        "input 1 'condition' has {} elements, more than the {} it selects "
+        "from",
+        *n, *limit);
   }
   KILN_ASSIGN_OR_RETURN(DimExpr count, count_of_nonzero(args, 1, "condition", 0));
   Shape out = axis ? x.shape : Shape{};
@@ -160,8 +165,10 @@ StatusOr<std::vector<int64_t>> compress_sizes(const Attributes& attributes,
   KILN_ASSIGN_OR_RETURN(auto axis, compress_axis(attributes, inputs[0].rank()));
   const int64_t length = axis ? inputs[0].shape()[*axis] : inputs[0].element_count();
   if (inputs[1].element_count() > length) {
-    return invalid_argument("input 1 'condition' has {} elements, more than the {} it selects "
-                            "from", inputs[1].element_count(), length);
+    return invalid_argument(
+        "input 1 'condition' has {} elements, more than the {} it selects "
+        "from",
+        inputs[1].element_count(), length);
   }
   return std::vector<int64_t>{count_nonzero(inputs[1], length)};
 }
@@ -178,8 +185,10 @@ class CompressKernel : public Kernel {
       if (in[1].as<uint8_t>()[i] != 0) picked.push_back(i);
     }
     if (static_cast<int64_t>(picked.size()) != count_) {
-      return invalid_argument("input 1 'condition' selects {} elements where the compiled output "
-                              "holds {}", picked.size(), count_);
+      return invalid_argument(
+          "input 1 'condition' selects {} elements where the compiled output "
+          "holds {}",
+          picked.size(), count_);
     }
     if (inner_bytes_ == 0) return ok_status();
     parallel_for(outer_ * count_, [&](int64_t t) {

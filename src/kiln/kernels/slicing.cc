@@ -137,10 +137,10 @@ Status infer_split(InferArgs& args) {
       }
       sum = sum + parts[i];
     }
-    KILN_RETURN_IF_ERROR(check_dims_equal(
-        sum, dim,
-        fmt::format("sum of input 1 'split' (dim {} of input 0 'input' {})", axis,
-                    shape_to_string(x.shape))));
+    KILN_RETURN_IF_ERROR(
+        check_dims_equal(sum, dim,
+                         fmt::format("sum of input 1 'split' (dim {} of input 0 'input' {})", axis,
+                                     shape_to_string(x.shape))));
   } else if (auto d = dim.constant_value(); d && *d % static_cast<int64_t>(n) != 0) {
     return invalid_argument("dim {} of input 0 'input' {} ({}) does not split into {} equal parts",
                             axis, shape_to_string(x.shape), *d, n);
@@ -164,10 +164,10 @@ Status infer_split(InferArgs& args) {
       for (size_t i = 0; i < n; ++i) {
         auto len = parts[i].constant_value();
         if (!len || begin + static_cast<size_t>(*len) > values->size()) break;
-        set_output_values(args, i,
-                          std::vector<DimExpr>(values->begin() + static_cast<int64_t>(begin),
-                                               values->begin() + static_cast<int64_t>(begin) +
-                                                   *len));
+        set_output_values(
+            args, i,
+            std::vector<DimExpr>(values->begin() + static_cast<int64_t>(begin),
+                                 values->begin() + static_cast<int64_t>(begin) + *len));
         begin += static_cast<size_t>(*len);
       }
     }
@@ -264,8 +264,8 @@ StatusOr<DimExpr> clamp_slice_bound(const DimExpr& bound, const DimExpr& dim, in
   if (bound.constant_value() || (DimExpr(0) - bound).provably_nonnegative()) {
     return at_most_hi(DimExpr::max(dim + bound, lo));
   }
-  const std::string which = fmt::format("{}: {} '{}'", what, is_end ? "end" : "start",
-                                        bound.to_string());
+  const std::string which =
+      fmt::format("{}: {} '{}'", what, is_end ? "end" : "start", bound.to_string());
   KILN_RETURN_IF_ERROR(assume_nonnegative(bound, which));
   KILN_RETURN_IF_ERROR(assume_nonnegative(hi - bound, which));
   return bound;
@@ -276,15 +276,15 @@ struct SymbolicSlice {
   DimExpr length;  // elements read
 };
 
-StatusOr<SymbolicSlice> symbolic_slice(const DimExpr& dim, const DimExpr& start,
-                                       const DimExpr& end, int64_t step, std::string_view what) {
+StatusOr<SymbolicSlice> symbolic_slice(const DimExpr& dim, const DimExpr& start, const DimExpr& end,
+                                       int64_t step, std::string_view what) {
   const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
   KILN_ASSIGN_OR_RETURN(DimExpr s, clamp_slice_bound(start, dim, step, false, what));
   auto c = start.constant_value();
   if (step > 0 && c && *c > -kOpenEnd && end.constant_value().value_or(0) >= kOpenEnd) {
     // x[:, c:] and x[:, -c:] read max(dim - c, 0) and min(c, dim) elements.
-    DimExpr length = *c >= 0 ? DimExpr::max(dim - DimExpr(*c), DimExpr(0))
-                             : DimExpr::min(DimExpr(-*c), dim);
+    DimExpr length =
+        *c >= 0 ? DimExpr::max(dim - DimExpr(*c), DimExpr(0)) : DimExpr::min(DimExpr(-*c), dim);
     return SymbolicSlice{s, length.ceil_div(magnitude)};
   }
   KILN_ASSIGN_OR_RETURN(DimExpr e, clamp_slice_bound(end, dim, step, true, what));
@@ -302,8 +302,8 @@ StatusOr<SliceSpec> slice_spec(const InferArgs& args, const ValueType& x) {
   KILN_ASSIGN_OR_RETURN(std::vector<DimExpr> steps_values, slice_operand(args, 4, "steps"));
   const size_t n = starts.size();
   if (ends.size() != n) {
-    return invalid_argument("input 2 'ends' has {} elements, input 1 'starts' has {}",
-                            ends.size(), n);
+    return invalid_argument("input 2 'ends' has {} elements, input 1 'starts' has {}", ends.size(),
+                            n);
   }
   std::vector<int64_t> raw_axes;
   if (optional_input(args, 3) != nullptr) {
@@ -314,12 +314,13 @@ StatusOr<SliceSpec> slice_spec(const InferArgs& args, const ValueType& x) {
     KILN_ASSIGN_OR_RETURN(raw_axes, constant_elements(axes_values, 3, "axes"));
   } else {
     if (static_cast<int64_t>(n) > rank) {
-      return invalid_argument("input 1 'starts' has {} elements for input 0 'data' of rank {}",
-                              n, rank);
+      return invalid_argument("input 1 'starts' has {} elements for input 0 'data' of rank {}", n,
+                              rank);
     }
     for (size_t i = 0; i < n; ++i) raw_axes.push_back(static_cast<int64_t>(i));
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, normalize_axes(raw_axes, rank, "input 3 'axes'"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                        normalize_axes(raw_axes, rank, "input 3 'axes'"));
   std::vector<int64_t> steps(n, 1);
   if (optional_input(args, 4) != nullptr) {
     if (steps_values.size() != n) {
@@ -337,7 +338,8 @@ StatusOr<SliceSpec> slice_spec(const InferArgs& args, const ValueType& x) {
     const DimExpr& dim = x.shape[a];
     spec.step[a] = step;
     if (auto d = dim.constant_value(); d && starts[i].is_constant() && ends[i].is_constant()) {
-      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> s_value, constant_elements({starts[i]}, 1, "starts"));
+      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> s_value,
+                            constant_elements({starts[i]}, 1, "starts"));
       KILN_ASSIGN_OR_RETURN(std::vector<int64_t> e_value, constant_elements({ends[i]}, 2, "ends"));
       int64_t s = s_value[0], e = e_value[0];
       if (s < 0) s += *d;
@@ -390,8 +392,8 @@ void slice_values(InferArgs& args, const SliceSpec& spec) {
   for (int64_t n = product(*out_dims); n > 0; --n) {
     __int128 from = 0;
     for (size_t a = 0; a < index.size(); ++a) {
-      const __int128 at = static_cast<__int128>(start[a]) +
-                          static_cast<__int128>(index[a]) * spec.step[a];
+      const __int128 at =
+          static_cast<__int128>(start[a]) + static_cast<__int128>(index[a]) * spec.step[a];
       if (at < 0 || at >= (*in)[a]) return;
       from += at * strides[a];
     }

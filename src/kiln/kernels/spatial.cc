@@ -120,8 +120,7 @@ StatusOr<ConvShape> infer_conv_shape(const Attributes& attributes, const ValueTy
   KILN_ASSIGN_OR_RETURN(s.group, read_group(attributes));
   WindowOptions options;
   KILN_ASSIGN_OR_RETURN(options.kernel_from_weights, weight_kernel(w));
-  KILN_ASSIGN_OR_RETURN(s.geometry,
-                        parse_window_geometry(attributes, x.shape.size() - 2, options));
+  KILN_ASSIGN_OR_RETURN(s.geometry, parse_window_geometry(attributes, x.shape.size() - 2, options));
   const DimExpr& out_channels = w.shape[0];
   KILN_RETURN_IF_ERROR(check_dims_equal(
       x.shape[1], w.shape[1] * DimExpr(s.group),
@@ -150,19 +149,18 @@ Status check_output_shaped(const ValueType& v, size_t index, std::string_view na
                             shape_to_string(out), shape_to_string(v.shape));
   }
   for (size_t i = 0; i < out.size(); ++i) {
-    KILN_RETURN_IF_ERROR(check_dims_equal(
-        v.shape[i], out[i],
-        fmt::format("{} dim {} (output shape {})", input_label(index, name), i,
-                    shape_to_string(out))));
+    KILN_RETURN_IF_ERROR(
+        check_dims_equal(v.shape[i], out[i],
+                         fmt::format("{} dim {} (output shape {})", input_label(index, name), i,
+                                     shape_to_string(out))));
   }
   return ok_status();
 }
 
 Status infer_conv(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(
-      args.attributes,
-      {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "kiln_activation",
-       "kiln_activation_min", "kiln_activation_max"}));
+      args.attributes, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
+                        "kiln_activation", "kiln_activation_min", "kiln_activation_max"}));
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
   KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "X"));
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "X", float_dtypes()));
@@ -190,9 +188,9 @@ Status check_zero_point(const ValueType& z, size_t index, std::string_view name,
                         const DimExpr* per_channel) {
   if (z.shape.empty() || (z.shape.size() == 1 && z.shape[0] == DimExpr(1))) return ok_status();
   if (per_channel != nullptr && z.shape.size() == 1) {
-    return check_dims_equal(z.shape[0], *per_channel,
-                            fmt::format("{} dim 0 (one per output channel)",
-                                        input_label(index, name)));
+    return check_dims_equal(
+        z.shape[0], *per_channel,
+        fmt::format("{} dim 0 (one per output channel)", input_label(index, name)));
   }
   return invalid_argument("{} must be a scalar{}, got shape {}", input_label(index, name),
                           per_channel != nullptr ? " or have one value per output channel" : "",
@@ -529,10 +527,10 @@ Status infer_conv_transpose(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_rank(w, 1, "W", static_cast<int64_t>(x.shape.size())));
   KILN_ASSIGN_OR_RETURN(int64_t group, read_group(args.attributes));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, weight_kernel(w));
-  KILN_ASSIGN_OR_RETURN(TransposeGeometry g, parse_transpose_geometry(args.attributes,
-                                                                      x.shape.size() - 2, kernel));
-  KILN_RETURN_IF_ERROR(check_dims_equal(w.shape[0], x.shape[1],
-                                        "input 1 'W' dim 0 (input 0 'X' dim 1, channels)"));
+  KILN_ASSIGN_OR_RETURN(TransposeGeometry g,
+                        parse_transpose_geometry(args.attributes, x.shape.size() - 2, kernel));
+  KILN_RETURN_IF_ERROR(
+      check_dims_equal(w.shape[0], x.shape[1], "input 1 'W' dim 0 (input 0 'X' dim 1, channels)"));
   if (group > 1) {
     KILN_ASSIGN_OR_RETURN(int64_t c,
                           require_constant_dim(x.shape[1], "input 0 'X' dim 1 (channels)"));
@@ -549,8 +547,7 @@ Status infer_conv_transpose(InferArgs& args) {
     KILN_RETURN_IF_ERROR(check_dims_equal(
         b->shape[0], out_channels, "input 2 'B' dim 0 (input 1 'W' dim 1 * attribute 'group')"));
   }
-  KILN_ASSIGN_OR_RETURN(Shape spatial,
-                        transpose_output(g, std::span(x.shape).subspan(2), nullptr));
+  KILN_ASSIGN_OR_RETURN(Shape spatial, transpose_output(g, std::span(x.shape).subspan(2), nullptr));
   Shape out{x.shape[0], out_channels};
   out.insert(out.end(), spatial.begin(), spatial.end());
   args.outputs = {ValueType{x.dtype, std::move(out)}};
@@ -646,9 +643,9 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_transpose(const MakeArgs& args) {
   const ConcreteShape y = args.output_dims(0);
   const size_t r = x.size() - 2;
   KILN_ASSIGN_OR_RETURN(int64_t group, read_group(args.attributes));
-  KILN_ASSIGN_OR_RETURN(TransposeGeometry tg,
-                        parse_transpose_geometry(args.attributes, r,
-                                                 std::vector<int64_t>(w.begin() + 2, w.end())));
+  KILN_ASSIGN_OR_RETURN(
+      TransposeGeometry tg,
+      parse_transpose_geometry(args.attributes, r, std::vector<int64_t>(w.begin() + 2, w.end())));
   std::vector<int64_t> pads;
   const Shape x_spatial = shape_from_concrete(ConcreteShape(x.begin() + 2, x.end()));
   KILN_RETURN_IF_ERROR(transpose_output(tg, x_spatial, &pads).status());
@@ -829,8 +826,7 @@ class PoolKernel : public Kernel {
                   if (iw < 0 || iw >= g.in[2]) continue;
                   const C v = load(xp, (id * g.in[1] + ih) * g.in[2] + iw);
                   if (kind_ == Pool::kLp) {
-                    sum += p_ == 1 ? std::fabs(v) : p_ == 2 ? v * v
-                                                            : std::pow(std::fabs(v), C(p_));
+                    sum += p_ == 1 ? std::fabs(v) : p_ == 2 ? v * v : std::pow(std::fabs(v), C(p_));
                   } else {
                     sum += v;
                   }
@@ -858,8 +854,7 @@ class PoolKernel : public Kernel {
   int64_t p_;
 
  public:
-  PoolKernel(Pool kind, Grid grid, int64_t planes, bool include_pad, bool column_major,
-             int64_t p)
+  PoolKernel(Pool kind, Grid grid, int64_t planes, bool include_pad, bool column_major, int64_t p)
       : kind_(kind),
         g_(grid),
         planes_(planes),
@@ -870,7 +865,8 @@ class PoolKernel : public Kernel {
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
       if constexpr (!std::is_same_v<T, Bool>) {
-        int64_t* indices = out.size() > 1 && out[1].data != nullptr ? out[1].as<int64_t>() : nullptr;
+        int64_t* indices =
+            out.size() > 1 && out[1].data != nullptr ? out[1].as<int64_t>() : nullptr;
         if (kind_ == Pool::kMax) {
           run_max<T>(in[0].as<T>(), out[0].as<T>(), indices);
           return ok_status();

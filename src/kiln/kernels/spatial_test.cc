@@ -42,8 +42,8 @@ StatusOr<std::vector<Tensor>> run_op(std::string_view op, const std::vector<Tens
   }
   std::vector<ConstBuffer> in;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    in.push_back({inputs[i].dtype(), inputs[i].shape(),
-                  concrete[i].present ? inputs[i].data() : nullptr});
+    in.push_back(
+        {inputs[i].dtype(), inputs[i].shape(), concrete[i].present ? inputs[i].data() : nullptr});
   }
   std::vector<MutableBuffer> out;
   for (Tensor& y : ys) out.push_back({y.dtype(), y.shape(), y.mutable_data()});
@@ -72,15 +72,17 @@ TEST(Conv, GroupedOneDWithBiasResidualAndRelu) {
   Tensor b = f64({2}, {0.5, -100});
   Tensor r = f64({1, 2, 3}, {0, 0, -10, 0, 0, 0});
   auto y = run_op("Conv", {x, w, b, r},
-                  attrs({{"group", int64_t{2}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}},
+                  attrs({{"group", int64_t{2}},
+                         {"strides", Ints{2}},
+                         {"pads", Ints{1, 1}},
                          {"kiln_activation", std::string("relu")}}));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   ASSERT_EQ((*y)[0].shape(), (ConcreteShape{1, 2, 3}));
   // Channel 0: windows [0,1,2] [2,3,4] [4,5,0] -> -2, -2, 4 (+0.5, then residual -10 on the last).
   // Channel 1: the centre taps 10, 30, 50, minus 100: all negative, relu gives 0.
   EXPECT_EQ(values_of<double>((*y)[0]), (std::vector<double>{0, 0, 0, 0, 0, 0}));
-  auto plain = run_op("Conv", {x, w, b}, attrs({{"group", int64_t{2}}, {"strides", Ints{2}},
-                                                {"pads", Ints{1, 1}}}));
+  auto plain = run_op("Conv", {x, w, b},
+                      attrs({{"group", int64_t{2}}, {"strides", Ints{2}}, {"pads", Ints{1, 1}}}));
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   EXPECT_EQ(values_of<double>((*plain)[0]), (std::vector<double>{-1.5, -1.5, 4.5, -90, -70, -50}));
 }
@@ -129,10 +131,12 @@ TEST(ConvTranspose, OutputShapePadsZerosAtTheEnd) {
   // Full output 7 long; output_shape 8 adds a zero at the end, output_shape 5 crops 1 + 1.
   Tensor x = f32({1, 1, 3}, {0, 1, 2});
   Tensor w = f32({1, 1, 3}, {1, 1, 1});
-  auto y = run_op("ConvTranspose", {x, w}, attrs({{"strides", Ints{2}}, {"output_shape", Ints{8}}}));
+  auto y =
+      run_op("ConvTranspose", {x, w}, attrs({{"strides", Ints{2}}, {"output_shape", Ints{8}}}));
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{0, 0, 1, 1, 3, 2, 2, 0}));
-  auto c = run_op("ConvTranspose", {x, w}, attrs({{"strides", Ints{2}}, {"output_shape", Ints{5}}}));
+  auto c =
+      run_op("ConvTranspose", {x, w}, attrs({{"strides", Ints{2}}, {"output_shape", Ints{5}}}));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(values_of<float>((*c)[0]), (std::vector<float>{0, 1, 1, 3, 2}));
 }
@@ -163,17 +167,16 @@ TEST(ConvTranspose, SymbolicShapesAndBadAttributes) {
 
 TEST(MaxPool, IndicesInBothStorageOrders) {
   Tensor x = f32({1, 1, 5, 5}, iota(25));
-  auto y = run_op("MaxPool", {x}, attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}),
-                  2);
+  auto y =
+      run_op("MaxPool", {x}, attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}), 2);
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{6, 8, 16, 18}));
   EXPECT_EQ((*y)[1].dtype(), DType::kI64);
   EXPECT_EQ(values_of<int64_t>((*y)[1]), (std::vector<int64_t>{6, 8, 16, 18}));
-  auto c = run_op("MaxPool", {x},
-                  attrs({{"kernel_shape", Ints{2, 2}},
-                         {"strides", Ints{2, 2}},
-                         {"storage_order", int64_t{1}}}),
-                  2);
+  auto c = run_op(
+      "MaxPool", {x},
+      attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"storage_order", int64_t{1}}}),
+      2);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   // Column-major: (h, w) = (1, 3) is 3 * 5 + 1 = 16.
   EXPECT_EQ(values_of<int64_t>((*c)[1]), (std::vector<int64_t>{6, 16, 8, 18}));
@@ -196,10 +199,9 @@ TEST(AveragePool, CountIncludePadAndThreeD) {
   auto ex = run_op("AveragePool", {x}, attrs({{"kernel_shape", Ints{2}}, {"pads", Ints{1, 1}}}));
   ASSERT_TRUE(ex.ok()) << ex.status().to_string();
   EXPECT_EQ(values_of<double>((*ex)[0]), (std::vector<double>{3, 4.5, 7.5, 9}));
-  auto in = run_op("AveragePool", {x},
-                   attrs({{"kernel_shape", Ints{2}},
-                          {"pads", Ints{1, 1}},
-                          {"count_include_pad", int64_t{1}}}));
+  auto in = run_op(
+      "AveragePool", {x},
+      attrs({{"kernel_shape", Ints{2}}, {"pads", Ints{1, 1}}, {"count_include_pad", int64_t{1}}}));
   ASSERT_TRUE(in.ok()) << in.status().to_string();
   EXPECT_EQ(values_of<double>((*in)[0]), (std::vector<double>{1.5, 4.5, 7.5, 4.5}));
   auto d3 = run_op("AveragePool", {f32({1, 1, 2, 2, 2}, iota(8))},
@@ -225,15 +227,16 @@ TEST(GlobalPools, AnyRank) {
 TEST(Pools, SymbolicShapesAndBadInputs) {
   std::vector<ValueType> out;
   ASSERT_TRUE(infer("MaxPool", {{DType::kF32, {sym("N"), 3, sym("H"), 8}}},
-                    attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}},
+                    attrs({{"kernel_shape", Ints{3, 3}},
+                           {"strides", Ints{2, 2}},
                            {"pads", Ints{1, 1, 1, 1}}}),
                     &out, 2)
                   .ok());
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].shape[2], sym("H").ceil_div(2));
   EXPECT_EQ(out[1].dtype, DType::kI64);
-  Status s = infer("AveragePool", {{DType::kU8, {1, 1, 4}}}, attrs({{"kernel_shape", Ints{2}}}),
-                   &out);
+  Status s =
+      infer("AveragePool", {{DType::kU8, {1, 1, 4}}}, attrs({{"kernel_shape", Ints{2}}}), &out);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   s = infer("MaxPool", {{DType::kF32, {1, 1, 4, 4, 4, 4}}},
             attrs({{"kernel_shape", Ints{2, 2, 2, 2}}}), &out);

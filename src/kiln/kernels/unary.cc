@@ -20,14 +20,11 @@ enum class Domain { kFloat, kSigned, kNumeric, kBool };
 template <typename T>
 constexpr bool in_domain(Domain d) {
   switch (d) {
-    case Domain::kFloat:
-      return is_float_storage_v<T>;
+    case Domain::kFloat: return is_float_storage_v<T>;
     case Domain::kSigned:
       return is_float_storage_v<T> || (std::is_integral_v<T> && std::is_signed_v<T>);
-    case Domain::kNumeric:
-      return !std::is_same_v<T, Bool>;
-    case Domain::kBool:
-      return std::is_same_v<T, Bool>;
+    case Domain::kNumeric: return !std::is_same_v<T, Bool>;
+    case Domain::kBool: return std::is_same_v<T, Bool>;
   }
   return false;
 }
@@ -35,23 +32,54 @@ constexpr bool in_domain(Domain d) {
 std::span<const DType> domain_dtypes(Domain d) {
   static constexpr DType kBoolOnly[] = {DType::kBool};
   switch (d) {
-    case Domain::kFloat:
-      return float_dtypes();
-    case Domain::kSigned:
-      return signed_dtypes();
-    case Domain::kNumeric:
-      return numeric_dtypes();
-    case Domain::kBool:
-      return kBoolOnly;
+    case Domain::kFloat: return float_dtypes();
+    case Domain::kSigned: return signed_dtypes();
+    case Domain::kNumeric: return numeric_dtypes();
+    case Domain::kBool: return kBoolOnly;
   }
   return {};
 }
 
 enum class Fn {
-  kAbs, kNeg, kSign, kRelu, kReciprocal, kExp, kLog, kSqrt, kFloor, kCeil, kRound, kErf, kTanh,
-  kSigmoid, kSoftplus, kSoftsign, kHardSwish, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh,
-  kCosh, kAsinh, kAcosh, kAtanh, kNot, kIsNaN, kIsInf, kLeakyRelu, kElu, kSelu, kCelu,
-  kThresholdedRelu, kHardSigmoid, kShrink, kGelu,
+  kAbs,
+  kNeg,
+  kSign,
+  kRelu,
+  kReciprocal,
+  kExp,
+  kLog,
+  kSqrt,
+  kFloor,
+  kCeil,
+  kRound,
+  kErf,
+  kTanh,
+  kSigmoid,
+  kSoftplus,
+  kSoftsign,
+  kHardSwish,
+  kSin,
+  kCos,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kNot,
+  kIsNaN,
+  kIsInf,
+  kLeakyRelu,
+  kElu,
+  kSelu,
+  kCelu,
+  kThresholdedRelu,
+  kHardSigmoid,
+  kShrink,
+  kGelu,
 };
 
 struct FnInfo {
@@ -63,15 +91,11 @@ struct FnInfo {
 constexpr Domain domain_of(Fn f) {
   switch (f) {
     case Fn::kAbs:
-    case Fn::kSign:
-      return Domain::kNumeric;
+    case Fn::kSign: return Domain::kNumeric;
     case Fn::kNeg:
-    case Fn::kRelu:
-      return Domain::kSigned;
-    case Fn::kNot:
-      return Domain::kBool;
-    default:
-      return Domain::kFloat;
+    case Fn::kRelu: return Domain::kSigned;
+    case Fn::kNot: return Domain::kBool;
+    default: return Domain::kFloat;
   }
 }
 
@@ -128,8 +152,7 @@ StatusOr<Params> read_params(Fn f, const Attributes& a) {
       p.detect_positive = pos != 0;
       break;
     }
-    default:
-      break;
+    default: break;
   }
   if (f == Fn::kCelu && p.alpha == 0) {
     return invalid_argument("attribute 'alpha' must not be 0 (Celu divides by it)");
@@ -143,8 +166,10 @@ auto apply(C x, const Params& p) {
   [[maybe_unused]] const C alpha = static_cast<C>(p.alpha);
   [[maybe_unused]] const C beta = static_cast<C>(p.beta);
   if constexpr (F == Fn::kAbs) {
-    if constexpr (std::is_unsigned_v<C>) return x;
-    else return static_cast<C>(x < 0 ? -x : x);
+    if constexpr (std::is_unsigned_v<C>)
+      return x;
+    else
+      return static_cast<C>(x < 0 ? -x : x);
   } else if constexpr (F == Fn::kNeg) {
     if constexpr (std::is_integral_v<C>) {
       return static_cast<C>(static_cast<std::make_unsigned_t<C>>(0) -
@@ -429,16 +454,18 @@ class ClipKernel : public Kernel {
         // for every float dtype; 64-bit integers beyond 2^53 clamp through the compute type.
         double lo = -std::numeric_limits<double>::infinity();
         double hi = std::numeric_limits<double>::infinity();
-        if (in.size() > 1 && in[1].data != nullptr) lo = static_cast<double>(load(in[1].as<T>(), 0));
-        if (in.size() > 2 && in[2].data != nullptr) hi = static_cast<double>(load(in[2].as<T>(), 0));
+        if (in.size() > 1 && in[1].data != nullptr)
+          lo = static_cast<double>(load(in[1].as<T>(), 0));
+        if (in.size() > 2 && in[2].data != nullptr)
+          hi = static_cast<double>(load(in[2].as<T>(), 0));
         const T* x = in[0].as<T>();
         T* y = out[0].as<T>();
-        const C l = std::is_integral_v<C> ? (lo < -9.2e18 ? std::numeric_limits<C>::lowest()
-                                                          : static_cast<C>(lo))
-                                          : static_cast<C>(lo);
-        const C h = std::is_integral_v<C> ? (hi > 9.2e18 ? std::numeric_limits<C>::max()
-                                                         : static_cast<C>(hi))
-                                          : static_cast<C>(hi);
+        const C l = std::is_integral_v<C>
+                        ? (lo < -9.2e18 ? std::numeric_limits<C>::lowest() : static_cast<C>(lo))
+                        : static_cast<C>(lo);
+        const C h = std::is_integral_v<C>
+                        ? (hi > 9.2e18 ? std::numeric_limits<C>::max() : static_cast<C>(hi))
+                        : static_cast<C>(hi);
         parallel_for(in[0].element_count(), [&](int64_t i) {
           C v = load(x, i);
           if (v < l) v = l;

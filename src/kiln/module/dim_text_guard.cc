@@ -44,8 +44,7 @@ class CanonicalChecker {
 
  private:
   Status failure() const {
-    return invalid_argument("'{}' is not in kiln's canonical dim form (at offset {})", text_,
-                            pos_);
+    return invalid_argument("'{}' is not in kiln's canonical dim form (at offset {})", text_, pos_);
   }
 
   bool at_end() const { return pos_ >= text_.size(); }
@@ -184,8 +183,8 @@ class CanonicalChecker {
       const Monomial& m = terms[0].monomial;
       if (m.empty()) return false;
       bool lone_symbol = terms[0].coefficient == 1 && m.size() == 1 && m[0].second == 1 &&
-                         m[0].first.substr(0, 6) != "floor(" &&
-                         m[0].first.substr(0, 4) != "min(" && m[0].first.substr(0, 4) != "max(";
+                         m[0].first.substr(0, 6) != "floor(" && m[0].first.substr(0, 4) != "min(" &&
+                         m[0].first.substr(0, 4) != "max(";
       if (lone_symbol) return false;
     }
     return true;

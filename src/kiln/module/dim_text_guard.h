@@ -10,7 +10,8 @@
 //          | 'min(' dim ', ' dim ')' | 'max(' dim ', ' dim ')'   operands in ascending text order,
 //                                                              not both constant, nesting <= 16
 //   inner := term (' + ' term)*                      coefficients in [1, divisor), not constant
-//   name  := identifier other than "floor", "min" and "max", or '"' text '"' (only '"' and '\' escaped) when the
+//   name  := identifier other than "floor", "min" and "max", or '"' text '"' (only '"' and '\'
+//   escaped) when the
 //            name is not such an identifier
 // with the atoms of a term in ascending text order and the terms of a sum ordered as DimExpr
 // prints them (more distinct atoms first, then ascending), so equal expressions have equal text.

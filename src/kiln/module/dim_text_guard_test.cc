@@ -29,21 +29,40 @@ TEST(DimTextGuard, AcceptsWhatDimExprPrints) {
   DimExpr spatial = h;
   for (int i = 0; i < 12; ++i) spatial = (spatial + 2 - 3).floor_div(2) + 1;
   for (const DimExpr& dim :
-       {DimExpr(0), DimExpr(7), DimExpr(-7), n, 2 * n + 3, 3 - n, n * h * w * 64,
-        (n + 1) * (h + 1) * (w - 1), n * n * h - 5 * n, spatial, spatial * w.floor_div(2) * 512,
-        (2 * n + 5).floor_div(4), (n * h + 7).floor_div(3) * (w + 1).ceil_div(2),
+       {DimExpr(0),
+        DimExpr(7),
+        DimExpr(-7),
+        n,
+        2 * n + 3,
+        3 - n,
+        n * h * w * 64,
+        (n + 1) * (h + 1) * (w - 1),
+        n * n * h - 5 * n,
+        spatial,
+        spatial * w.floor_div(2) * 512,
+        (2 * n + 5).floor_div(4),
+        (n * h + 7).floor_div(3) * (w + 1).ceil_div(2),
         DimExpr::symbol("floor") + DimExpr::symbol("a\"b\\c") + DimExpr::symbol(""),
-        (DimExpr::symbol("x y") + 1).floor_div(2).floor_div(3), DimExpr::min(DimExpr(4), n),
-        DimExpr::max(n - 1, DimExpr(0)) * h + 2, (DimExpr::max(n - 3, h) + 1).floor_div(2),
-        DimExpr::min(DimExpr::max(n - 1, DimExpr(0)), h + 2), DimExpr::symbol("min")}) {
+        (DimExpr::symbol("x y") + 1).floor_div(2).floor_div(3),
+        DimExpr::min(DimExpr(4), n),
+        DimExpr::max(n - 1, DimExpr(0)) * h + 2,
+        (DimExpr::max(n - 3, h) + 1).floor_div(2),
+        DimExpr::min(DimExpr::max(n - 1, DimExpr(0)), h + 2),
+        DimExpr::symbol("min")}) {
     expect_canonical_round_trip(dim);
   }
 }
 
 DimExpr random_dim(std::mt19937& random, int depth) {
-  static const std::vector<DimExpr> leaves = {
-      DimExpr::symbol("N"), DimExpr::symbol("M"), DimExpr::symbol("seq len"),
-      DimExpr::symbol("_k9"), DimExpr(0), DimExpr(1), DimExpr(3), DimExpr(-2), DimExpr(64)};
+  static const std::vector<DimExpr> leaves = {DimExpr::symbol("N"),
+                                              DimExpr::symbol("M"),
+                                              DimExpr::symbol("seq len"),
+                                              DimExpr::symbol("_k9"),
+                                              DimExpr(0),
+                                              DimExpr(1),
+                                              DimExpr(3),
+                                              DimExpr(-2),
+                                              DimExpr(64)};
   if (depth > 3 || random() % 4 == 0) return leaves[random() % leaves.size()];
   DimExpr a = random_dim(random, depth + 1);
   switch (random() % 5) {
@@ -61,13 +80,46 @@ TEST(DimTextGuard, AcceptsRandomDimExprs) {
 }
 
 TEST(DimTextGuard, RefusesOtherForms) {
-  for (const char* text :
-       {"", " ", "N ", " N", "N+1", "N  + 1", "1 + N", "b + a", "a + a", "1*a", "b*a", "007",
-        "-0", "--N", "N - -1", "-(N)", "(N)", "(a + b)*(c + d)", "\"a\"", "\"x\\y\"", "floor",
-        "floor(N/1)", "floor((N)/2)", "floor((3)/2)", "floor((2*N + 1)/2)", "floor((N - 1)/2)",
-        "floor((1 + N)/2)", "floor((N + N)/4)", "floor(N/2", "floor(N/02)", "N*", "99999999999999999999",
-        "N $", "min(N, N)", "max(3, 5)", "min(b, a)", "min(a,b)", "min(a, b", "max(a)",
-        "floor(min(a, b)/2)"}) {
+  for (const char* text : {"",
+                           " ",
+                           "N ",
+                           " N",
+                           "N+1",
+                           "N  + 1",
+                           "1 + N",
+                           "b + a",
+                           "a + a",
+                           "1*a",
+                           "b*a",
+                           "007",
+                           "-0",
+                           "--N",
+                           "N - -1",
+                           "-(N)",
+                           "(N)",
+                           "(a + b)*(c + d)",
+                           "\"a\"",
+                           "\"x\\y\"",
+                           "floor",
+                           "floor(N/1)",
+                           "floor((N)/2)",
+                           "floor((3)/2)",
+                           "floor((2*N + 1)/2)",
+                           "floor((N - 1)/2)",
+                           "floor((1 + N)/2)",
+                           "floor((N + N)/4)",
+                           "floor(N/2",
+                           "floor(N/02)",
+                           "N*",
+                           "99999999999999999999",
+                           "N $",
+                           "min(N, N)",
+                           "max(3, 5)",
+                           "min(b, a)",
+                           "min(a,b)",
+                           "min(a, b",
+                           "max(a)",
+                           "floor(min(a, b)/2)"}) {
     SCOPED_TRACE(text);
     Status s = check_canonical_dim_text(text);
     ASSERT_FALSE(s.ok());
@@ -102,9 +154,9 @@ std::string random_text(std::mt19937& random, int depth) {
     case 5: return random_text(random, depth + 1) + " - " + random_text(random, depth + 1);
     case 6: return random_text(random, depth + 1) + "*" + random_text(random, depth + 1);
     case 7:
-      return "floor((" + random_text(random, depth + 1) + ")/" + std::to_string(random() % 5) +
-             ")";
-    case 8: return "floor(" + random_text(random, depth + 1) + "/" + std::to_string(random() % 5) + ")";
+      return "floor((" + random_text(random, depth + 1) + ")/" + std::to_string(random() % 5) + ")";
+    case 8:
+      return "floor(" + random_text(random, depth + 1) + "/" + std::to_string(random() % 5) + ")";
     default: return "-" + random_text(random, depth + 1);
   }
 }

@@ -47,10 +47,10 @@ struct ModuleValue {
 };
 
 struct Dispatch {
-  std::string name;                  // unique, e.g. "d12_resnetv17_stage1_conv0_fwd"
-  std::string op_type;               // ONNX op type (with kiln extensions, see ops/registry.h)
-  std::vector<int32_t> inputs;       // value indices; kAbsentValue for an omitted optional input
-  std::vector<int32_t> outputs;      // value indices
+  std::string name;              // unique, e.g. "d12_resnetv17_stage1_conv0_fwd"
+  std::string op_type;           // ONNX op type (with kiln extensions, see ops/registry.h)
+  std::vector<int32_t> inputs;   // value indices; kAbsentValue for an omitted optional input
+  std::vector<int32_t> outputs;  // value indices
   Attributes attributes;
   std::vector<std::string> origins;  // ONNX node names fused into this dispatch
   // Symbols this dispatch binds from its input data before it runs (hal::Device::data_sizes), in
@@ -87,7 +87,8 @@ Status write_module(const ModuleContents& contents, const std::string& path);
 StatusOr<std::shared_ptr<const ModuleContents>> load_module(const std::string& path,
                                                             LoadOptions options = {});
 // The same from bytes already in memory (fuzzing, tests); the bytes are copied.
-StatusOr<std::shared_ptr<const ModuleContents>> load_module_from_bytes(const void* data, size_t size,
+StatusOr<std::shared_ptr<const ModuleContents>> load_module_from_bytes(const void* data,
+                                                                       size_t size,
                                                                        LoadOptions options = {});
 
 // Checks semantic consistency shared by writer and loader: value indices in range, each

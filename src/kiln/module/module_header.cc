@@ -46,8 +46,8 @@ StatusOr<ModuleHeader> decode_header(const std::byte* data, size_t size) {
   // message that tells the user what to do, not a complaint about its layout.
   if (header.version != kFormatVersion) {
     return failed_precondition(
-        "module format version {}, this kiln reads version {}; recompile the model",
-        header.version, kFormatVersion);
+        "module format version {}, this kiln reads version {}; recompile the model", header.version,
+        kFormatVersion);
   }
   if (size < kHeaderSize) {
     return data_loss("module file is truncated: {} bytes, shorter than the {}-byte header", size,
@@ -64,7 +64,8 @@ StatusOr<ModuleHeader> decode_header(const std::byte* data, size_t size) {
   if (header.flags != 0) {
     return data_loss("module header has unknown flags {:#x}: the file is damaged", header.flags);
   }
-  if (reserved != 0) return data_loss("module header's reserved bytes are not zero: the file is damaged");
+  if (reserved != 0)
+    return data_loss("module header's reserved bytes are not zero: the file is damaged");
   if (header.metadata_offset != kHeaderSize) {
     return data_loss("module header gives metadata offset {}, expected {}: the file is damaged",
                      header.metadata_offset, kHeaderSize);

@@ -84,10 +84,10 @@ class Converter {
       const fb::Dispatch* dispatch = root_.dispatches()->Get(static_cast<fbs::uoffset_t>(i));
       auto converted = convert_dispatch(*dispatch);
       if (!converted.ok()) {
-        return invalid_argument(
-            "dispatch {} '{}' ({}): {}", i, dispatch->name() ? dispatch->name()->string_view() : "",
-            dispatch->op_type() ? dispatch->op_type()->string_view() : "",
-            converted.status().message());
+        return invalid_argument("dispatch {} '{}' ({}): {}", i,
+                                dispatch->name() ? dispatch->name()->string_view() : "",
+                                dispatch->op_type() ? dispatch->op_type()->string_view() : "",
+                                converted.status().message());
       }
       out.dispatches.push_back(std::move(converted).value());
     }
@@ -300,8 +300,7 @@ class Converter {
           return Attribute(std::move(v));
         }
         break;
-      case fb::AttrValue::NONE:
-        return invalid_argument("the attribute has no value");
+      case fb::AttrValue::NONE: return invalid_argument("the attribute has no value");
       default:
         return invalid_argument("unknown attribute kind {}", static_cast<int>(in.value_type()));
     }

@@ -50,7 +50,7 @@ struct RawModule {
   std::vector<int32_t> inputs;
   std::vector<int32_t> outputs;
   std::vector<RawDispatch> dispatches;
-  std::string constants;  // the constants segment, a multiple of 64 bytes
+  std::string constants;            // the constants segment, a multiple of 64 bytes
   int shared_dispatch_repeats = 0;  // > 0: the dispatch list is that many references to the first
 };
 
@@ -58,9 +58,8 @@ struct RawModule {
 RawModule valid_raw() {
   RawModule m;
   m.symbols = {"N"};
-  m.values = {{"x", 1, {"N", "4"}, 0, 0, 0},
-              {"w", 1, {"4"}, 1, 0, 16},
-              {"y", 1, {"N", "4"}, 2, 0, 0}};
+  m.values = {
+      {"x", 1, {"N", "4"}, 0, 0, 0}, {"w", 1, {"4"}, 1, 0, 16}, {"y", 1, {"N", "4"}, 2, 0, 0}};
   m.inputs = {0};
   m.outputs = {2};
   m.dispatches = {{"d0_add", "Add", {0, 1}, {2}, {{"axis", fb::AttrValue::IntAttr, 1}}, 0}};
@@ -104,8 +103,8 @@ std::vector<uint8_t> build_metadata(const RawModule& m) {
   if (m.shared_dispatch_repeats > 0) {
     dispatches.assign(static_cast<size_t>(m.shared_dispatch_repeats), dispatches.at(0));
   }
-  auto root = fb::CreateModule(b, b.CreateString("raw"), b.CreateString("test"),
-                               strings(m.symbols), b.CreateVector(values), b.CreateVector(m.inputs),
+  auto root = fb::CreateModule(b, b.CreateString("raw"), b.CreateString("test"), strings(m.symbols),
+                               b.CreateVector(values), b.CreateVector(m.inputs),
                                b.CreateVector(m.outputs), b.CreateVector(dispatches));
   fb::FinishSizePrefixedModuleBuffer(b, root);
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
@@ -158,7 +157,8 @@ TEST(ModuleReader, BadDtypeCode) {
   m.values[2].dtype = 0;
   expect_refused(m, {"value 2 'y'", "invalid dtype code 0"});
   m.values[2].dtype = kLastDTypeCode + 1;
-  expect_refused(m, {"value 2 'y'", ("invalid dtype code " + std::to_string(kLastDTypeCode + 1)).c_str()});
+  expect_refused(
+      m, {"value 2 'y'", ("invalid dtype code " + std::to_string(kLastDTypeCode + 1)).c_str()});
 }
 
 TEST(ModuleReader, EveryDtypeCodeLoads) {

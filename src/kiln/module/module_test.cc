@@ -16,10 +16,10 @@
 namespace kiln::module {
 namespace {
 
-using ::testing::HasSubstr;
 using test_util::expect_same_contents;
 using test_util::sample_contents;
 using test_util::ScratchDir;
+using ::testing::HasSubstr;
 
 std::string sample_bytes(ScratchDir& dir) {
   std::string path = dir.file("sample.kmod");
@@ -33,7 +33,8 @@ std::pair<uintptr_t, uintptr_t> mapping_of(const std::string& path) {
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line)) {
-    if (line.size() < path.size() || line.compare(line.size() - path.size(), path.size(), path) != 0) {
+    if (line.size() < path.size() ||
+        line.compare(line.size() - path.size(), path.size(), path) != 0) {
       continue;
     }
     uintptr_t start = 0, end = 0;
@@ -188,8 +189,8 @@ TEST(Module, EveryByteFlipIsDetected) {
       std::string damaged = bytes;
       damaged[offset] = static_cast<char>(damaged[offset] ^ mask);
       auto loaded = load_module_from_bytes(damaged.data(), damaged.size());
-      EXPECT_FALSE(loaded.ok()) << "flip " << int{mask} << " at byte " << offset
-                                << " of " << bytes.size() << " went undetected";
+      EXPECT_FALSE(loaded.ok()) << "flip " << int{mask} << " at byte " << offset << " of "
+                                << bytes.size() << " went undetected";
     }
   }
 }
@@ -363,7 +364,10 @@ TEST(Module, FailedWriteKeepsThePreviousModule) {
 TEST(Module, LargeConstantsRoundTrip) {
   ScratchDir dir;
   ModuleContents m;
-  m.values.push_back({"a", DType::kF32, {1000, 1001}, ValueKind::kConstant,
+  m.values.push_back({"a",
+                      DType::kF32,
+                      {1000, 1001},
+                      ValueKind::kConstant,
                       test_util::make_f32({1000, 1001}, 0.25f)});
   m.values.push_back({"b", DType::kF32, {3}, ValueKind::kConstant, test_util::make_f32({3}, 9)});
   m.outputs = {1, 0};
@@ -375,7 +379,6 @@ TEST(Module, LargeConstantsRoundTrip) {
 }
 
 }  // namespace
-
 
 TEST(Module, KnownValuesSurvive) {
   ScratchDir dir;

@@ -204,8 +204,8 @@ std::vector<uint8_t> build_metadata(const ModuleContents& contents,
     auto lhs = builder.CreateString(assumption.lhs.to_string());
     auto rhs = builder.CreateString(assumption.rhs.to_string());
     auto origin = builder.CreateString(assumption.origin);
-    assumptions.push_back(fb::CreateAssumption(builder, static_cast<uint8_t>(assumption.kind), lhs,
-                                               rhs, origin));
+    assumptions.push_back(
+        fb::CreateAssumption(builder, static_cast<uint8_t>(assumption.kind), lhs, rhs, origin));
   }
   auto assumptions_offset = builder.CreateVector(assumptions);
   auto root = fb::CreateModule(builder, model_name, producer, symbols, values_offset, inputs,
@@ -262,7 +262,7 @@ Status write_module(const ModuleContents& contents, const std::string& path) {
   // The checksum precedes the data it covers, so the bytes are visited twice (hash, then write)
   // rather than assembled in memory: constants can be gigabytes.
   std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(),
-                                                                    &XXH64_freeState);
+                                                                   &XXH64_freeState);
   if (state == nullptr || XXH64_reset(state.get(), 0) != XXH_OK) {
     return internal_error("cannot write module '{}': xxHash state allocation failed", path);
   }

@@ -32,8 +32,8 @@ std::string dispatch_label(const Dispatch& dispatch, size_t index) {
 
 Status check_index(const ModuleContents& contents, int32_t index, std::string_view where) {
   if (index < 0 || static_cast<size_t>(index) >= contents.values.size()) {
-    return invalid_argument("{} is value {}, out of range (the module has {} values)", where,
-                            index, contents.values.size());
+    return invalid_argument("{} is value {}, out of range (the module has {} values)", where, index,
+                            contents.values.size());
   }
   return ok_status();
 }
@@ -93,10 +93,10 @@ Status verify_value(const ModuleValue& value, const std::set<std::string, std::l
     const bool holds_values = is_integer(value.dtype) || value.dtype == DType::kBool ||
                               value.dtype == DType::kF32 || value.dtype == DType::kF64;
     if (value.kind == ValueKind::kConstant || !holds_values) {
-      return invalid_argument("known element values are only allowed on a non-constant integer, "
-                              "bool, f32 or f64 value, not on this {} {} {}",
-                              kind_name(value.kind),
-                              dtype_name(value.dtype), shape_to_string(value.shape));
+      return invalid_argument(
+          "known element values are only allowed on a non-constant integer, "
+          "bool, f32 or f64 value, not on this {} {} {}",
+          kind_name(value.kind), dtype_name(value.dtype), shape_to_string(value.shape));
     }
     // Constant dims multiply with overflow checks (wrapping could fake a small count).
     DimExpr count(1);
@@ -121,8 +121,10 @@ Status verify_value(const ModuleValue& value, const std::set<std::string, std::l
       }
       for (const std::string& symbol : value.known_values[i].symbols()) {
         if (symbols.count(symbol) == 0) {
-          return invalid_argument("known value {} '{}' uses symbol '{}', which the module does "
-                                  "not declare", i, text, symbol);
+          return invalid_argument(
+              "known value {} '{}' uses symbol '{}', which the module does "
+              "not declare",
+              i, text, symbol);
         }
       }
     }
@@ -198,8 +200,8 @@ Status verify_contents(const ModuleContents& contents) {
   for (size_t i = 0; i < contents.values.size(); ++i) {
     Status status = verify_value(contents.values[i], symbols);
     if (!status.ok()) {
-      return Status(status.code(), value_label(contents, static_cast<int64_t>(i)) + ": " +
-                                       status.message());
+      return Status(status.code(),
+                    value_label(contents, static_cast<int64_t>(i)) + ": " + status.message());
     }
   }
 

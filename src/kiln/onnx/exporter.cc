@@ -27,7 +27,8 @@ StatusOr<int32_t> onnx_type(DType dtype, std::string_view what) {
 Status set_value_info(const ir::Value& value, onnx::ValueInfoProto& info) {
   info.set_name(value.name);
   auto* tensor = info.mutable_type()->mutable_tensor_type();
-  KILN_ASSIGN_OR_RETURN(int32_t elem, onnx_type(value.dtype, fmt::format("value '{}'", value.name)));
+  KILN_ASSIGN_OR_RETURN(int32_t elem,
+                        onnx_type(value.dtype, fmt::format("value '{}'", value.name)));
   tensor->set_elem_type(elem);
   auto* shape = tensor->mutable_shape();
   for (const DimExpr& dim : value.shape) {
@@ -44,7 +45,8 @@ Status set_value_info(const ir::Value& value, onnx::ValueInfoProto& info) {
 Status set_initializer(const ir::Value& value, onnx::TensorProto& proto) {
   const Tensor& data = *value.constant;
   proto.set_name(value.name);
-  KILN_ASSIGN_OR_RETURN(int32_t elem, onnx_type(data.dtype(), fmt::format("constant '{}'", value.name)));
+  KILN_ASSIGN_OR_RETURN(int32_t elem,
+                        onnx_type(data.dtype(), fmt::format("constant '{}'", value.name)));
   proto.set_data_type(elem);
   for (int64_t d : data.shape()) proto.add_dims(d);
   proto.set_raw_data(reinterpret_cast<const char*>(data.data()), data.byte_size());
@@ -85,7 +87,8 @@ Status check_and_write(const onnx::ModelProto& model, const std::string& path) {
     return internal_error("the exported model fails the ONNX checker: {}", e.what());
   }
   std::string bytes;
-  if (!model.SerializeToString(&bytes)) return internal_error("cannot serialize the exported model");
+  if (!model.SerializeToString(&bytes))
+    return internal_error("cannot serialize the exported model");
   return write_file_atomically(path, bytes);
 }
 
@@ -117,7 +120,8 @@ Status export_nodes(const ir::Graph& graph, std::span<const ir::NodeId> nodes,
           proto->add_input("");
           continue;
         }
-        if (in < 0 || in >= value_count) return invalid_argument("input value id {} is out of range", in);
+        if (in < 0 || in >= value_count)
+          return invalid_argument("input value id {} is out of range", in);
         const ir::Value& value = graph.value(in);
         proto->add_input(value.name);
         if (produced.count(in) || !declared.insert(in).second) continue;
@@ -128,7 +132,8 @@ Status export_nodes(const ir::Graph& graph, std::span<const ir::NodeId> nodes,
         }
       }
       for (ir::ValueId o : node.outputs) {
-        if (o < 0 || o >= value_count) return invalid_argument("output value id {} is out of range", o);
+        if (o < 0 || o >= value_count)
+          return invalid_argument("output value id {} is out of range", o);
         proto->add_output(graph.value(o).name);
         produced.insert(o);
       }
@@ -156,7 +161,8 @@ Status export_subgraph(const ir::Graph& graph, std::span<const ir::NodeId> nodes
   onnx::ModelProto model;
   Status status = export_nodes(graph, nodes, outputs, graph_name, model);
   if (status.ok()) status = check_and_write(model, path);
-  if (!status.ok()) return std::move(status).with_note(fmt::format("exporting a subgraph to '{}'", path));
+  if (!status.ok())
+    return std::move(status).with_note(fmt::format("exporting a subgraph to '{}'", path));
   return ok_status();
 }
 
@@ -172,13 +178,15 @@ Status write_model_with_outputs(const std::string& model_path,
   onnx::GraphProto* graph = model.mutable_graph();
   for (const auto& init : graph->initializer()) {
     if (init.data_location() == onnx::TensorProto::EXTERNAL) {
-      return unimplemented("'{}' keeps initializer '{}' in an external data file; a copy with more "
-                           "outputs cannot refer to it",
-                           model_path, init.name());
+      return unimplemented(
+          "'{}' keeps initializer '{}' in an external data file; a copy with more "
+          "outputs cannot refer to it",
+          model_path, init.name());
     }
   }
   std::set<std::string> produced, existing;
-  for (const auto& node : graph->node()) produced.insert(node.output().begin(), node.output().end());
+  for (const auto& node : graph->node())
+    produced.insert(node.output().begin(), node.output().end());
   for (const auto& output : graph->output()) existing.insert(output.name());
   for (const auto& [name, dtype] : extra_outputs) {
     if (existing.count(name)) continue;
@@ -191,7 +199,8 @@ Status write_model_with_outputs(const std::string& model_path,
     info->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
     existing.insert(name);
   }
-  if (!model.SerializeToString(&bytes)) return internal_error("cannot serialize a copy of '{}'", model_path);
+  if (!model.SerializeToString(&bytes))
+    return internal_error("cannot serialize a copy of '{}'", model_path);
   return write_file_atomically(out_path, bytes);
 }
 

@@ -11,8 +11,8 @@
 #include <fstream>
 
 #include "kiln/onnx/importer.h"
-#include "tests/support/onnx/test_models.h"
 #include "kiln/ops/registry.h"
+#include "tests/support/onnx/test_models.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -65,7 +65,8 @@ TEST(ExportSubgraph, RoundTripComputesTheSameValues) {
   std::map<ir::ValueId, Tensor> all;
   ASSERT_TRUE(ops::evaluate_graph(*graph, std::vector<Tensor>{x}, &all).ok());
 
-  const std::vector<ir::NodeId> nodes = {node_id(*graph, "conv"), node_id(*graph, "relu"), node_id(*graph, "add")};
+  const std::vector<ir::NodeId> nodes = {node_id(*graph, "conv"), node_id(*graph, "relu"),
+                                         node_id(*graph, "add")};
   const std::vector<ir::ValueId> outputs = {graph->find_value("s").value()};
   const std::string path = temp_path("sub.onnx");
   Status exported = export_subgraph(*graph, nodes, outputs, "sub", path);
@@ -81,7 +82,8 @@ TEST(ExportSubgraph, RoundTripComputesTheSameValues) {
   ASSERT_EQ(sub->nodes().size(), 3u);
   EXPECT_EQ(sub->nodes()[0].name, "conv");
   EXPECT_TRUE(sub->value(sub->nodes()[0].inputs[1]).constant.has_value());
-  auto sub_out = ops::evaluate_graph(*sub, std::vector<Tensor>{x, all.at(graph->find_value("p").value())});
+  auto sub_out =
+      ops::evaluate_graph(*sub, std::vector<Tensor>{x, all.at(graph->find_value("p").value())});
   ASSERT_TRUE(sub_out.ok()) << sub_out.status().to_string();
   const Tensor& want = all.at(outputs[0]);
   ASSERT_EQ((*sub_out)[0].shape(), want.shape());
@@ -100,7 +102,8 @@ TEST(ExportSubgraph, RefusesWhatOnnxCannotSay) {
   Status not_produced = export_subgraph(*graph, relu, s, "g", path);
   EXPECT_EQ(not_produced.code(), StatusCode::kInvalidArgument) << not_produced.to_string();
   const std::vector<ir::NodeId> out_of_range = {999};
-  EXPECT_EQ(export_subgraph(*graph, out_of_range, r, "g", path).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(export_subgraph(*graph, out_of_range, r, "g", path).code(),
+            StatusCode::kInvalidArgument);
 
   graph->node(node_id(*graph, "relu")).attributes.set("kiln_activation", std::string("relu"));
   Status kiln_only = export_subgraph(*graph, relu, r, "g", path);
@@ -117,7 +120,8 @@ TEST(WriteModelWithOutputs, ExposesIntermediates) {
     out << small_model().bytes();
   }
   const std::string copy = temp_path("copy.onnx");
-  const std::vector<std::pair<std::string, DType>> extra = {{"c", DType::kF32}, {"p", DType::kF32}, {"f", DType::kF32}};
+  const std::vector<std::pair<std::string, DType>> extra = {
+      {"c", DType::kF32}, {"p", DType::kF32}, {"f", DType::kF32}};
   Status written = write_model_with_outputs(model, extra, copy);
   ASSERT_TRUE(written.ok()) << written.to_string();
   auto graph = import_file(copy);

@@ -111,8 +111,7 @@ TEST_F(ExternalData, RefusesAbsolutePath) {
 }
 
 TEST_F(ExternalData, RefusesDotDot) {
-  expect_error(import_model(model("../outside/secret.bin")), StatusCode::kInvalidArgument,
-               "'..'");
+  expect_error(import_model(model("../outside/secret.bin")), StatusCode::kInvalidArgument, "'..'");
   expect_error(import_model(model("sub/../../outside/secret.bin")), StatusCode::kInvalidArgument,
                "'..'");
 }
@@ -121,8 +120,7 @@ TEST_F(ExternalData, RefusesSymlinkEscapingModelDir) {
   fs::create_symlink(root_ / "outside" / "secret.bin", model_dir_ / "link.bin");
   expect_error(import_model(model("link.bin")), StatusCode::kInvalidArgument, "outside");
   fs::create_directory_symlink(root_ / "outside", model_dir_ / "linkdir");
-  expect_error(import_model(model("linkdir/secret.bin")), StatusCode::kInvalidArgument,
-               "outside");
+  expect_error(import_model(model("linkdir/secret.bin")), StatusCode::kInvalidArgument, "outside");
 }
 
 TEST_F(ExternalData, RefusesRangesBeyondTheFile) {

@@ -5,8 +5,8 @@
 #include <set>
 #include <utility>
 
-#include "kiln/ops/registry.h"
 #include "kiln/onnx/tensor_proto.h"
+#include "kiln/ops/registry.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -38,8 +38,10 @@ AttributeProto::AttributeType attribute_type(const AttributeProto& attr) {
 
 StatusOr<Attribute> convert_attribute(const AttributeProto& attr, const std::string& node) {
   if (!attr.ref_attr_name().empty()) {
-    return unimplemented("{}: attribute '{}' refers to a function attribute, which kiln does not "
-                         "support", node, attr.name());
+    return unimplemented(
+        "{}: attribute '{}' refers to a function attribute, which kiln does not "
+        "support",
+        node, attr.name());
   }
   switch (attribute_type(attr)) {
     case AttributeProto::INT: return Attribute(static_cast<int64_t>(attr.i()));
@@ -102,7 +104,8 @@ class Builder {
     return ok_status();
   }
 
-  void collect_declared_symbols(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& infos) {
+  void collect_declared_symbols(
+      const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& infos) {
     for (const auto& info : infos) {
       if (!info.type().has_tensor_type()) continue;
       for (const auto& dim : info.type().tensor_type().shape().dim()) {
@@ -191,7 +194,8 @@ class Builder {
         continue;
       }
       const std::string what = fmt::format("compile-time value of graph input '{}'", value.name);
-      if (tensor->dtype() != value.dtype || tensor->rank() != static_cast<int64_t>(value.shape.size())) {
+      if (tensor->dtype() != value.dtype ||
+          tensor->rank() != static_cast<int64_t>(value.shape.size())) {
         return invalid_argument("{} is {} {}, but the input is declared {} {}", what,
                                 dtype_name(tensor->dtype()), shape_to_string(tensor->shape()),
                                 dtype_name(value.dtype), shape_to_string(value.shape));
@@ -248,7 +252,8 @@ class Builder {
     }
     std::map<std::string, DimExpr, std::less<>> replacements;
     for (const auto& [name, value] : options_.bind) {
-      if (value < 0) return invalid_argument("bind: symbol '{}' bound to negative value {}", name, value);
+      if (value < 0)
+        return invalid_argument("bind: symbol '{}' bound to negative value {}", name, value);
       if (!symbols.count(name)) {
         return not_found("bind: symbol '{}' does not occur in any graph input (symbols: {})", name,
                          symbols.empty() ? "none" : fmt::format("{}", fmt::join(symbols, ", ")));
@@ -275,7 +280,8 @@ class Builder {
                                   onnx_type_name(tensor.elem_type()));
         }
       }
-      KILN_RETURN_IF_ERROR(define(init.name(), graph_.add_constant(init.name(), std::move(data)), what));
+      KILN_RETURN_IF_ERROR(
+          define(init.name(), graph_.add_constant(init.name(), std::move(data)), what));
     }
     return ok_status();
   }
@@ -302,8 +308,10 @@ class Builder {
       bool is_float = name == "value_float";
       KILN_RETURN_IF_ERROR(expect(is_float ? AttributeProto::FLOAT : AttributeProto::INT));
       KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(is_float ? DType::kF32 : DType::kI64, {}));
-      if (is_float) out.mutable_values<float>()[0] = attr.f();
-      else out.mutable_values<int64_t>()[0] = attr.i();
+      if (is_float)
+        out.mutable_values<float>()[0] = attr.f();
+      else
+        out.mutable_values<int64_t>()[0] = attr.i();
       return out;
     }
     if (name == "value_floats") {
@@ -314,9 +322,10 @@ class Builder {
       KILN_RETURN_IF_ERROR(expect(AttributeProto::INTS));
       return vector_tensor<int64_t>(DType::kI64, attr.ints());
     }
-    return unimplemented("{}: Constant attribute '{}' is not supported (supported: value, "
-                         "value_float, value_floats, value_int, value_ints)",
-                         desc, name);
+    return unimplemented(
+        "{}: Constant attribute '{}' is not supported (supported: value, "
+        "value_float, value_floats, value_int, value_ints)",
+        desc, name);
   }
 
   // ConstantOfShape's `value`, a one-element tensor, as the number 'value' (int for integer and
@@ -327,8 +336,8 @@ class Builder {
       return invalid_argument("{}: attribute 'value' must be TENSOR, got {}", desc,
                               AttributeProto::AttributeType_Name(attribute_type(attr)));
     }
-    KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(attr.t(), model_dir_,
-                                                      desc + " attribute 'value'"));
+    KILN_ASSIGN_OR_RETURN(Tensor t,
+                          tensor_from_proto(attr.t(), model_dir_, desc + " attribute 'value'"));
     if (t.element_count() != 1) {
       return invalid_argument("{}: attribute 'value' must hold one element, got {}", desc,
                               t.element_count());
@@ -371,9 +380,10 @@ class Builder {
         }
         auto it = by_name_.find(input);
         if (it == by_name_.end()) {
-          return invalid_argument("{}: input '{}' is not defined before this node (not a graph "
-                                  "input, initializer or output of an earlier node)",
-                                  desc, input);
+          return invalid_argument(
+              "{}: input '{}' is not defined before this node (not a graph "
+              "input, initializer or output of an earlier node)",
+              desc, input);
         }
         node.inputs.push_back(it->second);
       }
@@ -384,7 +394,8 @@ class Builder {
         std::string name = proto.output(o).empty()
                                ? graph_.unique_value_name(fmt::format("{}_unused_{}", node.name, o))
                                : proto.output(o);
-        ir::ValueId id = graph_.add_value(ir::Value{name, DType::kF32, {}, std::nullopt, std::nullopt});
+        ir::ValueId id =
+            graph_.add_value(ir::Value{name, DType::kF32, {}, std::nullopt, std::nullopt});
         KILN_RETURN_IF_ERROR(define(name, id, desc));
         node.outputs.push_back(id);
       }
@@ -412,12 +423,13 @@ class Builder {
   }
 
   Status add_outputs() {
-    if (proto_.output_size() == 0) return invalid_argument("graph '{}' has no outputs", proto_.name());
+    if (proto_.output_size() == 0)
+      return invalid_argument("graph '{}' has no outputs", proto_.name());
     for (const auto& output : proto_.output()) {
       auto it = by_name_.find(output.name());
       if (it == by_name_.end()) {
-        return invalid_argument("graph output '{}' is not a graph input, initializer or node output",
-                                output.name());
+        return invalid_argument(
+            "graph output '{}' is not a graph input, initializer or node output", output.name());
       }
       const ir::Value& value = graph_.value(it->second);
       const auto& declared = output.type().tensor_type();

@@ -40,9 +40,10 @@ Status check_domains(const onnx::ModelProto& model) {
   for (const auto& [domain, nodes] : foreign) {
     parts.push_back(fmt::format("{} ({})", domain, fmt::join(nodes, ", ")));
   }
-  return unimplemented("model uses operators from non-default domains, which kiln does not "
-                       "support: {}",
-                       fmt::join(parts, "; "));
+  return unimplemented(
+      "model uses operators from non-default domains, which kiln does not "
+      "support: {}",
+      fmt::join(parts, "; "));
 }
 
 // ONNX's version converter dereferences names without checking them (an undefined graph output
@@ -53,21 +54,25 @@ Status check_wiring(const onnx::GraphProto& graph) {
   for (const auto& tensor : graph.initializer()) defined.insert(tensor.name());
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& node = graph.node(i);
-    std::string where = fmt::format("node {} ({})", node.name().empty() ? fmt::format("#{}", i) : "'" + node.name() + "'",
-                                    node.op_type());
+    std::string where = fmt::format(
+        "node {} ({})", node.name().empty() ? fmt::format("#{}", i) : "'" + node.name() + "'",
+        node.op_type());
     for (const auto& attribute : node.attribute()) {
-      if (attribute.type() == onnx::AttributeProto::GRAPH || attribute.type() == onnx::AttributeProto::GRAPHS ||
-          attribute.has_g() || attribute.graphs_size() > 0) {
-        return unimplemented("{}: attribute '{}' holds a subgraph; of the control-flow ops kiln supports "
-                             "only If",
-                             where, attribute.name());
+      if (attribute.type() == onnx::AttributeProto::GRAPH ||
+          attribute.type() == onnx::AttributeProto::GRAPHS || attribute.has_g() ||
+          attribute.graphs_size() > 0) {
+        return unimplemented(
+            "{}: attribute '{}' holds a subgraph; of the control-flow ops kiln supports "
+            "only If",
+            where, attribute.name());
       }
     }
     for (const std::string& input : node.input()) {
       if (!input.empty() && !defined.count(input)) {
-        return invalid_argument("{}: input '{}' is not a graph input, an initializer or the output of any "
-                                "node",
-                                where, input);
+        return invalid_argument(
+            "{}: input '{}' is not a graph input, an initializer or the output of any "
+            "node",
+            where, input);
       }
     }
     for (const std::string& output : node.output()) {
@@ -117,8 +122,10 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
   // Before conversion too: the converter drops the types it cannot represent.
   for (const auto& input : model.graph().input()) {
     if (input.has_type() && !input.type().has_tensor_type()) {
-      return unimplemented("graph input '{}' is not a tensor (sequence, map and optional inputs "
-                           "are unsupported)", input.name());
+      return unimplemented(
+          "graph input '{}' is not a tensor (sequence, map and optional inputs "
+          "are unsupported)",
+          input.name());
     }
   }
   spell_out_legacy_axis_ops(model, opset);
@@ -145,14 +152,16 @@ StatusOr<onnx::ModelProto> parse_model(const void* data, size_t size, const Impo
   }
   onnx::ModelProto model;
   if (!model.ParseFromArray(data, static_cast<int>(size))) {
-    return data_loss("{} is not a valid ONNX model: protobuf parsing failed (truncated or "
-                     "corrupt)",
-                     source);
+    return data_loss(
+        "{} is not a valid ONNX model: protobuf parsing failed (truncated or "
+        "corrupt)",
+        source);
   }
   if (!model.has_graph()) {
-    return data_loss("{} is not a valid ONNX model: it has no graph (truncated, corrupt or not "
-                     "an ONNX file)",
-                     source);
+    return data_loss(
+        "{} is not a valid ONNX model: it has no graph (truncated, corrupt or not "
+        "an ONNX file)",
+        source);
   }
   return model;
 }
@@ -168,7 +177,8 @@ StatusOr<ir::Graph> import_parsed(onnx::ModelProto model, const std::string& mod
 
 StatusOr<ir::Graph> import_file(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return not_found("model file '{}' does not exist or is not a file", path);
+  if (!fs::is_regular_file(path, ec))
+    return not_found("model file '{}' does not exist or is not a file", path);
   uint64_t size = fs::file_size(path, ec);
   if (ec) return not_found("cannot read model file '{}': {}", path, ec.message());
   std::string source = fmt::format("'{}'", path);

@@ -9,18 +9,18 @@
 #include <fstream>
 #include <random>
 
-#include "tests/support/onnx/test_models.h"
 #include "kiln/ops/registry.h"
+#include "tests/support/onnx/test_models.h"
 
 namespace kiln::onnx_import {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::attr_float;
 using testing::attr_int;
 using testing::attr_ints;
 using testing::DimSpec;
+using ::testing::HasSubstr;
 using testing::ModelBuilder;
 namespace fs = std::filesystem;
 
@@ -418,10 +418,12 @@ TEST(Importer, NodeCycleIsRefusedNamingItsNodes) {
   auto g = import(b);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(g.status().message(),
-              HasSubstr("the graph's nodes form a cycle, which ONNX does not allow: node 'a' (Add) reads 'w' "
-                        "from node 'c' (Relu), which reads 'u' from node #2 (Neg), which reads 'v' from node "
-                        "'a' (Add)"));
+  EXPECT_THAT(
+      g.status().message(),
+      HasSubstr(
+          "the graph's nodes form a cycle, which ONNX does not allow: node 'a' (Add) reads 'w' "
+          "from node 'c' (Relu), which reads 'u' from node #2 (Neg), which reads 'v' from node "
+          "'a' (Add)"));
   // A node reading its own output is a cycle too.
   ModelBuilder self;
   self.input("x", kFloat, {int64_t{2}});
@@ -429,7 +431,8 @@ TEST(Importer, NodeCycleIsRefusedNamingItsNodes) {
   self.output("y");
   g = import(self);
   ASSERT_FALSE(g.ok());
-  EXPECT_THAT(g.status().message(), HasSubstr("node 'loop' (Add) reads 'y' from node 'loop' (Add)"));
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("node 'loop' (Add) reads 'y' from node 'loop' (Add)"));
 }
 
 TEST(Importer, ValueNoNodeProducesIsNamed) {
@@ -693,9 +696,8 @@ TEST(Importer, RejectsNonDefaultDomains) {
   auto g = import(b);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
-  EXPECT_THAT(g.status().message(),
-              AllOf(HasSubstr("ai.onnx.ml"), HasSubstr("'clf'"), HasSubstr("com.microsoft"),
-                    HasSubstr("'fg'")));
+  EXPECT_THAT(g.status().message(), AllOf(HasSubstr("ai.onnx.ml"), HasSubstr("'clf'"),
+                                          HasSubstr("com.microsoft"), HasSubstr("'fg'")));
 }
 
 TEST(Importer, DeclaredButUnusedDomainIsIgnored) {
@@ -783,9 +785,8 @@ TEST(Importer, UpgradesOpset7BatchNormModelTo17) {
 TEST(Importer, ConversionFailureNamesStepAndNode) {
   auto g = import(opset7_model(false, /*spatial=*/0));
   ASSERT_FALSE(g.ok());
-  EXPECT_THAT(g.status().message(),
-              AllOf(HasSubstr("opset 8 -> 9"), HasSubstr("spatial"),
-                    HasSubstr("node 'bn0' (BatchNormalization)")));
+  EXPECT_THAT(g.status().message(), AllOf(HasSubstr("opset 8 -> 9"), HasSubstr("spatial"),
+                                          HasSubstr("node 'bn0' (BatchNormalization)")));
 }
 
 TEST(Importer, ModelAtTargetIsNotConverted) {
@@ -799,23 +800,21 @@ TEST(Importer, ModelAtTargetIsNotConverted) {
 
 // Found by fuzz_onnx_import: a MaxPool model whose graph output 'Y' is never produced ('y' is).
 // ONNX's version converter dereferenced the missing name and crashed; the wiring is now checked
-// before conversion. Bytes: tests/fuzz/regressions/fuzz_onnx_import/onnx_undefined_graph_output.onnx.
+// before conversion. Bytes:
+// tests/fuzz/regressions/fuzz_onnx_import/onnx_undefined_graph_output.onnx.
 TEST(Importer, UndefinedGraphOutputIsAnErrorBeforeOpsetConversion) {
   static const unsigned char kModel[] = {
-      0x08, 0x07, 0x12, 0x0c, 0x62, 0x61, 0x63, 0x6b, 0x65, 0x6e, 0x64, 0x2d,
-      0x74, 0x65, 0x73, 0x74, 0x3a, 0x8b, 0x01, 0x0a, 0x39, 0x0a, 0x01, 0x78,
-      0x12, 0x01, 0x79, 0x22, 0x07, 0x4d, 0x61, 0x78, 0x50, 0x6f, 0x6f, 0x6c,
-      0x2a, 0x15, 0x0a, 0x0c, 0x6b, 0x65, 0x72, 0x6e, 0x65, 0x6c, 0x5f, 0x73,
-      0x68, 0x61, 0x70, 0x65, 0x40, 0x03, 0x40, 0x03, 0xa0, 0x01, 0x07, 0x2a,
-      0x11, 0x0a, 0x04, 0x70, 0x61, 0x64, 0x73, 0x40, 0x02, 0x40, 0x02, 0x40,
-      0x02, 0x40, 0x02, 0xa0, 0x01, 0x07, 0x12, 0x14, 0x74, 0x65, 0x73, 0x74,
-      0x5f, 0x6d, 0x61, 0x78, 0x70, 0x6f, 0x6f, 0x6c, 0x5f, 0x32, 0x64, 0x5f,
-      0x70, 0x61, 0x64, 0x73, 0x5a, 0x1b, 0x0a, 0x01, 0x78, 0x12, 0x16, 0x0a,
-      0x14, 0x08, 0x01, 0x12, 0x10, 0x0a, 0x02, 0x08, 0x01, 0x0a, 0x02, 0x08,
-      0x03, 0x0a, 0x02, 0x08, 0x1c, 0x0a, 0x02, 0x08, 0x1c, 0x62, 0x1b, 0x0a,
-      0x01, 0x59, 0x12, 0x16, 0x0a, 0x14, 0x08, 0x01, 0x12, 0x10, 0x0a, 0x02,
-      0x08, 0x01, 0x0a, 0x02, 0x08, 0x03, 0x0a, 0x02, 0x08, 0x1e, 0x0a, 0x02,
-      0x08, 0x1e, 0x42, 0x04, 0x0a, 0x00, 0x10, 0x0c,
+      0x08, 0x07, 0x12, 0x0c, 0x62, 0x61, 0x63, 0x6b, 0x65, 0x6e, 0x64, 0x2d, 0x74, 0x65, 0x73,
+      0x74, 0x3a, 0x8b, 0x01, 0x0a, 0x39, 0x0a, 0x01, 0x78, 0x12, 0x01, 0x79, 0x22, 0x07, 0x4d,
+      0x61, 0x78, 0x50, 0x6f, 0x6f, 0x6c, 0x2a, 0x15, 0x0a, 0x0c, 0x6b, 0x65, 0x72, 0x6e, 0x65,
+      0x6c, 0x5f, 0x73, 0x68, 0x61, 0x70, 0x65, 0x40, 0x03, 0x40, 0x03, 0xa0, 0x01, 0x07, 0x2a,
+      0x11, 0x0a, 0x04, 0x70, 0x61, 0x64, 0x73, 0x40, 0x02, 0x40, 0x02, 0x40, 0x02, 0x40, 0x02,
+      0xa0, 0x01, 0x07, 0x12, 0x14, 0x74, 0x65, 0x73, 0x74, 0x5f, 0x6d, 0x61, 0x78, 0x70, 0x6f,
+      0x6f, 0x6c, 0x5f, 0x32, 0x64, 0x5f, 0x70, 0x61, 0x64, 0x73, 0x5a, 0x1b, 0x0a, 0x01, 0x78,
+      0x12, 0x16, 0x0a, 0x14, 0x08, 0x01, 0x12, 0x10, 0x0a, 0x02, 0x08, 0x01, 0x0a, 0x02, 0x08,
+      0x03, 0x0a, 0x02, 0x08, 0x1c, 0x0a, 0x02, 0x08, 0x1c, 0x62, 0x1b, 0x0a, 0x01, 0x59, 0x12,
+      0x16, 0x0a, 0x14, 0x08, 0x01, 0x12, 0x10, 0x0a, 0x02, 0x08, 0x01, 0x0a, 0x02, 0x08, 0x03,
+      0x0a, 0x02, 0x08, 0x1e, 0x0a, 0x02, 0x08, 0x1e, 0x42, 0x04, 0x0a, 0x00, 0x10, 0x0c,
   };
   auto g = import_bytes(kModel, sizeof(kModel), "");
   ASSERT_FALSE(g.ok());
@@ -887,7 +886,10 @@ TEST(Importer, NonTensorInputIsUnimplemented) {
   ModelBuilder b(16);
   auto* input = b.graph().add_input();
   input->set_name("seq");
-  input->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()
+  input->mutable_type()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
       ->set_elem_type(kFloat);
   b.node("Identity", {"seq"}, {"y"});
   b.output("y");
@@ -922,8 +924,9 @@ TEST(Importer, UpgradesOpset6BroadcastWithASymbolicBatch) {
   auto out = ops::evaluate_graph(*g, inputs);
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   // relu(x) @ w + bias + shift, by hand.
-  const std::vector<float> expected = {1 + 18 + 0.5f + 1, 2 + 20 - 1 + 2, 3 + 22 + 2 + 3, 4 + 24 + 0 + 4,
-                                       0.5f + 15 + 0.5f + 1, 1 + 18 - 1 + 2, 1.5f + 21 + 2 + 3, 2 + 24 + 0 + 4};
+  const std::vector<float> expected = {1 + 18 + 0.5f + 1, 2 + 20 - 1 + 2,       3 + 22 + 2 + 3,
+                                       4 + 24 + 0 + 4,    0.5f + 15 + 0.5f + 1, 1 + 18 - 1 + 2,
+                                       1.5f + 21 + 2 + 3, 2 + 24 + 0 + 4};
   auto got = (*out)[0].values<float>();
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_FLOAT_EQ(got[i], expected[i]) << i;
@@ -986,7 +989,7 @@ TEST(Importer, BackendTestDataNodeModels) {
       {"test_averagepool_2d_default", ""},
       {"test_batchnorm_example", ""},
       {"test_softmax_axis_0", ""},
-      {"../pytorch-operator/test_operator_mm", ""},        // opset 6, upgraded
+      {"../pytorch-operator/test_operator_mm", ""},  // opset 6, upgraded
       {"../pytorch-operator/test_operator_addconstant", "f64[2,3]"},
       {"../pytorch-converted/test_Conv2d", ""},
   };
@@ -1011,7 +1014,6 @@ TEST(Importer, BackendTestDataNodeModels) {
 }
 
 }  // namespace
-
 
 // x[N,6] -> Reshape(x, shape) with `shape` a graph input (as in ONNX backend node tests).
 ModelBuilder reshape_with_shape_input() {

@@ -41,9 +41,10 @@ class IfInliner {
     for (const auto& node : graph.node()) any = any || is_if(node);
     if (!any) return ok_status();
     if (opset_ < 9) {
-      return unimplemented("kiln runs If as dataflow selected by Where, which needs opset 9 or "
-                           "later; this model declares opset {}",
-                           opset_);
+      return unimplemented(
+          "kiln runs If as dataflow selected by Where, which needs opset 9 or "
+          "later; this model declares opset {}",
+          opset_);
     }
     std::vector<onnx::NodeProto> nodes;
     for (int i = 0; i < graph.node_size(); ++i) {
@@ -71,8 +72,9 @@ class IfInliner {
   Status flatten(const onnx::NodeProto& node, int index, int depth, onnx::GraphProto& graph,
                  std::vector<onnx::NodeProto>& nodes) {
     const std::string label =
-        node.name().empty() ? (node.output_size() > 0 ? node.output(0) : fmt::format("If_{}", index))
-                            : node.name();
+        node.name().empty()
+            ? (node.output_size() > 0 ? node.output(0) : fmt::format("If_{}", index))
+            : node.name();
     const std::string where = fmt::format("node '{}' (If)", label);
     if (depth >= kMaxIfNesting) {
       return invalid_argument("{}: If nested more than {} deep", where, kMaxIfNesting);
@@ -92,9 +94,9 @@ class IfInliner {
       if (branches[b] == nullptr) {
         return invalid_argument("{}: attribute '{}_branch' (a graph) is missing", where, which);
       }
-      KILN_ASSIGN_OR_RETURN(outputs[b],
-                            inline_branch(*branches[b], fmt::format("{}/{}/", label, which), where,
-                                          which, node.output_size(), depth + 1, graph, nodes));
+      KILN_ASSIGN_OR_RETURN(
+          outputs[b], inline_branch(*branches[b], fmt::format("{}/{}/", label, which), where, which,
+                                    node.output_size(), depth + 1, graph, nodes));
     }
     // The condition as a scalar: Reshape(cond, []).
     onnx::TensorProto* scalar_shape = graph.add_initializer();

@@ -8,8 +8,8 @@
 
 #include "kiln/onnx/importer.h"
 #include "kiln/onnx/inline_if.h"
-#include "tests/support/onnx/test_models.h"
 #include "kiln/ops/registry.h"
+#include "tests/support/onnx/test_models.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -110,8 +110,7 @@ TEST(InlineIf, BothBranchesCompiledAndTheConditionSelects) {
   for (const ir::Node& node : g->nodes()) EXPECT_NE(node.op_type, "If");
   EXPECT_EQ(shape_to_string(g->value(*g->find_value("y")).shape), "[N]");
   EXPECT_EQ(evaluate(*g, {flag(true), floats({1, 2, 3})}), (std::vector<float>{2, 3, 4}));
-  EXPECT_EQ(evaluate(*g, {flag(false), floats({1, 2, 3, -4})}),
-            (std::vector<float>{1, 4, 9, 16}));
+  EXPECT_EQ(evaluate(*g, {flag(false), floats({1, 2, 3, -4})}), (std::vector<float>{1, 4, 9, 16}));
 }
 
 TEST(InlineIf, NestedIfReadsOuterAndBranchValues) {
@@ -212,8 +211,7 @@ TEST(InlineIf, NestingBeyondTheLimitIsRefused) {
   };
   auto deepest_allowed = import(nested(kMaxIfNesting));
   ASSERT_TRUE(deepest_allowed.ok()) << deepest_allowed.status().to_string();
-  EXPECT_EQ(evaluate(*deepest_allowed, {flag(true), floats({2, 3})}),
-            (std::vector<float>{3, 4}));
+  EXPECT_EQ(evaluate(*deepest_allowed, {flag(true), floats({2, 3})}), (std::vector<float>{3, 4}));
   auto too_deep = import(nested(kMaxIfNesting + 1));
   ASSERT_FALSE(too_deep.ok());
   EXPECT_THAT(too_deep.status().message(), HasSubstr("(If): If nested more than 16 deep"));

@@ -13,13 +13,15 @@ namespace {
 
 std::string describe(const onnx::GraphProto& graph, int index) {
   const onnx::NodeProto& node = graph.node(index);
-  return fmt::format("node {} ({})", node.name().empty() ? fmt::format("#{}", index) : "'" + node.name() + "'",
+  return fmt::format("node {} ({})",
+                     node.name().empty() ? fmt::format("#{}", index) : "'" + node.name() + "'",
                      node.op_type());
 }
 
 // One cycle through the nodes left unsorted, each of which still reads a value of another
 // unsorted node: walk from reader to producer until a node repeats.
-std::string describe_cycle(const onnx::GraphProto& graph, const std::unordered_map<std::string, int>& producer,
+std::string describe_cycle(const onnx::GraphProto& graph,
+                           const std::unordered_map<std::string, int>& producer,
                            const std::vector<bool>& sorted) {
   int start = 0;
   while (sorted[start]) ++start;

@@ -75,9 +75,10 @@ Status check_nodes_before_conversion(const onnx::GraphProto& graph, int64_t opse
     if (schema == nullptr) continue;  // unknown ops were reported before conversion
     auto count_error = [&](const char* what, int count, int min, int max) -> Status {
       if (count >= min && count <= max) return ok_status();
-      const std::string range = min == max                 ? fmt::format("{}", min)
-                                : max == std::numeric_limits<int>::max() ? fmt::format("at least {}", min)
-                                                           : fmt::format("{} to {}", min, max);
+      const std::string range = min == max ? fmt::format("{}", min)
+                                : max == std::numeric_limits<int>::max()
+                                    ? fmt::format("at least {}", min)
+                                    : fmt::format("{} to {}", min, max);
       return invalid_argument("node {} ({}): has {} {}s; {} at opset {} takes {}",
                               node.name().empty() ? fmt::format("#{}", i) : "'" + node.name() + "'",
                               node.op_type(), count, what, node.op_type(), opset, range);
@@ -208,8 +209,10 @@ void adapt_legacy_prelu_slopes(onnx::ModelProto& model, int64_t opset) {
 // for the importer's checks to refuse).
 bool is_axis_coercing_op(const onnx::NodeProto& node) {
   return is_default_domain(node.domain()) &&
-         (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax" || node.op_type() == "Hardmax") &&
-         node.input_size() == 1 && node.output_size() == 1 && !node.input(0).empty() && !node.output(0).empty();
+         (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax" ||
+          node.op_type() == "Hardmax") &&
+         node.input_size() == 1 && node.output_size() == 1 && !node.input(0).empty() &&
+         !node.output(0).empty();
 }
 
 // The node's `axis` attribute, added with `fallback` when absent; null when it is there but not
@@ -324,14 +327,16 @@ bool holds_stand_in(const onnx::TensorProto& t, int64_t next) {
   return false;
 }
 
-StatusOr<onnx::ModelProto> convert_with_stand_in_dims(const onnx::ModelProto& model, int64_t target) {
+StatusOr<onnx::ModelProto> convert_with_stand_in_dims(const onnx::ModelProto& model,
+                                                      int64_t target) {
   onnx::ModelProto copy = model;
   std::map<std::string, int64_t> by_symbol;
   int64_t next = kStandInBase;
   auto stand_in = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* infos) {
     for (onnx::ValueInfoProto& info : *infos) {
       if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) continue;
-      for (auto& dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      for (auto& dim :
+           *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
         if (dim.has_dim_value()) continue;
         int64_t value = next;
         if (dim.has_dim_param()) value = by_symbol.emplace(dim.dim_param(), next).first->second;
@@ -348,24 +353,29 @@ StatusOr<onnx::ModelProto> convert_with_stand_in_dims(const onnx::ModelProto& mo
   KILN_ASSIGN_OR_RETURN(onnx::ModelProto converted, convert(copy, target));
   onnx::GraphProto* out = converted.mutable_graph();
   for (const onnx::TensorProto& t : out->initializer()) {
-    if (holds_stand_in(t, next)) return invalid_argument("a stand-in dim reached initializer '{}'", t.name());
+    if (holds_stand_in(t, next))
+      return invalid_argument("a stand-in dim reached initializer '{}'", t.name());
   }
   for (const onnx::NodeProto& node : out->node()) {
     for (const onnx::AttributeProto& a : node.attribute()) {
       if (a.has_t() && holds_stand_in(a.t(), next)) {
-        return invalid_argument("a stand-in dim reached node '{}' ({})", node.name(), node.op_type());
+        return invalid_argument("a stand-in dim reached node '{}' ({})", node.name(),
+                                node.op_type());
       }
     }
   }
-  if (out->input_size() != model.graph().input_size() || out->output_size() != model.graph().output_size()) {
+  if (out->input_size() != model.graph().input_size() ||
+      out->output_size() != model.graph().output_size()) {
     return invalid_argument("the converter changed the graph's inputs or outputs");
   }
   for (int i = 0; i < out->input_size(); ++i) {
-    if (out->input(i).name() != model.graph().input(i).name()) return invalid_argument("inputs renamed");
+    if (out->input(i).name() != model.graph().input(i).name())
+      return invalid_argument("inputs renamed");
     *out->mutable_input(i) = model.graph().input(i);
   }
   for (int i = 0; i < out->output_size(); ++i) {
-    if (out->output(i).name() != model.graph().output(i).name()) return invalid_argument("outputs renamed");
+    if (out->output(i).name() != model.graph().output(i).name())
+      return invalid_argument("outputs renamed");
     *out->mutable_output(i) = model.graph().output(i);
   }
   out->clear_value_info();
@@ -418,7 +428,8 @@ void spell_out_legacy_axis_ops(onnx::ModelProto& model, int64_t opset) {
   const auto declared_value_info = graph->value_info();
   if (!ranks_known) {
     onnx::ModelProto copy = model;
-    if (infer_shapes_if_well_formed(copy, opset)) *graph->mutable_value_info() = copy.graph().value_info();
+    if (infer_shapes_if_well_formed(copy, opset))
+      *graph->mutable_value_info() = copy.graph().value_info();
   }
   FreshNames fresh(*graph);
   std::vector<onnx::NodeProto> nodes;

@@ -137,9 +137,10 @@ StatusOr<Tensor> read_external(const TensorProto& proto, const std::string& mode
   }
   uint64_t length = ref.length.value_or(file_size - offset);
   if (length > file_size - offset) {
-    return out_of_range("{}: external data range at offset {} with length {} is beyond the end "
-                        "of '{}' ({} bytes)",
-                        what, offset, length, path.string(), file_size);
+    return out_of_range(
+        "{}: external data range at offset {} with length {} is beyond the end "
+        "of '{}' ({} bytes)",
+        what, offset, length, path.string(), file_size);
   }
   if (length != static_cast<uint64_t>(bytes)) {
     return invalid_argument("{}: external data in '{}' has {} bytes, but dims {} of {} need {}",
@@ -205,10 +206,11 @@ StatusOr<DType> dtype_from_onnx(int32_t elem_type, std::string_view what) {
     case TensorProto::BOOL: return DType::kBool;
     default: break;
   }
-  return unimplemented("{} has element type {}, which kiln does not support (supported: FLOAT, "
-                       "DOUBLE, FLOAT16, BFLOAT16, INT64, INT32, INT16, INT8, UINT64, UINT32, "
-                       "UINT16, UINT8, BOOL)",
-                       what, onnx_type_name(elem_type));
+  return unimplemented(
+      "{} has element type {}, which kiln does not support (supported: FLOAT, "
+      "DOUBLE, FLOAT16, BFLOAT16, INT64, INT32, INT16, INT8, UINT64, UINT32, "
+      "UINT16, UINT8, BOOL)",
+      what, onnx_type_name(elem_type));
 }
 
 TensorProto::DataType onnx_type_of(DType dtype) {
@@ -233,7 +235,8 @@ TensorProto::DataType onnx_type_of(DType dtype) {
 StatusOr<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& model_dir,
                                    std::string_view what) {
   KILN_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(proto.data_type(), what));
-  if (proto.has_segment()) return unimplemented("{} is segmented, which kiln does not support", what);
+  if (proto.has_segment())
+    return unimplemented("{} is segmented, which kiln does not support", what);
   ConcreteShape dims(proto.dims().begin(), proto.dims().end());
   for (int64_t d : dims) {
     if (d < 0) return invalid_argument("{} has a negative dim in {}", what, shape_to_string(dims));
@@ -270,19 +273,39 @@ StatusOr<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& 
   KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(dtype, dims));
   Status copied;
   switch (dtype) {
-    case DType::kF32: copied = copy_typed<float>(proto.float_data(), "float_data", what, out); break;
-    case DType::kF64: copied = copy_typed<double>(proto.double_data(), "double_data", what, out); break;
-    case DType::kI64: copied = copy_typed<int64_t>(proto.int64_data(), "int64_data", what, out); break;
-    case DType::kI32: copied = copy_typed<int32_t>(proto.int32_data(), "int32_data", what, out); break;
-    case DType::kI16: copied = copy_typed<int16_t>(proto.int32_data(), "int32_data", what, out); break;
-    case DType::kI8: copied = copy_typed<int8_t>(proto.int32_data(), "int32_data", what, out); break;
-    case DType::kU64: copied = copy_typed<uint64_t>(proto.uint64_data(), "uint64_data", what, out); break;
-    case DType::kU32: copied = copy_typed<uint32_t>(proto.uint64_data(), "uint64_data", what, out); break;
+    case DType::kF32:
+      copied = copy_typed<float>(proto.float_data(), "float_data", what, out);
+      break;
+    case DType::kF64:
+      copied = copy_typed<double>(proto.double_data(), "double_data", what, out);
+      break;
+    case DType::kI64:
+      copied = copy_typed<int64_t>(proto.int64_data(), "int64_data", what, out);
+      break;
+    case DType::kI32:
+      copied = copy_typed<int32_t>(proto.int32_data(), "int32_data", what, out);
+      break;
+    case DType::kI16:
+      copied = copy_typed<int16_t>(proto.int32_data(), "int32_data", what, out);
+      break;
+    case DType::kI8:
+      copied = copy_typed<int8_t>(proto.int32_data(), "int32_data", what, out);
+      break;
+    case DType::kU64:
+      copied = copy_typed<uint64_t>(proto.uint64_data(), "uint64_data", what, out);
+      break;
+    case DType::kU32:
+      copied = copy_typed<uint32_t>(proto.uint64_data(), "uint64_data", what, out);
+      break;
     case DType::kF16:
     case DType::kBF16:
-    case DType::kU16: copied = copy_typed<uint16_t>(proto.int32_data(), "int32_data", what, out); break;
+    case DType::kU16:
+      copied = copy_typed<uint16_t>(proto.int32_data(), "int32_data", what, out);
+      break;
     case DType::kU8:
-    case DType::kBool: copied = copy_typed<uint8_t>(proto.int32_data(), "int32_data", what, out); break;
+    case DType::kBool:
+      copied = copy_typed<uint8_t>(proto.int32_data(), "int32_data", what, out);
+      break;
   }
   KILN_RETURN_IF_ERROR(copied);
   return out;

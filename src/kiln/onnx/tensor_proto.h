@@ -25,10 +25,10 @@ onnx::TensorProto::DataType onnx_type_of(DType dtype);
 
 // Converts `proto` to a Tensor. Data comes from raw_data, the typed field for its type
 // (float_data, double_data, int64_data, uint64_data for u32/u64, int32_data for the narrower
-// integers, bool and f16/bf16 bit patterns; an out-of-range value is an error) or, for data_location = EXTERNAL, a file
-// inside `model_dir` (empty `model_dir` refuses external data). The data length must match the
-// dims exactly (product overflow-checked). `what` names the tensor in errors ("initializer
-// 'conv0.weight'").
+// integers, bool and f16/bf16 bit patterns; an out-of-range value is an error) or, for
+// data_location = EXTERNAL, a file inside `model_dir` (empty `model_dir` refuses external data).
+// The data length must match the dims exactly (product overflow-checked). `what` names the tensor
+// in errors ("initializer 'conv0.weight'").
 StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& model_dir,
                                    std::string_view what);
 

@@ -20,9 +20,10 @@ StatusOr<TensorProtoFile> parse_tensor_proto(std::string_view bytes, std::string
   }
   TensorProto proto;
   if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return data_loss("'{}' is not a valid TensorProto: protobuf parsing failed (truncated or "
-                     "corrupt)",
-                     source);
+    return data_loss(
+        "'{}' is not a valid TensorProto: protobuf parsing failed (truncated or "
+        "corrupt)",
+        source);
   }
   if (!proto.has_data_type()) {
     return data_loss("'{}' is not a valid TensorProto: it has no data_type", source);

@@ -25,7 +25,8 @@ TEST(TensorProtoFile, RoundTripsEveryDtype) {
   for (int code = 1; code <= kLastDTypeCode; ++code) {
     const auto dtype = static_cast<DType>(code);
     Tensor tensor = Tensor::create(dtype, {2, 3}).value();
-    for (size_t i = 0; i < tensor.byte_size(); ++i) tensor.mutable_data()[i] = std::byte(dtype == DType::kBool ? i % 2 : i * 7);
+    for (size_t i = 0; i < tensor.byte_size(); ++i)
+      tensor.mutable_data()[i] = std::byte(dtype == DType::kBool ? i % 2 : i * 7);
     const std::string path = dir + "/t_" + std::string(dtype_name(dtype)) + ".pb";
     ASSERT_TRUE(write_tensor_proto_file(path, tensor, "x").ok());
     auto read = read_tensor_proto_file(path);
@@ -33,7 +34,8 @@ TEST(TensorProtoFile, RoundTripsEveryDtype) {
     EXPECT_EQ(read->name, "x");
     EXPECT_EQ(read->tensor.dtype(), dtype);
     EXPECT_EQ(read->tensor.shape(), (ConcreteShape{2, 3}));
-    EXPECT_EQ(std::memcmp(read->tensor.data(), tensor.data(), tensor.byte_size()), 0) << dtype_name(dtype);
+    EXPECT_EQ(std::memcmp(read->tensor.data(), tensor.data(), tensor.byte_size()), 0)
+        << dtype_name(dtype);
   }
   fs::remove_all(dir);
 }
@@ -56,7 +58,7 @@ TEST(TensorProtoFile, ReadsNarrowAndUnsignedTypesFromRawDataAndTypedFields) {
     std::vector<uint64_t> values;
   };
   const std::vector<Case> cases = {
-      {onnx::TensorProto::FLOAT16, DType::kF16, {0x3c00, 0xc000, 0x7c00}},  // 1, -2, inf
+      {onnx::TensorProto::FLOAT16, DType::kF16, {0x3c00, 0xc000, 0x7c00}},    // 1, -2, inf
       {onnx::TensorProto::BFLOAT16, DType::kBF16, {0x3f80, 0xc000, 0x7fc0}},  // 1, -2, NaN
       {onnx::TensorProto::UINT16, DType::kU16, {0, 1, 65535}},
       {onnx::TensorProto::UINT32, DType::kU32, {0, 7, 4294967295u}},
@@ -93,13 +95,15 @@ TEST(TensorProtoFile, ReadsNarrowAndUnsignedTypesFromRawDataAndTypedFields) {
       }
     }
   }
-  auto f16 = parse_tensor_proto([] {
-    onnx::TensorProto p;
-    p.set_data_type(onnx::TensorProto::FLOAT16);
-    p.add_dims(1);
-    p.add_int32_data(0x3800);  // 0.5
-    return p.SerializeAsString();
-  }(), "h.pb", "");
+  auto f16 = parse_tensor_proto(
+      [] {
+        onnx::TensorProto p;
+        p.set_data_type(onnx::TensorProto::FLOAT16);
+        p.add_dims(1);
+        p.add_int32_data(0x3800);  // 0.5
+        return p.SerializeAsString();
+      }(),
+      "h.pb", "");
   ASSERT_TRUE(f16.ok()) << f16.status().to_string();
   EXPECT_EQ(element_as_double(f16->tensor, 0), 0.5);
 }
@@ -112,7 +116,8 @@ TEST(TensorProtoFile, TypedValueOutOfRangeIsAnError) {
   proto.add_int32_data(65536);
   auto parsed = parse_tensor_proto(proto.SerializeAsString(), "big.pb", "");
   EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(parsed.status().message().find("int32_data[1] = 65536 does not fit in u16"), std::string::npos)
+  EXPECT_NE(parsed.status().message().find("int32_data[1] = 65536 does not fit in u16"),
+            std::string::npos)
       << parsed.status().message();
 
   onnx::TensorProto wide;

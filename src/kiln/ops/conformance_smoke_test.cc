@@ -8,8 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "tests/support/ops/onnx_test_reader.h"
 #include "tests/support/expect.h"
+#include "tests/support/ops/onnx_test_reader.h"
 #include "tests/support/ops/op_graph.h"
 
 namespace kiln::ops {

@@ -299,7 +299,8 @@ TEST(Conv, SymbolicShapeInference) {
 }
 
 TEST(Conv, BatchInvariant) {
-  // Sample i of a batch is bit-identical to the same sample run alone (docs/architecture.md invariant 4).
+  // Sample i of a batch is bit-identical to the same sample run alone (docs/architecture.md
+  // invariant 4).
   auto make = [] {
     OpGraph g("Conv");
     g.input("X", DType::kF32, {sym("N"), 4, 6, 5})

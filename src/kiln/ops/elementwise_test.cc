@@ -49,8 +49,8 @@ TEST(Activations, ReferenceKeepsNaN) {
     for (const auto& [name, value] : a) g.attr(name, value);
     return g.run1({x});
   };
-  for (const char* op : {"Relu", "Sigmoid", "HardSwish", "Elu", "Selu", "Celu", "Softplus",
-                         "Softsign", "Tanh"}) {
+  for (const char* op :
+       {"Relu", "Sigmoid", "HardSwish", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Tanh"}) {
     SCOPED_TRACE(op);
     Tensor y = unary(op, {});
     EXPECT_TRUE(std::isnan(element_as_double(y, 0)));

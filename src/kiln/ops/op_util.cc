@@ -189,8 +189,7 @@ void store_doubles(std::span<const double> values, Tensor& out) {
       for (size_t i = 0; i < values.size(); ++i) v[i] = values[i];
       return;
     }
-    default:
-      break;
+    default: break;
   }
   KILN_CHECK(false && "store_doubles: output dtype must be f32 or f64");
 }

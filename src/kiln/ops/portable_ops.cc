@@ -15,8 +15,8 @@ kernels::InferArgs infer_args(const ir::Node& node,
                               const std::vector<std::optional<ValueType>>& inputs,
                               const std::vector<const Tensor*>& constants,
                               const std::vector<const std::vector<DimExpr>*>& values = {}) {
-  return kernels::InferArgs{node.attributes, inputs, constants, node.outputs.size(), {}, values,
-                            {}, {}, {}, {}};
+  return kernels::InferArgs{
+      node.attributes, inputs, constants, node.outputs.size(), {}, values, {}, {}, {}, {}};
 }
 
 Tensor to_f64(const Tensor& t) {
@@ -52,15 +52,15 @@ StatusOr<std::vector<Tensor>> run_kernel(const kernels::OpKernel& op, const ir::
       concrete.push_back({true, t.dtype(), t.shape(), &t});
     }
   }
-  KILN_ASSIGN_OR_RETURN(kernels::Planned planned,
-                        kernels::plan_concrete(op, node.attributes, concrete, node.outputs.size(),
-                                               nullptr));
+  KILN_ASSIGN_OR_RETURN(
+      kernels::Planned planned,
+      kernels::plan_concrete(op, node.attributes, concrete, node.outputs.size(), nullptr));
   std::vector<Tensor> outputs;
   std::vector<kernels::ConstBuffer> in;
   std::vector<kernels::MutableBuffer> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    in.push_back({inputs[i].dtype(), inputs[i].shape(),
-                  concrete[i].present ? inputs[i].data() : nullptr});
+    in.push_back(
+        {inputs[i].dtype(), inputs[i].shape(), concrete[i].present ? inputs[i].data() : nullptr});
   }
   for (const kernels::ConcreteOutput& o : planned.outputs) {
     KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(o.dtype, o.dims));
@@ -85,8 +85,8 @@ Status evaluate_portable(const kernels::OpKernel& op, const ir::Node& node,
   for (const Tensor& t : inputs) {
     if (selects_only) break;
     wide.push_back(t);
-    if (!t.empty_storage() && (t.dtype() == DType::kF32 || t.dtype() == DType::kF16 ||
-                               t.dtype() == DType::kBF16)) {
+    if (!t.empty_storage() &&
+        (t.dtype() == DType::kF32 || t.dtype() == DType::kF16 || t.dtype() == DType::kBF16)) {
       wide.back() = to_f64(t);
       upcast = true;
     }
@@ -128,7 +128,7 @@ Status evaluate_portable(const kernels::OpKernel& op, const ir::Node& node,
     Tensor& t = (*wide_result)[i];
     const DType want = args.outputs[i].dtype;
     outputs.push_back(t.dtype() == DType::kF64 && want != DType::kF64 ? from_f64(t, want)
-                                                                       : std::move(t));
+                                                                      : std::move(t));
   }
   return ok_status();
 }

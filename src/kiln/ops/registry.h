@@ -62,8 +62,8 @@ std::string data_symbol_name(std::string_view node_name, size_t index);
 using InferFn = std::function<Status(InferContext& ctx)>;
 // Computes outputs from inputs (absent optional inputs are default-constructed Tensors with
 // empty_storage()). Outputs are created by the function with the dtypes/shapes infer gives.
-using EvaluateFn =
-    std::function<Status(const ir::Node& node, std::span<const Tensor> inputs, std::vector<Tensor>& outputs)>;
+using EvaluateFn = std::function<Status(const ir::Node& node, std::span<const Tensor> inputs,
+                                        std::vector<Tensor>& outputs)>;
 
 struct OpDef {
   std::string op_type;

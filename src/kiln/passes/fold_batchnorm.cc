@@ -26,7 +26,8 @@ Status fold_into_conv(ir::Graph& graph, ir::NodeId conv_id, ir::NodeId bn_id) {
   auto mean = graph.value(bn.inputs[3]).constant->values<float>();
   auto var = graph.value(bn.inputs[4]).constant->values<float>();
   if (static_cast<int64_t>(scale.size()) != out_channels) {
-    return invalid_argument("BatchNormalization has {} channels, Conv has {}", scale.size(), out_channels);
+    return invalid_argument("BatchNormalization has {} channels, Conv has {}", scale.size(),
+                            out_channels);
   }
 
   KILN_ASSIGN_OR_RETURN(Tensor new_w, Tensor::create(DType::kF32, w.shape()));
@@ -63,7 +64,8 @@ StatusOr<int> fold_batchnorm(ir::Graph& graph) {
   auto consumers = graph.consumers();
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
     const ir::Node& conv = graph.node(id);
-    if (conv.op_type != "Conv" || conv.inputs.size() > 3 || conv.attributes.has("kiln_activation")) continue;
+    if (conv.op_type != "Conv" || conv.inputs.size() > 3 || conv.attributes.has("kiln_activation"))
+      continue;
     auto bn_id = sole_consumer(graph, consumers, conv.outputs[0]);
     if (!bn_id) continue;
     const ir::Node& bn = graph.node(*bn_id);

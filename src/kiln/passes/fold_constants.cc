@@ -33,7 +33,8 @@ bool exact_dtype(DType dtype) { return is_integer(dtype) || dtype == DType::kBoo
 
 class Folder {
  public:
-  explicit Folder(ir::Graph& graph) : graph_(graph), size_dependent_(graph.values().size(), false) {}
+  explicit Folder(ir::Graph& graph)
+      : graph_(graph), size_dependent_(graph.values().size(), false) {}
 
   StatusOr<int> run() {
     int rewrites = 0;
@@ -52,7 +53,8 @@ class Folder {
       // bound (or a static model) must give the same bits.
       if (from_sizes && !all_outputs_exact(node)) continue;
       auto outputs = ops::evaluate_node(graph_, id, inputs);
-      if (!outputs.ok()) return std::move(outputs).status().with_note("while folding " + node.describe());
+      if (!outputs.ok())
+        return std::move(outputs).status().with_note("while folding " + node.describe());
       resized = resized || !node.data_symbols.empty();
       const std::vector<ir::ValueId> outs = node.outputs;
       for (size_t i = 0; i < outs.size(); ++i) {

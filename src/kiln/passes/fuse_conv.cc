@@ -86,10 +86,10 @@ bool same_or_assumed_shape(const ir::Graph& graph, const Shape& a, const Shape& 
 }
 
 // Add(conv_out, r) with matching shapes becomes conv's residual input, so the sum happens in the
-// conv's post-ops. The later of two candidate convs absorbs the Add, so the residual already exists.
-// Only a residual that a node computes is fused: a constant or graph input of [1,C,1,1] matches the
-// output's shape only when the sizes are bound to 1, and the fused sum's bits differ from the
-// broadcast Add's, so fusing it would make a bound module differ from the dynamic one.
+// conv's post-ops. The later of two candidate convs absorbs the Add, so the residual already
+// exists. Only a residual that a node computes is fused: a constant or graph input of [1,C,1,1]
+// matches the output's shape only when the sizes are bound to 1, and the fused sum's bits differ
+// from the broadcast Add's, so fusing it would make a bound module differ from the dynamic one.
 bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                    ir::NodeId id) {
   const ir::Node& conv = graph.node(id);

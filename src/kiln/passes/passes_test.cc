@@ -36,7 +36,8 @@ Node conv_node(const std::string& name, ValueId x, ValueId w, ValueId b, ValueId
   return node;
 }
 
-// x[N,4,6,6] -> conv a (+bias) -> BN -> Relu -> conv b -> BN -> Add(residual from conv c(x)+BN) -> Relu
+// x[N,4,6,6] -> conv a (+bias) -> BN -> Relu -> conv b -> BN -> Add(residual from conv c(x)+BN) ->
+// Relu
 Graph residual_block(std::mt19937& rng) {
   Graph g;
   g.name = "block";
@@ -140,7 +141,8 @@ TEST(Passes, ConvFeedingTwoConsumersIsNotFolded) {
   ValueId y = add_intermediate(g, "y");
   g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
   std::vector<ValueId> bn_inputs{y};
-  for (const char* p : {"s", "b", "m", "v"}) bn_inputs.push_back(g.add_constant(p, random_tensor({4}, rng, 0.5f, 1.0f)));
+  for (const char* p : {"s", "b", "m", "v"})
+    bn_inputs.push_back(g.add_constant(p, random_tensor({4}, rng, 0.5f, 1.0f)));
   ValueId z = add_intermediate(g, "z");
   g.add_node({"bn", "BatchNormalization", bn_inputs, {z}, {}, {}});
   g.add_output(z);
@@ -299,8 +301,8 @@ Graph gelu_graph(int variant) {
   ValueId x = g.add_input("x", DType::kF32, {2, 3, 8});
   ValueId d = add_intermediate(g, "d");
   if (variant == 1) {
-    g.add_node({"scale", "Mul", {g.add_constant("inv_sqrt2", f32_scalar(0.70710677f)), x}, {d}, {},
-                {}});
+    g.add_node(
+        {"scale", "Mul", {g.add_constant("inv_sqrt2", f32_scalar(0.70710677f)), x}, {d}, {}, {}});
   } else {
     const float divisor = variant == 2 ? 2.0f : 1.41421354f;
     g.add_node({"scale", "Div", {x, g.add_constant("sqrt2", f32_scalar(divisor))}, {d}, {}, {}});
@@ -397,7 +399,6 @@ TEST(Canonicalize, LegacySoftmaxOverSeveralDimsIsRefusedByName) {
 
 }  // namespace
 
-
 TEST(Passes, FoldConstantsMakesValuesKnownFromShapesConstant) {
   Graph g;
   ValueId x = g.add_input("x", DType::kF32, {2, 3});
@@ -455,8 +456,9 @@ TEST(Passes, FoldConstantsFoldsNonZeroAndCarriesItsCount) {
   ValueId x = g.add_input("x", DType::kF32, {1});
   ValueId c = g.add_constant("c", f32_tensor({2, 3}, {1, -1, 2, 0, 3, -4}));
   ValueId zero = g.add_constant("zero", f32_tensor({}, {0}));
-  ValueId gt = add_intermediate(g, "gt"), nz = add_intermediate(g, "nz"), t = add_intermediate(g, "t"),
-          tf = add_intermediate(g, "tf"), y = add_intermediate(g, "y");
+  ValueId gt = add_intermediate(g, "gt"), nz = add_intermediate(g, "nz"),
+          t = add_intermediate(g, "t"), tf = add_intermediate(g, "tf"),
+          y = add_intermediate(g, "y");
   g.add_node({"greater", "Greater", {c, zero}, {gt}, {}, {}});
   g.add_node({"nonzero", "NonZero", {gt}, {nz}, {}, {}});
   Node transpose{"transpose", "Transpose", {nz}, {t}, {}, {}};
@@ -486,9 +488,10 @@ TEST(Passes, FoldConstantsLeavesFloatWorkOnSizesToTheRuntime) {
   zero_index.mutable_values<int64_t>()[0] = 0;
   ValueId idx = g.add_constant("idx", std::move(zero_index));
   ValueId w = g.add_constant("w", f32_tensor({3}, {1, 2, 3}));
-  ValueId s = add_intermediate(g, "s"), n = add_intermediate(g, "n"), sum = add_intermediate(g, "sum"),
-          filled = add_intermediate(g, "filled"), scaled = add_intermediate(g, "scaled"),
-          y = add_intermediate(g, "y"), w2 = add_intermediate(g, "w2");
+  ValueId s = add_intermediate(g, "s"), n = add_intermediate(g, "n"),
+          sum = add_intermediate(g, "sum"), filled = add_intermediate(g, "filled"),
+          scaled = add_intermediate(g, "scaled"), y = add_intermediate(g, "y"),
+          w2 = add_intermediate(g, "w2");
   g.add_node({"shape", "Shape", {x}, {s}, {}, {}});
   g.add_node({"gather", "Gather", {s, idx}, {n}, {}, {}});
   g.add_node({"sum", "Add", {n, n}, {sum}, {}, {}});

@@ -12,7 +12,7 @@
 namespace kiln::runtime {
 
 struct BufferRequest {
-  size_t bytes = 0;  // 0: not placed in the arena
+  size_t bytes = 0;   // 0: not placed in the arena
   int32_t first = 0;  // dispatch that writes it
   int32_t last = 0;   // last dispatch that reads it (>= first)
   // Index of another request whose bytes this buffer takes over (same offset), or -1. The

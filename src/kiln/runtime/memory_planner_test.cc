@@ -35,9 +35,11 @@ TEST(MemoryPlanner, LiveBuffersNeverOverlapRandomized) {
       EXPECT_LE(plan.offsets[i] + requests[i].bytes, plan.arena_bytes);
       for (size_t j = i + 1; j < requests.size(); ++j) {
         if (requests[i].bytes == 0 || requests[j].bytes == 0) continue;
-        bool live_together = requests[i].first <= requests[j].last && requests[j].first <= requests[i].last;
+        bool live_together =
+            requests[i].first <= requests[j].last && requests[j].first <= requests[i].last;
         if (live_together) {
-          EXPECT_FALSE(ranges_overlap(plan.offsets[i], requests[i].bytes, plan.offsets[j], requests[j].bytes))
+          EXPECT_FALSE(ranges_overlap(plan.offsets[i], requests[i].bytes, plan.offsets[j],
+                                      requests[j].bytes))
               << "trial " << trial << " buffers " << i << " and " << j;
         }
       }
@@ -55,7 +57,8 @@ TEST(MemoryPlanner, ZeroByteRequestsAreNotPlaced) {
 TEST(MemoryPlanner, SameAsChainsShareOffsetsAndStayApartFromOverlappingBuffers) {
   // r [0,2] is overwritten in place by y [2,4], which z [4,5] overwrites in turn; o [1,3]
   // overlaps the chain and must not share its bytes.
-  std::vector<BufferRequest> requests = {{1000, 0, 2}, {1000, 2, 4, 0}, {500, 4, 5, 1}, {800, 1, 3}};
+  std::vector<BufferRequest> requests = {
+      {1000, 0, 2}, {1000, 2, 4, 0}, {500, 4, 5, 1}, {800, 1, 3}};
   ArenaPlan plan = plan_arena(requests);
   EXPECT_EQ(plan.offsets[0], plan.offsets[1]);
   EXPECT_EQ(plan.offsets[1], plan.offsets[2]);

@@ -16,16 +16,15 @@ struct Session::Prepared {
   hal::ProgramSpec spec;
   std::unique_ptr<hal::Executable> executable;
   std::vector<size_t> offsets;
-  size_t arena_bytes = 0;     // activations, then the executable's scratch
-  size_t scratch_offset = 0;  // where its scratch starts in the arena
+  size_t arena_bytes = 0;                // activations, then the executable's scratch
+  size_t scratch_offset = 0;             // where its scratch starts in the arena
   std::vector<hal::BufferRef> bindings;  // per value, rebuilt for every run (kept for its memory)
 
   // What evicting the plan frees: the executable's own memory (hal::Executable::memory_bytes)
   // and the runtime's bookkeeping. Shared constants and the arena are not the plan's.
   uint64_t bytes() const {
     uint64_t total = executable->memory_bytes() + sizeof(Prepared) +
-                     offsets.size() * sizeof(size_t) +
-                     spec.values.size() * sizeof(hal::ValueSpec) +
+                     offsets.size() * sizeof(size_t) + spec.values.size() * sizeof(hal::ValueSpec) +
                      spec.dispatches.size() * sizeof(hal::DispatchSpec);
     for (const hal::ValueSpec& value : spec.values) {
       if (value.known_value) total += value.known_value->byte_size();
@@ -53,10 +52,12 @@ uint64_t value_bytes(const ConcreteShape& shape, DType dtype) {
 
 uint64_t saturating_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
-Status check_memory(uint64_t needed, uint64_t limit, std::string_view what, const Bindings& bindings) {
+Status check_memory(uint64_t needed, uint64_t limit, std::string_view what,
+                    const Bindings& bindings) {
   if (needed <= limit) return ok_status();
   std::vector<std::string> values;
-  for (const auto& [symbol, value] : bindings) values.push_back(fmt::format("{}={}", symbol, value));
+  for (const auto& [symbol, value] : bindings)
+    values.push_back(fmt::format("{}={}", symbol, value));
   return out_of_range("{} need {} bytes at [{}], over the memory limit of {} bytes (--max-memory)",
                       what, needed, fmt::join(values, ", "), limit);
 }
@@ -79,11 +80,12 @@ StatusOr<std::unique_ptr<Session>> Session::open(const std::string& module_path,
 
 StatusOr<std::unique_ptr<Session>> Session::create(
     std::shared_ptr<const module::ModuleContents> module, const SessionOptions& options) {
-  if (options.threads < 0) return invalid_argument("--threads must be >= 0, got {}", options.threads);
+  if (options.threads < 0)
+    return invalid_argument("--threads must be >= 0, got {}", options.threads);
   hal::DeviceOptions device_options;
   device_options.threads = options.threads;
-  KILN_ASSIGN_OR_RETURN(auto device,
-                        hal::create_device(options.device, device_options, options.decorate_device));
+  KILN_ASSIGN_OR_RETURN(
+      auto device, hal::create_device(options.device, device_options, options.decorate_device));
   PlanCacheLimits limits;
   limits.max_plans = options.max_plans != 0 ? options.max_plans : kDefaultMaxPlans;
   limits.max_bytes = options.max_plan_bytes != 0 ? options.max_plan_bytes : kDefaultMaxPlanBytes;
@@ -113,8 +115,8 @@ StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
                               dtype_name(expected.dtype), dtype_name(actual.dtype()));
     }
     if (actual.shape().size() != expected.shape.size()) {
-      return invalid_argument("input {} '{}': expected rank {} {}, got rank {} {}", i, expected.name,
-                              expected.shape.size(), shape_to_string(expected.shape),
+      return invalid_argument("input {} '{}': expected rank {} {}, got rank {} {}", i,
+                              expected.name, expected.shape.size(), shape_to_string(expected.shape),
                               actual.shape().size(), shape_to_string(actual.shape()));
     }
     for (size_t d = 0; d < expected.shape.size(); ++d) {
@@ -137,17 +139,19 @@ StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
     const module::ModuleValue& expected = module.values[module.inputs[i]];
     for (size_t d = 0; d < expected.shape.size(); ++d) {
       auto want = expected.shape[d].evaluate(bindings);
-      if (!want.ok()) return std::move(want).status().with_note(fmt::format("in input '{}'", expected.name));
+      if (!want.ok())
+        return std::move(want).status().with_note(fmt::format("in input '{}'", expected.name));
       if (*want != inputs[i].shape()[d]) {
-        return invalid_argument("input {} '{}' dim {}: expected {} ({} in {}), got {} (input shape {})",
-                                i, expected.name, d, *want, expected.shape[d].to_string(),
-                                shape_to_string(expected.shape), inputs[i].shape()[d],
-                                shape_to_string(inputs[i].shape()));
+        return invalid_argument(
+            "input {} '{}' dim {}: expected {} ({} in {}), got {} (input shape {})", i,
+            expected.name, d, *want, expected.shape[d].to_string(), shape_to_string(expected.shape),
+            inputs[i].shape()[d], shape_to_string(inputs[i].shape()));
       }
     }
   }
   for (const std::string& symbol : module.symbols) {
-    if (!bindings.count(symbol)) return invalid_argument("symbol '{}' is not set by any input", symbol);
+    if (!bindings.count(symbol))
+      return invalid_argument("symbol '{}' is not set by any input", symbol);
   }
   KILN_RETURN_IF_ERROR(check_bound_assumptions(module.assumptions, bindings));
   return bindings;
@@ -179,7 +183,8 @@ namespace {
 // The concrete dims of `value` for `bindings`; errors name the value.
 StatusOr<ConcreteShape> concrete_shape(const module::ModuleValue& value, const Bindings& bindings) {
   auto shape = evaluate_shape(value.shape, bindings);
-  if (!shape.ok()) return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
+  if (!shape.ok())
+    return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
   KILN_RETURN_IF_ERROR(element_count(*shape).status());
   return shape;
 }
@@ -213,8 +218,10 @@ StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings
   for (size_t i = 0; i < stage.values.size(); ++i) local[stage.values[i]] = static_cast<int32_t>(i);
   auto role_of = [&](int32_t v) {
     if (module.values[v].kind == module::ValueKind::kConstant) return hal::ValueRole::kConstant;
-    if (std::binary_search(stage.inputs.begin(), stage.inputs.end(), v)) return hal::ValueRole::kInput;
-    if (std::binary_search(stage.outputs.begin(), stage.outputs.end(), v)) return hal::ValueRole::kOutput;
+    if (std::binary_search(stage.inputs.begin(), stage.inputs.end(), v))
+      return hal::ValueRole::kInput;
+    if (std::binary_search(stage.outputs.begin(), stage.outputs.end(), v))
+      return hal::ValueRole::kOutput;
     return hal::ValueRole::kIntermediate;
   };
   for (int32_t v : stage.values) {
@@ -225,8 +232,10 @@ StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings
     KILN_ASSIGN_OR_RETURN(value_spec.shape, concrete_shape(value, bindings));
     value_spec.role = role_of(v);
     // Any single activation or output over the limit is refused before the backend sizes kernels.
-    if (value_spec.role == hal::ValueRole::kIntermediate || value_spec.role == hal::ValueRole::kOutput) {
-      KILN_RETURN_IF_ERROR(check_memory(value_bytes(value_spec.shape, value.dtype), max_memory_bytes_,
+    if (value_spec.role == hal::ValueRole::kIntermediate ||
+        value_spec.role == hal::ValueRole::kOutput) {
+      KILN_RETURN_IF_ERROR(check_memory(value_bytes(value_spec.shape, value.dtype),
+                                        max_memory_bytes_,
                                         fmt::format("value '{}' would", value.name), bindings));
     }
     if (value_spec.role == hal::ValueRole::kConstant) value_spec.constant = &value.constant;
@@ -238,15 +247,17 @@ StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings
   }
   for (int32_t d = stage.first; d < stage.end; ++d) {
     const module::Dispatch& dispatch = module.dispatches[d];
-    hal::DispatchSpec dispatch_spec{dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {}, d,
-                                    dispatch.origins, {}};
+    hal::DispatchSpec dispatch_spec{
+        dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {}, d, dispatch.origins, {}};
     for (int32_t in : dispatch.inputs) dispatch_spec.inputs.push_back(in < 0 ? in : local.at(in));
     for (int32_t out : dispatch.outputs) dispatch_spec.outputs.push_back(local.at(out));
     for (const std::string& symbol : dispatch.data_symbols) {
       auto bound = bindings.find(symbol);
       if (bound == bindings.end()) {
-        return invalid_argument("symbol '{}' of dispatch '{}' ({}) is bound from data at run time, "
-                                "and these bindings lack it", symbol, dispatch.name, dispatch.op_type);
+        return invalid_argument(
+            "symbol '{}' of dispatch '{}' ({}) is bound from data at run time, "
+            "and these bindings lack it",
+            symbol, dispatch.name, dispatch.op_type);
       }
       dispatch_spec.data_sizes.push_back(bound->second);
     }
@@ -279,7 +290,8 @@ StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings
   ArenaPlan plan = plan_arena(requests);
   // The executable's temporaries follow the activations: one arena serves every plan's.
   const size_t scratch_offset = (plan.arena_bytes + 63) / 64 * 64;
-  const uint64_t arena_bytes = saturating_add(scratch_offset, prepared->executable->scratch_bytes());
+  const uint64_t arena_bytes =
+      saturating_add(scratch_offset, prepared->executable->scratch_bytes());
   KILN_RETURN_IF_ERROR(check_memory(saturating_add(arena_bytes, output_bytes), max_memory_bytes_,
                                     "activations and outputs would", bindings));
   prepared->offsets = std::move(plan.offsets);
@@ -337,7 +349,8 @@ class StageObserver : public hal::RunObserver {
  public:
   StageObserver(hal::RunObserver* inner, int32_t first) : inner_(inner), first_(first) {}
   bool wants_outputs(int32_t dispatch) override { return inner_->wants_outputs(dispatch + first_); }
-  Status after_dispatch(int32_t dispatch, double elapsed_ms, std::span<const Tensor> outputs) override {
+  Status after_dispatch(int32_t dispatch, double elapsed_ms,
+                        std::span<const Tensor> outputs) override {
     return inner_->after_dispatch(dispatch + first_, elapsed_ms, outputs);
   }
 
@@ -363,8 +376,8 @@ Status Session::bind_data_symbols(const Stage& stage, const std::map<int32_t, Te
     }
   }
   // The module's value indices: data_sizes reads only how many there are.
-  hal::DispatchSpec spec{dispatch.name, dispatch.op_type, &dispatch.attributes, dispatch.inputs,
-                         dispatch.outputs, stage.first, dispatch.origins, {}};
+  hal::DispatchSpec spec{dispatch.name,    dispatch.op_type, &dispatch.attributes, dispatch.inputs,
+                         dispatch.outputs, stage.first,      dispatch.origins,     {}};
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, device_->data_sizes(spec, inputs));
   if (sizes.size() != dispatch.data_symbols.size()) {
     return invalid_argument("dispatch '{}' ({}) gave {} data-dependent sizes for its {} symbols",
@@ -428,7 +441,8 @@ StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
     }
     args.observer = observer == nullptr || stage.first == 0 ? observer : &stage_observer;
     KILN_RETURN_IF_ERROR(io.run(*prepared->executable, args));
-    for (size_t i = 0; i < stage.outputs.size(); ++i) held[stage.outputs[i]] = std::move(computed[i]);
+    for (size_t i = 0; i < stage.outputs.size(); ++i)
+      held[stage.outputs[i]] = std::move(computed[i]);
   }
 
   std::vector<Tensor> outputs;

@@ -1,15 +1,15 @@
 // Session: runs a compiled module on a device created by name from the HAL's registry
-// (hal/registry.h; the backends are linked by the program, e.g. kiln_backends). Load once; call run() with inputs of any size the module's
-// symbols allow. The first run at a new set of symbol values prepares a plan for those shapes
-// (kernels, arena offsets); later runs at the same sizes reuse it. Plans are kept in a cache
-// bounded by a count and by bytes, least recently used first out (plan_cache.h): a model run at
-// any number of sizes holds a fixed budget. Constants reordered for the kernels are shared by
-// every plan that uses them (not charged to any plan) and freed with the last one. All plans run
-// in one arena (activations, then the kernels' temporaries: hal::RunArgs::scratch), a buffer the
-// device allocates (device-local), as large as the largest held plan needs: it grows for a larger
-// plan and shrinks once the plan that needed it is evicted. Inputs and outputs are host tensors,
-// bound to the run in place where the device addresses host memory (the CPU: zero-copy) and
-// copied through device buffers otherwise (hal/host_tensors.h).
+// (hal/registry.h; the backends are linked by the program, e.g. kiln_backends). Load once; call
+// run() with inputs of any size the module's symbols allow. The first run at a new set of symbol
+// values prepares a plan for those shapes (kernels, arena offsets); later runs at the same sizes
+// reuse it. Plans are kept in a cache bounded by a count and by bytes, least recently used first
+// out (plan_cache.h): a model run at any number of sizes holds a fixed budget. Constants reordered
+// for the kernels are shared by every plan that uses them (not charged to any plan) and freed with
+// the last one. All plans run in one arena (activations, then the kernels' temporaries:
+// hal::RunArgs::scratch), a buffer the device allocates (device-local), as large as the largest
+// held plan needs: it grows for a larger plan and shrinks once the plan that needed it is evicted.
+// Inputs and outputs are host tensors, bound to the run in place where the device addresses host
+// memory (the CPU: zero-copy) and copied through device buffers otherwise (hal/host_tensors.h).
 //
 // The runtime links only base, shape, module and hal (never protobuf, the IR, the passes or a
 // backend; tests/link checks it).
@@ -34,8 +34,8 @@ namespace kiln::runtime {
 
 struct SessionOptions {
   std::string device = "cpu";  // a registered device (hal::registered_devices)
-  int threads = 0;            // 0: all cores
-  bool trust_module = false;  // skip the module checksum (structure is still verified)
+  int threads = 0;             // 0: all cores
+  bool trust_module = false;   // skip the module checksum (structure is still verified)
   // Refuse to run shapes whose activations (arena) plus outputs need more than this many bytes;
   // checked before anything that size is allocated. 0: default_max_memory_bytes().
   uint64_t max_memory_bytes = 0;
@@ -59,8 +59,8 @@ class Session {
   // Loads and verifies a module file, then creates the device.
   static StatusOr<std::unique_ptr<Session>> open(const std::string& module_path,
                                                  const SessionOptions& options = {});
-  static StatusOr<std::unique_ptr<Session>> create(std::shared_ptr<const module::ModuleContents> module,
-                                                   const SessionOptions& options = {});
+  static StatusOr<std::unique_ptr<Session>> create(
+      std::shared_ptr<const module::ModuleContents> module, const SessionOptions& options = {});
   ~Session();
 
   const module::ModuleContents& module() const { return *module_; }
@@ -77,7 +77,8 @@ class Session {
   // binds are computed from that dispatch's inputs. `bound` (optional) receives every symbol's
   // value in this run, data symbols included.
   StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs,
-                                    hal::RunObserver* observer = nullptr, Bindings* bound = nullptr);
+                                    hal::RunObserver* observer = nullptr,
+                                    Bindings* bound = nullptr);
 
   // How each dispatch runs at these bindings (kernels, primitives, reorders with their
   // parameters), one list of lines per module dispatch; prepares them first if needed. The

@@ -13,8 +13,9 @@ std::vector<Stage> plan_stages(const module::ModuleContents& module) {
       stages.back().end = d;
       stages.emplace_back().first = d;
     }
-    stages.back().binds_data = stages.back().binds_data ||
-                               (d == stages.back().first && !module.dispatches[d].data_symbols.empty());
+    stages.back().binds_data =
+        stages.back().binds_data ||
+        (d == stages.back().first && !module.dispatches[d].data_symbols.empty());
   }
   stages.back().end = dispatch_count;
 
@@ -36,8 +37,8 @@ std::vector<Stage> plan_stages(const module::ModuleContents& module) {
         if (in < 0) continue;
         values.insert(in);
         const auto kind = module.values[in].kind;
-        if (kind == module::ValueKind::kInput ||
-            (kind == module::ValueKind::kIntermediate && produced_in[in] != static_cast<int32_t>(s))) {
+        if (kind == module::ValueKind::kInput || (kind == module::ValueKind::kIntermediate &&
+                                                  produced_in[in] != static_cast<int32_t>(s))) {
           inputs.insert(in);
           crosses[in] = true;
         }

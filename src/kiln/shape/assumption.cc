@@ -11,10 +11,8 @@ thread_local AssumptionRecorder* active_recorder = nullptr;
 
 std::string Assumption::to_string() const {
   switch (kind) {
-    case Kind::kEqual:
-      return fmt::format("{} == {}", lhs.to_string(), rhs.to_string());
-    case Kind::kNonNegative:
-      return fmt::format("{} >= 0", lhs.to_string());
+    case Kind::kEqual: return fmt::format("{} == {}", lhs.to_string(), rhs.to_string());
+    case Kind::kNonNegative: return fmt::format("{} >= 0", lhs.to_string());
     case Kind::kDivisible: {
       std::string divisor = rhs.to_string();
       if (!rhs.is_constant() && !rhs.is_symbol()) divisor = "(" + divisor + ")";
@@ -53,9 +51,9 @@ Status Assumption::check(const Bindings& bindings) const {
     values.push_back(fmt::format("{} = {}", symbol, bindings.find(symbol)->second));
   }
   std::string sides = kind == Kind::kEqual ? fmt::format("{} vs {}", *a, *b)
-                      : kind == Kind::kDivisible ? fmt::format("{} % {} = {}", *a, *b,
-                                                               *b > 0 ? *a % *b : 0)
-                                                 : fmt::format("{}", *a);
+                      : kind == Kind::kDivisible
+                          ? fmt::format("{} % {} = {}", *a, *b, *b > 0 ? *a % *b : 0)
+                          : fmt::format("{}", *a);
   return invalid_argument(
       "these input sizes break the compiler's assumption '{}' made for {} ({}: {}); the module "
       "was compiled for sizes where it holds",

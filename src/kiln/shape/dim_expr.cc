@@ -62,8 +62,7 @@ DimExpr DimExpr::from_atom(Atom atom) {
 
 std::string DimExpr::atom_key(const Atom& atom) {
   switch (atom.kind) {
-    case AtomKind::kSymbol:
-      return quote_symbol(atom.name);
+    case AtomKind::kSymbol: return quote_symbol(atom.name);
     case AtomKind::kFloor: {
       const DimExpr& numerator = *atom.numerator;
       if (numerator.is_symbol()) {
@@ -94,9 +93,8 @@ DimExpr DimExpr::from_terms(std::map<Monomial, int64_t> terms, std::map<std::str
 void DimExpr::normalize() {
   // Order: higher-degree terms first, constant last, so "2*N + 3" reads naturally.
   std::vector<std::pair<Monomial, int64_t>> ordered(terms_.begin(), terms_.end());
-  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
-    return a.first.size() > b.first.size();
-  });
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   std::string text;
   for (const auto& [monomial, coeff] : ordered) {
     int64_t magnitude = coeff;

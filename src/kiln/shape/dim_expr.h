@@ -32,7 +32,7 @@ using Bindings = std::map<std::string, int64_t, std::less<>>;
 class DimExpr {
  public:
   DimExpr() : DimExpr(int64_t{0}) {}
-  DimExpr(int64_t value);  // NOLINT: integers convert implicitly
+  DimExpr(int64_t value);                          // NOLINT: integers convert implicitly
   DimExpr(int value) : DimExpr(int64_t{value}) {}  // NOLINT
   static DimExpr symbol(std::string name);
 
@@ -82,17 +82,16 @@ class DimExpr {
   enum class AtomKind : uint8_t { kSymbol, kFloor, kMin, kMax };
   struct Atom {
     AtomKind kind = AtomKind::kSymbol;
-    std::string name;                        // kSymbol only
+    std::string name;                          // kSymbol only
     std::shared_ptr<const DimExpr> numerator;  // kFloor: the numerator; kMin/kMax: operand a
-    int64_t divisor = 0;                     // kFloor only
-    std::shared_ptr<const DimExpr> other;    // kMin/kMax: operand b
+    int64_t divisor = 0;                       // kFloor only
+    std::shared_ptr<const DimExpr> other;      // kMin/kMax: operand b
   };
   using Monomial = std::vector<std::pair<std::string, int>>;  // sorted (atom key, power)
 
   const std::string& key() const { return key_; }
   void normalize();
-  static DimExpr from_terms(std::map<Monomial, int64_t> terms,
-                            std::map<std::string, Atom> atoms);
+  static DimExpr from_terms(std::map<Monomial, int64_t> terms, std::map<std::string, Atom> atoms);
   static std::string atom_key(const Atom& atom);
   static DimExpr from_atom(Atom atom);
   static DimExpr min_max(AtomKind kind, const DimExpr& a, const DimExpr& b);

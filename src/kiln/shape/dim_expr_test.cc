@@ -62,8 +62,8 @@ TEST(DimExpr, SubstituteBindsSymbols) {
 }
 
 TEST(DimExpr, ParseRoundTrip) {
-  for (const char* text : {"N", "2*N + 3", "floor((N + 1)/2)", "N*N - 4", "\"batch size\" + 1",
-                           "7", "-3", "3*floor((H + 1)/2)*W + 1"}) {
+  for (const char* text : {"N", "2*N + 3", "floor((N + 1)/2)", "N*N - 4", "\"batch size\" + 1", "7",
+                           "-3", "3*floor((H + 1)/2)*W + 1"}) {
     auto parsed = parse_dim_expr(text);
     ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status().to_string();
     auto again = parse_dim_expr(parsed->to_string());
@@ -73,8 +73,8 @@ TEST(DimExpr, ParseRoundTrip) {
 }
 
 TEST(DimExpr, ParseRejectsGarbage) {
-  for (const char* text : {"", "N +", "floor(N/0)", "floor(N/-2)", "(N", "3 $ 4",
-                           "99999999999999999999", "\"open"}) {
+  for (const char* text :
+       {"", "N +", "floor(N/0)", "floor(N/-2)", "(N", "3 $ 4", "99999999999999999999", "\"open"}) {
     EXPECT_FALSE(parse_dim_expr(text).ok()) << text;
   }
   std::string deep(1000, '(');

@@ -43,9 +43,7 @@ StatusOr<Shape> parse_shape(std::string_view text) {
   return shape;
 }
 
-Shape shape_from_concrete(const ConcreteShape& dims) {
-  return Shape(dims.begin(), dims.end());
-}
+Shape shape_from_concrete(const ConcreteShape& dims) { return Shape(dims.begin(), dims.end()); }
 
 StatusOr<ConcreteShape> evaluate_shape(const Shape& shape, const Bindings& bindings) {
   ConcreteShape out;

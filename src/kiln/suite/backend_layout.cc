@@ -57,14 +57,16 @@ StatusOr<ModelSpec> model_from_case_dir(const std::string& dir, const std::strin
   const std::string where = json_path.empty() ? "" : json_path + ": ";
   fs::path root(dir);
   if (!is_backend_case_dir(dir)) {
-    return not_found("{}'{}' has no model.onnx (expected the ONNX backend test layout: model.onnx "
-                     "and test_data_set_N/input_K.pb, output_K.pb)",
-                     where, dir);
+    return not_found(
+        "{}'{}' has no model.onnx (expected the ONNX backend test layout: model.onnx "
+        "and test_data_set_N/input_K.pb, output_K.pb)",
+        where, dir);
   }
   ModelSpec model;
   model.path = (root / "model.onnx").string();
   model.name = root.lexically_normal().filename().string();
-  if (model.name.empty() || model.name == ".") model.name = fs::absolute(root).lexically_normal().filename().string();
+  if (model.name.empty() || model.name == ".")
+    model.name = fs::absolute(root).lexically_normal().filename().string();
   model.json_path = json_path.empty() ? dir : json_path;
   model.tolerance = backend_test_tolerance();
   // The data sets fix every size; there is no reference to generate.
@@ -77,14 +79,16 @@ StatusOr<ModelSpec> model_from_case_dir(const std::string& dir, const std::strin
     if (n >= 0 && entry.is_directory()) sets[n] = entry.path();
   }
   if (ec) return invalid_argument("{}cannot list '{}': {}", where, dir, ec.message());
-  if (sets.empty()) return not_found("{}'{}' has model.onnx but no test_data_set_N folder", where, dir);
+  if (sets.empty())
+    return not_found("{}'{}' has model.onnx but no test_data_set_N folder", where, dir);
   for (const auto& [n, path] : sets) {
     DataSet set;
     set.name = path.filename().string();
     KILN_ASSIGN_OR_RETURN(set.inputs, numbered_files(path, "input_", where));
     KILN_ASSIGN_OR_RETURN(set.outputs, numbered_files(path, "output_", where));
     if (set.outputs.empty()) {
-      return not_found("{}'{}' has no output_0.pb: there is nothing to compare with", where, path.string());
+      return not_found("{}'{}' has no output_0.pb: there is nothing to compare with", where,
+                       path.string());
     }
     model.data_sets.push_back(std::move(set));
   }
@@ -98,7 +102,9 @@ StatusOr<Manifest> load_suite_folder(const std::string& dir) {
   manifest.source = dir;
   manifest.suite_dir = dir;
   manifest.name = fs::absolute(fs::path(dir)).lexically_normal().filename().string();
-  if (manifest.name.empty()) manifest.name = fs::absolute(fs::path(dir)).lexically_normal().parent_path().filename().string();
+  if (manifest.name.empty())
+    manifest.name =
+        fs::absolute(fs::path(dir)).lexically_normal().parent_path().filename().string();
   if (is_backend_case_dir(dir)) {
     KILN_ASSIGN_OR_RETURN(ModelSpec model, model_from_case_dir(dir));
     manifest.models.push_back(std::move(model));
@@ -106,13 +112,15 @@ StatusOr<Manifest> load_suite_folder(const std::string& dir) {
   }
   std::vector<fs::path> cases;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_directory() && is_backend_case_dir(entry.path().string())) cases.push_back(entry.path());
+    if (entry.is_directory() && is_backend_case_dir(entry.path().string()))
+      cases.push_back(entry.path());
   }
   if (ec) return invalid_argument("cannot list suite folder '{}': {}", dir, ec.message());
   if (cases.empty()) {
-    return not_found("suite folder '{}' holds neither model.onnx nor folders that do (the ONNX "
-                     "backend test layout); give a manifest .json instead",
-                     dir);
+    return not_found(
+        "suite folder '{}' holds neither model.onnx nor folders that do (the ONNX "
+        "backend test layout); give a manifest .json instead",
+        dir);
   }
   std::sort(cases.begin(), cases.end());
   for (const fs::path& path : cases) {

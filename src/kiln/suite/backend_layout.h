@@ -16,8 +16,8 @@
 namespace kiln::suite {
 
 // The ONNX backend test runner's default tolerance: atol 1e-7, rtol 1e-3, and NaN in the expected
-// output matched by NaN (the runner's numpy assert_allclose has equal_nan=True; NaN or Inf where the
-// expected value is finite still fails).
+// output matched by NaN (the runner's numpy assert_allclose has equal_nan=True; NaN or Inf where
+// the expected value is finite still fails).
 ToleranceSpec backend_test_tolerance();
 
 // True when `dir` holds a model.onnx.

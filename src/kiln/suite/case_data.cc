@@ -1,7 +1,7 @@
 #include "kiln/suite/case_data.h"
 
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -18,8 +18,9 @@ namespace {
 
 bool has_extension(const std::string& path, std::string_view ext) {
   if (path.size() < ext.size()) return false;
-  return std::equal(ext.begin(), ext.end(), path.end() - ext.size(),
-                    [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+  return std::equal(ext.begin(), ext.end(), path.end() - ext.size(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == b;
+  });
 }
 
 std::string names_of(const std::vector<Port>& ports) {
@@ -33,7 +34,8 @@ std::string names_of(const std::vector<Port>& ports) {
 StatusOr<Tensor> read_any_tensor(const std::string& path, DType dtype, const ConcreteShape& shape) {
   if (has_extension(path, ".npy")) return read_npy_file(path);
   if (has_extension(path, ".pb")) {
-    KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file, onnx_import::read_tensor_proto_file(path));
+    KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file,
+                          onnx_import::read_tensor_proto_file(path));
     return std::move(file.tensor);
   }
   return read_raw_tensor_file(path, dtype, shape);
@@ -50,10 +52,12 @@ Tensor backend_test_dtype(Tensor tensor, DType declared) {
   return tensor;
 }
 
-Status check_type(const Tensor& tensor, DType dtype, const ConcreteShape& shape, std::string_view what) {
+Status check_type(const Tensor& tensor, DType dtype, const ConcreteShape& shape,
+                  std::string_view what) {
   if (tensor.dtype() != dtype || tensor.shape() != shape) {
     return invalid_argument("{} holds {}, but {} is needed", what,
-                            format_tensor_type(tensor.dtype(), tensor.shape()), format_tensor_type(dtype, shape));
+                            format_tensor_type(tensor.dtype(), tensor.shape()),
+                            format_tensor_type(dtype, shape));
   }
   return ok_status();
 }
@@ -74,7 +78,8 @@ const OutputSpec* find_output(const ModelSpec& spec, const std::string& name) {
 
 StatusOr<ConcreteShape> shape_at(const Shape& shape, const Bindings& sizes, std::string_view what) {
   auto concrete = evaluate_shape(shape, sizes);
-  if (!concrete.ok()) return std::move(concrete).status().with_note(fmt::format("evaluating the shape of {}", what));
+  if (!concrete.ok())
+    return std::move(concrete).status().with_note(fmt::format("evaluating the shape of {}", what));
   return concrete;
 }
 
@@ -105,34 +110,36 @@ Status check_spec_against_model(const ModelSpec& spec, const ModelIo& io) {
   };
   for (const InputSpec& input : spec.inputs) {
     if (!has(io.inputs, input.name)) {
-      return invalid_argument("{}: the model has no input '{}' (its inputs: {})", input.json_path, input.name,
-                              names_of(io.inputs));
+      return invalid_argument("{}: the model has no input '{}' (its inputs: {})", input.json_path,
+                              input.name, names_of(io.inputs));
     }
   }
   for (const OutputSpec& output : spec.outputs) {
     if (!has(io.outputs, output.name)) {
-      return invalid_argument("{}: the model has no output '{}' (its outputs: {})", output.json_path,
-                              output.name, names_of(io.outputs));
+      return invalid_argument("{}: the model has no output '{}' (its outputs: {})",
+                              output.json_path, output.name, names_of(io.outputs));
     }
   }
-  const std::string symbols = io.symbols.empty() ? "none" : fmt::format("{}", fmt::join(io.symbols, ", "));
+  const std::string symbols =
+      io.symbols.empty() ? "none" : fmt::format("{}", fmt::join(io.symbols, ", "));
   for (const auto& [symbol, sizes] : spec.dims) {
     if (std::find(io.symbols.begin(), io.symbols.end(), symbol) == io.symbols.end()) {
-      return invalid_argument("{}.dims.{}: the model has no symbolic dim '{}' (its symbols: {})", spec.json_path,
-                              symbol, symbol, symbols);
+      return invalid_argument("{}.dims.{}: the model has no symbolic dim '{}' (its symbols: {})",
+                              spec.json_path, symbol, symbol, symbols);
     }
   }
   if (spec.batch_dim &&
       std::find(io.symbols.begin(), io.symbols.end(), *spec.batch_dim) == io.symbols.end()) {
-    return invalid_argument("{}.batch_dim: the model has no symbolic dim '{}' (its symbols: {})", spec.json_path,
-                            *spec.batch_dim, symbols);
+    return invalid_argument("{}.batch_dim: the model has no symbolic dim '{}' (its symbols: {})",
+                            spec.json_path, *spec.batch_dim, symbols);
   }
   for (const DataSet& set : spec.data_sets) {
     if (set.inputs.size() != io.inputs.size() || set.outputs.size() != io.outputs.size()) {
-      return invalid_argument("{}/{}: {} input and {} output files, but the model has {} runtime inputs ({}) "
-                              "and {} outputs ({})",
-                              spec.json_path, set.name, set.inputs.size(), set.outputs.size(), io.inputs.size(),
-                              names_of(io.inputs), io.outputs.size(), names_of(io.outputs));
+      return invalid_argument(
+          "{}/{}: {} input and {} output files, but the model has {} runtime inputs ({}) "
+          "and {} outputs ({})",
+          spec.json_path, set.name, set.inputs.size(), set.outputs.size(), io.inputs.size(),
+          names_of(io.inputs), io.outputs.size(), names_of(io.outputs));
     }
   }
   return ok_status();
@@ -155,17 +162,19 @@ std::vector<Bindings> size_combinations(const ModelSpec& spec, const ModelIo& io
   return out;
 }
 
-StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const ModelIo& io, Bindings& sizes) {
+StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const ModelIo& io,
+                                                   Bindings& sizes) {
   std::vector<NamedTensor> out;
   for (size_t k = 0; k < io.inputs.size() && k < set.inputs.size(); ++k) {
     const Port& port = io.inputs[k];
-    KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file, onnx_import::read_tensor_proto_file(set.inputs[k]));
+    KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file,
+                          onnx_import::read_tensor_proto_file(set.inputs[k]));
     const Tensor tensor = backend_test_dtype(std::move(file.tensor), port.dtype);
     const std::string what = fmt::format("'{}' (input '{}')", set.inputs[k], port.name);
     if (tensor.dtype() != port.dtype || tensor.rank() != static_cast<int64_t>(port.shape.size())) {
       return invalid_argument("{} holds {}, but the model takes {} {}", what,
-                              format_tensor_type(tensor.dtype(), tensor.shape()), dtype_name(port.dtype),
-                              shape_to_string(port.shape));
+                              format_tensor_type(tensor.dtype(), tensor.shape()),
+                              dtype_name(port.dtype), shape_to_string(port.shape));
     }
     for (size_t d = 0; d < port.shape.size(); ++d) {
       const DimExpr& dim = port.shape[d];
@@ -173,31 +182,35 @@ StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const Mod
       const std::string symbol = dim.symbols().front();
       auto [it, inserted] = sizes.emplace(symbol, tensor.shape()[d]);
       if (!inserted && it->second != tensor.shape()[d]) {
-        return invalid_argument("{} has {} = {} at dim {}, but another input has {} = {}", what, symbol,
-                                tensor.shape()[d], d, symbol, it->second);
+        return invalid_argument("{} has {} = {} at dim {}, but another input has {} = {}", what,
+                                symbol, tensor.shape()[d], d, symbol, it->second);
       }
     }
     out.push_back({port.name, tensor});
   }
   for (size_t k = 0; k < out.size(); ++k) {
-    KILN_ASSIGN_OR_RETURN(ConcreteShape shape, shape_at(io.inputs[k].shape, sizes, "input '" + io.inputs[k].name + "'"));
-    KILN_RETURN_IF_ERROR(check_type(out[k].tensor, io.inputs[k].dtype, shape,
-                                    fmt::format("'{}' (input '{}')", set.inputs[k], io.inputs[k].name)));
+    KILN_ASSIGN_OR_RETURN(ConcreteShape shape,
+                          shape_at(io.inputs[k].shape, sizes, "input '" + io.inputs[k].name + "'"));
+    KILN_RETURN_IF_ERROR(
+        check_type(out[k].tensor, io.inputs[k].dtype, shape,
+                   fmt::format("'{}' (input '{}')", set.inputs[k], io.inputs[k].name)));
   }
   return out;
 }
 
-StatusOr<std::vector<NamedTensor>> manifest_inputs(const ModelSpec& spec, const ModelIo& io, const Bindings& sizes) {
+StatusOr<std::vector<NamedTensor>> manifest_inputs(const ModelSpec& spec, const ModelIo& io,
+                                                   const Bindings& sizes) {
   std::vector<NamedTensor> out;
   for (const Port& port : io.inputs) {
     const InputSpec* input = find_input(spec, port.name);
     const std::string what = input ? input->json_path : fmt::format("input '{}'", port.name);
     const DType dtype = input && input->dtype ? *input->dtype : port.dtype;
     if (dtype != port.dtype) {
-      return invalid_argument("{}.dtype: {} given, but the model's input '{}' is {}", what, dtype_name(dtype),
-                              port.name, dtype_name(port.dtype));
+      return invalid_argument("{}.dtype: {} given, but the model's input '{}' is {}", what,
+                              dtype_name(dtype), port.name, dtype_name(port.dtype));
     }
-    KILN_ASSIGN_OR_RETURN(ConcreteShape model_shape, shape_at(port.shape, sizes, "input '" + port.name + "'"));
+    KILN_ASSIGN_OR_RETURN(ConcreteShape model_shape,
+                          shape_at(port.shape, sizes, "input '" + port.name + "'"));
     ConcreteShape shape = model_shape;
     if (input && input->shape) {
       KILN_ASSIGN_OR_RETURN(shape, shape_at(*input->shape, sizes, what + ".shape"));
@@ -211,7 +224,8 @@ StatusOr<std::vector<NamedTensor>> manifest_inputs(const ModelSpec& spec, const 
     if (input && !input->file.empty()) {
       KILN_ASSIGN_OR_RETURN(std::string path, expand_path(input->file, sizes, what + ".file"));
       KILN_ASSIGN_OR_RETURN(tensor, read_any_tensor(path, dtype, shape));
-      KILN_RETURN_IF_ERROR(check_type(tensor, dtype, shape, fmt::format("{}.file '{}'", what, path)));
+      KILN_RETURN_IF_ERROR(
+          check_type(tensor, dtype, shape, fmt::format("{}.file '{}'", what, path)));
     } else {
       const Generator generator = input && input->generate ? *input->generate : Generator{};
       auto generated = generate_tensor(generator, port.name, dtype, shape);
@@ -223,9 +237,10 @@ StatusOr<std::vector<NamedTensor>> manifest_inputs(const ModelSpec& spec, const 
   return out;
 }
 
-StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io, const ir::Graph& graph,
-                                       const DataSet* set, const Bindings& sizes,
-                                       std::span<const NamedTensor> inputs, const OrtRunner& ort) {
+StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io,
+                                       const ir::Graph& graph, const DataSet* set,
+                                       const Bindings& sizes, std::span<const NamedTensor> inputs,
+                                       const OrtRunner& ort) {
   References refs;
   refs.outputs.resize(io.outputs.size());
   refs.sources.resize(io.outputs.size());
@@ -233,7 +248,8 @@ StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io,
   for (size_t k = 0; k < io.outputs.size(); ++k) {
     const Port& port = io.outputs[k];
     if (set != nullptr) {
-      KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file, onnx_import::read_tensor_proto_file(set->outputs[k]));
+      KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file,
+                            onnx_import::read_tensor_proto_file(set->outputs[k]));
       refs.outputs[k] = backend_test_dtype(std::move(file.tensor), port.dtype);
       refs.sources[k] = fmt::format("file '{}'", set->outputs[k]);
       continue;
@@ -246,9 +262,11 @@ StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io,
     const DType dtype = output->dtype.value_or(port.dtype);
     KILN_ASSIGN_OR_RETURN(ConcreteShape shape,
                           shape_at(output->shape.value_or(port.shape), sizes, output->json_path));
-    KILN_ASSIGN_OR_RETURN(std::string path, expand_path(output->file, sizes, output->json_path + ".file"));
+    KILN_ASSIGN_OR_RETURN(std::string path,
+                          expand_path(output->file, sizes, output->json_path + ".file"));
     auto tensor = read_any_tensor(path, dtype, shape);
-    if (!tensor.ok()) return std::move(tensor).status().with_note("reading the reference " + output->json_path);
+    if (!tensor.ok())
+      return std::move(tensor).status().with_note("reading the reference " + output->json_path);
     refs.outputs[k] = std::move(tensor).value();
     refs.sources[k] = fmt::format("file '{}'", path);
   }
@@ -260,19 +278,22 @@ StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io,
     std::vector<Tensor> tensors;
     for (const NamedTensor& input : inputs) tensors.push_back(input.tensor);
     auto evaluated = ops::evaluate_graph(graph, tensors);
-    if (!evaluated.ok()) return std::move(evaluated).status().with_note("computing the kiln-reference outputs");
+    if (!evaluated.ok())
+      return std::move(evaluated).status().with_note("computing the kiln-reference outputs");
     computed = std::move(evaluated).value();
     source = "kiln-reference (float64 evaluator)";
   } else {
     std::vector<OutputType> types;
     for (const Port& port : io.outputs) types.push_back({port.name, port.dtype});
     auto produced = onnxruntime_reference(spec.path, inputs, types, ort);
-    if (!produced.ok()) return std::move(produced).status().with_note("getting the onnxruntime reference");
+    if (!produced.ok())
+      return std::move(produced).status().with_note("getting the onnxruntime reference");
     computed = std::move(produced).value();
     source = "onnxruntime";
   }
   if (computed.size() != io.outputs.size()) {
-    return internal_error("the reference gave {} outputs for {} model outputs", computed.size(), io.outputs.size());
+    return internal_error("the reference gave {} outputs for {} model outputs", computed.size(),
+                          io.outputs.size());
   }
   for (size_t k : from_source) {
     refs.outputs[k] = std::move(computed[k]);

@@ -44,7 +44,8 @@ std::vector<Bindings> size_combinations(const ModelSpec& spec, const ModelIo& io
 // The inputs of a backend-layout data set (input_K.pb for input K) and the sizes they bind.
 // Error when a file cannot be read, when a dtype or static dim differs from the model's, or when
 // one symbol would take two sizes.
-StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const ModelIo& io, Bindings& sizes);
+StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const ModelIo& io,
+                                                   Bindings& sizes);
 
 // The inputs at `sizes` from the manifest: files (with {SYMBOL} expanded) or generators; inputs
 // the manifest does not name are generated with the default generator. Error when a file's dtype
@@ -59,9 +60,10 @@ struct References {
 
 // The reference outputs for one case. `graph` is the imported model (for kiln-reference); `set`
 // is the data set for the backend layout, else null.
-StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io, const ir::Graph& graph,
-                                       const DataSet* set, const Bindings& sizes,
-                                       std::span<const NamedTensor> inputs, const OrtRunner& ort);
+StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io,
+                                       const ir::Graph& graph, const DataSet* set,
+                                       const Bindings& sizes, std::span<const NamedTensor> inputs,
+                                       const OrtRunner& ort);
 
 // "N=3,H=5" ("" for no symbols), in `symbols` order.
 std::string format_sizes(const Bindings& sizes, const std::vector<std::string>& symbols);

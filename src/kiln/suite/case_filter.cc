@@ -14,8 +14,10 @@ std::set<size_t> advance(const std::string& pattern, std::string_view text) {
     for (size_t s : states) {
       while (true) {
         out.insert(s);
-        if (s < pattern.size() && pattern[s] == '*') ++s;
-        else break;
+        if (s < pattern.size() && pattern[s] == '*')
+          ++s;
+        else
+          break;
       }
     }
     return out;
@@ -25,8 +27,10 @@ std::set<size_t> advance(const std::string& pattern, std::string_view text) {
     std::set<size_t> next;
     for (size_t s : states) {
       if (s == pattern.size()) continue;
-      if (pattern[s] == '*') next.insert(s);
-      else if (pattern[s] == '?' || pattern[s] == c) next.insert(s + 1);
+      if (pattern[s] == '*')
+        next.insert(s);
+      else if (pattern[s] == '?' || pattern[s] == c)
+        next.insert(s + 1);
     }
     states = close(std::move(next));
     if (states.empty()) break;

@@ -36,8 +36,8 @@ int64_t CaseResult::inf_count() const {
   return out;
 }
 
-std::string case_name(const std::string& model, const std::string& data_set, const std::string& variant,
-                      const std::string& sizes) {
+std::string case_name(const std::string& model, const std::string& data_set,
+                      const std::string& variant, const std::string& sizes) {
   std::string name = model;
   for (const std::string* part : {&data_set, &variant, &sizes}) {
     if (!part->empty()) name += "/" + *part;

@@ -36,10 +36,10 @@ struct CaseResult {
   Verdict verdict = Verdict::kPass;
 
   std::vector<OutputReport> outputs;
-  std::vector<std::string> failures;         // every failure in full (the first gave `reason`)
-  std::vector<std::string> details;          // checks that held, and notes
-  std::optional<double> bound_vs_dynamic;    // bound case: max |bound - dynamic| (0: bitwise equal)
-  std::optional<double> batch_invariance;    // dynamic case: max |sample i of batch - alone|
+  std::vector<std::string> failures;       // every failure in full (the first gave `reason`)
+  std::vector<std::string> details;        // checks that held, and notes
+  std::optional<double> bound_vs_dynamic;  // bound case: max |bound - dynamic| (0: bitwise equal)
+  std::optional<double> batch_invariance;  // dynamic case: max |sample i of batch - alone|
   double seconds = 0;
 
   // Over outputs that were compared; 0 when none.
@@ -50,7 +50,7 @@ struct CaseResult {
 };
 
 // "model[/data_set][/variant][/sizes]".
-std::string case_name(const std::string& model, const std::string& data_set, const std::string& variant,
-                      const std::string& sizes);
+std::string case_name(const std::string& model, const std::string& data_set,
+                      const std::string& variant, const std::string& sizes);
 
 }  // namespace kiln::suite

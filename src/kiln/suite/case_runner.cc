@@ -7,9 +7,9 @@
 
 #include "kiln/compiler/model_loader.h"
 #include "kiln/compiler/pipeline.h"
-#include "kiln/runtime/session.h"
 #include "kiln/onnx/tensor_proto_file.h"
 #include "kiln/ops/registry.h"
+#include "kiln/runtime/session.h"
 #include "kiln/suite/case_data.h"
 
 namespace kiln::suite {
@@ -86,15 +86,16 @@ class ModelRun {
   onnx_import::ImportOptions import_options() {
     onnx_import::ImportOptions options;
     if (data_sets_.empty()) return options;
-    options.compile_time_value = [this](size_t position,
-                                        const std::string& name) -> StatusOr<std::optional<Tensor>> {
+    options.compile_time_value =
+        [this](size_t position, const std::string& name) -> StatusOr<std::optional<Tensor>> {
       std::optional<Tensor> value;
       for (const DataSet& set : data_sets_) {
         if (position >= set.inputs.size()) return std::optional<Tensor>();
         KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file,
                               onnx_import::read_tensor_proto_file(set.inputs[position]));
-        if (value && (value->dtype() != file.tensor.dtype() || value->shape() != file.tensor.shape() ||
-                      std::memcmp(value->data(), file.tensor.data(), value->byte_size()) != 0)) {
+        if (value &&
+            (value->dtype() != file.tensor.dtype() || value->shape() != file.tensor.shape() ||
+             std::memcmp(value->data(), file.tensor.data(), value->byte_size()) != 0)) {
           return std::optional<Tensor>();  // differs between data sets: stays an input
         }
         value = std::move(file.tensor);
@@ -106,7 +107,8 @@ class ModelRun {
     return options;
   }
 
-  CaseResult make_case(const std::string& data_set, const std::string& variant, const std::string& sizes) {
+  CaseResult make_case(const std::string& data_set, const std::string& variant,
+                       const std::string& sizes) {
     CaseResult c;
     c.model = spec_.name;
     c.data_set = data_set;
@@ -151,8 +153,8 @@ class ModelRun {
     session_options.device = ctx_.backend;
     session_options.threads = ctx_.threads;
     session_options.decorate_device = ctx_.decorate_device;
-    return runtime::Session::create(std::make_shared<const module::ModuleContents>(std::move(contents)),
-                                    session_options);
+    return runtime::Session::create(
+        std::make_shared<const module::ModuleContents>(std::move(contents)), session_options);
   }
 
   // The dynamic module, compiled on first use; its compile time is charged to that case.
@@ -171,7 +173,8 @@ class ModelRun {
     return dynamic_->value().get();
   }
 
-  static StatusOr<std::vector<Tensor>> run_session(runtime::Session& session, std::span<const NamedTensor> inputs) {
+  static StatusOr<std::vector<Tensor>> run_session(runtime::Session& session,
+                                                   std::span<const NamedTensor> inputs) {
     std::vector<Tensor> tensors;
     for (const NamedTensor& input : inputs) tensors.push_back(input.tensor);
     return session.run(tensors);
@@ -197,8 +200,9 @@ class ModelRun {
       }
       if (report.compare && report.compare->actual_nan + report.compare->actual_inf > 0) {
         const CompareResult& r = *report.compare;
-        std::string note = fmt::format("output '{}' holds {} NaN and {} Inf (the reference: {} NaN, {} Inf)",
-                                       report.name, r.actual_nan, r.actual_inf, r.expected_nan, r.expected_inf);
+        std::string note =
+            fmt::format("output '{}' holds {} NaN and {} Inf (the reference: {} NaN, {} Inf)",
+                        report.name, r.actual_nan, r.actual_inf, r.expected_nan, r.expected_inf);
         (report.passed ? c.details : c.failures).push_back(std::move(note));
       }
       c.outputs.push_back(std::move(report));
@@ -222,7 +226,8 @@ class ModelRun {
     return symbol;
   }
 
-  void check_batch_invariance(CaseResult& c, runtime::Session& session, std::span<const NamedTensor> inputs,
+  void check_batch_invariance(CaseResult& c, runtime::Session& session,
+                              std::span<const NamedTensor> inputs,
                               const std::vector<Tensor>& outputs, const Bindings& sizes) {
     if (spec_.batch_invariance == BatchInvariance::kOff) return;
     std::optional<std::string> symbol = batch_symbol();
@@ -234,11 +239,13 @@ class ModelRun {
     std::string where;
     for (int64_t i = 0; i < batch; ++i) {
       std::vector<NamedTensor> alone;
-      for (const NamedTensor& input : inputs) alone.push_back({input.name, sample_of(input.tensor, i)});
+      for (const NamedTensor& input : inputs)
+        alone.push_back({input.name, sample_of(input.tensor, i)});
       auto single = run_session(session, alone);
       if (!single.ok()) {
-        fail(c, Outcome::kFailRun, fmt::format("batch invariance: running sample {} alone ({}=1): {}", i, *symbol,
-                                               single.status().to_string()));
+        fail(c, Outcome::kFailRun,
+             fmt::format("batch invariance: running sample {} alone ({}=1): {}", i, *symbol,
+                         single.status().to_string()));
         return;
       }
       for (size_t k = 0; k < outputs.size() && k < single->size(); ++k) {
@@ -254,13 +261,15 @@ class ModelRun {
     }
     c.batch_invariance = equal ? 0.0 : std::max(worst, 0.0);
     if (equal) {
-      c.details.push_back(fmt::format("batch invariance: every sample of {}={} equals the sample run alone, bit for bit",
-                                      *symbol, batch));
+      c.details.push_back(fmt::format(
+          "batch invariance: every sample of {}={} equals the sample run alone, bit for bit",
+          *symbol, batch));
       return;
     }
-    std::string text = fmt::format("batch invariance: samples of {}={} differ from the samples run alone by up to "
-                                   "{:.3g} (worst: {})",
-                                   *symbol, batch, worst, where);
+    std::string text = fmt::format(
+        "batch invariance: samples of {}={} differ from the samples run alone by up to "
+        "{:.3g} (worst: {})",
+        *symbol, batch, worst, where);
     if (spec_.batch_invariance == BatchInvariance::kEnforce) {
       fail(c, Outcome::kFailCompare, text);
     } else {
@@ -274,8 +283,10 @@ class ModelRun {
     Status loaded = ok_status();
     if (set != nullptr) {
       auto tensors = data_set_inputs(*set, io_, sizes);
-      if (tensors.ok()) inputs = std::move(tensors).value();
-      else loaded = tensors.status();
+      if (tensors.ok())
+        inputs = std::move(tensors).value();
+      else
+        loaded = tensors.status();
     }
     const std::string size_text = format_sizes(sizes, io_.symbols);
     CaseResult first = make_case(set_name, symbolic ? "dynamic" : "static", size_text);
@@ -285,8 +296,10 @@ class ModelRun {
     if (!run_first && !run_bound) return;
     if (set == nullptr && loaded.ok()) {
       auto tensors = manifest_inputs(spec_, io_, sizes);
-      if (tensors.ok()) inputs = std::move(tensors).value();
-      else loaded = tensors.status();
+      if (tensors.ok())
+        inputs = std::move(tensors).value();
+      else
+        loaded = tensors.status();
     }
     if (!loaded.ok()) {
       for (auto [c, wanted] : {std::pair{&first, run_first}, std::pair{&bound, run_bound}}) {
@@ -373,7 +386,8 @@ class ModelRun {
   }
 
   void compare_with_dynamic(CaseResult& c, const std::vector<Tensor>& outputs,
-                            const std::optional<std::vector<Tensor>>& dynamic, const std::string& sizes) {
+                            const std::optional<std::vector<Tensor>>& dynamic,
+                            const std::string& sizes) {
     if (!dynamic) {
       c.details.push_back("bound vs dynamic: not checked, the dynamic module did not run");
       return;
@@ -394,9 +408,10 @@ class ModelRun {
       return;
     }
     fail(c, Outcome::kFailCompare,
-         fmt::format("output '{}': the module bound to {} differs from the dynamic module at {} (max abs "
-                     "difference {:.3g}); invariant 1 requires them bit for bit equal",
-                     differing, sizes, sizes, worst));
+         fmt::format(
+             "output '{}': the module bound to {} differs from the dynamic module at {} (max abs "
+             "difference {:.3g}); invariant 1 requires them bit for bit equal",
+             differing, sizes, sizes, worst));
   }
 
   const ModelSpec& spec_;
@@ -404,8 +419,8 @@ class ModelRun {
   ir::Graph graph_;
   ModelIo io_;
   double import_seconds_ = 0;
-  std::vector<DataSet> data_sets_;           // the spec's, less inputs bound at compile time
-  std::vector<size_t> compile_time_bound_;   // positions of those inputs, ascending
+  std::vector<DataSet> data_sets_;          // the spec's, less inputs bound at compile time
+  std::vector<size_t> compile_time_bound_;  // positions of those inputs, ascending
   std::vector<std::string> compile_time_names_;
   std::optional<StatusOr<std::unique_ptr<runtime::Session>>> dynamic_;
   std::vector<CaseResult> results_;

@@ -25,7 +25,7 @@ namespace kiln::suite {
 
 struct RunContext {
   std::string backend = "cpu";  // compile target, device, and the key of the expectations
-  int threads = 1;              // threads for each run (the suite gives each parallel job its share)
+  int threads = 1;  // threads for each run (the suite gives each parallel job its share)
   OrtRunner ort;
   hal::DeviceDecorator decorate_device = {};  // wraps every device created (optional)
   // Which cases to run, by CaseResult::name; null runs all.

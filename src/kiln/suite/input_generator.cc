@@ -28,7 +28,9 @@ class Stream {
   Stream(uint64_t seed, std::string_view name) : key_(splitmix64(seed ^ splitmix64(fnv1a(name)))) {}
   uint64_t bits(uint64_t counter) const { return splitmix64(key_ ^ splitmix64(counter)); }
   // In [0, 1).
-  double unit(uint64_t counter) const { return static_cast<double>(bits(counter) >> 11) * 0x1.0p-53; }
+  double unit(uint64_t counter) const {
+    return static_cast<double>(bits(counter) >> 11) * 0x1.0p-53;
+  }
   double normal(uint64_t i) const {
     double u1 = unit(2 * i), u2 = unit(2 * i + 1);
     return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(2.0 * std::numbers::pi * u2);
@@ -86,7 +88,7 @@ Status fill_int(const Generator& g, const Stream& s, Tensor& t) {
     for (size_t i = 0; i < out.size(); ++i) {
       double v = std::nearbyint(g.mean + g.stddev * s.normal(i));
       // kMax of a 64-bit type rounds up to 2^63 or 2^64, which does not convert back.
-      out[i] = v >= kMax ? std::numeric_limits<T>::max()
+      out[i] = v >= kMax   ? std::numeric_limits<T>::max()
                : v <= kMin ? std::numeric_limits<T>::min()
                            : static_cast<T>(v);
     }
@@ -95,7 +97,8 @@ Status fill_int(const Generator& g, const Stream& s, Tensor& t) {
   const double lo = std::ceil(g.low), hi = std::floor(g.high);
   if (lo > hi) return out_of_range("uniform range [{}, {}] holds no integer", g.low, g.high);
   if (lo < kMin || hi > kMax) {
-    return out_of_range("uniform range [{}, {}] does not fit {}", g.low, g.high, dtype_name(t.dtype()));
+    return out_of_range("uniform range [{}, {}] does not fit {}", g.low, g.high,
+                        dtype_name(t.dtype()));
   }
   if (hi >= 0x1p63) {
     return out_of_range("uniform range [{}, {}] for {}: integer ranges must end below 2^63", g.low,
@@ -112,8 +115,8 @@ Status fill_int(const Generator& g, const Stream& s, Tensor& t) {
 
 }  // namespace
 
-StatusOr<Tensor> generate_tensor(const Generator& generator, std::string_view input_name, DType dtype,
-                                 const ConcreteShape& shape) {
+StatusOr<Tensor> generate_tensor(const Generator& generator, std::string_view input_name,
+                                 DType dtype, const ConcreteShape& shape) {
   KILN_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(dtype, shape));
   const Stream stream(generator.seed, input_name);
   switch (dtype) {

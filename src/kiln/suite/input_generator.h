@@ -17,8 +17,8 @@
 namespace kiln::suite {
 
 // A tensor of `dtype` and `shape` filled by `generator` for the input called `input_name`.
-// Errors: an integer range with no integer in it, outside the dtype's range or reaching 2^63 (out of
-// range); an overflowing shape.
+// Errors: an integer range with no integer in it, outside the dtype's range or reaching 2^63 (out
+// of range); an overflowing shape.
 StatusOr<Tensor> generate_tensor(const Generator& generator, std::string_view input_name,
                                  DType dtype, const ConcreteShape& shape);
 

@@ -98,7 +98,8 @@ TEST(InputGenerator, HalfFloatsStayInRange) {
   Generator normal{Generator::Distribution::kNormal, 5};
   auto n = generate_tensor(normal, "x", DType::kF16, {100});
   ASSERT_TRUE(n.ok());
-  for (int64_t i = 0; i < n->element_count(); ++i) ASSERT_TRUE(std::isfinite(element_as_double(*n, i)));
+  for (int64_t i = 0; i < n->element_count(); ++i)
+    ASSERT_TRUE(std::isfinite(element_as_double(*n, i)));
 }
 
 TEST(InputGenerator, EveryIntegerDtype) {
@@ -119,11 +120,11 @@ TEST(InputGenerator, EveryIntegerDtype) {
   auto i64 = generate_tensor(wide, "x", DType::kI64, {50});
   ASSERT_TRUE(i64.ok());
   for (int64_t v : i64->values<int64_t>()) ASSERT_TRUE(v == INT64_MIN || v == INT64_MAX) << v;
-  EXPECT_EQ(generate_tensor(Generator{Generator::Distribution::kUniform, 0, -1, 2}, "x",
-                            DType::kU16, {4})
-                .status()
-                .code(),
-            StatusCode::kOutOfRange);
+  EXPECT_EQ(
+      generate_tensor(Generator{Generator::Distribution::kUniform, 0, -1, 2}, "x", DType::kU16, {4})
+          .status()
+          .code(),
+      StatusCode::kOutOfRange);
 }
 
 }  // namespace

@@ -101,14 +101,17 @@ const Json* find_member(const Json& object, std::string_view key) {
 }
 
 StatusOr<std::string> read_string(const Json& value, std::string_view path) {
-  if (!value.is_string()) return invalid_argument("{}: expected a string, got {}", path, describe(value));
+  if (!value.is_string())
+    return invalid_argument("{}: expected a string, got {}", path, describe(value));
   return value.get<std::string>();
 }
 
 StatusOr<double> read_number(const Json& value, std::string_view path) {
-  if (!value.is_number()) return invalid_argument("{}: expected a number, got {}", path, describe(value));
+  if (!value.is_number())
+    return invalid_argument("{}: expected a number, got {}", path, describe(value));
   double number = value.get<double>();
-  if (!std::isfinite(number)) return out_of_range("{}: {} is not a finite number", path, value.dump());
+  if (!std::isfinite(number))
+    return out_of_range("{}: {} is not a finite number", path, value.dump());
   return number;
 }
 
@@ -127,12 +130,14 @@ StatusOr<int64_t> read_integer(const Json& value, std::string_view path) {
 }
 
 StatusOr<bool> read_bool(const Json& value, std::string_view path) {
-  if (!value.is_boolean()) return invalid_argument("{}: expected true or false, got {}", path, describe(value));
+  if (!value.is_boolean())
+    return invalid_argument("{}: expected true or false, got {}", path, describe(value));
   return value.get<bool>();
 }
 
 Status check_array(const Json& value, std::string_view path, bool non_empty) {
-  if (!value.is_array()) return invalid_argument("{}: expected an array, got {}", path, describe(value));
+  if (!value.is_array())
+    return invalid_argument("{}: expected an array, got {}", path, describe(value));
   if (non_empty && value.empty()) return invalid_argument("{}: must not be empty", path);
   return ok_status();
 }

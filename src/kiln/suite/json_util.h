@@ -36,7 +36,7 @@ const Json* find_member(const Json& object, std::string_view key);
 
 // Typed reads; errors name `path` and the type found.
 StatusOr<std::string> read_string(const Json& value, std::string_view path);
-StatusOr<double> read_number(const Json& value, std::string_view path);  // finite; not a bool
+StatusOr<double> read_number(const Json& value, std::string_view path);    // finite; not a bool
 StatusOr<int64_t> read_integer(const Json& value, std::string_view path);  // no fraction
 StatusOr<bool> read_bool(const Json& value, std::string_view path);
 // Error unless `value` is an array (a non-empty one when `non_empty`).

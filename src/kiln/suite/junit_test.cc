@@ -72,16 +72,23 @@ TEST(Junit, EscapesWhatXmlCannotHold) {
 
 TEST(Junit, MapsVerdictsLikePytest) {
   const std::string xml = junit_xml(sample_result());
-  EXPECT_NE(xml.find("<testsuite name=\"demo&lt;&amp;&gt;\" tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\""),
+  EXPECT_NE(xml.find("<testsuite name=\"demo&lt;&amp;&gt;\" tests=\"5\" failures=\"2\" "
+                     "errors=\"1\" skipped=\"1\""),
             std::string::npos)
       << xml;
-  EXPECT_NE(xml.find("<skipped message=\"expected failure (fail-import: TopK)\"/>"), std::string::npos) << xml;
-  EXPECT_NE(xml.find("<failure type=\"fail-compare\" message=\"output &apos;y&apos;: FAIL: 3/10 mismatches "
-                     "&quot;quoted&quot; \xEF\xBF\xBD\">"),
+  EXPECT_NE(xml.find("<skipped message=\"expected failure (fail-import: TopK)\"/>"),
             std::string::npos)
+      << xml;
+  EXPECT_NE(
+      xml.find(
+          "<failure type=\"fail-compare\" message=\"output &apos;y&apos;: FAIL: 3/10 mismatches "
+          "&quot;quoted&quot; \xEF\xBF\xBD\">"),
+      std::string::npos)
       << xml;
   EXPECT_NE(xml.find("<failure type=\"unexpected-pass\""), std::string::npos) << xml;
-  EXPECT_NE(xml.find("<error type=\"error\" message=\"cannot set up the inputs\">"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<error type=\"error\" message=\"cannot set up the inputs\">"),
+            std::string::npos)
+      << xml;
 }
 
 TEST(Report, SummaryNamesEveryUnexpectedCase) {
@@ -89,12 +96,14 @@ TEST(Report, SummaryNamesEveryUnexpectedCase) {
   EXPECT_NE(text.find("5 cases"), std::string::npos) << text;
   EXPECT_NE(text.find("FAIL m/bound/N=1"), std::string::npos) << text;
   EXPECT_NE(text.find("XPASS m/static"), std::string::npos) << text;
-  EXPECT_NE(text.find("unexpected pass: expected fail-compare (known bug)"), std::string::npos) << text;
+  EXPECT_NE(text.find("unexpected pass: expected fail-compare (known bug)"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("3/0"), std::string::npos) << text;  // NaN/Inf column of the failing case
   const std::string md = markdown_report(sample_result());
   EXPECT_NE(md.find("### FAIL m/bound/N=1"), std::string::npos) << md;
   const std::string html = html_report(sample_result());
-  EXPECT_NE(html.find("<title>kiln test-suite: demo&lt;&amp;&gt;</title>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<title>kiln test-suite: demo&lt;&amp;&gt;</title>"), std::string::npos)
+      << html;
   EXPECT_FALSE(check_report_path("r.txt").ok());
   EXPECT_TRUE(check_report_path("r.HTML").ok());
 }

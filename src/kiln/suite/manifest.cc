@@ -42,9 +42,10 @@ StatusOr<DType> read_dtype(const Json& value, const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string text, read_string(value, path));
   auto dtype = parse_dtype(text);
   if (!dtype) {
-    return invalid_argument("{}: unknown dtype \"{}\" (expected f32, f64, f16, bf16, i64, i32, i16, "
-                            "i8, u64, u32, u16, u8 or bool)",
-                            path, text);
+    return invalid_argument(
+        "{}: unknown dtype \"{}\" (expected f32, f64, f16, bf16, i64, i32, i16, "
+        "i8, u64, u32, u16, u8 or bool)",
+        path, text);
   }
   return *dtype;
 }
@@ -57,7 +58,8 @@ StatusOr<Shape> read_shape(const Json& value, const std::string& path) {
     if (value[i].is_string()) {
       std::string name = value[i].get<std::string>();
       if (!is_symbol_name(name)) {
-        return invalid_argument("{}: \"{}\" is not a symbol name (letters, digits, '_')", item, name);
+        return invalid_argument("{}: \"{}\" is not a symbol name (letters, digits, '_')", item,
+                                name);
       }
       shape.push_back(DimExpr::symbol(name));
       continue;
@@ -83,32 +85,38 @@ StatusOr<ToleranceSpec> read_tolerance(const Json& value, const std::string& pat
   if (const Json* rtol = find_member(value, "rtol")) {
     const std::string p = child_path(path, "rtol");
     KILN_ASSIGN_OR_RETURN(double v, read_number(*rtol, p));
-    if (!(v >= 0 && v < 1)) return out_of_range("{}: {} is out of range: rtol must be in [0, 1)", p, v);
+    if (!(v >= 0 && v < 1))
+      return out_of_range("{}: {} is out of range: rtol must be in [0, 1)", p, v);
     spec.rtol = v;
   }
   if (const Json* nan = find_member(value, "nan")) {
-    KILN_ASSIGN_OR_RETURN(std::string v, read_choice(*nan, child_path(path, "nan"), {"fail", "match"}));
+    KILN_ASSIGN_OR_RETURN(std::string v,
+                          read_choice(*nan, child_path(path, "nan"), {"fail", "match"}));
     spec.nan_match = v == "match";
   }
   return spec;
 }
 
 StatusOr<std::map<std::string, std::vector<int64_t>>> read_dims(const Json& value,
-                                                                 const std::string& path) {
-  if (!value.is_object()) return invalid_argument("{}: expected an object of symbol: [sizes]", path);
+                                                                const std::string& path) {
+  if (!value.is_object())
+    return invalid_argument("{}: expected an object of symbol: [sizes]", path);
   std::map<std::string, std::vector<int64_t>> dims;
   for (const auto& [symbol, sizes] : value.items()) {
     const std::string p = child_path(path, symbol);
-    if (!is_symbol_name(symbol)) return invalid_argument("{}: \"{}\" is not a symbol name", p, symbol);
+    if (!is_symbol_name(symbol))
+      return invalid_argument("{}: \"{}\" is not a symbol name", p, symbol);
     KILN_RETURN_IF_ERROR(check_array(sizes, p, /*non_empty=*/true));
     std::vector<int64_t>& list = dims[symbol];
     for (size_t i = 0; i < sizes.size(); ++i) {
       KILN_ASSIGN_OR_RETURN(int64_t size, read_integer(sizes[i], index_path(p, i)));
       if (size < 1 || size > kMaxDimSize) {
-        return out_of_range("{}: size {} is out of range [1, {}]", index_path(p, i), size, kMaxDimSize);
+        return out_of_range("{}: size {} is out of range [1, {}]", index_path(p, i), size,
+                            kMaxDimSize);
       }
       for (int64_t seen : list) {
-        if (seen == size) return invalid_argument("{}: size {} is listed twice", index_path(p, i), size);
+        if (seen == size)
+          return invalid_argument("{}: size {} is listed twice", index_path(p, i), size);
       }
       list.push_back(size);
     }
@@ -131,27 +139,32 @@ StatusOr<Expectation> read_expectation(const Json& value, const std::string& pat
     }
     if (const Json* cases = find_member(value, "cases")) {
       KILN_ASSIGN_OR_RETURN(out.cases, read_string(*cases, child_path(path, "cases")));
-      if (out.cases.empty()) return invalid_argument("{}: an empty pattern", child_path(path, "cases"));
+      if (out.cases.empty())
+        return invalid_argument("{}: an empty pattern", child_path(path, "cases"));
     }
   }
   auto outcome = parse_expected_outcome(outcome_text);
   if (!outcome) {
-    return invalid_argument("{}: \"{}\" is not an outcome (expected pass, fail-import, "
-                            "fail-compile, fail-run or fail-compare)",
-                            value.is_string() ? path : child_path(path, "outcome"), outcome_text);
+    return invalid_argument(
+        "{}: \"{}\" is not an outcome (expected pass, fail-import, "
+        "fail-compile, fail-run or fail-compare)",
+        value.is_string() ? path : child_path(path, "outcome"), outcome_text);
   }
   out.outcome = *outcome;
   if (out.outcome != Outcome::kPass && out.reason.empty()) {
-    return invalid_argument("{}: an expected failure needs a \"reason\" ({{\"outcome\": \"{}\", "
-                            "\"reason\": \"...\"}})",
-                            path, outcome_text);
+    return invalid_argument(
+        "{}: an expected failure needs a \"reason\" ({{\"outcome\": \"{}\", "
+        "\"reason\": \"...\"}})",
+        path, outcome_text);
   }
   return out;
 }
 
 // backend: an outcome, or a list of them tried in order (each with its "cases" pattern).
-StatusOr<std::map<std::string, std::vector<Expectation>>> read_expect(const Json& value, const std::string& path) {
-  if (!value.is_object()) return invalid_argument("{}: expected an object of backend: outcome", path);
+StatusOr<std::map<std::string, std::vector<Expectation>>> read_expect(const Json& value,
+                                                                      const std::string& path) {
+  if (!value.is_object())
+    return invalid_argument("{}: expected an object of backend: outcome", path);
   std::map<std::string, std::vector<Expectation>> out;
   for (const auto& [backend, item] : value.items()) {
     const std::string p = child_path(path, backend);
@@ -171,13 +184,14 @@ StatusOr<std::map<std::string, std::vector<Expectation>>> read_expect(const Json
 }
 
 StatusOr<Generator> read_generator(const Json& value, const std::string& path) {
-  KILN_RETURN_IF_ERROR(check_object(value, path, {"distribution", "seed", "low", "high", "mean", "std"}));
+  KILN_RETURN_IF_ERROR(
+      check_object(value, path, {"distribution", "seed", "low", "high", "mean", "std"}));
   Generator gen;
   if (const Json* d = find_member(value, "distribution")) {
-    KILN_ASSIGN_OR_RETURN(std::string name, read_choice(*d, child_path(path, "distribution"),
-                                                        {"uniform", "normal"}));
-    gen.distribution = name == "normal" ? Generator::Distribution::kNormal
-                                        : Generator::Distribution::kUniform;
+    KILN_ASSIGN_OR_RETURN(std::string name,
+                          read_choice(*d, child_path(path, "distribution"), {"uniform", "normal"}));
+    gen.distribution =
+        name == "normal" ? Generator::Distribution::kNormal : Generator::Distribution::kUniform;
   }
   if (const Json* seed = find_member(value, "seed")) {
     KILN_ASSIGN_OR_RETURN(int64_t v, read_integer(*seed, child_path(path, "seed")));
@@ -185,14 +199,14 @@ StatusOr<Generator> read_generator(const Json& value, const std::string& path) {
     gen.seed = static_cast<uint64_t>(v);
   }
   const bool uniform = gen.distribution == Generator::Distribution::kUniform;
-  for (auto [key, field, applies] : {std::tuple{"low", &gen.low, uniform}, std::tuple{"high", &gen.high, uniform},
-                                     std::tuple{"mean", &gen.mean, !uniform},
-                                     std::tuple{"std", &gen.stddev, !uniform}}) {
+  for (auto [key, field, applies] :
+       {std::tuple{"low", &gen.low, uniform}, std::tuple{"high", &gen.high, uniform},
+        std::tuple{"mean", &gen.mean, !uniform}, std::tuple{"std", &gen.stddev, !uniform}}) {
     const Json* member = find_member(value, key);
     if (member == nullptr) continue;
     if (!applies) {
-      return invalid_argument("{}: \"{}\" does not apply to a {} distribution", child_path(path, key),
-                              key, uniform ? "uniform" : "normal");
+      return invalid_argument("{}: \"{}\" does not apply to a {} distribution",
+                              child_path(path, key), key, uniform ? "uniform" : "normal");
     }
     KILN_ASSIGN_OR_RETURN(*field, read_number(*member, child_path(path, key)));
   }
@@ -258,18 +272,21 @@ struct Defaults {
 };
 
 StatusOr<ReferenceSource> read_reference(const Json& value, const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string text, read_choice(value, path, {"onnxruntime", "kiln-reference"}));
+  KILN_ASSIGN_OR_RETURN(std::string text,
+                        read_choice(value, path, {"onnxruntime", "kiln-reference"}));
   return text == "kiln-reference" ? ReferenceSource::kKilnReference : ReferenceSource::kOnnxRuntime;
 }
 
 StatusOr<BatchInvariance> read_batch_invariance(const Json& value, const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string text, read_choice(value, path, {"off", "report", "enforce"}));
-  return text == "off" ? BatchInvariance::kOff
-                       : text == "enforce" ? BatchInvariance::kEnforce : BatchInvariance::kReport;
+  return text == "off"       ? BatchInvariance::kOff
+         : text == "enforce" ? BatchInvariance::kEnforce
+                             : BatchInvariance::kReport;
 }
 
 StatusOr<Defaults> read_defaults(const Json& value, const std::string& path) {
-  KILN_RETURN_IF_ERROR(check_object(value, path, {"tolerance", "dims", "reference", "batch_invariance", "expect"}));
+  KILN_RETURN_IF_ERROR(
+      check_object(value, path, {"tolerance", "dims", "reference", "batch_invariance", "expect"}));
   Defaults d;
   if (const Json* v = find_member(value, "tolerance")) {
     KILN_ASSIGN_OR_RETURN(d.tolerance, read_tolerance(*v, child_path(path, "tolerance")));
@@ -281,7 +298,8 @@ StatusOr<Defaults> read_defaults(const Json& value, const std::string& path) {
     KILN_ASSIGN_OR_RETURN(d.reference, read_reference(*v, child_path(path, "reference")));
   }
   if (const Json* v = find_member(value, "batch_invariance")) {
-    KILN_ASSIGN_OR_RETURN(d.batch_invariance, read_batch_invariance(*v, child_path(path, "batch_invariance")));
+    KILN_ASSIGN_OR_RETURN(d.batch_invariance,
+                          read_batch_invariance(*v, child_path(path, "batch_invariance")));
   }
   if (const Json* v = find_member(value, "expect")) {
     KILN_ASSIGN_OR_RETURN(d.expect, read_expect(*v, child_path(path, "expect")));
@@ -289,8 +307,10 @@ StatusOr<Defaults> read_defaults(const Json& value, const std::string& path) {
   return d;
 }
 
-Status read_inputs(const Json& value, const std::string& path, const std::string& base, ModelSpec& model) {
-  if (!value.is_object()) return invalid_argument("{}: expected an object of input name: spec", path);
+Status read_inputs(const Json& value, const std::string& path, const std::string& base,
+                   ModelSpec& model) {
+  if (!value.is_object())
+    return invalid_argument("{}: expected an object of input name: spec", path);
   for (const auto& [name, item] : value.items()) {
     const std::string p = child_path(path, name);
     KILN_RETURN_IF_ERROR(check_object(item, p, {"file", "generate", "dtype", "shape"}));
@@ -311,8 +331,10 @@ Status read_inputs(const Json& value, const std::string& path, const std::string
   return ok_status();
 }
 
-Status read_outputs(const Json& value, const std::string& path, const std::string& base, ModelSpec& model) {
-  if (!value.is_object()) return invalid_argument("{}: expected an object of output name: spec", path);
+Status read_outputs(const Json& value, const std::string& path, const std::string& base,
+                    ModelSpec& model) {
+  if (!value.is_object())
+    return invalid_argument("{}: expected an object of output name: spec", path);
   for (const auto& [name, item] : value.items()) {
     const std::string p = child_path(path, name);
     KILN_RETURN_IF_ERROR(check_object(item, p, {"file", "dtype", "shape", "tolerance"}));
@@ -320,7 +342,8 @@ Status read_outputs(const Json& value, const std::string& path, const std::strin
     KILN_RETURN_IF_ERROR(read_file_fields(item, p, base, fields));
     OutputSpec output{name, fields.file, fields.dtype, fields.shape, {}, p};
     if (const Json* tolerance = find_member(item, "tolerance")) {
-      KILN_ASSIGN_OR_RETURN(output.tolerance, read_tolerance(*tolerance, child_path(p, "tolerance")));
+      KILN_ASSIGN_OR_RETURN(output.tolerance,
+                            read_tolerance(*tolerance, child_path(p, "tolerance")));
     }
     if (!output.file.empty()) {
       KILN_RETURN_IF_ERROR(check_template_files(output.file, model, child_path(p, "file")));
@@ -332,23 +355,27 @@ Status read_outputs(const Json& value, const std::string& path, const std::strin
 
 StatusOr<ModelSpec> read_model(const Json& value, const std::string& path, const std::string& base,
                                const Defaults& defaults) {
-  KILN_RETURN_IF_ERROR(check_object(value, path, {"name", "path", "test_dir", "inputs", "outputs", "reference",
-                                                  "dims", "tolerance", "batch_dim", "batch_invariance", "expect"}));
+  KILN_RETURN_IF_ERROR(
+      check_object(value, path,
+                   {"name", "path", "test_dir", "inputs", "outputs", "reference", "dims",
+                    "tolerance", "batch_dim", "batch_invariance", "expect"}));
   const Json* model_path = find_member(value, "path");
   const Json* test_dir = find_member(value, "test_dir");
   if ((model_path != nullptr) == (test_dir != nullptr)) {
-    return invalid_argument("{}: give exactly one of \"path\" (a model file) and \"test_dir\" (a "
-                            "folder with model.onnx and test_data_set_N)",
-                            path);
+    return invalid_argument(
+        "{}: give exactly one of \"path\" (a model file) and \"test_dir\" (a "
+        "folder with model.onnx and test_data_set_N)",
+        path);
   }
   ModelSpec model;
   ToleranceSpec base_tolerance = defaults.tolerance;
   if (test_dir != nullptr) {
     for (const char* key : {"inputs", "outputs", "dims", "reference"}) {
       if (find_member(value, key)) {
-        return invalid_argument("{}: \"{}\" does not apply to a \"test_dir\" model (its data sets "
-                                "give inputs and outputs)",
-                                child_path(path, key), key);
+        return invalid_argument(
+            "{}: \"{}\" does not apply to a \"test_dir\" model (its data sets "
+            "give inputs and outputs)",
+            child_path(path, key), key);
       }
     }
     const std::string p = child_path(path, "test_dir");
@@ -373,7 +400,8 @@ StatusOr<ModelSpec> read_model(const Json& value, const std::string& path, const
   if (const Json* v = find_member(value, "name")) {
     KILN_ASSIGN_OR_RETURN(model.name, read_string(*v, child_path(path, "name")));
     if (model.name.empty() || model.name.find('/') != std::string::npos) {
-      return invalid_argument("{}: a model name must be non-empty and hold no '/'", child_path(path, "name"));
+      return invalid_argument("{}: a model name must be non-empty and hold no '/'",
+                              child_path(path, "name"));
     }
   }
   if (const Json* v = find_member(value, "dims")) {
@@ -389,12 +417,14 @@ StatusOr<ModelSpec> read_model(const Json& value, const std::string& path, const
   if (const Json* v = find_member(value, "batch_dim")) {
     KILN_ASSIGN_OR_RETURN(std::string symbol, read_string(*v, child_path(path, "batch_dim")));
     if (!is_symbol_name(symbol)) {
-      return invalid_argument("{}: \"{}\" is not a symbol name", child_path(path, "batch_dim"), symbol);
+      return invalid_argument("{}: \"{}\" is not a symbol name", child_path(path, "batch_dim"),
+                              symbol);
     }
     model.batch_dim = symbol;
   }
   if (const Json* v = find_member(value, "batch_invariance")) {
-    KILN_ASSIGN_OR_RETURN(model.batch_invariance, read_batch_invariance(*v, child_path(path, "batch_invariance")));
+    KILN_ASSIGN_OR_RETURN(model.batch_invariance,
+                          read_batch_invariance(*v, child_path(path, "batch_invariance")));
   }
   if (const Json* v = find_member(value, "expect")) {
     KILN_ASSIGN_OR_RETURN(auto own, read_expect(*v, child_path(path, "expect")));
@@ -412,7 +442,8 @@ StatusOr<ModelSpec> read_model(const Json& value, const std::string& path, const
 }  // namespace
 
 ToleranceSpec ToleranceSpec::over(const ToleranceSpec& outer) const {
-  return {atol ? atol : outer.atol, rtol ? rtol : outer.rtol, nan_match ? nan_match : outer.nan_match};
+  return {atol ? atol : outer.atol, rtol ? rtol : outer.rtol,
+          nan_match ? nan_match : outer.nan_match};
 }
 
 Tolerance ToleranceSpec::resolve() const {
@@ -458,8 +489,9 @@ StatusOr<Manifest> parse_manifest(std::string_view text, const std::string& sour
       KILN_ASSIGN_OR_RETURN(std::string root, read_choice(*v, "$.root", {"manifest", "model-dir"}));
       if (root == "model-dir") {
         if (options.model_dir.empty()) {
-          return invalid_argument("$.root: this suite's paths are relative to the model directory: pass "
-                                  "--model-dir DIR or set KILN_MODEL_DIR");
+          return invalid_argument(
+              "$.root: this suite's paths are relative to the model directory: pass "
+              "--model-dir DIR or set KILN_MODEL_DIR");
         }
         KILN_RETURN_IF_ERROR(check_exists(options.model_dir, "$.root (model directory)", true));
         base = options.model_dir;
@@ -470,21 +502,23 @@ StatusOr<Manifest> parse_manifest(std::string_view text, const std::string& sour
       KILN_ASSIGN_OR_RETURN(defaults, read_defaults(*v, "$.defaults"));
     }
     const Json* models = find_member(json, "models");
-    if (models == nullptr) return invalid_argument("$: missing \"models\" (an array of model entries)");
+    if (models == nullptr)
+      return invalid_argument("$: missing \"models\" (an array of model entries)");
     KILN_RETURN_IF_ERROR(check_array(*models, "$.models", /*non_empty=*/true));
     std::set<std::string> names;
     for (size_t i = 0; i < models->size(); ++i) {
       const std::string path = index_path("$.models", i);
       KILN_ASSIGN_OR_RETURN(ModelSpec model, read_model((*models)[i], path, base, defaults));
       if (!names.insert(model.name).second) {
-        return invalid_argument("{}: a second model named \"{}\"; give one a distinct \"name\"", path,
-                                model.name);
+        return invalid_argument("{}: a second model named \"{}\"; give one a distinct \"name\"",
+                                path, model.name);
       }
       manifest.models.push_back(std::move(model));
     }
     return manifest;
   }();
-  if (!parsed.ok()) return std::move(parsed).status().with_note(fmt::format("in manifest '{}'", source));
+  if (!parsed.ok())
+    return std::move(parsed).status().with_note(fmt::format("in manifest '{}'", source));
   return parsed;
 }
 

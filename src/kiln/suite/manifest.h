@@ -28,8 +28,8 @@ namespace kiln::suite {
 // A tolerance whose unset fields inherit from the enclosing level (output → model → defaults →
 // built-in atol 1e-5, rtol 1e-5, NaN fails).
 struct ToleranceSpec {
-  std::optional<double> atol;  // >= 0, finite
-  std::optional<double> rtol;  // in [0, 1)
+  std::optional<double> atol;     // >= 0, finite
+  std::optional<double> rtol;     // in [0, 1)
   std::optional<bool> nan_match;  // "nan": "match" (true) or "fail" (false)
 
   // This spec's fields, falling back to `outer`'s where unset.
@@ -42,7 +42,7 @@ struct Generator {
   enum class Distribution { kUniform, kNormal };
   Distribution distribution = Distribution::kUniform;
   uint64_t seed = 0;
-  double low = -1, high = 1;  // uniform: [low, high) for floats, [low, high] for integers
+  double low = -1, high = 1;    // uniform: [low, high) for floats, [low, high] for integers
   double mean = 0, stddev = 1;  // normal
 };
 
@@ -94,7 +94,7 @@ struct ModelSpec {
   std::map<std::string, std::vector<int64_t>> dims;
   std::map<std::string, std::vector<int64_t>> default_dims;
 
-  ToleranceSpec tolerance;  // model level over suite defaults
+  ToleranceSpec tolerance;               // model level over suite defaults
   std::optional<std::string> batch_dim;  // the symbol to split for batch invariance; auto if unset
   BatchInvariance batch_invariance = BatchInvariance::kReport;
   // By backend: entries tried in order, the first whose `cases` matches a case's name applies;
@@ -113,9 +113,9 @@ struct ModelSpec {
 };
 
 struct Manifest {
-  std::string name;        // "suite" key, or the file / folder name
-  std::string source;      // the manifest file or suite folder
-  std::string suite_dir;   // folder of the manifest (or the suite folder): default cache location
+  std::string name;       // "suite" key, or the file / folder name
+  std::string source;     // the manifest file or suite folder
+  std::string suite_dir;  // folder of the manifest (or the suite folder): default cache location
   std::vector<ModelSpec> models;
 };
 

@@ -115,14 +115,18 @@ TEST_F(ManifestTest, ExpectationsPerCase) {
   EXPECT_EQ(b.expectation("cpu", "b/bound/N=1").outcome, Outcome::kFailRun);
   EXPECT_EQ(b.expectation("cpu", "b/dynamic/N=1").outcome, Outcome::kPass);
 
-  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": []}}]})", StatusCode::kInvalidArgument,
-               {"$.models[0].expect.cpu: an empty list"});
-  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": [{"outcome": "fail-run", "cases": "x"}]}}]})",
-               StatusCode::kInvalidArgument, {"$.models[0].expect.cpu[0]: an expected failure needs a \"reason\""});
-  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": {"outcome": "pass", "cases": ""}}}]})",
-               StatusCode::kInvalidArgument, {"$.models[0].expect.cpu.cases: an empty pattern"});
-  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": [{"outcome": "pass", "case": "x"}]}}]})",
-               StatusCode::kInvalidArgument, {"$.models[0].expect.cpu[0].case: unknown key"});
+  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": []}}]})",
+               StatusCode::kInvalidArgument, {"$.models[0].expect.cpu: an empty list"});
+  expect_error(
+      R"({"models": [{"path": "m.onnx", "expect": {"cpu": [{"outcome": "fail-run", "cases": "x"}]}}]})",
+      StatusCode::kInvalidArgument,
+      {"$.models[0].expect.cpu[0]: an expected failure needs a \"reason\""});
+  expect_error(
+      R"({"models": [{"path": "m.onnx", "expect": {"cpu": {"outcome": "pass", "cases": ""}}}]})",
+      StatusCode::kInvalidArgument, {"$.models[0].expect.cpu.cases: an empty pattern"});
+  expect_error(
+      R"({"models": [{"path": "m.onnx", "expect": {"cpu": [{"outcome": "pass", "case": "x"}]}}]})",
+      StatusCode::kInvalidArgument, {"$.models[0].expect.cpu[0].case: unknown key"});
 }
 
 TEST_F(ManifestTest, DefaultsWhenAlmostNothingIsGiven) {
@@ -149,40 +153,47 @@ TEST_F(ManifestTest, UnknownKeysNameTheirJsonPath) {
 }
 
 TEST_F(ManifestTest, WrongTypesNameTheirJsonPath) {
-  expect_error(R"({"models": {"path": "m.onnx"}})", StatusCode::kInvalidArgument, {"$.models: expected an array"});
+  expect_error(R"({"models": {"path": "m.onnx"}})", StatusCode::kInvalidArgument,
+               {"$.models: expected an array"});
   expect_error(R"({"models": [{"path": 3}]})", StatusCode::kInvalidArgument,
                {"$.models[0].path: expected a string, got number 3"});
-  expect_error(R"({"models": [{"path": "m.onnx", "dims": {"N": [1, "3"]}}]})", StatusCode::kInvalidArgument,
-               {"$.models[0].dims.N[1]: expected an integer"});
-  expect_error(R"({"models": [{"path": "m.onnx", "dims": {"N": [1.5]}}]})", StatusCode::kInvalidArgument,
-               {"$.models[0].dims.N[0]: expected an integer"});
-  expect_error(R"({"models": [{"path": "m.onnx", "tolerance": {"atol": true}}]})", StatusCode::kInvalidArgument,
+  expect_error(R"({"models": [{"path": "m.onnx", "dims": {"N": [1, "3"]}}]})",
+               StatusCode::kInvalidArgument, {"$.models[0].dims.N[1]: expected an integer"});
+  expect_error(R"({"models": [{"path": "m.onnx", "dims": {"N": [1.5]}}]})",
+               StatusCode::kInvalidArgument, {"$.models[0].dims.N[0]: expected an integer"});
+  expect_error(R"({"models": [{"path": "m.onnx", "tolerance": {"atol": true}}]})",
+               StatusCode::kInvalidArgument,
                {"$.models[0].tolerance.atol: expected a number, got boolean"});
-  expect_error(R"({"models": [{"path": "m.onnx", "reference": "ort"}]})", StatusCode::kInvalidArgument,
+  expect_error(R"({"models": [{"path": "m.onnx", "reference": "ort"}]})",
+               StatusCode::kInvalidArgument,
                {"$.models[0].reference: \"ort\" is not one of", "\"onnxruntime\""});
-  expect_error(R"({"models": [{"path": "m.onnx", "inputs": {"x": {"file": "in_b1.bin", "dtype": "float"}}}]})",
-               StatusCode::kInvalidArgument, {"$.models[0].inputs.x.dtype: unknown dtype \"float\""});
+  expect_error(
+      R"({"models": [{"path": "m.onnx", "inputs": {"x": {"file": "in_b1.bin", "dtype": "float"}}}]})",
+      StatusCode::kInvalidArgument, {"$.models[0].inputs.x.dtype: unknown dtype \"float\""});
 }
 
 TEST_F(ManifestTest, TolerancesOutOfRange) {
-  expect_error(R"({"models": [{"path": "m.onnx", "tolerance": {"atol": -1e-5}}]})", StatusCode::kOutOfRange,
-               {"$.models[0].tolerance.atol", "out of range"});
-  expect_error(R"({"models": [{"path": "m.onnx", "outputs": {"y": {"tolerance": {"rtol": 1.5}}}}]})",
-               StatusCode::kOutOfRange, {"$.models[0].outputs.y.tolerance.rtol", "[0, 1)"});
+  expect_error(R"({"models": [{"path": "m.onnx", "tolerance": {"atol": -1e-5}}]})",
+               StatusCode::kOutOfRange, {"$.models[0].tolerance.atol", "out of range"});
+  expect_error(
+      R"({"models": [{"path": "m.onnx", "outputs": {"y": {"tolerance": {"rtol": 1.5}}}}]})",
+      StatusCode::kOutOfRange, {"$.models[0].outputs.y.tolerance.rtol", "[0, 1)"});
   expect_error(R"({"defaults": {"tolerance": {"nan": "ignore"}}, "models": [{"path": "m.onnx"}]})",
                StatusCode::kInvalidArgument, {"$.defaults.tolerance.nan"});
   expect_error(R"({"models": [{"path": "m.onnx", "dims": {"N": [0]}}]})", StatusCode::kOutOfRange,
                {"$.models[0].dims.N[0]: size 0 is out of range"});
-  expect_error(R"({"models": [{"path": "m.onnx", "inputs": {"x": {"generate": {"low": 2, "high": 1}}}}]})",
-               StatusCode::kOutOfRange, {"$.models[0].inputs.x.generate: low 2 must not exceed high 1"});
+  expect_error(
+      R"({"models": [{"path": "m.onnx", "inputs": {"x": {"generate": {"low": 2, "high": 1}}}}]})",
+      StatusCode::kOutOfRange, {"$.models[0].inputs.x.generate: low 2 must not exceed high 1"});
 }
 
 TEST_F(ManifestTest, MissingFilesNameTheirJsonPath) {
   expect_error(R"({"models": [{"path": "nope.onnx"}]})", StatusCode::kNotFound,
                {"$.models[0].path", "nope.onnx", "does not exist"});
   // Templates are checked at every size the symbol runs at: in_b2.bin is missing.
-  expect_error(R"({"models": [{"path": "m.onnx", "dims": {"N": [1, 2]}, "inputs": {"x": {"file": "in_b{N}.bin"}}}]})",
-               StatusCode::kNotFound, {"$.models[0].inputs.x.file", "in_b2.bin"});
+  expect_error(
+      R"({"models": [{"path": "m.onnx", "dims": {"N": [1, 2]}, "inputs": {"x": {"file": "in_b{N}.bin"}}}]})",
+      StatusCode::kNotFound, {"$.models[0].inputs.x.file", "in_b2.bin"});
   expect_error(R"({"models": [{"path": "m.onnx", "outputs": {"y": {"file": "ref_b{N.bin"}}}]})",
                StatusCode::kInvalidArgument, {"$.models[0].outputs.y.file", "unterminated"});
   expect_error(R"({"models": [{"test_dir": "no_such_dir"}]})", StatusCode::kNotFound,
@@ -192,15 +203,20 @@ TEST_F(ManifestTest, MissingFilesNameTheirJsonPath) {
 TEST_F(ManifestTest, StructuralMistakes) {
   expect_error(R"({"models": []})", StatusCode::kInvalidArgument, {"$.models: must not be empty"});
   expect_error(R"({})", StatusCode::kInvalidArgument, {"missing \"models\""});
-  expect_error(R"({"models": [{"path": "m.onnx"}, {"path": "m.onnx"}]})", StatusCode::kInvalidArgument,
-               {"$.models[1]", "a second model named \"m\""});
-  expect_error(R"({"models": [{"name": "x"}]})", StatusCode::kInvalidArgument, {"exactly one of \"path\""});
-  expect_error(R"({"models": [{"path": "m.onnx", "inputs": {"x": {"file": "in_b1.bin", "generate": {}}}}]})",
-               StatusCode::kInvalidArgument, {"$.models[0].inputs.x", "exactly one of \"file\" and \"generate\""});
-  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": "fail-run"}}]})", StatusCode::kInvalidArgument,
-               {"$.models[0].expect.cpu", "needs a \"reason\""});
-  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": {"outcome": "crash", "reason": "r"}}}]})",
-               StatusCode::kInvalidArgument, {"$.models[0].expect.cpu.outcome", "\"crash\" is not an outcome"});
+  expect_error(R"({"models": [{"path": "m.onnx"}, {"path": "m.onnx"}]})",
+               StatusCode::kInvalidArgument, {"$.models[1]", "a second model named \"m\""});
+  expect_error(R"({"models": [{"name": "x"}]})", StatusCode::kInvalidArgument,
+               {"exactly one of \"path\""});
+  expect_error(
+      R"({"models": [{"path": "m.onnx", "inputs": {"x": {"file": "in_b1.bin", "generate": {}}}}]})",
+      StatusCode::kInvalidArgument,
+      {"$.models[0].inputs.x", "exactly one of \"file\" and \"generate\""});
+  expect_error(R"({"models": [{"path": "m.onnx", "expect": {"cpu": "fail-run"}}]})",
+               StatusCode::kInvalidArgument, {"$.models[0].expect.cpu", "needs a \"reason\""});
+  expect_error(
+      R"({"models": [{"path": "m.onnx", "expect": {"cpu": {"outcome": "crash", "reason": "r"}}}]})",
+      StatusCode::kInvalidArgument,
+      {"$.models[0].expect.cpu.outcome", "\"crash\" is not an outcome"});
   expect_error("{\"models\": [\n  {\"path\": \"m.onnx\",}\n]}", StatusCode::kInvalidArgument,
                {"not valid JSON", "line 2"});
 }

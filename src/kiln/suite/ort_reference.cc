@@ -25,15 +25,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-StatusOr<std::string> cache_key(const std::string& model_path, std::span<const NamedTensor> inputs) {
+StatusOr<std::string> cache_key(const std::string& model_path,
+                                std::span<const NamedTensor> inputs) {
   KILN_ASSIGN_OR_RETURN(MappedFile model, MappedFile::open(model_path));
   XXH64_state_t* state = XXH64_createState();
   if (state == nullptr) return internal_error("XXH64_createState failed");
   XXH64_reset(state, 0);
   XXH64_update(state, model.data(), model.size());
   for (const NamedTensor& input : inputs) {
-    std::string header = fmt::format("\n{}\n{}\n", input.name,
-                                      format_tensor_type(input.tensor.dtype(), input.tensor.shape()));
+    std::string header = fmt::format(
+        "\n{}\n{}\n", input.name, format_tensor_type(input.tensor.dtype(), input.tensor.shape()));
     XXH64_update(state, header.data(), header.size());
     XXH64_update(state, input.tensor.data(), input.tensor.byte_size());
   }
@@ -56,7 +57,8 @@ StatusOr<std::vector<Tensor>> read_entry(const fs::path& dir, std::span<const Ou
   for (const OutputType& output : outputs) {
     const fs::path base = dir / ort_safe_name(output.name);
     KILN_ASSIGN_OR_RETURN(ConcreteShape shape, read_shape_file(base.string() + ".shape"));
-    KILN_ASSIGN_OR_RETURN(Tensor tensor, read_raw_tensor_file(base.string() + ".bin", output.dtype, shape));
+    KILN_ASSIGN_OR_RETURN(Tensor tensor,
+                          read_raw_tensor_file(base.string() + ".bin", output.dtype, shape));
     tensors.push_back(std::move(tensor));
   }
   return tensors;
@@ -66,7 +68,8 @@ bool entry_complete(const fs::path& dir, std::span<const OutputType> outputs) {
   std::error_code ec;
   for (const OutputType& output : outputs) {
     const fs::path base = dir / ort_safe_name(output.name);
-    if (!fs::is_regular_file(base.string() + ".bin", ec) || !fs::is_regular_file(base.string() + ".shape", ec)) {
+    if (!fs::is_regular_file(base.string() + ".bin", ec) ||
+        !fs::is_regular_file(base.string() + ".shape", ec)) {
       return false;
     }
   }
@@ -80,7 +83,8 @@ StatusOr<int> run_process(const std::vector<std::string>& args, const std::strin
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   pid_t pid = 0;
@@ -116,7 +120,8 @@ StatusOr<std::vector<Tensor>> onnxruntime_reference(const std::string& model_pat
                                                     std::span<const NamedTensor> inputs,
                                                     std::span<const OutputType> outputs,
                                                     const OrtRunner& runner) {
-  if (runner.cache_dir.empty()) return invalid_argument("ONNX Runtime reference: no cache folder given");
+  if (runner.cache_dir.empty())
+    return invalid_argument("ONNX Runtime reference: no cache folder given");
   KILN_ASSIGN_OR_RETURN(std::string key, cache_key(model_path, inputs));
   const fs::path entry = fs::path(runner.cache_dir) / key;
   if (entry_complete(entry, outputs)) return read_entry(entry, outputs);
@@ -131,7 +136,8 @@ StatusOr<std::vector<Tensor>> onnxruntime_reference(const std::string& model_pat
         runner.script.empty() ? "not configured" : fmt::format("'{}' not found", runner.script));
   }
   fs::create_directories(runner.cache_dir, ec);
-  if (ec) return invalid_argument("cannot create cache folder '{}': {}", runner.cache_dir, ec.message());
+  if (ec)
+    return invalid_argument("cannot create cache folder '{}': {}", runner.cache_dir, ec.message());
   const fs::path temp = fs::path(runner.cache_dir) /
                         fmt::format("{}.tmp.{}.{}", key, getpid(), temp_counter.fetch_add(1));
   fs::create_directories(temp, ec);
@@ -149,12 +155,15 @@ StatusOr<std::vector<Tensor>> onnxruntime_reference(const std::string& model_pat
     const Tensor& tensor = inputs[i].tensor;
     const std::string file = (temp / fmt::format("input_{}.bin", i)).string();
     KILN_RETURN_IF_ERROR(write_tensor_file(file, tensor, TensorFileFormat::kRaw));
-    std::string shape = tensor.shape().empty() ? "scalar" : fmt::format("{}", fmt::join(tensor.shape(), "x"));
+    std::string shape =
+        tensor.shape().empty() ? "scalar" : fmt::format("{}", fmt::join(tensor.shape(), "x"));
     args.push_back("--input");
-    args.push_back(fmt::format("{}={}:{}:{}", inputs[i].name, shape, dtype_name(tensor.dtype()), file));
+    args.push_back(
+        fmt::format("{}={}:{}:{}", inputs[i].name, shape, dtype_name(tensor.dtype()), file));
   }
   const fs::path out = temp / "out";
-  args.insert(args.end(), {"--output-dir", out.string(), "--threads", std::to_string(std::max(1, runner.threads))});
+  args.insert(args.end(), {"--output-dir", out.string(), "--threads",
+                           std::to_string(std::max(1, runner.threads))});
   const std::string log = (temp / "ort.log").string();
   KILN_ASSIGN_OR_RETURN(int code, run_process(args, log));
   if (code != 0) {
@@ -163,13 +172,14 @@ StatusOr<std::vector<Tensor>> onnxruntime_reference(const std::string& model_pat
                                text.ok() ? tail(*text, 1500) : std::string("(no output)"));
   }
   if (!entry_complete(out, outputs)) {
-    return data_loss("ONNX Runtime ran '{}' but did not write every expected output (in '{}')", model_path,
-                     out.string());
+    return data_loss("ONNX Runtime ran '{}' but did not write every expected output (in '{}')",
+                     model_path, out.string());
   }
   fs::rename(out, entry, ec);
   // A parallel case may have made the same entry first; then use it.
   if (ec && !entry_complete(entry, outputs)) {
-    return invalid_argument("cannot store the ONNX Runtime reference in '{}': {}", entry.string(), ec.message());
+    return invalid_argument("cannot store the ONNX Runtime reference in '{}': {}", entry.string(),
+                            ec.message());
   }
   return read_entry(entry, outputs);
 }

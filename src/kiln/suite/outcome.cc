@@ -34,7 +34,8 @@ std::string_view verdict_name(Verdict verdict) {
 
 Verdict judge(Outcome actual, const Expectation& expected) {
   if (actual == Outcome::kError) return Verdict::kFail;
-  if (actual == expected.outcome) return actual == Outcome::kPass ? Verdict::kPass : Verdict::kXfail;
+  if (actual == expected.outcome)
+    return actual == Outcome::kPass ? Verdict::kPass : Verdict::kXfail;
   return actual == Outcome::kPass ? Verdict::kXpass : Verdict::kFail;
 }
 

@@ -9,17 +9,20 @@ namespace kiln::suite {
 bool is_symbol_name(std::string_view text) {
   if (text.empty() || std::isdigit(static_cast<unsigned char>(text[0]))) return false;
   for (char c : text) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != ':' && c != '-') {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != ':' &&
+        c != '-') {
       return false;
     }
   }
   return true;
 }
 
-StatusOr<std::vector<std::string>> path_symbols(const std::string& pattern, const std::string& json_path) {
+StatusOr<std::vector<std::string>> path_symbols(const std::string& pattern,
+                                                const std::string& json_path) {
   std::vector<std::string> out;
   for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '}') return invalid_argument("{}: unmatched '}}' in \"{}\"", json_path, pattern);
+    if (pattern[i] == '}')
+      return invalid_argument("{}: unmatched '}}' in \"{}\"", json_path, pattern);
     if (pattern[i] != '{') continue;
     size_t close = pattern.find('}', i);
     if (close == std::string::npos) {
@@ -27,7 +30,8 @@ StatusOr<std::vector<std::string>> path_symbols(const std::string& pattern, cons
     }
     std::string name = pattern.substr(i + 1, close - i - 1);
     if (!is_symbol_name(name)) {
-      return invalid_argument("{}: \"{{{}}}\" in \"{}\" is not a {{SYMBOL}} placeholder", json_path, name, pattern);
+      return invalid_argument("{}: \"{{{}}}\" in \"{}\" is not a {{SYMBOL}} placeholder", json_path,
+                              name, pattern);
     }
     out.push_back(std::move(name));
     i = close;
@@ -45,8 +49,8 @@ StatusOr<std::string> expand_path(const std::string& pattern, const Bindings& si
     out += pattern.substr(next, open - next);
     auto it = sizes.find(symbol);
     if (it == sizes.end()) {
-      return invalid_argument("{}: \"{}\" uses {{{}}}, which is not a symbol of this model", json_path,
-                              pattern, symbol);
+      return invalid_argument("{}: \"{}\" uses {{{}}}, which is not a symbol of this model",
+                              json_path, pattern, symbol);
     }
     out += std::to_string(it->second);
     next = open + symbol.size() + 2;

@@ -17,7 +17,8 @@ bool is_symbol_name(std::string_view text);
 
 // Names of the {SYMBOL} placeholders in `pattern`, in order (duplicates kept). Error (naming
 // `json_path`) for an unterminated '{', a stray '}' or a placeholder that is not a symbol name.
-StatusOr<std::vector<std::string>> path_symbols(const std::string& pattern, const std::string& json_path);
+StatusOr<std::vector<std::string>> path_symbols(const std::string& pattern,
+                                                const std::string& json_path);
 
 // Replaces each {SYMBOL} in `pattern` by its size. Error (naming `json_path`) for a symbol
 // `sizes` does not bind, or a malformed pattern.

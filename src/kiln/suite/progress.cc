@@ -22,7 +22,8 @@ Progress::Style Progress::style_for(std::FILE* out) {
 
 std::string Progress::format_duration(double seconds) {
   const auto total = static_cast<long long>(seconds + 0.5);
-  if (total >= 3600) return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
+  if (total >= 3600)
+    return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
   return fmt::format("{}:{:02}", total / 60, total % 60);
 }
 
@@ -31,7 +32,8 @@ void Progress::begin(int models, int jobs, int threads_per_job) {
   models_ = models;
   start_ = std::chrono::steady_clock::now();
   if (style_ == Style::kLines) {
-    fmt::print(out_, "running {} model(s), {} at a time, {} thread(s) each\n", models, jobs, threads_per_job);
+    fmt::print(out_, "running {} model(s), {} at a time, {} thread(s) each\n", models, jobs,
+               threads_per_job);
     std::fflush(out_);
   }
 }
@@ -56,13 +58,13 @@ void Progress::case_done(const CaseResult& result) {
     return;
   }
   if (style_ == Style::kQuiet) return;
-  fmt::print(out_, "[{}] {:<5} {} ({}, {:.2f} s)\n", cases_done_, verdict_name(result.verdict), result.name,
-             outcome_name(result.outcome), result.seconds);
+  fmt::print(out_, "[{}] {:<5} {} ({}, {:.2f} s)\n", cases_done_, verdict_name(result.verdict),
+             result.name, outcome_name(result.outcome), result.seconds);
   if (is_unexpected(result.verdict)) {
     fmt::print(out_, "      {}\n",
                result.verdict == Verdict::kXpass
-                   ? fmt::format("unexpected pass: expected {} ({})", outcome_name(result.expected.outcome),
-                                 result.expected.reason)
+                   ? fmt::format("unexpected pass: expected {} ({})",
+                                 outcome_name(result.expected.outcome), result.expected.reason)
                    : result.reason);
   }
   std::fflush(out_);
@@ -83,7 +85,8 @@ void Progress::end() {
 }
 
 void Progress::redraw() {
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double fraction = models_ > 0 ? static_cast<double>(models_done_) / models_ : 0;
   constexpr int kBarWidth = 16;
   const int filled = static_cast<int>(fraction * kBarWidth);
@@ -91,9 +94,10 @@ void Progress::redraw() {
   std::string eta = models_done_ > 0 && models_done_ < models_
                         ? format_duration(elapsed * (models_ - models_done_) / models_done_)
                         : "?";
-  std::string line = fmt::format("[{}] {}/{} models {} cases{} {} ETA {} ", bar, models_done_, models_, cases_done_,
-                                 unexpected_ ? fmt::format(" ({} unexpected)", unexpected_) : "",
-                                 format_duration(elapsed), eta);
+  std::string line =
+      fmt::format("[{}] {}/{} models {} cases{} {} ETA {} ", bar, models_done_, models_,
+                  cases_done_, unexpected_ ? fmt::format(" ({} unexpected)", unexpected_) : "",
+                  format_duration(elapsed), eta);
   const size_t width = static_cast<size_t>(terminal_width(out_)) - 1;
   std::string name = current_;
   if (line.size() + 3 < width && name.size() > width - line.size()) {

@@ -19,26 +19,32 @@ std::string figure(double value) { return fmt::format("{:.3g}", value); }
 
 std::string dash_if_empty(const std::string& text) { return text.empty() ? "-" : text; }
 
-// A failed comparison whose mismatches are all NaN or Inf shows no "0" error, which reads as a pass.
+// A failed comparison whose mismatches are all NaN or Inf shows no "0" error, which reads as a
+// pass.
 bool nan_inf_only(const CompareResult& r) { return !r.passed() && r.tolerance_mismatches() == 0; }
 
 std::string error_cell(const CaseResult& c, double value) {
   const bool failed = std::any_of(c.outputs.begin(), c.outputs.end(), [](const OutputReport& o) {
     return o.compare && !o.compare->passed();
   });
-  const bool only_nan_inf = std::all_of(c.outputs.begin(), c.outputs.end(), [](const OutputReport& o) {
-    return !o.compare || o.compare->tolerance_mismatches() == 0;
-  });
+  const bool only_nan_inf = std::all_of(
+      c.outputs.begin(), c.outputs.end(),
+      [](const OutputReport& o) { return !o.compare || o.compare->tolerance_mismatches() == 0; });
   return failed && only_nan_inf ? "n/a (NaN/Inf)" : figure(value);
 }
 
 Table summary_table(const SuiteResult& result) {
-  Table table{{"model", "variant", "size", "outcome", "result", "max abs err", "max rel err", "NaN/Inf", "time"}, {}};
+  Table table{{"model", "variant", "size", "outcome", "result", "max abs err", "max rel err",
+               "NaN/Inf", "time"},
+              {}};
   for (const CaseResult& c : result.cases) {
-    const bool compared = std::any_of(c.outputs.begin(), c.outputs.end(), [](const OutputReport& o) { return o.compare.has_value(); });
+    const bool compared = std::any_of(c.outputs.begin(), c.outputs.end(),
+                                      [](const OutputReport& o) { return o.compare.has_value(); });
     std::string model = c.data_set.empty() ? c.model : c.model + "/" + c.data_set;
-    table.rows.push_back({model, dash_if_empty(c.variant), dash_if_empty(c.sizes), std::string(outcome_name(c.outcome)),
-                          std::string(verdict_name(c.verdict)), compared ? error_cell(c, c.max_abs_error()) : "-",
+    table.rows.push_back({model, dash_if_empty(c.variant), dash_if_empty(c.sizes),
+                          std::string(outcome_name(c.outcome)),
+                          std::string(verdict_name(c.verdict)),
+                          compared ? error_cell(c, c.max_abs_error()) : "-",
                           compared ? error_cell(c, c.max_rel_error()) : "-",
                           compared ? fmt::format("{}/{}", c.nan_count(), c.inf_count()) : "-",
                           fmt::format("{:.2f} s", c.seconds)});
@@ -47,13 +53,20 @@ Table summary_table(const SuiteResult& result) {
 }
 
 Table output_table(const CaseResult& c) {
-  Table table{{"output", "reference", "atol", "rtol", "NaN", "result", "max abs err", "max rel err", "NaN/Inf (kiln)"}, {}};
+  Table table{{"output", "reference", "atol", "rtol", "NaN", "result", "max abs err", "max rel err",
+               "NaN/Inf (kiln)"},
+              {}};
   for (const OutputReport& o : c.outputs) {
-    table.rows.push_back({o.name, o.reference, figure(o.tolerance.atol), figure(o.tolerance.rtol),
-                          o.tolerance.nan_equal ? "match" : "fail", o.passed ? "ok" : "FAIL",
-                          !o.compare ? "-" : nan_inf_only(*o.compare) ? "n/a (NaN/Inf)" : figure(o.compare->max_abs_error),
-                          !o.compare ? "-" : nan_inf_only(*o.compare) ? "n/a (NaN/Inf)" : figure(o.compare->max_rel_error),
-                          o.compare ? fmt::format("{}/{}", o.compare->actual_nan, o.compare->actual_inf) : "-"});
+    table.rows.push_back(
+        {o.name, o.reference, figure(o.tolerance.atol), figure(o.tolerance.rtol),
+         o.tolerance.nan_equal ? "match" : "fail", o.passed ? "ok" : "FAIL",
+         !o.compare                 ? "-"
+         : nan_inf_only(*o.compare) ? "n/a (NaN/Inf)"
+                                    : figure(o.compare->max_abs_error),
+         !o.compare                 ? "-"
+         : nan_inf_only(*o.compare) ? "n/a (NaN/Inf)"
+                                    : figure(o.compare->max_rel_error),
+         o.compare ? fmt::format("{}/{}", o.compare->actual_nan, o.compare->actual_inf) : "-"});
   }
   return table;
 }
@@ -79,7 +92,8 @@ std::string render_text(const Table& table) {
 std::string markdown_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
-    if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>') out += '\\';
+    if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>')
+      out += '\\';
     out += c == '\n' ? ' ' : c;
   }
   return out;
@@ -134,9 +148,11 @@ std::string expectation_text(const CaseResult& c) {
 
 // Why a case is unexpected, one line.
 std::string unexpected_reason(const CaseResult& c) {
-  if (c.verdict == Verdict::kXpass) return fmt::format("unexpected pass: expected {}", expectation_text(c));
+  if (c.verdict == Verdict::kXpass)
+    return fmt::format("unexpected pass: expected {}", expectation_text(c));
   if (c.expected.outcome != Outcome::kPass) {
-    return fmt::format("expected {}, got {}: {}", expectation_text(c), outcome_name(c.outcome), c.reason);
+    return fmt::format("expected {}, got {}: {}", expectation_text(c), outcome_name(c.outcome),
+                       c.reason);
   }
   return fmt::format("{}: {}", outcome_name(c.outcome), c.reason);
 }
@@ -158,16 +174,19 @@ std::string indent(const std::string& text, const std::string& prefix) {
 std::string case_text(const CaseResult& c) {
   std::string out;
   for (const std::string& failure : c.failures) out += "FAIL: " + failure + "\n";
-  for (const OutputReport& o : c.outputs) out += fmt::format("output '{}' vs {}: {}\n", o.name, o.reference, o.message);
+  for (const OutputReport& o : c.outputs)
+    out += fmt::format("output '{}' vs {}: {}\n", o.name, o.reference, o.message);
   for (const std::string& line : c.details) out += line + "\n";
   return out;
 }
 
 bool has_suffix(const std::string& path, std::initializer_list<std::string_view> suffixes) {
   std::string lower = path;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   for (std::string_view s : suffixes) {
-    if (lower.size() >= s.size() && lower.compare(lower.size() - s.size(), s.size(), s) == 0) return true;
+    if (lower.size() >= s.size() && lower.compare(lower.size() - s.size(), s.size(), s) == 0)
+      return true;
   }
   return false;
 }
@@ -175,11 +194,13 @@ bool has_suffix(const std::string& path, std::initializer_list<std::string_view>
 }  // namespace
 
 std::string summary_line(const SuiteResult& result) {
-  return fmt::format("{} on {}: {} cases in {:.1f} s: {} passed, {} expected failure{}, {} failed, {} unexpected pass{}",
-                     result.name, result.backend, result.cases.size(), result.seconds, result.count(Verdict::kPass),
-                     result.count(Verdict::kXfail), result.count(Verdict::kXfail) == 1 ? "" : "s",
-                     result.count(Verdict::kFail), result.count(Verdict::kXpass),
-                     result.count(Verdict::kXpass) == 1 ? "" : "es");
+  return fmt::format(
+      "{} on {}: {} cases in {:.1f} s: {} passed, {} expected failure{}, {} failed, {} unexpected "
+      "pass{}",
+      result.name, result.backend, result.cases.size(), result.seconds,
+      result.count(Verdict::kPass), result.count(Verdict::kXfail),
+      result.count(Verdict::kXfail) == 1 ? "" : "s", result.count(Verdict::kFail),
+      result.count(Verdict::kXpass), result.count(Verdict::kXpass) == 1 ? "" : "es");
 }
 
 std::string format_summary(const SuiteResult& result) {
@@ -199,17 +220,23 @@ std::string format_summary(const SuiteResult& result) {
 
 std::string markdown_report(const SuiteResult& result) {
   std::string out = fmt::format("# kiln test-suite: {}\n\n", markdown_escape(result.name));
-  out += fmt::format("Suite `{}`, backend `{}`, {} thread(s) per job.\n\n**{}**\n\n", result.source, result.backend,
-                     result.threads_per_job, markdown_escape(summary_line(result)));
+  out += fmt::format("Suite `{}`, backend `{}`, {} thread(s) per job.\n\n**{}**\n\n", result.source,
+                     result.backend, result.threads_per_job, markdown_escape(summary_line(result)));
   out += render_markdown(summary_table(result));
   out += "\n## Cases\n";
   for (const CaseResult& c : result.cases) {
     out += fmt::format("\n### {} {}\n\n", verdict_name(c.verdict), markdown_escape(c.name));
-    out += fmt::format("- model: `{}`\n- outcome: {} (expected {})\n- time: {:.2f} s\n", c.model_path,
-                       outcome_name(c.outcome), markdown_escape(expectation_text(c)), c.seconds);
-    if (is_unexpected(c.verdict)) out += fmt::format("- **{}**\n", markdown_escape(unexpected_reason(c)));
-    if (c.bound_vs_dynamic) out += fmt::format("- bound vs dynamic: max abs difference {}\n", figure(*c.bound_vs_dynamic));
-    if (c.batch_invariance) out += fmt::format("- batch invariance: max abs difference {}\n", figure(*c.batch_invariance));
+    out +=
+        fmt::format("- model: `{}`\n- outcome: {} (expected {})\n- time: {:.2f} s\n", c.model_path,
+                    outcome_name(c.outcome), markdown_escape(expectation_text(c)), c.seconds);
+    if (is_unexpected(c.verdict))
+      out += fmt::format("- **{}**\n", markdown_escape(unexpected_reason(c)));
+    if (c.bound_vs_dynamic)
+      out +=
+          fmt::format("- bound vs dynamic: max abs difference {}\n", figure(*c.bound_vs_dynamic));
+    if (c.batch_invariance)
+      out +=
+          fmt::format("- batch invariance: max abs difference {}\n", figure(*c.batch_invariance));
     if (!c.outputs.empty()) out += "\n" + render_markdown(output_table(c));
     if (const std::string text = case_text(c); !text.empty()) out += "\n```\n" + text + "```\n";
   }
@@ -218,27 +245,39 @@ std::string markdown_report(const SuiteResult& result) {
 
 std::string html_report(const SuiteResult& result) {
   std::string out =
-      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kiln test-suite: " + html_escape(result.name) +
-      "</title>\n<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-      "padding:2px 6px}.bad{background:#fcc;font-weight:bold}pre{background:#f4f4f4;padding:6px}</style></head>"
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kiln test-suite: " +
+      html_escape(result.name) +
+      "</"
+      "title>\n<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px "
+      "solid #ccc;"
+      "padding:2px "
+      "6px}.bad{background:#fcc;font-weight:bold}pre{background:#f4f4f4;padding:6px}</style></head>"
       "<body>\n";
   out += "<h1>kiln test-suite: " + html_escape(result.name) + "</h1>\n";
-  out += fmt::format("<p>Suite <code>{}</code>, backend <code>{}</code>, {} thread(s) per job.</p>\n<p><b>{}</b></p>\n",
-                     html_escape(result.source), html_escape(result.backend), result.threads_per_job,
-                     html_escape(summary_line(result)));
+  out += fmt::format(
+      "<p>Suite <code>{}</code>, backend <code>{}</code>, {} thread(s) per "
+      "job.</p>\n<p><b>{}</b></p>\n",
+      html_escape(result.source), html_escape(result.backend), result.threads_per_job,
+      html_escape(summary_line(result)));
   out += render_html(summary_table(result));
   out += "<h2>Cases</h2>\n";
   for (const CaseResult& c : result.cases) {
     out += fmt::format("<h3{}>{} {}</h3>\n<ul>", is_unexpected(c.verdict) ? " class=\"bad\"" : "",
                        verdict_name(c.verdict), html_escape(c.name));
-    out += fmt::format("<li>model: <code>{}</code></li><li>outcome: {} (expected {})</li><li>time: {:.2f} s</li>",
-                       html_escape(c.model_path), outcome_name(c.outcome), html_escape(expectation_text(c)), c.seconds);
-    if (is_unexpected(c.verdict)) out += "<li class=\"bad\">" + html_escape(unexpected_reason(c)) + "</li>";
-    if (c.bound_vs_dynamic) out += "<li>bound vs dynamic: max abs difference " + figure(*c.bound_vs_dynamic) + "</li>";
-    if (c.batch_invariance) out += "<li>batch invariance: max abs difference " + figure(*c.batch_invariance) + "</li>";
+    out += fmt::format(
+        "<li>model: <code>{}</code></li><li>outcome: {} (expected {})</li><li>time: {:.2f} s</li>",
+        html_escape(c.model_path), outcome_name(c.outcome), html_escape(expectation_text(c)),
+        c.seconds);
+    if (is_unexpected(c.verdict))
+      out += "<li class=\"bad\">" + html_escape(unexpected_reason(c)) + "</li>";
+    if (c.bound_vs_dynamic)
+      out += "<li>bound vs dynamic: max abs difference " + figure(*c.bound_vs_dynamic) + "</li>";
+    if (c.batch_invariance)
+      out += "<li>batch invariance: max abs difference " + figure(*c.batch_invariance) + "</li>";
     out += "</ul>\n";
     if (!c.outputs.empty()) out += render_html(output_table(c));
-    if (const std::string text = case_text(c); !text.empty()) out += "<pre>" + html_escape(text) + "</pre>\n";
+    if (const std::string text = case_text(c); !text.empty())
+      out += "<pre>" + html_escape(text) + "</pre>\n";
   }
   return out + "</body></html>\n";
 }
@@ -250,7 +289,8 @@ Status check_report_path(const std::string& path) {
 
 Status write_report(const std::string& path, const SuiteResult& result) {
   KILN_RETURN_IF_ERROR(check_report_path(path));
-  if (has_suffix(path, {".md", ".markdown"})) return write_file_atomically(path, markdown_report(result));
+  if (has_suffix(path, {".md", ".markdown"}))
+    return write_file_atomically(path, markdown_report(result));
   return write_file_atomically(path, html_report(result));
 }
 

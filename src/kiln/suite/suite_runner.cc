@@ -11,13 +11,14 @@
 namespace kiln::suite {
 
 int SuiteResult::count(Verdict verdict) const {
-  return static_cast<int>(
-      std::count_if(cases.begin(), cases.end(), [&](const CaseResult& c) { return c.verdict == verdict; }));
+  return static_cast<int>(std::count_if(cases.begin(), cases.end(),
+                                        [&](const CaseResult& c) { return c.verdict == verdict; }));
 }
 
 StatusOr<SuiteResult> run_suite(const Manifest& manifest, const SuiteOptions& options) {
   if (options.jobs < 1) return invalid_argument("-j must be at least 1, got {}", options.jobs);
-  if (options.threads < 0) return invalid_argument("--threads must be >= 0, got {}", options.threads);
+  if (options.threads < 0)
+    return invalid_argument("--threads must be >= 0, got {}", options.threads);
   const auto start = std::chrono::steady_clock::now();
 
   std::vector<const ModelSpec*> models;
@@ -25,9 +26,12 @@ StatusOr<SuiteResult> run_suite(const Manifest& manifest, const SuiteOptions& op
     if (options.filter.may_match_prefix(model.name)) models.push_back(&model);
   }
   if (models.empty()) {
-    return invalid_argument("no model of suite '{}' has a case that --filter selects", manifest.source);
+    return invalid_argument("no model of suite '{}' has a case that --filter selects",
+                            manifest.source);
   }
-  const int total_threads = options.threads > 0 ? options.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int total_threads =
+      options.threads > 0 ? options.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int jobs = std::min<int>(options.jobs, static_cast<int>(models.size()));
 
   RunContext context;

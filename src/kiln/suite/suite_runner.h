@@ -22,7 +22,7 @@ struct SuiteOptions {
   int jobs = 1;     // models run in parallel (>= 1)
   int threads = 0;  // threads in total; 0: every core
   CaseFilter filter;
-  OrtRunner ort;    // an empty cache_dir means <suite folder>/.kiln-cache
+  OrtRunner ort;  // an empty cache_dir means <suite folder>/.kiln-cache
   // See RunContext::tamper (tests of the suite only).
   std::function<void(const std::string& case_name, std::vector<Tensor>& outputs)> tamper;
   Progress* progress = nullptr;  // may be null
@@ -31,8 +31,8 @@ struct SuiteOptions {
 };
 
 struct SuiteResult {
-  std::string name;     // the manifest's suite name
-  std::string source;   // manifest file or folder
+  std::string name;    // the manifest's suite name
+  std::string source;  // manifest file or folder
   std::string backend;
   std::vector<CaseResult> cases;  // in manifest order, each model's cases in run order
   double seconds = 0;

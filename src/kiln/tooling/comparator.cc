@@ -253,7 +253,8 @@ double max_abs_difference(const Tensor& a, const Tensor& b) {
   double worst = 0;
   if (a.dtype() == DType::kU64) {
     for (int64_t i = 0; i < a.element_count(); ++i) {
-      const uint64_t diff = integer_distance(integer_at<uint64_t>(a, i), integer_at<uint64_t>(b, i));
+      const uint64_t diff =
+          integer_distance(integer_at<uint64_t>(a, i), integer_at<uint64_t>(b, i));
       worst = std::max(worst, static_cast<double>(diff));
     }
     return worst;

@@ -1,6 +1,6 @@
-// The one strict tensor comparator (docs/architecture.md invariant 3), shared by the `kiln run` CLI, the model
-// suites and the tests. Do not write another: a comparator that lets NaN through is how the bug
-// kiln exists to prevent went unnoticed.
+// The one strict tensor comparator (docs/architecture.md invariant 3), shared by the `kiln run`
+// CLI, the model suites and the tests. Do not write another: a comparator that lets NaN through is
+// how the bug kiln exists to prevent went unnoticed.
 //
 // Rule, per element (a = actual, e = expected, bound = atol + rtol * |e|):
 //   e finite:  passes iff a is finite and |a - e| <= bound. NaN or Inf in `a` always fails, however

@@ -300,10 +300,11 @@ TEST(Comparator, NanAndInfOnlyFailures) {
   EXPECT_EQ(r.tolerance_mismatches(), 0);
   EXPECT_EQ(r.max_abs_error, 0);  // over the finite pairs, which all match
   const std::string text = format_compare_result(r, t);
-  EXPECT_EQ(text,
-            "FAIL: 4/6 mismatches (atol 0.0001, rtol 0.0001): 3 NaN, 1 Inf, 0 beyond tolerance; "
-            "actual NaN 2/6, Inf 1/6; expected NaN 1/6, Inf 0/6; no finite mismatch (every "
-            "mismatch is a NaN or an Inf); first mismatch at [0,1] (flat 1): actual nan expected 1");
+  EXPECT_EQ(
+      text,
+      "FAIL: 4/6 mismatches (atol 0.0001, rtol 0.0001): 3 NaN, 1 Inf, 0 beyond tolerance; "
+      "actual NaN 2/6, Inf 1/6; expected NaN 1/6, Inf 0/6; no finite mismatch (every "
+      "mismatch is a NaN or an Inf); first mismatch at [0,1] (flat 1): actual nan expected 1");
   EXPECT_EQ(text.find("max abs err"), std::string::npos) << text;
 
   // All NaN: no finite pair at all.

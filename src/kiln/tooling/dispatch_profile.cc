@@ -89,8 +89,7 @@ Status DispatchProfiler::after_dispatch(int32_t dispatch, double elapsed_ms,
                           dispatch_count_);
   }
   // The observer runs right after the dispatch finished: it started elapsed_ms ago.
-  const double now_us =
-      std::chrono::duration<double, std::micro>(Clock::now() - origin_).count();
+  const double now_us = std::chrono::duration<double, std::micro>(Clock::now() - origin_).count();
   runs_.back().push_back(Event{dispatch, now_us - elapsed_ms * 1000.0, elapsed_ms});
   return ok_status();
 }
@@ -137,8 +136,8 @@ std::vector<DispatchInfo> describe_for_profile(
 std::string format_dispatch_table(const DispatchProfiler& profiler,
                                   std::span<const DispatchInfo> info) {
   const double total = profiler.total_median_ms();
-  std::string out = fmt::format("{:>4} {:>9} {:>6} {:>6} {:>9}  {:<18} {}\n", "#", "median ms",
-                                "%", "cum %", "GFLOP/s", "op", "dispatch / kernel");
+  std::string out = fmt::format("{:>4} {:>9} {:>6} {:>6} {:>9}  {:<18} {}\n", "#", "median ms", "%",
+                                "cum %", "GFLOP/s", "op", "dispatch / kernel");
   double cumulative = 0, total_flops = 0;
   int rank = 0;
   for (size_t d : by_time(profiler)) {
@@ -167,9 +166,10 @@ std::string format_dispatch_table(const DispatchProfiler& profiler,
                          k.size() > 1 ? fmt::format(" (+{} step(s))", k.size() - 1) : "");
     }
   }
-  out += fmt::format("total {:.3f} ms over {} dispatches, {:.2f} GFLOP, {:.1f} GFLOP/s ({} run(s))\n",
-                     total, profiler.dispatch_count(), total_flops / 1e9,
-                     gflop_per_s(total_flops, total), profiler.runs());
+  out +=
+      fmt::format("total {:.3f} ms over {} dispatches, {:.2f} GFLOP, {:.1f} GFLOP/s ({} run(s))\n",
+                  total, profiler.dispatch_count(), total_flops / 1e9,
+                  gflop_per_s(total_flops, total), profiler.runs());
   return out;
 }
 
@@ -194,17 +194,25 @@ std::string dispatch_table_json(const DispatchProfiler& profiler,
 std::string chrome_trace_json(const DispatchProfiler& profiler,
                               std::span<const DispatchInfo> info) {
   nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1},
-                    {"args", {{"name", "kiln"}}}});
-  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1},
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "kiln"}}}});
+  events.push_back({{"name", "thread_name"},
+                    {"ph", "M"},
+                    {"pid", 1},
+                    {"tid", 1},
                     {"args", {{"name", "dispatches"}}}});
   for (size_t r = 0; r < profiler.runs(); ++r) {
     const auto& run = profiler.events(r);
     if (run.empty()) continue;
     const double begin = run.front().start_us;
     const double end = run.back().start_us + run.back().elapsed_ms * 1000.0;
-    events.push_back({{"name", fmt::format("run {}", r)}, {"cat", "run"}, {"ph", "X"},
-                      {"ts", begin}, {"dur", end - begin}, {"pid", 1}, {"tid", 0}});
+    events.push_back({{"name", fmt::format("run {}", r)},
+                      {"cat", "run"},
+                      {"ph", "X"},
+                      {"ts", begin},
+                      {"dur", end - begin},
+                      {"pid", 1},
+                      {"tid", 0}});
     for (const DispatchProfiler::Event& e : run) {
       const auto d = static_cast<size_t>(e.dispatch);
       nlohmann::json args = {{"dispatch", e.dispatch}, {"run", r}};

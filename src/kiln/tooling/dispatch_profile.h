@@ -71,9 +71,9 @@ struct DispatchInfo {
 
 // Dispatch descriptions for `module` at `shapes`; `kernels` as Session::describe_dispatches
 // returns (empty or one list per dispatch).
-std::vector<DispatchInfo> describe_for_profile(const module::ModuleContents& module,
-                                               std::span<const ConcreteShape> shapes,
-                                               const std::vector<std::vector<std::string>>& kernels);
+std::vector<DispatchInfo> describe_for_profile(
+    const module::ModuleContents& module, std::span<const ConcreteShape> shapes,
+    const std::vector<std::vector<std::string>>& kernels);
 
 // The per-dispatch table, slowest first: rank, median ms, share of the total, cumulative share,
 // GFLOP/s (when the dispatch has flops), op type, name and first kernel line. Ends with a line

@@ -317,8 +317,8 @@ StatusOr<std::string> serialize_npy_header(const Tensor& tensor) {
   for (int64_t d : tensor.shape()) shape += fmt::format("{}, ", d);
   if (tensor.rank() > 1) shape.resize(shape.size() - 2);  // numpy writes (3,) but (2, 3)
   if (tensor.rank() == 1) shape.pop_back();
-  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
-                                 descr, shape);
+  std::string dict =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, shape);
   const size_t prefix = 10 + dict.size() + 1 > 65535 ? 12 : 10;
   const size_t total = (prefix + dict.size() + 1 + kAlignment - 1) / kAlignment * kAlignment;
   const size_t header_len = total - prefix;

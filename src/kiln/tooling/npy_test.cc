@@ -197,7 +197,8 @@ TEST(Npy, RoundTripsEveryDtype) {
   expect_round_trip<uint32_t>(DType::kU32, {2}, {1, UINT32_MAX});
   expect_round_trip<uint64_t>(DType::kU64, {1, 2}, {0, UINT64_MAX});
   // f16 bit patterns: 1, -2, +inf, a NaN, the smallest subnormal, 65504.
-  expect_round_trip<uint16_t>(DType::kF16, {2, 3}, {0x3c00, 0xc000, 0x7c00, 0x7e01, 0x0001, 0x7bff});
+  expect_round_trip<uint16_t>(DType::kF16, {2, 3},
+                              {0x3c00, 0xc000, 0x7c00, 0x7e01, 0x0001, 0x7bff});
   expect_round_trip<float>(DType::kF32, {}, {42.0f});
   expect_round_trip<float>(DType::kF32, {0}, {});
   expect_round_trip<int64_t>(DType::kI64, {4, 0, 2}, {});
@@ -216,9 +217,11 @@ TEST(Npy, WritesVersion2WhenTheHeaderIsHuge) {
 }
 
 TEST(Npy, WritesNumpyDescrForNarrowAndUnsignedTypes) {
-  const std::pair<DType, std::string_view> cases[] = {
-      {DType::kF16, "'<f2'"}, {DType::kI16, "'<i2'"}, {DType::kU16, "'<u2'"},
-      {DType::kU32, "'<u4'"}, {DType::kU64, "'<u8'"}};
+  const std::pair<DType, std::string_view> cases[] = {{DType::kF16, "'<f2'"},
+                                                      {DType::kI16, "'<i2'"},
+                                                      {DType::kU16, "'<u2'"},
+                                                      {DType::kU32, "'<u4'"},
+                                                      {DType::kU64, "'<u8'"}};
   for (const auto& [dtype, descr] : cases) {
     auto header = serialize_npy_header(Tensor::create(dtype, {1}).value());
     ASSERT_TRUE(header.ok()) << header.status().to_string();

@@ -45,7 +45,8 @@ TEST(TensorFileCodec, RegisteredFormatsServeSpecsAndOutputs) {
   EXPECT_TRUE(typed.ok());
   auto wrong = parse_tensor_spec("2xf32=@" + dir.file("in.tcodec"));
   ASSERT_FALSE(wrong.ok());
-  EXPECT_NE(wrong.status().message().find("holds 1xf32"), std::string::npos) << wrong.status().to_string();
+  EXPECT_NE(wrong.status().message().find("holds 1xf32"), std::string::npos)
+      << wrong.status().to_string();
 
   auto out = parse_output_spec("@" + dir.file("out.tcodec"));
   ASSERT_TRUE(out.ok()) << out.status().to_string();

@@ -108,9 +108,10 @@ Status write_tensor_file(const std::string& path, const Tensor& tensor, TensorFi
   if (format == TensorFileFormat::kCodec) {
     const TensorFileCodec* codec = find_tensor_file_codec(path);
     if (codec == nullptr || !codec->write) {
-      return invalid_argument("cannot write '{}': no tensor file writer is registered for its "
-                              "extension",
-                              path);
+      return invalid_argument(
+          "cannot write '{}': no tensor file writer is registered for its "
+          "extension",
+          path);
     }
     return codec->write(path, tensor);
   }
@@ -132,7 +133,8 @@ std::string format_element(const Tensor& tensor, int64_t index) {
   switch (tensor.dtype()) {
     case DType::kF32: return fmt::format("{}", tensor.values<float>()[index]);
     case DType::kF64: return fmt::format("{}", tensor.values<double>()[index]);
-    case DType::kF16: return fmt::format("{}", half_bits_to_float(tensor.values<uint16_t>()[index]));
+    case DType::kF16:
+      return fmt::format("{}", half_bits_to_float(tensor.values<uint16_t>()[index]));
     case DType::kBF16:
       return fmt::format("{}", bfloat16_bits_to_float(tensor.values<uint16_t>()[index]));
     case DType::kU64: return fmt::format("{}", tensor.values<uint64_t>()[index]);

@@ -15,8 +15,8 @@ namespace kiln {
 inline constexpr uint64_t kMaxTensorFileBytes = uint64_t{1} << 34;
 
 enum class TensorFileFormat {
-  kRaw,  // ".bin": element bytes only, little-endian, row-major; shape and dtype kept elsewhere
-  kNpy,  // ".npy"
+  kRaw,    // ".bin": element bytes only, little-endian, row-major; shape and dtype kept elsewhere
+  kNpy,    // ".npy"
   kCodec,  // an extension with a registered TensorFileCodec (".pb" in the `kiln` CLI)
 };
 

@@ -165,7 +165,8 @@ TEST(TensorSpec, LongSpecsAreShortenedInErrors) {
 }
 
 TEST(TensorSpec, InlineValuesOfNarrowAndUnsignedDtypes) {
-  EXPECT_TRUE(bitwise_equal(parse_ok("2xu16=1,2"), make_tensor<uint16_t>(DType::kU16, {2}, {1, 2})));
+  EXPECT_TRUE(
+      bitwise_equal(parse_ok("2xu16=1,2"), make_tensor<uint16_t>(DType::kU16, {2}, {1, 2})));
   EXPECT_TRUE(bitwise_equal(parse_ok("2xu16=0 65535"),
                             make_tensor<uint16_t>(DType::kU16, {2}, {0, 65535})));
   EXPECT_TRUE(bitwise_equal(parse_ok("2xi16=-32768 32767"),

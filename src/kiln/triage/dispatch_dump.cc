@@ -10,12 +10,9 @@ namespace {
 
 const char* kind_name(module::ValueKind kind) {
   switch (kind) {
-    case module::ValueKind::kInput:
-      return "input";
-    case module::ValueKind::kConstant:
-      return "constant";
-    case module::ValueKind::kIntermediate:
-      return "intermediate";
+    case module::ValueKind::kInput: return "input";
+    case module::ValueKind::kConstant: return "constant";
+    case module::ValueKind::kIntermediate: return "intermediate";
   }
   return "?";
 }
@@ -24,13 +21,14 @@ nlohmann::ordered_json attribute_json(const Attribute& attribute) {
   return std::visit([](const auto& v) { return nlohmann::ordered_json(v); }, attribute);
 }
 
-nlohmann::ordered_json value_json(const module::ModuleContents& module, int32_t v, const DispatchRunInfo* run) {
+nlohmann::ordered_json value_json(const module::ModuleContents& module, int32_t v,
+                                  const DispatchRunInfo* run) {
   if (v < 0) return nullptr;
   const module::ModuleValue& value = module.values[v];
   nlohmann::ordered_json out = {{"name", value.name},
-                        {"kind", kind_name(value.kind)},
-                        {"dtype", std::string(dtype_name(value.dtype))},
-                        {"shape", shape_to_string(value.shape)}};
+                                {"kind", kind_name(value.kind)},
+                                {"dtype", std::string(dtype_name(value.dtype))},
+                                {"shape", shape_to_string(value.shape)}};
   if (run != nullptr && static_cast<size_t>(v) < run->value_shapes.size()) {
     out["concrete"] = run->value_shapes[v];
   }
@@ -60,8 +58,8 @@ std::vector<std::string> fused_ops(const module::Dispatch& d, const OriginOps& o
     }
     fused.push_back(fmt::format("{} ({}): {}", d.origins[i], op, how));
   }
-  if (auto act = d.attributes.get_string("kiln_activation", ""); act.ok() && !act->empty() &&
-      !described_activation) {
+  if (auto act = d.attributes.get_string("kiln_activation", "");
+      act.ok() && !act->empty() && !described_activation) {
     fused.push_back(fmt::format("activation {} (kiln_activation)", *act));
   }
   if (d.op_type == "Conv" && d.inputs.size() > 3 && d.inputs[3] >= 0 && !described_residual) {
@@ -85,7 +83,7 @@ std::string dispatch_file_stem(const module::ModuleContents& module, size_t disp
 }
 
 nlohmann::ordered_json describe_dispatch(const module::ModuleContents& module, size_t d,
-                                 const OriginOps& origin_ops, const DispatchRunInfo* run) {
+                                         const OriginOps& origin_ops, const DispatchRunInfo* run) {
   const module::Dispatch& dispatch = module.dispatches[d];
   nlohmann::ordered_json origins = nlohmann::ordered_json::array();
   for (const std::string& origin : dispatch.origins) {
@@ -94,18 +92,20 @@ nlohmann::ordered_json describe_dispatch(const module::ModuleContents& module, s
     origins.push_back(std::move(o));
   }
   nlohmann::ordered_json attributes = nlohmann::ordered_json::object();
-  for (const auto& [name, value] : dispatch.attributes.all()) attributes[name] = attribute_json(value);
-  nlohmann::ordered_json inputs = nlohmann::ordered_json::array(), outputs = nlohmann::ordered_json::array();
+  for (const auto& [name, value] : dispatch.attributes.all())
+    attributes[name] = attribute_json(value);
+  nlohmann::ordered_json inputs = nlohmann::ordered_json::array(),
+                         outputs = nlohmann::ordered_json::array();
   for (int32_t v : dispatch.inputs) inputs.push_back(value_json(module, v, run));
   for (int32_t v : dispatch.outputs) outputs.push_back(value_json(module, v, run));
   nlohmann::ordered_json out = {{"index", d},
-                        {"name", dispatch.name},
-                        {"op_type", dispatch.op_type},
-                        {"origins", std::move(origins)},
-                        {"fused", fused_ops(dispatch, origin_ops)},
-                        {"attributes", std::move(attributes)},
-                        {"inputs", std::move(inputs)},
-                        {"outputs", std::move(outputs)}};
+                                {"name", dispatch.name},
+                                {"op_type", dispatch.op_type},
+                                {"origins", std::move(origins)},
+                                {"fused", fused_ops(dispatch, origin_ops)},
+                                {"attributes", std::move(attributes)},
+                                {"inputs", std::move(inputs)},
+                                {"outputs", std::move(outputs)}};
   if (run != nullptr) {
     out["bindings"] = run->bindings;
     if (d < run->kernels.size()) out["kernels"] = run->kernels[d];

@@ -32,7 +32,7 @@ struct DispatchRunInfo {
   Bindings bindings;
   std::vector<ConcreteShape> value_shapes;        // per module value
   std::vector<std::vector<std::string>> kernels;  // per dispatch (Session::describe_dispatches)
-  std::vector<nlohmann::ordered_json> extra;              // per dispatch, merged into its object; optional
+  std::vector<nlohmann::ordered_json> extra;      // per dispatch, merged into its object; optional
 };
 
 // "d012_resnetv17_stage1_conv0_fwd": the zero-padded index and the dispatch's first origin (or
@@ -41,7 +41,7 @@ std::string dispatch_file_stem(const module::ModuleContents& module, size_t disp
 
 // The JSON object described above for dispatch `d`; `run` may be null (compile time).
 nlohmann::ordered_json describe_dispatch(const module::ModuleContents& module, size_t d,
-                                 const OriginOps& origin_ops, const DispatchRunInfo* run);
+                                         const OriginOps& origin_ops, const DispatchRunInfo* run);
 
 // Creates `dir` (and parents) if needed and writes the files above, each atomically. Errors name
 // the path.

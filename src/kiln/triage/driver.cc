@@ -20,7 +20,8 @@ double ms_since(Clock::time_point start) {
 }
 
 bool ends_with(const std::string& text, std::string_view suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The folder the reports go to: the one asked for, else a fresh kiln-triage-XXXXXX in the
@@ -29,10 +30,12 @@ StatusOr<std::string> make_output_dir(const std::string& requested) {
   if (!requested.empty()) return requested;
   std::error_code ec;
   const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
-  if (ec) return invalid_argument("no temporary folder for the reports ({}): pass -o DIR", ec.message());
+  if (ec)
+    return invalid_argument("no temporary folder for the reports ({}): pass -o DIR", ec.message());
   std::string pattern = (temp / "kiln-triage-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) {
-    return invalid_argument("cannot create a folder in '{}' for the reports: pass -o DIR", temp.string());
+    return invalid_argument("cannot create a folder in '{}' for the reports: pass -o DIR",
+                            temp.string());
   }
   return pattern;
 }
@@ -44,8 +47,9 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
   TriageOutcome outcome;
   const bool against_module = ends_with(request.against, ".kmod");
   if (request.against != "reference" && request.against != "onnxruntime" && !against_module) {
-    return invalid_argument("--against='{}': expected reference, onnxruntime or a module file (.kmod)",
-                            request.against);
+    return invalid_argument(
+        "--against='{}': expected reference, onnxruntime or a module file (.kmod)",
+        request.against);
   }
   if (request.against == "onnxruntime" && !ends_with(request.model, ".onnx")) {
     return invalid_argument("--against=onnxruntime needs an .onnx model, got '{}'", request.model);
@@ -58,13 +62,15 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
   compiler::CompileOptions compile_options;
   compile_options.bind = request.bind;
   auto contents = compiler::compile(graph, compile_options);
-  if (!contents.ok()) return std::move(contents).status().with_note(fmt::format("compiling '{}'", request.model));
+  if (!contents.ok())
+    return std::move(contents).status().with_note(fmt::format("compiling '{}'", request.model));
   auto module = std::make_shared<const module::ModuleContents>(std::move(contents).value());
   outcome.timings_ms["compile"] = ms_since(t);
 
   Triage triage(module, &graph, request.options);
   if (auto bound = triage.check_inputs(request.inputs); !bound.ok()) {
-    return std::move(bound).status().with_note(fmt::format("checking --input against '{}'", request.model));
+    return std::move(bound).status().with_note(
+        fmt::format("checking --input against '{}'", request.model));
   }
   std::unique_ptr<runtime::Session> other;
   if (against_module) {
@@ -83,14 +89,16 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
   t = Clock::now();
   ReferenceValues reference;
   if (against_module) {
-    KILN_ASSIGN_OR_RETURN(reference, run_module_reference(*other, request.inputs,
-                                                          fmt::format("module '{}'", request.against)));
+    KILN_ASSIGN_OR_RETURN(
+        reference,
+        run_module_reference(*other, request.inputs, fmt::format("module '{}'", request.against)));
   } else if (request.against == "onnxruntime") {
     OrtOptions ort = request.ort;
     if (ort.work_dir.empty()) ort.work_dir = output_dir + "/onnxruntime";
     std::vector<std::string> wanted;
     for (const std::string& name : triage.reference_names()) wanted.push_back(name);
-    KILN_ASSIGN_OR_RETURN(reference, run_onnxruntime(request.model, graph, request.inputs, wanted, ort));
+    KILN_ASSIGN_OR_RETURN(reference,
+                          run_onnxruntime(request.model, graph, request.inputs, wanted, ort));
   } else {
     KILN_ASSIGN_OR_RETURN(reference, evaluate_reference(graph, request.inputs));
   }
@@ -98,7 +106,8 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
 
   KILN_ASSIGN_OR_RETURN(outcome.result, triage.run(request.inputs, reference));
   outcome.timings_ms["kiln run"] = outcome.result.kiln_ms;
-  if (outcome.result.first_divergence) outcome.timings_ms["isolated re-run"] = outcome.result.isolate_ms;
+  if (outcome.result.first_divergence)
+    outcome.timings_ms["isolated re-run"] = outcome.result.isolate_ms;
 
   std::error_code ec;
   std::filesystem::create_directories(output_dir, ec);
@@ -118,9 +127,9 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     repro.dir = output_dir + "/repro";
     repro.kiln = request.kiln;
     repro.fault = request.options.fault;
-    repro.summary = fmt::format("kiln triage of '{}' against {}: first divergence at dispatch {} '{}'",
-                                request.model, reference.description, d.dispatch,
-                                module->dispatches[d.dispatch].name);
+    repro.summary = fmt::format(
+        "kiln triage of '{}' against {}: first divergence at dispatch {} '{}'", request.model,
+        reference.description, d.dispatch, module->dispatches[d.dispatch].name);
     KILN_ASSIGN_OR_RETURN(outcome.repro, write_repro(repro));
     outcome.timings_ms["repro"] = ms_since(t);
   }

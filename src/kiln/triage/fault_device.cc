@@ -12,7 +12,8 @@ namespace {
 // the fault.
 class OriginalObserver : public hal::RunObserver {
  public:
-  OriginalObserver(const FaultedProgram& program, hal::RunObserver& outer) : program_(program), outer_(outer) {
+  OriginalObserver(const FaultedProgram& program, hal::RunObserver& outer)
+      : program_(program), outer_(outer) {
     for (size_t d = 0; d < program.dispatches.size(); ++d) {
       for (size_t k = 0; k < program.dispatches[d].size(); ++k) {
         const auto inner = static_cast<size_t>(program.dispatches[d][k]);
@@ -32,7 +33,8 @@ class OriginalObserver : public hal::RunObserver {
     return wants_;
   }
 
-  Status after_dispatch(int32_t dispatch, double elapsed_ms, std::span<const Tensor> outputs) override {
+  Status after_dispatch(int32_t dispatch, double elapsed_ms,
+                        std::span<const Tensor> outputs) override {
     const auto [d, k] = owner_[dispatch];
     elapsed_ms_ += elapsed_ms;
     if (wants_) {
@@ -46,7 +48,8 @@ class OriginalObserver : public hal::RunObserver {
       }
     }
     if (static_cast<size_t>(k) + 1 < program_.dispatches[d].size()) return ok_status();
-    return outer_.after_dispatch(d, elapsed_ms_, wants_ ? std::span<const Tensor>(outputs_) : std::span<const Tensor>());
+    return outer_.after_dispatch(
+        d, elapsed_ms_, wants_ ? std::span<const Tensor>(outputs_) : std::span<const Tensor>());
   }
 
  private:
@@ -62,7 +65,9 @@ class FaultExecutable : public hal::Executable {
  public:
   FaultExecutable(std::unique_ptr<FaultedProgram> program, std::unique_ptr<hal::Executable> inner,
                   std::unique_ptr<hal::Buffer> planted, std::vector<size_t> offsets)
-      : program_(std::move(program)), inner_(std::move(inner)), planted_(std::move(planted)),
+      : program_(std::move(program)),
+        inner_(std::move(inner)),
+        planted_(std::move(planted)),
         offsets_(std::move(offsets)) {}
 
   hal::Executable& inner() { return *inner_; }
@@ -71,8 +76,8 @@ class FaultExecutable : public hal::Executable {
   // the planted intermediates in this executable's own buffer. Valid until the next call.
   StatusOr<hal::RunArgs> translate(const hal::RunArgs& args) {
     if (args.values.size() != program_->original_values) {
-      return invalid_argument("run: got {} value bindings, the program has {} values", args.values.size(),
-                              program_->original_values);
+      return invalid_argument("run: got {} value bindings, the program has {} values",
+                              args.values.size(), program_->original_values);
     }
     values_.assign(args.values.begin(), args.values.end());
     values_.resize(program_->spec.values.size());
@@ -90,7 +95,9 @@ class FaultExecutable : public hal::Executable {
   }
 
   size_t storage_bytes(int32_t value) const override {
-    return value >= 0 && static_cast<size_t>(value) < program_->original_values ? inner_->storage_bytes(value) : 0;
+    return value >= 0 && static_cast<size_t>(value) < program_->original_values
+               ? inner_->storage_bytes(value)
+               : 0;
   }
   int32_t storage_shared_with(int32_t value) const override {
     if (value < 0 || static_cast<size_t>(value) >= program_->original_values) return -1;
@@ -129,8 +136,12 @@ class FaultExecutable : public hal::Executable {
 class FaultQueue : public hal::Queue {
  public:
   explicit FaultQueue(hal::Queue& inner) : inner_(inner) {}
-  Status write(const hal::BufferRef& dst, std::span<const std::byte> src) override { return inner_.write(dst, src); }
-  Status read(const hal::BufferRef& src, std::span<std::byte> dst) override { return inner_.read(src, dst); }
+  Status write(const hal::BufferRef& dst, std::span<const std::byte> src) override {
+    return inner_.write(dst, src);
+  }
+  Status read(const hal::BufferRef& src, std::span<std::byte> dst) override {
+    return inner_.read(src, dst);
+  }
   Status submit(hal::Executable& executable, const hal::RunArgs& args) override {
     auto* faulted = dynamic_cast<FaultExecutable*>(&executable);
     if (faulted == nullptr) return inner_.submit(executable, args);
@@ -149,7 +160,8 @@ class FaultDevice : public hal::Device {
       : inner_(std::move(inner)), fault_(std::move(fault)), queue_(inner_->queue()) {}
 
   std::string name() const override { return inner_->name(); }
-  Status supports(const hal::DispatchSpec& dispatch, std::span<const hal::ValueSpec> values) const override {
+  Status supports(const hal::DispatchSpec& dispatch,
+                  std::span<const hal::ValueSpec> values) const override {
     return inner_->supports(dispatch, values);
   }
   StatusOr<std::vector<int64_t>> data_sizes(const hal::DispatchSpec& dispatch,
@@ -196,7 +208,8 @@ std::unique_ptr<hal::Device> inject_fault(std::unique_ptr<hal::Device> device, F
 
 hal::DeviceDecorator fault_decorator(std::optional<FaultSpec> fault) {
   if (!fault) return {};
-  return [fault = *fault](std::unique_ptr<hal::Device> device) -> StatusOr<std::unique_ptr<hal::Device>> {
+  return [fault = *fault](
+             std::unique_ptr<hal::Device> device) -> StatusOr<std::unique_ptr<hal::Device>> {
     return inject_fault(std::move(device), fault);
   };
 }

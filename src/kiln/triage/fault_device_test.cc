@@ -64,7 +64,8 @@ TEST(ParseFault, MalformedValuesAreErrorsNamingKilnFault) {
     auto parsed = parse_fault(text);
     ASSERT_FALSE(parsed.ok()) << text;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(parsed.status().message().find("KILN_FAULT='" + std::string(text) + "'"), std::string::npos)
+    EXPECT_NE(parsed.status().message().find("KILN_FAULT='" + std::string(text) + "'"),
+              std::string::npos)
         << parsed.status().to_string();
   }
 }
@@ -87,7 +88,8 @@ TEST(FaultSpec, MatchesIndexNameOrOrigin) {
 class Recorder : public hal::RunObserver {
  public:
   bool wants_outputs(int32_t dispatch) override { return true; }
-  Status after_dispatch(int32_t dispatch, double elapsed_ms, std::span<const Tensor> outputs) override {
+  Status after_dispatch(int32_t dispatch, double elapsed_ms,
+                        std::span<const Tensor> outputs) override {
     seen.push_back(dispatch);
     this->outputs.emplace_back(outputs.begin(), outputs.end());
     return ok_status();
@@ -103,14 +105,17 @@ class FaultRun : public ::testing::Test {
   SpecBuilder program(bool conv_plain) {
     SpecBuilder s;
     const int32_t x = s.input("x", {1, 3, 8, 8});
-    const int32_t conv = conv_plain ? s.output("conv", {1, 12, 8, 8}) : s.value("conv", {1, 12, 8, 8});
+    const int32_t conv =
+        conv_plain ? s.output("conv", {1, 12, 8, 8}) : s.value("conv", {1, 12, 8, 8});
     s.dispatch("d0_conv", "Conv", {x, s.constant("w", w_), s.constant("b", b_)}, {conv},
-               attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"kiln_activation", std::string("relu")}}));
+               attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                      {"kiln_activation", std::string("relu")}}));
     s.spec().dispatches.back().origins = {"onnx_conv", "onnx_relu"};
     const int32_t gap = s.value("gap", {1, 12, 1, 1});
     s.dispatch("d1_gap", "GlobalAveragePool", {conv}, {gap});
     const int32_t flat = s.output("flat", {1, 12});
-    s.dispatch("d2_flatten", "Reshape", {gap, s.constant("shape", i64({2}, std::vector<int64_t>{0, -1}))}, {flat});
+    s.dispatch("d2_flatten", "Reshape",
+               {gap, s.constant("shape", i64({2}, std::vector<int64_t>{0, -1}))}, {flat});
     return s;
   }
 
@@ -121,7 +126,8 @@ class FaultRun : public ::testing::Test {
     return hal::create_device(backend, {2}, fault_decorator(spec));
   }
 
-  StatusOr<std::vector<Tensor>> run(const char* fault, bool conv_plain, hal::RunObserver* observer = nullptr) {
+  StatusOr<std::vector<Tensor>> run(const char* fault, bool conv_plain,
+                                    hal::RunObserver* observer = nullptr) {
     SpecBuilder s = program(conv_plain);
     KILN_ASSIGN_OR_RETURN(auto dev, device(fault));
     KILN_ASSIGN_OR_RETURN(auto exe, dev->prepare(s.spec()));
@@ -204,7 +210,8 @@ TEST_F(FaultRun, ObserversAndDescriptionsSeeTheOriginalProgram) {
   const std::vector<std::string> lines = (*exe)->describe_dispatch(1);
   ASSERT_GE(lines.size(), 2u);
   bool names_fault = false;
-  for (const std::string& line : lines) names_fault |= line.find("KILN_FAULT=nan") != std::string::npos;
+  for (const std::string& line : lines)
+    names_fault |= line.find("KILN_FAULT=nan") != std::string::npos;
   EXPECT_TRUE(names_fault) << fmt::format("{}", fmt::join(lines, "\n"));
   EXPECT_TRUE((*exe)->describe_dispatch(3).empty());
   EXPECT_EQ((*exe)->storage_bytes(static_cast<int32_t>(s.spec().values.size())), 0u);

@@ -21,18 +21,16 @@ StatusOr<Tensor> scalar_f32(float value) {
 
 float fill_value(FaultSpec::Kind kind) {
   switch (kind) {
-    case FaultSpec::Kind::kNan:
-      return std::numeric_limits<float>::quiet_NaN();
-    case FaultSpec::Kind::kInf:
-      return std::numeric_limits<float>::infinity();
-    default:
-      return 0.0f;
+    case FaultSpec::Kind::kNan: return std::numeric_limits<float>::quiet_NaN();
+    case FaultSpec::Kind::kInf: return std::numeric_limits<float>::infinity();
+    default: return 0.0f;
   }
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<FaultedProgram>> plant_fault(const hal::ProgramSpec& spec, const FaultSpec& fault) {
+StatusOr<std::unique_ptr<FaultedProgram>> plant_fault(const hal::ProgramSpec& spec,
+                                                      const FaultSpec& fault) {
   bool any = false;
   for (size_t d = 0; d < spec.dispatches.size() && !any; ++d) {
     any = fault.matches(spec.dispatches[d], static_cast<int32_t>(d));
@@ -79,7 +77,8 @@ StatusOr<std::unique_ptr<FaultedProgram>> plant_fault(const hal::ProgramSpec& sp
       program.dispatches[at].outputs[i] = r;
 
       hal::DispatchSpec corrupt;
-      corrupt.name = fmt::format("{} {}={} on '{}'", original.name, kFaultVariable, fault.kind_text(), value.name);
+      corrupt.name = fmt::format("{} {}={} on '{}'", original.name, kFaultVariable,
+                                 fault.kind_text(), value.name);
       corrupt.attributes = &out->no_attributes;
       corrupt.outputs = {o};
       if (fault.kind == FaultSpec::Kind::kPerturb) {
@@ -88,8 +87,10 @@ StatusOr<std::unique_ptr<FaultedProgram>> plant_fault(const hal::ProgramSpec& sp
         corrupt.inputs = {r, add_constant(std::move(eps), corrupt.name + " eps")};
       } else {
         KILN_ASSIGN_OR_RETURN(Tensor fill, scalar_f32(fill_value(fault.kind)));
-        KILN_ASSIGN_OR_RETURN(Tensor shape, Tensor::create(DType::kI64, {static_cast<int64_t>(value.shape.size())}));
-        for (size_t k = 0; k < value.shape.size(); ++k) shape.mutable_values<int64_t>()[k] = value.shape[k];
+        KILN_ASSIGN_OR_RETURN(
+            Tensor shape, Tensor::create(DType::kI64, {static_cast<int64_t>(value.shape.size())}));
+        for (size_t k = 0; k < value.shape.size(); ++k)
+          shape.mutable_values<int64_t>()[k] = value.shape[k];
         corrupt.op_type = "Expand";
         const int32_t fill_value = add_constant(std::move(fill), corrupt.name + " value");
         corrupt.inputs = {fill_value, add_constant(std::move(shape), corrupt.name + " shape")};

@@ -22,7 +22,7 @@
 namespace kiln::triage {
 
 struct FaultedProgram {
-  hal::ProgramSpec spec;     // the program to prepare; its constants point into `constants`
+  hal::ProgramSpec spec;       // the program to prepare; its constants point into `constants`
   size_t original_values = 0;  // values [0, original_values) are the original program's
   // Per original dispatch: its dispatches in `spec`, the original first, then the inserted ones.
   std::vector<std::vector<int32_t>> dispatches;
@@ -35,6 +35,7 @@ struct FaultedProgram {
 
 // The program with `fault` planted, or nullopt when it selects no dispatch of `spec` (then
 // nothing changes). Errors: allocation failures only.
-StatusOr<std::unique_ptr<FaultedProgram>> plant_fault(const hal::ProgramSpec& spec, const FaultSpec& fault);
+StatusOr<std::unique_ptr<FaultedProgram>> plant_fault(const hal::ProgramSpec& spec,
+                                                      const FaultSpec& fault);
 
 }  // namespace kiln::triage

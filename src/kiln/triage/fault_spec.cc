@@ -17,7 +17,8 @@ Status malformed(std::string_view text, std::string_view why) {
 }
 
 bool all_digits(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
@@ -25,19 +26,16 @@ bool all_digits(std::string_view text) {
 bool FaultSpec::matches(const hal::DispatchSpec& dispatch, int32_t position) const {
   if (index) return (dispatch.module_index >= 0 ? dispatch.module_index : position) == *index;
   if (dispatch.name == node) return true;
-  return std::find(dispatch.origins.begin(), dispatch.origins.end(), node) != dispatch.origins.end();
+  return std::find(dispatch.origins.begin(), dispatch.origins.end(), node) !=
+         dispatch.origins.end();
 }
 
 std::string FaultSpec::kind_text() const {
   switch (kind) {
-    case Kind::kNan:
-      return "nan";
-    case Kind::kInf:
-      return "inf";
-    case Kind::kZero:
-      return "zero";
-    case Kind::kPerturb:
-      return fmt::format("perturb={}", eps);
+    case Kind::kNan: return "nan";
+    case Kind::kInf: return "inf";
+    case Kind::kZero: return "zero";
+    case Kind::kPerturb: return fmt::format("perturb={}", eps);
   }
   return "?";
 }
@@ -45,7 +43,8 @@ std::string FaultSpec::kind_text() const {
 StatusOr<std::optional<FaultSpec>> parse_fault(std::string_view text) {
   if (text.empty()) return std::optional<FaultSpec>();
   constexpr std::string_view kPrefix = "dispatch:";
-  if (text.substr(0, kPrefix.size()) != kPrefix) return malformed(text, "it must start with 'dispatch:'");
+  if (text.substr(0, kPrefix.size()) != kPrefix)
+    return malformed(text, "it must start with 'dispatch:'");
   // Node names may contain ':'; the kind is after the last one.
   const std::string_view rest = text.substr(kPrefix.size());
   const size_t colon = rest.rfind(':');

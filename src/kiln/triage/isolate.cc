@@ -12,7 +12,8 @@ StatusOr<std::vector<Tensor>> run_dispatch_alone(const module::ModuleContents& m
                                                  const Bindings& bindings,
                                                  const runtime::SessionOptions& options) {
   if (d < 0 || static_cast<size_t>(d) >= module.dispatches.size()) {
-    return invalid_argument("dispatch {} is out of range: the module has {}", d, module.dispatches.size());
+    return invalid_argument("dispatch {} is out of range: the module has {}", d,
+                            module.dispatches.size());
   }
   const module::Dispatch& dispatch = module.dispatches[d];
   if (inputs.size() != dispatch.inputs.size()) {
@@ -22,8 +23,8 @@ StatusOr<std::vector<Tensor>> run_dispatch_alone(const module::ModuleContents& m
   hal::ProgramSpec spec;
   std::map<int32_t, int32_t> remap;  // module value -> program value
   std::vector<Tensor> run_inputs;
-  hal::DispatchSpec one{dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {}, d,
-                        dispatch.origins, {}};
+  hal::DispatchSpec one{
+      dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {}, d, dispatch.origins, {}};
   for (const std::string& symbol : dispatch.data_symbols) {
     auto bound = bindings.find(symbol);
     if (bound == bindings.end()) {
@@ -52,7 +53,8 @@ StatusOr<std::vector<Tensor>> run_dispatch_alone(const module::ModuleContents& m
       value_spec.constant = &value.constant;
     } else {
       if (inputs[i].empty_storage()) {
-        return invalid_argument("dispatch '{}': input {} '{}' has no data", dispatch.name, i, value.name);
+        return invalid_argument("dispatch '{}': input {} '{}' has no data", dispatch.name, i,
+                                value.name);
       }
       if (inputs[i].dtype() != value.dtype) {
         return invalid_argument("dispatch '{}': input {} '{}' must be {}, got {}", dispatch.name, i,
@@ -71,17 +73,19 @@ StatusOr<std::vector<Tensor>> run_dispatch_alone(const module::ModuleContents& m
   for (int32_t v : dispatch.outputs) {
     const module::ModuleValue& value = module.values[v];
     auto shape = evaluate_shape(value.shape, bindings);
-    if (!shape.ok()) return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
+    if (!shape.ok())
+      return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
     KILN_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(value.dtype, *shape));
     outputs.push_back(std::move(tensor));
     one.outputs.push_back(static_cast<int32_t>(spec.values.size()));
     spec.outputs.push_back(static_cast<int32_t>(spec.values.size()));
-    spec.values.push_back({value.name, value.dtype, std::move(shape).value(), hal::ValueRole::kOutput, nullptr});
+    spec.values.push_back(
+        {value.name, value.dtype, std::move(shape).value(), hal::ValueRole::kOutput, nullptr});
   }
   spec.dispatches.push_back(std::move(one));
 
-  KILN_ASSIGN_OR_RETURN(auto device, hal::create_device(options.device, {options.threads},
-                                                        options.decorate_device));
+  KILN_ASSIGN_OR_RETURN(
+      auto device, hal::create_device(options.device, {options.threads}, options.decorate_device));
   KILN_ASSIGN_OR_RETURN(auto executable, device->prepare(spec));
   KILN_RETURN_IF_ERROR(hal::run_on_host(*device, *executable, spec, run_inputs, outputs));
   return outputs;

@@ -37,7 +37,8 @@ StatusOr<Tolerance> layer_tolerance(const LayerTolerance& settings, double expec
 // Per module value: the name of the reference tensor it corresponds to. For a dispatch output,
 // the matching output of the last origin node when `graph` (the unoptimized import) has that
 // node, else the value's own name; for any other value, its own name.
-std::vector<std::string> reference_names(const module::ModuleContents& module, const ir::Graph* graph);
+std::vector<std::string> reference_names(const module::ModuleContents& module,
+                                         const ir::Graph* graph);
 
 // Checks that `module` was compiled from `graph`: the same graph inputs (names, dtypes, ranks) and
 // outputs (names), and every dispatch origin a node of `graph`. `what` names the module in the

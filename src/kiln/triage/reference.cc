@@ -75,7 +75,8 @@ class KeepAll : public hal::RunObserver {
 
 }  // namespace
 
-StatusOr<ReferenceValues> evaluate_reference(const ir::Graph& graph, std::span<const Tensor> inputs) {
+StatusOr<ReferenceValues> evaluate_reference(const ir::Graph& graph,
+                                             std::span<const Tensor> inputs) {
   ReferenceValues out;
   out.description = "the float64 reference evaluator";
   const Clock::time_point start = Clock::now();
@@ -102,19 +103,23 @@ StatusOr<ReferenceValues> run_onnxruntime(const std::string& model_path, const i
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_regular_file(options.runner, ec)) {
-    return not_found("the ONNX Runtime runner '{}' does not exist (set KILN_ORT_RUNNER to "
-                     "tools/ort/run_ort.js)", options.runner);
+    return not_found(
+        "the ONNX Runtime runner '{}' does not exist (set KILN_ORT_RUNNER to "
+        "tools/ort/run_ort.js)",
+        options.runner);
   }
   fs::create_directories(options.work_dir + "/outputs", ec);
   if (ec) return invalid_argument("cannot create '{}': {}", options.work_dir, ec.message());
   if (inputs.size() != graph.inputs().size()) {
-    return invalid_argument("the model takes {} inputs, got {}", graph.inputs().size(), inputs.size());
+    return invalid_argument("the model takes {} inputs, got {}", graph.inputs().size(),
+                            inputs.size());
   }
   std::vector<std::pair<std::string, DType>> extra;
   for (const std::string& name : wanted) {
     auto id = graph.find_value(name);
     if (!id || graph.value(*id).constant) continue;
-    if (std::find(graph.inputs().begin(), graph.inputs().end(), *id) != graph.inputs().end()) continue;
+    if (std::find(graph.inputs().begin(), graph.inputs().end(), *id) != graph.inputs().end())
+      continue;
     extra.emplace_back(name, graph.value(*id).dtype);
   }
   const std::string copy = options.work_dir + "/model_with_intermediates.onnx";
@@ -124,10 +129,13 @@ StatusOr<ReferenceValues> run_onnxruntime(const std::string& model_path, const i
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::Value& value = graph.value(graph.inputs()[i]);
     const char* type = ort_type(inputs[i].dtype());
-    if (type == nullptr) return unimplemented("input '{}': ONNX Runtime runner cannot take {}", value.name, dtype_name(inputs[i].dtype()));
+    if (type == nullptr)
+      return unimplemented("input '{}': ONNX Runtime runner cannot take {}", value.name,
+                           dtype_name(inputs[i].dtype()));
     const std::string file = fmt::format("{}/input_{}.bin", options.work_dir, i);
     KILN_RETURN_IF_ERROR(write_tensor_file(file, inputs[i], TensorFileFormat::kRaw));
-    std::string dims = inputs[i].shape().empty() ? "scalar" : fmt::format("{}", fmt::join(inputs[i].shape(), "x"));
+    std::string dims =
+        inputs[i].shape().empty() ? "scalar" : fmt::format("{}", fmt::join(inputs[i].shape(), "x"));
     command += " --input " + shell_quote(fmt::format("{}={}:{}:{}", value.name, dims, type, file));
   }
   command += " --output-dir " + shell_quote(options.work_dir + "/outputs");
@@ -175,10 +183,12 @@ StatusOr<ReferenceValues> run_onnxruntime(const std::string& model_path, const i
         pos = x + 1;
       }
     }
-    KILN_ASSIGN_OR_RETURN(Tensor tensor, read_raw_tensor_file(base + ".bin", graph.value(*id).dtype, shape));
+    KILN_ASSIGN_OR_RETURN(Tensor tensor,
+                          read_raw_tensor_file(base + ".bin", graph.value(*id).dtype, shape));
     out.values[name] = std::move(tensor);
   }
-  for (size_t i = 0; i < inputs.size(); ++i) out.values[graph.value(graph.inputs()[i]).name] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i)
+    out.values[graph.value(graph.inputs()[i]).name] = inputs[i];
   // The model copy and the outputs are large and now in memory.
   fs::remove_all(options.work_dir, ec);
   return out;

@@ -21,13 +21,15 @@
 namespace kiln::triage {
 
 struct ReferenceValues {
-  std::string description;  // "the float64 reference evaluator", "ONNX Runtime (CPU)", "module 'x.kmod'"
+  std::string
+      description;  // "the float64 reference evaluator", "ONNX Runtime (CPU)", "module 'x.kmod'"
   std::map<std::string, Tensor> values;
   double elapsed_ms = 0;  // wall time of the reference computation
 };
 
 // Evaluates `graph` (inputs in graph.inputs() order) keeping every value, graph inputs included.
-StatusOr<ReferenceValues> evaluate_reference(const ir::Graph& graph, std::span<const Tensor> inputs);
+StatusOr<ReferenceValues> evaluate_reference(const ir::Graph& graph,
+                                             std::span<const Tensor> inputs);
 
 struct OrtOptions {
   std::string node = "node";  // the node.js binary
@@ -40,8 +42,9 @@ struct OrtOptions {
 std::string default_ort_runner();
 
 // Runs `model_path` in ONNX Runtime on `inputs` (graph.inputs() order; `graph` is its import),
-// with every name in `wanted` added as a graph output. options.work_dir is removed afterwards. Errors: the runner or node missing, ORT
-// failing (its message quoted), an output file missing or of the wrong size.
+// with every name in `wanted` added as a graph output. options.work_dir is removed afterwards.
+// Errors: the runner or node missing, ORT failing (its message quoted), an output file missing or
+// of the wrong size.
 StatusOr<ReferenceValues> run_onnxruntime(const std::string& model_path, const ir::Graph& graph,
                                           std::span<const Tensor> inputs,
                                           std::span<const std::string> wanted,

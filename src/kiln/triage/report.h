@@ -27,7 +27,7 @@ namespace kiln::triage {
 struct ReportContext {
   std::string model;
   const TriageResult* result = nullptr;
-  const ReproFiles* repro = nullptr;          // when one was written
+  const ReproFiles* repro = nullptr;         // when one was written
   std::map<std::string, double> timings_ms;  // "import", "compile", "reference", "kiln", ...
 };
 

@@ -16,7 +16,8 @@ namespace {
 
 std::string shell_quote(const std::string& text) {
   const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("/._-=:@,+").find(c) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("/._-=:@,+").find(c) != std::string_view::npos;
   });
   if (plain && !text.empty()) return text;
   std::string out = "'";
@@ -30,8 +31,8 @@ std::optional<std::string> fault_for_repro(const std::optional<FaultSpec>& fault
                                            const module::ModuleContents& module, int32_t dispatch) {
   if (!fault) return std::nullopt;
   const module::Dispatch& d = module.dispatches[dispatch];
-  hal::DispatchSpec spec{d.name, d.op_type, &d.attributes, d.inputs, d.outputs, dispatch, d.origins,
-                         {}};
+  hal::DispatchSpec spec{d.name,    d.op_type, &d.attributes, d.inputs,
+                         d.outputs, dispatch,  d.origins,     {}};
   if (!fault->matches(spec, dispatch)) return std::nullopt;
   const std::string node = d.origins.empty() ? d.name : d.origins.front();
   return fmt::format("dispatch:{}:{}", node, fault->kind_text());
@@ -49,7 +50,8 @@ StatusOr<ReproFiles> write_repro(const ReproRequest& request) {
   if (ec) return invalid_argument("cannot create '{}': {}", files.dir, ec.message());
 
   std::map<std::string, ir::NodeId> by_name;
-  for (size_t n = 0; n < graph.nodes().size(); ++n) by_name.emplace(graph.nodes()[n].name, static_cast<ir::NodeId>(n));
+  for (size_t n = 0; n < graph.nodes().size(); ++n)
+    by_name.emplace(graph.nodes()[n].name, static_cast<ir::NodeId>(n));
   std::vector<ir::NodeId> nodes;
   for (const std::string& origin : dispatch.origins) {
     auto it = by_name.find(origin);
@@ -63,7 +65,8 @@ StatusOr<ReproFiles> write_repro(const ReproRequest& request) {
   std::sort(nodes.begin(), nodes.end());
   const ir::Node& last = graph.node(by_name.at(dispatch.origins.back()));
   std::vector<ir::ValueId> outputs;
-  for (size_t i = 0; i < dispatch.outputs.size() && i < last.outputs.size(); ++i) outputs.push_back(last.outputs[i]);
+  for (size_t i = 0; i < dispatch.outputs.size() && i < last.outputs.size(); ++i)
+    outputs.push_back(last.outputs[i]);
 
   files.onnx = files.dir + "/repro.onnx";
   const std::string name = fmt::format("repro_{}", dispatch.origins.front());
@@ -72,7 +75,8 @@ StatusOr<ReproFiles> write_repro(const ReproRequest& request) {
   // The repro's inputs, in the order its import gives them.
   KILN_ASSIGN_OR_RETURN(ir::Graph sub, onnx_import::import_file(files.onnx));
   auto reference_value = [&](const std::string& value) -> StatusOr<Tensor> {
-    if (auto it = request.reference->values.find(value); it != request.reference->values.end()) return it->second;
+    if (auto it = request.reference->values.find(value); it != request.reference->values.end())
+      return it->second;
     for (size_t i = 0; i < graph.inputs().size() && i < request.model_inputs.size(); ++i) {
       if (graph.value(graph.inputs()[i]).name == value) return request.model_inputs[i];
     }
@@ -111,9 +115,9 @@ StatusOr<ReproFiles> write_repro(const ReproRequest& request) {
   KILN_RETURN_IF_ERROR(module::write_module(*contents, files.kmod));
 
   files.script = files.dir + "/repro.sh";
-  const std::string script = fmt::format(
-      "#!/bin/sh\n# {}\nset -e\n{} compile {} -o {}\n{}\n", request.summary, shell_quote(request.kiln),
-      shell_quote(files.onnx), shell_quote(files.kmod), command);
+  const std::string script = fmt::format("#!/bin/sh\n# {}\nset -e\n{} compile {} -o {}\n{}\n",
+                                         request.summary, shell_quote(request.kiln),
+                                         shell_quote(files.onnx), shell_quote(files.kmod), command);
   KILN_RETURN_IF_ERROR(write_file_atomically(files.script, script));
   ::chmod(files.script.c_str(), 0755);
   KILN_RETURN_IF_ERROR(write_file_atomically(

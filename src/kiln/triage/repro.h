@@ -28,16 +28,16 @@ struct ReproFiles {
 };
 
 struct ReproRequest {
-  const ir::Graph* graph = nullptr;                   // the unoptimized import
-  const module::ModuleContents* module = nullptr;     // the module that diverged
+  const ir::Graph* graph = nullptr;                // the unoptimized import
+  const module::ModuleContents* module = nullptr;  // the module that diverged
   int32_t dispatch = 0;
   const ReferenceValues* reference = nullptr;
-  std::span<const Tensor> model_inputs;               // graph inputs (graph.inputs() order)
-  std::vector<Tolerance> tolerances;                  // per dispatch output
+  std::span<const Tensor> model_inputs;  // graph inputs (graph.inputs() order)
+  std::vector<Tolerance> tolerances;     // per dispatch output
   std::string dir;
-  std::string kiln = "kiln";                          // how the command names the kiln binary
-  std::string summary;                                // a line for README.txt
-  std::optional<FaultSpec> fault;                     // planted in the run that diverged
+  std::string kiln = "kiln";       // how the command names the kiln binary
+  std::string summary;             // a line for README.txt
+  std::optional<FaultSpec> fault;  // planted in the run that diverged
 };
 
 // Writes the files above. Errors: an origin that is not a node of the graph, a subgraph input or

@@ -19,14 +19,15 @@ StatusOr<int32_t> find_dispatch(const module::ModuleContents& module, const std:
   }
   for (int64_t d = 0; d < count; ++d) {
     const module::Dispatch& dispatch = module.dispatches[d];
-    if (dispatch.name == selector ||
-        std::find(dispatch.origins.begin(), dispatch.origins.end(), selector) != dispatch.origins.end()) {
+    if (dispatch.name == selector || std::find(dispatch.origins.begin(), dispatch.origins.end(),
+                                               selector) != dispatch.origins.end()) {
       return static_cast<int32_t>(d);
     }
   }
-  return invalid_argument("no dispatch is named '{}' or comes from an ONNX node of that name "
-                          "(give an index 0..{}, a dispatch name or an ONNX node name)",
-                          selector, count - 1);
+  return invalid_argument(
+      "no dispatch is named '{}' or comes from an ONNX node of that name "
+      "(give an index 0..{}, a dispatch name or an ONNX node name)",
+      selector, count - 1);
 }
 
 StatusOr<std::unique_ptr<Tracer>> Tracer::create(const module::ModuleContents& module,
@@ -44,7 +45,8 @@ StatusOr<std::unique_ptr<Tracer>> Tracer::create(const module::ModuleContents& m
   for (size_t d = 0; d < module.dispatches.size(); ++d) {
     if (!tracer->traced(static_cast<int32_t>(d))) continue;
     for (int32_t v : module.dispatches[d].inputs) {
-      if (v >= 0 && module.values[v].kind == module::ValueKind::kIntermediate) tracer->keep_[v] = true;
+      if (v >= 0 && module.values[v].kind == module::ValueKind::kIntermediate)
+        tracer->keep_[v] = true;
     }
   }
   tracer->time_.assign(module.dispatches.size(), std::nullopt);
@@ -62,7 +64,8 @@ StatusOr<Tensor> Tracer::input_value(int32_t value) const {
   const module::ModuleValue& v = module_.values[value];
   if (v.kind == module::ValueKind::kConstant) return v.constant;
   if (v.kind == module::ValueKind::kInput) {
-    auto pos = std::find(module_.inputs.begin(), module_.inputs.end(), value) - module_.inputs.begin();
+    auto pos =
+        std::find(module_.inputs.begin(), module_.inputs.end(), value) - module_.inputs.begin();
     if (static_cast<size_t>(pos) < inputs_.size()) return inputs_[pos];
   } else if (auto it = kept_.find(value); it != kept_.end()) {
     return it->second;
@@ -70,7 +73,8 @@ StatusOr<Tensor> Tracer::input_value(int32_t value) const {
   return internal_error("trace: value '{}' was not kept", v.name);
 }
 
-Status Tracer::after_dispatch(int32_t dispatch, double elapsed_ms, std::span<const Tensor> outputs) {
+Status Tracer::after_dispatch(int32_t dispatch, double elapsed_ms,
+                              std::span<const Tensor> outputs) {
   const module::Dispatch& d = module_.dispatches[dispatch];
   time_[dispatch] = elapsed_ms;
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -89,10 +93,11 @@ Status Tracer::after_dispatch(int32_t dispatch, double elapsed_ms, std::span<con
     KILN_RETURN_IF_ERROR(write_tensor_file(fmt::format("{}.out{}.npy", stem, i), outputs[i]));
     stats_[dispatch].push_back(compute_stats(outputs[i]));
     parts.push_back(fmt::format("out {} '{}' {}: {}", i, module_.values[d.outputs[i]].name,
-                                shape_to_string(outputs[i].shape()), format_stats(stats_[dispatch].back())));
+                                shape_to_string(outputs[i].shape()),
+                                format_stats(stats_[dispatch].back())));
   }
-  summary_.push_back(fmt::format("{:4} {} ({}) {:.3f} ms; {}", dispatch, d.name, d.op_type, elapsed_ms,
-                                 fmt::join(parts, "; ")));
+  summary_.push_back(fmt::format("{:4} {} ({}) {:.3f} ms; {}", dispatch, d.name, d.op_type,
+                                 elapsed_ms, fmt::join(parts, "; ")));
   // Free what no later traced dispatch reads.
   for (auto it = kept_.begin(); it != kept_.end();) {
     bool later = false;
@@ -119,8 +124,12 @@ Status Tracer::finish(runtime::Session& session, const Bindings& bindings) {
     if (time_[d]) extra["elapsed_ms"] = *time_[d];
     nlohmann::ordered_json stats = nlohmann::ordered_json::array();
     for (const TensorStats& s : stats_[d]) {
-      stats.push_back({{"count", s.count}, {"nan", s.nan}, {"inf", s.inf}, {"min", s.min},
-                       {"max", s.max}, {"mean", s.mean}});
+      stats.push_back({{"count", s.count},
+                       {"nan", s.nan},
+                       {"inf", s.inf},
+                       {"min", s.min},
+                       {"max", s.max},
+                       {"mean", s.mean}});
     }
     extra["output_stats"] = std::move(stats);
     nlohmann::ordered_json files = nlohmann::ordered_json::array();
@@ -131,12 +140,14 @@ Status Tracer::finish(runtime::Session& session, const Bindings& bindings) {
         files.push_back(fmt::format("{}.in{}.npy", stem, i));
       }
     }
-    for (size_t i = 0; i < dispatch.outputs.size(); ++i) files.push_back(fmt::format("{}.out{}.npy", stem, i));
+    for (size_t i = 0; i < dispatch.outputs.size(); ++i)
+      files.push_back(fmt::format("{}.out{}.npy", stem, i));
     extra["files"] = std::move(files);
     run.extra[d] = std::move(extra);
   }
   KILN_RETURN_IF_ERROR(write_dispatch_dump(dir_, module_, {}, &run));
-  return write_file_atomically(dir_ + "/summary.txt", fmt::format("{}\n", fmt::join(summary_, "\n")));
+  return write_file_atomically(dir_ + "/summary.txt",
+                               fmt::format("{}\n", fmt::join(summary_, "\n")));
 }
 
 }  // namespace kiln::triage

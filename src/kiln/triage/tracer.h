@@ -39,7 +39,8 @@ class Tracer : public hal::RunObserver {
                                                   const std::optional<std::string>& only);
 
   bool wants_outputs(int32_t dispatch) override;
-  Status after_dispatch(int32_t dispatch, double elapsed_ms, std::span<const Tensor> outputs) override;
+  Status after_dispatch(int32_t dispatch, double elapsed_ms,
+                        std::span<const Tensor> outputs) override;
 
   // After `session` ran with this tracer, binding `bindings` (Session::run's `bound`): writes the
   // descriptions (with the concrete shapes and kernels of that run, plus each traced dispatch's

@@ -44,7 +44,8 @@ class Comparer : public hal::RunObserver {
       if (auto it = reference_.values.find(layer.value); it != reference_.values.end()) {
         layer.compared = true;
         layer.expected_max_abs = compute_stats(it->second).max_abs;
-        KILN_ASSIGN_OR_RETURN(layer.tolerance, layer_tolerance(options_.tolerance, layer.expected_max_abs));
+        KILN_ASSIGN_OR_RETURN(layer.tolerance,
+                              layer_tolerance(options_.tolerance, layer.expected_max_abs));
         auto compared = compare_tensors(outputs[i], it->second, layer.tolerance);
         if (compared.ok()) {
           layer.result = std::move(compared).value();
@@ -83,8 +84,9 @@ runtime::SessionOptions session_options(const TriageOptions& options) {
   if (!out.decorate_device) {
     out.decorate_device = std::move(fault);
   } else {
-    out.decorate_device = [first = std::move(out.decorate_device), fault = std::move(fault)](
-                              std::unique_ptr<hal::Device> device) -> StatusOr<std::unique_ptr<hal::Device>> {
+    out.decorate_device =
+        [first = std::move(out.decorate_device), fault = std::move(fault)](
+            std::unique_ptr<hal::Device> device) -> StatusOr<std::unique_ptr<hal::Device>> {
       KILN_ASSIGN_OR_RETURN(device, first(std::move(device)));
       return fault(std::move(device));
     };
@@ -103,7 +105,8 @@ StatusOr<Bindings> Triage::check_inputs(std::span<const Tensor> inputs) const {
   return session->bind(inputs);
 }
 
-StatusOr<TriageResult> Triage::run(std::span<const Tensor> inputs, const ReferenceValues& reference) const {
+StatusOr<TriageResult> Triage::run(std::span<const Tensor> inputs,
+                                   const ReferenceValues& reference) const {
   TriageResult result;
   result.reference = reference.description;
   KILN_ASSIGN_OR_RETURN(auto session, runtime::Session::create(module_, session_options(options_)));
@@ -132,7 +135,8 @@ Status Triage::isolate(std::span<const Tensor> inputs, const ReferenceValues& re
       continue;
     }
     if (module_->values[v].kind == module::ValueKind::kInput) {
-      const auto pos = std::find(module_->inputs.begin(), module_->inputs.end(), v) - module_->inputs.begin();
+      const auto pos =
+          std::find(module_->inputs.begin(), module_->inputs.end(), v) - module_->inputs.begin();
       fed.push_back(inputs[pos]);
       continue;
     }
@@ -145,14 +149,15 @@ Status Triage::isolate(std::span<const Tensor> inputs, const ReferenceValues& re
     }
   }
   if (!missing.empty()) {
-    divergence.explanation = fmt::format(
-        "could not re-run it alone: the reference has no value for its input(s) {}",
-        fmt::join(missing, ", "));
+    divergence.explanation =
+        fmt::format("could not re-run it alone: the reference has no value for its input(s) {}",
+                    fmt::join(missing, ", "));
     return ok_status();
   }
   auto alone = run_dispatch_alone(*module_, divergence.dispatch, fed, result.bindings,
                                   session_options(options_));
-  if (!alone.ok()) return std::move(alone).status().with_note("re-running the first diverging dispatch alone");
+  if (!alone.ok())
+    return std::move(alone).status().with_note("re-running the first diverging dispatch alone");
   divergence.isolated_run = true;
   bool still_wrong = false;
   for (size_t i = 0; i < alone->size(); ++i) {
@@ -168,7 +173,8 @@ Status Triage::isolate(std::span<const Tensor> inputs, const ReferenceValues& re
   divergence.at_fault = still_wrong;
   if (still_wrong) {
     divergence.explanation =
-        "re-run alone on the reference's own inputs, it still diverges: this dispatch computes wrongly";
+        "re-run alone on the reference's own inputs, it still diverges: this dispatch computes "
+        "wrongly";
     return ok_status();
   }
   // Not at fault: name the inputs that were furthest off, relative to their tolerance.
@@ -178,9 +184,10 @@ Status Triage::isolate(std::span<const Tensor> inputs, const ReferenceValues& re
     for (const LayerReport& layer : result.layers) {
       if (layer.value != names_[v] || !layer.compared || !layer.error.empty()) continue;
       const double bound = layer.tolerance.atol + layer.tolerance.rtol * layer.expected_max_abs;
-      inputs_off.push_back(fmt::format("'{}' (max abs err {:.3g}, {:.0f}% of its tolerance)", layer.value,
-                                       layer.result.max_abs_error,
-                                       bound > 0 ? 100.0 * layer.result.max_abs_error / bound : 0.0));
+      inputs_off.push_back(
+          fmt::format("'{}' (max abs err {:.3g}, {:.0f}% of its tolerance)", layer.value,
+                      layer.result.max_abs_error,
+                      bound > 0 ? 100.0 * layer.result.max_abs_error / bound : 0.0));
     }
   }
   divergence.explanation = fmt::format(

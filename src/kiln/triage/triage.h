@@ -99,7 +99,8 @@ class Triage {
 
   // Runs the module on `inputs` (a fresh session, with options.fault planted) and compares with
   // `reference`. Errors: bad inputs, a failing run, a bad tolerance setting.
-  StatusOr<TriageResult> run(std::span<const Tensor> inputs, const ReferenceValues& reference) const;
+  StatusOr<TriageResult> run(std::span<const Tensor> inputs,
+                             const ReferenceValues& reference) const;
 
  private:
   Status isolate(std::span<const Tensor> inputs, const ReferenceValues& reference,

@@ -22,7 +22,8 @@ namespace {
 Tensor values(ConcreteShape shape, float scale, float offset) {
   Tensor t = Tensor::create(DType::kF32, std::move(shape)).value();
   auto v = t.mutable_values<float>();
-  for (size_t i = 0; i < v.size(); ++i) v[i] = scale * std::sin(0.7f * static_cast<float>(i)) + offset;
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = scale * std::sin(0.7f * static_cast<float>(i)) + offset;
   return t;
 }
 
@@ -30,10 +31,13 @@ Tensor values(ConcreteShape shape, float scale, float offset) {
 ir::Graph small_graph(const std::string& output = "f") {
   ir::Graph g;
   g.name = "small";
-  const ir::ValueId x = g.add_input("x", DType::kF32, {DimExpr::symbol("N"), DimExpr(3), DimExpr(6), DimExpr(6)});
+  const ir::ValueId x =
+      g.add_input("x", DType::kF32, {DimExpr::symbol("N"), DimExpr(3), DimExpr(6), DimExpr(6)});
   const ir::ValueId w = g.add_constant("w", values({4, 3, 3, 3}, 0.3f, 0.0f));
   const ir::ValueId b = g.add_constant("b", values({4}, 0.1f, 0.2f));
-  auto value = [&](const std::string& name) { return g.add_value(ir::Value{name, DType::kF32, {}, std::nullopt, std::nullopt}); };
+  auto value = [&](const std::string& name) {
+    return g.add_value(ir::Value{name, DType::kF32, {}, std::nullopt, std::nullopt});
+  };
   const ir::ValueId c = value("c"), r = value("r"), gp = value("g"), f = value(output);
   ir::Node conv{"conv", "Conv", {x, w, b}, {c}, {}, {}};
   conv.attributes.set("pads", std::vector<int64_t>{1, 1, 1, 1});
@@ -102,20 +106,23 @@ TEST_F(SmallGraph, ModuleMustComeFromTheModel) {
   auto other = compile_graph(small_graph("logits"));
   Status mismatch = check_module_matches_graph(*other, graph_, "--against module 'o.kmod'");
   EXPECT_EQ(mismatch.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(mismatch.message().find("--against module 'o.kmod' was not built from this model"), std::string::npos);
+  EXPECT_NE(mismatch.message().find("--against module 'o.kmod' was not built from this model"),
+            std::string::npos);
   EXPECT_NE(mismatch.message().find("[logits]"), std::string::npos) << mismatch.message();
 
   module::ModuleContents renamed = *module_;
   renamed.dispatches[1].origins = {"pool_from_elsewhere"};
   Status unknown = check_module_matches_graph(renamed, graph_, "m");
-  EXPECT_NE(unknown.message().find("'pool_from_elsewhere'"), std::string::npos) << unknown.message();
+  EXPECT_NE(unknown.message().find("'pool_from_elsewhere'"), std::string::npos)
+      << unknown.message();
 }
 
 TEST_F(SmallGraph, FindDispatchByIndexNameOrNode) {
   EXPECT_EQ(find_dispatch(*module_, "1").value(), 1);
   EXPECT_EQ(find_dispatch(*module_, "relu").value(), 0);
   EXPECT_EQ(find_dispatch(*module_, module_->dispatches[2].name).value(), 2);
-  EXPECT_NE(find_dispatch(*module_, "3").status().message().find("out of range"), std::string::npos);
+  EXPECT_NE(find_dispatch(*module_, "3").status().message().find("out of range"),
+            std::string::npos);
   EXPECT_NE(find_dispatch(*module_, "nope").status().message().find("'nope'"), std::string::npos);
 }
 

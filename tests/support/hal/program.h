@@ -33,8 +33,8 @@ class SpecBuilder {
 };
 
 struct RunOptions {
-  bool share_memory = true;  // overlap intermediates whose lifetimes do not overlap
-  bool poison = true;        // fill arena and outputs with NaN first
+  bool share_memory = true;              // overlap intermediates whose lifetimes do not overlap
+  bool poison = true;                    // fill arena and outputs with NaN first
   hal::RunObserver* observer = nullptr;  // passed through RunArgs
 };
 

@@ -11,7 +11,8 @@ Tensor reference(const std::string& op_type, const std::vector<Tensor>& inputs,
   OpGraph graph(op_type);
   std::vector<Tensor> present;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].element_count() == 0 && inputs[i].shape().empty() && inputs[i].data() == nullptr) {
+    if (inputs[i].element_count() == 0 && inputs[i].shape().empty() &&
+        inputs[i].data() == nullptr) {
       graph.absent();
       continue;
     }
@@ -38,13 +39,13 @@ Tensor scalar(float v) {
 Tensor reference_activation(const Tensor& x, const kernels::FusedActivation& activation) {
   using Kind = kernels::FusedActivation::Kind;
   switch (activation.kind) {
-    case Kind::kNone:
-      return x;
-    case Kind::kRelu:
-      return reference("Relu", {x});
+    case Kind::kNone: return x;
+    case Kind::kRelu: return reference("Relu", {x});
     case Kind::kClip:
-      return reference("Clip", {x, std::isinf(activation.min) ? Tensor() : scalar(static_cast<float>(activation.min)),
-                                std::isinf(activation.max) ? Tensor() : scalar(static_cast<float>(activation.max))});
+      return reference(
+          "Clip",
+          {x, std::isinf(activation.min) ? Tensor() : scalar(static_cast<float>(activation.min)),
+           std::isinf(activation.max) ? Tensor() : scalar(static_cast<float>(activation.max))});
   }
   return x;
 }
@@ -76,7 +77,8 @@ Tensor ref_pool(const Tensor& x, const PoolRef& p) {
   pads.insert(pads.end(), end.begin(), end.end());
   bool ceil = false;
   for (size_t i = 0; i < r; ++i) {
-    const int64_t span = x.shape()[2 + i] + begin[i] + end[i] - (dilations[i] * (p.kernel[i] - 1) + 1);
+    const int64_t span =
+        x.shape()[2 + i] + begin[i] + end[i] - (dilations[i] * (p.kernel[i] - 1) + 1);
     if (span / strides[i] + 1 != p.out[2 + i]) ceil = true;
   }
   Attributes a;
@@ -93,8 +95,8 @@ Tensor ref_pool(const Tensor& x, const PoolRef& p) {
 
 Tensor ref_batch_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean,
                       const Tensor& var, double eps, bool relu) {
-  Tensor y = reference("BatchNormalization", {x, scale, bias, mean, var},
-                       attrs({{"epsilon", eps}}));
+  Tensor y =
+      reference("BatchNormalization", {x, scale, bias, mean, var}, attrs({{"epsilon", eps}}));
   return relu ? reference("Relu", {y}) : y;
 }
 

@@ -45,15 +45,17 @@ inline StatusOr<std::vector<Tensor>> run_op(std::string_view op_type, const std:
     if (!in.tensor) {
       inputs.push_back({});
     } else {
-      inputs.push_back({true, in.tensor->dtype(), in.tensor->shape(),
-                        in.constant ? &*in.tensor : nullptr});
+      inputs.push_back(
+          {true, in.tensor->dtype(), in.tensor->shape(), in.constant ? &*in.tensor : nullptr});
     }
   }
   KILN_ASSIGN_OR_RETURN(Planned p, plan_concrete(*k, attributes, inputs, output_count, nullptr));
   std::vector<ConstBuffer> in_buffers;
   for (const In& in : ins) {
-    if (!in.tensor) in_buffers.push_back({});
-    else in_buffers.push_back({in.tensor->dtype(), in.tensor->shape(), in.tensor->data()});
+    if (!in.tensor)
+      in_buffers.push_back({});
+    else
+      in_buffers.push_back({in.tensor->dtype(), in.tensor->shape(), in.tensor->data()});
   }
   std::vector<Tensor> outs;
   for (const ConcreteOutput& o : p.outputs) {

@@ -4,10 +4,10 @@
 
 #include <unistd.h>
 
+#include <dirent.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <string>
 #include <vector>
 
@@ -37,23 +37,23 @@ inline ModuleContents sample_contents() {
   auto add = [&](std::string name, DType dtype, Shape shape, ValueKind kind, Tensor data = {}) {
     m.values.push_back({std::move(name), dtype, std::move(shape), kind, std::move(data)});
   };
-  add("x", DType::kF32, {n, 3, 4, 4}, ValueKind::kInput);                         // 0
+  add("x", DType::kF32, {n, 3, 4, 4}, ValueKind::kInput);  // 0
   add("conv0_w", DType::kF32, {2, 3, 1, 1}, ValueKind::kConstant, make_f32({2, 3, 1, 1}, 1));
-  add("conv0_b", DType::kF32, {2}, ValueKind::kConstant, make_f32({2}, -7));      // 2
-  add("y", DType::kF32, {n, 2, 4, 4}, ValueKind::kIntermediate);                  // 3
+  add("conv0_b", DType::kF32, {2}, ValueKind::kConstant, make_f32({2}, -7));  // 2
+  add("y", DType::kF32, {n, 2, 4, 4}, ValueKind::kIntermediate);              // 3
   Tensor shape_data = Tensor::create(DType::kI64, {2}).value();
   shape_data.mutable_values<int64_t>()[0] = -1;
   shape_data.mutable_values<int64_t>()[1] = 32;
-  add("shape", DType::kI64, {2}, ValueKind::kConstant, shape_data);               // 4
-  add("z", DType::kF32, {n, 32}, ValueKind::kIntermediate);                       // 5
-  add("mask", DType::kBool, {sym("seq len")}, ValueKind::kInput);                 // 6
+  add("shape", DType::kI64, {2}, ValueKind::kConstant, shape_data);  // 4
+  add("z", DType::kF32, {n, 32}, ValueKind::kIntermediate);          // 5
+  add("mask", DType::kBool, {sym("seq len")}, ValueKind::kInput);    // 6
   Tensor flags = Tensor::create(DType::kBool, {3}).value();
   flags.mutable_values<uint8_t>()[1] = 1;
-  add("flags", DType::kBool, {3}, ValueKind::kConstant, flags);                   // 7
+  add("flags", DType::kBool, {3}, ValueKind::kConstant, flags);  // 7
   add("odd", DType::kF32, {(n + 1).floor_div(2), 2 * n + 3, sym("seq len") * n},
-      ValueKind::kIntermediate);                                                  // 8
+      ValueKind::kIntermediate);  // 8
   add("nothing", DType::kF32, {0}, ValueKind::kConstant,
-      Tensor::create(DType::kF32, {0}).value());                                  // 9
+      Tensor::create(DType::kF32, {0}).value());  // 9
 
   Dispatch conv{"d0_conv0", "Conv", {0, 1, 2}, {3}, {}, {"conv0"}};
   conv.attributes.set("group", int64_t{1});
@@ -65,8 +65,7 @@ inline ModuleContents sample_contents() {
   conv.attributes.set("empty_ints", std::vector<int64_t>{});
   m.dispatches.push_back(conv);
   m.dispatches.push_back({"d1_reshape", "Reshape", {3, 4}, {5}, {}, {"reshape0", "flatten0"}});
-  m.dispatches.push_back(
-      {"d2_custom", "kiln.Custom", {5, kAbsentValue, 6, 7, 9}, {8}, {}, {}});
+  m.dispatches.push_back({"d2_custom", "kiln.Custom", {5, kAbsentValue, 6, 7, 9}, {8}, {}, {}});
   m.inputs = {0, 6};
   m.outputs = {8, 5};
   return m;
@@ -88,8 +87,8 @@ inline void expect_same_contents(const ModuleContents& a, const ModuleContents& 
     EXPECT_EQ(va.kind, vb.kind);
     ASSERT_EQ(va.shape.size(), vb.shape.size());
     for (size_t d = 0; d < va.shape.size(); ++d) {
-      EXPECT_EQ(va.shape[d], vb.shape[d]) << va.shape[d].to_string() << " vs "
-                                          << vb.shape[d].to_string();
+      EXPECT_EQ(va.shape[d], vb.shape[d])
+          << va.shape[d].to_string() << " vs " << vb.shape[d].to_string();
     }
     EXPECT_EQ(va.constant.empty_storage(), vb.constant.empty_storage());
     EXPECT_EQ(va.constant.dtype(), vb.constant.dtype());

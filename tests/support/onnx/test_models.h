@@ -42,8 +42,8 @@ class ModelBuilder {
     t->set_data_type(onnx::TensorProto::FLOAT);
     for (int64_t d : dims) t->add_dims(d);
     if (raw) {
-      t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()),
-                                  values.size() * sizeof(float)));
+      t->set_raw_data(
+          std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
     } else {
       for (float v : values) t->add_float_data(v);
     }

@@ -73,8 +73,7 @@ Status for_each_field(std::string_view data, const std::function<Status(const Fi
         KILN_ASSIGN_OR_RETURN(f.bytes, r.bytes(n));
         break;
       }
-      default:
-        return data_loss("unsupported wire type {}", f.wire);
+      default: return data_loss("unsupported wire type {}", f.wire);
     }
     KILN_RETURN_IF_ERROR(fn(f));
   }
@@ -111,22 +110,14 @@ void append_fixed(const Field& f, std::vector<T>& out) {
 
 StatusOr<DType> onnx_dtype(int64_t code) {
   switch (code) {
-    case 1:
-      return DType::kF32;
-    case 2:
-      return DType::kU8;
-    case 3:
-      return DType::kI8;
-    case 6:
-      return DType::kI32;
-    case 7:
-      return DType::kI64;
-    case 9:
-      return DType::kBool;
-    case 11:
-      return DType::kF64;
-    default:
-      return unimplemented("ONNX data type {}", code);
+    case 1: return DType::kF32;
+    case 2: return DType::kU8;
+    case 3: return DType::kI8;
+    case 6: return DType::kI32;
+    case 7: return DType::kI64;
+    case 9: return DType::kBool;
+    case 11: return DType::kF64;
+    default: return unimplemented("ONNX data type {}", code);
   }
 }
 
@@ -147,26 +138,17 @@ StatusOr<Tensor> decode_tensor(std::string_view data) {
   int64_t type = 0;
   KILN_RETURN_IF_ERROR(for_each_field(data, [&](const Field& f) -> Status {
     switch (f.number) {
-      case 1:
-        return append_varints(f, dims);
-      case 2:
-        type = static_cast<int64_t>(f.value);
-        break;
-      case 4:
-        append_fixed(f, floats);
-        break;
+      case 1: return append_varints(f, dims);
+      case 2: type = static_cast<int64_t>(f.value); break;
+      case 4: append_fixed(f, floats); break;
       case 5:
-      case 7:
-        return append_varints(f, ints);
+      case 7: return append_varints(f, ints);
       case 9:
         raw = f.bytes;
         has_raw = true;
         break;
-      case 10:
-        append_fixed(f, doubles);
-        break;
-      default:
-        break;
+      case 10: append_fixed(f, doubles); break;
+      default: break;
     }
     return ok_status();
   }));
@@ -206,8 +188,7 @@ StatusOr<Tensor> decode_tensor(std::string_view data) {
       KILN_RETURN_IF_ERROR(check(ints.size()));
       for (size_t i = 0; i < n; ++i) t.mutable_values<uint8_t>()[i] = static_cast<uint8_t>(ints[i]);
       break;
-    default:
-      return unimplemented("tensor data of dtype {}", dtype_name(dtype));
+    default: return unimplemented("tensor data of dtype {}", dtype_name(dtype));
   }
   return t;
 }
@@ -264,9 +245,7 @@ StatusOr<std::pair<std::string, Attribute>> decode_attribute(std::string_view da
   std::vector<std::string> strings;
   KILN_RETURN_IF_ERROR(for_each_field(data, [&](const Field& field) -> Status {
     switch (field.number) {
-      case 1:
-        name = std::string(field.bytes);
-        break;
+      case 1: name = std::string(field.bytes); break;
       case 2: {
         float v;
         auto bits = static_cast<uint32_t>(field.value);
@@ -274,44 +253,26 @@ StatusOr<std::pair<std::string, Attribute>> decode_attribute(std::string_view da
         f = v;
         break;
       }
-      case 3:
-        i = static_cast<int64_t>(field.value);
-        break;
-      case 4:
-        s = std::string(field.bytes);
-        break;
-      case 7:
-        append_fixed(field, floats);
-        break;
-      case 8:
-        return append_varints(field, ints);
-      case 9:
-        strings.emplace_back(field.bytes);
-        break;
-      case 20:
-        type = static_cast<int64_t>(field.value);
-        break;
-      default:
-        break;
+      case 3: i = static_cast<int64_t>(field.value); break;
+      case 4: s = std::string(field.bytes); break;
+      case 7: append_fixed(field, floats); break;
+      case 8: return append_varints(field, ints);
+      case 9: strings.emplace_back(field.bytes); break;
+      case 20: type = static_cast<int64_t>(field.value); break;
+      default: break;
     }
     return ok_status();
   }));
   switch (type) {
-    case 1:
-      return std::pair<std::string, Attribute>{name, f};
-    case 2:
-      return std::pair<std::string, Attribute>{name, i};
-    case 3:
-      return std::pair<std::string, Attribute>{name, s};
+    case 1: return std::pair<std::string, Attribute>{name, f};
+    case 2: return std::pair<std::string, Attribute>{name, i};
+    case 3: return std::pair<std::string, Attribute>{name, s};
     case 6:
       return std::pair<std::string, Attribute>{name,
                                                std::vector<double>(floats.begin(), floats.end())};
-    case 7:
-      return std::pair<std::string, Attribute>{name, ints};
-    case 8:
-      return std::pair<std::string, Attribute>{name, strings};
-    default:
-      return unimplemented("attribute '{}' of type {}", name, type);
+    case 7: return std::pair<std::string, Attribute>{name, ints};
+    case 8: return std::pair<std::string, Attribute>{name, strings};
+    default: return unimplemented("attribute '{}' of type {}", name, type);
   }
 }
 
@@ -381,25 +342,16 @@ StatusOr<OnnxTestModel> read_onnx_test_model(const std::string& path) {
     std::vector<std::string> in_names, out_names;
     KILN_RETURN_IF_ERROR(for_each_field(data, [&](const Field& f) -> Status {
       switch (f.number) {
-        case 1:
-          in_names.emplace_back(f.bytes);
-          break;
-        case 2:
-          out_names.emplace_back(f.bytes);
-          break;
-        case 3:
-          node.name = std::string(f.bytes);
-          break;
-        case 4:
-          node.op_type = std::string(f.bytes);
-          break;
+        case 1: in_names.emplace_back(f.bytes); break;
+        case 2: out_names.emplace_back(f.bytes); break;
+        case 3: node.name = std::string(f.bytes); break;
+        case 4: node.op_type = std::string(f.bytes); break;
         case 5: {
           KILN_ASSIGN_OR_RETURN(auto attr, decode_attribute(f.bytes));
           node.attributes.set(attr.first, attr.second);
           break;
         }
-        default:
-          break;
+        default: break;
       }
       return ok_status();
     }));

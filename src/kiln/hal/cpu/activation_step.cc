@@ -67,8 +67,8 @@ KILN_AVX2 NonFinite scan_non_finite_avx2(const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 2 * kVec <= n; i += 2 * kVec) {
     const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + kVec);
-    hit = _mm256_or_ps(hit, _mm256_or_ps(_mm256_cmp_ps(a, inf, _CMP_NLT_UQ),
-                                         _mm256_cmp_ps(b, inf, _CMP_NLT_UQ)));
+    hit = _mm256_or_ps(
+        hit, _mm256_or_ps(_mm256_cmp_ps(a, inf, _CMP_NLT_UQ), _mm256_cmp_ps(b, inf, _CMP_NLT_UQ)));
     neg = _mm256_or_ps(neg, _mm256_or_ps(_mm256_cmp_ps(a, neg_inf, _CMP_EQ_OQ),
                                          _mm256_cmp_ps(b, neg_inf, _CMP_EQ_OQ)));
   }
@@ -108,8 +108,9 @@ std::string label_of(const ProgramBuilder& b, const kernels::FusedActivation& a,
 Status ActivationStep::run(const ExecContext& ctx) {
   const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
-  parallel_chunks(static_cast<int64_t>(count_),
-                  [&](int64_t begin, int64_t n) { activate(activation_, in + begin, out + begin, n); });
+  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
+    activate(activation_, in + begin, out + begin, n);
+  });
   return ok_status();
 }
 
@@ -183,7 +184,8 @@ void MaxPoolNanStep::nan_taps_under_inf(const float* src, const float* mask, flo
         at[2 + i] = o[2 + i] * w.strides[i] - w.pads_begin[i] + tap[i] * w.dilations[i];
         inside = inside && at[2 + i] >= 0 && at[2 + i] < in_dims[2 + i];
       }
-      if (inside && std::isnan(src[element_offset(w.src_layout, std::span<const int64_t>(at, rank))])) {
+      if (inside &&
+          std::isnan(src[element_offset(w.src_layout, std::span<const int64_t>(at, rank))])) {
         out[here] = std::numeric_limits<float>::quiet_NaN();
         break;
       }

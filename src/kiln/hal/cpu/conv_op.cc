@@ -21,9 +21,9 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 StatusOr<ConvParams> read_conv(const OpReader& op) {
-  KILN_RETURN_IF_ERROR(op.expect_attributes(
-      {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "kiln_activation",
-       "kiln_activation_min", "kiln_activation_max"}));
+  KILN_RETURN_IF_ERROR(
+      op.expect_attributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
+                            "kiln_activation", "kiln_activation_min", "kiln_activation_max"}));
   KILN_RETURN_IF_ERROR(op.expect_inputs(2, 4));
   KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
   for (size_t i = 0; i < 4; ++i) {
@@ -48,9 +48,8 @@ StatusOr<ConvParams> read_conv(const OpReader& op) {
         "and M divisible by group)",
         c, fmt::join(w, ","), p.group);
   }
-  KILN_ASSIGN_OR_RETURN(p.window,
-                        read_window(op, std::span(x).subspan(2), std::span(w).subspan(2),
-                                    /*allow_dilations=*/true));
+  KILN_ASSIGN_OR_RETURN(p.window, read_window(op, std::span(x).subspan(2), std::span(w).subspan(2),
+                                              /*allow_dilations=*/true));
   ConcreteShape expected{x[0], m};
   for (size_t i = 0; i < r; ++i) {
     expected.push_back(window_output_size(x[2 + i], p.window.kernel[i], p.window.strides[i],
@@ -156,9 +155,9 @@ Status build_conv(ProgramBuilder& b) {
     KILN_ASSIGN_OR_RETURN(bias, b.input_as(op.input_index(2), bias_desc));
   }
   KILN_ASSIGN_OR_RETURN(ConvDestination dst, conv_destination(b, p, dst_layout));
-  std::string what = fmt::format("conv {} {} -> {}{}{}", impl_name(pd), describe(src_layout),
-                                 describe(dst_layout), dst.suffix,
-                                 repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
+  std::string what =
+      fmt::format("conv {} {} -> {}{}{}", impl_name(pd), describe(src_layout), describe(dst_layout),
+                  dst.suffix, repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
   PrimitiveStep& step = b.add_primitive(b.label(what), pd, dnnl::convolution_forward(pd), repeat);
   step.bind(DNNL_ARG_SRC, pd.src_desc(), src, src_stride);
   step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei);

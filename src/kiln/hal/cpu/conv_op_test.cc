@@ -7,11 +7,11 @@
 #include <gtest/gtest.h>
 
 #include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/winograd_conv.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/hal/reference.h"
 #include "tests/support/tensors.h"
-#include "kiln/hal/cpu/winograd_conv.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -112,142 +112,144 @@ TEST_P(CpuConvTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, CpuConvTest,
-    ::testing::Values(make_case("basic_3x3", {2, 16, 8, 8}, {16, 16, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.winograd = true;
-                                }),
-                      make_case("stride2_asymmetric_pads", {2, 8, 9, 10}, {24, 8, 3, 3},
-                                [](ConvCase& c) {
-                                  c.strides = {2, 2};
-                                  c.pads = {0, 1, 1, 2};
-                                }),
-                      make_case("dilation2", {1, 16, 12, 12}, {8, 16, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {2, 2, 2, 2};
-                                  c.dilations = {2, 2};
-                                }),
-                      make_case("dilation_stride_mixed", {2, 8, 13, 11}, {16, 8, 3, 2},
-                                [](ConvCase& c) {
-                                  c.strides = {2, 1};
-                                  c.pads = {1, 0, 2, 1};
-                                  c.dilations = {1, 3};
-                                }),
-                      make_case("group4", {2, 16, 7, 7}, {32, 4, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.group = 4;
-                                }),
-                      make_case("depthwise", {2, 32, 9, 9}, {32, 1, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.group = 32;
-                                }),
-                      make_case("depthwise_stride2", {1, 24, 10, 10}, {24, 1, 3, 3},
-                                [](ConvCase& c) {
-                                  c.strides = {2, 2};
-                                  c.pads = {1, 1, 0, 0};
-                                  c.group = 24;
-                                }),
-                      make_case("pointwise_no_bias", {2, 64, 6, 6}, {32, 64, 1, 1},
-                                [](ConvCase& c) { c.bias = false; }),
-                      make_case("residual_relu", {2, 16, 8, 8}, {16, 16, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.winograd = true;
-                                  c.residual = true;
-                                  c.activation = kRelu;
-                                }),
-                      make_case("residual_only", {1, 8, 6, 6}, {16, 8, 1, 1},
-                                [](ConvCase& c) { c.residual = true; }),
-                      make_case("relu_only_no_bias", {2, 8, 6, 6}, {8, 8, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.bias = false;
-                                  c.activation = kRelu;
-                                }),
-                      make_case("odd_channels_3_to_5", {2, 3, 9, 9}, {5, 3, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                }),
-                      make_case("odd_channels_5_to_7_residual", {2, 5, 6, 6}, {7, 5, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.residual = true;
-                                  c.activation = kRelu;
-                                }),
-                      make_case("first_layer_7x7", {1, 3, 32, 32}, {16, 3, 7, 7},
-                                [](ConvCase& c) {
-                                  c.strides = {2, 2};
-                                  c.pads = {3, 3, 3, 3};
-                                }),
-                      make_case("conv1d", {2, 8, 20}, {16, 8, 3},
-                                [](ConvCase& c) {
-                                  c.strides = {2};
-                                  c.pads = {1, 0};
-                                }),
-                      make_case("conv1d_dilated_group", {1, 8, 17}, {8, 2, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {2, 2};
-                                  c.dilations = {2};
-                                  c.group = 4;
-                                }),
-                      make_case("conv3d", {1, 8, 6, 6, 6}, {8, 8, 3, 3, 3},
-                                [](ConvCase& c) { c.pads = {1, 1, 1, 1, 1, 1}; }),
-                      make_case("weights_not_constant", {2, 16, 6, 6}, {16, 16, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.residual = true;
-                                  c.activation = kRelu;
-                                  c.constant_weights = false;
-                                }),
-                      make_case("batch3_stride3", {3, 16, 11, 11}, {16, 16, 3, 3},
-                                [](ConvCase& c) {
-                                  c.strides = {3, 3};
-                                }),
-                      make_case("depthwise_relu6", {2, 24, 10, 10}, {24, 1, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.group = 24;
-                                  c.activation = kRelu6;
-                                }),
-                      make_case("residual_clip_both_bounds_hit", {2, 16, 8, 8}, {16, 16, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.winograd = true;
-                                  c.residual = true;
-                                  c.activation = {kernels::FusedActivation::Kind::kClip, -0.5,
-                                                  0.75};
-                                }),
-                      make_case("winograd_odd_sizes_batch3", {3, 8, 7, 9}, {32, 8, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.winograd = true;
-                                }),
-                      make_case("winograd_valid_no_bias_relu", {2, 24, 6, 5}, {16, 24, 3, 3},
-                                [](ConvCase& c) {
-                                  c.bias = false;
-                                  c.activation = kRelu;
-                                  c.winograd = true;
-                                }),
-                      make_case("winograd_uneven_pads_residual", {1, 16, 5, 8}, {48, 16, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {2, 0, 1, 2};
-                                  c.residual = true;
-                                  c.activation = kRelu6;
-                                  c.winograd = true;
-                                }),
-                      make_case("winograd_many_channels", {1, 128, 6, 6}, {64, 128, 3, 3},
-                                [](ConvCase& c) {
-                                  c.pads = {1, 1, 1, 1};
-                                  c.winograd = true;
-                                }),
-                      make_case("not_winograd_out_channels_24", {1, 16, 6, 6}, {24, 16, 3, 3},
-                                [](ConvCase& c) { c.pads = {1, 1, 1, 1}; }),
-                      make_case("pointwise_clip_min_only", {2, 64, 6, 6}, {32, 64, 1, 1},
-                                [](ConvCase& c) {
-                                  c.activation = {kernels::FusedActivation::Kind::kClip, -0.25};
-                                })),
+    ::testing::Values(
+        make_case("basic_3x3", {2, 16, 8, 8}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                  }),
+        make_case("stride2_asymmetric_pads", {2, 8, 9, 10}, {24, 8, 3, 3},
+                  [](ConvCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {0, 1, 1, 2};
+                  }),
+        make_case("dilation2", {1, 16, 12, 12}, {8, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {2, 2, 2, 2};
+                    c.dilations = {2, 2};
+                  }),
+        make_case("dilation_stride_mixed", {2, 8, 13, 11}, {16, 8, 3, 2},
+                  [](ConvCase& c) {
+                    c.strides = {2, 1};
+                    c.pads = {1, 0, 2, 1};
+                    c.dilations = {1, 3};
+                  }),
+        make_case("group4", {2, 16, 7, 7}, {32, 4, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.group = 4;
+                  }),
+        make_case("depthwise", {2, 32, 9, 9}, {32, 1, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.group = 32;
+                  }),
+        make_case("depthwise_stride2", {1, 24, 10, 10}, {24, 1, 3, 3},
+                  [](ConvCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {1, 1, 0, 0};
+                    c.group = 24;
+                  }),
+        make_case("pointwise_no_bias", {2, 64, 6, 6}, {32, 64, 1, 1},
+                  [](ConvCase& c) { c.bias = false; }),
+        make_case("residual_relu", {2, 16, 8, 8}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                    c.residual = true;
+                    c.activation = kRelu;
+                  }),
+        make_case("residual_only", {1, 8, 6, 6}, {16, 8, 1, 1},
+                  [](ConvCase& c) { c.residual = true; }),
+        make_case("relu_only_no_bias", {2, 8, 6, 6}, {8, 8, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.bias = false;
+                    c.activation = kRelu;
+                  }),
+        make_case("odd_channels_3_to_5", {2, 3, 9, 9}, {5, 3, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                  }),
+        make_case("odd_channels_5_to_7_residual", {2, 5, 6, 6}, {7, 5, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.residual = true;
+                    c.activation = kRelu;
+                  }),
+        make_case("first_layer_7x7", {1, 3, 32, 32}, {16, 3, 7, 7},
+                  [](ConvCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {3, 3, 3, 3};
+                  }),
+        make_case("conv1d", {2, 8, 20}, {16, 8, 3},
+                  [](ConvCase& c) {
+                    c.strides = {2};
+                    c.pads = {1, 0};
+                  }),
+        make_case("conv1d_dilated_group", {1, 8, 17}, {8, 2, 3},
+                  [](ConvCase& c) {
+                    c.pads = {2, 2};
+                    c.dilations = {2};
+                    c.group = 4;
+                  }),
+        make_case("conv3d", {1, 8, 6, 6, 6}, {8, 8, 3, 3, 3},
+                  [](ConvCase& c) { c.pads = {1, 1, 1, 1, 1, 1}; }),
+        make_case("weights_not_constant", {2, 16, 6, 6}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.residual = true;
+                    c.activation = kRelu;
+                    c.constant_weights = false;
+                  }),
+        make_case("batch3_stride3", {3, 16, 11, 11}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.strides = {3, 3};
+                  }),
+        make_case("depthwise_relu6", {2, 24, 10, 10}, {24, 1, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.group = 24;
+                    c.activation = kRelu6;
+                  }),
+        make_case("residual_clip_both_bounds_hit", {2, 16, 8, 8}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                    c.residual = true;
+                    c.activation = {kernels::FusedActivation::Kind::kClip, -0.5, 0.75};
+                  }),
+        make_case("winograd_odd_sizes_batch3", {3, 8, 7, 9}, {32, 8, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                  }),
+        make_case("winograd_valid_no_bias_relu", {2, 24, 6, 5}, {16, 24, 3, 3},
+                  [](ConvCase& c) {
+                    c.bias = false;
+                    c.activation = kRelu;
+                    c.winograd = true;
+                  }),
+        make_case("winograd_uneven_pads_residual", {1, 16, 5, 8}, {48, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {2, 0, 1, 2};
+                    c.residual = true;
+                    c.activation = kRelu6;
+                    c.winograd = true;
+                  }),
+        make_case("winograd_many_channels", {1, 128, 6, 6}, {64, 128, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                  }),
+        make_case("not_winograd_out_channels_24", {1, 16, 6, 6}, {24, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                  }),
+        make_case("pointwise_clip_min_only", {2, 64, 6, 6}, {32, 64, 1, 1},
+                  [](ConvCase& c) {
+                    c.activation = {kernels::FusedActivation::Kind::kClip, -0.25};
+                  })),
     [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
 
 }  // namespace

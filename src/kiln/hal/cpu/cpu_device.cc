@@ -52,11 +52,10 @@ StatusOr<std::vector<int64_t>> CpuDevice::data_sizes(const DispatchSpec& dispatc
                                                      std::span<const Tensor> inputs) {
   const kernels::OpKernel* op = kernels::find_op_kernel(dispatch.op_type);
   StatusOr<std::vector<int64_t>> sizes =
-      op == nullptr
-          ? unimplemented("op type '{}' has no data-dependent sizes", dispatch.op_type)
-          : kernels::compute_data_sizes(
-                *op, dispatch.attributes != nullptr ? *dispatch.attributes : Attributes{}, inputs,
-                dispatch.outputs.size());
+      op == nullptr ? unimplemented("op type '{}' has no data-dependent sizes", dispatch.op_type)
+                    : kernels::compute_data_sizes(
+                          *op, dispatch.attributes != nullptr ? *dispatch.attributes : Attributes{},
+                          inputs, dispatch.outputs.size());
   if (!sizes.ok()) {
     return std::move(sizes).status().with_note(
         fmt::format("in dispatch '{}' ({})", dispatch.name, dispatch.op_type));

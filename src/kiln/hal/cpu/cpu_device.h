@@ -13,14 +13,14 @@
 // padded size of the chosen layout. Constants are reordered once at prepare() and shared between
 // all executables of the device (e.g. batch 1 and batch 8 of one model).
 //
-// Batch invariance (docs/architecture.md invariant 4): a conv whose oneDNN implementation may reduce in a
-// batch-dependent order (gemm-based kernels) runs once per sample with a primitive made for one
-// sample; direct JIT kernels (measured bitwise invariant) and kiln's Winograd kernel run the
-// whole batch. Gemm and MatMul run kiln's own kernel (gemm_kernel.h, AVX2 + FMA), which computes
-// every output element by one fixed chain of FMAs over k: a sample's output is the same bits at
-// any batch size whichever dim holds the batch (any leading dim of A or of both operands, the
-// rows M, or B's columns; only k, the summed dim, cannot be a batch). Without AVX2 + FMA they run
-// on oneDNN per sample of dim 0, which holds the invariant for a batch in dim 0 only.
+// Batch invariance (docs/architecture.md invariant 4): a conv whose oneDNN implementation may
+// reduce in a batch-dependent order (gemm-based kernels) runs once per sample with a primitive made
+// for one sample; direct JIT kernels (measured bitwise invariant) and kiln's Winograd kernel run
+// the whole batch. Gemm and MatMul run kiln's own kernel (gemm_kernel.h, AVX2 + FMA), which
+// computes every output element by one fixed chain of FMAs over k: a sample's output is the same
+// bits at any batch size whichever dim holds the batch (any leading dim of A or of both operands,
+// the rows M, or B's columns; only k, the summed dim, cannot be a batch). Without AVX2 + FMA they
+// run on oneDNN per sample of dim 0, which holds the invariant for a batch in dim 0 only.
 //
 // Threads: DeviceOptions::threads OpenMP threads (0: all cores), set on the calling thread in
 // prepare() and run(); a dispatch with little work per sample runs on one (thread_policy.h).

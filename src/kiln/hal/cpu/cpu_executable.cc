@@ -63,9 +63,11 @@ Status CpuExecutable::bind_values(const RunArgs& args) {
     const hal::BufferRef& ref = args.values[v];
     std::byte* data = ref.host_data();
     if (data == nullptr && bytes > 0) {
-      return invalid_argument("run: {} '{}' has no host-visible buffer", role, parts_.values[v].name);
+      return invalid_argument("run: {} '{}' has no host-visible buffer", role,
+                              parts_.values[v].name);
     }
-    if (data != nullptr && (ref.offset > ref.buffer->size() || bytes > ref.buffer->size() - ref.offset)) {
+    if (data != nullptr &&
+        (ref.offset > ref.buffer->size() || bytes > ref.buffer->size() - ref.offset)) {
       return invalid_argument("run: {} '{}' needs {} bytes, its buffer has {} at offset {}", role,
                               parts_.values[v].name, bytes, ref.buffer->size(), ref.offset);
     }
@@ -77,8 +79,10 @@ Status CpuExecutable::bind_values(const RunArgs& args) {
       KILN_RETURN_IF_ERROR(bind(static_cast<int32_t>(v), parts_.storage[v], "value"));
     }
   }
-  for (int32_t v : parts_.inputs) KILN_RETURN_IF_ERROR(bind(v, plain_bytes(parts_.values[v]), "input"));
-  for (int32_t v : parts_.outputs) KILN_RETURN_IF_ERROR(bind(v, plain_bytes(parts_.values[v]), "output"));
+  for (int32_t v : parts_.inputs)
+    KILN_RETURN_IF_ERROR(bind(v, plain_bytes(parts_.values[v]), "input"));
+  for (int32_t v : parts_.outputs)
+    KILN_RETURN_IF_ERROR(bind(v, plain_bytes(parts_.values[v]), "output"));
   return ok_status();
 }
 
@@ -135,7 +139,8 @@ Status CpuExecutable::run_observed(const ExecContext& ctx, RunObserver& observer
     if (dnnl_stream_wait(stream_.get()) != dnnl_success) {
       return internal_error("run: oneDNN stream wait failed after dispatch '{}'", dispatch.name);
     }
-    const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    const double elapsed_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     std::vector<Tensor> outputs;
     if (wants) {
       for (int32_t v : dispatch.outputs) {

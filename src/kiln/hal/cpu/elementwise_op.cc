@@ -1,8 +1,8 @@
 // Relu (kiln's ActivationStep, which keeps NaN, unlike oneDNN's relu) and Gelu (oneDNN eltwise,
-// then GeluEdgeStep for non-finite inputs), in the input's layout, Add/Sub/Mul/Div (oneDNN binary when the
-// first operand has the output's shape — both operands then share its layout, blocked or plain —
-// else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal shapes,
-// else a chain of kiln broadcasting adds).
+// then GeluEdgeStep for non-finite inputs), in the input's layout, Add/Sub/Mul/Div (oneDNN binary
+// when the first operand has the output's shape — both operands then share its layout, blocked or
+// plain — else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal
+// shapes, else a chain of kiln broadcasting adds).
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/activation_step.h"
@@ -30,14 +30,10 @@ BinaryOp binary_op(const std::string& type) {
 
 dnnl::algorithm binary_algorithm(BinaryOp op) {
   switch (op) {
-    case BinaryOp::kAdd:
-      return dnnl::algorithm::binary_add;
-    case BinaryOp::kSub:
-      return dnnl::algorithm::binary_sub;
-    case BinaryOp::kMul:
-      return dnnl::algorithm::binary_mul;
-    case BinaryOp::kDiv:
-      return dnnl::algorithm::binary_div;
+    case BinaryOp::kAdd: return dnnl::algorithm::binary_add;
+    case BinaryOp::kSub: return dnnl::algorithm::binary_sub;
+    case BinaryOp::kMul: return dnnl::algorithm::binary_mul;
+    case BinaryOp::kDiv: return dnnl::algorithm::binary_div;
   }
   return dnnl::algorithm::binary_add;
 }
@@ -106,17 +102,16 @@ Status build_eltwise(ProgramBuilder& b) {
                    kernels::FusedActivation{kernels::FusedActivation::Kind::kRelu});
     return ok_status();
   }
-  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, src,
-                                   0.0f, 0.0f);
+  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, src, 0.0f,
+                                   0.0f);
   dnnl::eltwise_forward::primitive_desc pd(desc, b.attr(), b.engine());
   if (pd.dst_desc() != src) {
     return internal_error("gelu would write {}, not its input's layout", describe(pd.dst_desc()));
   }
   KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), pd.dst_desc()));
   PrimitiveStep& step =
-      b.add_primitive(
-          b.label(fmt::format("{} {} {}", eltwise.name, impl_name(pd), describe(src))), pd,
-          dnnl::eltwise_forward(pd));
+      b.add_primitive(b.label(fmt::format("{} {} {}", eltwise.name, impl_name(pd), describe(src))),
+                      pd, dnnl::eltwise_forward(pd));
   step.bind(DNNL_ARG_SRC, src, BufferRef::of_value(x));
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
   b.add(std::make_unique<GeluEdgeStep>(

@@ -21,14 +21,10 @@ std::unique_ptr<Device> device() {
 
 const char* op_name(char op) {
   switch (op) {
-    case '+':
-      return "Add";
-    case '-':
-      return "Sub";
-    case '*':
-      return "Mul";
-    default:
-      return "Div";
+    case '+': return "Add";
+    case '-': return "Sub";
+    case '*': return "Mul";
+    default: return "Div";
   }
 }
 

@@ -177,23 +177,12 @@ KILN_AVX2 void run_block(const Product& p, const float* a, const float* packed, 
       }
     }
     switch (r1 - full_end) {
-      case 5:
-        rows_block<5>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1);
-        break;
-      case 4:
-        rows_block<4>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1);
-        break;
-      case 3:
-        rows_block<3>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1);
-        break;
-      case 2:
-        rows_block<2>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1);
-        break;
-      case 1:
-        rows_block<1>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1);
-        break;
-      default:
-        break;
+      case 5: rows_block<5>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1); break;
+      case 4: rows_block<4>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1); break;
+      case 3: rows_block<3>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1); break;
+      case 2: rows_block<2>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1); break;
+      case 1: rows_block<1>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1); break;
+      default: break;
     }
     if (last) break;
   }

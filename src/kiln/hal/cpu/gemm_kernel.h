@@ -5,8 +5,8 @@
 // contiguous along k). One register block of 6 rows x 16 columns keeps 12 accumulators; the k
 // axis is walked in blocks of 256, with the partial sums stored to Y and loaded back in between.
 //
-// Numerics (docs/architecture.md invariant 4): every element of Y is one accumulator that starts at 0 and
-// adds A[i,0]*B[0,j], A[i,1]*B[1,j], ... in order, each by one fused multiply-add, then the
+// Numerics (docs/architecture.md invariant 4): every element of Y is one accumulator that starts at
+// 0 and adds A[i,0]*B[0,j], A[i,1]*B[1,j], ... in order, each by one fused multiply-add, then the
 // epilogue. A partial sum stored and loaded back is the same float, and a block of fewer rows or
 // columns computes each element it holds the same way, so an element depends only on its row of
 // A, its column of B, alpha, beta and C: not on the number of rows (M, or any product of A's

@@ -122,23 +122,21 @@ TEST_P(CpuMatMulTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CpuMatMulTest,
-    ::testing::Values(MatMulCase{{4, 5}, {5, 6}, true}, MatMulCase{{4, 5}, {5, 6}, false},
-                      MatMulCase{{2, 3, 4, 5}, {5, 6}, true},
-                      MatMulCase{{3, 4, 5}, {3, 5, 6}, false},
-                      MatMulCase{{1, 4, 5}, {3, 5, 6}, false},
-                      MatMulCase{{3, 4, 5}, {1, 5, 6}, true},
-                      MatMulCase{{2, 1, 4, 5}, {3, 5, 6}, false}, MatMulCase{{5}, {5, 6}, true},
-                      MatMulCase{{2, 4, 5}, {5}, false}, MatMulCase{{5}, {5}, false},
-                      MatMulCase{{1, 7}, {7, 3}, true},
-                      // Across the kernel's 6-row blocks, 16-column panels and 256-long k blocks;
-                      // B broadcast over some of A's leading dims.
-                      MatMulCase{{2, 97, 300}, {300, 33}, true},
-                      MatMulCase{{3, 7, 260}, {3, 260, 17}, false},
-                      MatMulCase{{2, 3, 5, 16}, {3, 16, 40}, true},
-                      MatMulCase{{2, 1, 9, 8}, {1, 4, 8, 16}, false},
-                      // Empty: k = 0 gives zeros; no rows, no columns.
-                      MatMulCase{{2, 0}, {0, 3}, true}, MatMulCase{{2, 0}, {0, 3}, false},
-                      MatMulCase{{0, 4}, {4, 3}, true}, MatMulCase{{3, 4}, {4, 0}, false}));
+    ::testing::Values(
+        MatMulCase{{4, 5}, {5, 6}, true}, MatMulCase{{4, 5}, {5, 6}, false},
+        MatMulCase{{2, 3, 4, 5}, {5, 6}, true}, MatMulCase{{3, 4, 5}, {3, 5, 6}, false},
+        MatMulCase{{1, 4, 5}, {3, 5, 6}, false}, MatMulCase{{3, 4, 5}, {1, 5, 6}, true},
+        MatMulCase{{2, 1, 4, 5}, {3, 5, 6}, false}, MatMulCase{{5}, {5, 6}, true},
+        MatMulCase{{2, 4, 5}, {5}, false}, MatMulCase{{5}, {5}, false},
+        MatMulCase{{1, 7}, {7, 3}, true},
+        // Across the kernel's 6-row blocks, 16-column panels and 256-long k blocks;
+        // B broadcast over some of A's leading dims.
+        MatMulCase{{2, 97, 300}, {300, 33}, true}, MatMulCase{{3, 7, 260}, {3, 260, 17}, false},
+        MatMulCase{{2, 3, 5, 16}, {3, 16, 40}, true},
+        MatMulCase{{2, 1, 9, 8}, {1, 4, 8, 16}, false},
+        // Empty: k = 0 gives zeros; no rows, no columns.
+        MatMulCase{{2, 0}, {0, 3}, true}, MatMulCase{{2, 0}, {0, 3}, false},
+        MatMulCase{{0, 4}, {4, 3}, true}, MatMulCase{{3, 4}, {4, 0}, false}));
 
 TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   SpecBuilder s;

@@ -12,11 +12,11 @@
 #include <limits>
 
 #include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/winograd_conv.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/hal/reference.h"
 #include "tests/support/tensors.h"
-#include "kiln/hal/cpu/winograd_conv.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -54,8 +54,8 @@ int64_t nan_count(const Tensor& t) {
   const int64_t want = nan_count(expected), got = nan_count(actual);
   if (want == 0) return ::testing::AssertionFailure() << "the expected output has no NaN";
   if (got != want) {
-    return ::testing::AssertionFailure() << fmt::format("{} NaN in the output, expected {}", got,
-                                                        want);
+    return ::testing::AssertionFailure()
+           << fmt::format("{} NaN in the output, expected {}", got, want);
   }
   return all_close(actual, expected);
 }
@@ -148,36 +148,37 @@ ConvCase conv_case(std::string name, ConcreteShape x, ConcreteShape w,
 
 INSTANTIATE_TEST_SUITE_P(
     Paths, NanThroughConv,
-    ::testing::Values(
-        conv_case("direct_1x1_relu", {2, 16, 7, 7}, {32, 16, 1, 1}, kRelu),
-        conv_case("direct_1x1_relu6", {2, 16, 7, 7}, {32, 16, 1, 1}, kRelu6),
-        conv_case("direct_7x7_stride2_relu", {1, 3, 15, 15}, {8, 3, 7, 7}, kRelu,
-                  [](ConvCase& c) {
-                    c.strides = {2, 2};
-                    c.pads = {3, 3, 3, 3};
-                  }),
-        conv_case("direct_3x3_stride2_relu", {2, 16, 9, 9}, {32, 16, 3, 3}, kRelu,
-                  [](ConvCase& c) {
-                    c.strides = {2, 2};
-                    c.pads = {1, 1, 1, 1};
-                  }),
-        conv_case("direct_residual_relu", {2, 16, 6, 6}, {16, 16, 1, 1}, kRelu,
-                  [](ConvCase& c) { c.residual = true; }),
-        conv_case("direct_odd_channels_relu", {1, 5, 6, 6}, {7, 5, 3, 3}, kRelu,
-                  [](ConvCase& c) { c.pads = {1, 1, 1, 1}; }),
-        conv_case("direct_odd_channels_clip_above_zero", {1, 5, 6, 6}, {7, 5, 1, 1},
-                  kClipAboveZero),
-        conv_case("winograd_relu", {2, 16, 8, 8}, {16, 16, 3, 3}, kRelu,
-                  [](ConvCase& c) {
-                    c.pads = {1, 1, 1, 1};
-                    c.winograd = true;
-                  }),
-        conv_case("winograd_residual_relu6", {1, 16, 7, 9}, {16, 16, 3, 3}, kRelu6,
-                  [](ConvCase& c) {
-                    c.pads = {1, 1, 1, 1};
-                    c.residual = true;
-                    c.winograd = true;
-                  })));
+    ::testing::Values(conv_case("direct_1x1_relu", {2, 16, 7, 7}, {32, 16, 1, 1}, kRelu),
+                      conv_case("direct_1x1_relu6", {2, 16, 7, 7}, {32, 16, 1, 1}, kRelu6),
+                      conv_case("direct_7x7_stride2_relu", {1, 3, 15, 15}, {8, 3, 7, 7}, kRelu,
+                                [](ConvCase& c) {
+                                  c.strides = {2, 2};
+                                  c.pads = {3, 3, 3, 3};
+                                }),
+                      conv_case("direct_3x3_stride2_relu", {2, 16, 9, 9}, {32, 16, 3, 3}, kRelu,
+                                [](ConvCase& c) {
+                                  c.strides = {2, 2};
+                                  c.pads = {1, 1, 1, 1};
+                                }),
+                      conv_case("direct_residual_relu", {2, 16, 6, 6}, {16, 16, 1, 1}, kRelu,
+                                [](ConvCase& c) { c.residual = true; }),
+                      conv_case("direct_odd_channels_relu", {1, 5, 6, 6}, {7, 5, 3, 3}, kRelu,
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                }),
+                      conv_case("direct_odd_channels_clip_above_zero", {1, 5, 6, 6}, {7, 5, 1, 1},
+                                kClipAboveZero),
+                      conv_case("winograd_relu", {2, 16, 8, 8}, {16, 16, 3, 3}, kRelu,
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.winograd = true;
+                                }),
+                      conv_case("winograd_residual_relu6", {1, 16, 7, 9}, {16, 16, 3, 3}, kRelu6,
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.residual = true;
+                                  c.winograd = true;
+                                })));
 
 // BatchNormalization with kiln's fused relu, on a plain input and on a conv's blocked output.
 TEST(NanThroughBatchNorm, FusedReluKeepsNaN) {
@@ -214,8 +215,8 @@ TEST(NanThroughBatchNorm, FusedReluKeepsNaN) {
 // (x * Phi(x) = -inf * 0) and of +inf is +inf, as in ONNX Runtime.
 TEST(NanThroughStandalone, ReluAndGelu) {
   const ConcreteShape shape{2, 8, 5, 5};
-  Tensor x = planted(planted(planted(random_tensor(shape, 51, -2.0f, 0.5f), {3}), {7}, -kInf),
-                     {11}, kInf);
+  Tensor x =
+      planted(planted(planted(random_tensor(shape, 51, -2.0f, 0.5f), {3}), {7}, -kInf), {11}, kInf);
   Tensor w = random_tensor({8, 8, 1, 1}, 52);
   ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   Tensor x_finite = planted(random_tensor(shape, 51, -2.0f, 0.5f), {3});
@@ -242,8 +243,7 @@ TEST(NanThroughStandalone, ReluAndGelu) {
     const bool relu = std::string(op) == "Relu";
     Tensor want_plain = relu ? ref_relu(x) : gelu(x);
     EXPECT_TRUE(keeps_nan(r->outputs[0], want_plain)) << r->steps;
-    EXPECT_TRUE(keeps_nan(r->outputs[1], relu ? ref_relu(conv_of_x) : gelu(conv_of_x)))
-        << r->steps;
+    EXPECT_TRUE(keeps_nan(r->outputs[1], relu ? ref_relu(conv_of_x) : gelu(conv_of_x))) << r->steps;
     const auto plain = r->outputs[0].values<float>();
     EXPECT_EQ(plain[11], kInf);
     if (relu) {
@@ -278,8 +278,8 @@ TEST(NanThroughStandalone, MatMulAndGemmThenRelu) {
 TEST(NanThroughPooling, MaxPoolWindowsWithNaN) {
   const ConcreteShape shape{1, 8, 6, 6};
   // Channel 0: NaN at (1, 1). Channel 1: +inf at (3, 2), -inf at (3, 3).
-  Tensor x = planted(planted(planted(random_tensor(shape, 81), {7}), {36 + 20}, kInf), {36 + 21},
-                     -kInf);
+  Tensor x =
+      planted(planted(planted(random_tensor(shape, 81), {7}), {36 + 20}, kInf), {36 + 21}, -kInf);
   Tensor x_nan = planted(random_tensor(shape, 83), {7});
   SpecBuilder s;
   const int32_t xi = s.input("x", shape), xn = s.input("x_nan", shape);
@@ -316,9 +316,8 @@ TEST(NanThroughSoftmax, LaneWithNaNOrInfIsNaN) {
   const ConcreteShape shape{2, 3, 4, 5};
   // Flat 7 = [0,0,1,2]: NaN. Flat 64 = [1,0,0,4]: +inf. Flat 100 = [1,2,0,0]: -inf. The lane
   // along the axis through [1,2,3,4] (flat 119): -inf only.
-  const Tensor planted_x =
-      planted(planted(planted(random_tensor(shape, 91, -3.0f, 3.0f), {7}), {64}, kInf), {100},
-              -kInf);
+  const Tensor planted_x = planted(
+      planted(planted(random_tensor(shape, 91, -3.0f, 3.0f), {7}), {64}, kInf), {100}, -kInf);
   const int64_t strides[] = {60, 20, 5, 1};
   for (int64_t axis : {-1, 3, 2, 1, 0, -4}) {
     SCOPED_TRACE(fmt::format("axis {}", axis));
@@ -366,14 +365,16 @@ TEST(NanThroughSoftmax, AfterBlockedConv) {
 // A NaN beside +inf in a MaxPool window: oneDNN's max is +inf and the average mask is NaN, as for
 // a window with +inf and -inf only; the backend reads such windows' taps to tell them apart. On a
 // plain input and on a blocked one (a conv's output plus the planted values), with windows that
-// do not overlap and with padded, dilated, overlapping ones (against ref_pool, whose max keeps NaN).
+// do not overlap and with padded, dilated, overlapping ones (against ref_pool, whose max keeps
+// NaN).
 TEST(NanThroughPooling, MaxPoolNaNBesideInfinity) {
   const ConcreteShape shape{1, 8, 6, 6};
   // Channel 0, 2x2 windows k = 3 * row + col: k0 {NaN, +inf}, k1 {+inf, -inf}, k2 {NaN, +inf,
   // -inf}, k3 {NaN}, k4 {-inf, NaN}. Channel 3, k8: {+inf}. Channel 5: +inf, -inf, NaN apart.
   Tensor p = Tensor::create(DType::kF32, shape).value();  // zeros
-  p = planted(planted(planted(p, {0, 4, 12, 21, 36 * 5 + 14}), {7, 2, 5, 108 + 28, 36 * 5 + 0}, kInf),
-              {9, 10, 14, 36 * 5 + 35}, -kInf);
+  p = planted(
+      planted(planted(p, {0, 4, 12, 21, 36 * 5 + 14}), {7, 2, 5, 108 + 28, 36 * 5 + 0}, kInf),
+      {9, 10, 14, 36 * 5 + 35}, -kInf);
   const Tensor x = random_tensor(shape, 95);
   const Tensor w = random_tensor({8, 8, 1, 1}, 96);
   const ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
@@ -385,8 +386,8 @@ TEST(NanThroughPooling, MaxPoolNaNBesideInfinity) {
   const int32_t y_plain = s.output("y_plain", {1, 8, 3, 3});
   const int32_t y_blocked = s.output("y_blocked", {1, 8, 3, 3});
   const int32_t y_padded = s.output("y_padded", {1, 8, 3, 2});
-  const Attributes two = attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
-                                {"strides", std::vector<int64_t>{2, 2}}});
+  const Attributes two = attrs(
+      {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
   const Attributes padded = attrs({{"kernel_shape", std::vector<int64_t>{3, 2}},
                                    {"strides", std::vector<int64_t>{2, 3}},
                                    {"dilations", std::vector<int64_t>{1, 2}},

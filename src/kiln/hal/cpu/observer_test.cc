@@ -27,7 +27,8 @@ struct Net {
 
   explicit Net(bool conv_is_output) {
     const int32_t x = s.input("x", {2, 3, 12, 12});
-    const int32_t conv = conv_is_output ? s.output("conv", {2, 12, 12, 12}) : s.value("conv", {2, 12, 12, 12});
+    const int32_t conv =
+        conv_is_output ? s.output("conv", {2, 12, 12, 12}) : s.value("conv", {2, 12, 12, 12});
     s.dispatch("d0_conv", "Conv", {x, s.constant("w", w), s.constant("b", b)}, {conv},
                attrs({{"pads", v({1, 1, 1, 1})}, {"kiln_activation", std::string("relu")}}));
     const int32_t pool = s.value("pool", {2, 12, 6, 6});
@@ -120,10 +121,12 @@ TEST(RunObserver, ErrorStopsTheRunAndNamesTheDispatch) {
   ASSERT_NE(exe, nullptr);
   Recorder recorder;
   recorder.fail_at = 1;
-  auto out = run_program(*exe, net.s.spec(), {random_tensor({2, 3, 12, 12}, 3)}, {.observer = &recorder});
+  auto out =
+      run_program(*exe, net.s.spec(), {random_tensor({2, 3, 12, 12}, 3)}, {.observer = &recorder});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().to_string().find("observer stops here"), std::string::npos);
-  EXPECT_NE(out.status().to_string().find("d1_pool"), std::string::npos) << out.status().to_string();
+  EXPECT_NE(out.status().to_string().find("d1_pool"), std::string::npos)
+      << out.status().to_string();
   EXPECT_EQ(recorder.seen, (std::vector<int32_t>{0, 1}));
 }
 

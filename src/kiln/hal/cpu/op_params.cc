@@ -156,8 +156,8 @@ StatusOr<Window> read_window(const OpReader& op, std::span<const int64_t> input_
     options.allow_ceil_mode = true;
     KILN_ASSIGN_OR_RETURN(kernels::WindowGeometry g,
                           kernels::parse_window_geometry(op.attributes(), r, options));
-    const Shape spatial = shape_from_concrete(ConcreteShape(input_spatial.begin(),
-                                                            input_spatial.end()));
+    const Shape spatial =
+        shape_from_concrete(ConcreteShape(input_spatial.begin(), input_spatial.end()));
     KILN_ASSIGN_OR_RETURN(resolved_pads, kernels::explicit_pads(g, spatial));
   }
   Window w;
@@ -203,15 +203,14 @@ StatusOr<Window> read_window(const OpReader& op, std::span<const int64_t> input_
   }
   // Bounded so that output-size arithmetic on any real dim cannot overflow.
   constexpr int64_t kLimit = kernels::kMaxWindowAttribute;
-  for (const auto& [name, values] : {std::pair<const char*, const std::vector<int64_t>&>{
-                                         "kernel_shape", w.kernel},
-                                     {"strides", w.strides},
-                                     {"dilations", w.dilations},
-                                     {"pads", pads}}) {
+  for (const auto& [name, values] :
+       {std::pair<const char*, const std::vector<int64_t>&>{"kernel_shape", w.kernel},
+        {"strides", w.strides},
+        {"dilations", w.dilations},
+        {"pads", pads}}) {
     for (int64_t v : values) {
       if (v > kLimit) {
-        return invalid_argument("attribute '{}' value {} is over the limit of {}", name, v,
-                                kLimit);
+        return invalid_argument("attribute '{}' value {} is over the limit of {}", name, v, kLimit);
       }
     }
   }

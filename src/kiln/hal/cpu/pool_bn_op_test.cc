@@ -251,27 +251,46 @@ TEST(CpuPoolTest, EdgeWindowsMatchOnnxRuntime) {
   };
   using Ints = std::vector<int64_t>;
   const std::vector<Case> cases = {
-      {"MaxPool", {1, 1, 5, 5},
+      {"MaxPool",
+       {1, 1, 5, 5},
        attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}}),
-       {1, 1, 3, 3}, {-94, -92, -91, -84, -82, -81, -79, -77, -76}},
-      {"AveragePool", {1, 1, 5, 5},
+       {1, 1, 3, 3},
+       {-94, -92, -91, -84, -82, -81, -79, -77, -76}},
+      {"AveragePool",
+       {1, 1, 5, 5},
        attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}}),
-       {1, 1, 3, 3}, {-97, -95, -93.5, -87, -85, -83.5, -79.5, -77.5, -76}},
-      {"MaxPool", {1, 1, 2, 2},
-       attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{3, 3}}, {"pads", Ints{0, 0, 1, 1}},
+       {1, 1, 3, 3},
+       {-97, -95, -93.5, -87, -85, -83.5, -79.5, -77.5, -76}},
+      {"MaxPool",
+       {1, 1, 2, 2},
+       attrs({{"kernel_shape", Ints{2, 2}},
+              {"strides", Ints{3, 3}},
+              {"pads", Ints{0, 0, 1, 1}},
               {"ceil_mode", int64_t{1}}}),
-       {1, 1, 1, 1}, {-97}},
-      {"AveragePool", {1, 1, 3, 3},
-       attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}},
+       {1, 1, 1, 1},
+       {-97}},
+      {"AveragePool",
+       {1, 1, 3, 3},
+       attrs({{"kernel_shape", Ints{3, 3}},
+              {"strides", Ints{2, 2}},
+              {"pads", Ints{1, 1, 1, 1}},
               {"ceil_mode", int64_t{1}}}),
-       {1, 1, 2, 2}, {-98, -97, -95, -94}},
-      {"MaxPool", {1, 1, 1, 4},
+       {1, 1, 2, 2},
+       {-98, -97, -95, -94}},
+      {"MaxPool",
+       {1, 1, 1, 4},
        attrs({{"kernel_shape", Ints{2, 1}}, {"dilations", Ints{2, 1}}, {"pads", Ints{1, 0, 1, 0}}}),
-       {1, 1, 1, 4}, {lowest, lowest, lowest, lowest}},
-      {"MaxPool", {1, 1, 1, 4},
-       attrs({{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 1}}, {"strides", Ints{1, 2}},
-              {"pads", Ints{1, 0, 1, 0}}, {"ceil_mode", int64_t{1}}}),
-       {1, 1, 1, 2}, {lowest, lowest}},
+       {1, 1, 1, 4},
+       {lowest, lowest, lowest, lowest}},
+      {"MaxPool",
+       {1, 1, 1, 4},
+       attrs({{"kernel_shape", Ints{2, 2}},
+              {"dilations", Ints{2, 1}},
+              {"strides", Ints{1, 2}},
+              {"pads", Ints{1, 0, 1, 0}},
+              {"ceil_mode", int64_t{1}}}),
+       {1, 1, 1, 2},
+       {lowest, lowest}},
   };
   for (const Case& c : cases) {
     for (DType dtype : {DType::kF32, DType::kF64}) {
@@ -364,9 +383,8 @@ TEST(CpuGeluTest, PlainAndAfterConvWithBothApproximations) {
     auto out = y.mutable_values<float>();
     for (size_t i = 0; i < in.size(); ++i) {
       const double v = in[i];
-      const double g = tanh_form
-                           ? std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))
-                           : std::erf(v / std::sqrt(2.0));
+      const double g = tanh_form ? std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))
+                                 : std::erf(v / std::sqrt(2.0));
       out[i] = static_cast<float>(0.5 * v * (1 + g));
     }
     return y;

@@ -52,7 +52,8 @@ StatusOr<PoolParams> read_pool(const OpReader& op) {
     p.window.pads_begin.assign(r, 0);
     p.window.pads_end.assign(r, 0);
   } else {
-    KILN_ASSIGN_OR_RETURN(p.window, read_window(op, std::span(x).subspan(2), {}, /*allow_dilations=*/true));
+    KILN_ASSIGN_OR_RETURN(p.window,
+                          read_window(op, std::span(x).subspan(2), {}, /*allow_dilations=*/true));
     KILN_ASSIGN_OR_RETURN(int64_t ceil, op.get_int("ceil_mode", 0));
     if (ceil != 0 && ceil != 1) return invalid_argument("attribute 'ceil_mode' must be 0 or 1");
     ceil_mode = ceil == 1;
@@ -147,15 +148,18 @@ Status build_pool(ProgramBuilder& b) {
     dnnl::pooling_v2_forward::primitive_desc mask_pd(mask_desc, b.attr(), b.engine());
     const BufferRef mask = b.temp(pd.dst_desc().get_size());
     PrimitiveStep& mask_step =
-        b.add_primitive(b.label(fmt::format("pool {} (NaN windows)", impl_name(mask_pd))),
-                        mask_pd, dnnl::pooling_v2_forward(mask_pd));
+        b.add_primitive(b.label(fmt::format("pool {} (NaN windows)", impl_name(mask_pd))), mask_pd,
+                        dnnl::pooling_v2_forward(mask_pd));
     mask_step.bind(DNNL_ARG_SRC, src, src_ref);
     mask_step.bind(DNNL_ARG_DST, pd.dst_desc(), mask);
-    PoolWindows windows{src, pd.dst_desc(), p.window.kernel, p.window.strides,
-                        p.window.dilations, p.window.pads_begin};
+    PoolWindows windows{src,
+                        pd.dst_desc(),
+                        p.window.kernel,
+                        p.window.strides,
+                        p.window.dilations,
+                        p.window.pads_begin};
     b.add(std::make_unique<MaxPoolNanStep>(b.label("max of NaN windows is NaN (kiln)"), src_ref,
-                                           mask, dst_ref,
-                                           pd.dst_desc().get_size() / sizeof(float),
+                                           mask, dst_ref, pd.dst_desc().get_size() / sizeof(float),
                                            std::move(windows)));
   }
   return ok_status();

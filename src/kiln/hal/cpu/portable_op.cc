@@ -14,8 +14,7 @@ const Attributes kNoAttributes;
 StatusOr<kernels::Planned> plan(const OpReader& op) {
   const kernels::OpKernel* k = kernels::find_op_kernel(op.dispatch().op_type);
   if (k == nullptr) {
-    return unimplemented("op type '{}' is not supported by the CPU backend",
-                         op.dispatch().op_type);
+    return unimplemented("op type '{}' is not supported by the CPU backend", op.dispatch().op_type);
   }
   std::vector<kernels::ConcreteInput> inputs;
   for (size_t i = 0; i < op.dispatch().inputs.size(); ++i) {
@@ -25,8 +24,8 @@ StatusOr<kernels::Planned> plan(const OpReader& op) {
     }
     const ValueSpec& v = op.input(i);
     const Tensor* known = v.role == ValueRole::kConstant ? v.constant
-                          : v.known_value            ? &*v.known_value
-                                                     : nullptr;
+                          : v.known_value                ? &*v.known_value
+                                                         : nullptr;
     inputs.push_back({true, v.dtype, v.shape, known});
   }
   std::vector<kernels::ConcreteOutput> outputs;

@@ -59,7 +59,8 @@ Status ProgramBuilder::validate_spec() const {
   auto check_list = [&](const std::vector<int32_t>& list, ValueRole role) -> Status {
     for (int32_t v : list) {
       if (v < 0 || v >= n) {
-        return invalid_argument("{} index {} is out of range ({} values)", value_role_name(role), v, n);
+        return invalid_argument("{} index {} is out of range ({} values)", value_role_name(role), v,
+                                n);
       }
       if (spec_.values[v].role != role) {
         return invalid_argument("value '{}' is listed as a {} but its role is {}",
@@ -290,8 +291,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
   if (!status.ok()) {
     return std::move(status).with_note(fmt::format("in dispatch '{}' ({})", d.name, d.op_type));
   }
-  dispatch_steps_.push_back(
-      DispatchSteps{d.name, first_step, steps_.size(), d.outputs, threads});
+  dispatch_steps_.push_back(DispatchSteps{d.name, first_step, steps_.size(), d.outputs, threads});
   return ok_status();
 }
 

@@ -100,7 +100,7 @@ class ProgramBuilder {
   std::shared_ptr<DeviceState> device_;
   std::vector<std::optional<dnnl_desc>> layouts_;  // f32 values once available
   std::vector<bool> available_;
-  std::vector<size_t> storage_;  // intermediates' bytes
+  std::vector<size_t> storage_;          // intermediates' bytes
   std::vector<int32_t> last_reader_;     // per value: index of the last dispatch reading it
   std::vector<int32_t> shared_storage_;  // per value: output_over's `in`, else -1
   size_t dispatch_index_ = 0;            // the dispatch being built

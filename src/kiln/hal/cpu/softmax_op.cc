@@ -52,8 +52,8 @@ Status build_softmax(ProgramBuilder& b) {
   for (int i = 0; i < axis; ++i) outer *= x[i];
   for (size_t i = axis + 1; i < x.size(); ++i) inner *= x[i];
   const int64_t n = x.empty() ? 1 : x[axis];
-  b.add(std::make_unique<SoftmaxNanStep>(b.label("lanes with NaN or +inf are NaN (kiln)"), src,
-                                         dst, outer, n, inner));
+  b.add(std::make_unique<SoftmaxNanStep>(b.label("lanes with NaN or +inf are NaN (kiln)"), src, dst,
+                                         outer, n, inner));
   return ok_status();
 }
 

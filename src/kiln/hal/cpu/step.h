@@ -44,14 +44,10 @@ struct ExecContext {
 
   std::byte* resolve(const BufferRef& ref) const {
     switch (ref.kind) {
-      case BufferRef::Kind::kValue:
-        return values[ref.value];
-      case BufferRef::Kind::kWorkspace:
-        return workspace + ref.offset;
-      case BufferRef::Kind::kScratchpad:
-        return scratchpad;
-      case BufferRef::Kind::kFixed:
-        return ref.fixed;
+      case BufferRef::Kind::kValue: return values[ref.value];
+      case BufferRef::Kind::kWorkspace: return workspace + ref.offset;
+      case BufferRef::Kind::kScratchpad: return scratchpad;
+      case BufferRef::Kind::kFixed: return ref.fixed;
     }
     return nullptr;
   }

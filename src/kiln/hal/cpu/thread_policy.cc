@@ -60,8 +60,7 @@ double work_per_sample(const DispatchSpec& d, std::span<const ValueSpec> values)
   return work;
 }
 
-int dispatch_threads(const DispatchSpec& d, std::span<const ValueSpec> values,
-                     int device_threads) {
+int dispatch_threads(const DispatchSpec& d, std::span<const ValueSpec> values, int device_threads) {
   return work_per_sample(d, values) < kSmallDispatchWork ? 1 : device_threads;
 }
 

@@ -5,9 +5,9 @@
 // primitive is created, so ProgramBuilder creates each dispatch's primitives under the dispatch's
 // team size and CpuExecutable runs them under the same.
 //
-// Batch invariance (docs/architecture.md invariant 4): gemm-based oneDNN kernels may split a reduction over
-// threads, so a sample must meet the same team size at every batch size. The decision therefore
-// depends on the work of one sample (the output's dim 0), never on the batch.
+// Batch invariance (docs/architecture.md invariant 4): gemm-based oneDNN kernels may split a
+// reduction over threads, so a sample must meet the same team size at every batch size. The
+// decision therefore depends on the work of one sample (the output's dim 0), never on the batch.
 #pragma once
 
 #include <cstdint>

@@ -36,8 +36,8 @@ ProgramSpec relu_spec(SpecBuilder& s, ConcreteShape shape) {
 
 TEST(ThreadPolicy, SmallDispatchesRunOnOneThreadLargeOnesOnAll) {
   SpecBuilder small_conv, large_conv, small_relu, large_relu;
-  ProgramSpec sc = conv_spec(small_conv, 1, 8, 8, 8);      // 0.07 MFLOP
-  ProgramSpec lc = conv_spec(large_conv, 1, 64, 56, 64);   // 231 MFLOP
+  ProgramSpec sc = conv_spec(small_conv, 1, 8, 8, 8);       // 0.07 MFLOP
+  ProgramSpec lc = conv_spec(large_conv, 1, 64, 56, 64);    // 231 MFLOP
   ProgramSpec sr = relu_spec(small_relu, {1, 16, 16, 16});  // 4096 elements
   ProgramSpec lr = relu_spec(large_relu, {1, 64, 56, 56});  // 200704 elements
   EXPECT_EQ(dispatch_threads(sc.dispatches[0], sc.values, 2), 1);

@@ -11,9 +11,9 @@ namespace {
 // such instruction anywhere else; OpenMP loops call these helpers per iteration.
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
 
-constexpr int64_t kTilesPerBlock = 6;   // tiles per register block of the product kernel
-constexpr int64_t kOutPerBlock = 16;    // output channels per register block
-constexpr int64_t kVec = 8;             // floats per AVX2 vector = nChw8c block
+constexpr int64_t kTilesPerBlock = 6;  // tiles per register block of the product kernel
+constexpr int64_t kOutPerBlock = 16;   // output channels per register block
+constexpr int64_t kVec = 8;            // floats per AVX2 vector = nChw8c block
 
 // Tiles are processed in chunks of whole blocks whose transformed input and products together
 // take at most max(kChunkBytes, a quarter of the transformed weights), so they are still in
@@ -26,18 +26,17 @@ int64_t transformed_weight_bytes(const Conv3x3& s) {
 }
 // One block's transformed input and products.
 int64_t block_scratch_bytes(const Conv3x3& s) {
-  return 16 * kTilesPerBlock * (s.channels + s.out_channels) *
-         static_cast<int64_t>(sizeof(float));
+  return 16 * kTilesPerBlock * (s.channels + s.out_channels) * static_cast<int64_t>(sizeof(float));
 }
 
 struct Geometry {
-  int64_t cb, ob, ob8;          // C/8, M/16, M/8
-  int64_t tiles_h, tiles_w;     // 2x2 output tiles per column and row of one image
-  int64_t image_tiles;          // tiles of one image
-  int64_t tiles, blocks;        // all images' tiles, image after image; blocks of kTilesPerBlock
-  int64_t chunk_blocks;         // blocks per chunk
-  int64_t chunk_tiles;          // tiles per chunk (a multiple of kTilesPerBlock)
-  size_t v_floats, m_floats;    // one chunk's transformed input and 16 products
+  int64_t cb, ob, ob8;        // C/8, M/16, M/8
+  int64_t tiles_h, tiles_w;   // 2x2 output tiles per column and row of one image
+  int64_t image_tiles;        // tiles of one image
+  int64_t tiles, blocks;      // all images' tiles, image after image; blocks of kTilesPerBlock
+  int64_t chunk_blocks;       // blocks per chunk
+  int64_t chunk_tiles;        // tiles per chunk (a multiple of kTilesPerBlock)
+  size_t v_floats, m_floats;  // one chunk's transformed input and 16 products
 
   Geometry(const Conv3x3& s, int64_t batch)
       : cb(s.channels / kVec),
@@ -70,7 +69,8 @@ KILN_AVX2 void transform_input_block(const Conv3x3& s, const Geometry& g, const 
     const int64_t t = block * kTilesPerBlock + j;
     __m256 d[4][4];
     if (t >= g.tiles) {
-      for (auto& row : d) for (auto& x : row) x = _mm256_setzero_ps();
+      for (auto& row : d)
+        for (auto& x : row) x = _mm256_setzero_ps();
     } else {
       const int64_t image = t / g.image_tiles, tile = t % g.image_tiles;
       const float* plane = src + (image * s.channels + cb * kVec) * s.in_h * s.in_w;
@@ -114,26 +114,34 @@ KILN_AVX2 void transform_input_block(const Conv3x3& s, const Geometry& g, const 
 // One register block: 6 tiles x 16 output channels in 12 accumulators, summing the channels in
 // order, 8 per step. Written in assembly so that the accumulators stay in registers (compilers
 // spill some of them here): per channel, 2 weight loads, 6 broadcasts and 12 FMAs.
-#define KILN_WINOGRAD_CHANNEL(ci)                                              \
-  "vmovups " #ci "*64(%[u]), %%ymm12\n\t"                                      \
-  "vmovups " #ci "*64+32(%[u]), %%ymm13\n\t"                                   \
-  "vbroadcastss (0*8+" #ci ")*4(%[v]), %%ymm14\n\t"                            \
-  "vfmadd231ps %%ymm12, %%ymm14, %[a0]\n\t"                                    \
-  "vfmadd231ps %%ymm13, %%ymm14, %[b0]\n\t"                                    \
-  "vbroadcastss (1*8+" #ci ")*4(%[v]), %%ymm15\n\t"                            \
-  "vfmadd231ps %%ymm12, %%ymm15, %[a1]\n\t"                                    \
-  "vfmadd231ps %%ymm13, %%ymm15, %[b1]\n\t"                                    \
-  "vbroadcastss (2*8+" #ci ")*4(%[v]), %%ymm14\n\t"                            \
-  "vfmadd231ps %%ymm12, %%ymm14, %[a2]\n\t"                                    \
-  "vfmadd231ps %%ymm13, %%ymm14, %[b2]\n\t"                                    \
-  "vbroadcastss (3*8+" #ci ")*4(%[v]), %%ymm15\n\t"                            \
-  "vfmadd231ps %%ymm12, %%ymm15, %[a3]\n\t"                                    \
-  "vfmadd231ps %%ymm13, %%ymm15, %[b3]\n\t"                                    \
-  "vbroadcastss (4*8+" #ci ")*4(%[v]), %%ymm14\n\t"                            \
-  "vfmadd231ps %%ymm12, %%ymm14, %[a4]\n\t"                                    \
-  "vfmadd231ps %%ymm13, %%ymm14, %[b4]\n\t"                                    \
-  "vbroadcastss (5*8+" #ci ")*4(%[v]), %%ymm15\n\t"                            \
-  "vfmadd231ps %%ymm12, %%ymm15, %[a5]\n\t"                                    \
+#define KILN_WINOGRAD_CHANNEL(ci)           \
+  "vmovups " #ci                            \
+  "*64(%[u]), %%ymm12\n\t"                  \
+  "vmovups " #ci                            \
+  "*64+32(%[u]), %%ymm13\n\t"               \
+  "vbroadcastss (0*8+" #ci                  \
+  ")*4(%[v]), %%ymm14\n\t"                  \
+  "vfmadd231ps %%ymm12, %%ymm14, %[a0]\n\t" \
+  "vfmadd231ps %%ymm13, %%ymm14, %[b0]\n\t" \
+  "vbroadcastss (1*8+" #ci                  \
+  ")*4(%[v]), %%ymm15\n\t"                  \
+  "vfmadd231ps %%ymm12, %%ymm15, %[a1]\n\t" \
+  "vfmadd231ps %%ymm13, %%ymm15, %[b1]\n\t" \
+  "vbroadcastss (2*8+" #ci                  \
+  ")*4(%[v]), %%ymm14\n\t"                  \
+  "vfmadd231ps %%ymm12, %%ymm14, %[a2]\n\t" \
+  "vfmadd231ps %%ymm13, %%ymm14, %[b2]\n\t" \
+  "vbroadcastss (3*8+" #ci                  \
+  ")*4(%[v]), %%ymm15\n\t"                  \
+  "vfmadd231ps %%ymm12, %%ymm15, %[a3]\n\t" \
+  "vfmadd231ps %%ymm13, %%ymm15, %[b3]\n\t" \
+  "vbroadcastss (4*8+" #ci                  \
+  ")*4(%[v]), %%ymm14\n\t"                  \
+  "vfmadd231ps %%ymm12, %%ymm14, %[a4]\n\t" \
+  "vfmadd231ps %%ymm13, %%ymm14, %[b4]\n\t" \
+  "vbroadcastss (5*8+" #ci                  \
+  ")*4(%[v]), %%ymm15\n\t"                  \
+  "vfmadd231ps %%ymm12, %%ymm15, %[a5]\n\t" \
   "vfmadd231ps %%ymm13, %%ymm15, %[b5]\n\t"
 
 KILN_AVX2 void multiply_block(const float* v, const float* u, int64_t channel_blocks, float* m,
@@ -144,9 +152,8 @@ KILN_AVX2 void multiply_block(const float* v, const float* u, int64_t channel_bl
     asm(KILN_WINOGRAD_CHANNEL(0) KILN_WINOGRAD_CHANNEL(1) KILN_WINOGRAD_CHANNEL(2)
             KILN_WINOGRAD_CHANNEL(3) KILN_WINOGRAD_CHANNEL(4) KILN_WINOGRAD_CHANNEL(5)
                 KILN_WINOGRAD_CHANNEL(6) KILN_WINOGRAD_CHANNEL(7)
-        : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4),
-          [a5] "+x"(a5), [b0] "+x"(b0), [b1] "+x"(b1), [b2] "+x"(b2), [b3] "+x"(b3),
-          [b4] "+x"(b4), [b5] "+x"(b5)
+        : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [a4] "+x"(a4), [a5] "+x"(a5),
+          [b0] "+x"(b0), [b1] "+x"(b1), [b2] "+x"(b2), [b3] "+x"(b3), [b4] "+x"(b4), [b5] "+x"(b5)
         : [v] "r"(v), [u] "r"(u), "m"(*reinterpret_cast<const float(*)[48]>(v)),
           "m"(*reinterpret_cast<const float(*)[128]>(u))
         : "xmm12", "xmm13", "xmm14", "xmm15");
@@ -166,10 +173,8 @@ KILN_AVX2 __m256 activate(__m256 y, const kernels::FusedActivation& a) {
   using Kind = kernels::FusedActivation::Kind;
   // max/min return their second operand when either is NaN: a NaN stays NaN.
   switch (a.kind) {
-    case Kind::kNone:
-      return y;
-    case Kind::kRelu:
-      return _mm256_max_ps(_mm256_setzero_ps(), y);
+    case Kind::kNone: return y;
+    case Kind::kRelu: return _mm256_max_ps(_mm256_setzero_ps(), y);
     case Kind::kClip:
       return _mm256_min_ps(_mm256_set1_ps(static_cast<float>(a.max)),
                            _mm256_max_ps(_mm256_set1_ps(static_cast<float>(a.min)), y));
@@ -177,7 +182,8 @@ KILN_AVX2 __m256 activate(__m256 y, const kernels::FusedActivation& a) {
   return y;
 }
 
-// One tile (`t` counting over the batch, `slot` from the chunk's first) of one 8-channel output block.
+// One tile (`t` counting over the batch, `slot` from the chunk's first) of one 8-channel output
+// block.
 KILN_AVX2 void transform_output_tile(const Conv3x3& s, const Geometry& g, const float* m,
                                      const Epilogue& e, float* dst, int64_t ob8, int64_t t,
                                      int64_t slot) {
@@ -214,9 +220,7 @@ KILN_AVX2 void transform_output_tile(const Conv3x3& s, const Geometry& g, const 
 
 }  // namespace
 
-bool cpu_supported() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
+bool cpu_supported() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 const char* unsupported_reason(const Conv3x3& s) {
   if (s.channels < kVec || s.channels % kVec != 0) return "input channels not a multiple of 8";
@@ -287,11 +291,10 @@ void run(const Conv3x3& s, int64_t batch, const float* src, const float* u, cons
       for (int64_t ob = 0; ob < g.ob; ++ob) {
         const float* u_block = u + (xi * g.ob + ob) * s.channels * kOutPerBlock;
         for (int64_t slot = 0; slot < blocks; ++slot) {
-          multiply_block(v + (xi * g.chunk_blocks + slot) * g.cb * kTilesPerBlock * kVec, u_block,
-                         g.cb,
-                         m + (xi * g.chunk_tiles + slot * kTilesPerBlock) * s.out_channels +
-                             ob * kOutPerBlock,
-                         s.out_channels);
+          multiply_block(
+              v + (xi * g.chunk_blocks + slot) * g.cb * kTilesPerBlock * kVec, u_block, g.cb,
+              m + (xi * g.chunk_tiles + slot * kTilesPerBlock) * s.out_channels + ob * kOutPerBlock,
+              s.out_channels);
         }
       }
     }

@@ -12,8 +12,8 @@
 // Every output element is computed by the same sequence of operations whatever the sample's
 // position in a batch, the batch size, the thread count or the split of work over threads: each
 // tile's products are summed over the channels in order, in a register lane of their own
-// (docs/architecture.md invariant 4). A batch's tiles are processed together, image after image, so big
-// weights are read once per chunk of tiles rather than once per image.
+// (docs/architecture.md invariant 4). A batch's tiles are processed together, image after image, so
+// big weights are read once per chunk of tiles rather than once per image.
 //
 // NaN: the fused relu/clip keep a NaN, like every activation of kiln (kernels/activation.h).
 #pragma once
@@ -25,8 +25,8 @@
 
 namespace kiln::hal::cpu::winograd {
 
-// The convolution of one sample. Input H x W with `pad_top`/`pad_left` zeros before it; the output is
-// out_h x out_w (the caller derives it with the bottom/right pads: out = in + pads - 2).
+// The convolution of one sample. Input H x W with `pad_top`/`pad_left` zeros before it; the output
+// is out_h x out_w (the caller derives it with the bottom/right pads: out = in + pads - 2).
 struct Conv3x3 {
   int64_t channels = 0;      // C, a multiple of 8
   int64_t out_channels = 0;  // M, a multiple of 16

@@ -51,7 +51,8 @@ class WinogradConvStep : public Step {
     const auto* weights = reinterpret_cast<const float*>(ctx.resolve(buffers_.weights));
     auto* dst = reinterpret_cast<float*>(ctx.resolve(buffers_.dst));
     winograd::Epilogue epilogue;
-    epilogue.bias = has_bias_ ? reinterpret_cast<const float*>(ctx.resolve(buffers_.bias)) : nullptr;
+    epilogue.bias =
+        has_bias_ ? reinterpret_cast<const float*>(ctx.resolve(buffers_.bias)) : nullptr;
     epilogue.accumulate = accumulate_;
     epilogue.activation = activation_;
     winograd::run(shape_, batch_, src, weights, epilogue, dst, ctx.resolve(buffers_.workspace));
@@ -98,14 +99,13 @@ Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p) {
   WinogradConvStep::Buffers buffers;
   KILN_ASSIGN_OR_RETURN(buffers.src, b.input_as(op.input_index(0), src_layout));
   const dnnl_desc packed({16, shape.out_channels / 16, shape.channels, 16}, dt::f32, tag::abcd);
-  KILN_ASSIGN_OR_RETURN(
-      buffers.weights,
-      b.constant_transformed(op.input_index(1), plain_desc(w), packed,
-                             [shape](const std::byte* oihw, std::byte* u) {
-                               winograd::transform_weights(
-                                   shape, reinterpret_cast<const float*>(oihw),
-                                   reinterpret_cast<float*>(u));
-                             }));
+  KILN_ASSIGN_OR_RETURN(buffers.weights,
+                        b.constant_transformed(op.input_index(1), plain_desc(w), packed,
+                                               [shape](const std::byte* oihw, std::byte* u) {
+                                                 winograd::transform_weights(
+                                                     shape, reinterpret_cast<const float*>(oihw),
+                                                     reinterpret_cast<float*>(u));
+                                               }));
   if (p.has_bias) {
     KILN_ASSIGN_OR_RETURN(buffers.bias,
                           b.input_as(op.input_index(2), plain_desc(op.input(2).shape)));

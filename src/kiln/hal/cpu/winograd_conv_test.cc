@@ -28,8 +28,14 @@ void PrintTo(const Case& k, std::ostream* os) {
 }
 
 Conv3x3 shape_of(const Case& k) {
-  return Conv3x3{k.c, k.m, k.h, k.w, k.h + k.pad_top + k.pad_bottom - 2,
-                 k.w + k.pad_left + k.pad_right - 2, k.pad_top, k.pad_left};
+  return Conv3x3{k.c,
+                 k.m,
+                 k.h,
+                 k.w,
+                 k.h + k.pad_top + k.pad_bottom - 2,
+                 k.w + k.pad_left + k.pad_right - 2,
+                 k.pad_top,
+                 k.pad_left};
 }
 
 // Plain [N][C][H][W] -> nChw8c [N][C/8][H][W][8].
@@ -75,9 +81,7 @@ struct Problem {
     workspace = workspace_storage.data() +
                 (64 - reinterpret_cast<uintptr_t>(workspace_storage.data()) % 64) % 64;
   }
-  size_t image_out_size() const {
-    return static_cast<size_t>(s.out_channels * s.out_h * s.out_w);
-  }
+  size_t image_out_size() const { return static_cast<size_t>(s.out_channels * s.out_h * s.out_w); }
   size_t out_size() const { return static_cast<size_t>(batch) * image_out_size(); }
   void run_into(std::vector<float>& y, const Epilogue& e) {
     run(s, batch, x_blocked.data(), u.data(), e, y.data(), workspace);
@@ -154,13 +158,13 @@ TEST_P(WinogradConvTest, AgreesWithFloat64DirectConvolution) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, WinogradConvTest,
-    ::testing::Values(Case{8, 8, 8, 16, 1, 1, 1, 1},      // even tiles
-                      Case{16, 7, 9, 32, 1, 1, 1, 1},     // a half tile at the bottom and right
-                      Case{8, 1, 1, 16, 1, 1, 1, 1},      // one pixel, one partial tile
-                      Case{24, 6, 5, 16, 0, 0, 0, 0},     // no padding
-                      Case{16, 5, 8, 48, 2, 0, 1, 2},     // uneven pads
-                      Case{128, 7, 7, 64, 1, 1, 1, 1},    // many channels, 16 tiles
-                      Case{8, 40, 38, 16, 1, 1, 1, 1}),   // several chunks of tile blocks
+    ::testing::Values(Case{8, 8, 8, 16, 1, 1, 1, 1},     // even tiles
+                      Case{16, 7, 9, 32, 1, 1, 1, 1},    // a half tile at the bottom and right
+                      Case{8, 1, 1, 16, 1, 1, 1, 1},     // one pixel, one partial tile
+                      Case{24, 6, 5, 16, 0, 0, 0, 0},    // no padding
+                      Case{16, 5, 8, 48, 2, 0, 1, 2},    // uneven pads
+                      Case{128, 7, 7, 64, 1, 1, 1, 1},   // many channels, 16 tiles
+                      Case{8, 40, 38, 16, 1, 1, 1, 1}),  // several chunks of tile blocks
     [](const ::testing::TestParamInfo<Case>& info) {
       const Case& k = info.param;
       return "c" + std::to_string(k.c) + "_" + std::to_string(k.h) + "x" + std::to_string(k.w) +

@@ -13,12 +13,14 @@ namespace {
 Status check_indices(const DispatchSpec& d, size_t value_count) {
   for (size_t i = 0; i < d.inputs.size(); ++i) {
     if (d.inputs[i] < -1 || d.inputs[i] >= static_cast<int32_t>(value_count)) {
-      return invalid_argument("input {} refers to value {}, the program has {}", i, d.inputs[i], value_count);
+      return invalid_argument("input {} refers to value {}, the program has {}", i, d.inputs[i],
+                              value_count);
     }
   }
   for (size_t i = 0; i < d.outputs.size(); ++i) {
     if (d.outputs[i] < 0 || d.outputs[i] >= static_cast<int32_t>(value_count)) {
-      return invalid_argument("output {} refers to value {}, the program has {}", i, d.outputs[i], value_count);
+      return invalid_argument("output {} refers to value {}, the program has {}", i, d.outputs[i],
+                              value_count);
     }
   }
   return ok_status();
@@ -50,16 +52,19 @@ class NullExecutable : public Executable {
     for (size_t v = 0; v < spec_.values.size(); ++v) {
       const ValueSpec& value = spec_.values[v];
       if (value.role == ValueRole::kConstant) continue;
-      const size_t bytes = value.role == ValueRole::kIntermediate ? storage_bytes(static_cast<int32_t>(v))
-                                                                  : plain_bytes(value);
+      const size_t bytes = value.role == ValueRole::kIntermediate
+                               ? storage_bytes(static_cast<int32_t>(v))
+                               : plain_bytes(value);
       if (bytes == 0) continue;
       const BufferRef& ref = args.values[v];
       if (ref.host_data() == nullptr) {
-        return invalid_argument("run: {} '{}' has no host-visible buffer", value_role_name(value.role), value.name);
+        return invalid_argument("run: {} '{}' has no host-visible buffer",
+                                value_role_name(value.role), value.name);
       }
       if (ref.offset > ref.buffer->size() || bytes > ref.buffer->size() - ref.offset) {
         return invalid_argument("run: {} '{}' needs {} bytes, its buffer has {} at offset {}",
-                                value_role_name(value.role), value.name, bytes, ref.buffer->size(), ref.offset);
+                                value_role_name(value.role), value.name, bytes, ref.buffer->size(),
+                                ref.offset);
       }
     }
     for (int32_t v : spec_.outputs) {
@@ -74,12 +79,14 @@ class NullExecutable : public Executable {
       if (args.observer->wants_outputs(index)) {
         for (int32_t v : dispatch.outputs) {
           // Tensor::create zero-fills.
-          KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(spec_.values[v].dtype, spec_.values[v].shape));
+          KILN_ASSIGN_OR_RETURN(Tensor t,
+                                Tensor::create(spec_.values[v].dtype, spec_.values[v].shape));
           outputs.push_back(std::move(t));
         }
       }
       Status observed = args.observer->after_dispatch(index, 0.0, outputs);
-      if (!observed.ok()) return std::move(observed).with_note(fmt::format("after dispatch '{}'", dispatch.name));
+      if (!observed.ok())
+        return std::move(observed).with_note(fmt::format("after dispatch '{}'", dispatch.name));
     }
     return ok_status();
   }
@@ -134,12 +141,14 @@ class NullDevice : public Device {
     }
     for (const std::vector<int32_t>* list : {&spec.inputs, &spec.outputs}) {
       for (int32_t v : *list) {
-        if (v < 0 || static_cast<size_t>(v) >= n) return invalid_argument("graph value {} is out of range", v);
+        if (v < 0 || static_cast<size_t>(v) >= n)
+          return invalid_argument("graph value {} is out of range", v);
       }
     }
     for (int32_t v : spec.inputs) {
       if (spec.values[v].role != ValueRole::kInput) {
-        return invalid_argument("graph input '{}' is a {}", spec.values[v].name, value_role_name(spec.values[v].role));
+        return invalid_argument("graph input '{}' is a {}", spec.values[v].name,
+                                value_role_name(spec.values[v].role));
       }
     }
     for (const DispatchSpec& d : spec.dispatches) {
@@ -154,10 +163,12 @@ class NullDevice : public Device {
         for (size_t i = 0; i < d.outputs.size(); ++i) {
           const ValueSpec& v = spec.values[d.outputs[i]];
           if (v.role != ValueRole::kIntermediate && v.role != ValueRole::kOutput) {
-            return invalid_argument("output {} '{}' is a {} and cannot be written", i, v.name, value_role_name(v.role));
+            return invalid_argument("output {} '{}' is a {} and cannot be written", i, v.name,
+                                    value_role_name(v.role));
           }
           if (available[d.outputs[i]]) {
-            return invalid_argument("output {} '{}' is already produced by an earlier dispatch", i, v.name);
+            return invalid_argument("output {} '{}' is already produced by an earlier dispatch", i,
+                                    v.name);
           }
         }
         return ok_status();
@@ -166,7 +177,9 @@ class NullDevice : public Device {
       for (int32_t v : d.outputs) available[v] = true;
     }
     for (int32_t v : spec.outputs) {
-      if (!available[v]) return invalid_argument("graph output '{}' is not produced by any dispatch", spec.values[v].name);
+      if (!available[v])
+        return invalid_argument("graph output '{}' is not produced by any dispatch",
+                                spec.values[v].name);
     }
     return ok_status();
   }
@@ -179,7 +192,8 @@ class NullDevice : public Device {
 
 StatusOr<std::unique_ptr<Device>> create_null_device(const DeviceOptions& options) {
   if (options.threads < 0) {
-    return invalid_argument("null device: threads must be >= 0 (0: all cores), got {}", options.threads);
+    return invalid_argument("null device: threads must be >= 0 (0: all cores), got {}",
+                            options.threads);
   }
   return std::unique_ptr<Device>(std::make_unique<NullDevice>());
 }

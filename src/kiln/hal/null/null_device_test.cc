@@ -46,7 +46,8 @@ TEST(NullDevice, RunsAnyWellFormedProgramAndWritesZeros) {
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   EXPECT_EQ((*exe)->storage_bytes(2), 24u);  // plain f32 [2,3]
   EXPECT_EQ((*exe)->storage_bytes(3), 0u);
-  EXPECT_EQ((*exe)->describe_dispatch(1), std::vector<std::string>{"null: SomeOpNoBackendHas runs nothing"});
+  EXPECT_EQ((*exe)->describe_dispatch(1),
+            std::vector<std::string>{"null: SomeOpNoBackendHas runs nothing"});
 
   Tensor x = Tensor::create(DType::kF32, {2, 3}).value();
   std::vector<Tensor> y = {Tensor::create(DType::kI64, {2}).value()};
@@ -77,11 +78,13 @@ TEST(NullDevice, RefusesMalformedProgramsAndDataDependentSizes) {
   std::swap(out_of_order.dispatches[0], out_of_order.dispatches[1]);
   auto prepared = (*device)->prepare(out_of_order);
   ASSERT_FALSE(prepared.ok());
-  EXPECT_NE(prepared.status().to_string().find("'t' is read before any dispatch produces it"), std::string::npos)
+  EXPECT_NE(prepared.status().to_string().find("'t' is read before any dispatch produces it"),
+            std::string::npos)
       << prepared.status().to_string();
 
   ProgramSpec no_constant = two_dispatches(nullptr);
-  EXPECT_NE((*device)->prepare(no_constant).status().to_string().find("constant 'w' has no data"), std::string::npos);
+  EXPECT_NE((*device)->prepare(no_constant).status().to_string().find("constant 'w' has no data"),
+            std::string::npos);
 
   DispatchSpec nonzero{"nz", "NonZero", nullptr, {0}, {1}, -1, {}, {}};
   auto sizes = (*device)->data_sizes(nonzero, {});
