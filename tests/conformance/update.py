@@ -3,7 +3,9 @@
 
   tests/conformance/onnx_backend.json  the manifest `make test` checks (kiln test-suite): each case
                                        with its expected outcome per backend (cpu: the compiled CPU
-                                       path; reference: the float64 reference evaluator), a reason
+                                       path; null: the null device, which only has to accept or
+                                       refuse each case cleanly; reference: the float64 reference
+                                       evaluator), a reason
                                        for every expected failure;
   docs/conformance.md                  per op: cases passed / failed / unsupported, and why.
 
@@ -26,7 +28,7 @@ import onnx
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = "/usr/share/libonnx-testdata/data"
 SUITES = ["node", "pytorch-converted", "pytorch-operator", "simple"]
-BACKENDS = ["cpu", "reference"]
+BACKENDS = ["cpu", "null", "reference"]
 UNSUPPORTED_OUTCOMES = {"fail-import", "fail-compile"}
 # Cases whose expected data kiln departs from on purpose, with why (printed in the doc).
 DELIBERATE = {
@@ -154,20 +156,25 @@ def write_doc(path, rows, skipped):
              "`make test` checks the same expectations (`tests/conformance/onnx_backend.json`): a case that",
              "stops passing, or an expected failure that starts passing, fails it.", "",
              "- **cpu**: imported, compiled and run through the CPU backend (the module path users run).",
+             "- **null**: the same module on the null device, which computes nothing: a case passes when it",
+             "  compiles, binds and runs cleanly (outputs are not compared), and is refused cleanly",
+             "  otherwise (data-dependent sizes: the null device has no data to size them from).",
              "- **reference**: the imported graph evaluated by kiln's float64 reference evaluator.",
              "- Shape-determining operands that a case feeds as graph inputs (a Reshape's shape, a",
              "  reduction's axes) are bound from the case's data at compile time, as with a constant.",
              "  Data-dependent sizes (NonZero, Compress, TopK's k) stay graph inputs: the module binds",
              "  them from the data at run time.",
              "",
-             "## Totals", "", "| suite | cases | cpu pass | reference pass | left out (bad test data) |",
-             "| --- | --- | --- | --- | --- |"]
+             "## Totals", "",
+             "| suite | cases | cpu pass | null pass | reference pass | left out (bad test data) |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for suite in SUITES:
         mine = [r for r in rows if r[0] == suite]
         cpu = sum(1 for r in mine if r[3]["cpu"][0] == "pass")
+        null = sum(1 for r in mine if r[3]["null"][0] == "pass")
         ref = sum(1 for r in mine if r[3]["reference"][0] == "pass")
         left = sum(1 for s in skipped if s[0] == suite)
-        lines.append(f"| {suite} | {len(mine) + left} | {cpu} | {ref} | {left} |")
+        lines.append(f"| {suite} | {len(mine) + left} | {cpu} | {null} | {ref} | {left} |")
     lines += ["", "## Per op (cpu)", "",
               "passed / failed (imported but wrong or a run error) / unsupported (refused at import or "
               "compile, naming what is missing)", "",

@@ -10,8 +10,8 @@
 #include <random>
 
 #include "kiln/compiler/pipeline.h"
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/module/module.h"
-#include "kiln/ops/registry.h"
 #include "kiln/runtime/session.h"
 
 namespace kiln {
@@ -72,7 +72,7 @@ ir::Graph selection_graph() {
   g.add_output(positives);
   g.add_output(doubled);
   g.add_output(top_index);
-  Status inferred = ops::infer_graph(g);
+  Status inferred = graph_eval::infer_graph(g);
   KILN_CHECK(inferred.ok());
   return g;
 }
@@ -153,7 +153,7 @@ TEST(DataDependentSizes, RandomRunsMatchTheReferenceEvaluator) {
     Tensor rows = Tensor::create(DType::kBool, {n}).value();
     for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint8_t*>(rows.mutable_data())[i] = rng() % 2;
     std::vector<Tensor> inputs = {x, rows, i64({1}, {static_cast<int64_t>(rng() % 5)})};
-    auto expected = ops::evaluate_graph(graph, inputs);
+    auto expected = graph_eval::evaluate_graph(graph, inputs);
     ASSERT_TRUE(expected.ok()) << expected.status().to_string();
     auto actual = session->run(inputs);
     ASSERT_TRUE(actual.ok()) << actual.status().to_string();

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "kiln/compiler/pipeline.h"
-#include "kiln/ops/registry.h"
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/runtime/session.h"
 #include "kiln/tooling/comparator.h"
 
@@ -60,7 +60,7 @@ class GraphBuilder {
   }
   ir::Graph finish(std::vector<ir::ValueId> outputs) {
     ir::Graph g = without_inference(std::move(outputs));
-    Status inferred = ops::infer_graph(g);
+    Status inferred = graph_eval::infer_graph(g);
     EXPECT_TRUE(inferred.ok()) << inferred.to_string();
     return g;
   }
@@ -110,7 +110,7 @@ void expect_runs_at_every_size(const ir::Graph& graph, const std::vector<Binding
       ASSERT_TRUE(dims.ok()) << dims.status().to_string();
       inputs.push_back(random_input(graph.value(in).dtype, *dims, rng));
     }
-    auto expected = ops::evaluate_graph(graph, inputs);
+    auto expected = graph_eval::evaluate_graph(graph, inputs);
     ASSERT_TRUE(expected.ok()) << label << expected.status().to_string();
     auto actual = run_module(*dynamic, inputs);
     ASSERT_TRUE(actual.ok()) << label << actual.status().to_string();
@@ -322,7 +322,7 @@ TEST(DynamicIdioms, FractionsOfADimThroughFloat) {
       attrs({{"to", int64_t{7}}}));
   ir::Graph refused = inexact.without_inference(
       {inexact.op("Slice", {y, third, inexact.ints({open}), inexact.ints({1})})});
-  const Status status = ops::infer_graph(refused);
+  const Status status = graph_eval::infer_graph(refused);
   EXPECT_EQ(status.code(), StatusCode::kUnimplemented) << status.to_string();
   EXPECT_NE(status.to_string().find("must be known at compile time"), std::string::npos)
       << status.to_string();

@@ -8,8 +8,8 @@
 #include <random>
 
 #include "kiln/compiler/pipeline.h"
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/module/module.h"
-#include "kiln/ops/registry.h"
 #include "kiln/runtime/session.h"
 
 namespace kiln {
@@ -49,7 +49,7 @@ std::shared_ptr<const module::ModuleContents> compile_width_model() {
   s.attributes.set("axis", int64_t{-1});
   g.add_node(std::move(s));
   g.add_output(probs);
-  KILN_CHECK(ops::infer_graph(g).ok());
+  KILN_CHECK(graph_eval::infer_graph(g).ok());
   auto contents = compiler::compile(std::move(g), {});
   KILN_CHECK(contents.ok());
   return std::make_shared<const module::ModuleContents>(std::move(contents).value());
@@ -180,7 +180,7 @@ std::shared_ptr<const module::ModuleContents> compile_nonzero_model() {
   g.add_node(ir::Node{"nonzero", "NonZero", {mask}, {nz}, {}, {}, {}});
   g.add_node(ir::Node{"double", "Add", {nz, nz}, {doubled}, {}, {}, {}});
   g.add_output(doubled);
-  KILN_CHECK(ops::infer_graph(g).ok());
+  KILN_CHECK(graph_eval::infer_graph(g).ok());
   auto contents = compiler::compile(std::move(g), {});
   KILN_CHECK(contents.ok());
   return std::make_shared<const module::ModuleContents>(std::move(contents).value());

@@ -72,8 +72,9 @@ TEST(SuiteFaults, ANanWrittenIntoOneDispatchFailsTheRun) {
   ScopedFault fault("dispatch:fc0:nan");
   auto r = run_kiln(kiln_models_args("--filter 'tiny_cnn/*' --junit " + shell_quote(junit)));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_CONTAINS(r.output, "FAIL tiny_cnn/dynamic/N=1 (fail-compare)");
-  EXPECT_CONTAINS(r.output, "FAIL tiny_cnn/bound/N=3 (fail-compare)");
+  // The report names the case, the device and the model's ops.
+  EXPECT_CONTAINS(r.output, "FAIL tiny_cnn/dynamic/N=1 on cpu (fail-compare) [");
+  EXPECT_CONTAINS(r.output, "FAIL tiny_cnn/bound/N=3 on cpu (fail-compare)");
   EXPECT_CONTAINS(r.output, "output 'prob' vs file");
   EXPECT_CONTAINS(r.output, "10/10 mismatches");
   EXPECT_CONTAINS(r.output, "actual NaN 10/10");
@@ -90,7 +91,7 @@ TEST(SuiteFaults, ASmallPerturbationOfOneDispatchFailsTheRun) {
   ScopedFault fault("dispatch:gap0:perturb=1e-4");
   auto r = run_kiln(kiln_models_args("--filter 'tiny_cnn/*'"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_CONTAINS(r.output, "FAIL tiny_cnn/dynamic/N=3 (fail-compare)");
+  EXPECT_CONTAINS(r.output, "FAIL tiny_cnn/dynamic/N=3 on cpu (fail-compare)");
   EXPECT_CONTAINS(r.output, "output 'prob' vs file");
   EXPECT_CONTAINS(r.output, "max abs err 2.");  // about 2.5e-05 > atol 2e-05 + rtol * |e|
   EXPECT_CONTAINS(r.output, "actual NaN 0/");
@@ -100,7 +101,7 @@ TEST(SuiteFaults, APlantedNanInAResNetIsCaught) {
   ScopedFault fault("dispatch:resnetv17_stage4_conv6_fwd:nan");
   auto r = run_kiln(kiln_models_args("--filter 'resnet50-v1-12/dynamic/N=1'"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_CONTAINS(r.output, "FAIL resnet50-v1-12/dynamic/N=1 (fail-compare)");
+  EXPECT_CONTAINS(r.output, "FAIL resnet50-v1-12/dynamic/N=1 on cpu (fail-compare)");
   EXPECT_CONTAINS(r.output, "output 'resnetv17_dense0_fwd' vs file");
   EXPECT_CONTAINS(r.output, "1 failed");
 }
@@ -164,7 +165,7 @@ TEST_F(SuiteManifests, FailingAtADifferentStageThanExpectedFailsTheRun) {
       R"(", "expect": {"cpu": {"outcome": "fail-compile", "reason": "wrong stage"}}}]})");
   auto r = run_kiln("test-suite " + shell_quote(path) + " --progress none");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_CONTAINS(r.output, "FAIL unsupported (fail-import)");
+  EXPECT_CONTAINS(r.output, "FAIL unsupported on cpu (fail-import)");
   EXPECT_CONTAINS(r.output, "expected fail-compile (wrong stage), got fail-import");
   EXPECT_CONTAINS(r.output, "Det");
 }
@@ -180,9 +181,9 @@ TEST_F(SuiteManifests, OneBrokenModelDoesNotStopTheRest) {
       {"path": ")" + tiny() + R"(", "dims": {"N": [2]}, "reference": "kiln-reference"}]})");
   auto r = run_kiln("test-suite " + shell_quote(path) + " --progress lines");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_CONTAINS(r.output, "FAIL broken (fail-import)");
+  EXPECT_CONTAINS(r.output, "FAIL broken on cpu (fail-import)");
   EXPECT_CONTAINS(r.output, "not a valid ONNX model");
-  EXPECT_CONTAINS(r.output, "FAIL bad_input/dynamic/N=2 (error)");
+  EXPECT_CONTAINS(r.output, "FAIL bad_input/dynamic/N=2 on cpu (error)");
   EXPECT_CONTAINS(r.output, "short_b2.bin");
   EXPECT_CONTAINS(r.output, "PASS  tiny_cnn/dynamic/N=2");
   EXPECT_CONTAINS(r.output, "PASS  tiny_cnn/bound/N=2");
@@ -252,7 +253,7 @@ TEST_F(SuiteManifests, OnnxRuntimeReferencesAreCached) {
   auto third = run_kiln("test-suite " + shell_quote(path) + " --cache-dir " + shell_quote(cache) +
                         " --ort-runner /nonexistent/run_ort.js --progress none");
   EXPECT_EQ(third.exit_code, 1) << third.output;
-  EXPECT_CONTAINS(third.output, "FAIL tiny_cnn/dynamic/N=1 (error)");
+  EXPECT_CONTAINS(third.output, "FAIL tiny_cnn/dynamic/N=1 on cpu (error)");
   EXPECT_CONTAINS(third.output, "onnxruntime-node is not available");
 }
 
@@ -285,6 +286,27 @@ TEST_F(SuiteManifests, ReportsAndParallelJobs) {
   EXPECT_CONTAINS(bad.output, "must be .md or .html");
 }
 
+TEST(SuiteDevices, AnUnknownBackendIsAnErrorListingTheDevices) {
+  auto r = run_kiln(kiln_models_args("--backend bogus"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_CONTAINS(r.output, "unknown backend 'bogus'");
+  EXPECT_CONTAINS(r.output, "cpu, null");
+}
+
+// The null device computes placeholders: a case passes when it compiles and runs cleanly, and
+// its outputs are not compared (they are zeros, which would fail every comparison).
+TEST(SuiteDevices, TheNullDeviceRunsEveryCaseWithoutComparingOutputs) {
+  const std::string dir = make_temp_dir("null_report");
+  auto r = run_kiln(kiln_models_args("--backend null --filter 'tiny_cnn/*' --report " +
+                                     shell_quote(dir + "/report.md")));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "on null: 4 cases");
+  EXPECT_CONTAINS(r.output, "4 passed");
+  std::ifstream in(dir + "/report.md");
+  std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_CONTAINS(report, "outputs not compared: device 'null' computes placeholders");
+}
+
 TEST(SuiteFolders, OnnxBackendLayoutRunsWithoutAManifest) {
   if (!fs::exists(kNodeDir + "/test_relu")) GTEST_SKIP() << "libonnx-testdata is not installed";
   const std::string dir = make_temp_dir("node");
@@ -297,7 +319,7 @@ TEST(SuiteFolders, OnnxBackendLayoutRunsWithoutAManifest) {
   EXPECT_CONTAINS(r.output, "PASS  test_relu/static");
   EXPECT_CONTAINS(r.output, "PASS  test_conv_with_strides_padding/static");
   EXPECT_CONTAINS(r.output, "PASS  test_gemm_default_no_bias/static");
-  EXPECT_CONTAINS(r.output, "FAIL test_det_2d (fail-import)");
+  EXPECT_CONTAINS(r.output, "FAIL test_det_2d on cpu (fail-import)");
   EXPECT_CONTAINS(r.output, "unsupported ops: Det");
   EXPECT_CONTAINS(r.output, "3 passed");
 

@@ -100,7 +100,8 @@ Command add_test_suite_command(CLI::App& app) {
       ->required();
   sub->add_option(
       "--backend", flags->backend,
-      "backend to compile for and run on (cpu), or `reference` for the float64 reference "
+      "device to run on (cpu, null, any registered one; a device whose outputs are placeholders "
+      "only has to run or refuse each case cleanly), or `reference` for the float64 reference "
       "evaluator without compiling; picks the manifest's expectations");
   sub->add_option("-j,--jobs", flags->jobs,
                   "models to run in parallel (each gets threads/jobs threads)")

@@ -14,10 +14,10 @@ void register_builtin_backends() {
     KILN_CHECK(hal::register_device("cpu", "oneDNN and kiln's own kernels on this machine's cores",
                                     hal::cpu::create_cpu_device)
                    .ok());
-    KILN_CHECK(hal::register_device("null",
-                                    "computes nothing; outputs are zeros (tests of the HAL)",
-                                    hal::null::create_null_device)
-                   .ok());
+    KILN_CHECK(
+        hal::register_device("null", "computes nothing; outputs are zeros (tests of the HAL)",
+                             hal::null::create_null_device, hal::DeviceResults::kPlaceholders)
+            .ok());
   });
 }
 

@@ -48,21 +48,34 @@ uint64_t random_u64() {
   return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
+// Opens `path` for reading and stats it; a directory is refused. On success the caller owns
+// the descriptor.
+struct OpenedFile {
+  int fd = -1;
+  struct stat st {};
+};
+StatusOr<OpenedFile> open_for_reading(const std::string& path) {
+  OpenedFile f;
+  f.fd = open_retrying(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return open_error(path, errno);
+  if (::fstat(f.fd, &f.st) != 0) {
+    int err = errno;
+    close_quietly(f.fd);
+    return data_loss("cannot stat '{}': {}", path, errno_text(err));
+  }
+  if (S_ISDIR(f.st.st_mode)) {
+    close_quietly(f.fd);
+    return invalid_argument("'{}' is a directory, not a file", path);
+  }
+  return f;
+}
+
 }  // namespace
 
 StatusOr<std::string> read_file(const std::string& path, uint64_t max_bytes) {
-  int fd = open_retrying(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return open_error(path, errno);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    close_quietly(fd);
-    return data_loss("cannot stat '{}': {}", path, errno_text(err));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    close_quietly(fd);
-    return invalid_argument("'{}' is a directory, not a file", path);
-  }
+  KILN_ASSIGN_OR_RETURN(OpenedFile file, open_for_reading(path));
+  const int fd = file.fd;
+  const struct stat& st = file.st;
   if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes) {
     close_quietly(fd);
     return out_of_range("'{}' is {} bytes, larger than the limit of {} bytes", path,
@@ -220,18 +233,9 @@ void release_mapped_pages(const std::byte* data, size_t bytes) {
 }
 
 StatusOr<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = open_retrying(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return open_error(path, errno);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    close_quietly(fd);
-    return invalid_argument("cannot stat '{}': {}", path, errno_text(err));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    close_quietly(fd);
-    return invalid_argument("'{}' is a directory, not a file", path);
-  }
+  KILN_ASSIGN_OR_RETURN(OpenedFile file, open_for_reading(path));
+  const int fd = file.fd;
+  const struct stat& st = file.st;
   if (!S_ISREG(st.st_mode)) {
     close_quietly(fd);
     return invalid_argument("'{}' is not a regular file and cannot be mapped", path);

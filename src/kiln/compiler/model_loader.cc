@@ -1,8 +1,8 @@
 #include "kiln/compiler/model_loader.h"
 
 #include "kiln/compiler/pipeline.h"
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/ir/text_format.h"
-#include "kiln/ops/registry.h"
 
 namespace kiln::compiler {
 namespace {
@@ -21,7 +21,7 @@ StatusOr<ir::Graph> load_model(const std::string& path, const onnx_import::Impor
     // the text does not carry, and it checks the file's shapes against the ops.
     KILN_ASSIGN_OR_RETURN(ir::Graph graph, ir::read_kir(path));
     Status inferred = options.bind.empty()
-                          ? ops::infer_graph(graph)
+                          ? graph_eval::infer_graph(graph)
                           : bind_symbols(graph, std::map<std::string, int64_t, std::less<>>(
                                                     options.bind.begin(), options.bind.end()));
     if (!inferred.ok()) return std::move(inferred).with_note(fmt::format("in '{}'", path));

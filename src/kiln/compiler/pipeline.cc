@@ -5,7 +5,7 @@
 #include <set>
 
 #include "kiln/compiler/emit.h"
-#include "kiln/ops/registry.h"
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/passes/passes.h"
 
 namespace kiln::compiler {
@@ -93,7 +93,7 @@ Status bind_symbols(ir::Graph& graph, const std::map<std::string, int64_t, std::
                               name);
     }
   }
-  return ops::infer_graph(graph);
+  return graph_eval::infer_graph(graph);
 }
 
 Status run_stages(ir::Graph& graph, const CompileOptions& options, Stage last) {

@@ -11,6 +11,7 @@ namespace {
 struct Entry {
   std::string summary;
   DeviceFactory factory;
+  DeviceResults results = DeviceResults::kComputed;
 };
 
 struct Registry {
@@ -25,11 +26,13 @@ Registry& registry() {
 
 }  // namespace
 
-Status register_device(std::string name, std::string summary, DeviceFactory factory) {
+Status register_device(std::string name, std::string summary, DeviceFactory factory,
+                       DeviceResults results) {
   if (name.empty()) return invalid_argument("a device needs a name");
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  auto [it, inserted] = r.entries.emplace(name, Entry{std::move(summary), std::move(factory)});
+  auto [it, inserted] =
+      r.entries.emplace(name, Entry{std::move(summary), std::move(factory), results});
   if (!inserted) return invalid_argument("device '{}' is already registered", name);
   return ok_status();
 }
@@ -38,8 +41,15 @@ std::vector<DeviceInfo> registered_devices() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   std::vector<DeviceInfo> out;
-  for (const auto& [name, entry] : r.entries) out.push_back({name, entry.summary});
+  for (const auto& [name, entry] : r.entries) out.push_back({name, entry.summary, entry.results});
   return out;
+}
+
+std::optional<DeviceInfo> find_device(std::string_view name) {
+  for (DeviceInfo& info : registered_devices()) {
+    if (info.name == name) return std::move(info);
+  }
+  return std::nullopt;
 }
 
 std::string device_names() {

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,15 +21,24 @@ namespace kiln::hal {
 using DeviceFactory = std::function<StatusOr<std::unique_ptr<Device>>(const DeviceOptions&)>;
 using DeviceDecorator = std::function<StatusOr<std::unique_ptr<Device>>(std::unique_ptr<Device>)>;
 
+// What a device's outputs are: results it computed, or placeholders (the null device, which
+// computes nothing). Conformance checks (kiln test-suite) compare only computed results; of a
+// placeholder device they check that it accepts or refuses each case cleanly.
+enum class DeviceResults { kComputed, kPlaceholders };
+
 struct DeviceInfo {
   std::string name;     // what --device takes
   std::string summary;  // one line for help texts
+  DeviceResults results = DeviceResults::kComputed;
 };
 
 // Registers a backend. Errors: an empty name, or one already registered. Thread-safe.
-Status register_device(std::string name, std::string summary, DeviceFactory factory);
+Status register_device(std::string name, std::string summary, DeviceFactory factory,
+                       DeviceResults results = DeviceResults::kComputed);
 // Every registered backend, by name.
 std::vector<DeviceInfo> registered_devices();
+// The registered backend `name`; nullopt when there is none.
+std::optional<DeviceInfo> find_device(std::string_view name);
 // "cpu, null": the names, sorted, for messages.
 std::string device_names();
 // Creates the backend `name`. Errors: an unknown name (the message lists the available devices),

@@ -66,7 +66,7 @@ class Graph {
   std::string name;
   int64_t opset = 17;
   // What shape inference assumed about symbolic dims (kiln/shape/assumption.h), each with the
-  // node that stated it; rebuilt by every ops::infer_graph, kept when nodes are removed.
+  // node that stated it; rebuilt by every graph_eval::infer_graph, kept when nodes are removed.
   std::vector<Assumption> assumptions;
 
   ValueId add_value(Value value);

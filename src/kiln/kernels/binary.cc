@@ -598,9 +598,8 @@ StatusOr<std::unique_ptr<Kernel>> make_binary(const MakeArgs& args) {
 }
 
 template <size_t... I>
-void register_ops(std::vector<OpKernel>& table, std::index_sequence<I...>) {
-  (table.push_back(OpKernel{kOps[I].op_type, infer_binary<kOps[I].op>, make_binary<kOps[I].op>}),
-   ...);
+void register_ops(std::vector<OpDef>& table, std::index_sequence<I...>) {
+  (table.push_back(OpDef{kOps[I].op_type, infer_binary<kOps[I].op>, make_binary<kOps[I].op>}), ...);
 }
 
 // Where(condition, X, Y): condition is bool; X and Y share a dtype; all three broadcast.
@@ -795,10 +794,10 @@ StatusOr<std::unique_ptr<Kernel>> make_pow(const MakeArgs& args) {
 
 }  // namespace
 
-void register_binary_kernels(std::vector<OpKernel>& table) {
+void register_binary_kernels(std::vector<OpDef>& table) {
   register_ops(table, std::make_index_sequence<std::size(kOps)>());
-  table.push_back(OpKernel{"Where", infer_where, make_where});
-  table.push_back(OpKernel{"Pow", infer_pow, make_pow});
+  table.push_back(OpDef{"Where", infer_where, make_where});
+  table.push_back(OpDef{"Pow", infer_pow, make_pow});
 }
 
 }  // namespace kiln::kernels

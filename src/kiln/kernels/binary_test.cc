@@ -43,7 +43,7 @@ struct Infer {
     values.resize(inputs.size());
     args.values.clear();
     for (const auto& v : values) args.values.push_back(v.empty() ? nullptr : &v);
-    return find_op_kernel(op)->infer(args);
+    return find_op_def(op)->infer(args);
   }
 };
 

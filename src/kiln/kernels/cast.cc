@@ -15,28 +15,6 @@
 namespace kiln::kernels {
 namespace {
 
-StatusOr<DType> dtype_of_onnx_code(int64_t code) {
-  switch (code) {
-    case 1: return DType::kF32;
-    case 2: return DType::kU8;
-    case 3: return DType::kI8;
-    case 4: return DType::kU16;
-    case 5: return DType::kI16;
-    case 6: return DType::kI32;
-    case 7: return DType::kI64;
-    case 9: return DType::kBool;
-    case 10: return DType::kF16;
-    case 11: return DType::kF64;
-    case 12: return DType::kU32;
-    case 13: return DType::kU64;
-    case 16: return DType::kBF16;
-    case 8: return unimplemented("attribute 'to' = 8 (STRING) is not supported");
-    case 14: return unimplemented("attribute 'to' = 14 (COMPLEX64) is not supported");
-    case 15: return unimplemented("attribute 'to' = 15 (COMPLEX128) is not supported");
-    default: return invalid_argument("attribute 'to' = {} is not an ONNX data type", code);
-  }
-}
-
 uint16_t float_to_bfloat16_truncated(float f) {
   const uint32_t bits = std::bit_cast<uint32_t>(f);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
@@ -147,7 +125,7 @@ Status infer_cast(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "input", all_dtypes()));
   if (!args.attributes.has("to")) return invalid_argument("attribute 'to' is required");
   KILN_ASSIGN_OR_RETURN(int64_t code, args.attributes.get_int("to", 0));
-  KILN_ASSIGN_OR_RETURN(DType to, dtype_of_onnx_code(code));
+  KILN_ASSIGN_OR_RETURN(DType to, dtype_from_onnx_code(code, "to"));
   args.outputs = {ValueType{to, x.shape}};
   infer_values(args, to);
   return ok_status();
@@ -171,9 +149,9 @@ StatusOr<std::unique_ptr<Kernel>> make_cast(const MakeArgs&) {
 
 }  // namespace
 
-void register_cast_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"Cast", infer_cast, make_cast});
-  table.push_back(OpKernel{"CastLike", infer_cast_like, make_cast});
+void register_cast_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"Cast", infer_cast, make_cast});
+  table.push_back(OpDef{"CastLike", infer_cast_like, make_cast});
 }
 
 }  // namespace kiln::kernels

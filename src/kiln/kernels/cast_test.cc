@@ -114,7 +114,7 @@ TEST(Cast, KeepsShapeComputationValues) {
   std::vector<DimExpr> values = {DimExpr::symbol("N"), DimExpr(300)};
   InferArgs args{a, {ValueType{DType::kI64, {2}}}, {nullptr}, 1, {}};
   args.values = {&values};
-  ASSERT_TRUE(find_op_kernel("Cast")->infer(args).ok());
+  ASSERT_TRUE(find_op_def("Cast")->infer(args).ok());
   ASSERT_EQ(args.outputs[0].dtype, DType::kU8);
   ASSERT_EQ(args.output_values.size(), 1u);
   ASSERT_TRUE(args.output_values[0].has_value());
@@ -122,7 +122,7 @@ TEST(Cast, KeepsShapeComputationValues) {
   EXPECT_EQ((*args.output_values[0])[1], DimExpr(44));
   // Symbolic shapes pass through.
   InferArgs sym_args{a, {ValueType{DType::kF32, {DimExpr::symbol("B"), 3}}}, {nullptr}, 1, {}};
-  ASSERT_TRUE(find_op_kernel("Cast")->infer(sym_args).ok());
+  ASSERT_TRUE(find_op_def("Cast")->infer(sym_args).ok());
   EXPECT_EQ(shape_to_string(sym_args.outputs[0].shape), "[B,3]");
 }
 

@@ -189,4 +189,29 @@ StatusOr<std::vector<int64_t>> explicit_pads(const WindowGeometry& g,
   return pads;
 }
 
+int64_t ConcreteWindow::output_size(size_t i, int64_t in) const {
+  const int64_t span = in + pads_begin[i] + pads_end[i] - effective_kernel(i);
+  if (span < 0) return 0;
+  const int64_t stride = strides[i];
+  if (!ceil_mode) return span / stride + 1;
+  const int64_t out = (span + stride - 1) / stride + 1;
+  return (out - 1) * stride >= in + pads_begin[i] ? out - 1 : out;
+}
+
+StatusOr<ConcreteWindow> resolve_window(const WindowGeometry& g,
+                                        std::span<const int64_t> input_spatial) {
+  const Shape spatial =
+      shape_from_concrete(ConcreteShape(input_spatial.begin(), input_spatial.end()));
+  KILN_RETURN_IF_ERROR(window_output_dims(g, spatial).status());
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, explicit_pads(g, spatial));
+  const auto r = static_cast<ptrdiff_t>(g.spatial_rank());
+  ConcreteWindow w{g.kernel,
+                   g.strides,
+                   g.dilations,
+                   std::vector<int64_t>(pads.begin(), pads.begin() + r),
+                   std::vector<int64_t>(pads.begin() + r, pads.end()),
+                   g.ceil_mode && g.auto_pad == AutoPad::kNotSet};
+  return w;
+}
+
 }  // namespace kiln::kernels

@@ -3,8 +3,9 @@
 // into explicit pads.
 //
 // The compiler canonicalizes these nodes before handing them to a backend
-// (ops::canonicalize_window_attributes, src/kiln/ops/conv_geometry.h) so that backends normally see
-// auto_pad = NOTSET with explicit `pads`; the portable kernels accept auto_pad too.
+// (graph_eval::canonicalize_window_attributes, src/kiln/passes/canonical_windows.h) so that
+// backends normally see auto_pad = NOTSET with explicit `pads`; the portable kernels accept
+// auto_pad too.
 //
 // Output size per spatial dim i (in = input dim, k_eff = dilation * (kernel - 1) + 1):
 //   NOTSET, floor mode: floor((in + pad_begin + pad_end - k_eff) / stride) + 1
@@ -80,5 +81,24 @@ StatusOr<Shape> window_output_dims(const WindowGeometry& geometry,
 // not when the total pad is constant, e.g. stride 1).
 StatusOr<std::vector<int64_t>> explicit_pads(const WindowGeometry& geometry,
                                              std::span<const DimExpr> input_spatial);
+
+// A window for concrete input dims, as kernels and backends run it: auto_pad resolved into
+// explicit pads by explicit_pads (the compiler's rule).
+struct ConcreteWindow {
+  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
+  bool ceil_mode = false;
+
+  size_t spatial_rank() const { return kernel.size(); }
+  int64_t effective_kernel(size_t i) const { return dilations[i] * (kernel[i] - 1) + 1; }
+  // Output size of spatial dim i for input size `in`: the concrete form of window_output_dims
+  // (a ceil-mode window that would start in the end padding is dropped); 0 when the window does
+  // not fit.
+  int64_t output_size(size_t i, int64_t in) const;
+};
+
+// The geometry resolved for concrete input spatial dims; every output size is checked >= 1 (the
+// error names the dim, as window_output_dims does).
+StatusOr<ConcreteWindow> resolve_window(const WindowGeometry& geometry,
+                                        std::span<const int64_t> input_spatial);
 
 }  // namespace kiln::kernels

@@ -7,42 +7,42 @@
 
 namespace kiln::kernels {
 
-void register_all(std::vector<OpKernel>& table);
+void register_all(std::vector<OpDef>& table);
 
 // unary.cc: math functions and activations (Exp ... Softsign, Sin ... Atanh, IsNaN, IsInf, Not,
 // Shrink, Clip).
-void register_unary_kernels(std::vector<OpKernel>& table);
+void register_unary_kernels(std::vector<OpDef>& table);
 // cast.cc: Cast, CastLike.
-void register_cast_kernels(std::vector<OpKernel>& table);
+void register_cast_kernels(std::vector<OpDef>& table);
 // binary.cc: broadcasting arithmetic, comparison, logic and bit shifts, Pow, Mod, PRelu, Where,
 // and the variadic Min, Max, Mean, Sum.
-void register_binary_kernels(std::vector<OpKernel>& table);
+void register_binary_kernels(std::vector<OpDef>& table);
 // reduce.cc: Reduce*, ArgMax, ArgMin.
-void register_reduce_kernels(std::vector<OpKernel>& table);
-// normalize.cc: Softmax, LogSoftmax, Hardmax, LayerNormalization, InstanceNormalization,
-// LpNormalization, LRN, MeanVarianceNormalization, BatchNormalization.
-void register_normalize_kernels(std::vector<OpKernel>& table);
+void register_reduce_kernels(std::vector<OpDef>& table);
+// normalize.cc: Softmax, LogSoftmax, Hardmax (each for opsets 1-12 and 13+), LayerNormalization,
+// InstanceNormalization, LpNormalization, LRN, MeanVarianceNormalization, BatchNormalization.
+void register_normalize_kernels(std::vector<OpDef>& table);
 // scan.cc: CumSum, TopK.
-void register_scan_kernels(std::vector<OpKernel>& table);
+void register_scan_kernels(std::vector<OpDef>& table);
 // movement.cc: Transpose, Concat, Split, Slice, Squeeze, Unsqueeze, Flatten, Reshape, Identity,
 // Dropout, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Trilu.
-void register_movement_kernels(std::vector<OpKernel>& table);
+void register_movement_kernels(std::vector<OpDef>& table);
 // index.cc: Shape, Size, Gather, GatherElements, GatherND.
-void register_index_kernels(std::vector<OpKernel>& table);
+void register_index_kernels(std::vector<OpDef>& table);
 // scatter.cc: ScatterND, ScatterElements.
-void register_scatter_kernels(std::vector<OpKernel>& table);
-// generate.cc: OneHot, EyeLike, Range, ConstantOfShape.
-void register_generate_kernels(std::vector<OpKernel>& table);
+void register_scatter_kernels(std::vector<OpDef>& table);
+// generate.cc: OneHot, EyeLike, Range, ConstantOfShape, Constant.
+void register_generate_kernels(std::vector<OpDef>& table);
 // select.cc: NonZero, Compress.
-void register_select_kernels(std::vector<OpKernel>& table);
+void register_select_kernels(std::vector<OpDef>& table);
 // resize.cc: Resize (Upsample reaches kiln as Resize through the importer's opset upgrade).
-void register_resize_kernels(std::vector<OpKernel>& table);
+void register_resize_kernels(std::vector<OpDef>& table);
 // spatial.cc: Conv, ConvTranspose, MaxPool, AveragePool, LpPool, GlobalAveragePool,
 // GlobalMaxPool, GlobalLpPool (any rank, any float dtype).
-void register_spatial_kernels(std::vector<OpKernel>& table);
+void register_spatial_kernels(std::vector<OpDef>& table);
 // linalg.cc: MatMul, Gemm, Einsum.
-void register_linalg_kernels(std::vector<OpKernel>& table);
+void register_linalg_kernels(std::vector<OpDef>& table);
 // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (inference).
-void register_loss_kernels(std::vector<OpKernel>& table);
+void register_loss_kernels(std::vector<OpDef>& table);
 
 }  // namespace kiln::kernels

@@ -1,6 +1,7 @@
-// Ops that make a tensor from a few values: OneHot, EyeLike, Range, ConstantOfShape. Where an
+// Ops that make a tensor from a few values: OneHot, EyeLike, Range, ConstantOfShape, and
+// Constant (which the importer turns into constant values). Where an
 // input's values decide the output shape (OneHot's depth, Range's operands, ConstantOfShape's
-// shape) they must be known at compile time (OpKernel::compile_time_inputs); the kernels take
+// shape) they must be known at compile time (OpDef::compile_time_inputs); the kernels take
 // every size from the dims make() was given and read only the remaining values at run time.
 #include <cmath>
 #include <cstring>
@@ -139,30 +140,6 @@ StatusOr<std::unique_ptr<Kernel>> make_onehot(const MakeArgs& args) {
 
 // ---- EyeLike(input) ----
 
-// ONNX TensorProto.DataType codes kiln has.
-StatusOr<DType> dtype_from_onnx_code(int64_t code) {
-  switch (code) {
-    case 1: return DType::kF32;
-    case 2: return DType::kU8;
-    case 3: return DType::kI8;
-    case 4: return DType::kU16;
-    case 5: return DType::kI16;
-    case 6: return DType::kI32;
-    case 7: return DType::kI64;
-    case 9: return DType::kBool;
-    case 10: return DType::kF16;
-    case 11: return DType::kF64;
-    case 12: return DType::kU32;
-    case 13: return DType::kU64;
-    case 16: return DType::kBF16;
-    default:
-      return unimplemented(
-          "attribute 'dtype' = {} (an ONNX element type code) is not "
-          "supported",
-          code);
-  }
-}
-
 Status infer_eyelike(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"dtype", "k"}));
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
@@ -172,7 +149,7 @@ Status infer_eyelike(InferArgs& args) {
   KILN_RETURN_IF_ERROR(args.attributes.get_int("k", 0).status());
   if (args.attributes.has("dtype")) {
     KILN_ASSIGN_OR_RETURN(int64_t code, args.attributes.get_int("dtype", 1));
-    KILN_ASSIGN_OR_RETURN(x.dtype, dtype_from_onnx_code(code));
+    KILN_ASSIGN_OR_RETURN(x.dtype, dtype_from_onnx_code(code, "dtype"));
   }
   args.outputs = {x};
   return ok_status();
@@ -451,14 +428,25 @@ StatusOr<std::unique_ptr<Kernel>> make_constant_of_shape(const MakeArgs& args) {
   return std::unique_ptr<Kernel>(std::make_unique<FillKernel>(pattern, dtype_size(fill.dtype)));
 }
 
+// ---- Constant ----
+// kiln's Attributes cannot hold Constant's tensor, so the importer turns every Constant node into
+// a constant value (and folds what reads only constants). The definition makes the op count as
+// supported; a Constant node that reaches shape inference is an error.
+Status infer_constant(InferArgs&) {
+  return failed_precondition(
+      "Constant nodes must be turned into constant values by the importer; this one reached op "
+      "inference");
+}
+
 }  // namespace
 
-void register_generate_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"OneHot", infer_onehot, make_onehot, 1u << 1});
-  table.push_back(OpKernel{"EyeLike", infer_eyelike, make_eyelike});
-  table.push_back(OpKernel{"Range", infer_range, make_range, 0b111u});
+void register_generate_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{.op_type = "Constant", .infer = infer_constant});
+  table.push_back(OpDef{"OneHot", infer_onehot, make_onehot, 1u << 1});
+  table.push_back(OpDef{"EyeLike", infer_eyelike, make_eyelike});
+  table.push_back(OpDef{"Range", infer_range, make_range, 0b111u});
   table.push_back(
-      OpKernel{"ConstantOfShape", infer_constant_of_shape, make_constant_of_shape, 1u << 0});
+      OpDef{"ConstantOfShape", infer_constant_of_shape, make_constant_of_shape, 1u << 0});
 }
 
 }  // namespace kiln::kernels

@@ -375,12 +375,12 @@ StatusOr<std::unique_ptr<Kernel>> make_gather_nd(const MakeArgs& args) {
 
 }  // namespace
 
-void register_index_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"Shape", infer_shape, make_shape});
-  table.push_back(OpKernel{"Size", infer_size, make_size});
-  table.push_back(OpKernel{"Gather", infer_gather, make_gather});
-  table.push_back(OpKernel{"GatherElements", infer_gather_elements, make_gather_elements});
-  table.push_back(OpKernel{"GatherND", infer_gather_nd, make_gather_nd});
+void register_index_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"Shape", infer_shape, make_shape});
+  table.push_back(OpDef{"Size", infer_size, make_size});
+  table.push_back(OpDef{"Gather", infer_gather, make_gather});
+  table.push_back(OpDef{"GatherElements", infer_gather_elements, make_gather_elements});
+  table.push_back(OpDef{"GatherND", infer_gather_nd, make_gather_nd});
 }
 
 }  // namespace kiln::kernels

@@ -31,7 +31,7 @@ struct In {
 // Plans `op` on concrete inputs (constants where marked) and runs it.
 StatusOr<std::vector<Tensor>> run_op(std::string_view op, std::vector<In> ins,
                                      const Attributes& attributes = {}) {
-  const OpKernel* k = find_op_kernel(op);
+  const OpDef* k = find_op_def(op);
   if (k == nullptr) return not_found("no kernel {}", op);
   std::vector<ConcreteInput> inputs;
   for (const In& in : ins) {
@@ -76,7 +76,7 @@ struct Inferred {
 
 Inferred infer_op(std::string_view op, const std::vector<SymIn>& ins,
                   const Attributes& attributes = {}) {
-  const OpKernel* k = find_op_kernel(op);
+  const OpDef* k = find_op_def(op);
   EXPECT_NE(k, nullptr) << op;
   InferArgs args{attributes, {}, {}, 1, {}, {}, {}, {}};
   for (const SymIn& in : ins) {
@@ -350,7 +350,7 @@ TEST(OneHotKernel, OutOfRangeRowsAreOffAndNegativeCountsFromDepth) {
 }
 
 TEST(OneHotKernel, DepthMustBeKnownAtCompileTime) {
-  EXPECT_EQ(find_op_kernel("OneHot")->compile_time_inputs, 1u << 1);
+  EXPECT_EQ(find_op_def("OneHot")->compile_time_inputs, 1u << 1);
   Inferred r =
       infer_op("OneHot", {{{DType::kI64, {N}}}, {{DType::kI64, {}}}, {{DType::kF32, {2}}}});
   EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
@@ -399,7 +399,7 @@ TEST(EyeLikeKernel, RejectsBadInputs) {
 }
 
 TEST(RangeKernel, IntegerAndFloat) {
-  EXPECT_EQ(find_op_kernel("Range")->compile_time_inputs, 0b111u);
+  EXPECT_EQ(find_op_def("Range")->compile_time_inputs, 0b111u);
   auto y = run_op("Range", {{i32({}, {10}), true}, {i32({}, {4}), true}, {i32({}, {-3}), true}});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ(values_of<int32_t>((*y)[0]), (std::vector<int32_t>{10, 7}));
@@ -468,7 +468,7 @@ TEST(RangeKernel, RejectsBadInputs) {
 }
 
 TEST(ConstantOfShapeKernel, SymbolicShapeAndFill) {
-  EXPECT_EQ(find_op_kernel("ConstantOfShape")->compile_time_inputs, 1u);
+  EXPECT_EQ(find_op_def("ConstantOfShape")->compile_time_inputs, 1u);
   Inferred r = infer_op("ConstantOfShape", {{{DType::kI64, {2}}, nullptr, {N, 4}}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(r.outputs[0].dtype, DType::kF32);
@@ -518,7 +518,7 @@ TEST(ConstantOfShapeKernel, RejectsBadInputs) {
 Tensor boolean(ConcreteShape dims, std::vector<uint8_t> v) { return make(DType::kBool, dims, v); }
 
 TEST(NonZeroKernel, CoordinatesOfAConstantInRowMajorOrder) {
-  EXPECT_EQ(find_op_kernel("NonZero")->compile_time_inputs, 0u);
+  EXPECT_EQ(find_op_def("NonZero")->compile_time_inputs, 0u);
   // Spec example: [[1, 0], [1, 1]] -> [[0, 1, 1], [0, 0, 1]].
   auto y = run_op("NonZero", {{boolean({2, 2}, {1, 0, 1, 1}), true}});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
@@ -536,7 +536,7 @@ TEST(NonZeroKernel, DataDependentSizeIsBoundFromTheData) {
   EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
   EXPECT_TRUE(contains(r.status, "depends on the data of input 0 'X'"));
   // With data_dim the count is a fresh size.
-  const OpKernel* nonzero = find_op_kernel("NonZero");
+  const OpDef* nonzero = find_op_def("NonZero");
   const Attributes none;
   InferArgs args{none, {}, {}, 1, {}, {}, {}, {}};
   args.inputs = {ValueType{DType::kF32, {N, 3}}};
@@ -551,7 +551,7 @@ TEST(NonZeroKernel, DataDependentSizeIsBoundFromTheData) {
   ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
   EXPECT_EQ(*sizes, (std::vector<int64_t>{2}));
   // Data that differs from what the kernel was made for is an error, not an overrun.
-  const OpKernel* k = find_op_kernel("NonZero");
+  const OpDef* k = find_op_def("NonZero");
   Tensor planned = boolean({3}, {1, 0, 0});
   Tensor other = boolean({3}, {1, 1, 1});
   std::vector<ConcreteInput> inputs = {{true, DType::kBool, {3}, &planned}};
@@ -566,7 +566,7 @@ TEST(NonZeroKernel, DataDependentSizeIsBoundFromTheData) {
 }
 
 TEST(CompressKernel, AxisAndFlattened) {
-  EXPECT_EQ(find_op_kernel("Compress")->compile_time_inputs, 0u);
+  EXPECT_EQ(find_op_def("Compress")->compile_time_inputs, 0u);
   Tensor x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
   Attributes a;
   a.set("axis", int64_t{0});
@@ -602,7 +602,7 @@ TEST(CompressKernel, RejectsBadInputs) {
 }
 
 TEST(CompressKernel, DataSizesCountTheSelectedSlices) {
-  const OpKernel* k = find_op_kernel("Compress");
+  const OpDef* k = find_op_def("Compress");
   ASSERT_NE(k->data_sizes, nullptr);
   Tensor x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
   Attributes a;

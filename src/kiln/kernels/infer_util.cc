@@ -401,6 +401,55 @@ std::vector<int64_t> row_major_strides(std::span<const int64_t> dims) {
   return strides;
 }
 
+std::vector<int64_t> centered(const ConstBuffer& t, const ConstBuffer* zero, int64_t block) {
+  auto value = [](const ConstBuffer& b, int64_t i) -> int64_t {
+    return b.dtype == DType::kU8 ? int64_t{b.as<uint8_t>()[i]} : int64_t{b.as<int8_t>()[i]};
+  };
+  const int64_t n = t.element_count();
+  const int64_t zeros = zero != nullptr && zero->data != nullptr ? zero->element_count() : 0;
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t z = 0;
+    if (zeros == 1) z = value(*zero, 0);
+    if (zeros > 1) z = value(*zero, (i / block) % zeros);
+    out[i] = value(t, i) - z;
+  }
+  return out;
+}
+
+StatusOr<DType> dtype_from_onnx_code(int64_t code, std::string_view attribute) {
+  switch (code) {
+    case 1: return DType::kF32;
+    case 2: return DType::kU8;
+    case 3: return DType::kI8;
+    case 4: return DType::kU16;
+    case 5: return DType::kI16;
+    case 6: return DType::kI32;
+    case 7: return DType::kI64;
+    case 9: return DType::kBool;
+    case 10: return DType::kF16;
+    case 11: return DType::kF64;
+    case 12: return DType::kU32;
+    case 13: return DType::kU64;
+    case 16: return DType::kBF16;
+    case 8: return unimplemented("attribute '{}' = 8 (STRING) is not supported", attribute);
+    case 14: return unimplemented("attribute '{}' = 14 (COMPLEX64) is not supported", attribute);
+    case 15: return unimplemented("attribute '{}' = 15 (COMPLEX128) is not supported", attribute);
+    default:
+      return invalid_argument("attribute '{}' = {} is not an ONNX data type", attribute, code);
+  }
+}
+
+double product_as_double(std::span<const int64_t> dims) {
+  double p = 1;
+  for (int64_t d : dims) p *= static_cast<double>(d);
+  return p;
+}
+
+const ConcreteShape* dims_at(std::span<const ConcreteShape* const> dims, size_t i) {
+  return i < dims.size() ? dims[i] : nullptr;
+}
+
 int64_t product(std::span<const int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;

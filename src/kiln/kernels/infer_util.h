@@ -132,5 +132,17 @@ StatusOr<int64_t> require_constant_dim(const DimExpr& dim, std::string_view what
 std::vector<int64_t> row_major_strides(std::span<const int64_t> dims);
 // Element count of concrete dims (the caller has validated them).
 int64_t product(std::span<const int64_t> dims);
+// The values of an 8-bit integer buffer (u8 or i8) minus its zero point, widened to int64 so that
+// no sum of products overflows (MatMulInteger, ConvInteger). A zero point with several values is
+// indexed by (i / block) % count; null or absent means 0.
+std::vector<int64_t> centered(const ConstBuffer& t, const ConstBuffer* zero, int64_t block);
+// The DType of an ONNX TensorProto.DataType code given as attribute `attribute` (Cast's 'to',
+// EyeLike's 'dtype'): Unimplemented for the codes kiln has no dtype for (string, complex),
+// InvalidArgument for a code ONNX does not define.
+StatusOr<DType> dtype_from_onnx_code(int64_t code, std::string_view attribute);
+// The product in double (no overflow), for cost estimates (OpDef::multiply_adds).
+double product_as_double(std::span<const int64_t> dims);
+// Dims of input/output i for OpDef::multiply_adds: null when absent or out of range.
+const ConcreteShape* dims_at(std::span<const ConcreteShape* const> dims, size_t i);
 
 }  // namespace kiln::kernels

@@ -19,12 +19,23 @@ ConcreteShape constant_dims(const Shape& shape) {
   return dims;
 }
 
-std::vector<OpKernel> build_table() {
-  std::vector<OpKernel> table;
+std::vector<OpDef> build_table() {
+  std::vector<OpDef> table;
   register_all(table);
-  std::sort(table.begin(), table.end(),
-            [](const OpKernel& a, const OpKernel& b) { return a.op_type < b.op_type; });
+  std::sort(table.begin(), table.end(), [](const OpDef& a, const OpDef& b) {
+    return a.op_type != b.op_type ? a.op_type < b.op_type : a.since_version < b.since_version;
+  });
   return table;
+}
+
+// The definitions of `op_type`, oldest first.
+std::span<const OpDef> versions_of(std::string_view op_type) {
+  std::span<const OpDef> table = all_op_defs();
+  auto first = std::lower_bound(table.begin(), table.end(), op_type,
+                                [](const OpDef& d, std::string_view t) { return d.op_type < t; });
+  auto last = first;
+  while (last != table.end() && last->op_type == op_type) ++last;
+  return {first, last};
 }
 
 }  // namespace
@@ -32,20 +43,33 @@ std::vector<OpKernel> build_table() {
 ConcreteShape MakeArgs::input_dims(size_t i) const { return constant_dims(inputs[i]->shape); }
 ConcreteShape MakeArgs::output_dims(size_t i) const { return constant_dims(outputs[i].shape); }
 
-std::span<const OpKernel> all_op_kernels() {
-  static const std::vector<OpKernel> table = build_table();
+std::span<const OpDef> all_op_defs() {
+  static const std::vector<OpDef> table = build_table();
   return table;
 }
 
-const OpKernel* find_op_kernel(std::string_view op_type) {
-  std::span<const OpKernel> table = all_op_kernels();
-  auto it = std::lower_bound(table.begin(), table.end(), op_type,
-                             [](const OpKernel& k, std::string_view t) { return k.op_type < t; });
-  if (it == table.end() || it->op_type != op_type) return nullptr;
-  return &*it;
+const OpDef* find_op_def(std::string_view op_type) {
+  std::span<const OpDef> versions = versions_of(op_type);
+  return versions.empty() ? nullptr : &versions.back();
 }
 
-StatusOr<std::vector<int64_t>> compute_data_sizes(const OpKernel& op, const Attributes& attributes,
+const OpDef* find_op_def(std::string_view op_type, int64_t opset) {
+  const OpDef* found = nullptr;
+  for (const OpDef& def : versions_of(op_type)) {
+    if (def.since_version <= opset) found = &def;
+  }
+  return found;
+}
+
+double multiply_adds(std::string_view op_type, const Attributes& attributes,
+                     std::span<const ConcreteShape* const> inputs,
+                     std::span<const ConcreteShape* const> outputs) {
+  const OpDef* def = find_op_def(op_type);
+  if (def == nullptr || def->multiply_adds == nullptr) return 0;
+  return def->multiply_adds(attributes, inputs, outputs);
+}
+
+StatusOr<std::vector<int64_t>> compute_data_sizes(const OpDef& op, const Attributes& attributes,
                                                   std::span<const Tensor> inputs,
                                                   size_t output_count) {
   if (op.data_sizes == nullptr) {
@@ -72,11 +96,14 @@ StatusOr<std::vector<int64_t>> compute_data_sizes(const OpKernel& op, const Attr
   return op.data_sizes(attributes, inputs);
 }
 
-StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes,
-                                std::span<const ConcreteInput> inputs, size_t output_count,
-                                const std::vector<ConcreteOutput>* expected_outputs,
-                                std::span<const int64_t> data_sizes) {
-  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}, {}, {}};
+namespace {
+
+// Runs infer on concrete inputs and checks its outputs against `expected_outputs`; leaves infer's
+// arguments in `args` and the concrete outputs in `outputs`.
+Status infer_concrete(const OpDef& op, std::span<const ConcreteInput> inputs, size_t output_count,
+                      const std::vector<ConcreteOutput>* expected_outputs,
+                      std::span<const int64_t> data_sizes, InferArgs& args,
+                      std::vector<ConcreteOutput>& outputs) {
   args.data_dim = [data_sizes](size_t index) -> StatusOr<DimExpr> {
     if (index >= data_sizes.size()) {
       return invalid_argument("needs data-dependent size {}, but {} were bound for it", index,
@@ -103,7 +130,6 @@ StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes
     return internal_error("{} inferred {} outputs for {} declared", op.op_type, args.outputs.size(),
                           output_count);
   }
-  Planned planned;
   for (size_t i = 0; i < args.outputs.size(); ++i) {
     ConcreteOutput out{args.outputs[i].dtype, {}};
     for (const DimExpr& d : args.outputs[i].shape) {
@@ -127,8 +153,31 @@ StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes
                                 dtype_name(out.dtype), shape_to_string(out.dims));
       }
     }
-    planned.outputs.push_back(std::move(out));
+    outputs.push_back(std::move(out));
   }
+  return ok_status();
+}
+
+}  // namespace
+
+Status check_concrete(const OpDef& op, const Attributes& attributes,
+                      std::span<const ConcreteInput> inputs, size_t output_count,
+                      const std::vector<ConcreteOutput>* expected_outputs,
+                      std::span<const int64_t> data_sizes) {
+  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}, {}, {}};
+  std::vector<ConcreteOutput> outputs;
+  return infer_concrete(op, inputs, output_count, expected_outputs, data_sizes, args, outputs);
+}
+
+StatusOr<Planned> plan_concrete(const OpDef& op, const Attributes& attributes,
+                                std::span<const ConcreteInput> inputs, size_t output_count,
+                                const std::vector<ConcreteOutput>* expected_outputs,
+                                std::span<const int64_t> data_sizes) {
+  InferArgs args{attributes, {}, {}, output_count, {}, {}, {}, {}, {}, {}};
+  Planned planned;
+  KILN_RETURN_IF_ERROR(infer_concrete(op, inputs, output_count, expected_outputs, data_sizes, args,
+                                      planned.outputs));
+  if (op.make == nullptr) return unimplemented("op type '{}' has no kernel", op.op_type);
   MakeArgs make_args{attributes, std::move(args.inputs), std::move(args.constants),
                      std::move(args.outputs)};
   KILN_ASSIGN_OR_RETURN(planned.kernel, op.make(make_args));

@@ -1,8 +1,10 @@
-// Portable kernels: kiln's own implementation of the ONNX ops that oneDNN does not cover (and of
-// every dtype oneDNN does not cover for the ops it does). One definition per op serves three
-// callers, so an op is written once:
-//   - the compiler's shape inference (ops::Registry) calls `infer` with symbolic shapes;
-//   - the reference evaluator (ops::evaluate_graph) calls `make` and runs the kernel on float64
+// Op definitions: each ONNX op kiln supports is defined here, once (an OpDef, in one file of this
+// folder; families.h lists which): attribute parsing and checks, the symbolic shape rule,
+// data-dependent sizes, the portable kernel (which is also the float64 reference), its cost, and
+// the opsets it covers. One definition serves every caller, so an op is written once:
+//   - the compiler's shape inference (graph_eval::Registry) calls `infer` with symbolic shapes;
+//   - the reference evaluator (graph_eval::evaluate_graph) calls `make` and runs the kernel on
+//   float64
 //     copies of floating-point inputs (the "float64 accumulation" of the oracle);
 //   - the CPU backend (hal/cpu) calls `infer` with concrete shapes to check a dispatch, then
 //     `make`, and runs the kernel on plain row-major buffers in the tensors' own dtypes.
@@ -58,7 +60,7 @@ struct InferArgs {
   // not known at compile time). An op whose output size depends on input data it cannot see asks
   // data_dim(i) for its i-th such size, in a fixed order (i = 0, 1, ...). The compiler answers
   // with a fresh symbol that the runtime binds before the node runs, from the values
-  // OpKernel::data_sizes computes; concrete planning answers with the bound value. Null: nobody
+  // OpDef::data_sizes computes; concrete planning answers with the bound value. Null: nobody
   // can answer, and the op reports that the data must be known at compile time.
   std::function<StatusOr<DimExpr>(size_t index)> data_dim;
   // Shape computations in floating point (int(S * 0.5)): per input, the power of two that divides
@@ -131,7 +133,14 @@ using MakeFn = StatusOr<std::unique_ptr<Kernel>> (*)(const MakeArgs& args);
 using DataSizesFn = StatusOr<std::vector<int64_t>> (*)(const Attributes& attributes,
                                                        std::span<const Tensor> inputs);
 
-struct OpKernel {
+// Multiply-adds of one run of the op for these concrete dims (per input: null when absent), for
+// the CPU thread policy and the profiler's FLOP counts. An estimate; ops that do not reduce have
+// none (0).
+using MultiplyAddsFn = double (*)(const Attributes& attributes,
+                                  std::span<const ConcreteShape* const> inputs,
+                                  std::span<const ConcreteShape* const> outputs);
+
+struct OpDef {
   std::string_view op_type;
   InferFn infer;
   MakeFn make;
@@ -141,12 +150,24 @@ struct OpKernel {
   uint32_t compile_time_inputs = 0;
   // Set for ops whose output sizes can depend on data (see InferArgs::data_dim).
   DataSizesFn data_sizes = nullptr;
+  // First ONNX opset (default domain) whose semantics this definition has. An op whose semantics
+  // changed (Softmax at 13) has one definition per version; lookups that know the graph's opset
+  // pick the newest with since_version <= opset, like ONNX's own schema registry.
+  int64_t since_version = 1;
+  MultiplyAddsFn multiply_adds = nullptr;
 };
 
-// Every op with a portable kernel, sorted by op type. Built on first use (thread-safe).
-std::span<const OpKernel> all_op_kernels();
-// nullptr when `op_type` has no portable kernel.
-const OpKernel* find_op_kernel(std::string_view op_type);
+// Every op definition, sorted by op type, then since_version. Built on first use (thread-safe).
+std::span<const OpDef> all_op_defs();
+// The newest definition of `op_type` (the semantics of kiln's target opset, which the importer
+// converts every model to and which modules carry); nullptr when kiln does not define it.
+const OpDef* find_op_def(std::string_view op_type);
+// The definition that applies at `opset`: the largest since_version <= opset; nullptr when none.
+const OpDef* find_op_def(std::string_view op_type, int64_t opset);
+// OpDef::multiply_adds of the newest definition of `op_type`; 0 when it has none.
+double multiply_adds(std::string_view op_type, const Attributes& attributes,
+                     std::span<const ConcreteShape* const> inputs,
+                     std::span<const ConcreteShape* const> outputs);
 
 // Concrete planning, shared by hal/cpu and the reference evaluator: runs infer on concrete
 // shapes, checks that the outputs it gives match `expected_outputs` when that is non-null (dtype
@@ -167,15 +188,21 @@ struct Planned {
 };
 // `data_sizes` answers InferArgs::data_dim (the values the runtime bound for this node); asking
 // for one that is not there is an error.
-StatusOr<Planned> plan_concrete(const OpKernel& op, const Attributes& attributes,
+// check_concrete does the checks alone, without making the kernel: what a backend asks before
+// its own "can I run this dispatch" question.
+Status check_concrete(const OpDef& op, const Attributes& attributes,
+                      std::span<const ConcreteInput> inputs, size_t output_count,
+                      const std::vector<ConcreteOutput>* expected_outputs,
+                      std::span<const int64_t> data_sizes = {});
+StatusOr<Planned> plan_concrete(const OpDef& op, const Attributes& attributes,
                                 std::span<const ConcreteInput> inputs, size_t output_count,
                                 const std::vector<ConcreteOutput>* expected_outputs,
                                 std::span<const int64_t> data_sizes = {});
 
-// The op's data-dependent sizes for these input tensors (OpKernel::data_sizes), after its infer
+// The op's data-dependent sizes for these input tensors (OpDef::data_sizes), after its infer
 // has accepted their dtypes, ranks and the attributes: data_sizes may rely on that. Errors name
 // what infer or data_sizes refused; an op without data_sizes is an error.
-StatusOr<std::vector<int64_t>> compute_data_sizes(const OpKernel& op, const Attributes& attributes,
+StatusOr<std::vector<int64_t>> compute_data_sizes(const OpDef& op, const Attributes& attributes,
                                                   std::span<const Tensor> inputs,
                                                   size_t output_count);
 

@@ -11,15 +11,38 @@ namespace kiln::kernels {
 namespace {
 
 TEST(KernelTable, IsSortedAndFindsOps) {
-  std::span<const OpKernel> all = all_op_kernels();
+  std::span<const OpDef> all = all_op_defs();
   ASSERT_FALSE(all.empty());
-  for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1].op_type, all[i].op_type);
-  EXPECT_NE(find_op_kernel("Sigmoid"), nullptr);
-  EXPECT_EQ(find_op_kernel("NoSuchOp"), nullptr);
+  for (size_t i = 1; i < all.size(); ++i) {
+    // By op type, then by version: one definition per (op type, since_version).
+    const bool ordered =
+        all[i - 1].op_type < all[i].op_type ||
+        (all[i - 1].op_type == all[i].op_type && all[i - 1].since_version < all[i].since_version);
+    EXPECT_TRUE(ordered) << all[i - 1].op_type << " " << all[i - 1].since_version << " before "
+                         << all[i].op_type << " " << all[i].since_version;
+  }
+  EXPECT_NE(find_op_def("Sigmoid"), nullptr);
+  EXPECT_EQ(find_op_def("NoSuchOp"), nullptr);
+}
+
+// An op whose semantics changed at an opset has one definition per version; lookups without an
+// opset give the newest (what modules carry), lookups with one the version that applies.
+TEST(KernelTable, VersionedOpsAreFoundByOpset) {
+  for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) {
+    ASSERT_NE(find_op_def(op), nullptr) << op;
+    EXPECT_EQ(find_op_def(op)->since_version, 13) << op;
+    EXPECT_EQ(find_op_def(op, 17)->since_version, 13) << op;
+    EXPECT_EQ(find_op_def(op, 13)->since_version, 13) << op;
+    EXPECT_EQ(find_op_def(op, 12)->since_version, 1) << op;
+    EXPECT_EQ(find_op_def(op, 1)->since_version, 1) << op;
+  }
+  EXPECT_EQ(find_op_def("Relu", 17), find_op_def("Relu"));
+  EXPECT_EQ(find_op_def("Relu", 0), nullptr);
+  EXPECT_EQ(find_op_def("NoSuchOp", 17), nullptr);
 }
 
 StatusOr<Tensor> run_unary(std::string_view op, const Tensor& x, const Attributes& attributes) {
-  const OpKernel* k = find_op_kernel(op);
+  const OpDef* k = find_op_def(op);
   if (k == nullptr) return not_found("no kernel {}", op);
   std::vector<ConcreteInput> inputs = {{true, x.dtype(), x.shape(), nullptr}};
   KILN_ASSIGN_OR_RETURN(Planned p, plan_concrete(*k, attributes, inputs, 1, nullptr));
@@ -97,7 +120,7 @@ TEST(UnaryKernels, RoundIsHalfToEven) {
 }
 
 TEST(Planning, RejectsDeclaredOutputThatDiffers) {
-  const OpKernel* k = find_op_kernel("Exp");
+  const OpDef* k = find_op_def("Exp");
   std::vector<ConcreteInput> inputs = {{true, DType::kF32, {2, 3}, nullptr}};
   std::vector<ConcreteOutput> declared = {{DType::kF32, {3, 2}}};
   auto p = plan_concrete(*k, {}, inputs, 1, &declared);

@@ -409,12 +409,12 @@ StatusOr<std::unique_ptr<Kernel>> make_trilu(const MakeArgs& args) {
 
 }  // namespace
 
-void register_layout_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"DepthToSpace", infer_depth_to_space, make_depth_to_space});
-  table.push_back(OpKernel{"Pad", infer_pad, make_pad, 1u << 1});
-  table.push_back(OpKernel{"SpaceToDepth", infer_space_to_depth, make_space_to_depth});
-  table.push_back(OpKernel{"Tile", infer_tile, make_tile, 1u << 1});
-  table.push_back(OpKernel{"Trilu", infer_trilu, make_trilu});
+void register_layout_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"DepthToSpace", infer_depth_to_space, make_depth_to_space});
+  table.push_back(OpDef{"Pad", infer_pad, make_pad, 1u << 1});
+  table.push_back(OpDef{"SpaceToDepth", infer_space_to_depth, make_space_to_depth});
+  table.push_back(OpDef{"Tile", infer_tile, make_tile, 1u << 1});
+  table.push_back(OpDef{"Trilu", infer_trilu, make_trilu});
 }
 
 }  // namespace kiln::kernels

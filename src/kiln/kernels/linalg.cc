@@ -206,25 +206,6 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
       std::make_unique<MatMulKernel>(matmul_dims(args.input_dims(0), args.input_dims(1))));
 }
 
-int64_t int8_value(const ConstBuffer& t, int64_t i) {
-  return t.dtype == DType::kU8 ? int64_t{t.as<uint8_t>()[i]} : int64_t{t.as<int8_t>()[i]};
-}
-
-// Values of `t` minus its zero point; a zero point with several values is indexed by
-// (i / block) % count.
-std::vector<int64_t> centered(const ConstBuffer& t, const ConstBuffer* zero, int64_t block) {
-  const int64_t n = t.element_count();
-  const int64_t zeros = zero != nullptr && zero->data != nullptr ? zero->element_count() : 0;
-  std::vector<int64_t> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t z = 0;
-    if (zeros == 1) z = int8_value(*zero, 0);
-    if (zeros > 1) z = int8_value(*zero, (i / block) % zeros);
-    out[i] = int8_value(t, i) - z;
-  }
-  return out;
-}
-
 class MatMulIntegerKernel : public Kernel {
  public:
   explicit MatMulIntegerKernel(MatmulDims d) : d_(std::move(d)) {}
@@ -700,13 +681,38 @@ StatusOr<std::unique_ptr<Kernel>> make_einsum(const MakeArgs& args) {
   return std::unique_ptr<Kernel>(std::make_unique<EinsumKernel>(std::move(plan)));
 }
 
+// Multiply-adds: every output element over the shared dim (A's last for MatMul; Gemm's A is
+// [M, K], or [K, M] with transA).
+double matmul_multiply_adds(const Attributes&, std::span<const ConcreteShape* const> in,
+                            std::span<const ConcreteShape* const> out) {
+  const ConcreteShape* a = dims_at(in, 0);
+  const ConcreteShape* y = dims_at(out, 0);
+  if (a == nullptr || y == nullptr || a->empty()) return 0;
+  return product_as_double(*y) * static_cast<double>(a->back());
+}
+double gemm_multiply_adds(const Attributes& attributes, std::span<const ConcreteShape* const> in,
+                          std::span<const ConcreteShape* const> out) {
+  const ConcreteShape* a = dims_at(in, 0);
+  const ConcreteShape* y = dims_at(out, 0);
+  if (a == nullptr || y == nullptr || a->size() != 2) return 0;
+  auto trans_a = attributes.get_int("transA", 0);
+  const bool transposed = trans_a.ok() && *trans_a != 0;
+  return product_as_double(*y) * static_cast<double>(transposed ? (*a)[0] : (*a)[1]);
+}
+
 }  // namespace
 
-void register_linalg_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"Einsum", infer_einsum, make_einsum});
-  table.push_back(OpKernel{"Gemm", infer_gemm, make_gemm});
-  table.push_back(OpKernel{"MatMul", infer_matmul, make_matmul});
-  table.push_back(OpKernel{"MatMulInteger", infer_matmul_integer, make_matmul_integer});
+void register_linalg_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"Einsum", infer_einsum, make_einsum});
+  table.push_back(OpDef{.op_type = "Gemm",
+                        .infer = infer_gemm,
+                        .make = make_gemm,
+                        .multiply_adds = gemm_multiply_adds});
+  table.push_back(OpDef{.op_type = "MatMul",
+                        .infer = infer_matmul,
+                        .make = make_matmul,
+                        .multiply_adds = matmul_multiply_adds});
+  table.push_back(OpDef{"MatMulInteger", infer_matmul_integer, make_matmul_integer});
 }
 
 }  // namespace kiln::kernels

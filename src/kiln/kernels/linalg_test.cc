@@ -22,7 +22,7 @@ StatusOr<Shape> infer_shape(std::string_view op, std::vector<ValueType> inputs,
     args.inputs.emplace_back(std::move(v));
     args.constants.push_back(nullptr);
   }
-  KILN_RETURN_IF_ERROR(find_op_kernel(op)->infer(args));
+  KILN_RETURN_IF_ERROR(find_op_def(op)->infer(args));
   return args.outputs[0].shape;
 }
 

@@ -242,9 +242,9 @@ StatusOr<std::unique_ptr<Kernel>> make_loss(const MakeArgs& args) {
 
 }  // namespace
 
-void register_loss_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"NegativeLogLikelihoodLoss", infer_loss<false>, make_loss<false>});
-  table.push_back(OpKernel{"SoftmaxCrossEntropyLoss", infer_loss<true>, make_loss<true>});
+void register_loss_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"NegativeLogLikelihoodLoss", infer_loss<false>, make_loss<false>});
+  table.push_back(OpDef{"SoftmaxCrossEntropyLoss", infer_loss<true>, make_loss<true>});
 }
 
 }  // namespace kiln::kernels

@@ -482,16 +482,16 @@ StatusOr<std::unique_ptr<Kernel>> make_reverse_sequence(const MakeArgs& args) {
 
 }  // namespace
 
-void register_movement_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"Dropout", infer_dropout, make_dropout});
-  table.push_back(OpKernel{"Expand", infer_expand, make_expand, 1u << 1});
-  table.push_back(OpKernel{"Flatten", infer_flatten, make_copy});
-  table.push_back(OpKernel{"Identity", infer_identity, make_copy});
-  table.push_back(OpKernel{"Reshape", infer_reshape, make_copy, 1u << 1});
-  table.push_back(OpKernel{"ReverseSequence", infer_reverse_sequence, make_reverse_sequence});
-  table.push_back(OpKernel{"Squeeze", infer_squeeze, make_copy, 1u << 1});
-  table.push_back(OpKernel{"Transpose", infer_transpose, make_transpose});
-  table.push_back(OpKernel{"Unsqueeze", infer_unsqueeze, make_copy, 1u << 1});
+void register_movement_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"Dropout", infer_dropout, make_dropout});
+  table.push_back(OpDef{"Expand", infer_expand, make_expand, 1u << 1});
+  table.push_back(OpDef{"Flatten", infer_flatten, make_copy});
+  table.push_back(OpDef{"Identity", infer_identity, make_copy});
+  table.push_back(OpDef{"Reshape", infer_reshape, make_copy, 1u << 1});
+  table.push_back(OpDef{"ReverseSequence", infer_reverse_sequence, make_reverse_sequence});
+  table.push_back(OpDef{"Squeeze", infer_squeeze, make_copy, 1u << 1});
+  table.push_back(OpDef{"Transpose", infer_transpose, make_transpose});
+  table.push_back(OpDef{"Unsqueeze", infer_unsqueeze, make_copy, 1u << 1});
   register_slicing_kernels(table);
   register_layout_kernels(table);
 }

@@ -61,7 +61,7 @@ In absent() { return In(Tensor(), false, true); }
 // Plans `op` on concrete inputs (constants unless marked runtime) and runs it.
 StatusOr<std::vector<Tensor>> run_op(std::string_view op, std::vector<In> ins,
                                      const Attributes& attributes = {}, size_t outputs = 1) {
-  const OpKernel* k = find_op_kernel(op);
+  const OpDef* k = find_op_def(op);
   if (k == nullptr) return not_found("no kernel {}", op);
   std::vector<ConcreteInput> inputs;
   for (const In& in : ins) {
@@ -138,7 +138,7 @@ Inferred infer(std::string_view op, const std::vector<SymIn>& ins, const Attribu
     args.constants.push_back(nullptr);
     args.values.push_back(&in.values);
   }
-  Status s = find_op_kernel(op)->infer(args);
+  Status s = find_op_def(op)->infer(args);
   return {s, args.outputs, args.output_values};
 }
 const DimExpr N = DimExpr::symbol("N");

@@ -13,8 +13,8 @@ namespace kiln::kernels {
 
 // slicing.cc: Concat, Split, Slice. layout.cc: Tile, Pad, DepthToSpace, SpaceToDepth, Trilu.
 // Both are registered by register_movement_kernels.
-void register_slicing_kernels(std::vector<OpKernel>& table);
-void register_layout_kernels(std::vector<OpKernel>& table);
+void register_slicing_kernels(std::vector<OpDef>& table);
+void register_layout_kernels(std::vector<OpDef>& table);
 
 // InvalidArgument when the constant dims of `shape` multiply to more than INT64_MAX elements
 // ("the output shape [...] has more than 2^63 elements"); symbolic dims are checked at run time.

@@ -1,4 +1,6 @@
-// Normalizations: Softmax, LogSoftmax, Hardmax (opset 13: along one axis of any rank),
+// Normalizations: Softmax, LogSoftmax, Hardmax (opset 13: along one axis of any rank; opsets
+// 1-12: the input coerced to 2-D [prod(dims before axis), prod(dims from axis)], default axis 1,
+// each row normalized; the importer rewrites the old form where the two differ),
 // LayerNormalization, InstanceNormalization, LpNormalization, LRN, MeanVarianceNormalization and
 // BatchNormalization (inference).
 //
@@ -82,7 +84,8 @@ struct LaneOptions {
   int64_t p = 2;
 };
 
-template <Lane L>
+// kCoerce2d: the opset 1-12 form of Softmax, LogSoftmax and Hardmax (default axis 1).
+template <Lane L, bool kCoerce2d = false>
 StatusOr<LaneOptions> read_lane_options(const Attributes& a, int64_t rank) {
   LaneOptions o;
   if constexpr (L == Lane::kLp) {
@@ -92,7 +95,7 @@ StatusOr<LaneOptions> read_lane_options(const Attributes& a, int64_t rank) {
   } else {
     KILN_RETURN_IF_ERROR(check_known_attributes(a, {"axis"}));
   }
-  KILN_ASSIGN_OR_RETURN(int64_t axis, a.get_int("axis", -1));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, a.get_int("axis", kCoerce2d ? 1 : -1));
   KILN_ASSIGN_OR_RETURN(o.axis, normalize_axis(axis, rank, "attribute 'axis'"));
   return o;
 }
@@ -149,22 +152,37 @@ class LaneKernel : public Kernel {
   int64_t p_;
 };
 
-template <Lane L>
+template <Lane L, bool kCoerce2d = false>
 Status infer_lane(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
   KILN_ASSIGN_OR_RETURN(ValueType x, float_input(args, 0, "input"));
   KILN_RETURN_IF_ERROR(
-      read_lane_options<L>(args.attributes, static_cast<int64_t>(x.shape.size())).status());
+      (read_lane_options<L, kCoerce2d>(args.attributes, static_cast<int64_t>(x.shape.size()))
+           .status()));
   args.outputs = {x};
   return ok_status();
 }
 
-template <Lane L>
+template <Lane L, bool kCoerce2d = false>
 StatusOr<std::unique_ptr<Kernel>> make_lane(const MakeArgs& args) {
   const ConcreteShape dims = args.input_dims(0);
-  KILN_ASSIGN_OR_RETURN(LaneOptions o,
-                        read_lane_options<L>(args.attributes, static_cast<int64_t>(dims.size())));
-  return std::unique_ptr<Kernel>(std::make_unique<LaneKernel<L>>(split_at(dims, o.axis), o.p));
+  KILN_ASSIGN_OR_RETURN(LaneOptions o, (read_lane_options<L, kCoerce2d>(
+                                           args.attributes, static_cast<int64_t>(dims.size()))));
+  const AxisSplit split = kCoerce2d ? AxisSplit{product(std::span(dims).first(o.axis)),
+                                                product(std::span(dims).subspan(o.axis)), 1}
+                                    : split_at(dims, o.axis);
+  return std::unique_ptr<Kernel>(std::make_unique<LaneKernel<L>>(split, o.p));
+}
+
+// One definition of `op_type` for opsets 1-12 (coerced to 2-D) and one from opset 13.
+template <Lane L>
+void add_lane_versions(std::vector<OpDef>& table, std::string_view op_type) {
+  table.push_back(OpDef{.op_type = op_type,
+                        .infer = infer_lane<L, true>,
+                        .make = make_lane<L, true>,
+                        .since_version = 1});
+  table.push_back(
+      OpDef{.op_type = op_type, .infer = infer_lane<L>, .make = make_lane<L>, .since_version = 13});
 }
 
 // ---- LayerNormalization
@@ -307,8 +325,9 @@ Status check_channel_param(const InferArgs& args, size_t index, std::string_view
                             shape_to_string(expected), expected_what, shape_to_string(p.shape));
   }
   for (size_t d = 0; d < expected.size(); ++d) {
-    KILN_RETURN_IF_ERROR(check_dims_equal(p.shape[d], expected[d],
-                                          fmt::format("{} dim {}", input_label(index, name), d)));
+    KILN_RETURN_IF_ERROR(check_dims_equal(
+        p.shape[d], expected[d],
+        fmt::format("{} dim {} ({})", input_label(index, name), d, expected_what)));
   }
   return ok_status();
 }
@@ -601,17 +620,16 @@ StatusOr<std::unique_ptr<Kernel>> make_mvn(const MakeArgs& args) {
 
 }  // namespace
 
-void register_normalize_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"Softmax", infer_lane<Lane::kSoftmax>, make_lane<Lane::kSoftmax>});
-  table.push_back(
-      OpKernel{"LogSoftmax", infer_lane<Lane::kLogSoftmax>, make_lane<Lane::kLogSoftmax>});
-  table.push_back(OpKernel{"Hardmax", infer_lane<Lane::kHardmax>, make_lane<Lane::kHardmax>});
-  table.push_back(OpKernel{"LpNormalization", infer_lane<Lane::kLp>, make_lane<Lane::kLp>});
-  table.push_back(OpKernel{"LayerNormalization", infer_layer_norm, make_layer_norm});
-  table.push_back(OpKernel{"InstanceNormalization", infer_instance_norm, make_instance_norm});
-  table.push_back(OpKernel{"BatchNormalization", infer_batch_norm, make_batch_norm});
-  table.push_back(OpKernel{"LRN", infer_lrn, make_lrn});
-  table.push_back(OpKernel{"MeanVarianceNormalization", infer_mvn, make_mvn});
+void register_normalize_kernels(std::vector<OpDef>& table) {
+  add_lane_versions<Lane::kSoftmax>(table, "Softmax");
+  add_lane_versions<Lane::kLogSoftmax>(table, "LogSoftmax");
+  add_lane_versions<Lane::kHardmax>(table, "Hardmax");
+  table.push_back(OpDef{"LpNormalization", infer_lane<Lane::kLp>, make_lane<Lane::kLp>});
+  table.push_back(OpDef{"LayerNormalization", infer_layer_norm, make_layer_norm});
+  table.push_back(OpDef{"InstanceNormalization", infer_instance_norm, make_instance_norm});
+  table.push_back(OpDef{"BatchNormalization", infer_batch_norm, make_batch_norm});
+  table.push_back(OpDef{"LRN", infer_lrn, make_lrn});
+  table.push_back(OpDef{"MeanVarianceNormalization", infer_mvn, make_mvn});
 }
 
 }  // namespace kiln::kernels

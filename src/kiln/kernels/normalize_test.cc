@@ -170,7 +170,8 @@ TEST(InstanceNormKernels, PerSampleAndChannel) {
   expect_near(values_of<float>((*y)[0]), {-1 / d, 0, 1 / d, 1 - 1.5 / d, 1, 1 + 1.5 / d});
   auto bad = infer_op("InstanceNormalization", {type(DType::kF32, {1, 2, 3}),
                                                 type(DType::kF32, {3}), type(DType::kF32, {2})});
-  EXPECT_TRUE(contains(error_of(bad), "input 1 'scale' dim 0 must be 2, got 3")) << error_of(bad);
+  EXPECT_TRUE(contains(error_of(bad), "input 1 'scale' dim 0 (channels of input) must be 2, got 3"))
+      << error_of(bad);
 }
 
 TEST(LpNormKernels, P1P2AndZeroRows) {
@@ -256,7 +257,8 @@ TEST(BatchNormKernels, RejectsTrainingAndBadShapes) {
   EXPECT_TRUE(contains(error_of(clip), "\"clip\" is not supported on this op")) << error_of(clip);
   types[4] = type(DType::kF32, {4});
   auto shape = infer_op("BatchNormalization", types);
-  EXPECT_TRUE(contains(error_of(shape), "input 4 'input_var' dim 0 must be 3, got 4"))
+  EXPECT_TRUE(
+      contains(error_of(shape), "input 4 'input_var' dim 0 (channels of X) must be 3, got 4"))
       << error_of(shape);
   types[0] = type(DType::kF32, {3});
   auto rank = infer_op("BatchNormalization", types);

@@ -469,18 +469,18 @@ StatusOr<std::unique_ptr<Kernel>> make_arg(const MakeArgs& args) {
 }
 
 template <size_t... I>
-void register_reductions(std::vector<OpKernel>& table, std::index_sequence<I...>) {
-  (table.push_back(OpKernel{kReductions[I].op_type, infer_reduce<kReductions[I].reduce>,
-                            make_reduce<kReductions[I].reduce>, 1u << 1}),
+void register_reductions(std::vector<OpDef>& table, std::index_sequence<I...>) {
+  (table.push_back(OpDef{kReductions[I].op_type, infer_reduce<kReductions[I].reduce>,
+                         make_reduce<kReductions[I].reduce>, 1u << 1}),
    ...);
 }
 
 }  // namespace
 
-void register_reduce_kernels(std::vector<OpKernel>& table) {
+void register_reduce_kernels(std::vector<OpDef>& table) {
   register_reductions(table, std::make_index_sequence<std::size(kReductions)>());
-  table.push_back(OpKernel{"ArgMax", infer_arg, make_arg<true>});
-  table.push_back(OpKernel{"ArgMin", infer_arg, make_arg<false>});
+  table.push_back(OpDef{"ArgMax", infer_arg, make_arg<true>});
+  table.push_back(OpDef{"ArgMin", infer_arg, make_arg<false>});
 }
 
 }  // namespace kiln::kernels

@@ -202,7 +202,7 @@ TEST(ReduceKernels, RejectsBadInput) {
 }
 
 TEST(ReduceKernels, MakeRecoversAxesFromShapesWhenNotConstant) {
-  const OpKernel* k = find_op_kernel("ReduceSum");
+  const OpDef* k = find_op_def("ReduceSum");
   ASSERT_NE(k, nullptr);
   Attributes a = attrs({{"keepdims", int64_t{0}}});
   // [2,3] -> [3]: only axis 0 can have been reduced.

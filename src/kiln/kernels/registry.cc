@@ -2,7 +2,7 @@
 
 namespace kiln::kernels {
 
-void register_all(std::vector<OpKernel>& table) {
+void register_all(std::vector<OpDef>& table) {
   register_unary_kernels(table);
   register_cast_kernels(table);
   register_binary_kernels(table);

@@ -585,11 +585,23 @@ Status infer_resize(InferArgs& args) {
   return ok_status();
 }
 
+// Multiply-adds: an estimate of at least two taps on each of two axes per output element (what
+// interpolation costs; nearest costs less).
+double resize_multiply_adds(const Attributes&, std::span<const ConcreteShape* const>,
+                            std::span<const ConcreteShape* const> out) {
+  const ConcreteShape* y = dims_at(out, 0);
+  return y == nullptr ? 0 : 4 * product_as_double(*y);
+}
+
 }  // namespace
 
-void register_resize_kernels(std::vector<OpKernel>& table) {
+void register_resize_kernels(std::vector<OpDef>& table) {
   // roi, scales and sizes: inputs 1, 2, 3.
-  table.push_back(OpKernel{"Resize", infer_resize, make_resize, 0b1110});
+  table.push_back(OpDef{.op_type = "Resize",
+                        .infer = infer_resize,
+                        .make = make_resize,
+                        .compile_time_inputs = 0b1110,
+                        .multiply_adds = resize_multiply_adds});
   // No Upsample: the ONNX version converter turns it into Resize (kiln imports to opset 10 or
   // later), with the importer keeping its asymmetric / floor semantics.
 }

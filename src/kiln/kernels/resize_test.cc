@@ -25,7 +25,7 @@ Tensor sizes(std::vector<int64_t> v) { return i64({static_cast<int64_t>(v.size()
 StatusOr<Tensor> run_op(std::string_view op, const Tensor& x,
                         const std::vector<std::optional<Tensor>>& rest,
                         const Attributes& attributes = {}) {
-  const OpKernel* k = find_op_kernel(op);
+  const OpDef* k = find_op_def(op);
   if (k == nullptr) return not_found("no kernel {}", op);
   std::vector<ConcreteInput> concrete = {{true, x.dtype(), x.shape(), nullptr}};
   std::vector<ConstBuffer> in = {{x.dtype(), x.shape(), x.data()}};
@@ -266,7 +266,7 @@ struct Symbolic {
 
   StatusOr<Shape> infer() {
     InferArgs args{attributes, inputs, constants, 1, {}, values, {}, {}};
-    KILN_RETURN_IF_ERROR(find_op_kernel("Resize")->infer(args));
+    KILN_RETURN_IF_ERROR(find_op_def("Resize")->infer(args));
     return args.outputs[0].shape;
   }
 };

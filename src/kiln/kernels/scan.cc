@@ -281,9 +281,9 @@ StatusOr<std::vector<int64_t>> topk_sizes(const Attributes& attributes,
 
 }  // namespace
 
-void register_scan_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"CumSum", infer_cumsum, make_cumsum});
-  table.push_back(OpKernel{"TopK", infer_topk, make_topk, 0, topk_sizes});
+void register_scan_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"CumSum", infer_cumsum, make_cumsum});
+  table.push_back(OpDef{"TopK", infer_topk, make_topk, 0, topk_sizes});
 }
 
 }  // namespace kiln::kernels

@@ -129,11 +129,11 @@ TEST(TopKKernels, SymbolicShapesAndBadInput) {
 }
 
 TEST(ScanKernels, TopKTakesARuntimeKAsADataDependentSize) {
-  const OpKernel* k = find_op_kernel("TopK");
+  const OpDef* k = find_op_def("TopK");
   ASSERT_NE(k, nullptr);
   EXPECT_EQ(k->compile_time_inputs, 0u);
-  EXPECT_EQ(find_op_kernel("CumSum")->compile_time_inputs, 0u);
-  EXPECT_EQ(find_op_kernel("ReduceSum")->compile_time_inputs, 1u << 1);
+  EXPECT_EQ(find_op_def("CumSum")->compile_time_inputs, 0u);
+  EXPECT_EQ(find_op_def("ReduceSum")->compile_time_inputs, 1u << 1);
 
   // Without anyone to bind k, infer says it must be known at compile time.
   auto unknown =
@@ -168,7 +168,7 @@ TEST(ScanKernels, TopKTakesARuntimeKAsADataDependentSize) {
   // computation of a crafted module; found by fuzz_module_load).
   auto float_k = compute_data_sizes(*k, {}, std::vector<Tensor>{x, f32({1}, {2.f})}, 2);
   EXPECT_TRUE(contains(error_of(float_k), "input 1 'K' must have dtype i64")) << error_of(float_k);
-  auto relu = compute_data_sizes(*find_op_kernel("Relu"), {}, std::vector<Tensor>{x}, 1);
+  auto relu = compute_data_sizes(*find_op_def("Relu"), {}, std::vector<Tensor>{x}, 1);
   EXPECT_TRUE(contains(error_of(relu), "'Relu' has no data-dependent sizes")) << error_of(relu);
 }
 

@@ -217,9 +217,9 @@ StatusOr<std::unique_ptr<Kernel>> make_scatter_elements(const MakeArgs& args) {
 
 }  // namespace
 
-void register_scatter_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"ScatterND", infer_scatter_nd, make_scatter_nd});
-  table.push_back(OpKernel{"ScatterElements", infer_scatter_elements, make_scatter_elements});
+void register_scatter_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"ScatterND", infer_scatter_nd, make_scatter_nd});
+  table.push_back(OpDef{"ScatterElements", infer_scatter_elements, make_scatter_elements});
 }
 
 }  // namespace kiln::kernels

@@ -1,6 +1,6 @@
 // Data-dependent selections: NonZero and Compress. Their output size is a count of nonzero
 // elements: a number when the counted input is a constant, otherwise a size the runtime binds
-// from the data before the node runs (InferArgs::data_dim, OpKernel::data_sizes). The kernels
+// from the data before the node runs (InferArgs::data_dim, OpDef::data_sizes). The kernels
 // are made for one count and report a Status if the data does not match it.
 #include <algorithm>
 #include <cmath>
@@ -220,9 +220,9 @@ StatusOr<std::unique_ptr<Kernel>> make_compress(const MakeArgs& args) {
 
 }  // namespace
 
-void register_select_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"NonZero", infer_nonzero, make_nonzero, 0, nonzero_sizes});
-  table.push_back(OpKernel{"Compress", infer_compress, make_compress, 0, compress_sizes});
+void register_select_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"NonZero", infer_nonzero, make_nonzero, 0, nonzero_sizes});
+  table.push_back(OpDef{"Compress", infer_compress, make_compress, 0, compress_sizes});
 }
 
 }  // namespace kiln::kernels

@@ -434,10 +434,10 @@ StatusOr<std::unique_ptr<Kernel>> make_slice(const MakeArgs& args) {
 
 }  // namespace
 
-void register_slicing_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"Concat", infer_concat, make_concat});
-  table.push_back(OpKernel{"Slice", infer_slice, make_slice, 0b11110u});
-  table.push_back(OpKernel{"Split", infer_split, make_split, 1u << 1});
+void register_slicing_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"Concat", infer_concat, make_concat});
+  table.push_back(OpDef{"Slice", infer_slice, make_slice, 0b11110u});
+  table.push_back(OpDef{"Split", infer_split, make_split, 1u << 1});
 }
 
 }  // namespace kiln::kernels

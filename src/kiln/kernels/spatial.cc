@@ -19,6 +19,7 @@
 #include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
+#include "kiln/kernels/window_attributes.h"
 
 namespace kiln::kernels {
 namespace {
@@ -35,19 +36,19 @@ struct Grid {
   int64_t kernel_volume() const { return kernel[0] * kernel[1] * kernel[2]; }
 };
 
-Grid make_grid(const WindowGeometry& g, std::span<const int64_t> pads,
-               std::span<const int64_t> in_spatial, std::span<const int64_t> out_spatial) {
+Grid make_grid(const ConcreteWindow& w, std::span<const int64_t> in_spatial,
+               std::span<const int64_t> out_spatial) {
   Grid grid;
-  const size_t r = g.spatial_rank();
+  const size_t r = w.spatial_rank();
   for (size_t i = 0; i < r; ++i) {
     const size_t j = kMaxSpatial - r + i;
     grid.in[j] = in_spatial[i];
     grid.out[j] = out_spatial[i];
-    grid.kernel[j] = g.kernel[i];
-    grid.stride[j] = g.strides[i];
-    grid.dilation[j] = g.dilations[i];
-    grid.pad_begin[j] = pads[i];
-    grid.pad_end[j] = pads[r + i];
+    grid.kernel[j] = w.kernel[i];
+    grid.stride[j] = w.strides[i];
+    grid.dilation[j] = w.dilations[i];
+    grid.pad_begin[j] = w.pads_begin[i];
+    grid.pad_end[j] = w.pads_end[i];
   }
   return grid;
 }
@@ -222,21 +223,18 @@ Status infer_conv_integer(InferArgs& args) {
 struct ConvDims {
   Grid grid;
   int64_t batch = 0, channels = 0, out_channels = 0, c_per_group = 0, group = 1;
+  FusedActivation activation;  // Conv only
 };
 
 StatusOr<ConvDims> make_conv_dims(const MakeArgs& args) {
-  ConvDims d;
   const ConcreteShape x = args.input_dims(0);
   const ConcreteShape w = args.input_dims(1);
   const ConcreteShape y = args.output_dims(0);
-  KILN_ASSIGN_OR_RETURN(d.group, read_group(args.attributes));
-  WindowOptions options;
-  options.kernel_from_weights = std::vector<int64_t>(w.begin() + 2, w.end());
-  KILN_ASSIGN_OR_RETURN(WindowGeometry g,
-                        parse_window_geometry(args.attributes, x.size() - 2, options));
-  const Shape x_spatial = shape_from_concrete(ConcreteShape(x.begin() + 2, x.end()));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, explicit_pads(g, x_spatial));
-  d.grid = make_grid(g, pads, std::span(x).subspan(2), std::span(y).subspan(2));
+  KILN_ASSIGN_OR_RETURN(ConvAttributes a, read_conv_attributes(args.attributes, x, w));
+  ConvDims d;
+  d.grid = make_grid(a.window, std::span(x).subspan(2), std::span(y).subspan(2));
+  d.group = a.group;
+  d.activation = a.activation;
   d.batch = x[0];
   d.channels = x[1];
   d.out_channels = w[0];
@@ -340,26 +338,8 @@ class ConvKernel : public Kernel {
 
 StatusOr<std::unique_ptr<Kernel>> make_conv(const MakeArgs& args) {
   KILN_ASSIGN_OR_RETURN(ConvDims dims, make_conv_dims(args));
-  KILN_ASSIGN_OR_RETURN(FusedActivation activation, read_fused_activation(args.attributes));
+  const FusedActivation activation = dims.activation;
   return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(dims), activation));
-}
-
-// Integer values of an 8-bit buffer minus a zero point (per element of dim 0 blocks of `block`
-// elements when the zero point has several values), widened to int64 so no sum can overflow.
-std::vector<int64_t> centered(const ConstBuffer& b, const ConstBuffer* zero, int64_t block) {
-  const int64_t n = b.element_count();
-  std::vector<int64_t> out(static_cast<size_t>(n));
-  auto value = [](const ConstBuffer& t, int64_t i) -> int64_t {
-    return t.dtype == DType::kU8 ? int64_t{t.as<uint8_t>()[i]} : int64_t{t.as<int8_t>()[i]};
-  };
-  const int64_t zeros = zero != nullptr && zero->data != nullptr ? zero->element_count() : 0;
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t z = 0;
-    if (zeros == 1) z = value(*zero, 0);
-    if (zeros > 1) z = value(*zero, (i / block) % zeros);
-    out[i] = value(b, i) - z;
-  }
-  return out;
 }
 
 class ConvIntegerKernel : public Kernel {
@@ -649,11 +629,14 @@ StatusOr<std::unique_ptr<Kernel>> make_conv_transpose(const MakeArgs& args) {
   std::vector<int64_t> pads;
   const Shape x_spatial = shape_from_concrete(ConcreteShape(x.begin() + 2, x.end()));
   KILN_RETURN_IF_ERROR(transpose_output(tg, x_spatial, &pads).status());
-  WindowGeometry wg;
-  wg.kernel = tg.kernel;
-  wg.strides = tg.strides;
-  wg.dilations = tg.dilations;
-  Grid grid = make_grid(wg, pads, std::span(x).subspan(2), std::span(y).subspan(2));
+  const auto half = static_cast<ptrdiff_t>(r);
+  const ConcreteWindow window{tg.kernel,
+                              tg.strides,
+                              tg.dilations,
+                              std::vector<int64_t>(pads.begin(), pads.begin() + half),
+                              std::vector<int64_t>(pads.begin() + half, pads.end()),
+                              false};
+  Grid grid = make_grid(window, std::span(x).subspan(2), std::span(y).subspan(2));
   return std::unique_ptr<Kernel>(
       std::make_unique<ConvTransposeKernel>(grid, x[0], x[1], y[1], group));
 }
@@ -884,19 +867,23 @@ class PoolKernel : public Kernel {
 StatusOr<std::unique_ptr<Kernel>> make_pool(const MakeArgs& args, Pool kind) {
   const ConcreteShape x = args.input_dims(0);
   const ConcreteShape y = args.output_dims(0);
-  WindowOptions options;
-  options.allow_ceil_mode = kind != Pool::kLp;
-  options.allow_dilations = kind != Pool::kLp;
-  KILN_ASSIGN_OR_RETURN(WindowGeometry g,
-                        parse_window_geometry(args.attributes, x.size() - 2, options));
-  const Shape x_spatial = shape_from_concrete(ConcreteShape(x.begin() + 2, x.end()));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, explicit_pads(g, x_spatial));
-  Grid grid = make_grid(g, pads, std::span(x).subspan(2), std::span(y).subspan(2));
-  KILN_ASSIGN_OR_RETURN(int64_t include, args.attributes.get_int("count_include_pad", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t order, args.attributes.get_int("storage_order", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t p, args.attributes.get_int("p", 2));
-  return std::unique_ptr<Kernel>(
-      std::make_unique<PoolKernel>(kind, grid, x[0] * x[1], include == 1, order == 1, p));
+  PoolAttributes a;
+  int64_t p = 2;
+  if (kind == Pool::kLp) {
+    WindowOptions options;
+    options.allow_ceil_mode = false;
+    options.allow_dilations = false;
+    KILN_ASSIGN_OR_RETURN(WindowGeometry g,
+                          parse_window_geometry(args.attributes, x.size() - 2, options));
+    KILN_ASSIGN_OR_RETURN(a.window, resolve_window(g, std::span(x).subspan(2)));
+    KILN_ASSIGN_OR_RETURN(p, args.attributes.get_int("p", 2));
+  } else {
+    KILN_ASSIGN_OR_RETURN(a, read_pool_attributes(kind == Pool::kMax ? "MaxPool" : "AveragePool",
+                                                  args.attributes, x));
+  }
+  Grid grid = make_grid(a.window, std::span(x).subspan(2), std::span(y).subspan(2));
+  return std::unique_ptr<Kernel>(std::make_unique<PoolKernel>(
+      kind, grid, x[0] * x[1], a.count_include_pad, a.column_major_indices, p));
 }
 
 template <Pool kKind>
@@ -981,22 +968,44 @@ StatusOr<std::unique_ptr<Kernel>> make_global_pool(const MakeArgs& args) {
   return std::unique_ptr<Kernel>(std::make_unique<GlobalPoolKernel<kKind>>(p));
 }
 
+// Multiply-adds: Conv, every output element over W's [C/group, k...]; ConvTranspose, every
+// input element into W's [M/group, k...].
+double conv_multiply_adds(const Attributes&, std::span<const ConcreteShape* const> in,
+                          std::span<const ConcreteShape* const> out) {
+  const ConcreteShape* w = dims_at(in, 1);
+  const ConcreteShape* y = dims_at(out, 0);
+  if (w == nullptr || y == nullptr || w->size() < 2) return 0;
+  return product_as_double(*y) * product_as_double(std::span(*w).subspan(1));
+}
+double conv_transpose_multiply_adds(const Attributes&, std::span<const ConcreteShape* const> in,
+                                    std::span<const ConcreteShape* const>) {
+  const ConcreteShape* x = dims_at(in, 0);
+  const ConcreteShape* w = dims_at(in, 1);
+  if (x == nullptr || w == nullptr || w->size() < 2) return 0;
+  return product_as_double(*x) * product_as_double(std::span(*w).subspan(1));
+}
+
 }  // namespace
 
-void register_spatial_kernels(std::vector<OpKernel>& table) {
-  table.push_back(OpKernel{"Conv", infer_conv, make_conv});
-  table.push_back(OpKernel{"ConvInteger", infer_conv_integer, make_conv_integer});
-  table.push_back(OpKernel{"ConvTranspose", infer_conv_transpose, make_conv_transpose});
-  table.push_back(OpKernel{"MaxPool", infer_pool_of<Pool::kMax>, make_pool_of<Pool::kMax>});
+void register_spatial_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{.op_type = "Conv",
+                        .infer = infer_conv,
+                        .make = make_conv,
+                        .multiply_adds = conv_multiply_adds});
+  table.push_back(OpDef{"ConvInteger", infer_conv_integer, make_conv_integer});
+  table.push_back(OpDef{.op_type = "ConvTranspose",
+                        .infer = infer_conv_transpose,
+                        .make = make_conv_transpose,
+                        .multiply_adds = conv_transpose_multiply_adds});
+  table.push_back(OpDef{"MaxPool", infer_pool_of<Pool::kMax>, make_pool_of<Pool::kMax>});
   table.push_back(
-      OpKernel{"AveragePool", infer_pool_of<Pool::kAverage>, make_pool_of<Pool::kAverage>});
-  table.push_back(OpKernel{"LpPool", infer_pool_of<Pool::kLp>, make_pool_of<Pool::kLp>});
-  table.push_back(OpKernel{"GlobalAveragePool", infer_global_pool<Pool::kAverage>,
-                           make_global_pool<Pool::kAverage>});
+      OpDef{"AveragePool", infer_pool_of<Pool::kAverage>, make_pool_of<Pool::kAverage>});
+  table.push_back(OpDef{"LpPool", infer_pool_of<Pool::kLp>, make_pool_of<Pool::kLp>});
+  table.push_back(OpDef{"GlobalAveragePool", infer_global_pool<Pool::kAverage>,
+                        make_global_pool<Pool::kAverage>});
   table.push_back(
-      OpKernel{"GlobalMaxPool", infer_global_pool<Pool::kMax>, make_global_pool<Pool::kMax>});
-  table.push_back(
-      OpKernel{"GlobalLpPool", infer_global_pool<Pool::kLp>, make_global_pool<Pool::kLp>});
+      OpDef{"GlobalMaxPool", infer_global_pool<Pool::kMax>, make_global_pool<Pool::kMax>});
+  table.push_back(OpDef{"GlobalLpPool", infer_global_pool<Pool::kLp>, make_global_pool<Pool::kLp>});
 }
 
 }  // namespace kiln::kernels

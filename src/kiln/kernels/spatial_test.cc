@@ -24,7 +24,7 @@ std::vector<float> iota(int n) {
 // Runs `op`; an input Tensor with no storage stands for an absent optional input.
 StatusOr<std::vector<Tensor>> run_op(std::string_view op, const std::vector<Tensor>& inputs,
                                      const Attributes& attributes = {}, size_t outputs = 1) {
-  const OpKernel* k = find_op_kernel(op);
+  const OpDef* k = find_op_def(op);
   if (k == nullptr) return not_found("no kernel {}", op);
   std::vector<ConcreteInput> concrete;
   for (const Tensor& t : inputs) {
@@ -60,7 +60,7 @@ Status infer(std::string_view op, std::vector<ValueType> inputs, const Attribute
     args.inputs.emplace_back(std::move(v));
     args.constants.push_back(nullptr);
   }
-  KILN_RETURN_IF_ERROR(find_op_kernel(op)->infer(args));
+  KILN_RETURN_IF_ERROR(find_op_def(op)->infer(args));
   *outputs = std::move(args.outputs);
   return ok_status();
 }

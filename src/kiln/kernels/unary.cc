@@ -436,9 +436,9 @@ StatusOr<std::unique_ptr<Kernel>> make_unary(const MakeArgs& args) {
 }
 
 template <size_t... I>
-void register_functions(std::vector<OpKernel>& table, std::index_sequence<I...>) {
-  (table.push_back(OpKernel{kFunctions[I].op_type, infer_unary<kFunctions[I].fn>,
-                            make_unary<kFunctions[I].fn>}),
+void register_functions(std::vector<OpDef>& table, std::index_sequence<I...>) {
+  (table.push_back(
+       OpDef{kFunctions[I].op_type, infer_unary<kFunctions[I].fn>, make_unary<kFunctions[I].fn>}),
    ...);
 }
 
@@ -505,9 +505,9 @@ StatusOr<std::unique_ptr<Kernel>> make_clip(const MakeArgs&) {
 
 }  // namespace
 
-void register_unary_kernels(std::vector<OpKernel>& table) {
+void register_unary_kernels(std::vector<OpDef>& table) {
   register_functions(table, std::make_index_sequence<std::size(kFunctions)>());
-  table.push_back(OpKernel{"Clip", infer_clip, make_clip});
+  table.push_back(OpDef{"Clip", infer_clip, make_clip});
 }
 
 }  // namespace kiln::kernels

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/onnx/importer.h"
-#include "kiln/ops/registry.h"
 #include "tests/support/onnx/test_models.h"
 
 namespace kiln::onnx_import {
@@ -63,7 +63,7 @@ TEST(ExportSubgraph, RoundTripComputesTheSameValues) {
   auto xs = x.mutable_values<float>();
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(static_cast<float>(i));
   std::map<ir::ValueId, Tensor> all;
-  ASSERT_TRUE(ops::evaluate_graph(*graph, std::vector<Tensor>{x}, &all).ok());
+  ASSERT_TRUE(graph_eval::evaluate_graph(*graph, std::vector<Tensor>{x}, &all).ok());
 
   const std::vector<ir::NodeId> nodes = {node_id(*graph, "conv"), node_id(*graph, "relu"),
                                          node_id(*graph, "add")};
@@ -82,8 +82,8 @@ TEST(ExportSubgraph, RoundTripComputesTheSameValues) {
   ASSERT_EQ(sub->nodes().size(), 3u);
   EXPECT_EQ(sub->nodes()[0].name, "conv");
   EXPECT_TRUE(sub->value(sub->nodes()[0].inputs[1]).constant.has_value());
-  auto sub_out =
-      ops::evaluate_graph(*sub, std::vector<Tensor>{x, all.at(graph->find_value("p").value())});
+  auto sub_out = graph_eval::evaluate_graph(
+      *sub, std::vector<Tensor>{x, all.at(graph->find_value("p").value())});
   ASSERT_TRUE(sub_out.ok()) << sub_out.status().to_string();
   const Tensor& want = all.at(outputs[0]);
   ASSERT_EQ((*sub_out)[0].shape(), want.shape());

@@ -5,8 +5,8 @@
 #include <set>
 #include <utility>
 
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/onnx/tensor_proto.h"
-#include "kiln/ops/registry.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -86,11 +86,11 @@ class Builder {
     KILN_RETURN_IF_ERROR(add_initializers());
     KILN_RETURN_IF_ERROR(add_nodes());
     KILN_RETURN_IF_ERROR(bind_compile_time_inputs());
-    std::vector<std::string> unsupported = ops::unsupported_ops(graph_);
+    std::vector<std::string> unsupported = graph_eval::unsupported_ops(graph_);
     if (!unsupported.empty()) {
       return unimplemented("unsupported ops: {}", fmt::join(unsupported, ", "));
     }
-    KILN_RETURN_IF_ERROR(ops::infer_graph(graph_));
+    KILN_RETURN_IF_ERROR(graph_eval::infer_graph(graph_));
     KILN_RETURN_IF_ERROR(add_outputs());
     KILN_RETURN_IF_ERROR(ir::verify_graph(graph_));
     return std::move(graph_);
@@ -122,8 +122,8 @@ class Builder {
     return name;
   }
 
-  StatusOr<ops::ValueType> input_type(const onnx::ValueInfoProto& input,
-                                      const onnx::TensorProto* initializer) {
+  StatusOr<graph_eval::ValueType> input_type(const onnx::ValueInfoProto& input,
+                                             const onnx::TensorProto* initializer) {
     std::string what = fmt::format("graph input '{}'", input.name());
     const auto& type = input.type();
     if (initializer != nullptr && !type.tensor_type().has_shape()) {
@@ -133,7 +133,7 @@ class Builder {
         if (d < 0) return invalid_argument("{} has a negative initializer dim", what);
       }
       ConcreteShape dims(initializer->dims().begin(), initializer->dims().end());
-      return ops::ValueType{dtype, shape_from_concrete(dims)};
+      return graph_eval::ValueType{dtype, shape_from_concrete(dims)};
     }
     if (!input.has_type()) return invalid_argument("{} has no type", what);
     if (!type.has_tensor_type()) {
@@ -161,7 +161,7 @@ class Builder {
         shape.push_back(DimExpr::symbol(fresh_symbol(input.name(), axis)));
       }
     }
-    return ops::ValueType{dtype, std::move(shape)};
+    return graph_eval::ValueType{dtype, std::move(shape)};
   }
 
   // Turns graph inputs that feed compile-time operands into constants with the values
@@ -170,7 +170,8 @@ class Builder {
     if (!options_.compile_time_value) return ok_status();
     std::set<ir::ValueId> needed;
     for (const ir::Node& node : graph_.nodes()) {
-      const ops::OpDef* def = ops::default_registry().find(node.op_type, graph_.opset);
+      const graph_eval::OpDef* def =
+          graph_eval::default_registry().find(node.op_type, graph_.opset);
       if (def == nullptr || def->compile_time_inputs == 0) continue;
       for (size_t i = 0; i < node.inputs.size() && i < 32; ++i) {
         if (((def->compile_time_inputs >> i) & 1u) != 0 && node.inputs[i] != ir::kAbsent) {
@@ -235,7 +236,7 @@ class Builder {
         declared_constant_types_[input.name()] = &input;
         continue;
       }
-      KILN_ASSIGN_OR_RETURN(ops::ValueType type, input_type(input, initializer));
+      KILN_ASSIGN_OR_RETURN(graph_eval::ValueType type, input_type(input, initializer));
       ir::ValueId id = graph_.add_input(input.name(), type.dtype, std::move(type.shape));
       KILN_RETURN_IF_ERROR(define(input.name(), id, "a graph input"));
     }
@@ -329,7 +330,7 @@ class Builder {
   }
 
   // ConstantOfShape's `value`, a one-element tensor, as the number 'value' (int for integer and
-  // bool dtypes, float otherwise) and its dtype 'kiln_value_dtype' (ops/registry.h).
+  // bool dtypes, float otherwise) and its dtype 'kiln_value_dtype' (graph_eval/graph_eval.h).
   Status convert_fill_value(const AttributeProto& attr, const std::string& desc,
                             Attributes& attributes) {
     if (attribute_type(attr) != AttributeProto::TENSOR) {
@@ -362,7 +363,7 @@ class Builder {
 
   Status add_nodes() {
     std::vector<std::string> names = unique_node_names(proto_);
-    const ops::Registry& registry = ops::default_registry();
+    const graph_eval::Registry& registry = graph_eval::default_registry();
     for (int i = 0; i < proto_.node_size(); ++i) {
       const onnx::NodeProto& proto = proto_.node(i);
       std::string desc = fmt::format("node '{}' ({})", names[i], proto.op_type());
@@ -504,7 +505,7 @@ Status check_supported_ops(const onnx::GraphProto& graph, int64_t opset) {
     if (node.op_type == "Upsample" && opset >= 10) node.op_type = "Resize";
     skeleton.add_node(std::move(node));
   }
-  std::vector<std::string> unsupported = ops::unsupported_ops(skeleton);
+  std::vector<std::string> unsupported = graph_eval::unsupported_ops(skeleton);
   if (unsupported.empty()) return ok_status();
   return unimplemented("unsupported ops: {}", fmt::join(unsupported, ", "));
 }

@@ -22,8 +22,8 @@ std::vector<std::string> unique_node_names(const onnx::GraphProto& graph);
 // all are supported.
 Status check_supported_ops(const onnx::GraphProto& graph, int64_t opset);
 
-// Converts inputs, initializers, nodes and outputs, then runs ops::infer_graph and checks the
-// declared output types. `opset` is the graph's default-domain opset. See importer.h for the
+// Converts inputs, initializers, nodes and outputs, then runs graph_eval::infer_graph and checks
+// the declared output types. `opset` is the graph's default-domain opset. See importer.h for the
 // rules.
 StatusOr<ir::Graph> build_graph(const onnx::GraphProto& graph, int64_t opset,
                                 const std::string& model_dir, const ImportOptions& options);

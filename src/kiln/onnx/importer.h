@@ -6,12 +6,13 @@
 //      before parsing);
 //   2. rejects operators from non-default domains (ai.onnx.ml, com.microsoft, ...), listing each
 //      domain with its nodes; domains only declared in opset_import and never used are ignored;
-//   3. rejects every op type the registry (ops::default_registry()) lacks in ONE error that lists
+//   3. rejects every op type the registry (graph_eval::default_registry()) lacks in ONE error that
+//   lists
 //      each with its node names;
 //   4. upgrades the default-domain opset to target_opset with ONNX's version converter (only
 //      upgrades; a model above target_opset is an error naming both versions);
 //   5. converts inputs, initializers and nodes (Constant nodes become constants) and runs
-//      ops::infer_graph, so every value has a dtype and a symbolic shape; declared output
+//      graph_eval::infer_graph, so every value has a dtype and a symbolic shape; declared output
 //      dtypes/ranks are checked against inference.
 //
 // Input dims: dim_value → integer; dim_param → DimExpr::symbol(dim_param); a dim with neither
@@ -53,11 +54,12 @@ struct ImportOptions {
   // Fix named symbolic dims (dim_param, or the generated "unk_<input>_<axis>") to values at
   // import. Naming a symbol that no graph input uses, or a negative value, is an error.
   std::map<std::string, int64_t> bind;
-  // Values for graph inputs that an op needs at compile time (ops::OpDef::compile_time_inputs:
-  // Reshape's shape, a reduction's axes, ...), e.g. from a test's data when a model feeds them
-  // as graph inputs. Called once per such input with its position among the runtime inputs
-  // (ONNX graph.input minus initializers) and its name; a tensor makes the input a constant
-  // (its dtype, rank and constant dims must match the declaration), nullopt leaves it an input.
+  // Values for graph inputs that an op needs at compile time
+  // (graph_eval::OpDef::compile_time_inputs: Reshape's shape, a reduction's axes, ...), e.g. from a
+  // test's data when a model feeds them as graph inputs. Called once per such input with its
+  // position among the runtime inputs (ONNX graph.input minus initializers) and its name; a tensor
+  // makes the input a constant (its dtype, rank and constant dims must match the declaration),
+  // nullopt leaves it an input.
   std::function<StatusOr<std::optional<Tensor>>(size_t position, const std::string& name)>
       compile_time_value;
   // Refuse larger files before parsing (protobuf itself cannot exceed 2 GiB).

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <random>
 
-#include "kiln/ops/registry.h"
+#include "kiln/graph_eval/graph_eval.h"
 #include "tests/support/onnx/test_models.h"
 
 namespace kiln::onnx_import {
@@ -273,7 +273,7 @@ TEST(Importer, UnsupportedConstantAttribute) {
   EXPECT_THAT(g.status().message(), AllOf(HasSubstr("'strs'"), HasSubstr("value_string")));
 }
 
-// ConstantOfShape's tensor attribute becomes a number plus its dtype (ops/registry.h).
+// ConstantOfShape's tensor attribute becomes a number plus its dtype (graph_eval/graph_eval.h).
 ModelBuilder constant_of_shape_model(int32_t dtype, std::vector<int32_t> values) {
   ModelBuilder b;
   b.input("x", kFloat, {int64_t{1}});
@@ -921,7 +921,7 @@ TEST(Importer, UpgradesOpset6BroadcastWithASymbolicBatch) {
   const std::vector<float> xs = {1, -1, 2, 0.5f, 3, -2};
   std::copy(xs.begin(), xs.end(), x.mutable_values<float>().begin());
   std::vector<Tensor> inputs = {x};
-  auto out = ops::evaluate_graph(*g, inputs);
+  auto out = graph_eval::evaluate_graph(*g, inputs);
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   // relu(x) @ w + bias + shift, by hand.
   const std::vector<float> expected = {1 + 18 + 0.5f + 1, 2 + 20 - 1 + 2,       3 + 22 + 2 + 3,

@@ -6,9 +6,9 @@
 
 #include <cstring>
 
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/onnx/importer.h"
 #include "kiln/onnx/inline_if.h"
-#include "kiln/ops/registry.h"
 #include "tests/support/onnx/test_models.h"
 
 namespace kiln::onnx_import {
@@ -94,7 +94,7 @@ std::vector<float> values(const Tensor& t) {
 }
 
 std::vector<float> evaluate(const ir::Graph& g, std::vector<Tensor> inputs) {
-  auto out = ops::evaluate_graph(g, inputs);
+  auto out = graph_eval::evaluate_graph(g, inputs);
   EXPECT_TRUE(out.ok()) << out.status().to_string();
   return out.ok() ? values(out->at(0)) : std::vector<float>{};
 }

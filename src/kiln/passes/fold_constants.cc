@@ -1,6 +1,6 @@
 #include <optional>
 
-#include "kiln/ops/registry.h"
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/passes/passes.h"
 
 namespace kiln::passes {
@@ -52,7 +52,7 @@ class Folder {
       // module computes it at run time with the backend's kernels, and a module with the sizes
       // bound (or a static model) must give the same bits.
       if (from_sizes && !all_outputs_exact(node)) continue;
-      auto outputs = ops::evaluate_node(graph_, id, inputs);
+      auto outputs = graph_eval::evaluate_node(graph_, id, inputs);
       if (!outputs.ok())
         return std::move(outputs).status().with_note("while folding " + node.describe());
       resized = resized || !node.data_symbols.empty();
@@ -72,7 +72,7 @@ class Folder {
       ++rewrites;
     }
     if (rewrites) graph_.remove_dead();
-    if (resized) KILN_RETURN_IF_ERROR(ops::infer_graph(graph_));
+    if (resized) KILN_RETURN_IF_ERROR(graph_eval::infer_graph(graph_));
     return rewrites;
   }
 

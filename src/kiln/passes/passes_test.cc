@@ -7,8 +7,8 @@
 #include <optional>
 #include <random>
 
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/kernels/activation.h"
-#include "kiln/ops/registry.h"
 #include "tests/support/expect.h"
 
 namespace kiln::passes {
@@ -73,7 +73,7 @@ Graph residual_block(std::mt19937& rng) {
   ValueId out = add_intermediate(g, "out");
   g.add_node({"relu_out", "Relu", {sum}, {out}, {}, {}});
   g.add_output(out);
-  EXPECT_TRUE(ops::infer_graph(g).ok());
+  EXPECT_TRUE(graph_eval::infer_graph(g).ok());
   return g;
 }
 
@@ -91,7 +91,7 @@ TEST(Passes, FoldAndFusePreserveResults) {
   std::mt19937 rng(1);
   Graph g = residual_block(rng);
   Tensor x = random_tensor({2, 4, 6, 6}, rng);
-  auto before = ops::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+  auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1));
   ASSERT_TRUE(before.ok()) << before.status().to_string();
 
   EXPECT_EQ(simplify(g).value(), 1);
@@ -108,7 +108,7 @@ TEST(Passes, FoldAndFusePreserveResults) {
   EXPECT_NE(std::find(last.origins.begin(), last.origins.end(), "add"), last.origins.end());
   EXPECT_EQ(g.value(g.outputs()[0]).name, "out");
 
-  auto after = ops::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+  auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1));
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   expect_close((*after)[0], (*before)[0], 1e-5);
 }
@@ -125,7 +125,7 @@ TEST(Passes, FoldConstantsEvaluatesConstantSubgraphs) {
   ValueId y = add_intermediate(g, "y");
   g.add_node({"use", "Mul", {x, cc}, {y}, {}, {}});
   g.add_output(y);
-  ASSERT_TRUE(ops::infer_graph(g).ok());
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
   EXPECT_EQ(fold_constants(g).value(), 1);
   ASSERT_EQ(g.nodes().size(), 1u);
   const ir::Value& folded = g.value(g.nodes()[0].inputs[1]);
@@ -147,7 +147,7 @@ TEST(Passes, ConvFeedingTwoConsumersIsNotFolded) {
   g.add_node({"bn", "BatchNormalization", bn_inputs, {z}, {}, {}});
   g.add_output(z);
   g.add_output(y);  // the conv output is also a model output: folding would change it
-  ASSERT_TRUE(ops::infer_graph(g).ok());
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
   EXPECT_EQ(fold_batchnorm(g).value(), 0);
   EXPECT_EQ(fuse_conv(g).value(), 0);
   EXPECT_EQ(g.nodes().size(), 2u);
@@ -166,12 +166,12 @@ TEST(Passes, ReluBeforeAddIsNotFusedAsResidual) {
   ValueId s = add_intermediate(g, "s");
   g.add_node({"add", "Add", {r, x}, {s}, {}, {}});
   g.add_output(s);
-  ASSERT_TRUE(ops::infer_graph(g).ok());
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
   Tensor input = random_tensor({1, 4, 6, 6}, rng);
-  auto before = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+  auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
   fuse_conv(g).value();
   EXPECT_EQ(count_op(g, "Add"), 1);
-  auto after = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+  auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
   expect_close(after[0], before[0], 1e-6);
 }
 
@@ -212,7 +212,7 @@ ClipGraph conv_add_clip_graph(std::optional<float> lo, std::optional<float> hi,
   if (hi_id != ir::kAbsent) clip_inputs.push_back(hi_id);
   g.add_node({"clip", "Clip", clip_inputs, {out}, {}, {}});
   g.add_output(out);
-  EXPECT_TRUE(ops::infer_graph(g).ok());
+  EXPECT_TRUE(graph_eval::infer_graph(g).ok());
   c.input = random_tensor({1, 4, 6, 6}, rng, -3.0f, 3.0f);
   return c;
 }
@@ -227,7 +227,7 @@ TEST(Passes, ClipWithConstantBoundsBecomesTheConvActivation) {
   for (const Case& k : cases) {
     SCOPED_TRACE(k.described);
     ClipGraph c = conv_add_clip_graph(k.lo, k.hi);
-    auto before = ops::evaluate_graph(c.g, std::span<const Tensor>(&c.input, 1)).value();
+    auto before = graph_eval::evaluate_graph(c.g, std::span<const Tensor>(&c.input, 1)).value();
     EXPECT_EQ(fuse_conv(c.g).value(), 2);  // the residual Add, then the Clip
     ASSERT_EQ(c.g.nodes().size(), 2u);
     const Node& conv = c.g.node(1);
@@ -237,7 +237,7 @@ TEST(Passes, ClipWithConstantBoundsBecomesTheConvActivation) {
     ASSERT_TRUE(activation.ok()) << activation.status().to_string();
     EXPECT_EQ(kernels::describe(*activation), k.described);
     EXPECT_EQ(conv.origins, (std::vector<std::string>{"conv", "add", "clip"}));
-    auto after = ops::evaluate_graph(c.g, std::span<const Tensor>(&c.input, 1)).value();
+    auto after = graph_eval::evaluate_graph(c.g, std::span<const Tensor>(&c.input, 1)).value();
     expect_close(after[0], before[0], 1e-6);
     // The bounds really clip: some outputs sit on them.
     const auto values = after[0].values<float>();
@@ -324,7 +324,7 @@ Graph gelu_graph(int variant) {
   }
   g.add_output(y);
   if (variant == 3) g.add_output(e);
-  EXPECT_TRUE(ops::infer_graph(g).ok());
+  EXPECT_TRUE(graph_eval::infer_graph(g).ok());
   return g;
 }
 
@@ -334,7 +334,7 @@ TEST(Passes, GeluWrittenOutBecomesOneGeluNode) {
   for (int variant : {0, 1}) {
     SCOPED_TRACE(variant);
     Graph g = gelu_graph(variant);
-    auto before = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
     EXPECT_EQ(fuse_gelu(g).value(), 1);
     ASSERT_EQ(g.nodes().size(), 1u);
     const Node& gelu = g.node(0);
@@ -342,7 +342,7 @@ TEST(Passes, GeluWrittenOutBecomesOneGeluNode) {
     EXPECT_EQ(gelu.name, "gelu");
     EXPECT_EQ(gelu.attributes.get_string("approximate", "").value(), "none");
     EXPECT_EQ(gelu.origins.size(), 5u);
-    auto after = ops::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
     expect_close(after[0], before[0], 1e-6);
   }
 }
@@ -373,7 +373,7 @@ Graph softmax_graph(int64_t opset, int64_t axis, ConcreteShape shape) {
   node.attributes.set("axis", axis);
   g.add_node(std::move(node));
   g.add_output(y);
-  EXPECT_TRUE(ops::infer_graph(g).ok());
+  EXPECT_TRUE(graph_eval::infer_graph(g).ok());
   return g;
 }
 
@@ -381,11 +381,11 @@ TEST(Canonicalize, LegacySoftmaxOnLastAxisBecomesOpset13Form) {
   std::mt19937 rng(4);
   Graph g = softmax_graph(11, 1, {2, 5});
   Tensor x = random_tensor({2, 5}, rng);
-  auto before = ops::evaluate_graph(g, std::span<const Tensor>(&x, 1)).value();
+  auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1)).value();
   ASSERT_TRUE(canonicalize(g).ok());
   EXPECT_EQ(g.node(0).attributes.get_int("axis", 0).value(), -1);
   g.opset = 17;  // the rewritten node must mean the same under opset-13 semantics
-  auto after = ops::evaluate_graph(g, std::span<const Tensor>(&x, 1)).value();
+  auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1)).value();
   expect_close(after[0], before[0], 1e-7);
 }
 
@@ -469,7 +469,7 @@ TEST(Passes, FoldConstantsFoldsNonZeroAndCarriesItsCount) {
   g.add_node(std::move(cast));
   g.add_node({"add", "Add", {tf, x}, {y}, {}, {}});
   g.add_output(y);
-  ASSERT_TRUE(ops::infer_graph(g).ok());
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
   EXPECT_EQ(shape_to_string(g.value(y).shape), R"(["nonzero.size0",2])");
   auto folded = fold_constants(g);
   ASSERT_TRUE(folded.ok()) << folded.status().to_string();
@@ -504,7 +504,7 @@ TEST(Passes, FoldConstantsLeavesFloatWorkOnSizesToTheRuntime) {
   g.add_output(y);
   g.add_output(sum);
   g.add_output(w2);
-  ASSERT_TRUE(ops::infer_graph(g).ok());
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
   ASSERT_TRUE(fold_constants(g).ok());
   auto constant = [&](const char* name) { return g.is_constant(*g.find_value(name)); };
   EXPECT_TRUE(constant("s"));

@@ -10,9 +10,10 @@
 // with shapes its compiler did not plan for.
 //
 // Shape rules state assumptions through the assume_* functions of kernels/infer_util.h, which
-// record into the AssumptionRecorder active on the calling thread (ops::infer_node installs one
-// per node). With no recorder active, an undecidable claim is accepted unrecorded: every backend
-// re-runs the shape rule on concrete dims before it runs a dispatch, where claims are decided.
+// record into the AssumptionRecorder active on the calling thread (graph_eval::infer_node installs
+// one per node). With no recorder active, an undecidable claim is accepted unrecorded: every
+// backend re-runs the shape rule on concrete dims before it runs a dispatch, where claims are
+// decided.
 #pragma once
 
 #include <cstdint>

@@ -6,8 +6,8 @@
 #include <functional>
 #include <set>
 
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/onnx/tensor_proto_file.h"
-#include "kiln/ops/registry.h"
 #include "kiln/suite/input_generator.h"
 #include "kiln/suite/path_template.h"
 #include "kiln/tooling/npy.h"
@@ -277,7 +277,7 @@ StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io,
   if (spec.reference == ReferenceSource::kKilnReference) {
     std::vector<Tensor> tensors;
     for (const NamedTensor& input : inputs) tensors.push_back(input.tensor);
-    auto evaluated = ops::evaluate_graph(graph, tensors);
+    auto evaluated = graph_eval::evaluate_graph(graph, tensors);
     if (!evaluated.ok())
       return std::move(evaluated).status().with_note("computing the kiln-reference outputs");
     computed = std::move(evaluated).value();

@@ -1,8 +1,8 @@
 // What one test-suite case runs on and compares with: the model's interface (from the imported
 // graph), the sizes each case binds, the input tensors (data-set files, manifest files or seeded
 // generators) and the reference outputs (files, ONNX Runtime, or kiln's float64 reference
-// evaluator ops::evaluate_graph). Errors here are the suite's own (a missing file, a shape that
-// does not fit the model) and name the manifest entry or file.
+// evaluator graph_eval::evaluate_graph). Errors here are the suite's own (a missing file, a shape
+// that does not fit the model) and name the manifest entry or file.
 #pragma once
 
 #include <span>

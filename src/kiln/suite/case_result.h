@@ -29,6 +29,9 @@ struct CaseResult {
   std::string sizes;     // "N=3" or "N=3,H=5"; "" when nothing is symbolic
   std::string name;      // model[/data_set][/variant][/sizes]: what --filter matches
   std::string model_path;
+  // The ONNX op types the model uses, sorted (empty when it did not import): failure reports name
+  // them, so a broken kernel shows as its op.
+  std::vector<std::string> op_types;
 
   Outcome outcome = Outcome::kPass;
   std::string reason;  // the first failure, one line; empty on pass

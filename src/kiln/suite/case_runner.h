@@ -7,6 +7,8 @@
 //            when the manifest says "enforce");
 //   bound:   the model compiled with every symbol bound to these sizes (CompileOptions::bind);
 //            every output against the reference, and bit for bit against the dynamic run.
+// On a device whose outputs are placeholders (RunContext::compare_results false, the null device)
+// both only check that the module compiles, binds and runs, or is refused cleanly.
 // Every failure is recorded in the case, never returned: one broken model yields failed cases,
 // and the suite goes on with the next.
 #pragma once
@@ -24,7 +26,13 @@
 namespace kiln::suite {
 
 struct RunContext {
-  std::string backend = "cpu";  // compile target, device, and the key of the expectations
+  // The device to run on (a registered one, or "reference" for the float64 evaluator) and the
+  // key of the expectations. Modules are compiled for the cpu target, which every registered
+  // device runs.
+  std::string backend = "cpu";
+  // False for a device whose outputs are placeholders (hal::DeviceResults): a case passes when
+  // it compiles and runs cleanly, and its outputs are not compared.
+  bool compare_results = true;
   int threads = 1;  // threads for each run (the suite gives each parallel job its share)
   OrtRunner ort;
   hal::DeviceDecorator decorate_device = {};  // wraps every device created (optional)

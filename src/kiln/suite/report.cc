@@ -4,8 +4,10 @@
 #include <cctype>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kiln/base/file_util.h"
+#include "kiln/tooling/html.h"
 
 namespace kiln::suite {
 namespace {
@@ -112,20 +114,6 @@ std::string render_markdown(const Table& table) {
   return out;
 }
 
-std::string html_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string render_html(const Table& table) {
   std::string out = "<table>\n<tr>";
   for (const std::string& h : table.headers) out += "<th>" + html_escape(h) + "</th>";
@@ -209,7 +197,9 @@ std::string format_summary(const SuiteResult& result) {
   out += "\nunexpected:\n";
   for (const CaseResult& c : result.cases) {
     if (!is_unexpected(c.verdict)) continue;
-    out += fmt::format("  {} {} ({})\n", verdict_name(c.verdict), c.name, outcome_name(c.outcome));
+    out += fmt::format("  {} {} on {} ({}){}\n", verdict_name(c.verdict), c.name, result.backend,
+                       outcome_name(c.outcome),
+                       c.op_types.empty() ? "" : fmt::format(" [{}]", fmt::join(c.op_types, ", ")));
     if (c.verdict == Verdict::kXpass || c.expected.outcome != Outcome::kPass) {
       out += "    " + unexpected_reason(c) + "\n";
     }

@@ -4,8 +4,10 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
+#include "kiln/hal/registry.h"
 #include "kiln/suite/progress.h"
 
 namespace kiln::suite {
@@ -36,6 +38,14 @@ StatusOr<SuiteResult> run_suite(const Manifest& manifest, const SuiteOptions& op
 
   RunContext context;
   context.backend = options.backend;
+  if (options.backend != "reference") {
+    std::optional<hal::DeviceInfo> device = hal::find_device(options.backend);
+    if (!device) {
+      return invalid_argument("unknown backend '{}': use reference or a device ({})",
+                              options.backend, hal::device_names());
+    }
+    context.compare_results = device->results == hal::DeviceResults::kComputed;
+  }
   context.decorate_device = options.decorate_device;
   context.threads = std::max(1, total_threads / jobs);
   context.ort = options.ort;

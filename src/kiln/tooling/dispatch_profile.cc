@@ -6,42 +6,21 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "kiln/kernels/kernel.h"
+
 namespace kiln {
 namespace {
 
-double product(std::span<const int64_t> dims) {
-  double p = 1;
-  for (int64_t d : dims) p *= static_cast<double>(d);
-  return p;
-}
-
-const ConcreteShape* shape_of(std::span<const ConcreteShape> shapes, int32_t v) {
-  if (v < 0 || static_cast<size_t>(v) >= shapes.size()) return nullptr;
-  return &shapes[v];
-}
-
+// 2 x the multiply-adds of the dispatch's op definition (kernels::OpDef::multiply_adds).
 double flops_of(const module::Dispatch& d, std::span<const ConcreteShape> shapes) {
-  if (d.inputs.size() < 2 || d.outputs.empty()) return 0;
-  const ConcreteShape* a = shape_of(shapes, d.inputs[0]);
-  const ConcreteShape* b = shape_of(shapes, d.inputs[1]);
-  const ConcreteShape* y = shape_of(shapes, d.outputs[0]);
-  if (a == nullptr || b == nullptr || y == nullptr) return 0;
-  if (d.op_type == "Conv") {
-    // Each output element: W[1] (channels per group) x kernel taps multiply-adds.
-    if (b->size() < 2) return 0;
-    return 2 * product(*y) * product(std::span(*b).subspan(1));
-  }
-  if (d.op_type == "Gemm") {
-    if (a->size() != 2) return 0;
-    auto trans = d.attributes.get_int("transA", 0);
-    const bool trans_a = trans.ok() && *trans != 0;
-    return 2 * product(*y) * static_cast<double>(trans_a ? (*a)[0] : (*a)[1]);
-  }
-  if (d.op_type == "MatMul") {
-    if (a->empty()) return 0;
-    return 2 * product(*y) * static_cast<double>(a->back());
-  }
-  return 0;
+  auto dims_of = [&](const std::vector<int32_t>& ids) {
+    std::vector<const ConcreteShape*> dims;
+    for (int32_t v : ids) {
+      dims.push_back(v >= 0 && static_cast<size_t>(v) < shapes.size() ? &shapes[v] : nullptr);
+    }
+    return dims;
+  };
+  return 2 * kernels::multiply_adds(d.op_type, d.attributes, dims_of(d.inputs), dims_of(d.outputs));
 }
 
 double median(std::vector<double> xs) {

@@ -52,6 +52,11 @@ TEST(ParseFault, EveryKindAndSelector) {
   EXPECT_DOUBLE_EQ((*perturb)->eps, -2.5e-3);
   EXPECT_EQ((*perturb)->kind_text(), "perturb=-0.0025");
 
+  auto by_op = parse_fault("op:HardSigmoid:perturb=0.5");
+  ASSERT_TRUE(by_op.ok()) << by_op.status().to_string();
+  EXPECT_EQ((*by_op)->op_type, "HardSigmoid");
+  EXPECT_EQ((*by_op)->kind, FaultSpec::Kind::kPerturb);
+
   auto none = parse_fault("");
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
@@ -60,7 +65,7 @@ TEST(ParseFault, EveryKindAndSelector) {
 TEST(ParseFault, MalformedValuesAreErrorsNamingKilnFault) {
   for (const char* text : {"nan", "dispatch:3", "dispatch::nan", "dispatch:3:boom", "layer:3:nan",
                            "dispatch:3:perturb=", "dispatch:3:perturb=x", "dispatch:3:perturb=inf",
-                           "dispatch:99999999999:nan"}) {
+                           "dispatch:99999999999:nan", "op::nan", "op:Relu", "op:Relu:boom"}) {
     auto parsed = parse_fault(text);
     ASSERT_FALSE(parsed.ok()) << text;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
@@ -82,6 +87,19 @@ TEST(FaultSpec, MatchesIndexNameOrOrigin) {
   EXPECT_TRUE(spec_of("dispatch:bn:nan").matches(d, 0));
   EXPECT_TRUE(spec_of("dispatch:relu:nan").matches(d, 0));
   EXPECT_FALSE(spec_of("dispatch:pool:nan").matches(d, 0));
+}
+
+TEST(FaultSpec, OpSelectorMatchesEveryDispatchOfThatOpType) {
+  hal::DispatchSpec conv;
+  conv.name = "d0";
+  conv.op_type = "Conv";
+  hal::DispatchSpec relu;
+  relu.name = "Conv";  // a dispatch named like the op type is not selected by name
+  relu.op_type = "Relu";
+  EXPECT_TRUE(spec_of("op:Conv:nan").matches(conv, 0));
+  EXPECT_TRUE(spec_of("op:Conv:nan").matches(conv, 7));
+  EXPECT_FALSE(spec_of("op:Conv:nan").matches(relu, 0));
+  EXPECT_FALSE(spec_of("op:conv:nan").matches(conv, 0));  // op types are case-sensitive
 }
 
 // Records what an observer is shown.

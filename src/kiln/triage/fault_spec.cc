@@ -12,7 +12,8 @@ namespace {
 
 Status malformed(std::string_view text, std::string_view why) {
   return invalid_argument(
-      "{}='{}' is malformed: {} (expected dispatch:<index|node-name>:nan|inf|zero|perturb=<eps>)",
+      "{}='{}' is malformed: {} (expected dispatch:<index|node-name>:<kind> or op:<OpType>:<kind>, "
+      "kind nan|inf|zero|perturb=<eps>)",
       kFaultVariable, text, why);
 }
 
@@ -24,6 +25,7 @@ bool all_digits(std::string_view text) {
 }  // namespace
 
 bool FaultSpec::matches(const hal::DispatchSpec& dispatch, int32_t position) const {
+  if (!op_type.empty()) return dispatch.op_type == op_type;
   if (index) return (dispatch.module_index >= 0 ? dispatch.module_index : position) == *index;
   if (dispatch.name == node) return true;
   return std::find(dispatch.origins.begin(), dispatch.origins.end(), node) !=
@@ -42,18 +44,26 @@ std::string FaultSpec::kind_text() const {
 
 StatusOr<std::optional<FaultSpec>> parse_fault(std::string_view text) {
   if (text.empty()) return std::optional<FaultSpec>();
-  constexpr std::string_view kPrefix = "dispatch:";
-  if (text.substr(0, kPrefix.size()) != kPrefix)
-    return malformed(text, "it must start with 'dispatch:'");
+  constexpr std::string_view kDispatch = "dispatch:";
+  constexpr std::string_view kOp = "op:";
+  const bool by_op = text.substr(0, kOp.size()) == kOp;
+  if (!by_op && text.substr(0, kDispatch.size()) != kDispatch) {
+    return malformed(text, "it must start with 'dispatch:' or 'op:'");
+  }
   // Node names may contain ':'; the kind is after the last one.
-  const std::string_view rest = text.substr(kPrefix.size());
+  const std::string_view rest = text.substr(by_op ? kOp.size() : kDispatch.size());
   const size_t colon = rest.rfind(':');
-  if (colon == std::string_view::npos) return malformed(text, "no ':<kind>' after the dispatch");
+  if (colon == std::string_view::npos) return malformed(text, "no ':<kind>' after the selector");
   const std::string_view selector = rest.substr(0, colon);
   const std::string_view kind = rest.substr(colon + 1);
-  if (selector.empty()) return malformed(text, "the dispatch index or node name is empty");
+  if (selector.empty()) {
+    return malformed(text,
+                     by_op ? "the op type is empty" : "the dispatch index or node name is empty");
+  }
   FaultSpec fault;
-  if (all_digits(selector)) {
+  if (by_op) {
+    fault.op_type = std::string(selector);
+  } else if (all_digits(selector)) {
     if (selector.size() > 9) return malformed(text, "the dispatch index is too large");
     fault.index = static_cast<int32_t>(std::stol(std::string(selector)));
   } else {

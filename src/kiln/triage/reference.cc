@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "kiln/base/file_util.h"
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/onnx/exporter.h"
-#include "kiln/ops/registry.h"
 #include "kiln/tooling/tensor_io.h"
 
 namespace kiln::triage {
@@ -38,25 +38,6 @@ std::string shell_quote(const std::string& text) {
   return out + "'";
 }
 
-const char* ort_type(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kF16: return "f16";
-    case DType::kI64: return "i64";
-    case DType::kI32: return "i32";
-    case DType::kI16: return "i16";
-    case DType::kI8: return "i8";
-    case DType::kU64: return "u64";
-    case DType::kU32: return "u32";
-    case DType::kU16: return "u16";
-    case DType::kU8: return "u8";
-    case DType::kBool: return "bool";
-    case DType::kBF16: break;  // onnxruntime-node has no bfloat16 tensors
-  }
-  return nullptr;
-}
-
 class KeepAll : public hal::RunObserver {
  public:
   explicit KeepAll(const module::ModuleContents& module, std::map<std::string, Tensor>& values)
@@ -81,7 +62,7 @@ StatusOr<ReferenceValues> evaluate_reference(const ir::Graph& graph,
   out.description = "the float64 reference evaluator";
   const Clock::time_point start = Clock::now();
   std::map<ir::ValueId, Tensor> intermediates;
-  auto results = ops::evaluate_graph(graph, inputs, &intermediates);
+  auto results = graph_eval::evaluate_graph(graph, inputs, &intermediates);
   if (!results.ok()) return std::move(results).status().with_note("in the reference evaluation");
   out.elapsed_ms = ms_since(start);
   for (auto& [id, tensor] : intermediates) out.values[graph.value(id).name] = std::move(tensor);
@@ -128,10 +109,11 @@ StatusOr<ReferenceValues> run_onnxruntime(const std::string& model_path, const i
                                     shell_quote(options.runner), shell_quote(copy));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::Value& value = graph.value(graph.inputs()[i]);
-    const char* type = ort_type(inputs[i].dtype());
-    if (type == nullptr)
-      return unimplemented("input '{}': ONNX Runtime runner cannot take {}", value.name,
-                           dtype_name(inputs[i].dtype()));
+    // The runner takes kiln's dtype names; onnxruntime-node has no bfloat16 tensors.
+    const std::string_view type = dtype_name(inputs[i].dtype());
+    if (inputs[i].dtype() == DType::kBF16) {
+      return unimplemented("input '{}': ONNX Runtime runner cannot take {}", value.name, type);
+    }
     const std::string file = fmt::format("{}/input_{}.bin", options.work_dir, i);
     KILN_RETURN_IF_ERROR(write_tensor_file(file, inputs[i], TensorFileFormat::kRaw));
     std::string dims =

@@ -1,6 +1,7 @@
 // The other side of a triage comparison: every tensor a reference computation produced, by value
 // name (the ONNX value names of the model's own nodes). Three references:
-//   - kiln's float64 reference evaluator (ops::evaluate_graph) on the unoptimized imported IR,
+//   - kiln's float64 reference evaluator (graph_eval::evaluate_graph) on the unoptimized imported
+//   IR,
 //     which yields every ONNX node output;
 //   - ONNX Runtime (CPU EP, through tools/ort/run_ort.js and node) on a copy of the model with
 //     the wanted intermediates exposed as graph outputs;

@@ -3,22 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kiln/tooling/html.h"
+
 namespace kiln::triage {
 namespace {
-
-std::string html_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string layer_line(const LayerReport& layer) {
   std::string status;

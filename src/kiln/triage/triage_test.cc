@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "kiln/compiler/pipeline.h"
-#include "kiln/ops/registry.h"
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/triage/isolate.h"
 #include "kiln/triage/repro.h"
 #include "kiln/triage/tracer.h"
@@ -46,7 +46,7 @@ ir::Graph small_graph(const std::string& output = "f") {
   g.add_node(ir::Node{"gap", "GlobalAveragePool", {r}, {gp}, {}, {}});
   g.add_node(ir::Node{"flat", "Flatten", {gp}, {f}, {}, {}});
   g.add_output(f);
-  KILN_CHECK(ops::infer_graph(g).ok());
+  KILN_CHECK(graph_eval::infer_graph(g).ok());
   return g;
 }
 
@@ -184,7 +184,7 @@ TEST_F(SmallGraph, CleanFaultyAndMisfedVerdicts) {
   for (float& x : r.mutable_values<float>()) x += delta;
   misfed.values["r"] = r;
   const std::vector<Tensor> gap_in = {r};
-  auto g = ops::evaluate_node(graph_, 2, gap_in);
+  auto g = graph_eval::evaluate_node(graph_, 2, gap_in);
   ASSERT_TRUE(g.ok());
   misfed.values["g"] = (*g)[0];
   misfed.values["f"] = (*g)[0].reshaped({2, 4});

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "tests/support/ops/op_graph.h"
+#include "tests/support/graph_eval/op_graph.h"
 
 namespace kiln::testing {
 

@@ -1,8 +1,8 @@
 // Expected values for the backends' tests (the CPU's today), from the float64 reference evaluator
-// (ops::evaluate_graph, through OpGraph): never a kernel written again in a test. Each function
-// runs the ONNX op(s) a backend dispatch stands for (a Conv with its fused residual Add and
-// activation is Conv, Add, then Relu or Clip) on plain row-major tensors, and fails the test when
-// the evaluator refuses.
+// (graph_eval::evaluate_graph, through OpGraph): never a kernel written again in a test. Each
+// function runs the ONNX op(s) a backend dispatch stands for (a Conv with its fused residual Add
+// and activation is Conv, Add, then Relu or Clip) on plain row-major tensors, and fails the test
+// when the evaluator refuses.
 #pragma once
 
 #include <cstdint>

@@ -18,10 +18,10 @@ namespace kiln::testing {
 using kernels::ConcreteInput;
 using kernels::ConcreteOutput;
 using kernels::ConstBuffer;
-using kernels::find_op_kernel;
+using kernels::find_op_def;
 using kernels::InferArgs;
 using kernels::MutableBuffer;
-using kernels::OpKernel;
+using kernels::OpDef;
 using kernels::plan_concrete;
 using kernels::Planned;
 using kernels::ValueType;
@@ -38,7 +38,7 @@ inline In absent() { return In{}; }
 inline StatusOr<std::vector<Tensor>> run_op(std::string_view op_type, const std::vector<In>& ins,
                                             const Attributes& attributes = {},
                                             size_t output_count = 1) {
-  const OpKernel* k = find_op_kernel(op_type);
+  const OpDef* k = find_op_def(op_type);
   if (k == nullptr) return not_found("no kernel {}", op_type);
   std::vector<ConcreteInput> inputs;
   for (const In& in : ins) {
@@ -83,7 +83,7 @@ inline StatusOr<std::vector<ValueType>> infer_op(
     const Attributes& attributes = {}, size_t output_count = 1,
     std::vector<const Tensor*> constants = {},
     std::vector<const std::vector<DimExpr>*> values = {}) {
-  const OpKernel* k = find_op_kernel(op_type);
+  const OpDef* k = find_op_def(op_type);
   if (k == nullptr) return not_found("no kernel {}", op_type);
   constants.resize(types.size(), nullptr);
   values.resize(types.size(), nullptr);

@@ -11,16 +11,15 @@
 #include "kiln/hal/cpu/op_params.h"
 #include "kiln/hal/cpu/step.h"
 #include "kiln/kernels/activation.h"
+#include "kiln/kernels/window_attributes.h"
 
 namespace kiln::hal::cpu {
 
 class ProgramBuilder;
 
-// A Conv dispatch as read and checked by conv_op.cc.
-struct ConvParams {
-  Window window;
-  int64_t group = 1;
-  kernels::FusedActivation activation;
+// A Conv dispatch as conv_op.cc reads it: the attributes as Conv's definition parses them, and
+// which optional inputs it has.
+struct ConvParams : kernels::ConvAttributes {
   bool has_bias = false;
   bool has_residual = false;
 };

@@ -20,61 +20,20 @@ namespace {
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
+// What this fast path runs: f32 throughout and 1 to 3 spatial dims. Conv's definition has
+// checked the rest (select_path).
 StatusOr<ConvParams> read_conv(const OpReader& op) {
-  KILN_RETURN_IF_ERROR(
-      op.expect_attributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
-                            "kiln_activation", "kiln_activation_min", "kiln_activation_max"}));
-  KILN_RETURN_IF_ERROR(op.expect_inputs(2, 4));
-  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
   for (size_t i = 0; i < 4; ++i) {
     if (op.has_input(i)) KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
   }
   KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 3, 5));
-  const ConcreteShape& x = op.input(0).shape;
-  const ConcreteShape& w = op.input(1).shape;
-  const ConcreteShape& y = op.output(0).shape;
-  const size_t r = x.size() - 2;
-  if (w.size() != x.size()) {
-    return invalid_argument("input 1 'W' must have rank {} like X, got {}", x.size(), w.size());
-  }
   ConvParams p;
-  KILN_ASSIGN_OR_RETURN(p.group, op.get_int("group", 1));
-  if (p.group < 1) return invalid_argument("attribute 'group' must be >= 1, got {}", p.group);
-  const int64_t c = x[1], m = w[0];
-  if (c % p.group != 0 || m % p.group != 0 || w[1] * p.group != c) {
-    return invalid_argument(
-        "channels do not match: X has {} channels, W is [{}], group {} (need W[1] * group == C "
-        "and M divisible by group)",
-        c, fmt::join(w, ","), p.group);
-  }
-  KILN_ASSIGN_OR_RETURN(p.window, read_window(op, std::span(x).subspan(2), std::span(w).subspan(2),
-                                              /*allow_dilations=*/true));
-  ConcreteShape expected{x[0], m};
-  for (size_t i = 0; i < r; ++i) {
-    expected.push_back(window_output_size(x[2 + i], p.window.kernel[i], p.window.strides[i],
-                                          p.window.dilations[i], p.window.pads_begin[i],
-                                          p.window.pads_end[i], false));
-  }
-  if (y != expected) {
-    return invalid_argument("output 'Y' is [{}], but X [{}] and W [{}] give [{}]",
-                            fmt::join(y, ","), fmt::join(x, ","), fmt::join(w, ","),
-                            fmt::join(expected, ","));
-  }
-  for (int64_t d : expected) {
-    if (d < 1) return invalid_argument("the window does not fit: output [{}]", fmt::join(y, ","));
-  }
+  KILN_ASSIGN_OR_RETURN(
+      static_cast<kernels::ConvAttributes&>(p),
+      kernels::read_conv_attributes(op.attributes(), op.input(0).shape, op.input(1).shape));
   p.has_bias = op.has_input(2);
-  if (p.has_bias && op.input(2).shape != ConcreteShape{m}) {
-    return invalid_argument("input 2 'B' must be [{}], got [{}]", m,
-                            fmt::join(op.input(2).shape, ","));
-  }
   p.has_residual = op.has_input(3);
-  if (p.has_residual && op.input(3).shape != y) {
-    return invalid_argument("input 3 (residual) must have the output's shape [{}], got [{}]",
-                            fmt::join(y, ","), fmt::join(op.input(3).shape, ","));
-  }
-  KILN_ASSIGN_OR_RETURN(p.activation, op.fused_activation());
   return p;
 }
 

@@ -33,7 +33,7 @@ Status CpuDevice::supports(const DispatchSpec& dispatch, std::span<const ValueSp
   OpReader op(dispatch, values);
   Status status = [&]() -> Status {
     KILN_RETURN_IF_ERROR(op.check_indices());
-    return select_op(op).status();
+    return select_path(op).status();
   }();
   if (!status.ok()) {
     return std::move(status).with_note(
@@ -50,7 +50,7 @@ StatusOr<std::unique_ptr<Executable>> CpuDevice::prepare(const ProgramSpec& spec
 
 StatusOr<std::vector<int64_t>> CpuDevice::data_sizes(const DispatchSpec& dispatch,
                                                      std::span<const Tensor> inputs) {
-  const kernels::OpKernel* op = kernels::find_op_kernel(dispatch.op_type);
+  const kernels::OpDef* op = kernels::find_op_def(dispatch.op_type);
   StatusOr<std::vector<int64_t>> sizes =
       op == nullptr ? unimplemented("op type '{}' has no data-dependent sizes", dispatch.op_type)
                     : kernels::compute_data_sizes(

@@ -22,7 +22,7 @@ std::vector<int64_t> v(std::initializer_list<int64_t> l) { return l; }
 struct Net {
   Tensor w = random_tensor({12, 3, 3, 3}, 7, -0.3f, 0.3f);
   Tensor b = random_tensor({12}, 8);
-  Tensor shape = f32({2}, {0, -1});
+  Tensor shape = i64({2}, std::vector<int64_t>{0, -1});
   SpecBuilder s;
 
   explicit Net(bool conv_is_output) {

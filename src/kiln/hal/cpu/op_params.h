@@ -1,6 +1,7 @@
-// Reading and checking one dispatch: input/output counts, dtypes, attributes (with ONNX
-// defaults) and the window geometry of Conv and pooling. Shared by supports() and prepare(), so
-// both reject exactly the same dispatches. Errors say what is wrong; callers add the dispatch note.
+// Reading one dispatch for the CPU backend's paths (op_table.h): its values, dtypes and ranks,
+// and attributes with ONNX defaults. The op's definition has validated the dispatch before a path
+// reads it; a path uses these to say what it can run. Errors say what is wrong; callers add the
+// dispatch note.
 #pragma once
 
 #include <cstdint>
@@ -62,23 +63,5 @@ class OpReader {
   const DispatchSpec& dispatch_;
   std::span<const ValueSpec> values_;
 };
-
-// Window geometry of Conv / MaxPool / AveragePool with explicit pads.
-struct Window {
-  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
-};
-
-// Reads kernel_shape (or `kernel_from_weights` when absent; must agree when both), strides,
-// dilations, pads and auto_pad. The compiler resolves auto_pad into pads where the dims are known;
-// where a symbolic dim's value decides the padding (SAME_* with stride > 1), auto_pad is resolved
-// here from the concrete `input_spatial` dims by kernels::explicit_pads, the compiler's rule.
-// `allow_dilations` false rejects dilations other than 1.
-StatusOr<Window> read_window(const OpReader& op, std::span<const int64_t> input_spatial,
-                             std::span<const int64_t> kernel_from_weights, bool allow_dilations);
-
-// Output size of one spatial dim: floor or ceil of (in + pads - effective kernel) / stride, + 1;
-// in ceil mode less one when the last window would start in the end padding.
-int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
-                           int64_t pad_begin, int64_t pad_end, bool ceil_mode);
 
 }  // namespace kiln::hal::cpu

@@ -8,47 +8,46 @@
 namespace kiln::hal::cpu {
 namespace {
 
-constexpr std::array kOps = {
-    OpImpl{"Add", check_binary, build_binary},
-    OpImpl{"AveragePool", check_pool, build_pool},
-    OpImpl{"BatchNormalization", check_batch_norm, build_batch_norm},
-    OpImpl{"Conv", check_conv, build_conv},
-    OpImpl{"Div", check_binary, build_binary},
-    OpImpl{"Dropout", check_identity, build_identity},
-    OpImpl{"Flatten", check_reshape, build_reshape},
-    OpImpl{"Gemm", check_gemm, build_gemm},
-    OpImpl{"Gelu", check_eltwise, build_eltwise},
-    OpImpl{"GlobalAveragePool", check_pool, build_pool},
-    OpImpl{"GlobalMaxPool", check_pool, build_pool},
-    OpImpl{"Identity", check_identity, build_identity},
-    OpImpl{"MatMul", check_matmul, build_matmul},
-    OpImpl{"MaxPool", check_pool, build_pool},
-    OpImpl{"Mul", check_binary, build_binary},
-    OpImpl{"Relu", check_eltwise, build_eltwise},
-    OpImpl{"Reshape", check_reshape, build_reshape},
-    OpImpl{"Softmax", check_softmax, build_softmax},
-    OpImpl{"Sub", check_binary, build_binary},
-    OpImpl{"Sum", check_sum, build_sum},
+constexpr std::array kFastPaths = {
+    OpPath{"Add", check_binary, build_binary},
+    OpPath{"AveragePool", check_pool, build_pool},
+    OpPath{"BatchNormalization", check_batch_norm, build_batch_norm},
+    OpPath{"Conv", check_conv, build_conv},
+    OpPath{"Div", check_binary, build_binary},
+    OpPath{"Dropout", check_identity, build_identity},
+    OpPath{"Flatten", check_reshape, build_reshape},
+    OpPath{"Gemm", check_gemm, build_gemm},
+    OpPath{"Gelu", check_eltwise, build_eltwise},
+    OpPath{"GlobalAveragePool", check_pool, build_pool},
+    OpPath{"GlobalMaxPool", check_pool, build_pool},
+    OpPath{"Identity", check_identity, build_identity},
+    OpPath{"MatMul", check_matmul, build_matmul},
+    OpPath{"MaxPool", check_pool, build_pool},
+    OpPath{"Mul", check_binary, build_binary},
+    OpPath{"Relu", check_eltwise, build_eltwise},
+    OpPath{"Reshape", check_reshape, build_reshape},
+    OpPath{"Softmax", check_softmax, build_softmax},
+    OpPath{"Sub", check_binary, build_binary},
+    OpPath{"Sum", check_sum, build_sum},
 };
 
 }  // namespace
 
-const OpImpl* find_op(std::string_view op_type) {
-  for (const OpImpl& op : kOps) {
-    if (op.op_type == op_type) return &op;
+const OpPath* find_fast_path(std::string_view op_type) {
+  for (const OpPath& path : kFastPaths) {
+    if (path.op_type == op_type) return &path;
   }
   return nullptr;
 }
 
-StatusOr<const OpImpl*> select_op(const OpReader& op) {
-  static constexpr OpImpl kPortable{"", check_portable, build_portable};
-  const OpImpl* specialized = find_op(op.dispatch().op_type);
-  if (specialized != nullptr) {
-    Status status = specialized->check(op);
-    if (status.ok()) return specialized;
-    if (kernels::find_op_kernel(op.dispatch().op_type) == nullptr || !check_portable(op).ok()) {
-      return status;
-    }
+StatusOr<const OpPath*> select_path(const OpReader& op) {
+  static constexpr OpPath kPortable{"", check_portable, build_portable};
+  KILN_RETURN_IF_ERROR(check_definition(op));
+  const OpPath* fast = find_fast_path(op.dispatch().op_type);
+  if (fast != nullptr) {
+    Status status = fast->check(op);
+    if (status.ok()) return fast;
+    if (!check_portable(op).ok()) return status;
     return &kPortable;
   }
   KILN_RETURN_IF_ERROR(check_portable(op));
@@ -57,11 +56,9 @@ StatusOr<const OpImpl*> select_op(const OpReader& op) {
 
 std::vector<std::string> supported_op_types() {
   std::vector<std::string> out;
-  for (const OpImpl& op : kOps) out.emplace_back(op.op_type);
-  for (const kernels::OpKernel& k : kernels::all_op_kernels()) {
-    if (find_op(k.op_type) == nullptr) out.emplace_back(k.op_type);
+  for (const kernels::OpDef& def : kernels::all_op_defs()) {
+    if (out.empty() || out.back() != def.op_type) out.emplace_back(def.op_type);
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -1,5 +1,11 @@
-// The ops the CPU backend implements: for each op type, a check (attributes, counts, dtypes,
-// shapes; shared by supports() and prepare()) and a builder that appends the dispatch's steps.
+// How the CPU backend runs each op. Every dispatch is first checked against its op definition
+// (check_definition: counts, dtypes, shapes and attributes, by kernels::check_concrete, the one
+// place they are validated). Then a path is chosen: the op type's fast path (oneDNN, kiln's gemm
+// or Winograd kernels) when its `check` says it can run this dispatch, else the portable path
+// (the definition's own kernel, portable_op.cc). A fast path's check only answers "can I run
+// this": the dtypes, ranks and attribute values it implements, read as the definition parsed
+// them (kernels/window_attributes.h, kernels/activation.h). supports() and prepare() share the
+// choice, so both accept exactly the same dispatches.
 #pragma once
 
 #include <string>
@@ -13,19 +19,19 @@ namespace kiln::hal::cpu {
 
 class ProgramBuilder;
 
-struct OpImpl {
-  std::string_view op_type;
+// One way to run an op: a fast path, or the portable path.
+struct OpPath {
+  std::string_view op_type;  // empty for the portable path
   Status (*check)(const OpReader& op);
   Status (*build)(ProgramBuilder& builder);
 };
 
-// The specialized (oneDNN) implementation of an op type; nullptr when there is none.
-const OpImpl* find_op(std::string_view op_type);
-// The implementation that runs this dispatch: the specialized one when its check passes, else
-// the portable kernel (kiln::kernels) when that accepts the dispatch. The choice depends on the
-// concrete dispatch only. The error is the specialized check's when there is one, else the
-// portable one's (naming the unsupported detail).
-StatusOr<const OpImpl*> select_op(const OpReader& op);
+// The fast path of an op type; nullptr when there is none.
+const OpPath* find_fast_path(std::string_view op_type);
+// The path that runs this dispatch, chosen from the concrete dispatch only. Errors: the
+// definition's when it refuses the dispatch; else the fast path's when neither it nor the
+// portable path can run it; else the portable path's (naming the unsupported detail).
+StatusOr<const OpPath*> select_path(const OpReader& op);
 // Every op type the backend runs (specialized or portable), sorted.
 std::vector<std::string> supported_op_types();
 
@@ -52,7 +58,10 @@ Status check_reshape(const OpReader& op);  // Reshape and Flatten
 Status build_reshape(ProgramBuilder& b);
 Status check_identity(const OpReader& op);  // Identity and Dropout
 Status build_identity(ProgramBuilder& b);
-Status check_portable(const OpReader& op);  // any op of kiln::kernels (portable_op.cc)
+// portable_op.cc: the dispatch against its op definition, and the portable path (any op of
+// kiln::kernels).
+Status check_definition(const OpReader& op);
+Status check_portable(const OpReader& op);
 Status build_portable(ProgramBuilder& b);
 
 }  // namespace kiln::hal::cpu

@@ -9,85 +9,38 @@
 #include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/kernels/window_attributes.h"
 
 namespace kiln::hal::cpu {
 namespace {
 
 struct PoolParams {
-  Window window;  // pads_end already extended for ceil_mode
+  kernels::ConcreteWindow window;  // pads_end already extended for ceil_mode
   dnnl::algorithm algorithm = dnnl::algorithm::pooling_max;
 };
 
+// What this fast path runs: f32, 1 to 3 spatial dims, no Indices output, and windows whose pads
+// stay inside the window (oneDNN's limits). The op's definition has checked the rest
+// (select_path).
 StatusOr<PoolParams> read_pool(const OpReader& op) {
-  const std::string& type = op.dispatch().op_type;
-  const bool global = type == "GlobalAveragePool" || type == "GlobalMaxPool";
-  const bool max = type == "MaxPool" || type == "GlobalMaxPool";
-  if (global) {
-    KILN_RETURN_IF_ERROR(op.expect_attributes({}));
-  } else if (max) {
-    KILN_RETURN_IF_ERROR(op.expect_attributes({"auto_pad", "ceil_mode", "dilations", "kernel_shape",
-                                               "pads", "storage_order", "strides"}));
-  } else {
-    KILN_RETURN_IF_ERROR(op.expect_attributes({"auto_pad", "ceil_mode", "count_include_pad",
-                                               "dilations", "kernel_shape", "pads", "strides"}));
-  }
-  KILN_RETURN_IF_ERROR(op.expect_inputs(1, 1));
-  if (op.output_count() > 1) {
-    return unimplemented("output 1 (Indices) is not supported");
-  }
-  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
+  if (op.output_count() > 1) return unimplemented("output 1 (Indices) is not supported");
   KILN_RETURN_IF_ERROR(op.expect_input_dtype(0, DType::kF32));
   KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 3, 5));
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& y = op.output(0).shape;
-  const size_t r = x.size() - 2;
-  PoolParams p;
-  bool ceil_mode = false;
-  bool include_pad = false;
-  if (global) {
-    p.window.kernel.assign(x.begin() + 2, x.end());
-    p.window.strides.assign(r, 1);
-    p.window.dilations.assign(r, 1);
-    p.window.pads_begin.assign(r, 0);
-    p.window.pads_end.assign(r, 0);
-  } else {
-    KILN_ASSIGN_OR_RETURN(p.window,
-                          read_window(op, std::span(x).subspan(2), {}, /*allow_dilations=*/true));
-    KILN_ASSIGN_OR_RETURN(int64_t ceil, op.get_int("ceil_mode", 0));
-    if (ceil != 0 && ceil != 1) return invalid_argument("attribute 'ceil_mode' must be 0 or 1");
-    ceil_mode = ceil == 1;
-    if (max) {
-      KILN_ASSIGN_OR_RETURN(int64_t order, op.get_int("storage_order", 0));
-      if (order != 0) return unimplemented("attribute 'storage_order' {} is not supported", order);
-    } else {
-      KILN_ASSIGN_OR_RETURN(int64_t include, op.get_int("count_include_pad", 0));
-      if (include != 0 && include != 1) {
-        return invalid_argument("attribute 'count_include_pad' must be 0 or 1");
-      }
-      include_pad = include == 1;
-    }
-  }
-  ConcreteShape expected{x[0], x[1]};
-  for (size_t i = 0; i < r; ++i) {
-    const Window& w = p.window;
-    const int64_t out = window_output_size(x[2 + i], w.kernel[i], w.strides[i], w.dilations[i],
-                                           w.pads_begin[i], w.pads_end[i], ceil_mode);
-    if (out < 1) return invalid_argument("the window does not fit spatial dim {}", i);
-    expected.push_back(out);
-  }
-  if (y != expected) {
-    return invalid_argument("output is [{}], but input [{}] gives [{}]", fmt::join(y, ","),
-                            fmt::join(x, ","), fmt::join(expected, ","));
-  }
-  for (size_t i = 0; i < r; ++i) {
-    Window& w = p.window;
-    const int64_t extent = w.dilations[i] * (w.kernel[i] - 1) + 1;
+  KILN_ASSIGN_OR_RETURN(kernels::PoolAttributes a,
+                        kernels::read_pool_attributes(op.dispatch().op_type, op.attributes(), x));
+  PoolParams p{std::move(a.window), dnnl::algorithm::pooling_max};
+  kernels::ConcreteWindow& w = p.window;
+  for (size_t i = 0; i < w.spatial_rank(); ++i) {
+    const int64_t extent = w.effective_kernel(i);
+    // ceil_mode becomes extra end padding, as far as the last window reaches.
     const int64_t needed = (y[2 + i] - 1) * w.strides[i] + extent - x[2 + i] - w.pads_begin[i];
     if (needed > w.pads_end[i]) {
       // The reference divides by the taps inside the padded input; oneDNN would count the
       // overhang too.
-      if (include_pad) {
+      if (a.count_include_pad) {
         return unimplemented(
             "ceil_mode windows that overhang the end padding with count_include_pad=1 are not "
             "supported");
@@ -99,11 +52,9 @@ StatusOr<PoolParams> read_pool(const OpReader& op) {
                            w.pads_begin[i], w.pads_end[i], i, extent);
     }
   }
-  if (max) {
-    p.algorithm = dnnl::algorithm::pooling_max;
-  } else {
-    p.algorithm = include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                              : dnnl::algorithm::pooling_avg_exclude_padding;
+  if (!a.max) {
+    p.algorithm = a.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                      : dnnl::algorithm::pooling_avg_exclude_padding;
   }
   return p;
 }

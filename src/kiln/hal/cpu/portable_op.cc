@@ -9,33 +9,43 @@
 namespace kiln::hal::cpu {
 namespace {
 
-const Attributes kNoAttributes;
+// The dispatch as its op definition sees it: concrete inputs (constants and known values with
+// their data), the declared outputs and the attributes.
+struct DefinitionCall {
+  const kernels::OpDef* def = nullptr;
+  std::vector<kernels::ConcreteInput> inputs;
+  std::vector<kernels::ConcreteOutput> outputs;
+  const Attributes* attributes = nullptr;
+};
 
-StatusOr<kernels::Planned> plan(const OpReader& op) {
-  const kernels::OpKernel* k = kernels::find_op_kernel(op.dispatch().op_type);
-  if (k == nullptr) {
+StatusOr<DefinitionCall> definition_call(const OpReader& op) {
+  DefinitionCall call;
+  call.def = kernels::find_op_def(op.dispatch().op_type);
+  if (call.def == nullptr) {
     return unimplemented("op type '{}' is not supported by the CPU backend", op.dispatch().op_type);
   }
-  std::vector<kernels::ConcreteInput> inputs;
   for (size_t i = 0; i < op.dispatch().inputs.size(); ++i) {
     if (op.input_index(i) < 0) {
-      inputs.push_back({});
+      call.inputs.push_back({});
       continue;
     }
     const ValueSpec& v = op.input(i);
     const Tensor* known = v.role == ValueRole::kConstant ? v.constant
                           : v.known_value                ? &*v.known_value
                                                          : nullptr;
-    inputs.push_back({true, v.dtype, v.shape, known});
+    call.inputs.push_back({true, v.dtype, v.shape, known});
   }
-  std::vector<kernels::ConcreteOutput> outputs;
   for (size_t i = 0; i < op.output_count(); ++i) {
-    outputs.push_back({op.output(i).dtype, op.output(i).shape});
+    call.outputs.push_back({op.output(i).dtype, op.output(i).shape});
   }
-  const Attributes& attributes =
-      op.dispatch().attributes != nullptr ? *op.dispatch().attributes : kNoAttributes;
-  return kernels::plan_concrete(*k, attributes, inputs, op.output_count(), &outputs,
-                                op.dispatch().data_sizes);
+  call.attributes = &op.attributes();
+  return call;
+}
+
+StatusOr<kernels::Planned> plan(const OpReader& op) {
+  KILN_ASSIGN_OR_RETURN(DefinitionCall call, definition_call(op));
+  return kernels::plan_concrete(*call.def, *call.attributes, call.inputs, op.output_count(),
+                                &call.outputs, op.dispatch().data_sizes);
 }
 
 class PortableStep : public Step {
@@ -74,6 +84,12 @@ class PortableStep : public Step {
 };
 
 }  // namespace
+
+Status check_definition(const OpReader& op) {
+  KILN_ASSIGN_OR_RETURN(DefinitionCall call, definition_call(op));
+  return kernels::check_concrete(*call.def, *call.attributes, call.inputs, op.output_count(),
+                                 &call.outputs, op.dispatch().data_sizes);
+}
 
 Status check_portable(const OpReader& op) { return plan(op).status(); }
 

@@ -266,7 +266,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
                                 v.name);
       }
     }
-    KILN_ASSIGN_OR_RETURN(const OpImpl* impl, select_op(*op_));
+    KILN_ASSIGN_OR_RETURN(const OpPath* path, select_path(*op_));
     use_threads(threads);
     temp_used_ = 0;
     pending_.clear();
@@ -277,7 +277,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
       for (int32_t v : d.outputs) plain_output(v);
     } else {
       KILN_RETURN_IF_ERROR(catch_dnnl("preparing the kernels", [&]() -> Status {
-        KILN_RETURN_IF_ERROR(impl->build(*this));
+        KILN_RETURN_IF_ERROR(path->build(*this));
         for (const PendingReorder& p : pending_) {
           add_reorder(p.from, p.from_desc, BufferRef::of_value(p.value),
                       plain_desc(spec_.values[p.value].shape));

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kiln/base/checked_math.h"
+#include "kiln/kernels/kernel.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -19,26 +20,6 @@ const ValueSpec* input(const DispatchSpec& d, std::span<const ValueSpec> values,
   return &values[d.inputs[i]];
 }
 
-// Multiply-adds per output element of the ops that reduce: Conv (C/group x kernel window from
-// the weights [M, C/group, k...]), MatMul/Gemm (the shared dim of the first operand; Gemm's
-// transA is ignored, as the estimate only needs the order of magnitude) and Resize (at least two
-// taps on each of two axes when it interpolates).
-double macs_per_output(const DispatchSpec& d, std::span<const ValueSpec> values) {
-  const std::string& op = d.op_type;
-  if (op == "Conv" || op == "ConvTranspose") {
-    const ValueSpec* w = input(d, values, 1);
-    if (w == nullptr || w->shape.size() < 2) return 0;
-    return elements(*w) / static_cast<double>(w->shape[0] > 0 ? w->shape[0] : 1);
-  }
-  if (op == "Resize") return 4;
-  if (op == "MatMul" || op == "Gemm") {
-    const ValueSpec* a = input(d, values, 0);
-    if (a == nullptr || a->shape.empty()) return 0;
-    return static_cast<double>(a->shape.back());
-  }
-  return 0;
-}
-
 }  // namespace
 
 double work_per_sample(const DispatchSpec& d, std::span<const ValueSpec> values) {
@@ -50,7 +31,18 @@ double work_per_sample(const DispatchSpec& d, std::span<const ValueSpec> values)
   for (size_t i = 0; i < d.inputs.size(); ++i) {
     if (const ValueSpec* v = input(d, values, i)) touched += elements(*v);
   }
-  double work = 16 * touched + 2 * outputs * macs_per_output(d, values);
+  auto dims_of = [&](const std::vector<int32_t>& ids) {
+    std::vector<const ConcreteShape*> dims;
+    for (int32_t v : ids) {
+      dims.push_back(v >= 0 && static_cast<size_t>(v) < values.size() ? &values[v].shape : nullptr);
+    }
+    return dims;
+  };
+  const Attributes none;
+  const double multiply_adds =
+      kernels::multiply_adds(d.op_type, d.attributes != nullptr ? *d.attributes : none,
+                             dims_of(d.inputs), dims_of(d.outputs));
+  double work = 16 * touched + 2 * multiply_adds;
   // One sample: dim 0 of the first output (rank-0 outputs are one sample).
   if (!d.outputs.empty() && d.outputs[0] >= 0 &&
       static_cast<size_t>(d.outputs[0]) < values.size()) {

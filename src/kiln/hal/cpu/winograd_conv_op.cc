@@ -11,7 +11,7 @@ namespace {
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-winograd::Conv3x3 one_sample(const OpReader& op, const Window& window) {
+winograd::Conv3x3 one_sample(const OpReader& op, const kernels::ConcreteWindow& window) {
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& y = op.output(0).shape;
   winograd::Conv3x3 s;
@@ -74,7 +74,7 @@ class WinogradConvStep : public Step {
 bool winograd_applies(const ProgramBuilder& b, const ConvParams& p,
                       const dnnl::convolution_forward::primitive_desc& direct) {
   const OpReader& op = b.op();
-  const Window& w = p.window;
+  const kernels::ConcreteWindow& w = p.window;
   const std::vector<int64_t> ones{1, 1};
   if (w.kernel != std::vector<int64_t>{3, 3} || w.strides != ones || w.dilations != ones ||
       p.group != 1 || w.pads_end.size() != 2 || w.pads_end[0] > 2 || w.pads_end[1] > 2) {

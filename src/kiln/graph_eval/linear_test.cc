@@ -2,9 +2,9 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/expect.h"
-#include "tests/support/ops/op_graph.h"
+#include "tests/support/graph_eval/op_graph.h"
 
-namespace kiln::ops {
+namespace kiln::graph_eval {
 namespace {
 
 using testing::expect_close;
@@ -163,4 +163,4 @@ TEST(MatMul, BadInputs) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::graph_eval

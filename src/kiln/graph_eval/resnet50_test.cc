@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "tests/support/expect.h"
-#include "tests/support/ops/op_graph.h"
+#include "tests/support/graph_eval/op_graph.h"
 
-namespace kiln::ops {
+namespace kiln::graph_eval {
 namespace {
 
 using testing::f32;
@@ -143,4 +143,4 @@ TEST(ResNet50, DISABLED_EvaluatesAtBatch1) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::graph_eval

@@ -1,10 +1,14 @@
-#include "kiln/ops/conv_geometry.h"
+#include "kiln/passes/canonical_windows.h"
 
-#include <algorithm>
+#include <fmt/format.h>
 
-#include "kiln/ops/op_util.h"
+#include "kiln/kernels/infer_util.h"
 
-namespace kiln::ops {
+namespace kiln::passes {
+
+using kernels::AutoPad;
+using kernels::WindowGeometry;
+using kernels::WindowOptions;
 
 StatusOr<WindowGeometry> node_window_geometry(const ir::Node& node, const Shape& input_shape,
                                               const Shape* weight_shape) {
@@ -22,9 +26,9 @@ StatusOr<WindowGeometry> node_window_geometry(const ir::Node& node, const Shape&
       }
       std::vector<int64_t> kernel;
       for (size_t i = 2; i < weight_shape->size(); ++i) {
-        KILN_ASSIGN_OR_RETURN(
-            int64_t k,
-            require_constant_dim((*weight_shape)[i], fmt::format("input 1 'W' dim {}", i)));
+        KILN_ASSIGN_OR_RETURN(int64_t k,
+                              kernels::require_constant_dim((*weight_shape)[i],
+                                                            fmt::format("input 1 'W' dim {}", i)));
         kernel.push_back(k);
       }
       options.kernel_from_weights = std::move(kernel);
@@ -38,13 +42,13 @@ StatusOr<WindowGeometry> node_window_geometry(const ir::Node& node, const Shape&
     return invalid_argument("{} has no window geometry (expected Conv, MaxPool or AveragePool)",
                             node.op_type);
   }
-  return parse_window_geometry(node.attributes, spatial_rank, options);
+  return kernels::parse_window_geometry(node.attributes, spatial_rank, options);
 }
 
 StatusOr<std::vector<int64_t>> explicit_pads(const ir::Node& node, const Shape& input_shape,
                                              const Shape* weight_shape) {
   KILN_ASSIGN_OR_RETURN(WindowGeometry g, node_window_geometry(node, input_shape, weight_shape));
-  return explicit_pads(g, std::span<const DimExpr>(input_shape).subspan(2));
+  return kernels::explicit_pads(g, std::span<const DimExpr>(input_shape).subspan(2));
 }
 
 Status canonicalize_window_attributes(ir::Graph& graph, ir::NodeId id) {
@@ -59,7 +63,7 @@ Status canonicalize_window_attributes(ir::Graph& graph, ir::NodeId id) {
   }
   auto geometry = node_window_geometry(node, x_shape, w_shape);
   if (!geometry.ok()) return std::move(geometry).status().with_note("in " + node.describe());
-  auto pads = explicit_pads(*geometry, std::span<const DimExpr>(x_shape).subspan(2));
+  auto pads = kernels::explicit_pads(*geometry, std::span<const DimExpr>(x_shape).subspan(2));
   if (!pads.ok() && pads.status().code() != StatusCode::kUnimplemented) {
     return std::move(pads).status().with_note("in " + node.describe());
   }
@@ -75,4 +79,4 @@ Status canonicalize_window_attributes(ir::Graph& graph, ir::NodeId id) {
   return ok_status();
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::passes

@@ -1,8 +1,9 @@
-// The op registry: for each op type, its shape/type inference (symbolic) and its reference
-// evaluation (float64 accumulation, the oracle for tests and triage). Registered explicitly by
-// register_all(); no static initializers.
+// IR glue for the op definitions (kiln/kernels/kernel.h): shape inference over a graph
+// (infer_node, infer_graph) and its float64 reference evaluation (evaluate_graph, evaluate_node),
+// through a registry that finds each node's definition at the graph's opset. No op is defined
+// here; each is defined once, in kernels/.
 //
-// kiln extensions to ONNX ops produced by the fusion passes (documented per op):
+// kiln extensions to ONNX ops produced by the fusion passes (documented per op in kernels/):
 //   Conv: optional 4th input "residual" (same shape as the output) added after bias, and
 //         attribute "kiln_activation" ("relu", or "clip" with kiln_activation_min/max; see
 //         kernels/activation.h) applied last: y = act(conv(x,w)+b+residual).
@@ -13,12 +14,11 @@
 //         "kiln_value_dtype" (the dtype name, e.g. "i32"). Absent: f32 0.
 // ONNX models may not use attribute names starting with "kiln_" (the importer rejects them).
 //
-// Versioning: an op whose semantics changed across ONNX opsets (Softmax at 13) is registered once
-// per version with OpDef::since_version; lookups that know the graph's opset pick the newest
-// definition with since_version <= opset, like ONNX's own schema registry.
+// Versioning: an op whose semantics changed across ONNX opsets (Softmax, LogSoftmax and Hardmax
+// at 13) has one definition per version (kernels::OpDef::since_version); lookups that know the
+// graph's opset pick the newest definition with since_version <= opset.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -31,55 +31,19 @@
 #include "kiln/ir/graph.h"
 #include "kiln/kernels/kernel.h"
 
-namespace kiln::ops {
+namespace kiln::graph_eval {
 
 using ValueType = kernels::ValueType;
-
-struct InferContext {
-  const ir::Node& node;
-  // One per node input; nullopt for an absent optional input.
-  std::vector<std::optional<ValueType>> inputs;
-  // One per node input; non-null when that input is a constant (e.g. Reshape's shape).
-  std::vector<const Tensor*> constants;
-  // One per node output, filled by the op's infer function.
-  std::vector<ValueType> outputs;
-  // Shape computation (see kernels::InferArgs::values / output_values): per input, its known
-  // element expressions (null when unknown); filled per output by ops that can say.
-  std::vector<const std::vector<DimExpr>*> values;
-  std::vector<std::optional<std::vector<DimExpr>>> output_values;
-  // Data-dependent output sizes (kernels::InferArgs::data_dim); set by infer_node.
-  std::function<StatusOr<DimExpr>(size_t index)> data_dim;
-  // Per input and output: the denominator of `values` (kernels::InferArgs::value_denominators).
-  std::vector<int64_t> value_denominators;
-  std::vector<int64_t> output_value_denominators;
-};
+using kernels::OpDef;
 
 // The symbol infer_node gives node `node_name`'s data-dependent size `index`.
 std::string data_symbol_name(std::string_view node_name, size_t index);
 
-// Checks input count, dtypes, ranks, attributes and shapes; fills ctx.outputs. Errors say what is
-// wrong ("input 1 'W' must have rank 4, got 3"); the caller adds the node note.
-using InferFn = std::function<Status(InferContext& ctx)>;
-// Computes outputs from inputs (absent optional inputs are default-constructed Tensors with
-// empty_storage()). Outputs are created by the function with the dtypes/shapes infer gives.
-using EvaluateFn = std::function<Status(const ir::Node& node, std::span<const Tensor> inputs,
-                                        std::vector<Tensor>& outputs)>;
-
-struct OpDef {
-  std::string op_type;
-  InferFn infer;
-  EvaluateFn evaluate;
-  // First ONNX opset (default domain) this definition applies to.
-  int64_t since_version = 1;
-  // Bit i set: input i must be known at compile time (e.g. Reshape's shape); see
-  // kernels::OpKernel::compile_time_inputs.
-  uint32_t compile_time_inputs = 0;
-};
-
+// Op definitions by op type and version.
 class Registry {
  public:
   // Adds a definition; replaces one with the same op_type and since_version.
-  void add(OpDef def);
+  void add(const OpDef& def);
   // The newest definition of `op_type` (any opset); nullptr when unknown.
   const OpDef* find(std::string_view op_type) const;
   // The definition that applies at `opset`: the largest since_version <= opset; nullptr when none.
@@ -91,9 +55,8 @@ class Registry {
   std::map<std::string, std::map<int64_t, OpDef>, std::less<>> defs_;
 };
 
-// Registers every op kiln supports.
-void register_all(Registry& registry);
-// The process-wide registry with register_all applied (built on first use, thread-safe).
+// The process-wide registry: every definition of kernels::all_op_defs() (built on first use,
+// thread-safe).
 const Registry& default_registry();
 
 // Runs inference for one node and writes dtypes/shapes onto its output values (absent outputs,
@@ -123,4 +86,4 @@ StatusOr<std::vector<Tensor>> evaluate_node(const ir::Graph& graph, ir::NodeId i
                                             std::span<const Tensor> inputs,
                                             const Registry& registry = default_registry());
 
-}  // namespace kiln::ops
+}  // namespace kiln::graph_eval

@@ -9,10 +9,10 @@
 #include <filesystem>
 
 #include "tests/support/expect.h"
-#include "tests/support/ops/onnx_test_reader.h"
-#include "tests/support/ops/op_graph.h"
+#include "tests/support/graph_eval/onnx_test_reader.h"
+#include "tests/support/graph_eval/op_graph.h"
 
-namespace kiln::ops {
+namespace kiln::graph_eval {
 namespace {
 
 namespace fs = std::filesystem;
@@ -267,4 +267,4 @@ INSTANTIATE_TEST_SUITE_P(Onnx, NodeRefused, ::testing::ValuesIn(kRefused),
                          [](const auto& info) { return std::string(info.param.first); });
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::graph_eval

@@ -1,4 +1,4 @@
-#include "tests/support/ops/onnx_test_reader.h"
+#include "tests/support/graph_eval/onnx_test_reader.h"
 
 #include <cstring>
 #include <fstream>

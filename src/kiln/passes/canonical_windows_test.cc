@@ -1,14 +1,21 @@
 // Window geometry: symbolic output dims checked against brute force, auto_pad resolution, and the
 // compiler-facing canonicalization.
-#include "kiln/ops/conv_geometry.h"
+#include "kiln/passes/canonical_windows.h"
 
 #include <gtest/gtest.h>
 
+#include "kiln/graph_eval/graph_eval.h"
 #include "tests/support/expect.h"
-#include "tests/support/ops/op_graph.h"
+#include "tests/support/graph_eval/op_graph.h"
 
-namespace kiln::ops {
+namespace kiln::passes {
 namespace {
+
+using kernels::AutoPad;
+using kernels::explicit_pads;  // both overloads: on a geometry, and on a node
+using kernels::window_output_dims;
+using kernels::WindowGeometry;
+using passes::explicit_pads;
 
 using testing::f32;
 using testing::has_error;
@@ -172,7 +179,7 @@ TEST(WindowGeometry, CanonicalizeKeepsShapesAndResults) {
   Shape before = pool.output_shape();
   ASSERT_TRUE(canonicalize_window_attributes(pool.graph(), 0).ok());
   EXPECT_EQ(pool.node().attributes.get_int("ceil_mode", 1).value(), 0);
-  ASSERT_TRUE(infer_graph(pool.graph()).ok());
+  ASSERT_TRUE(graph_eval::infer_graph(pool.graph()).ok());
   EXPECT_EQ(shape_to_string(pool.output_shape()), shape_to_string(before));
 
   OpGraph symbolic("AveragePool");
@@ -185,9 +192,9 @@ TEST(WindowGeometry, CanonicalizeKeepsShapesAndResults) {
   ASSERT_TRUE(symbolic.infer().ok());
   ASSERT_TRUE(canonicalize_window_attributes(symbolic.graph(), 0).ok());
   EXPECT_EQ(symbolic.node().attributes.get_string("auto_pad", "").value(), "SAME_UPPER");
-  ASSERT_TRUE(infer_graph(symbolic.graph()).ok());
+  ASSERT_TRUE(graph_eval::infer_graph(symbolic.graph()).ok());
   EXPECT_EQ(shape_to_string(symbolic.output_shape()), "[1,1,floor((H + 1)/2),3]");
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::passes

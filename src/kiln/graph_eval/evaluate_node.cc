@@ -1,14 +1,14 @@
-// The ops implemented by kiln::kernels, adapted to the registry: infer passes straight through;
-// the reference evaluation runs the same kernel on float64 copies of the floating-point inputs
-// and rounds the results to the dtypes the op gives for the original inputs.
+// evaluate_node (graph_eval.h): the reference evaluation of one node runs its definition's kernel
+// (kernels::OpDef::make) on float64 copies of the floating-point inputs and rounds the results
+// to the dtypes the op gives for the original inputs.
 #include <fmt/format.h>
 
 #include "kiln/base/half.h"
+#include "kiln/graph_eval/graph_eval.h"
+#include "kiln/graph_eval/lookup.h"
 #include "kiln/kernels/kernel.h"
-#include "kiln/ops/families.h"
-#include "kiln/ops/op_util.h"
 
-namespace kiln::ops {
+namespace kiln::graph_eval {
 namespace {
 
 kernels::InferArgs infer_args(const ir::Node& node,
@@ -42,7 +42,7 @@ Tensor from_f64(const Tensor& t, DType dtype) {
   return out;
 }
 
-StatusOr<std::vector<Tensor>> run_kernel(const kernels::OpKernel& op, const ir::Node& node,
+StatusOr<std::vector<Tensor>> run_kernel(const kernels::OpDef& op, const ir::Node& node,
                                          std::span<const Tensor> inputs) {
   std::vector<kernels::ConcreteInput> concrete;
   for (const Tensor& t : inputs) {
@@ -71,8 +71,8 @@ StatusOr<std::vector<Tensor>> run_kernel(const kernels::OpKernel& op, const ir::
   return outputs;
 }
 
-Status evaluate_portable(const kernels::OpKernel& op, const ir::Node& node,
-                         std::span<const Tensor> inputs, std::vector<Tensor>& outputs) {
+Status evaluate_definition(const kernels::OpDef& op, const ir::Node& node,
+                           std::span<const Tensor> inputs, std::vector<Tensor>& outputs) {
   if (inputs.size() != node.inputs.size()) {
     return invalid_argument("got {} input tensors for {} node inputs", inputs.size(),
                             node.inputs.size());
@@ -135,29 +135,25 @@ Status evaluate_portable(const kernels::OpKernel& op, const ir::Node& node,
 
 }  // namespace
 
-void register_portable_ops(Registry& registry) {
-  for (const kernels::OpKernel& k : kernels::all_op_kernels()) {
-    if (registry.find(k.op_type) != nullptr) continue;
-    const kernels::OpKernel* op = &k;
-    OpDef def;
-    def.op_type = std::string(k.op_type);
-    def.compile_time_inputs = k.compile_time_inputs;
-    def.infer = [op](InferContext& ctx) -> Status {
-      kernels::InferArgs args = infer_args(ctx.node, ctx.inputs, ctx.constants, ctx.values);
-      args.data_dim = ctx.data_dim;
-      args.value_denominators = ctx.value_denominators;
-      KILN_RETURN_IF_ERROR(op->infer(args));
-      ctx.outputs = std::move(args.outputs);
-      ctx.output_values = std::move(args.output_values);
-      ctx.output_value_denominators = std::move(args.output_value_denominators);
-      return ok_status();
-    };
-    def.evaluate = [op](const ir::Node& node, std::span<const Tensor> inputs,
-                        std::vector<Tensor>& outputs) {
-      return evaluate_portable(*op, node, inputs, outputs);
-    };
-    registry.add(std::move(def));
+StatusOr<std::vector<Tensor>> evaluate_node(const ir::Graph& graph, ir::NodeId id,
+                                            std::span<const Tensor> inputs,
+                                            const Registry& registry) {
+  KILN_ASSIGN_OR_RETURN(const OpDef* def, lookup(graph, id, registry));
+  const ir::Node& node = graph.node(id);
+  if (inputs.size() != node.inputs.size()) {
+    return with_node_note(invalid_argument("got {} input tensors for {} node inputs", inputs.size(),
+                                           node.inputs.size()),
+                          node);
   }
+  std::vector<Tensor> outputs;
+  Status status = evaluate_definition(*def, node, inputs, outputs);
+  if (!status.ok()) return with_node_note(std::move(status), node);
+  if (outputs.size() != node.outputs.size()) {
+    return with_node_note(internal_error("evaluation gave {} outputs for {} node outputs",
+                                         outputs.size(), node.outputs.size()),
+                          node);
+  }
+  return outputs;
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::graph_eval

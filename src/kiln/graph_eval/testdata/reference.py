@@ -1,5 +1,5 @@
 """Independent numpy reference implementations used to compute the expected values pasted into
-the kiln_ops unit tests. Run with /usr/bin/python3 (Debian's numpy). Not used by the build.
+the kiln_graph_eval unit tests. Run with /usr/bin/python3 (Debian's numpy). Not used by the build.
 
 Usage: /usr/bin/python3 src/kiln/ops/testdata/reference.py  (prints every case)
 """

@@ -1,7 +1,7 @@
 // OpGraph states a one-node op test in a few lines: it builds an IR graph around the node, runs
-// shape inference and the float64 reference evaluator (ops::evaluate_graph) through the public
-// registry API, and checks that the inferred (possibly symbolic) output shapes evaluate to the
-// shapes actually produced. It is also the tests' reference for an op: what a backend computes
+// shape inference and the float64 reference evaluator (graph_eval::evaluate_graph) through the
+// public registry API, and checks that the inferred (possibly symbolic) output shapes evaluate to
+// the shapes actually produced. It is also the tests' reference for an op: what a backend computes
 // is compared with OpGraph(op).run(...).
 #pragma once
 
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/graph_eval/graph_eval.h"
 #include "kiln/ir/graph.h"
-#include "kiln/ops/registry.h"
 #include "kiln/shape/shape.h"
 #include "tests/support/tensors.h"
 
@@ -50,7 +50,7 @@ class OpGraph {
   // Builds the graph (once) and runs infer_graph.
   Status infer() {
     build();
-    return ops::infer_graph(graph_);
+    return graph_eval::infer_graph(graph_);
   }
   const Shape& output_shape(size_t i = 0) { return graph_.value(node().outputs[i]).shape; }
   DType output_dtype(size_t i = 0) { return graph_.value(node().outputs[i]).dtype; }
@@ -67,7 +67,7 @@ class OpGraph {
   // output shape, evaluated under the symbols bound from the inputs, against the result.
   StatusOr<std::vector<Tensor>> run(std::vector<Tensor> inputs) {
     KILN_RETURN_IF_ERROR(infer());
-    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, ops::evaluate_graph(graph_, inputs));
+    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, graph_eval::evaluate_graph(graph_, inputs));
     Bindings bindings;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Shape& shape = graph_.value(graph_.inputs()[i]).shape;

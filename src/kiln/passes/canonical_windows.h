@@ -1,7 +1,7 @@
-// Window geometry of Conv, MaxPool and AveragePool nodes: the IR-facing half. The geometry itself
-// (attribute parsing, symbolic output dims, auto_pad resolution) lives in kiln::kernels
-// (src/kiln/kernels/conv_geometry.h), where the portable kernels use it; this file applies it to
-// graph nodes and canonicalizes their attributes for the backends.
+// The canonicalize pass's rewrite of Conv, MaxPool and AveragePool nodes: explicit pads and
+// kernel_shape, so that backends normally see auto_pad = NOTSET. The geometry itself (attribute
+// parsing, symbolic output dims, auto_pad resolution) is the ops' definition's, in
+// kernels/conv_geometry.h; this file applies it to graph nodes.
 #pragma once
 
 #include <cstdint>
@@ -11,20 +11,14 @@
 #include "kiln/kernels/conv_geometry.h"
 #include "kiln/shape/shape.h"
 
-namespace kiln::ops {
-
-using kernels::AutoPad;
-using kernels::explicit_pads;
-using kernels::parse_window_geometry;
-using kernels::window_output_dims;
-using kernels::WindowGeometry;
-using kernels::WindowOptions;
+namespace kiln::passes {
 
 // The geometry of a Conv, MaxPool or AveragePool node whose data input X has `input_shape`
 // ([N, C, spatial...]). A Conv without kernel_shape takes its kernel from `weight_shape`
 // ([M, C/group, kernel...]), whose spatial dims must then be constants.
-StatusOr<WindowGeometry> node_window_geometry(const ir::Node& node, const Shape& input_shape,
-                                              const Shape* weight_shape = nullptr);
+StatusOr<kernels::WindowGeometry> node_window_geometry(const ir::Node& node,
+                                                       const Shape& input_shape,
+                                                       const Shape* weight_shape = nullptr);
 
 // Compiler entry point: the explicit pads for a Conv, MaxPool or AveragePool node given X's shape
 // (and W's shape for a Conv without kernel_shape).
@@ -37,4 +31,4 @@ StatusOr<std::vector<int64_t>> explicit_pads(const ir::Node& node, const Shape& 
 // from the graph's values. Output shapes are unchanged.
 Status canonicalize_window_attributes(ir::Graph& graph, ir::NodeId id);
 
-}  // namespace kiln::ops
+}  // namespace kiln::passes

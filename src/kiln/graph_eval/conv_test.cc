@@ -5,9 +5,9 @@
 #include <limits>
 
 #include "tests/support/expect.h"
-#include "tests/support/ops/op_graph.h"
+#include "tests/support/graph_eval/op_graph.h"
 
-namespace kiln::ops {
+namespace kiln::graph_eval {
 namespace {
 
 using testing::expect_close;
@@ -439,4 +439,4 @@ TEST(Conv, BadInputs) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::graph_eval

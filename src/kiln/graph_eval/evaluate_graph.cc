@@ -1,8 +1,8 @@
 // evaluate_graph (declared in registry.h): binds symbols from the inputs, then runs each node's
 // reference evaluation in order.
-#include "kiln/ops/registry.h"
+#include "kiln/graph_eval/graph_eval.h"
 
-namespace kiln::ops {
+namespace kiln::graph_eval {
 namespace {
 
 // Ids are validated up front so that the evaluation loop can index freely (verify_graph does
@@ -154,4 +154,4 @@ StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<c
   return results;
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::graph_eval

@@ -6,9 +6,9 @@
 #include <limits>
 
 #include "tests/support/expect.h"
-#include "tests/support/ops/op_graph.h"
+#include "tests/support/graph_eval/op_graph.h"
 
-namespace kiln::ops {
+namespace kiln::graph_eval {
 namespace {
 
 using testing::expect_close;
@@ -488,4 +488,4 @@ TEST(Pooling, EdgeWindowsMatchOnnxRuntime) {
 }
 
 }  // namespace
-}  // namespace kiln::ops
+}  // namespace kiln::graph_eval
