@@ -3,7 +3,7 @@
 // into explicit pads.
 //
 // The compiler canonicalizes these nodes before handing them to a backend
-// (graph_eval::canonicalize_window_attributes, src/kiln/passes/canonical_windows.h) so that
+// (passes::canonicalize_window_attributes, src/kiln/passes/canonical_windows.h) so that
 // backends normally see auto_pad = NOTSET with explicit `pads`; the portable kernels accept
 // auto_pad too.
 //

@@ -15,6 +15,7 @@
 #include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
+#include "kiln/kernels/op_attributes.h"
 
 namespace kiln::kernels {
 namespace {
@@ -233,30 +234,6 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const MakeArgs& args) {
 // ---------------------------------------------------------------------------------------------
 // Gemm
 
-StatusOr<bool> flag_attribute(const Attributes& attributes, const char* name) {
-  KILN_ASSIGN_OR_RETURN(int64_t v, attributes.get_int(name, 0));
-  if (v != 0 && v != 1) return invalid_argument("attribute '{}' must be 0 or 1, got {}", name, v);
-  return v == 1;
-}
-
-struct GemmParams {
-  bool trans_a = false, trans_b = false;
-  double alpha = 1, beta = 1;
-};
-
-StatusOr<GemmParams> read_gemm(const Attributes& attributes, DType dtype) {
-  GemmParams p;
-  KILN_ASSIGN_OR_RETURN(p.trans_a, flag_attribute(attributes, "transA"));
-  KILN_ASSIGN_OR_RETURN(p.trans_b, flag_attribute(attributes, "transB"));
-  KILN_ASSIGN_OR_RETURN(p.alpha, attributes.get_float("alpha", 1.0));
-  KILN_ASSIGN_OR_RETURN(p.beta, attributes.get_float("beta", 1.0));
-  if (is_integer(dtype) && (p.alpha != std::trunc(p.alpha) || p.beta != std::trunc(p.beta))) {
-    return unimplemented("attributes 'alpha' {} and 'beta' {} must be integers for dtype {}",
-                         p.alpha, p.beta, dtype_name(dtype));
-  }
-  return p;
-}
-
 Status infer_gemm(InferArgs& args) {
   KILN_RETURN_IF_ERROR(
       check_known_attributes(args.attributes, {"alpha", "beta", "transA", "transB"}));
@@ -267,7 +244,7 @@ Status infer_gemm(InferArgs& args) {
   KILN_ASSIGN_OR_RETURN(ValueType b, required_input(args, 1, "B"));
   KILN_RETURN_IF_ERROR(check_same_dtype(b, 1, "B", a.dtype, "input 0 'A'"));
   KILN_RETURN_IF_ERROR(check_rank(b, 1, "B", 2));
-  KILN_ASSIGN_OR_RETURN(GemmParams p, read_gemm(args.attributes, a.dtype));
+  KILN_ASSIGN_OR_RETURN(GemmAttributes p, read_gemm_attributes(args.attributes, a.dtype));
   const DimExpr& m = a.shape[p.trans_a ? 1 : 0];
   const DimExpr& k = a.shape[p.trans_a ? 0 : 1];
   const DimExpr& n = b.shape[p.trans_b ? 0 : 1];
@@ -294,7 +271,7 @@ Status infer_gemm(InferArgs& args) {
 
 class GemmKernel : public Kernel {
  public:
-  GemmKernel(GemmParams p, int64_t m, int64_t k, int64_t n, std::vector<int64_t> c_map)
+  GemmKernel(GemmAttributes p, int64_t m, int64_t k, int64_t n, std::vector<int64_t> c_map)
       : p_(p), m_(m), k_(k), n_(n), c_map_(std::move(c_map)) {}
 
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
@@ -330,13 +307,14 @@ class GemmKernel : public Kernel {
   }
 
  private:
-  GemmParams p_;
+  GemmAttributes p_;
   int64_t m_, k_, n_;
   std::vector<int64_t> c_map_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_gemm(const MakeArgs& args) {
-  KILN_ASSIGN_OR_RETURN(GemmParams p, read_gemm(args.attributes, args.inputs[0]->dtype));
+  KILN_ASSIGN_OR_RETURN(GemmAttributes p,
+                        read_gemm_attributes(args.attributes, args.inputs[0]->dtype));
   const ConcreteShape a = args.input_dims(0);
   const ConcreteShape y = args.output_dims(0);
   std::vector<int64_t> c_map;

@@ -29,6 +29,7 @@
 #include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
+#include "kiln/kernels/op_attributes.h"
 #include "kiln/kernels/reduce_geometry.h"
 
 namespace kiln::kernels {
@@ -397,34 +398,8 @@ StatusOr<std::unique_ptr<Kernel>> make_instance_norm(const MakeArgs& args) {
       dims[1], dims[0] * dims[1], product(std::span(dims).subspan(2)), epsilon));
 }
 
-struct BatchNormOptions {
-  double epsilon = 1e-5;
-  bool spatial = true;
-  bool relu = false;
-};
-
-StatusOr<BatchNormOptions> read_batch_norm_options(const Attributes& a) {
-  KILN_RETURN_IF_ERROR(check_known_attributes(
-      a, {"epsilon", "momentum", "training_mode", "spatial", "kiln_activation"}));
-  BatchNormOptions o;
-  KILN_ASSIGN_OR_RETURN(o.epsilon, a.get_float("epsilon", 1e-5));
-  KILN_RETURN_IF_ERROR(a.get_float("momentum", 0.9).status());
-  KILN_ASSIGN_OR_RETURN(int64_t training, a.get_int("training_mode", 0));
-  if (training != 0) {
-    return unimplemented("attribute 'training_mode' = {} is not supported (inference only)",
-                         training);
-  }
-  KILN_ASSIGN_OR_RETURN(int64_t spatial, a.get_int("spatial", 1));
-  if (spatial != 0 && spatial != 1) {
-    return invalid_argument("attribute 'spatial' must be 0 or 1, got {}", spatial);
-  }
-  o.spatial = spatial == 1;
-  KILN_ASSIGN_OR_RETURN(o.relu, read_fused_relu(a));
-  return o;
-}
-
 Status infer_batch_norm(InferArgs& args) {
-  KILN_ASSIGN_OR_RETURN(BatchNormOptions o, read_batch_norm_options(args.attributes));
+  KILN_ASSIGN_OR_RETURN(BatchNormAttributes o, read_batch_norm_attributes(args.attributes));
   KILN_RETURN_IF_ERROR(check_arity(args, 5, 5, 1, 5));
   if (args.output_count > 1) {
     return unimplemented(
@@ -447,7 +422,7 @@ class BatchNormKernel : public Kernel {
  public:
   // Parameter p of element i is at (i / size) % params: per channel (size = spatial size) or
   // per feature (size 1, params = C * spatial size).
-  BatchNormKernel(int64_t params, int64_t size, BatchNormOptions o)
+  BatchNormKernel(int64_t params, int64_t size, BatchNormAttributes o)
       : params_(params), size_(size), o_(o) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     const std::vector<double> scale = to_doubles(in[1]);
@@ -475,11 +450,11 @@ class BatchNormKernel : public Kernel {
 
  private:
   int64_t params_, size_;
-  BatchNormOptions o_;
+  BatchNormAttributes o_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_batch_norm(const MakeArgs& args) {
-  KILN_ASSIGN_OR_RETURN(BatchNormOptions o, read_batch_norm_options(args.attributes));
+  KILN_ASSIGN_OR_RETURN(BatchNormAttributes o, read_batch_norm_attributes(args.attributes));
   const ConcreteShape dims = args.input_dims(0);
   const int64_t spatial_size = product(std::span(dims).subspan(2));
   if (o.spatial) {

@@ -19,7 +19,7 @@
 #include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
-#include "kiln/kernels/window_attributes.h"
+#include "kiln/kernels/op_attributes.h"
 
 namespace kiln::kernels {
 namespace {

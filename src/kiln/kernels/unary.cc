@@ -11,6 +11,7 @@
 #include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
+#include "kiln/kernels/op_attributes.h"
 
 namespace kiln::kernels {
 namespace {
@@ -137,12 +138,7 @@ StatusOr<Params> read_params(Fn f, const Attributes& a) {
       break;
     }
     case Fn::kGelu: {
-      KILN_ASSIGN_OR_RETURN(std::string approximate, a.get_string("approximate", "none"));
-      if (approximate != "none" && approximate != "tanh") {
-        return invalid_argument("attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"",
-                                approximate);
-      }
-      p.tanh_approximation = approximate == "tanh";
+      KILN_ASSIGN_OR_RETURN(p.tanh_approximation, read_gelu_tanh_approximation(a));
       break;
     }
     case Fn::kIsInf: {

@@ -8,6 +8,7 @@
 
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -17,39 +18,16 @@ struct BatchNormParams {
   bool relu = false;
 };
 
+// What this fast path runs: f32, rank 2 to 5, per-channel parameters (spatial = 1). The
+// definition has checked the rest (select_path).
 StatusOr<BatchNormParams> read_batch_norm(const OpReader& op) {
-  KILN_RETURN_IF_ERROR(op.expect_attributes(
-      {"epsilon", "momentum", "training_mode", "spatial", "is_test", "kiln_activation"}));
-  KILN_RETURN_IF_ERROR(op.expect_inputs(5, 5));
-  if (op.output_count() > 1) {
-    return unimplemented("training outputs (running mean/var) are not supported");
-  }
-  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
   for (size_t i = 0; i < 5; ++i) KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
   KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 2, 5));
-  KILN_ASSIGN_OR_RETURN(int64_t training, op.get_int("training_mode", 0));
-  if (training != 0) return unimplemented("training_mode=1 is not supported");
-  KILN_ASSIGN_OR_RETURN(int64_t spatial, op.get_int("spatial", 1));
-  if (spatial != 1) return unimplemented("spatial=0 is not supported");
-  const ConcreteShape& x = op.input(0).shape;
-  static constexpr const char* kNames[] = {"X", "scale", "B", "mean", "var"};
-  for (size_t i = 1; i < 5; ++i) {
-    if (op.input(i).shape != ConcreteShape{x[1]}) {
-      return invalid_argument("input {} '{}' must be [{}], got [{}]", i, kNames[i], x[1],
-                              fmt::join(op.input(i).shape, ","));
-    }
-  }
-  if (op.output(0).shape != x) {
-    return invalid_argument("output must have X's shape [{}], got [{}]", fmt::join(x, ","),
-                            fmt::join(op.output(0).shape, ","));
-  }
-  BatchNormParams p;
-  KILN_ASSIGN_OR_RETURN(double eps, op.get_float("epsilon", 1e-5));
-  if (!(eps >= 0)) return invalid_argument("attribute 'epsilon' must be >= 0, got {}", eps);
-  p.epsilon = static_cast<float>(eps);
-  KILN_ASSIGN_OR_RETURN(p.relu, op.relu_activation());
-  return p;
+  KILN_ASSIGN_OR_RETURN(kernels::BatchNormAttributes a,
+                        kernels::read_batch_norm_attributes(op.attributes()));
+  if (!a.spatial) return unimplemented("spatial=0 (per-feature parameters) is not supported");
+  return BatchNormParams{static_cast<float>(a.epsilon), a.relu};
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include "kiln/hal/cpu/op_params.h"
 #include "kiln/hal/cpu/step.h"
 #include "kiln/kernels/activation.h"
-#include "kiln/kernels/window_attributes.h"
+#include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
 

@@ -30,6 +30,7 @@
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/plain_kernels.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -157,35 +158,15 @@ StatusOr<MatmulShapes> matmul_shapes(const ConcreteShape& a_in, const ConcreteSh
 
 }  // namespace
 
+// What the Gemm fast path runs: f32, and a C that the broadcast steps can spread over Y. The
+// definition has checked the rest (select_path).
 Status check_gemm(const OpReader& op) {
-  KILN_RETURN_IF_ERROR(op.expect_attributes({"alpha", "beta", "transA", "transB"}));
-  KILN_RETURN_IF_ERROR(op.expect_inputs(2, 3));
-  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
   for (size_t i = 0; i < op.input_count(); ++i) {
     KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
   }
   KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
-  KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 2, 2));
-  KILN_RETURN_IF_ERROR(op.expect_input_rank(1, 2, 2));
-  KILN_ASSIGN_OR_RETURN(int64_t ta, op.get_int("transA", 0));
-  KILN_ASSIGN_OR_RETURN(int64_t tb, op.get_int("transB", 0));
-  KILN_RETURN_IF_ERROR(op.get_float("alpha", 1.0).status());
-  KILN_RETURN_IF_ERROR(op.get_float("beta", 1.0).status());
-  const ConcreteShape& a = op.input(0).shape;
-  const ConcreteShape& b = op.input(1).shape;
-  const int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
-  const int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
-  if (k != kb) {
-    return invalid_argument("inner dims differ: A [{}] (transA={}) and B [{}] (transB={})",
-                            fmt::join(a, ","), ta, fmt::join(b, ","), tb);
-  }
-  if (op.output(0).shape != ConcreteShape{m, n}) {
-    return invalid_argument("output must be [{},{}], got [{}]", m, n,
-                            fmt::join(op.output(0).shape, ","));
-  }
   if (op.has_input(2)) {
-    if (op.input(2).shape.size() > 2) return invalid_argument("input 2 'C' must have rank <= 2");
-    const ConcreteShape y{m, n};
+    const ConcreteShape& y = op.output(0).shape;
     KILN_RETURN_IF_ERROR(make_broadcast_plan(y, op.input(2).shape, y).status());
   }
   return ok_status();
@@ -201,11 +182,13 @@ struct GemmParams {
 };
 
 StatusOr<GemmParams> read_gemm(const OpReader& op) {
+  KILN_ASSIGN_OR_RETURN(kernels::GemmAttributes a,
+                        kernels::read_gemm_attributes(op.attributes(), op.input(0).dtype));
   GemmParams g;
-  KILN_ASSIGN_OR_RETURN(g.trans_a, op.get_int("transA", 0));
-  KILN_ASSIGN_OR_RETURN(g.trans_b, op.get_int("transB", 0));
-  KILN_ASSIGN_OR_RETURN(g.alpha, op.get_float("alpha", 1.0));
-  KILN_ASSIGN_OR_RETURN(g.beta, op.get_float("beta", 1.0));
+  g.trans_a = a.trans_a;
+  g.trans_b = a.trans_b;
+  g.alpha = a.alpha;
+  g.beta = a.beta;
   const ConcreteShape& as = op.input(0).shape;
   const ConcreteShape& bs = op.input(1).shape;
   g.m = g.trans_a ? as[1] : as[0];
@@ -247,25 +230,15 @@ Status build_gemm_dnnl(ProgramBuilder& b) {
 
 }  // namespace
 
+// What the MatMul fast path runs: f32 operands of rank 1 to 6 whose batch dims it can
+// broadcast (matmul_shapes). The definition has checked the rest (select_path).
 Status check_matmul(const OpReader& op) {
-  KILN_RETURN_IF_ERROR(op.expect_attributes({}));
-  KILN_RETURN_IF_ERROR(op.expect_inputs(2, 2));
-  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
   KILN_RETURN_IF_ERROR(op.expect_input_dtype(0, DType::kF32));
   KILN_RETURN_IF_ERROR(op.expect_input_dtype(1, DType::kF32));
   KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 1, 6));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(1, 1, 6));
-  KILN_ASSIGN_OR_RETURN(MatmulShapes s, matmul_shapes(op.input(0).shape, op.input(1).shape));
-  ConcreteShape expected(s.y.begin(), s.y.end());
-  if (op.input(1).shape.size() == 1) expected.pop_back();
-  if (op.input(0).shape.size() == 1)
-    expected.erase(expected.end() - (op.input(1).shape.size() == 1 ? 1 : 2));
-  if (op.output(0).shape != expected) {
-    return invalid_argument("output must be [{}], got [{}]", fmt::join(expected, ","),
-                            fmt::join(op.output(0).shape, ","));
-  }
-  return ok_status();
+  return matmul_shapes(op.input(0).shape, op.input(1).shape).status();
 }
 
 namespace {

@@ -46,37 +46,6 @@ bool OpReader::has_input(size_t i) const {
   return i < dispatch_.inputs.size() && dispatch_.inputs[i] >= 0;
 }
 
-Status OpReader::expect_inputs(size_t min, size_t max) const {
-  const size_t count = input_count();
-  if (count < min || count > max) {
-    if (min == max) return invalid_argument("expects {} inputs, got {}", min, count);
-    return invalid_argument("expects {} to {} inputs, got {}", min, max, count);
-  }
-  for (size_t i = 0; i < min; ++i) {
-    if (!has_input(i)) return invalid_argument("required input {} is absent", i);
-  }
-  return ok_status();
-}
-
-Status OpReader::expect_outputs(size_t min, size_t max) const {
-  const size_t count = dispatch_.outputs.size();
-  if (count < min || count > max) {
-    if (min == max) return invalid_argument("expects {} outputs, got {}", min, count);
-    return invalid_argument("expects {} to {} outputs, got {}", min, max, count);
-  }
-  return ok_status();
-}
-
-Status OpReader::expect_attributes(std::initializer_list<std::string_view> known) const {
-  if (dispatch_.attributes == nullptr) return ok_status();
-  for (const auto& [name, value] : dispatch_.attributes->all()) {
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      return unimplemented("attribute '{}' is not supported", name);
-    }
-  }
-  return ok_status();
-}
-
 Status OpReader::expect_input_dtype(size_t i, DType dtype) const {
   const ValueSpec& v = input(i);
   if (v.dtype != dtype) {
@@ -108,36 +77,8 @@ Status OpReader::expect_input_rank(size_t i, size_t min, size_t max) const {
   return ok_status();
 }
 
-StatusOr<int64_t> OpReader::get_int(const std::string& name, int64_t fallback) const {
-  const Attributes& a = dispatch_.attributes ? *dispatch_.attributes : empty_attributes();
-  return a.get_int(name, fallback);
-}
-StatusOr<double> OpReader::get_float(const std::string& name, double fallback) const {
-  const Attributes& a = dispatch_.attributes ? *dispatch_.attributes : empty_attributes();
-  return a.get_float(name, fallback);
-}
-StatusOr<std::string> OpReader::get_string(const std::string& name, std::string fallback) const {
-  const Attributes& a = dispatch_.attributes ? *dispatch_.attributes : empty_attributes();
-  return a.get_string(name, std::move(fallback));
-}
-StatusOr<std::vector<int64_t>> OpReader::get_ints(const std::string& name,
-                                                  std::vector<int64_t> fallback) const {
-  const Attributes& a = dispatch_.attributes ? *dispatch_.attributes : empty_attributes();
-  return a.get_ints(name, std::move(fallback));
-}
-
 const Attributes& OpReader::attributes() const {
   return dispatch_.attributes ? *dispatch_.attributes : empty_attributes();
-}
-
-StatusOr<kernels::FusedActivation> OpReader::fused_activation() const {
-  return kernels::read_fused_activation(dispatch_.attributes ? *dispatch_.attributes
-                                                             : empty_attributes());
-}
-
-StatusOr<bool> OpReader::relu_activation() const {
-  return kernels::read_fused_relu(dispatch_.attributes ? *dispatch_.attributes
-                                                       : empty_attributes());
 }
 
 }  // namespace kiln::hal::cpu

@@ -25,12 +25,6 @@ class OpReader {
   const DispatchSpec& dispatch() const { return dispatch_; }
   // Every input/output index is -1 or a valid value index; no output is absent.
   Status check_indices() const;
-  // Present inputs: indices 0..count-1 with trailing absent (-1) inputs ignored. Errors name the
-  // expected range.
-  Status expect_inputs(size_t min, size_t max) const;
-  Status expect_outputs(size_t min, size_t max) const;
-  // Rejects attributes not in `known` (an ignored attribute could change the result).
-  Status expect_attributes(std::initializer_list<std::string_view> known) const;
 
   bool has_input(size_t i) const;
   int32_t input_index(size_t i) const { return dispatch_.inputs[i]; }
@@ -38,7 +32,7 @@ class OpReader {
   const ValueSpec& input(size_t i) const { return values_[dispatch_.inputs[i]]; }
   const ValueSpec& output(size_t i) const { return values_[dispatch_.outputs[i]]; }
   size_t output_count() const { return dispatch_.outputs.size(); }
-  // Number of present inputs counted as in expect_inputs.
+  // Number of present inputs: trailing absent (-1) inputs do not count.
   size_t input_count() const;
 
   // Input/output i has dtype `dtype`; the error names it ("input 1 'W' must be f32, got i64").
@@ -46,18 +40,9 @@ class OpReader {
   Status expect_output_dtype(size_t i, DType dtype) const;
   Status expect_input_rank(size_t i, size_t min, size_t max) const;
 
-  // The dispatch's attributes (empty when it has none).
+  // The dispatch's attributes (empty when it has none), for the parsers of its op's definition
+  // (kernels/op_attributes.h).
   const Attributes& attributes() const;
-  // Attribute getters with ONNX defaults when absent (also when the dispatch has none).
-  StatusOr<int64_t> get_int(const std::string& name, int64_t fallback) const;
-  StatusOr<double> get_float(const std::string& name, double fallback) const;
-  StatusOr<std::string> get_string(const std::string& name, std::string fallback) const;
-  StatusOr<std::vector<int64_t>> get_ints(const std::string& name,
-                                          std::vector<int64_t> fallback) const;
-  // kiln's fused activation (kernels/activation.h), checked.
-  StatusOr<kernels::FusedActivation> fused_activation() const;
-  // For ops that fuse only ReLU: true for "relu", false for none, Unimplemented for the others.
-  StatusOr<bool> relu_activation() const;
 
  private:
   const DispatchSpec& dispatch_;

@@ -4,7 +4,7 @@
 // or Winograd kernels) when its `check` says it can run this dispatch, else the portable path
 // (the definition's own kernel, portable_op.cc). A fast path's check only answers "can I run
 // this": the dtypes, ranks and attribute values it implements, read as the definition parsed
-// them (kernels/window_attributes.h, kernels/activation.h). supports() and prepare() share the
+// them (kernels/op_attributes.h, kernels/activation.h). supports() and prepare() share the
 // choice, so both accept exactly the same dispatches.
 #pragma once
 

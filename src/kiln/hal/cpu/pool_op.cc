@@ -9,7 +9,7 @@
 #include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
-#include "kiln/kernels/window_attributes.h"
+#include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
 namespace {

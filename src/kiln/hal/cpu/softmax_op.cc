@@ -6,27 +6,19 @@
 #include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
 namespace {
 
+// What this fast path runs: f32 of rank >= 1, along the axis as Softmax's definition reads it.
 StatusOr<int> read_axis(const OpReader& op) {
-  KILN_RETURN_IF_ERROR(op.expect_attributes({"axis"}));
-  KILN_RETURN_IF_ERROR(op.expect_inputs(1, 1));
-  KILN_RETURN_IF_ERROR(op.expect_outputs(1, 1));
   KILN_RETURN_IF_ERROR(op.expect_input_dtype(0, DType::kF32));
   KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
-  const ConcreteShape& x = op.input(0).shape;
-  if (op.output(0).shape != x) {
-    return invalid_argument("output shape [{}] differs from the input's [{}]",
-                            fmt::join(op.output(0).shape, ","), fmt::join(x, ","));
-  }
-  const auto rank = static_cast<int64_t>(std::max<size_t>(x.size(), 1));
-  KILN_ASSIGN_OR_RETURN(int64_t axis, op.get_int("axis", -1));
-  if (axis < -rank || axis >= rank) {
-    return invalid_argument("attribute 'axis' {} is out of range for rank {}", axis, x.size());
-  }
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
+  const auto rank = static_cast<int64_t>(op.input(0).shape.size());
+  if (rank == 0) return unimplemented("a rank-0 input is not supported");
+  KILN_ASSIGN_OR_RETURN(int64_t axis, kernels::read_softmax_axis(op.attributes(), rank));
+  return static_cast<int>(axis);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// The attributes of Conv and of the pools (MaxPool, AveragePool, GlobalMaxPool,
-// GlobalAveragePool) parsed and checked once, for concrete input dims. The ops' definitions
-// (spatial.cc) make their reference kernels from them, and backends read them instead of the raw
-// attributes: a backend only decides whether it can run what it reads here.
+// The attributes of the ops that backends specialize, parsed and checked once: Conv and the
+// pools (for concrete input dims), BatchNormalization, Gemm, Gelu and the Softmax family's axis.
+// The ops' definitions (spatial.cc, normalize.cc, linalg.cc, unary.cc) read them with these
+// functions, and backends read them here instead of the raw attributes: a backend only decides
+// whether it can run what it reads.
 //
 // Callers pass dims that the op's infer has accepted (plan_concrete or check_concrete); the
 // readers still refuse what they cannot parse, with errors naming the attribute.
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "kiln/base/attributes.h"
+#include "kiln/base/dtype.h"
 #include "kiln/base/status.h"
 #include "kiln/kernels/activation.h"
 #include "kiln/kernels/conv_geometry.h"
@@ -39,5 +41,29 @@ struct PoolAttributes {
 StatusOr<PoolAttributes> read_pool_attributes(std::string_view op_type,
                                               const Attributes& attributes,
                                               std::span<const int64_t> x);
+
+// BatchNormalization (inference): epsilon, opset 7's spatial (false: per-feature parameters of
+// shape X.shape[1:]) and kiln's fused ReLU. training_mode = 1 is Unimplemented.
+struct BatchNormAttributes {
+  double epsilon = 1e-5;
+  bool spatial = true;
+  bool relu = false;
+};
+StatusOr<BatchNormAttributes> read_batch_norm_attributes(const Attributes& attributes);
+
+// Gemm: Y = alpha * A' B' + beta * C, A' = transA ? A^T : A. For integer `dtype`, alpha and beta
+// must be whole numbers (Unimplemented otherwise).
+struct GemmAttributes {
+  bool trans_a = false, trans_b = false;
+  double alpha = 1, beta = 1;
+};
+StatusOr<GemmAttributes> read_gemm_attributes(const Attributes& attributes, DType dtype);
+
+// Gelu's `approximate`: true for "tanh", false for "none".
+StatusOr<bool> read_gelu_tanh_approximation(const Attributes& attributes);
+
+// The opset-13 Softmax, LogSoftmax and Hardmax `axis` (default -1) for an input of `rank`, made
+// non-negative.
+StatusOr<int64_t> read_softmax_axis(const Attributes& attributes, int64_t rank);
 
 }  // namespace kiln::kernels

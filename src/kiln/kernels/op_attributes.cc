@@ -1,4 +1,8 @@
-#include "kiln/kernels/window_attributes.h"
+#include "kiln/kernels/op_attributes.h"
+
+#include <cmath>
+
+#include "kiln/kernels/infer_util.h"
 
 namespace kiln::kernels {
 
@@ -62,6 +66,63 @@ StatusOr<PoolAttributes> read_pool_attributes(std::string_view op_type,
     a.count_include_pad = include == 1;
   }
   return a;
+}
+
+namespace {
+
+StatusOr<bool> flag_attribute(const Attributes& attributes, const char* name) {
+  KILN_ASSIGN_OR_RETURN(int64_t v, attributes.get_int(name, 0));
+  if (v != 0 && v != 1) return invalid_argument("attribute '{}' must be 0 or 1, got {}", name, v);
+  return v == 1;
+}
+
+}  // namespace
+
+StatusOr<BatchNormAttributes> read_batch_norm_attributes(const Attributes& a) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(
+      a, {"epsilon", "momentum", "training_mode", "spatial", "kiln_activation"}));
+  BatchNormAttributes o;
+  KILN_ASSIGN_OR_RETURN(o.epsilon, a.get_float("epsilon", 1e-5));
+  KILN_RETURN_IF_ERROR(a.get_float("momentum", 0.9).status());
+  KILN_ASSIGN_OR_RETURN(int64_t training, a.get_int("training_mode", 0));
+  if (training != 0) {
+    return unimplemented("attribute 'training_mode' = {} is not supported (inference only)",
+                         training);
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t spatial, a.get_int("spatial", 1));
+  if (spatial != 0 && spatial != 1) {
+    return invalid_argument("attribute 'spatial' must be 0 or 1, got {}", spatial);
+  }
+  o.spatial = spatial == 1;
+  KILN_ASSIGN_OR_RETURN(o.relu, read_fused_relu(a));
+  return o;
+}
+
+StatusOr<GemmAttributes> read_gemm_attributes(const Attributes& attributes, DType dtype) {
+  GemmAttributes p;
+  KILN_ASSIGN_OR_RETURN(p.trans_a, flag_attribute(attributes, "transA"));
+  KILN_ASSIGN_OR_RETURN(p.trans_b, flag_attribute(attributes, "transB"));
+  KILN_ASSIGN_OR_RETURN(p.alpha, attributes.get_float("alpha", 1.0));
+  KILN_ASSIGN_OR_RETURN(p.beta, attributes.get_float("beta", 1.0));
+  if (is_integer(dtype) && (p.alpha != std::trunc(p.alpha) || p.beta != std::trunc(p.beta))) {
+    return unimplemented("attributes 'alpha' {} and 'beta' {} must be integers for dtype {}",
+                         p.alpha, p.beta, dtype_name(dtype));
+  }
+  return p;
+}
+
+StatusOr<bool> read_gelu_tanh_approximation(const Attributes& attributes) {
+  const StatusOr<std::string> approximate = attributes.get_string("approximate", "none");
+  if (!approximate.ok()) return approximate.status();
+  const std::string_view text = *approximate;
+  if (text == "tanh") return true;
+  if (text == "none") return false;
+  return invalid_argument("attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"", text);
+}
+
+StatusOr<int64_t> read_softmax_axis(const Attributes& attributes, int64_t rank) {
+  KILN_ASSIGN_OR_RETURN(int64_t axis, attributes.get_int("axis", -1));
+  return normalize_axis(axis, rank, "attribute 'axis'");
 }
 
 }  // namespace kiln::kernels
