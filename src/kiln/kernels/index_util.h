@@ -1,5 +1,6 @@
 // Helpers shared by the gather/scatter kernels (index.cc, scatter.cc): dtype-agnostic element
-// moves by element size, reading i32/i64 indices, and index errors that name the element.
+// moves by element size (visit_element_size, strided_copy.h), reading i32/i64 indices, and index
+// errors that name the element.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string_view>
 
 #include "kiln/kernels/infer_util.h"
+#include "kiln/kernels/strided_copy.h"  // visit_element_size
 
 namespace kiln::kernels {
 
@@ -18,18 +20,6 @@ inline constexpr DType kIndexDtypes[] = {DType::kI32, DType::kI64};
 // Element `i` of an i32 or i64 buffer.
 inline int64_t load_index(const ConstBuffer& b, int64_t i) {
   return b.dtype == DType::kI32 ? static_cast<int64_t>(b.as<int32_t>()[i]) : b.as<int64_t>()[i];
-}
-
-// Calls f.template operator()<U>() with U the unsigned integer type of `element_size` bytes
-// (1, 2, 4 or 8: every kiln dtype).
-template <typename F>
-decltype(auto) visit_element_size(size_t element_size, F&& f) {
-  switch (element_size) {
-    case 1: return f.template operator()<uint8_t>();
-    case 2: return f.template operator()<uint16_t>();
-    case 4: return f.template operator()<uint32_t>();
-    default: return f.template operator()<uint64_t>();
-  }
 }
 
 // "[1, 0, 2]": the coordinates of flat row-major index `flat` in `dims`.

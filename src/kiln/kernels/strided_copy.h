@@ -54,7 +54,8 @@ void for_row_chunks(int64_t rows, int64_t row_elements, Body&& body) {
   }
 }
 
-// Calls f.template operator()<U>() with U the unsigned integer type of `element_size` bytes.
+// Calls f.template operator()<U>() with U the unsigned integer type of `element_size` bytes
+// (1, 2, 4 or 8: every kiln dtype).
 template <typename F>
 decltype(auto) visit_element_size(size_t element_size, F&& f) {
   switch (element_size) {
