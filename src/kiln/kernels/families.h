@@ -31,7 +31,8 @@ void register_movement_kernels(std::vector<OpDef>& table);
 void register_index_kernels(std::vector<OpDef>& table);
 // scatter.cc: ScatterND, ScatterElements.
 void register_scatter_kernels(std::vector<OpDef>& table);
-// generate.cc: OneHot, EyeLike, Range, ConstantOfShape, Constant.
+// generate.cc: OneHot, EyeLike, Range, ConstantOfShape, HannWindow, HammingWindow,
+// BlackmanWindow, Constant.
 void register_generate_kernels(std::vector<OpDef>& table);
 // select.cc: NonZero, Compress.
 void register_select_kernels(std::vector<OpDef>& table);

@@ -1,5 +1,6 @@
-// Ops that make a tensor from a few values: OneHot, EyeLike, Range, ConstantOfShape, and
-// Constant (which the importer turns into constant values). Where an
+// Ops that make a tensor from a few values: OneHot, EyeLike, Range, ConstantOfShape, the
+// HannWindow, HammingWindow and BlackmanWindow signal windows, and Constant (which the importer
+// turns into constant values). Where an
 // input's values decide the output shape (OneHot's depth, Range's operands, ConstantOfShape's
 // shape) they must be known at compile time (OpDef::compile_time_inputs); the kernels take
 // every size from the dims make() was given and read only the remaining values at run time.
@@ -428,6 +429,110 @@ StatusOr<std::unique_ptr<Kernel>> make_constant_of_shape(const MakeArgs& args) {
   return std::unique_ptr<Kernel>(std::make_unique<FillKernel>(pattern, dtype_size(fill.dtype)));
 }
 
+// ---- HannWindow, HammingWindow, BlackmanWindow(size) ----
+// w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N) for n in [0, size), with N = size when
+// `periodic` = 1 (the default) and size - 1 when 0, as ONNX defines them: Hann a0 = a1 = 0.5;
+// Hamming a0 = 25/46, a1 = 21/46; Blackman a0 = 0.42, a1 = 0.5, a2 = 0.08. Computed in double
+// and rounded once to `output_datatype` (an ONNX dtype code, default f32; integer dtypes
+// truncate). A symmetric window of size 1 (N = 0) is [1], as in PyTorch and SciPy, where ONNX's
+// reference divides 0 by 0. The size must be known at compile time: it is the output's length.
+
+struct WindowCoefficients {
+  double a0 = 0, a1 = 0, a2 = 0;
+};
+
+struct WindowOptions {
+  DType dtype = DType::kF32;
+  bool periodic = true;
+};
+
+StatusOr<WindowOptions> read_window_options(const Attributes& a) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(a, {"output_datatype", "periodic"}));
+  WindowOptions o;
+  KILN_ASSIGN_OR_RETURN(int64_t code, a.get_int("output_datatype", 1));
+  KILN_ASSIGN_OR_RETURN(o.dtype, dtype_from_onnx_code(code, "output_datatype"));
+  if (o.dtype == DType::kBool) {
+    return invalid_argument("attribute 'output_datatype' = {} (bool) is not a numeric type", code);
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t periodic, a.get_int("periodic", 1));
+  if (periodic != 0 && periodic != 1) {
+    return invalid_argument("attribute 'periodic' must be 0 or 1, got {}", periodic);
+  }
+  o.periodic = periodic == 1;
+  return o;
+}
+
+// The window length: input 0 'size', a constant or a value known from shapes.
+StatusOr<DimExpr> window_size(const InferArgs& args) {
+  if (const Tensor* t = constant_input(args, 0)) {
+    const int64_t n = element_as_int64(*t, 0);
+    if (n < 0) return invalid_argument("input 0 'size' = {} must be >= 0", n);
+    return DimExpr(n);
+  }
+  if (auto values = known_dim_values(args, 0); values && values->size() == 1) {
+    const DimExpr& n = (*values)[0];
+    if (auto c = n.constant_value(); c && *c < 0) {
+      return invalid_argument("input 0 'size' = {} must be >= 0", *c);
+    }
+    return n;
+  }
+  return unimplemented(
+      "input 0 'size' must be known at compile time (a constant, or computed from shapes and "
+      "constants): it is the output's length");
+}
+
+Status infer_window(InferArgs& args) {
+  KILN_ASSIGN_OR_RETURN(WindowOptions o, read_window_options(args.attributes));
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
+  KILN_ASSIGN_OR_RETURN(ValueType size, required_input(args, 0, "size"));
+  KILN_RETURN_IF_ERROR(check_dtype(size, 0, "size", {DType::kI32, DType::kI64}));
+  KILN_RETURN_IF_ERROR(check_scalar(size, 0, "size"));
+  KILN_ASSIGN_OR_RETURN(DimExpr length, window_size(args));
+  args.outputs = {ValueType{o.dtype, Shape{length}}};
+  return ok_status();
+}
+
+class WindowKernel : public Kernel {
+ public:
+  WindowKernel(WindowCoefficients c, bool periodic) : c_(c), periodic_(periodic) {}
+  Status run(std::span<const ConstBuffer>, std::span<const MutableBuffer> out) const override {
+    const int64_t size = out[0].element_count();
+    const int64_t n_total = periodic_ ? size : size - 1;
+    constexpr double kTwoPi = 6.283185307179586476925286766559;
+    visit_dtype(out[0].dtype, [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, Bool>) {
+        T* y = out[0].as<T>();
+        for (int64_t n = 0; n < size; ++n) {
+          double w = 1;
+          if (n_total > 0) {
+            const double x = kTwoPi * static_cast<double>(n) / static_cast<double>(n_total);
+            w = c_.a0 - c_.a1 * std::cos(x) + c_.a2 * std::cos(2 * x);
+          }
+          if constexpr (is_float_storage_v<T>) {
+            store(y, n, static_cast<compute_t<T>>(w));
+          } else {
+            y[n] = static_cast<T>(w);
+          }
+        }
+      }
+    });
+    return ok_status();
+  }
+
+ private:
+  WindowCoefficients c_;
+  bool periodic_;
+};
+
+template <int kWindow>  // 0 Hann, 1 Hamming, 2 Blackman
+StatusOr<std::unique_ptr<Kernel>> make_window(const MakeArgs& args) {
+  KILN_ASSIGN_OR_RETURN(WindowOptions o, read_window_options(args.attributes));
+  constexpr WindowCoefficients kCoefficients[] = {
+      {0.5, 0.5, 0}, {25.0 / 46.0, 21.0 / 46.0, 0}, {0.42, 0.5, 0.08}};
+  return std::unique_ptr<Kernel>(
+      std::make_unique<WindowKernel>(kCoefficients[kWindow], o.periodic));
+}
+
 // ---- Constant ----
 // kiln's Attributes cannot hold Constant's tensor, so the importer turns every Constant node into
 // a constant value (and folds what reads only constants). The definition makes the op count as
@@ -442,6 +547,9 @@ Status infer_constant(InferArgs&) {
 
 void register_generate_kernels(std::vector<OpDef>& table) {
   table.push_back(OpDef{.op_type = "Constant", .infer = infer_constant});
+  table.push_back(OpDef{"HannWindow", infer_window, make_window<0>, 1u << 0});
+  table.push_back(OpDef{"HammingWindow", infer_window, make_window<1>, 1u << 0});
+  table.push_back(OpDef{"BlackmanWindow", infer_window, make_window<2>, 1u << 0});
   table.push_back(OpDef{"OneHot", infer_onehot, make_onehot, 1u << 1});
   table.push_back(OpDef{"EyeLike", infer_eyelike, make_eyelike});
   table.push_back(OpDef{"Range", infer_range, make_range, 0b111u});

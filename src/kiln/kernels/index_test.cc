@@ -412,6 +412,84 @@ TEST(RangeKernel, IntegerAndFloat) {
   EXPECT_EQ((*y)[0].shape(), (ConcreteShape{0}));
 }
 
+// Hand-computed windows: w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N).
+TEST(WindowKernels, PeriodicSymmetricAndDtypes) {
+  for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) {
+    EXPECT_EQ(find_op_def(op)->compile_time_inputs, 1u) << op;
+  }
+  auto near = [](const std::vector<float>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+  };
+  // Periodic (the default), size 4: N = 4, x = pi n / 2.
+  auto y = run_op("HannWindow", {{i64({}, {4}), true}});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ((*y)[0].dtype(), DType::kF32);
+  near(values_of<float>((*y)[0]), {0, 0.5, 1, 0.5});
+  y = run_op("BlackmanWindow", {{i32({}, {4}), true}});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  near(values_of<float>((*y)[0]), {0, 0.34, 1, 0.34});
+  // Symmetric, size 5: N = 4, so the window ends where it starts.
+  Attributes symmetric;
+  symmetric.set("periodic", int64_t{0});
+  y = run_op("HannWindow", {{i64({}, {5}), true}}, symmetric);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  near(values_of<float>((*y)[0]), {0, 0.5, 1, 0.5, 0});
+  y = run_op("HammingWindow", {{i64({}, {3}), true}}, symmetric);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  near(values_of<float>((*y)[0]), {4.0 / 46, 1, 4.0 / 46});
+  // A symmetric window of one sample is [1] (N = 0), not 0/0.
+  y = run_op("HammingWindow", {{i64({}, {1}), true}}, symmetric);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  near(values_of<float>((*y)[0]), {1});
+  // output_datatype: f64, and an integer type truncates.
+  Attributes f64;
+  f64.set("output_datatype", int64_t{11});
+  y = run_op("HannWindow", {{i64({}, {4}), true}}, f64);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const std::vector<double> hann = values_of<double>((*y)[0]);
+  ASSERT_EQ(hann.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(hann[i], (std::vector<double>{0, 0.5, 1, 0.5})[i], 1e-15);
+  Attributes i64_type;
+  i64_type.set("output_datatype", int64_t{7});
+  y = run_op("HannWindow", {{i64({}, {4}), true}}, i64_type);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(values_of<int64_t>((*y)[0]), (std::vector<int64_t>{0, 0, 1, 0}));
+  // Size 0: an empty window.
+  y = run_op("BlackmanWindow", {{i64({}, {0}), true}});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ((*y)[0].shape(), (ConcreteShape{0}));
+}
+
+TEST(WindowKernels, SymbolicSizeAndBadInputs) {
+  Inferred r = infer_op("HannWindow", {{{DType::kI64, {}}, nullptr, {N}}});
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.outputs[0].shape, (Shape{N}));
+  EXPECT_EQ(r.outputs[0].dtype, DType::kF32);
+  r = infer_op("HannWindow", {{{DType::kI64, {}}}});
+  EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(r.status, "input 0 'size' must be known at compile time"));
+  Tensor minus = i64({}, {-2});
+  r = infer_op("HammingWindow", {{{DType::kI64, {}}, &minus}});
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contains(r.status, "input 0 'size' = -2 must be >= 0"));
+  Tensor four = i64({}, {4});
+  r = infer_op("HannWindow", {{{DType::kF32, {}}, &four}});
+  EXPECT_TRUE(contains(r.status, "input 0 'size' must have dtype"));
+  r = infer_op("HannWindow", {{{DType::kI64, {2}}, &four}});
+  EXPECT_TRUE(contains(r.status, "input 0 'size' must be a scalar"));
+  Attributes bad;
+  bad.set("periodic", int64_t{2});
+  r = infer_op("BlackmanWindow", {{{DType::kI64, {}}, &four}}, bad);
+  EXPECT_TRUE(contains(r.status, "attribute 'periodic' must be 0 or 1, got 2"));
+  Attributes string_type;
+  string_type.set("output_datatype", int64_t{8});
+  r = infer_op("BlackmanWindow", {{{DType::kI64, {}}, &four}}, string_type);
+  EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(r.status, "attribute 'output_datatype' = 8 (STRING)"));
+}
+
 TEST(RangeKernel, SymbolicLengthAndValues) {
   Tensor zero = i64({}, {0});
   Tensor two = i64({}, {2});
