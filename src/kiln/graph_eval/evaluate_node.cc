@@ -13,10 +13,9 @@ namespace {
 
 kernels::InferArgs infer_args(const ir::Node& node,
                               const std::vector<std::optional<ValueType>>& inputs,
-                              const std::vector<const Tensor*>& constants,
-                              const std::vector<const std::vector<DimExpr>*>& values = {}) {
+                              const std::vector<const Tensor*>& constants) {
   return kernels::InferArgs{
-      node.attributes, inputs, constants, node.outputs.size(), {}, values, {}, {}, {}, {}};
+      node.attributes, inputs, constants, node.outputs.size(), {}, {}, {}, {}, {}, {}};
 }
 
 Tensor to_f64(const Tensor& t) {

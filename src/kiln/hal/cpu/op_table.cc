@@ -1,6 +1,5 @@
 #include "kiln/hal/cpu/op_table.h"
 
-#include <algorithm>
 #include <array>
 
 #include "kiln/kernels/kernel.h"
@@ -42,15 +41,16 @@ const OpPath* find_fast_path(std::string_view op_type) {
 
 StatusOr<const OpPath*> select_path(const OpReader& op) {
   static constexpr OpPath kPortable{"", check_portable, build_portable};
-  KILN_RETURN_IF_ERROR(check_definition(op));
   const OpPath* fast = find_fast_path(op.dispatch().op_type);
-  if (fast != nullptr) {
-    Status status = fast->check(op);
-    if (status.ok()) return fast;
-    if (!check_portable(op).ok()) return status;
+  if (fast == nullptr) {
+    // Planning the portable kernel runs the definition's checks first.
+    KILN_RETURN_IF_ERROR(check_portable(op));
     return &kPortable;
   }
-  KILN_RETURN_IF_ERROR(check_portable(op));
+  KILN_RETURN_IF_ERROR(check_definition(op));
+  Status status = fast->check(op);
+  if (status.ok()) return fast;
+  if (!check_portable(op).ok()) return status;
   return &kPortable;
 }
 
