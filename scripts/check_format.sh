@@ -18,8 +18,8 @@ fi
 if (($#)); then
   files=("$@")
 else
-  mapfile -t files < <(git ls-files -- 'src/*.cc' 'src/*.h' 'tools/*.cc' 'tools/*.h' \
-    'tests/*.cc' 'tests/*.h' 'bench/*.cc' 'bench/*.h')
+  mapfile -t files < <(git ls-files -- 'src/*.cc' 'src/*.h' 'include/*.h' 'tools/*.cc' 'tools/*.h' \
+    'tests/*.cc' 'tests/*.h' 'tests/*.c' 'bench/*.cc' 'bench/*.h' 'examples/*.c' 'python/*.cc')
 fi
 if ((fix)); then
   "$clang_format" -i --style=file "${files[@]}"
