@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that C++ files are formatted as .clang-format says: the FILEs given, else every tracked
-# C and C++ file (src/, tools/, tests/, bench/, python/). Lists the files that are not and exits 1.
-# With --fix, formats them in place instead. The ctest `format_check` runs it on the tree.
+# C++ file (src/, tools/, tests/, bench/). Lists the files that are not and exits 1. With --fix,
+# formats them in place instead. The ctest `format_check` runs it on the tree.
 # Usage: scripts/check_format.sh [--fix] [FILE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +18,8 @@ fi
 if (($#)); then
   files=("$@")
 else
-  mapfile -t files < <(git ls-files -- 'src/*.cc' 'src/*.h' 'tools/*.cc' 'tools/*.h' \
-    'tests/*.cc' 'tests/*.h' 'bench/*.cc' 'bench/*.h' 'bench/*.c' 'python/*.cc')
+  mapfile -t files < <(git ls-files -- 'src/*.cc' 'src/*.h' 'include/*.h' 'tools/*.cc' 'tools/*.h' \
+    'tests/*.cc' 'tests/*.h' 'tests/*.c' 'bench/*.cc' 'bench/*.h' 'bench/*.c' 'examples/*.c' 'python/*.cc')
 fi
 if ((fix)); then
   "$clang_format" -i --style=file "${files[@]}"

@@ -47,13 +47,13 @@ KILN_API const char* kiln_version(void);
 
 typedef enum kiln_status_code {
   KILN_OK = 0,
-  KILN_INVALID_ARGUMENT = 1,     /* the caller's input (model, module, tensor, option) is wrong */
-  KILN_UNIMPLEMENTED = 2,        /* valid input kiln does not support yet */
-  KILN_NOT_FOUND = 3,            /* a named file, input or symbol does not exist */
-  KILN_OUT_OF_RANGE = 4,         /* a size or index beyond a limit (e.g. the memory limit) */
-  KILN_DATA_LOSS = 5,            /* a file is truncated or corrupt */
-  KILN_FAILED_PRECONDITION = 6,  /* e.g. a module of another format version */
-  KILN_INTERNAL = 7              /* a bug in kiln */
+  KILN_INVALID_ARGUMENT = 1,    /* the caller's input (model, module, tensor, option) is wrong */
+  KILN_UNIMPLEMENTED = 2,       /* valid input kiln does not support yet */
+  KILN_NOT_FOUND = 3,           /* a named file, input or symbol does not exist */
+  KILN_OUT_OF_RANGE = 4,        /* a size or index beyond a limit (e.g. the memory limit) */
+  KILN_DATA_LOSS = 5,           /* a file is truncated or corrupt */
+  KILN_FAILED_PRECONDITION = 6, /* e.g. a module of another format version */
+  KILN_INTERNAL = 7             /* a bug in kiln */
 } kiln_status_code;
 
 typedef struct kiln_status kiln_status;

@@ -5,7 +5,8 @@ or from a library its target declares (README "Building and layering").
 Input: the target graph CMake writes at configure time (<build>/kiln_targets.json,
 cmake/kiln_boundaries.cmake): every target with its type, source folder, sources and the targets
 it links. A library owns the folders its sources are in (a header-only library: its CMake
-folder), and every header (*.h) there is one of its files. A target sees its own headers and
+folder), and every header (*.h) there is one of its files; a shared library built only from other
+libraries' objects (no source file of its own, e.g. libkiln.so) owns no folder. A target sees its own headers and
 those of the libraries it links, and of what they link PUBLIC/INTERFACE, transitively: exactly
 what CMake's include directories would give it if each library published only its own folder.
 
@@ -30,7 +31,7 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]((?:kiln|tests/support)/[^">]+)[">]')
 LIBRARY_TYPES = {"STATIC_LIBRARY", "SHARED_LIBRARY", "OBJECT_LIBRARY", "INTERFACE_LIBRARY"}
 HEADER_SUFFIXES = (".h", ".hpp")
-SOURCE_SUFFIXES = (".cc", ".cpp", ".h", ".hpp")
+SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".h", ".hpp")
 
 
 def link_names(items, targets):
@@ -57,6 +58,8 @@ def library_folders(targets, root):
         if t["type"] not in LIBRARY_TYPES:
             continue
         folders = {os.path.dirname(s) for s in t["sources"] if s.startswith(root + "/")}
+        if not folders and t["type"] == "SHARED_LIBRARY":
+            continue  # packages other libraries' objects; their folders are theirs
         if not folders:
             folders = {t["source_dir"]}
         for folder in folders:
@@ -67,8 +70,11 @@ def library_folders(targets, root):
     return owners
 
 
-def include_owner(include, owners):
-    """The library whose folder holds the included file, or None."""
+def include_owner(include, owners, root):
+    """The library whose folder holds the included file, or None. A public header
+    (include/kiln/kiln.h, included as "kiln/kiln.h") belongs to the library of include/."""
+    if os.path.isfile(os.path.join(root, "include", include)):
+        return owners.get("include")
     folder = os.path.dirname(include if include.startswith("tests/") else "src/" + include)
     return owners.get(folder)
 
@@ -113,7 +119,7 @@ def check(graph):
                     continue
                 include = m.group(1)
                 where = f"{os.path.relpath(path, root)}:{number}: #include \"{include}\""
-                owner = include_owner(include, owners)
+                owner = include_owner(include, owners, root)
                 if owner is None:
                     problems.append(f"{where}: no kiln library owns that folder")
                 elif owner not in visible:

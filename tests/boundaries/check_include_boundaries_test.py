@@ -80,6 +80,30 @@ class CheckTest(unittest.TestCase):
         self.assertIn('src/kiln/hal/buffer.h:2: #include "kiln/shape/shape.h": kiln_hal does not '
                       "declare kiln_shape", problems[0])
 
+    def test_a_shared_library_of_other_objects_owns_no_folder(self):
+        self.tree()
+        self.write("src/kiln/api/api.cc", '#include "kiln/shape/shape.h"\n')
+        self.target("kiln_api", "OBJECT_LIBRARY", "src/kiln/api", ["api.cc"], ["kiln_shape"])
+        self.target("libapi", "SHARED_LIBRARY", "src/kiln/api", [], ["kiln_api"])
+        self.targets["libapi"]["sources"] = ["$<TARGET_OBJECTS:kiln_api>"]
+        self.assertEqual(self.run_check(), [])
+        # A shared library with a source of its own owns that folder like any library.
+        self.target("libapi", "SHARED_LIBRARY", "src/kiln/api", ["api.cc"], ["kiln_api"])
+        with self.assertRaisesRegex(ValueError, "two libraries"):
+            self.run_check()
+
+    def test_public_headers_belong_to_the_library_of_include(self):
+        self.tree()
+        self.write("include/kiln/kiln.h", "#pragma once\n")
+        self.target("kiln_headers", "INTERFACE_LIBRARY", "include", [], [])
+        self.write("tools/embed.c", '#include "kiln/kiln.h"\n')
+        self.target("embed", "EXECUTABLE", "tools", ["embed.c"], [], [])
+        problems = self.run_check()
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("embed does not declare kiln_headers", problems[0])
+        self.target("embed", "EXECUTABLE", "tools", ["embed.c"], ["kiln_headers"], [])
+        self.assertEqual(self.run_check(), [])
+
     def test_a_folder_without_a_library_is_reported(self):
         self.tree()
         self.write("src/kiln/shape/dims.h", '#include "kiln/nowhere/x.h"\n')

@@ -80,6 +80,9 @@ struct LoadOptions {
 // Serializes `contents` to `path` atomically (temporary file + rename; nothing is left at `path`
 // on error). Errors name the path.
 Status write_module(const ModuleContents& contents, const std::string& path);
+// The bytes write_module would write, in memory (load_module_from_bytes reads them back). Errors as
+// write_module's.
+StatusOr<std::vector<uint8_t>> serialize_module(const ModuleContents& contents);
 
 // Maps and fully verifies a module file. Constants in the result borrow the mapping, which lives
 // as long as any of them or the returned object. Errors (kDataLoss for damage, kInvalidArgument

@@ -1,6 +1,7 @@
 #include "kiln/module/module.h"
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -55,6 +56,26 @@ TEST(Module, RoundTripPreservesEveryField) {
   auto loaded = load_module(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   expect_same_contents(original, **loaded);
+}
+
+TEST(Module, SerializedBytesEqualTheWrittenFileAndLoadBack) {
+  ScratchDir dir;
+  const std::string file_bytes = sample_bytes(dir);
+  auto bytes = serialize_module(sample_contents());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  ASSERT_EQ(bytes->size(), file_bytes.size());
+  EXPECT_EQ(std::memcmp(bytes->data(), file_bytes.data(), file_bytes.size()), 0);
+  auto loaded = load_module_from_bytes(bytes->data(), bytes->size());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  expect_same_contents(sample_contents(), **loaded);
+}
+
+TEST(Module, SerializingInvalidContentsFailsNamingTheModule) {
+  ModuleContents broken = sample_contents();
+  broken.outputs.push_back(9999);
+  auto bytes = serialize_module(broken);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_THAT(bytes.status().message(), HasSubstr("cannot write module:"));
 }
 
 TEST(Module, FileLayoutMatchesTheHeaderContract) {

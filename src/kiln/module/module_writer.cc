@@ -234,56 +234,90 @@ Status for_each_piece(const std::vector<uint8_t>& metadata,
 
 }  // namespace
 
-Status write_module(const ModuleContents& contents, const std::string& path) {
+namespace {
+
+// A module laid out for writing: everything but the bytes themselves, checksum included.
+struct LaidOut {
+  ModuleHeader header;
+  std::vector<uint8_t> metadata;
+  std::vector<ConstantPlacement> placements;
+  uint64_t padding = 0;  // between the metadata and the constants segment
+};
+
+// Verifies `contents` and lays it out; errors read "cannot write <what>: ...".
+StatusOr<LaidOut> lay_out(const ModuleContents& contents, std::string_view what) {
   Status valid = verify_contents(contents);
   if (valid.ok()) valid = check_dim_texts(contents);
   if (!valid.ok()) {
-    return Status(valid.code(), fmt::format("cannot write module '{}': {}", path, valid.message()));
+    return Status(valid.code(), fmt::format("cannot write {}: {}", what, valid.message()));
   }
   if (estimate_metadata_size(contents) >= kMaxMetadataSize) {
-    return out_of_range("cannot write module '{}': its metadata would exceed the 2 GiB limit",
-                        path);
+    return out_of_range("cannot write {}: its metadata would exceed the 2 GiB limit", what);
   }
+  LaidOut out;
   uint64_t constants_size = 0;
   auto placements = place_constants(contents, &constants_size);
   if (!placements.ok()) {
     return Status(placements.status().code(),
-                  fmt::format("cannot write module '{}': {}", path, placements.status().message()));
+                  fmt::format("cannot write {}: {}", what, placements.status().message()));
   }
-  std::vector<uint8_t> metadata = build_metadata(contents, *placements);
-
-  ModuleHeader header;
-  header.metadata_offset = kHeaderSize;
-  header.metadata_size = metadata.size();
-  header.constants_offset = align_to_segment(kHeaderSize + metadata.size());
-  header.constants_size = constants_size;
-  uint64_t padding = header.constants_offset - kHeaderSize - metadata.size();
+  out.placements = std::move(placements).value();
+  out.metadata = build_metadata(contents, out.placements);
+  out.header.metadata_offset = kHeaderSize;
+  out.header.metadata_size = out.metadata.size();
+  out.header.constants_offset = align_to_segment(kHeaderSize + out.metadata.size());
+  out.header.constants_size = constants_size;
+  out.padding = out.header.constants_offset - kHeaderSize - out.metadata.size();
 
   // The checksum precedes the data it covers, so the bytes are visited twice (hash, then write)
   // rather than assembled in memory: constants can be gigabytes.
   std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(),
                                                                    &XXH64_freeState);
   if (state == nullptr || XXH64_reset(state.get(), 0) != XXH_OK) {
-    return internal_error("cannot write module '{}': xxHash state allocation failed", path);
+    return internal_error("cannot write {}: xxHash state allocation failed", what);
   }
-  Status hashed = for_each_piece(metadata, *placements, padding, [&](const void* p, uint64_t n) {
-    if (XXH64_update(state.get(), p, n) != XXH_OK) return internal_error("xxHash update failed");
-    return ok_status();
-  });
-  KILN_RETURN_IF_ERROR(hashed);
-  header.checksum = XXH64_digest(state.get());
+  KILN_RETURN_IF_ERROR(
+      for_each_piece(out.metadata, out.placements, out.padding, [&](const void* p, uint64_t n) {
+        if (XXH64_update(state.get(), p, n) != XXH_OK)
+          return internal_error("xxHash update failed");
+        return ok_status();
+      }));
+  out.header.checksum = XXH64_digest(state.get());
+  return out;
+}
 
+// Feeds every byte of the module file, header first, to `sink`.
+template <typename Sink>
+Status emit(const LaidOut& module, Sink&& sink) {
+  auto header_bytes = encode_header(module.header);
+  KILN_RETURN_IF_ERROR(sink(header_bytes.data(), header_bytes.size()));
+  return for_each_piece(module.metadata, module.placements, module.padding, sink);
+}
+
+}  // namespace
+
+Status write_module(const ModuleContents& contents, const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(LaidOut module, lay_out(contents, fmt::format("module '{}'", path)));
   KILN_ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::open(path));
-  auto header_bytes = encode_header(header);
-  KILN_RETURN_IF_ERROR(out.append(header_bytes.data(), header_bytes.size()));
-  KILN_RETURN_IF_ERROR(for_each_piece(metadata, *placements, padding,
-                                      [&](const void* p, uint64_t n) { return out.append(p, n); }));
-  if (out.bytes_written() != header.constants_offset + header.constants_size) {
+  KILN_RETURN_IF_ERROR(emit(module, [&](const void* p, uint64_t n) { return out.append(p, n); }));
+  const uint64_t expected = module.header.constants_offset + module.header.constants_size;
+  if (out.bytes_written() != expected) {
     return internal_error("module writer produced {} bytes for '{}', expected {}",
-                          out.bytes_written(), path,
-                          header.constants_offset + header.constants_size);
+                          out.bytes_written(), path, expected);
   }
   return out.commit();
+}
+
+StatusOr<std::vector<uint8_t>> serialize_module(const ModuleContents& contents) {
+  KILN_ASSIGN_OR_RETURN(LaidOut module, lay_out(contents, "module"));
+  std::vector<uint8_t> bytes;
+  bytes.reserve(module.header.constants_offset + module.header.constants_size);
+  KILN_RETURN_IF_ERROR(emit(module, [&](const void* p, uint64_t n) {
+    const auto* begin = static_cast<const uint8_t*>(p);
+    bytes.insert(bytes.end(), begin, begin + n);
+    return ok_status();
+  }));
+  return bytes;
 }
 
 }  // namespace kiln::module
