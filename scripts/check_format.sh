@@ -19,7 +19,8 @@ if (($#)); then
   files=("$@")
 else
   mapfile -t files < <(git ls-files -- 'src/*.cc' 'src/*.h' 'include/*.h' 'tools/*.cc' 'tools/*.h' \
-    'tests/*.cc' 'tests/*.h' 'tests/*.c' 'bench/*.cc' 'bench/*.h' 'bench/*.c' 'examples/*.c' 'python/*.cc')
+    'tests/*.cc' 'tests/*.h' 'tests/*.c' 'bench/*.cc' 'bench/*.h' 'bench/*.c' 'examples/*.c' \
+    'python/*.cc')
 fi
 if ((fix)); then
   "$clang_format" -i --style=file "${files[@]}"
