@@ -1,6 +1,12 @@
 """One kiln.Session shared by 8 Python threads, 200 runs each at mixed batch sizes: every output
-equals, bit for bit, the same call made alone (kiln releases the GIL while it runs)."""
+equals, bit for bit, the same call made alone (kiln releases the GIL while it runs).
 
+The threads run in a child process (this file run as a script), so that a crash (memory
+corrupted by a race) fails this test with its signal and the rest of the suite still reports."""
+
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -34,7 +40,8 @@ def small_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_eight_threads_share_one_session():
+def run_threads():
+    """The check itself; returns the failures (empty when every output matched)."""
     session = kiln.Session(kiln.compile(small_model()))
     rng = np.random.default_rng(11)
     # A few inputs per batch size, and each one's output from a single-threaded run.
@@ -64,5 +71,25 @@ def test_eight_threads_share_one_session():
         w.start()
     for w in workers:
         w.join()
-    assert not failures, "\n".join(failures[:10])
-    assert done == [RUNS] * THREADS
+    if done != [RUNS] * THREADS:
+        failures.append(f"runs done per thread: {done}")
+    return failures
+
+
+def test_eight_threads_share_one_session():
+    child = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True,
+                           text=True, env=dict(os.environ), timeout=300)
+    report = (child.stdout + child.stderr)[-4000:]
+    assert child.returncode == 0, (
+        f"the threaded run exited {child.returncode}"
+        f"{' (signal %d)' % -child.returncode if child.returncode < 0 else ''}:\n{report}")
+    assert "all outputs identical" in child.stdout, report
+
+
+if __name__ == "__main__":
+    problems = run_threads()
+    for line in problems[:20]:
+        print(line)
+    if problems:
+        sys.exit(1)
+    print(f"all outputs identical: {THREADS} threads x {RUNS} runs")
