@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 60
 # first input: in `make fuzz` and in `make test`'s small run (shape_fuzz_smoke, via CMake).
 SHAPE_FUZZ_PLANT_NAN ?= 0.25
 
-.PHONY: all setup configure build models test suite demo bench sanitize fuzz clean
+.PHONY: all setup configure build models test suite demo bench sanitize fuzz install clean
 
 all: build
 
@@ -46,13 +46,18 @@ bench: build models
 # The unit and conformance tests again, built by clang with AddressSanitizer +
 # UndefinedBehaviorSanitizer (scripts/hardened_build.sh; the same build `make fuzz` uses). The
 # tests that run the ResNet-50 models are left out (SANITIZE_EXCLUDE): they take tens of minutes
-# under ASan, and the small models exercise the same code.
-SANITIZE_EXCLUDE ?= [Rr]es[Nn]et|kiln_models_suite|TriageCli\.
-sanitize: setup models
+# under ASan, and the small models exercise the same code. So are the tests that load kiln's shared
+# libraries into a program built without ASan (the installed C example, the Python interpreter):
+# ASan must be linked into the executable itself.
+SANITIZE_EXCLUDE ?= [Rr]es[Nn]et|kiln_models_suite|TriageCli\.|install_tree_embeds|python_
+# Then the C program whose 8 threads share one session, built with ThreadSanitizer
+# (scripts/thread_sanitizer_build.sh: the runtime's side only, in $(BUILD)-tsan).
+sanitize: build models
 	@JOBS=$(JOBS) scripts/hardened_build.sh $(BUILD)-fuzz
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD)-fuzz -j$(JOBS) \
 	  --output-on-failure -E '$(SANITIZE_EXCLUDE)'
+	@JOBS=$(JOBS) scripts/thread_sanitizer_build.sh $(BUILD)-tsan $(BUILD)/tools/kiln $(MODELS)
 
 # libFuzzer targets (clang), each run for FUZZ_SECONDS on seeds made from the test models; then
 # kiln's shape fuzzer (docs/shape-fuzz.md) for FUZZ_SECONDS on up to SHAPE_FUZZ_COUNT graphs.
@@ -67,6 +72,14 @@ fuzz: build models
 	  --count $(SHAPE_FUZZ_COUNT) --seconds $(FUZZ_SECONDS) --batch 20 --work $(BUILD)/shape-fuzz \
 	  --json $(BUILD)/shape-fuzz.json --max-refused-fraction $(SHAPE_FUZZ_MAX_REFUSED) \
 	  --plant-nan $(SHAPE_FUZZ_PLANT_NAN)
+
+# Installs kiln under PREFIX: the kiln command, libkiln.so and libkiln_runtime.so with
+# include/kiln/kiln.h, the CMake package and pkg-config files, and the Python package into
+# PREFIX/lib/python3.X/dist-packages (for PREFIX=/usr/local, where Debian's /usr/bin/python3
+# finds it). docs/embedding.md says how to use each.
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD)
