@@ -11,7 +11,9 @@
    bench` on the same module, batch and thread count, alternating: each round one `kiln bench`
    process (--warmup 1, --repeat REPEAT) then REPEAT timed Session.run calls after one warm-up in
    this process. Reports both medians and the median of the per-round ratios Python/kiln
-   (target: at most 1.02).
+   (target: at most 1.02), the ratio of the fastest runs (less sensitive to other processes on
+   a busy machine), and Session.run against kiln_session_run from C in this process (each
+   Python run followed by a C run; the median of the pairs' ratios).
 
 Usage: bench/python_overhead.py --build BUILD [--models MODELS] [--rounds 20] [--calls 2000]
        [--resnet-rounds 5] [--repeat 5] [--batch 1] [--threads 0] [--json OUT.json]
@@ -130,9 +132,11 @@ def resnet(kiln, build, models, work, rounds, repeat, batch, threads):
         data_file = os.path.join(work, f"input_b{batch}.bin")
         x.tofile(data_file)
     session = kiln.Session(module, threads=threads)
-    session.run([x])  # cold run
+    c = CTiming(os.path.join(build, "bench", "libkiln_capi_timing.so"), module, threads)
+    session.run([x])  # cold runs
+    c.ns_per_call(x, 1)
     spec = "x".join(map(str, shape)) + "xf32=@" + data_file
-    kiln_ms, py_ms, ratios = [], [], []
+    kiln_med, kiln_min, py_med, py_min, ratios, c_pairs = [], [], [], [], [], []
     for r in range(rounds):
         report = os.path.join(work, f"bench_{r}.json")
         proc = subprocess.run(
@@ -142,23 +146,30 @@ def resnet(kiln, build, models, work, rounds, repeat, batch, threads):
         if proc.returncode != 0:
             sys.exit(f"python_overhead: kiln bench failed:\n{proc.stderr}")
         with open(report) as f:
-            k = json.load(f)["median_ms"]
+            figures = json.load(f)
         session.run([x])  # warm-up, as kiln bench's
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()
             session.run([x])
             times.append((time.perf_counter() - t0) * 1e3)
-        p = statistics.median(times)
-        kiln_ms.append(k)
-        py_ms.append(p)
-        ratios.append(p / k)
+            # The same run from C in this process, right after: Python / C per adjacent pair.
+            c_pairs.append(times[-1] / (c.ns_per_call(x, 1) / 1e6))
+        kiln_med.append(figures["median_ms"])
+        kiln_min.append(figures["min_ms"])
+        py_med.append(statistics.median(times))
+        py_min.append(min(times))
+        ratios.append(py_med[-1] / kiln_med[-1])
+    c.close()
     return {
         "batch": batch, "threads": threads, "compile_s": compile_s,
-        "kiln_bench_median_ms": statistics.median(kiln_ms),
-        "python_median_ms": statistics.median(py_ms),
+        "kiln_bench_median_ms": statistics.median(kiln_med),
+        "python_median_ms": statistics.median(py_med),
         "ratio": statistics.median(ratios),
         "ratio_rounds": [round(r, 4) for r in ratios],
+        "kiln_bench_min_ms": min(kiln_min), "python_min_ms": min(py_min),
+        "ratio_of_minimums": min(py_min) / min(kiln_min),
+        "python_vs_c_in_process": statistics.median(c_pairs),
         "rounds": rounds, "repeat": repeat,
     }
 
@@ -200,7 +211,10 @@ def main():
                   f"{r['kiln_bench_median_ms']:.1f} ms, Python {r['python_median_ms']:.1f} ms, "
                   f"Python/kiln {r['ratio']:.3f} "
                   f"[{'ok' if r['ratio'] <= 1.02 else 'MISSED'}: target <= 1.02] "
-                  f"(per round: {r['ratio_rounds']})")
+                  f"(per round: {r['ratio_rounds']}); fastest runs: kiln bench "
+                  f"{r['kiln_bench_min_ms']:.1f} ms, Python {r['python_min_ms']:.1f} ms, ratio "
+                  f"{r['ratio_of_minimums']:.3f}; Python / C (kiln_session_run) in this process, "
+                  f"adjacent runs: {r['python_vs_c_in_process']:.3f}")
     summary["load_average_after"] = os.getloadavg()[0]
     if args.json:
         with open(args.json, "w") as f:

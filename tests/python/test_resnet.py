@@ -80,3 +80,30 @@ def test_inference_session_matches_kiln_run_and_onnxruntime(stem, resnet_modules
         # ONNX Runtime's outputs for these inputs (made by tests/models/gen_resnet.py).
         expected = read_f32(os.path.join(model_dir(), f"{stem}.ref_b{batch}.bin"), (batch, 1000))
         kiln.testing.assert_allclose(out, expected, atol=ORT_ATOL, rtol=ORT_RTOL)
+
+
+def test_run_releases_the_gil(resnet_modules):
+    """While one thread is inside Session.run, other Python threads keep running."""
+    import threading
+    import time
+
+    session = kiln.Session(resnet_modules[RESNETS[0]])
+    x = resnet_input(1)
+    session.run([x])  # plan prepared
+    inside = []
+
+    def worker():
+        t0 = time.perf_counter()
+        session.run([x])
+        inside.append((t0, time.perf_counter()))
+
+    ticks = []
+    thread = threading.Thread(target=worker)
+    thread.start()
+    while thread.is_alive():
+        ticks.append(time.perf_counter())
+    thread.join()
+    (t0, t1), = inside
+    during = sum(t0 < t < t1 for t in ticks)
+    # Holding the GIL through the run would leave this thread a switch or two at most.
+    assert during > 1000, f"{during} iterations of the main thread during a {t1 - t0:.3f} s run"
