@@ -65,12 +65,14 @@ const DTypeTable& dtype_table() {
   return *table;
 }
 
-py::dtype numpy_dtype(kiln_dtype dtype, const std::string& what) {
+// The numpy dtype of output `index` ('name'); raises for a kiln dtype numpy lacks (bf16).
+py::dtype numpy_dtype(kiln_dtype dtype, size_t index, const std::string& name) {
   const auto& table = dtype_table();
   if (dtype <= 0 || static_cast<size_t>(dtype) >= table.numpy.size() ||
       table.numpy[dtype] == nullptr) {
-    raise_kiln_error(KILN_UNIMPLEMENTED,
-                     what + ": kiln dtype " + kiln_dtype_name(dtype) + " has no numpy dtype");
+    raise_kiln_error(KILN_UNIMPLEMENTED, "output " + std::to_string(index) + " '" + name +
+                                             "': kiln dtype " + kiln_dtype_name(dtype) +
+                                             " has no numpy dtype");
   }
   return py::reinterpret_borrow<py::dtype>(table.numpy[dtype]);
 }
@@ -160,8 +162,7 @@ py::list wrap_outputs(kiln_outputs* outputs, const std::vector<std::string>& nam
   py::list result(count);
   for (size_t i = 0; i < count; ++i) {
     const kiln_tensor* t = kiln_outputs_get(outputs, i);
-    const std::string what = "output " + std::to_string(i) + " '" + names[i] + "'";
-    py::dtype dtype = numpy_dtype(t->dtype, what);
+    py::dtype dtype = numpy_dtype(t->dtype, i, names[i]);
     std::vector<py::ssize_t> shape(t->dims, t->dims + t->rank);
     if (t->data == nullptr) {  // an empty tensor: numpy needs memory of its own
       result[i] = py::array(dtype, shape);
