@@ -1,6 +1,7 @@
 #include "kiln/runtime/run_state.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kiln/base/checked_math.h"
 #include "kiln/hal/host_tensors.h"
@@ -91,6 +92,29 @@ StatusOr<ConcreteShape> concrete_shape(const module::ModuleValue& value, const B
     return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
   KILN_RETURN_IF_ERROR(element_count(*shape).status());
   return shape;
+}
+
+Status check_output_count(const module::ModuleContents& module, std::span<const Tensor> outputs) {
+  if (outputs.size() == module.outputs.size()) return ok_status();
+  std::vector<std::string> names;
+  for (int32_t id : module.outputs) names.push_back("'" + module.values[id].name + "'");
+  return invalid_argument("the module has {} output(s) ({}), got {} output tensor(s)",
+                          module.outputs.size(), fmt::join(names, ", "), outputs.size());
+}
+
+Status check_output_tensor(const module::ModuleContents& module, size_t index,
+                           const ConcreteShape& shape, const Tensor& tensor) {
+  const module::ModuleValue& value = module.values[module.outputs[index]];
+  if (tensor.dtype() != value.dtype || tensor.shape() != shape) {
+    return invalid_argument("output {} '{}': expected {} {} for these inputs, got {} {}", index,
+                            value.name, dtype_name(value.dtype), shape_to_string(shape),
+                            dtype_name(tensor.dtype()), shape_to_string(tensor.shape()));
+  }
+  if (tensor.byte_size() > 0 && tensor.empty_storage()) {
+    return invalid_argument("output {} '{}': the tensor has no bytes to write its {} into", index,
+                            value.name, tensor.byte_size());
+  }
+  return ok_status();
 }
 
 RunState::RunState(const RunContext& context) : context_(context), plans_(context.limits) {}
@@ -271,9 +295,16 @@ Status RunState::bind_data_symbols(const Stage& stage, const std::map<int32_t, T
 }
 
 StatusOr<std::vector<Tensor>> RunState::run(std::span<const Tensor> inputs, Bindings bindings,
-                                            hal::RunObserver* observer, Bindings* bound) {
+                                            hal::RunObserver* observer, Bindings* bound,
+                                            std::span<Tensor> into) {
   const auto& module = *context_.module;
   const std::vector<Stage>& stages = *context_.stages;
+  if (!into.empty()) KILN_RETURN_IF_ERROR(check_output_count(module, into));
+  // Module value -> the caller tensor it is computed into (the first, for a value listed twice).
+  std::map<int32_t, size_t> into_index;
+  if (!into.empty()) {
+    for (size_t i = 0; i < module.outputs.size(); ++i) into_index.emplace(module.outputs[i], i);
+  }
   // Graph inputs and the values stages hand over, by module value index.
   std::map<int32_t, Tensor> held;
   for (size_t i = 0; i < inputs.size(); ++i) held[module.inputs[i]] = inputs[i];
@@ -288,9 +319,17 @@ StatusOr<std::vector<Tensor>> RunState::run(std::span<const Tensor> inputs, Bind
     KILN_RETURN_IF_ERROR(size_arena(*prepared));
     std::vector<Tensor> stage_inputs;
     for (int32_t in : stage.inputs) stage_inputs.push_back(held.at(in));
+    // The stage's outputs: the caller's tensors for graph outputs run_into writes, else new ones.
     std::vector<Tensor> computed;
-    for (int32_t out : prepared->spec.outputs) {
-      const hal::ValueSpec& value = prepared->spec.values[out];
+    for (size_t i = 0; i < stage.outputs.size(); ++i) {
+      const hal::ValueSpec& value = prepared->spec.values[prepared->spec.outputs[i]];
+      auto target = into_index.find(stage.outputs[i]);
+      if (target != into_index.end()) {
+        const Tensor& tensor = into[target->second];
+        KILN_RETURN_IF_ERROR(check_output_tensor(module, target->second, value.shape, tensor));
+        computed.push_back(tensor);
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(value.dtype, value.shape));
       computed.push_back(std::move(tensor));
     }
@@ -322,14 +361,21 @@ StatusOr<std::vector<Tensor>> RunState::run(std::span<const Tensor> inputs, Bind
   }
 
   std::vector<Tensor> outputs;
-  for (int32_t out : module.outputs) {
+  for (size_t i = 0; i < module.outputs.size(); ++i) {
+    const int32_t out = module.outputs[i];
     const module::ModuleValue& value = module.values[out];
-    if (value.kind == module::ValueKind::kConstant) {
-      outputs.push_back(value.constant.clone());
-    } else if (value.kind == module::ValueKind::kInput) {
-      outputs.push_back(held.at(out).clone());
+    const Tensor& result =
+        value.kind == module::ValueKind::kConstant ? value.constant : held.at(out);
+    if (!into.empty()) {
+      // Computed outputs are in place already; constants, graph inputs and a value listed twice
+      // are copied.
+      KILN_RETURN_IF_ERROR(check_output_tensor(module, i, result.shape(), into[i]));
+      if (into[i].data() != result.data() && result.byte_size() > 0)
+        std::memcpy(into[i].mutable_data(), result.data(), result.byte_size());
+    } else if (value.kind == module::ValueKind::kIntermediate) {
+      outputs.push_back(result);
     } else {
-      outputs.push_back(held.at(out));
+      outputs.push_back(result.clone());
     }
   }
   if (bound != nullptr) *bound = std::move(bindings);

@@ -53,10 +53,15 @@ class RunState {
   RunState& operator=(const RunState&) = delete;
 
   // Runs the module on `inputs` (module().inputs order), whose symbols `bindings` holds
-  // (Session::bind, already checked), and returns the outputs (module().outputs order).
-  // `observer` and `bound` as Session::run.
+  // (Session::bind, already checked). Outputs (module().outputs order) are allocated and returned,
+  // or, when `into` is not empty, written into its tensors, which must have one per output with
+  // the output's dtype and dims (errors name the output; an output whose dims depend on data is
+  // checked once its stage knows them) and writable bytes; then the result is empty. On the CPU
+  // an output's tensor is bound as the run's output buffer (no copy). `observer` and `bound` as
+  // Session::run.
   StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs, Bindings bindings,
-                                    hal::RunObserver* observer, Bindings* bound);
+                                    hal::RunObserver* observer, Bindings* bound,
+                                    std::span<Tensor> into = {});
 
   // Session::describe_dispatches on this state's plans.
   StatusOr<std::vector<std::vector<std::string>>> describe_dispatches(const Bindings& bindings);
@@ -82,5 +87,12 @@ class RunState {
   size_t arena_bytes_ = 0;
   bool plan_evicted_ = false;  // since the arena was last sized
 };
+
+// Caller tensors for a run's outputs (run's `into`): one per module output, and output `index`'s
+// tensor with `shape` (its dims for this run), the output's dtype and bytes. Errors name the
+// output.
+Status check_output_count(const module::ModuleContents& module, std::span<const Tensor> outputs);
+Status check_output_tensor(const module::ModuleContents& module, size_t index,
+                           const ConcreteShape& shape, const Tensor& tensor);
 
 }  // namespace kiln::runtime

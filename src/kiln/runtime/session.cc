@@ -15,6 +15,9 @@ Session::Session(std::shared_ptr<const module::ModuleContents> module,
                  std::unique_ptr<hal::Device> device, PlanCacheLimits limits,
                  uint64_t max_memory_bytes)
     : module_(std::move(module)), device_(std::move(device)), stages_(plan_stages(*module_)) {
+  for (const module::Dispatch& dispatch : module_->dispatches) {
+    data_symbols_.insert(dispatch.data_symbols.begin(), dispatch.data_symbols.end());
+  }
   context_.module = module_.get();
   context_.device = device_.get();
   context_.stages = &stages_;
@@ -120,6 +123,32 @@ StatusOr<std::vector<ConcreteShape>> Session::value_shapes(const Bindings& bindi
   return shapes;
 }
 
+std::string Session::data_symbol_of(const module::ModuleValue& value) const {
+  for (const DimExpr& dim : value.shape) {
+    for (const std::string& symbol : dim.symbols()) {
+      if (data_symbols_.count(symbol)) return symbol;
+    }
+  }
+  return {};
+}
+
+StatusOr<std::vector<ConcreteShape>> Session::output_shapes(std::span<const Tensor> inputs) const {
+  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
+  std::vector<ConcreteShape> shapes;
+  for (size_t i = 0; i < module_->outputs.size(); ++i) {
+    const module::ModuleValue& value = module_->values[module_->outputs[i]];
+    const std::string symbol = data_symbol_of(value);
+    if (!symbol.empty()) {
+      return failed_precondition(
+          "output {} '{}' has dims {} that depend on data: '{}' is known only after a run", i,
+          value.name, shape_to_string(value.shape), symbol);
+    }
+    KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
+}
+
 RunState& Session::acquire() {
   std::lock_guard lock(pool_mutex_);
   if (!idle_.empty()) {
@@ -171,6 +200,22 @@ StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
   KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
   return with_state(
       [&](RunState& state) { return state.run(inputs, std::move(bindings), observer, bound); });
+}
+
+Status Session::run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
+  KILN_RETURN_IF_ERROR(check_output_count(*module_, outputs));
+  // Outputs whose dims the inputs decide are checked before anything runs; the run checks the
+  // others once their stage knows them.
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const module::ModuleValue& value = module_->values[module_->outputs[i]];
+    if (!data_symbol_of(value).empty()) continue;
+    KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
+    KILN_RETURN_IF_ERROR(check_output_tensor(*module_, i, shape, outputs[i]));
+  }
+  return with_state([&](RunState& state) {
+    return state.run(inputs, std::move(bindings), nullptr, nullptr, outputs).status();
+  });
 }
 
 }  // namespace kiln::runtime

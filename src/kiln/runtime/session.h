@@ -7,7 +7,7 @@
 // for the kernels are shared by every plan that uses them (not charged to any plan) and freed with
 // the last one. Inputs and outputs are host tensors, bound to the run in place where the device
 // addresses host memory (the CPU: zero-copy) and copied through device buffers otherwise
-// (hal/host_tensors.h).
+// (hal/host_tensors.h); run_into() writes the outputs into the caller's tensors.
 //
 // Threads: a Session is thread-safe; one loaded Session serves any number of threads at once.
 // What a run changes lives in a run state (run_state.h: the plan cache and the activation arena
@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -94,6 +95,21 @@ class Session {
                                     hal::RunObserver* observer = nullptr,
                                     Bindings* bound = nullptr);
 
+  // run(), writing the outputs into the caller's tensors: `outputs` has one per module output, in
+  // module().outputs order, each with the dtype and dims that output has for these inputs
+  // (output_shapes(); one whose dims depend on data is checked once they are known) and writable
+  // bytes (Tensor::create, or Tensor::borrow_mutable on the caller's memory, aligned at least to
+  // the element size, overlapping no input and no other output). On the CPU each tensor's bytes
+  // are bound as the run's output buffer: written in place, no copy. Errors name the output whose
+  // count, dtype or dims differ; after an error the outputs' contents are unspecified. Safe to
+  // call from many threads at once.
+  Status run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs);
+
+  // The dims each module output has for these inputs, in module().outputs order. Errors: inputs
+  // that bind() refuses; an output whose dims depend on data known only after a run (a data
+  // symbol, stages.h), naming the output and the symbol.
+  StatusOr<std::vector<ConcreteShape>> output_shapes(std::span<const Tensor> inputs) const;
+
   // How each dispatch runs at these bindings (kernels, primitives, reorders with their
   // parameters), one list of lines per module dispatch; prepares them first if needed (on a run
   // state of the pool, as a run). The bindings must include data symbols (run's `bound`). Safe to
@@ -132,11 +148,14 @@ class Session {
     release(state);
     return result;
   }
+  // The first data symbol (stages.h) among the dims of `value`; empty when there is none.
+  std::string data_symbol_of(const module::ModuleValue& value) const;
 
   // Immutable once created, read by every run at once.
   std::shared_ptr<const module::ModuleContents> module_;
   std::unique_ptr<hal::Device> device_;
   std::vector<Stage> stages_;
+  std::set<std::string, std::less<>> data_symbols_;
   RunContext context_;
 
   // The pool of run states (declared after what they read, so they go first).

@@ -69,7 +69,7 @@ TEST(SessionThreads, EightThreadsShareOneSessionBitForBit) {
   }
 
   constexpr int kThreads = 8;
-  constexpr int kRunsPerThread = 40;
+  constexpr int kRunsPerThread = 100;
   std::vector<std::string> failures(kThreads);
   std::latch start(kThreads);
   std::vector<std::thread> threads;
@@ -78,10 +78,18 @@ TEST(SessionThreads, EightThreadsShareOneSessionBitForBit) {
       start.arrive_and_wait();
       for (int r = 0; r < kRunsPerThread && failures[t].empty(); ++r) {
         const Case& c = cases[(3 * t + r) % cases.size()];
-        switch ((t + r) % 2) {
+        switch ((t + r) % 3) {
           case 0: {  // run()
             auto out = session->run(c.inputs);
             failures[t] = out.ok() ? check_outputs(c, *out, "run") : out.status().to_string();
+            break;
+          }
+          case 1: {  // run_into() the caller's tensors
+            std::vector<Tensor> out;
+            for (const Tensor& e : c.expected)
+              out.push_back(Tensor::create(e.dtype(), e.shape()).value());
+            Status status = session->run_into(c.inputs, out);
+            failures[t] = status.ok() ? check_outputs(c, out, "run_into") : status.to_string();
             break;
           }
           default: {  // run() with its bindings, then what the other calls may ask meanwhile
