@@ -89,7 +89,7 @@ TEST(PlanCache, EvictsTheLeastRecentlyUsedPlanAndPreparesItAgainBitForBit) {
   run_at(*session, 5);  // a hit: 5 is now more recent than 6
   EXPECT_EQ(session->plan_cache_stats().hits, 1u);
   run_at(*session, 7);  // evicts 6, the least recently used
-  const runtime::PlanCacheStats& stats = session->plan_cache_stats();
+  const runtime::PlanCacheStats stats = session->plan_cache_stats();
   EXPECT_EQ(stats.plans, 2u);
   EXPECT_EQ(stats.evictions, 1u);
   EXPECT_EQ(stats.misses, 3u);
@@ -130,7 +130,7 @@ TEST(PlanCache, ByteBoundHoldsOverManySizes) {
   auto session = open(m, 1000, one * 3 + one / 2);
   for (int64_t width = 1; width <= 30; ++width) {
     run_at(*session, width);
-    const runtime::PlanCacheStats& stats = session->plan_cache_stats();
+    const runtime::PlanCacheStats stats = session->plan_cache_stats();
     EXPECT_LE(stats.bytes, one * 3 + one / 2) << "width " << width;
     EXPECT_GE(stats.plans, 1u);
   }

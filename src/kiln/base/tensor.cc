@@ -54,6 +54,11 @@ Tensor Tensor::borrow(DType dtype, ConcreteShape shape, const std::byte* data,
   return out;
 }
 
+Tensor Tensor::borrow_mutable(DType dtype, ConcreteShape shape, std::byte* data,
+                              std::shared_ptr<const void> keep_alive) {
+  return borrow(dtype, std::move(shape), data, std::move(keep_alive));
+}
+
 Tensor Tensor::borrow_mapped(DType dtype, ConcreteShape shape, const std::byte* data,
                              std::shared_ptr<const void> keep_alive) {
   Tensor out = borrow(dtype, std::move(shape), data, std::move(keep_alive));

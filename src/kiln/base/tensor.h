@@ -21,9 +21,15 @@ class Tensor {
   Tensor() = default;
   // Zero-filled. Error if the byte size overflows or any dim is negative.
   static StatusOr<Tensor> create(DType dtype, ConcreteShape shape);
-  // Wraps external memory without copying; `keep_alive` owns it (e.g. an mmap'd module).
+  // Wraps external memory without copying, read only; `keep_alive` owns it (e.g. an mmap'd
+  // module) or is null when the caller keeps the memory alive itself.
   static Tensor borrow(DType dtype, ConcreteShape shape, const std::byte* data,
                        std::shared_ptr<const void> keep_alive);
+  // borrow() for memory kiln may write: a caller's buffer that a run writes its outputs into
+  // (runtime::Session::run_into). The caller keeps the memory alive (or `keep_alive` owns it)
+  // and does not read or write it while kiln writes it.
+  static Tensor borrow_mutable(DType dtype, ConcreteShape shape, std::byte* data,
+                               std::shared_ptr<const void> keep_alive);
   // borrow() for bytes inside a MappedFile (kiln/base/file_util.h), which release_resident() may
   // drop from memory.
   static Tensor borrow_mapped(DType dtype, ConcreteShape shape, const std::byte* data,
@@ -42,7 +48,8 @@ class Tensor {
   bool empty_storage() const { return data_ == nullptr; }
 
   const std::byte* data() const { return data_; }
-  // Writable bytes; only valid for tensors made by create() or clone().
+  // Writable bytes; only valid for tensors made by create(), clone() or borrow_mutable() (and
+  // their copies, which share those bytes).
   std::byte* mutable_data() { return const_cast<std::byte*>(data_); }
 
   template <typename T>

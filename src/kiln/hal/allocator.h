@@ -1,6 +1,6 @@
 // Allocator: where a device's buffers come from. The runtime asks its device for the arena of
 // activations (and kernels' temporaries) and for the buffers of graph inputs and outputs; it
-// never allocates device memory itself.
+// never allocates device memory itself. Thread-safe (device.h).
 #pragma once
 
 #include <cstddef>

@@ -5,6 +5,11 @@
 //
 // A backend is a sibling folder of hal/cpu and hal/null implementing Device and Executable,
 // registered in src/kiln/backends.
+//
+// Threads: a runtime::Session shares its device among the runs it serves at once, so every method
+// of a Device, of its Allocator and of its Queue may be called from several threads at once. An
+// Executable runs one call at a time (each belongs to one of the session's run states), while
+// different executables of one device may run at once.
 #pragma once
 
 #include <cstdint>

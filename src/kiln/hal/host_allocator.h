@@ -1,7 +1,8 @@
 // HostAllocator: the allocator of a device that computes in host memory (cpu, null). Every buffer
 // is device-local and host-visible: allocate() returns 64-byte aligned host memory (the arena is
 // the same aligned_alloc block the runtime used to make itself), and wrap_host() binds a
-// caller's memory without a copy, so tensors go in and out of a run zero-copy.
+// caller's memory without a copy, so tensors go in and out of a run zero-copy. It holds no state:
+// thread-safe.
 #pragma once
 
 #include "kiln/hal/allocator.h"

@@ -4,7 +4,9 @@
 // every call is done when it returns.
 //
 // Host memory passed to write() or read(), and the buffers and RunArgs of submit(), must stay
-// valid until finish() returns. One queue per device; not thread-safe.
+// valid until finish() returns. One queue per device, called by several threads at once when a
+// Session runs concurrently (device.h): SyncQueue holds no state; an asynchronous queue must keep
+// each calling thread's work and first error apart (e.g. a stream per thread).
 #pragma once
 
 #include <cstddef>

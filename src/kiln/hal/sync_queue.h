@@ -1,6 +1,7 @@
 // SyncQueue: the queue of a device whose buffers are host-visible and whose executables run on the
 // calling thread (cpu, null). write and read are memcpy; submit calls Executable::run; every call
-// is complete when it returns, so finish() has nothing to wait for.
+// is complete when it returns, so finish() has nothing to wait for. It holds no state, so any
+// number of threads may use it at once.
 #pragma once
 
 #include "kiln/hal/queue.h"

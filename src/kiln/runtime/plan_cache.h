@@ -1,6 +1,7 @@
-// PlanCache: the prepared plans a Session keeps, least recently used first out, bounded by a
-// count and by bytes. A model run at ever new sizes (a text recognizer at every image width, a
-// stage whose sizes come from data) then holds a fixed budget instead of one plan per size.
+// PlanCache: the prepared plans a run state keeps (run_state.h), least recently used first out,
+// bounded by a count and by bytes. A model run at ever new sizes (a text recognizer at every image
+// width, a stage whose sizes come from data) then holds a fixed budget instead of one plan per
+// size.
 //
 // Each plan is inserted with its size in bytes: what evicting it frees (for the CPU backend its
 // workspace, scratchpad and kernels; constants shared with other plans are not charged to any
@@ -8,7 +9,8 @@
 // except the plan just inserted, which always stays: a plan larger than max_bytes alone is kept
 // as the only one, so runs at that size still work and do not prepare their plan again each time.
 //
-// Not thread-safe (a Session runs one call at a time).
+// Not thread-safe: each of a Session's run states has its own cache and runs one call at a time
+// (a Session serves concurrent calls with as many states, session.h).
 #pragma once
 
 #include <cstddef>

@@ -1,37 +1,8 @@
 #include "kiln/runtime/session.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <cstring>
-
 #include <unistd.h>
 
-#include "kiln/base/checked_math.h"
-#include "kiln/hal/host_tensors.h"
-#include "kiln/runtime/memory_planner.h"
-
 namespace kiln::runtime {
-
-struct Session::Prepared {
-  hal::ProgramSpec spec;
-  std::unique_ptr<hal::Executable> executable;
-  std::vector<size_t> offsets;
-  size_t arena_bytes = 0;                // activations, then the executable's scratch
-  size_t scratch_offset = 0;             // where its scratch starts in the arena
-  std::vector<hal::BufferRef> bindings;  // per value, rebuilt for every run (kept for its memory)
-
-  // What evicting the plan frees: the executable's own memory (hal::Executable::memory_bytes)
-  // and the runtime's bookkeeping. Shared constants and the arena are not the plan's.
-  uint64_t bytes() const {
-    uint64_t total = executable->memory_bytes() + sizeof(Prepared) +
-                     offsets.size() * sizeof(size_t) + spec.values.size() * sizeof(hal::ValueSpec) +
-                     spec.dispatches.size() * sizeof(hal::DispatchSpec);
-    for (const hal::ValueSpec& value : spec.values) {
-      if (value.known_value) total += value.known_value->byte_size();
-    }
-    return total;
-  }
-};
 
 uint64_t default_max_memory_bytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -40,33 +11,19 @@ uint64_t default_max_memory_bytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 4 * 3;
 }
 
-namespace {
-
-// Bytes of a value with these dims, saturating instead of wrapping on absurd shapes.
-uint64_t value_bytes(const ConcreteShape& shape, DType dtype) {
-  auto count = checked_product(shape);
-  if (!count) return UINT64_MAX;
-  auto bytes = checked_mul(*count, static_cast<int64_t>(dtype_size(dtype)));
-  return bytes ? static_cast<uint64_t>(*bytes) : UINT64_MAX;
-}
-
-uint64_t saturating_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
-
-Status check_memory(uint64_t needed, uint64_t limit, std::string_view what,
-                    const Bindings& bindings) {
-  if (needed <= limit) return ok_status();
-  std::vector<std::string> values;
-  for (const auto& [symbol, value] : bindings)
-    values.push_back(fmt::format("{}={}", symbol, value));
-  return out_of_range("{} need {} bytes at [{}], over the memory limit of {} bytes (--max-memory)",
-                      what, needed, fmt::join(values, ", "), limit);
-}
-
-}  // namespace
-
 Session::Session(std::shared_ptr<const module::ModuleContents> module,
-                 std::unique_ptr<hal::Device> device, PlanCacheLimits limits)
-    : module_(std::move(module)), device_(std::move(device)), plans_(limits) {}
+                 std::unique_ptr<hal::Device> device, PlanCacheLimits limits,
+                 uint64_t max_memory_bytes)
+    : module_(std::move(module)), device_(std::move(device)), stages_(plan_stages(*module_)) {
+  for (const module::Dispatch& dispatch : module_->dispatches) {
+    data_symbols_.insert(dispatch.data_symbols.begin(), dispatch.data_symbols.end());
+  }
+  context_.module = module_.get();
+  context_.device = device_.get();
+  context_.stages = &stages_;
+  context_.limits = limits;
+  context_.max_memory_bytes = max_memory_bytes;
+}
 
 Session::~Session() = default;
 
@@ -89,12 +46,11 @@ StatusOr<std::unique_ptr<Session>> Session::create(
   PlanCacheLimits limits;
   limits.max_plans = options.max_plans != 0 ? options.max_plans : kDefaultMaxPlans;
   limits.max_bytes = options.max_plan_bytes != 0 ? options.max_plan_bytes : kDefaultMaxPlanBytes;
-  auto session =
-      std::unique_ptr<Session>(new Session(std::move(module), std::move(device), limits));
-  session->stages_ = plan_stages(*session->module_);
-  session->max_memory_bytes_ =
+  if (limits.max_plans == 0) limits.max_plans = 1;
+  const uint64_t max_memory_bytes =
       options.max_memory_bytes != 0 ? options.max_memory_bytes : default_max_memory_bytes();
-  return session;
+  return std::unique_ptr<Session>(
+      new Session(std::move(module), std::move(device), limits, max_memory_bytes));
 }
 
 StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
@@ -157,40 +113,6 @@ StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
   return bindings;
 }
 
-namespace {
-
-// The elements of a value the shape program knows, evaluated for `bindings`.
-StatusOr<Tensor> known_value_tensor(const module::ModuleValue& value, const ConcreteShape& shape,
-                                    const Bindings& bindings) {
-  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(value.dtype, shape));
-  if (out.element_count() != static_cast<int64_t>(value.known_values.size())) {
-    return invalid_argument("value '{}' has {} known elements for shape {}", value.name,
-                            value.known_values.size(), shape_to_string(shape));
-  }
-  for (size_t i = 0; i < value.known_values.size(); ++i) {
-    auto v = value.known_values[i].evaluate(bindings);
-    if (!v.ok()) return std::move(v).status().with_note(fmt::format("in value '{}'", value.name));
-    // f32 and f64 values are whole numbers from shapes cast to float (torch.arange(S).float()).
-    set_element_from_int64(out, static_cast<int64_t>(i), *v);
-  }
-  return out;
-}
-
-}  // namespace
-
-namespace {
-
-// The concrete dims of `value` for `bindings`; errors name the value.
-StatusOr<ConcreteShape> concrete_shape(const module::ModuleValue& value, const Bindings& bindings) {
-  auto shape = evaluate_shape(value.shape, bindings);
-  if (!shape.ok())
-    return std::move(shape).status().with_note(fmt::format("in value '{}'", value.name));
-  KILN_RETURN_IF_ERROR(element_count(*shape).status());
-  return shape;
-}
-
-}  // namespace
-
 StatusOr<std::vector<ConcreteShape>> Session::value_shapes(const Bindings& bindings) const {
   std::vector<ConcreteShape> shapes;
   shapes.reserve(module_->values.size());
@@ -201,263 +123,99 @@ StatusOr<std::vector<ConcreteShape>> Session::value_shapes(const Bindings& bindi
   return shapes;
 }
 
-StatusOr<Session::Prepared*> Session::prepare(size_t stage_index, const Bindings& all_bindings) {
-  // Symbols bound by later stages do not change this stage's plan.
-  PlanKey key(stage_index, all_bindings);
-  for (size_t d = stages_[stage_index].end; d < module_->dispatches.size(); ++d) {
-    for (const std::string& symbol : module_->dispatches[d].data_symbols) key.second.erase(symbol);
-  }
-  if (Prepared* held = plans_.find(key)) return held;
-  const Bindings& bindings = key.second;
-  const auto& module = *module_;
-  const Stage& stage = stages_[stage_index];
-  auto prepared = std::make_unique<Prepared>();
-  hal::ProgramSpec& spec = prepared->spec;
-  // Module value index -> index in this stage's spec.
-  std::map<int32_t, int32_t> local;
-  for (size_t i = 0; i < stage.values.size(); ++i) local[stage.values[i]] = static_cast<int32_t>(i);
-  auto role_of = [&](int32_t v) {
-    if (module.values[v].kind == module::ValueKind::kConstant) return hal::ValueRole::kConstant;
-    if (std::binary_search(stage.inputs.begin(), stage.inputs.end(), v))
-      return hal::ValueRole::kInput;
-    if (std::binary_search(stage.outputs.begin(), stage.outputs.end(), v))
-      return hal::ValueRole::kOutput;
-    return hal::ValueRole::kIntermediate;
-  };
-  for (int32_t v : stage.values) {
-    const module::ModuleValue& value = module.values[v];
-    hal::ValueSpec value_spec;
-    value_spec.name = value.name;
-    value_spec.dtype = value.dtype;
-    KILN_ASSIGN_OR_RETURN(value_spec.shape, concrete_shape(value, bindings));
-    value_spec.role = role_of(v);
-    // Any single activation or output over the limit is refused before the backend sizes kernels.
-    if (value_spec.role == hal::ValueRole::kIntermediate ||
-        value_spec.role == hal::ValueRole::kOutput) {
-      KILN_RETURN_IF_ERROR(check_memory(value_bytes(value_spec.shape, value.dtype),
-                                        max_memory_bytes_,
-                                        fmt::format("value '{}' would", value.name), bindings));
-    }
-    if (value_spec.role == hal::ValueRole::kConstant) value_spec.constant = &value.constant;
-    if (!value.known_values.empty()) {
-      KILN_ASSIGN_OR_RETURN(value_spec.known_value,
-                            known_value_tensor(value, value_spec.shape, bindings));
-    }
-    spec.values.push_back(std::move(value_spec));
-  }
-  for (int32_t d = stage.first; d < stage.end; ++d) {
-    const module::Dispatch& dispatch = module.dispatches[d];
-    hal::DispatchSpec dispatch_spec{
-        dispatch.name, dispatch.op_type, &dispatch.attributes, {}, {}, d, dispatch.origins, {}};
-    for (int32_t in : dispatch.inputs) dispatch_spec.inputs.push_back(in < 0 ? in : local.at(in));
-    for (int32_t out : dispatch.outputs) dispatch_spec.outputs.push_back(local.at(out));
-    for (const std::string& symbol : dispatch.data_symbols) {
-      auto bound = bindings.find(symbol);
-      if (bound == bindings.end()) {
-        return invalid_argument(
-            "symbol '{}' of dispatch '{}' ({}) is bound from data at run time, "
-            "and these bindings lack it",
-            symbol, dispatch.name, dispatch.op_type);
-      }
-      dispatch_spec.data_sizes.push_back(bound->second);
-    }
-    spec.dispatches.push_back(std::move(dispatch_spec));
-  }
-  for (int32_t in : stage.inputs) spec.inputs.push_back(local.at(in));
-  for (int32_t out : stage.outputs) spec.outputs.push_back(local.at(out));
-  KILN_ASSIGN_OR_RETURN(prepared->executable, device_->prepare(spec));
-
-  std::vector<BufferRequest> requests(spec.values.size());
-  for (size_t d = 0; d < spec.dispatches.size(); ++d) {
-    for (int32_t out : spec.dispatches[d].outputs) {
-      requests[out].first = requests[out].last = static_cast<int32_t>(d);
-    }
-    for (int32_t in : spec.dispatches[d].inputs) {
-      if (in >= 0) requests[in].last = static_cast<int32_t>(d);
+std::string Session::data_symbol_of(const module::ModuleValue& value) const {
+  for (const DimExpr& dim : value.shape) {
+    for (const std::string& symbol : dim.symbols()) {
+      if (data_symbols_.count(symbol)) return symbol;
     }
   }
-  uint64_t output_bytes = 0;
-  for (size_t v = 0; v < spec.values.size(); ++v) {
-    const hal::ValueSpec& value = spec.values[v];
-    if (value.role == hal::ValueRole::kIntermediate) {
-      requests[v].bytes = prepared->executable->storage_bytes(static_cast<int32_t>(v));
-      requests[v].same_as = prepared->executable->storage_shared_with(static_cast<int32_t>(v));
-    }
-    if (value.role == hal::ValueRole::kOutput) {
-      output_bytes = saturating_add(output_bytes, value_bytes(value.shape, value.dtype));
-    }
-  }
-  ArenaPlan plan = plan_arena(requests);
-  // The executable's temporaries follow the activations: one arena serves every plan's.
-  const size_t scratch_offset = (plan.arena_bytes + 63) / 64 * 64;
-  const uint64_t arena_bytes =
-      saturating_add(scratch_offset, prepared->executable->scratch_bytes());
-  KILN_RETURN_IF_ERROR(check_memory(saturating_add(arena_bytes, output_bytes), max_memory_bytes_,
-                                    "activations and outputs would", bindings));
-  prepared->offsets = std::move(plan.offsets);
-  prepared->scratch_offset = scratch_offset;
-  prepared->arena_bytes = static_cast<size_t>(arena_bytes);
-  // Stages that bind data symbols share the one cache: a new data size is a new plan like any.
-  const uint64_t bytes = prepared->bytes();
-  return plans_.insert(key, std::move(prepared), bytes,
-                       [&](const PlanKey&, const Prepared&) { plan_evicted_ = true; });
+  return {};
 }
 
-const PlanCacheLimits& Session::plan_cache_limits() const { return plans_.limits(); }
-
-const PlanCacheStats& Session::plan_cache_stats() const { return plans_.stats(); }
-
-Status Session::size_arena(const Prepared& prepared) {
-  // After an eviction the arena may be larger than any held plan needs: give the excess back.
-  size_t needed = prepared.arena_bytes;
-  if (plan_evicted_) {
-    plans_.for_each([&](const PlanKey&, const Prepared& held, uint64_t) {
-      needed = std::max(needed, held.arena_bytes);
-    });
+StatusOr<std::vector<ConcreteShape>> Session::output_shapes(std::span<const Tensor> inputs) const {
+  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
+  std::vector<ConcreteShape> shapes;
+  for (size_t i = 0; i < module_->outputs.size(); ++i) {
+    const module::ModuleValue& value = module_->values[module_->outputs[i]];
+    const std::string symbol = data_symbol_of(value);
+    if (!symbol.empty()) {
+      return failed_precondition(
+          "output {} '{}' has dims {} that depend on data: '{}' is known only after a run", i,
+          value.name, shape_to_string(value.shape), symbol);
+    }
+    KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
+    shapes.push_back(std::move(shape));
   }
-  needed = (needed + 63) / 64 * 64;
-  const bool grow = needed > arena_bytes_;
-  const bool shrink = plan_evicted_ && needed < arena_bytes_;
-  plan_evicted_ = false;
-  if (!grow && !shrink) return ok_status();
-  arena_.reset();
-  arena_bytes_ = 0;
-  if (needed == 0) return ok_status();
-  auto arena = device_->allocator().allocate(needed, hal::MemoryType::kDeviceLocal);
-  if (!arena.ok()) return std::move(arena).status().with_note("allocating the activation arena");
-  arena_ = std::move(arena).value();
-  arena_bytes_ = needed;
-  return ok_status();
+  return shapes;
+}
+
+RunState& Session::acquire() {
+  std::lock_guard lock(pool_mutex_);
+  if (!idle_.empty()) {
+    RunState* state = idle_.back();
+    idle_.pop_back();
+    return *state;
+  }
+  slots_.push_back(Slot{std::make_unique<RunState>(context_), {}, 0});
+  return *slots_.back().state;
+}
+
+void Session::release(RunState& state) {
+  std::lock_guard lock(pool_mutex_);
+  for (Slot& slot : slots_) {
+    if (slot.state.get() != &state) continue;
+    slot.stats = state.plan_cache_stats();
+    slot.arena_bytes = state.arena_bytes();
+  }
+  idle_.push_back(&state);
+}
+
+PlanCacheStats Session::plan_cache_stats() const {
+  std::lock_guard lock(pool_mutex_);
+  PlanCacheStats total;
+  for (const Slot& slot : slots_) {
+    total.plans += slot.stats.plans;
+    total.bytes += slot.stats.bytes;
+    total.hits += slot.stats.hits;
+    total.misses += slot.stats.misses;
+    total.evictions += slot.stats.evictions;
+  }
+  return total;
+}
+
+size_t Session::arena_bytes() const {
+  std::lock_guard lock(pool_mutex_);
+  size_t total = 0;
+  for (const Slot& slot : slots_) total += slot.arena_bytes;
+  return total;
 }
 
 StatusOr<std::vector<std::vector<std::string>>> Session::describe_dispatches(
     const Bindings& bindings) {
-  std::vector<std::vector<std::string>> out;
-  for (size_t s = 0; s < stages_.size(); ++s) {
-    KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(s, bindings));
-    for (int32_t d = 0; d < stages_[s].end - stages_[s].first; ++d) {
-      out.push_back(prepared->executable->describe_dispatch(d));
-    }
-  }
-  return out;
-}
-
-namespace {
-
-// Numbers a stage's dispatches as in the module for an observer of the whole run.
-class StageObserver : public hal::RunObserver {
- public:
-  StageObserver(hal::RunObserver* inner, int32_t first) : inner_(inner), first_(first) {}
-  bool wants_outputs(int32_t dispatch) override { return inner_->wants_outputs(dispatch + first_); }
-  Status after_dispatch(int32_t dispatch, double elapsed_ms,
-                        std::span<const Tensor> outputs) override {
-    return inner_->after_dispatch(dispatch + first_, elapsed_ms, outputs);
-  }
-
- private:
-  hal::RunObserver* inner_;
-  int32_t first_;
-};
-
-}  // namespace
-
-Status Session::bind_data_symbols(const Stage& stage, const std::map<int32_t, Tensor>& held,
-                                  Bindings& bindings) {
-  const auto& module = *module_;
-  const module::Dispatch& dispatch = module.dispatches[stage.first];
-  std::vector<Tensor> inputs;
-  for (int32_t in : dispatch.inputs) {
-    if (in < 0) {
-      inputs.emplace_back();
-    } else if (module.values[in].kind == module::ValueKind::kConstant) {
-      inputs.push_back(module.values[in].constant);
-    } else {
-      inputs.push_back(held.at(in));
-    }
-  }
-  // The module's value indices: data_sizes reads only how many there are.
-  hal::DispatchSpec spec{dispatch.name,    dispatch.op_type, &dispatch.attributes, dispatch.inputs,
-                         dispatch.outputs, stage.first,      dispatch.origins,     {}};
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, device_->data_sizes(spec, inputs));
-  if (sizes.size() != dispatch.data_symbols.size()) {
-    return invalid_argument("dispatch '{}' ({}) gave {} data-dependent sizes for its {} symbols",
-                            dispatch.name, dispatch.op_type, sizes.size(),
-                            dispatch.data_symbols.size());
-  }
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] < 0) {
-      return internal_error("dispatch '{}' ({}) gave size {} for symbol '{}'", dispatch.name,
-                            dispatch.op_type, sizes[i], dispatch.data_symbols[i]);
-    }
-    bindings[dispatch.data_symbols[i]] = sizes[i];
-  }
-  return ok_status();
+  return with_state([&](RunState& state) { return state.describe_dispatches(bindings); });
 }
 
 StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
                                            hal::RunObserver* observer, Bindings* bound) {
   KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
-  const auto& module = *module_;
-  // Graph inputs and the values stages hand over, by module value index.
-  std::map<int32_t, Tensor> held;
-  for (size_t i = 0; i < inputs.size(); ++i) held[module.inputs[i]] = inputs[i];
+  return with_state(
+      [&](RunState& state) { return state.run(inputs, std::move(bindings), observer, bound); });
+}
 
-  for (size_t s = 0; s < stages_.size(); ++s) {
-    const Stage& stage = stages_[s];
-    if (stage.binds_data) {
-      KILN_RETURN_IF_ERROR(bind_data_symbols(stage, held, bindings));
-      KILN_RETURN_IF_ERROR(check_bound_assumptions(module.assumptions, bindings));
-    }
-    KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(s, bindings));
-    KILN_RETURN_IF_ERROR(size_arena(*prepared));
-    std::vector<Tensor> stage_inputs;
-    for (int32_t in : stage.inputs) stage_inputs.push_back(held.at(in));
-    std::vector<Tensor> computed;
-    for (int32_t out : prepared->spec.outputs) {
-      const hal::ValueSpec& value = prepared->spec.values[out];
-      KILN_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(value.dtype, value.shape));
-      computed.push_back(std::move(tensor));
-    }
-    StageObserver stage_observer(observer, stage.first);
-    // Intermediates in the arena; inputs and outputs bound to the host tensors.
-    std::vector<hal::BufferRef>& values = prepared->bindings;
-    values.assign(prepared->spec.values.size(), hal::BufferRef{});
-    for (size_t v = 0; v < values.size(); ++v) {
-      if (prepared->spec.values[v].role == hal::ValueRole::kIntermediate) {
-        values[v] = {arena_.get(), prepared->offsets[v]};
-      }
-    }
-    hal::HostTensorBinding io(*device_);
-    for (size_t i = 0; i < stage_inputs.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(values[prepared->spec.inputs[i]], io.input(stage_inputs[i]));
-    }
-    for (size_t i = 0; i < computed.size(); ++i) {
-      KILN_ASSIGN_OR_RETURN(values[prepared->spec.outputs[i]], io.output(computed[i]));
-    }
-    hal::RunArgs args;
-    args.values = values;
-    if (prepared->arena_bytes > prepared->scratch_offset) {
-      args.scratch = {arena_.get(), prepared->scratch_offset};
-    }
-    args.observer = observer == nullptr || stage.first == 0 ? observer : &stage_observer;
-    KILN_RETURN_IF_ERROR(io.run(*prepared->executable, args));
-    for (size_t i = 0; i < stage.outputs.size(); ++i)
-      held[stage.outputs[i]] = std::move(computed[i]);
+Status Session::run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
+  KILN_RETURN_IF_ERROR(check_output_count(*module_, outputs));
+  // Outputs whose dims the inputs decide are checked before anything runs; the run checks the
+  // others once their stage knows them.
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const module::ModuleValue& value = module_->values[module_->outputs[i]];
+    if (!data_symbol_of(value).empty()) continue;
+    KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
+    KILN_RETURN_IF_ERROR(check_output_tensor(*module_, i, shape, outputs[i]));
   }
-
-  std::vector<Tensor> outputs;
-  for (int32_t out : module.outputs) {
-    const module::ModuleValue& value = module.values[out];
-    if (value.kind == module::ValueKind::kConstant) {
-      outputs.push_back(value.constant.clone());
-    } else if (value.kind == module::ValueKind::kInput) {
-      outputs.push_back(held.at(out).clone());
-    } else {
-      outputs.push_back(held.at(out));
-    }
-  }
-  if (bound != nullptr) *bound = std::move(bindings);
-  return outputs;
+  return with_state([&](RunState& state) {
+    return state.run(inputs, std::move(bindings), nullptr, nullptr, outputs).status();
+  });
 }
 
 }  // namespace kiln::runtime

@@ -5,11 +5,22 @@
 // reuse it. Plans are kept in a cache bounded by a count and by bytes, least recently used first
 // out (plan_cache.h): a model run at any number of sizes holds a fixed budget. Constants reordered
 // for the kernels are shared by every plan that uses them (not charged to any plan) and freed with
-// the last one. All plans run in one arena (activations, then the kernels' temporaries:
-// hal::RunArgs::scratch), a buffer the device allocates (device-local), as large as the largest
-// held plan needs: it grows for a larger plan and shrinks once the plan that needed it is evicted.
-// Inputs and outputs are host tensors, bound to the run in place where the device addresses host
-// memory (the CPU: zero-copy) and copied through device buffers otherwise (hal/host_tensors.h).
+// the last one. Inputs and outputs are host tensors, bound to the run in place where the device
+// addresses host memory (the CPU: zero-copy) and copied through device buffers otherwise
+// (hal/host_tensors.h); run_into() writes the outputs into the caller's tensors.
+//
+// Threads: a Session is thread-safe; one loaded Session serves any number of threads at once.
+// What a run changes lives in a run state (run_state.h: the plan cache and the activation arena
+// its plans run in). The Session keeps a pool of them: each call takes an idle state, or makes one
+// when none is idle, runs on it without holding any lock, and gives it back. Sequential calls
+// therefore reuse one state and its plans; N concurrent calls use N states, so the plan cache's
+// bounds and the arena are per state, and memory grows with the most calls that ever ran at once
+// (states are kept until the Session goes). Outputs do not depend on which state ran a call. The
+// module and the stages are shared and never change; the device is shared too, and safe to call
+// from several threads (hal/device.h). SessionOptions::threads is the number of cores each run
+// uses, set for the calling thread during the run only (OpenMP's team size is per thread), so
+// sessions with different thread counts keep theirs in one process and a caller's own team size
+// is left as it was.
 //
 // The runtime links only base, shape, module and hal (never protobuf, the IR, the passes or a
 // backend; tests/link checks it).
@@ -17,6 +28,8 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +40,7 @@
 #include "kiln/hal/registry.h"
 #include "kiln/module/module.h"
 #include "kiln/runtime/plan_cache.h"
+#include "kiln/runtime/run_state.h"
 #include "kiln/runtime/stages.h"
 #include "kiln/shape/shape.h"
 
@@ -39,9 +53,10 @@ struct SessionOptions {
   // Refuse to run shapes whose activations (arena) plus outputs need more than this many bytes;
   // checked before anything that size is allocated. 0: default_max_memory_bytes().
   uint64_t max_memory_bytes = 0;
-  // Prepared plans kept (one per stage and set of sizes), and their bytes together; the least
-  // recently used go first. 0: kDefaultMaxPlans, kDefaultMaxPlanBytes. A plan over the byte
-  // bound alone is still kept, as the only one (plan_cache.h).
+  // Prepared plans kept (one per stage and set of sizes), and their bytes together, per run state
+  // (each thread running at once has one); the least recently used go first. 0:
+  // kDefaultMaxPlans, kDefaultMaxPlanBytes. A plan over the byte bound alone is still kept, as the
+  // only one (plan_cache.h).
   size_t max_plans = 0;
   uint64_t max_plan_bytes = 0;
   // Wraps the device once created (optional): triage's fault injection (triage/fault_device.h).
@@ -75,46 +90,78 @@ class Session {
   // finishes, dispatches numbered as in module().dispatches (hal::RunObserver). A module with
   // data-dependent sizes runs in stages (stages.h): before each, the symbols its first dispatch
   // binds are computed from that dispatch's inputs. `bound` (optional) receives every symbol's
-  // value in this run, data symbols included.
+  // value in this run, data symbols included. Safe to call from many threads at once.
   StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs,
                                     hal::RunObserver* observer = nullptr,
                                     Bindings* bound = nullptr);
 
+  // run(), writing the outputs into the caller's tensors: `outputs` has one per module output, in
+  // module().outputs order, each with the dtype and dims that output has for these inputs
+  // (output_shapes(); one whose dims depend on data is checked once they are known) and writable
+  // bytes (Tensor::create, or Tensor::borrow_mutable on the caller's memory, aligned at least to
+  // the element size, overlapping no input and no other output). On the CPU each tensor's bytes
+  // are bound as the run's output buffer: written in place, no copy. Errors name the output whose
+  // count, dtype or dims differ; after an error the outputs' contents are unspecified. Safe to
+  // call from many threads at once.
+  Status run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs);
+
+  // The dims each module output has for these inputs, in module().outputs order. Errors: inputs
+  // that bind() refuses; an output whose dims depend on data known only after a run (a data
+  // symbol, stages.h), naming the output and the symbol.
+  StatusOr<std::vector<ConcreteShape>> output_shapes(std::span<const Tensor> inputs) const;
+
   // How each dispatch runs at these bindings (kernels, primitives, reorders with their
-  // parameters), one list of lines per module dispatch; prepares them first if needed. The
-  // bindings must include data symbols (run's `bound`).
+  // parameters), one list of lines per module dispatch; prepares them first if needed (on a run
+  // state of the pool, as a run). The bindings must include data symbols (run's `bound`). Safe to
+  // call while other threads run.
   StatusOr<std::vector<std::vector<std::string>>> describe_dispatches(const Bindings& bindings);
 
   // Concrete shape of every module value for these bindings (data symbols included, as above).
   StatusOr<std::vector<ConcreteShape>> value_shapes(const Bindings& bindings) const;
 
-  // The plan cache's bounds (defaults resolved) and figures.
-  const PlanCacheLimits& plan_cache_limits() const;
-  const PlanCacheStats& plan_cache_stats() const;
-  // Bytes of the activation arena now allocated.
-  size_t arena_bytes() const { return arena_bytes_; }
+  // The plan cache's bounds (defaults resolved), which hold per run state.
+  const PlanCacheLimits& plan_cache_limits() const { return context_.limits; }
+  // The plan caches' figures summed over the run states, each as of its last finished call.
+  PlanCacheStats plan_cache_stats() const;
+  // Bytes of the activation arenas now allocated, summed over the run states as above.
+  size_t arena_bytes() const;
 
  private:
-  struct Prepared;
-  // A stage's index and the bindings its plan depends on.
-  using PlanKey = std::pair<size_t, Bindings>;
+  // A run state, and its figures when it was last given back.
+  struct Slot {
+    std::unique_ptr<RunState> state;
+    PlanCacheStats stats;
+    size_t arena_bytes = 0;
+  };
 
   Session(std::shared_ptr<const module::ModuleContents> module, std::unique_ptr<hal::Device> device,
-          PlanCacheLimits limits);
-  StatusOr<Prepared*> prepare(size_t stage, const Bindings& bindings);
-  // Makes the arena fit `prepared` and, after an eviction, no larger than the held plans need.
-  Status size_arena(const Prepared& prepared);
-  Status bind_data_symbols(const Stage& stage, const std::map<int32_t, Tensor>& held,
-                           Bindings& bindings);
+          PlanCacheLimits limits, uint64_t max_memory_bytes);
+  // An idle run state (the one given back last), or a new one when none is idle.
+  RunState& acquire();
+  // Gives `state` back to the pool, noting its figures.
+  void release(RunState& state);
+  // f(RunState&) on a state of the pool, given back afterwards.
+  template <typename F>
+  auto with_state(F&& f) {
+    RunState& state = acquire();
+    auto result = f(state);
+    release(state);
+    return result;
+  }
+  // The first data symbol (stages.h) among the dims of `value`; empty when there is none.
+  std::string data_symbol_of(const module::ModuleValue& value) const;
 
+  // Immutable once created, read by every run at once.
   std::shared_ptr<const module::ModuleContents> module_;
   std::unique_ptr<hal::Device> device_;
   std::vector<Stage> stages_;
-  PlanCache<PlanKey, Prepared> plans_;
-  uint64_t max_memory_bytes_ = 0;
-  std::unique_ptr<hal::Buffer> arena_;
-  size_t arena_bytes_ = 0;
-  bool plan_evicted_ = false;  // since the arena was last sized
+  std::set<std::string, std::less<>> data_symbols_;
+  RunContext context_;
+
+  // The pool of run states (declared after what they read, so they go first).
+  mutable std::mutex pool_mutex_;
+  std::vector<Slot> slots_;      // every state made
+  std::vector<RunState*> idle_;  // those not running, given back last at the end
 };
 
 }  // namespace kiln::runtime

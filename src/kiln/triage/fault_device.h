@@ -10,6 +10,10 @@
 // supports, data_sizes and the allocator are the wrapped device's; its queue is wrapped so that a
 // submitted faulted executable reaches the wrapped device as the executable it prepared.
 //
+// Threads: as safe as the wrapped device (hal/device.h). The decorator and its queue hold only the
+// fault, which never changes; what a run translates is kept in the executable, which runs one call
+// at a time like any.
+//
 // Users: `KILN_FAULT=... kiln run|bench|triage|test-suite` (the tools read the variable once and
 // decorate every device they create), triage's library (TriageOptions::fault).
 #pragma once

@@ -16,6 +16,9 @@ void use_threads(int threads) {
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
 }
 
+CallerThreads::CallerThreads() : threads_(omp_get_max_threads()) {}
+CallerThreads::~CallerThreads() { use_threads(threads_); }
+
 CpuDevice::CpuDevice(std::shared_ptr<DeviceState> state) : state_(std::move(state)) {}
 CpuDevice::~CpuDevice() = default;
 

@@ -22,8 +22,16 @@
 // the rows M, or B's columns; only k, the summed dim, cannot be a batch). Without AVX2 + FMA they
 // run on oneDNN per sample of dim 0, which holds the invariant for a batch in dim 0 only.
 //
-// Threads: DeviceOptions::threads OpenMP threads (0: all cores), set on the calling thread in
-// prepare() and run(); a dispatch with little work per sample runs on one (thread_policy.h).
+// Threads: DeviceOptions::threads OpenMP threads (0: all cores); a dispatch with little work per
+// sample runs on one (thread_policy.h). The team size is set on the calling thread for each
+// dispatch in prepare() and run(), and the caller's own is back when they return: OpenMP keeps it
+// per thread, so devices with different thread counts, used in turn from one thread or at once
+// from several, each run with theirs.
+//
+// Several threads may call the device at once (a Session's concurrent runs share it): the
+// allocator and queue hold no state, and what prepared executables share is immutable (the
+// oneDNN engine, the thread count) or locked (the weight cache). One executable runs one call at
+// a time (cpu_executable.h).
 #pragma once
 
 #include <memory>

@@ -106,11 +106,8 @@ Status CpuExecutable::run(const RunArgs& args) {
   std::byte* scratchpad =
       parts_.scratchpad_bytes > 0 ? scratch + rounded(parts_.workspace_bytes) : nullptr;
   ExecContext ctx{value_ptrs_, workspace, scratchpad, stream_.get()};
-  // Each dispatch sets its team size; the caller gets the device's back.
-  struct RestoreThreads {
-    int threads;
-    ~RestoreThreads() { use_threads(threads); }
-  } restore{parts_.device->threads};
+  // Each dispatch sets its team size; the caller gets its own back.
+  const CallerThreads restore;
   if (args.observer != nullptr) return run_observed(ctx, *args.observer);
   for (const DispatchSteps& dispatch : parts_.dispatches) {
     use_threads(dispatch.threads);

@@ -6,7 +6,7 @@
 // run() resolves every value's buffer (host-visible: the device's are) to an address and runs the
 // steps in order, each dispatch's under the OpenMP team size it was prepared with
 // (thread_policy.h); it allocates no buffers (oneDNN still builds a small argument map per
-// primitive call). The caller's team size is the device's again when run() returns. With a
+// primitive call). The caller's own team size is back when run() returns. With a
 // RunObserver it runs the steps dispatch by dispatch, timing each and handing observed outputs over
 // as plain tensors (reordered out of blocked layouts). One run at a time per executable: concurrent
 // run() calls on the same executable are not allowed (they share the workspace); different

@@ -14,7 +14,22 @@ struct DeviceState {
 };
 
 // Makes `threads` the OpenMP team size of the calling thread; oneDNN sizes its work partition
-// from it at primitive creation and execution alike.
+// from it at primitive creation and execution alike. OpenMP keeps the team size per thread
+// (nthreads-var), so this changes nothing for other threads.
 void use_threads(int threads);
+
+// Gives the calling thread back the team size it had when this was made, once this goes:
+// prepare() and run() set each dispatch's team size on the caller's thread and leave the caller
+// its own.
+class CallerThreads {
+ public:
+  CallerThreads();
+  ~CallerThreads();
+  CallerThreads(const CallerThreads&) = delete;
+  CallerThreads& operator=(const CallerThreads&) = delete;
+
+ private:
+  int threads_;
+};
 
 }  // namespace kiln::hal::cpu

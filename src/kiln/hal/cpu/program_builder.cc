@@ -297,6 +297,8 @@ Status ProgramBuilder::build_dispatch(size_t index) {
 
 StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   KILN_RETURN_IF_ERROR(validate_spec());
+  // Each dispatch's primitives are made under its team size; the caller gets its own back.
+  const CallerThreads restore;
   use_threads(device_->threads);
   const size_t n = spec_.values.size();
   layouts_.assign(n, std::nullopt);

@@ -1,5 +1,5 @@
 // The per-dispatch team size: small dispatches run on one thread, large ones on all, the choice
-// depends on one sample's work only, and a run leaves the caller with the device's team size.
+// depends on one sample's work only, and prepare and run leave the caller its own team size.
 #include "kiln/hal/cpu/thread_policy.h"
 
 #include <gtest/gtest.h>
@@ -73,6 +73,16 @@ TEST(ThreadPolicy, TheChoiceDependsOnOneSampleNotTheBatch) {
   }
 }
 
+// The team size each dispatch ran with, as its thread sees it right after the dispatch.
+class TeamSizes : public RunObserver {
+ public:
+  Status after_dispatch(int32_t, double, std::span<const Tensor>) override {
+    sizes.push_back(omp_get_max_threads());
+    return ok_status();
+  }
+  std::vector<int> sizes;
+};
+
 TEST(ThreadPolicy, SmallAndLargeDispatchesGiveTheReferenceAndTheCallerKeepsItsTeamSize) {
   SpecBuilder s;
   // A large conv, then a small one on a pooled copy: the program switches team size twice.
@@ -94,16 +104,32 @@ TEST(ThreadPolicy, SmallAndLargeDispatchesGiveTheReferenceAndTheCallerKeepsItsTe
   ASSERT_EQ(dispatch_threads(s.spec().dispatches[2], s.spec().values, 2), 1);
 
   DeviceOptions options;
-  options.threads = 2;
+  options.threads = 3;
   auto device = create_cpu_device(options);
   ASSERT_TRUE(device.ok()) << device.status().to_string();
+  // The caller's team size differs from the device's and from one.
+  const int caller_before = omp_get_max_threads();
+  omp_set_num_threads(5);
   auto exe = (*device)->prepare(s.spec());
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-  EXPECT_EQ(omp_get_max_threads(), 2) << "prepare leaves the caller its team size";
+  EXPECT_EQ(omp_get_max_threads(), 5) << "prepare leaves the caller its team size";
   Tensor input = random_tensor({2, 32, 32, 32}, 4);
-  auto out = run_program(**exe, s.spec(), {input});
+  TeamSizes teams;
+  RunOptions run_options;
+  run_options.observer = &teams;
+  auto out = run_program(**exe, s.spec(), {input}, run_options);
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  EXPECT_EQ(omp_get_max_threads(), 2) << "a run leaves the caller its team size";
+  EXPECT_EQ(omp_get_max_threads(), 5) << "a run leaves the caller its team size";
+  std::vector<int> expected_teams;
+  for (const DispatchSpec& d : s.spec().dispatches)
+    expected_teams.push_back(dispatch_threads(d, s.spec().values, 3));
+  EXPECT_EQ(teams.sizes, expected_teams) << "each dispatch runs with its own team size";
+  EXPECT_EQ(expected_teams.front(), 3);
+  EXPECT_EQ(expected_teams.back(), 1);
+  auto unobserved = run_program(**exe, s.spec(), {input});
+  ASSERT_TRUE(unobserved.ok()) << unobserved.status().to_string();
+  EXPECT_EQ(omp_get_max_threads(), 5) << "a run without observer too";
+  omp_set_num_threads(caller_before);
 
   ConvRef same;
   same.strides = {1, 1};

@@ -15,7 +15,8 @@
 //     in order, with elapsed time 0 and, when it asks, zero-filled outputs.
 //   - data_sizes(): refused (unimplemented), naming the dispatch: the null device has no data to
 //     size outputs from, so a module with data-dependent sizes stops at its first such stage.
-// Buffers are host memory (HostAllocator); the queue completes on the calling thread.
+// Buffers are host memory (HostAllocator); the queue completes on the calling thread. The device
+// holds no state of its own, so any number of threads may use it at once.
 #pragma once
 
 #include <memory>

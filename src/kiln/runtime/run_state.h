@@ -1,0 +1,98 @@
+// RunState: what a run of a Session changes, apart from what it reads. It holds the plans prepared
+// for the sizes it met (a PlanCache: kernels, arena offsets) and the one activation arena they
+// run in, and runs the module's stages on them. A Session keeps a pool of run states; each call
+// takes one for itself (session.h), so concurrent calls never share a plan, an executable or an
+// arena, and sequential calls reuse one state with its plans.
+//
+// The plan cache's bounds apply per state. All plans of a state run in its arena (activations,
+// then the kernels' temporaries: hal::RunArgs::scratch), a buffer the device allocates
+// (device-local), as large as the largest plan the state holds needs: it grows for a larger plan
+// and shrinks once the plan that needed it is evicted. Constants reordered for the kernels are the
+// device's, shared by every plan of every state.
+//
+// Not thread-safe: one call at a time per state. What it reads (RunContext) is immutable, except
+// the device, whose methods are safe to call from several threads at once (hal/device.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/base/status.h"
+#include "kiln/base/tensor.h"
+#include "kiln/hal/device.h"
+#include "kiln/module/module.h"
+#include "kiln/runtime/plan_cache.h"
+#include "kiln/runtime/stages.h"
+#include "kiln/shape/shape.h"
+
+namespace kiln::runtime {
+
+// What every run state of a Session reads; the Session owns it and outlives its states.
+struct RunContext {
+  const module::ModuleContents* module = nullptr;
+  hal::Device* device = nullptr;  // shared by every state
+  const std::vector<Stage>* stages = nullptr;
+  PlanCacheLimits limits;         // per state
+  uint64_t max_memory_bytes = 0;  // per run: activations (arena) plus outputs
+};
+
+// The concrete dims of `value` for `bindings`. Errors name the value.
+StatusOr<ConcreteShape> concrete_shape(const module::ModuleValue& value, const Bindings& bindings);
+
+class RunState {
+ public:
+  explicit RunState(const RunContext& context);
+  ~RunState();
+  RunState(const RunState&) = delete;
+  RunState& operator=(const RunState&) = delete;
+
+  // Runs the module on `inputs` (module().inputs order), whose symbols `bindings` holds
+  // (Session::bind, already checked). Outputs (module().outputs order) are allocated and returned,
+  // or, when `into` is not empty, written into its tensors, which must have one per output with
+  // the output's dtype and dims (errors name the output; an output whose dims depend on data is
+  // checked once its stage knows them) and writable bytes; then the result is empty. On the CPU
+  // an output's tensor is bound as the run's output buffer (no copy). `observer` and `bound` as
+  // Session::run.
+  StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs, Bindings bindings,
+                                    hal::RunObserver* observer, Bindings* bound,
+                                    std::span<Tensor> into = {});
+
+  // Session::describe_dispatches on this state's plans.
+  StatusOr<std::vector<std::vector<std::string>>> describe_dispatches(const Bindings& bindings);
+
+  const PlanCacheStats& plan_cache_stats() const { return plans_.stats(); }
+  // Bytes of the activation arena now allocated.
+  size_t arena_bytes() const { return arena_bytes_; }
+
+ private:
+  struct Prepared;
+  // A stage's index and the bindings its plan depends on.
+  using PlanKey = std::pair<size_t, Bindings>;
+
+  StatusOr<Prepared*> prepare(size_t stage, const Bindings& bindings);
+  // Makes the arena fit `prepared` and, after an eviction, no larger than the held plans need.
+  Status size_arena(const Prepared& prepared);
+  Status bind_data_symbols(const Stage& stage, const std::map<int32_t, Tensor>& held,
+                           Bindings& bindings);
+
+  RunContext context_;
+  PlanCache<PlanKey, Prepared> plans_;
+  std::unique_ptr<hal::Buffer> arena_;
+  size_t arena_bytes_ = 0;
+  bool plan_evicted_ = false;  // since the arena was last sized
+};
+
+// Caller tensors for a run's outputs (run's `into`): one per module output, and output `index`'s
+// tensor with `shape` (its dims for this run), the output's dtype and bytes. Errors name the
+// output.
+Status check_output_count(const module::ModuleContents& module, std::span<const Tensor> outputs);
+Status check_output_tensor(const module::ModuleContents& module, size_t index,
+                           const ConcreteShape& shape, const Tensor& tensor);
+
+}  // namespace kiln::runtime
