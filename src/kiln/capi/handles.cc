@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "kiln/base/checked_math.h"
 
 namespace kiln::capi {
@@ -94,8 +96,8 @@ StatusOr<Tensor> writable_tensor_from_c(const kiln_tensor& tensor, const std::st
     return invalid_argument("{}: data at {} is not aligned to its {}-byte elements", what,
                             tensor.data, dtype_size(static_cast<DType>(tensor.dtype)));
   }
-  return Tensor::borrow(static_cast<DType>(tensor.dtype), std::move(shape),
-                        static_cast<const std::byte*>(tensor.data), nullptr);
+  return Tensor::borrow_mutable(static_cast<DType>(tensor.dtype), std::move(shape),
+                                static_cast<std::byte*>(tensor.data), nullptr);
 }
 
 }  // namespace kiln::capi

@@ -1,9 +1,6 @@
 // The C API's session functions (include/kiln/kiln.h): creating sessions and running them.
 #include <fmt/format.h>
 
-#include <cstring>
-#include <set>
-
 #include "kiln/backends/builtin.h"
 #include "kiln/capi/handles.h"
 #include "kiln/hal/registry.h"
@@ -55,38 +52,6 @@ StatusOr<std::vector<Tensor>> input_tensors(const kiln_session& session, const k
 Status check_session(const kiln_session* session) {
   if (session == nullptr) return kiln::invalid_argument("session is null");
   return kiln::ok_status();
-}
-
-// The symbols bound from data at run time: outputs using them have sizes known only after a run.
-std::set<std::string> data_symbols(const kiln::module::ModuleContents& contents) {
-  std::set<std::string> out;
-  for (const auto& dispatch : contents.dispatches) {
-    out.insert(dispatch.data_symbols.begin(), dispatch.data_symbols.end());
-  }
-  return out;
-}
-
-StatusOr<kiln::ConcreteShape> output_shape(const kiln_session& session,
-                                           std::span<const Tensor> inputs, size_t index) {
-  const auto& contents = *session.module.loaded->contents;
-  if (index >= contents.outputs.size()) {
-    return kiln::out_of_range("output {} does not exist: the module has {}", index,
-                              contents.outputs.size());
-  }
-  const kiln::module::ModuleValue& value = contents.values[contents.outputs[index]];
-  const std::set<std::string> from_data = data_symbols(contents);
-  for (const kiln::DimExpr& dim : value.shape) {
-    for (const std::string& symbol : dim.symbols()) {
-      if (from_data.count(symbol)) {
-        return kiln::failed_precondition(
-            "output {} '{}' has dims {} that depend on data (symbol '{}'): they are known only "
-            "after a run (use kiln_session_run)",
-            index, value.name, kiln::shape_to_string(value.shape), symbol);
-      }
-    }
-  }
-  KILN_ASSIGN_OR_RETURN(kiln::Bindings bindings, session.session->bind(inputs));
-  return kiln::evaluate_shape(value.shape, bindings);
 }
 
 }  // namespace
@@ -177,20 +142,7 @@ kiln_status* kiln_session_run_into(kiln_session* session, const kiln_tensor* inp
                                                outputs[i], describe("output", i, declared)));
       targets.push_back(std::move(target));
     }
-    // TODO(embed-runtime): Session::run_into writes in place; until it lands, copy.
-    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> results, session->session->run(tensors));
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (results[i].dtype() != targets[i].dtype() || results[i].shape() != targets[i].shape()) {
-        return kiln::invalid_argument(
-            "{}: expected {} {}, got {} {}", describe("output", i, declared),
-            kiln::dtype_name(results[i].dtype()), kiln::shape_to_string(results[i].shape()),
-            kiln::dtype_name(targets[i].dtype()), kiln::shape_to_string(targets[i].shape()));
-      }
-      if (results[i].byte_size() > 0) {
-        std::memcpy(targets[i].mutable_data(), results[i].data(), results[i].byte_size());
-      }
-    }
-    return kiln::ok_status();
+    return session->session->run_into(tensors, targets);
   });
 }
 
@@ -202,7 +154,13 @@ kiln_status* kiln_session_output_dims(kiln_session* session, const kiln_tensor* 
     if (out_rank == nullptr) return kiln::invalid_argument("out_rank is null");
     KILN_ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
                           input_tensors(*session, inputs, input_count));
-    KILN_ASSIGN_OR_RETURN(kiln::ConcreteShape shape, output_shape(*session, tensors, index));
+    const size_t outputs = session->module.loaded->outputs.size();
+    if (index >= outputs) {
+      return kiln::out_of_range("output {} does not exist: the module has {}", index, outputs);
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<kiln::ConcreteShape> shapes,
+                          session->session->output_shapes(tensors));
+    const kiln::ConcreteShape& shape = shapes[index];
     if (shape.size() > max_rank) {
       return kiln::out_of_range("output {} has rank {}, over max_rank {}", index, shape.size(),
                                 max_rank);
