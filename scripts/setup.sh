@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-onnx python3-numpy python3-torch python3-torchvision libonnx-testdata
+  python3-dev pybind11-dev python3-pybind11 python3-pytest python3-pil
   libxml2-utils
   clang clang-format libclang-rt-14-dev libomp-dev
 )
