@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 
@@ -457,6 +458,29 @@ TEST(KilnCliSymbols, OneSymbolBoundToTwoValuesIsRefusedNamingBothInputs) {
         << fragment << " missing in " << bad.output;
   }
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// `kiln --version` names the release (CMake's project version), the oneDNN it runs on and the
+// module format it reads and writes; `kiln --help` shows the release too.
+TEST(KilnCliVersion, VersionNamesKilnOneDnnAndTheModuleFormat) {
+  auto version = testing::run_kiln("--version");
+  EXPECT_EQ(version.exit_code, 0) << version.output;
+  EXPECT_EQ(version.output.rfind("kiln 0.1.0\n", 0), 0u) << version.output;
+  const size_t onednn = version.output.find("\noneDNN ");
+  ASSERT_NE(onednn, std::string::npos) << version.output;
+  EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(version.output[onednn + 8])))
+      << version.output;
+  EXPECT_NE(version.output.find("\nmodule format 1"), std::string::npos) << version.output;
+  auto help = testing::run_kiln("--help");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_NE(help.output.find("kiln 0.1.0"), std::string::npos) << help.output;
+  EXPECT_NE(help.output.find("--version"), std::string::npos) << help.output;
 }
 
 }  // namespace
