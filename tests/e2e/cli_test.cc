@@ -485,3 +485,77 @@ TEST(KilnCliVersion, VersionNamesKilnOneDnnAndTheModuleFormat) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+nlohmann::json info_json(const std::string& file) {
+  auto result = testing::run_kiln("info " + file + " --json 2>/dev/null");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  return nlohmann::json::parse(result.output);
+}
+
+// `kiln info` on a module: inputs and outputs with symbolic shapes, symbols, dispatches,
+// constants and the format; as text and as JSON.
+TEST(KilnCliInfo, AModuleShowsItsSignatureAndContents) {
+  const std::string dir = testing::make_temp_dir("info_module");
+  const std::string module = dir + "/tiny.kmod";
+  ASSERT_EQ(
+      testing::run_kiln("compile " + testing::model_path("small/tiny_cnn.onnx") + " -o " + module)
+          .exit_code,
+      0);
+  auto text = testing::run_kiln("info " + module);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  for (const char* fragment : {"data: f32[N,3,8,8]", "prob: f32[N,10]", "symbols: N",
+                               "dispatches: 8", "format 1", "bytes"}) {
+    EXPECT_NE(text.output.find(fragment), std::string::npos) << fragment << " in\n" << text.output;
+  }
+  const auto info = info_json(module);
+  EXPECT_EQ(info["kind"], "module");
+  EXPECT_EQ(info["format_version"], 1);
+  EXPECT_EQ(info["producer"].get<std::string>().rfind("kiln ", 0), 0u);
+  ASSERT_EQ(info["inputs"].size(), 1u);
+  EXPECT_EQ(info["inputs"][0]["name"], "data");
+  EXPECT_EQ(info["inputs"][0]["dtype"], "f32");
+  EXPECT_EQ(info["inputs"][0]["shape"], nlohmann::json::parse(R"(["N", 3, 8, 8])"));
+  EXPECT_EQ(info["outputs"][0]["shape"], nlohmann::json::parse(R"(["N", 10])"));
+  EXPECT_EQ(info["symbols"], nlohmann::json::parse(R"(["N"])"));
+  EXPECT_EQ(info["dispatches"], 8);
+  EXPECT_GT(info["constant_bytes"].get<int64_t>(), 0);
+  EXPECT_TRUE(info["assumptions"].is_array());
+  auto missing = testing::run_kiln("info " + dir + "/missing.kmod");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("missing.kmod"), std::string::npos) << missing.output;
+}
+
+// Both ResNet-50s, as ONNX and compiled, show the symbolic batch dim N.
+TEST(KilnCliInfo, ResNetModelsAndModulesShowTheSymbolicBatch) {
+  const std::string dir = testing::make_temp_dir("info_resnet");
+  for (const std::string name : {"resnet50-v1-12", "resnet50-v2-7"}) {
+    const std::string model = testing::model_path(name + ".onnx");
+    const std::string module = dir + "/" + name + ".kmod";
+    auto compiled = testing::run_kiln("compile " + model + " -o " + module);
+    ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+    for (const std::string& file : {model, module}) {
+      const auto info = info_json(file);
+      EXPECT_EQ(info["kind"], file == model ? "model" : "module");
+      ASSERT_EQ(info["inputs"].size(), 1u) << info.dump(2);
+      EXPECT_EQ(info["inputs"][0]["name"], "data");
+      EXPECT_EQ(info["inputs"][0]["shape"], nlohmann::json::parse(R"(["N", 3, 224, 224])"));
+      ASSERT_EQ(info["outputs"].size(), 1u) << info.dump(2);
+      EXPECT_EQ(info["outputs"][0]["shape"], nlohmann::json::parse(R"(["N", 1000])"));
+      if (file == model) {
+        EXPECT_GT(info["nodes"].get<int>(), 100);
+        EXPECT_EQ(info["opset"], 17);
+      } else {
+        EXPECT_GT(info["dispatches"].get<int>(), 50);
+        EXPECT_GT(info["constant_bytes"].get<int64_t>(), 90'000'000);
+      }
+    }
+    auto text = testing::run_kiln("info " + model);
+    EXPECT_NE(text.output.find("data: f32[N,3,224,224]"), std::string::npos) << text.output;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

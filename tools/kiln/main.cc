@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
   std::vector<kiln::cli::Command> commands = {
       kiln::cli::add_import_command(app), kiln::cli::add_compile_command(app),
       kiln::cli::add_run_command(app),    kiln::cli::add_bench_command(app),
-      kiln::cli::add_triage_command(app), kiln::cli::add_test_suite_command(app)};
+      kiln::cli::add_triage_command(app), kiln::cli::add_test_suite_command(app),
+      kiln::cli::add_info_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
