@@ -559,3 +559,59 @@ TEST(KilnCliInfo, ResNetModelsAndModulesShowTheSymbolicBatch) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// --input=NAME=SPEC gives the input NAME; positional inputs fill the inputs not named, in order.
+TEST(KilnCliNamedInputs, NamedInputsGoToTheirInputsInAnyOrder) {
+  const std::string dir = testing::make_temp_dir("named_inputs");
+  const std::string module = dir + "/inputs.kmod";
+  ASSERT_EQ(testing::run_kiln("compile " + testing::model_path("small/weights_in_inputs.onnx") +
+                              " --weights-as-inputs -o " + module)
+                .exit_code,
+            0);
+  const std::string run = "run --module=" + module;
+  const std::string x = "'1x1x2x2xf32=1 2 3 4'", w = "'2x1x1x1xf32=3 1'";
+  const std::string expected = " --expected_output='1x2x2x2xf32=3 6 9 12 1 2 3 4' --atol=0";
+  for (const std::string& inputs :
+       {" --input=w=" + w + " --input=x=" + x, " --input=x=" + x + " --input=w=" + w,
+        " --input=w=" + w + " --input=" + x, " --input=" + x + " --input=w=" + w}) {
+    auto result = testing::run_kiln(run + inputs + expected);
+    EXPECT_EQ(result.exit_code, 0) << inputs << "\n" << result.output;
+  }
+  auto bench = testing::run_kiln("bench --module=" + module + " --input=w=" + w +
+                                 " --input=x=" + x + " --warmup=0 --repeat=1");
+  EXPECT_EQ(bench.exit_code, 0) << bench.output;
+}
+
+TEST(KilnCliNamedInputs, UnknownRepeatedOrMissingNamesAreUsageErrors) {
+  const std::string dir = testing::make_temp_dir("named_input_errors");
+  const std::string module = dir + "/inputs.kmod";
+  ASSERT_EQ(testing::run_kiln("compile " + testing::model_path("small/weights_in_inputs.onnx") +
+                              " --weights-as-inputs -o " + module)
+                .exit_code,
+            0);
+  const std::string run = "run --module=" + module;
+  const std::string x = "'1x1x2x2xf32=1 2 3 4'", w = "'2x1x1x1xf32=3 1'";
+  struct Case {
+    std::string inputs;
+    std::vector<std::string> fragments;
+  };
+  for (const Case& c : std::vector<Case>{
+           {" --input=weights=" + w + " --input=" + x, {"no input 'weights'", "inputs are: x, w"}},
+           {" --input=x=" + x + " --input=x=" + x, {"input 'x' is given twice"}},
+           {" --input=w=" + w, {"no value for input 'x'"}},
+           {" --input=w=" + w + " --input=" + x + " --input=" + x, {"the module takes 2: x, w"}}}) {
+    auto result = testing::run_kiln(run + c.inputs);
+    EXPECT_EQ(result.exit_code, 2) << c.inputs << "\n" << result.output;
+    for (const std::string& fragment : c.fragments) {
+      EXPECT_NE(result.output.find(fragment), std::string::npos) << fragment << " in\n"
+                                                                 << result.output;
+    }
+    EXPECT_NE(result.output.find("--input"), std::string::npos) << result.output;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -56,9 +56,8 @@ StatusOr<double> timed_run(runtime::Session& session, const std::vector<Tensor>&
 }
 
 int run_bench(const BenchFlags& flags) {
-  auto loaded = load_tensor_specs("--input", flags.inputs);
+  auto loaded = load_input_specs("--input", flags.inputs);
   if (!loaded.ok()) return report_error("bench", loaded.status());
-  std::vector<Tensor> inputs = std::move(loaded).value();
   runtime::SessionOptions options;
   options.device = flags.device;
   options.threads = flags.threads;
@@ -70,6 +69,10 @@ int run_bench(const BenchFlags& flags) {
   auto load_start = std::chrono::steady_clock::now();
   auto session = runtime::Session::open(flags.module, options);
   if (!session.ok()) return report_error("bench", session.status());
+  auto ordered =
+      order_inputs("--input", std::move(loaded).value(), input_names((*session)->module()));
+  if (!ordered.ok()) return report_error("bench", ordered.status());
+  std::vector<Tensor> inputs = std::move(ordered).value();
   double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
           .count();

@@ -54,8 +54,8 @@ int run_module(const RunFlags& flags) {
     return report_error("run", invalid_argument("--trace-dispatch needs --trace=DIR"));
   }
   // Every spec is checked before any work, so a typo never costs a run or leaves partial output.
-  auto inputs = load_tensor_specs("--input", flags.inputs);
-  if (!inputs.ok()) return report_error("run", inputs.status());
+  auto input_args = load_input_specs("--input", flags.inputs);
+  if (!input_args.ok()) return report_error("run", input_args.status());
   std::vector<OutputSpec> output_specs;
   for (const std::string& spec : flags.outputs) {
     auto parsed = parse_output_spec(spec);
@@ -83,6 +83,8 @@ int run_module(const RunFlags& flags) {
   auto session = runtime::Session::open(flags.module, options);
   if (!session.ok()) return report_error("run", session.status());
   const auto& module = (*session)->module();
+  auto inputs = order_inputs("--input", std::move(input_args).value(), input_names(module));
+  if (!inputs.ok()) return report_error("run", inputs.status());
   if (output_specs.size() > module.outputs.size() || expected->size() > module.outputs.size()) {
     return report_error(
         "run", invalid_argument("the module has {} output(s); got {} --output and {} "
@@ -153,7 +155,8 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
   sub->add_option("--device", flags->device, device_help() + " (default cpu)");
   sub->add_option("--input", flags->inputs,
-                  "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values (repeatable)");
+                  "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values, or NAME=SPEC for the "
+                  "input NAME (repeatable; positional ones fill the inputs not named, in order)");
   sub->add_option("--output", flags->outputs,
                   "where output i goes: @file.bin, @file.npy or - (repeatable)");
   sub->add_option("--expected_output", flags->expected,
