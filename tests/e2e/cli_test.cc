@@ -615,3 +615,28 @@ TEST(KilnCliNamedInputs, UnknownRepeatedOrMissingNamesAreUsageErrors) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// --input=1x3x8x8xf32=0: one value fills the whole tensor (IREE's splat); a wrong count of
+// several values is still an error.
+TEST(KilnCliSplat, OneValueFillsTheWholeInput) {
+  const std::string dir = testing::make_temp_dir("splat");
+  const std::string module = dir + "/inputs.kmod";
+  ASSERT_EQ(testing::run_kiln("compile " + testing::model_path("small/weights_in_inputs.onnx") +
+                              " --weights-as-inputs -o " + module)
+                .exit_code,
+            0);
+  auto result = testing::run_kiln("run --module=" + module +
+                                  " --input=1x1x2x2xf32=2 --input=w=2x1x1x1xf32=3 "
+                                  "--expected_output=1x2x2x2xf32=6 --atol=0");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  auto wrong = testing::run_kiln("run --module=" + module +
+                                 " --input='1x1x2x2xf32=1 2' --input=2x1x1x1xf32=3");
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+  EXPECT_NE(wrong.output.find("needs 4 values, got 2"), std::string::npos) << wrong.output;
+}
+
+}  // namespace
+}  // namespace kiln

@@ -8,6 +8,8 @@
 //   @FILE.npy                .npy, dtype and shape from its header
 //   SHAPExDTYPE=VALUES       inline values, separated by spaces or single commas, row-major;
 //                            their count must equal the element count    2x2xf32=1 2 3 4
+//   SHAPExDTYPE=VALUE        a splat: one value fills every element    1x3x224x224xf32=0
+//                            (at most kMaxTensorFileBytes, like a file)
 //   DTYPE=VALUE              a scalar                                    f32=5
 // SHAPE is dims joined by 'x' (0 allowed: 0x3xf32= is empty); DTYPE is f32 f64 f16 bf16 i64 i32
 // i16 i8 u64 u32 u16 u8 bool. Any extension other than .npy after '@' is read raw,
