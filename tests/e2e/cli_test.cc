@@ -640,3 +640,33 @@ TEST(KilnCliSplat, OneValueFillsTheWholeInput) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// --output=- prints over 1000 values summarized (the first and last 3 along each dim);
+// --print-all prints them all.
+TEST(KilnCliPrint, LargeOutputsAreSummarizedUnlessPrintAll) {
+  const std::string dir = testing::make_temp_dir("print");
+  const std::string module = dir + "/w.kmod";
+  ASSERT_EQ(testing::run_kiln("compile " + testing::model_path("small/weights_in_inputs.onnx") +
+                              " -o " + module)
+                .exit_code,
+            0);
+  const std::string run = "run --module=" + module + " --input=200x1x2x2xf32=1 --output=-";
+  auto summary = testing::run_kiln(run);
+  ASSERT_EQ(summary.exit_code, 0) << summary.output;
+  EXPECT_NE(summary.output.find("200x2x2x2xf32\n[0,0,0,0]: 1.5 1.5\n"), std::string::npos)
+      << summary.output;
+  EXPECT_NE(summary.output.find("[2,1,1,0]: -2 -2\n...\n[197,0,0,0]: 1.5 1.5\n"), std::string::npos)
+      << summary.output;
+  EXPECT_NE(summary.output.find("(1600 values;"), std::string::npos) << summary.output;
+  EXPECT_EQ(summary.output.find("[100,0,0,0]"), std::string::npos) << summary.output;
+  auto all = testing::run_kiln(run + " --print-all");
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_NE(all.output.find("[100,0,0,0]: 1.5 1.5\n"), std::string::npos) << all.output;
+  EXPECT_EQ(all.output.find("..."), std::string::npos) << all.output;
+}
+
+}  // namespace
+}  // namespace kiln

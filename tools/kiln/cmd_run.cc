@@ -29,6 +29,7 @@ struct RunFlags {
   PlanCacheFlags plan_cache;
   std::string profile;  // --profile=trace.json
   int profile_runs = 3;
+  bool print_all = false;  // --print-all
 };
 
 std::string nonfinite_summary(const Tensor& tensor) {
@@ -131,7 +132,7 @@ int run_module(const RunFlags& flags) {
                 format_tensor_type(output.dtype(), output.shape()).c_str(),
                 nonfinite_summary(output).c_str());
     if (i < output_specs.size()) {
-      Status written = write_output(output_specs[i], output, stdout);
+      Status written = write_output(output_specs[i], output, stdout, flags.print_all);
       if (!written.ok())
         return report_error("run", std::move(written).with_note("writing output '" + name + "'"));
     }
@@ -158,7 +159,9 @@ Command add_run_command(CLI::App& app) {
                   "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values, or NAME=SPEC for the "
                   "input NAME (repeatable; positional ones fill the inputs not named, in order)");
   sub->add_option("--output", flags->outputs,
-                  "where output i goes: @file.bin, @file.npy or - (repeatable)");
+                  "where output i goes: @file.bin, @file.npy or - (repeatable); - prints over "
+                  "1000 values summarized, the first and last 3 along each dim");
+  sub->add_flag("--print-all", flags->print_all, "--output=- prints every value");
   sub->add_option("--expected_output", flags->expected,
                   "expected output i, same forms as --input (repeatable)");
   sub->add_option("--atol", flags->atol, "absolute tolerance for --expected_output")

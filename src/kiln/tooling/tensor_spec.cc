@@ -344,9 +344,10 @@ StatusOr<OutputSpec> parse_output_spec(std::string_view spec) {
   return OutputSpec{.to_stdout = false, .path = std::string(path), .format = *format};
 }
 
-Status write_output(const OutputSpec& spec, const Tensor& tensor, std::FILE* stdout_stream) {
+Status write_output(const OutputSpec& spec, const Tensor& tensor, std::FILE* stdout_stream,
+                    bool print_all) {
   if (!spec.to_stdout) return write_tensor_file(spec.path, tensor, spec.format);
-  const std::string text = format_tensor(tensor);
+  const std::string text = print_all ? format_tensor(tensor) : format_tensor_summary(tensor);
   if (std::fwrite(text.data(), 1, text.size(), stdout_stream) != text.size() ||
       std::fflush(stdout_stream) != 0) {
     return data_loss("could not write tensor {} to stdout",

@@ -63,8 +63,9 @@ struct OutputSpec {
 // argument) quote the spec; an unknown extension is an error.
 StatusOr<OutputSpec> parse_output_spec(std::string_view spec);
 
-// Delivers `tensor` where `spec` says: format_tensor text to `stdout_stream`, or an atomic file
-// write (write_tensor_file).
-Status write_output(const OutputSpec& spec, const Tensor& tensor, std::FILE* stdout_stream);
+// Delivers `tensor` where `spec` says: format_tensor_summary text to `stdout_stream`
+// (format_tensor, every value, with `print_all`), or an atomic file write (write_tensor_file).
+Status write_output(const OutputSpec& spec, const Tensor& tensor, std::FILE* stdout_stream,
+                    bool print_all = false);
 
 }  // namespace kiln
