@@ -670,3 +670,36 @@ TEST(KilnCliPrint, LargeOutputsAreSummarizedUnlessPrintAll) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Every --help shows each option's default after its type.
+TEST(KilnCliHelp, EveryHelpShowsTheDefaults) {
+  struct Case {
+    const char* command;
+    std::vector<const char*> fragments;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"run",
+            {"--atol FLOAT:NONNEGATIVE=1e-05", "--rtol FLOAT:NONNEGATIVE=1e-05",
+             "--device TEXT=cpu", "--profile-runs INT:POSITIVE=3", "--max-plans UINT:POSITIVE=64",
+             "--threads INT:NONNEGATIVE=0"}},
+           {"bench", {"--warmup INT:NONNEGATIVE=3", "--repeat INT:POSITIVE=10"}},
+           {"compile", {"--target TEXT=cpu", "--opset-version INT=17"}},
+           {"import", {"--opset-version INT=17"}},
+           {"triage", {"--rtol FLOAT:NONNEGATIVE=0.0001", "--against TEXT=reference"}},
+           {"test-suite", {"--jobs INT:POSITIVE=1", "--backend TEXT=cpu"}}}) {
+    auto help = testing::run_kiln(std::string(c.command) + " --help");
+    EXPECT_EQ(help.exit_code, 0) << help.output;
+    for (const char* fragment : c.fragments) {
+      EXPECT_NE(help.output.find(fragment), std::string::npos)
+          << c.command << ": " << fragment << " in\n"
+          << help.output;
+    }
+    EXPECT_EQ(help.output.find("=[]"), std::string::npos) << help.output;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

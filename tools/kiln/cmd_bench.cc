@@ -206,12 +206,12 @@ Command add_bench_command(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* sub = app.add_subcommand("bench", "time a compiled module");
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
-  sub->add_option("--device", flags->device, device_help() + " (default cpu)");
+  sub->add_option("--device", flags->device, device_help());
   sub->add_option("--input", flags->inputs, "input tensor, as for `kiln run` (repeatable)");
   sub->add_option("--warmup", flags->warmup, "untimed runs after the cold run")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--repeat", flags->repeat, "timed runs")->check(CLI::PositiveNumber);
-  sub->add_option("--threads", flags->threads, "threads (default: all cores)")
+  sub->add_option("--threads", flags->threads, "threads; 0: all cores")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--json", flags->json, "also write the figures as JSON to this file");
   sub->add_flag("--per-dispatch", flags->per_dispatch,

@@ -154,7 +154,7 @@ Command add_run_command(CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* sub = app.add_subcommand("run", "run a compiled module on inputs");
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
-  sub->add_option("--device", flags->device, device_help() + " (default cpu)");
+  sub->add_option("--device", flags->device, device_help());
   sub->add_option("--input", flags->inputs,
                   "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values, or NAME=SPEC for the "
                   "input NAME (repeatable; positional ones fill the inputs not named, in order)");
@@ -168,7 +168,7 @@ Command add_run_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--rtol", flags->rtol, "relative tolerance for --expected_output")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--threads", flags->threads, "threads (default: all cores)")
+  sub->add_option("--threads", flags->threads, "threads; 0: all cores")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--trust-module", flags->trust_module, "skip the module checksum");
   sub->add_option(

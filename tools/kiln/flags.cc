@@ -130,8 +130,9 @@ std::vector<std::string> input_names(const module::ModuleContents& module) {
 void PlanCacheFlags::add_to(CLI::App* sub) {
   sub->add_option("--max-plans", max_plans,
                   "prepared plans kept, one per set of input sizes; the least recently used go "
-                  "first (default 64)")
-      ->check(CLI::PositiveNumber);
+                  "first")
+      ->check(CLI::PositiveNumber)
+      ->default_str("64");
   sub->add_option("--max-plan-bytes", max_plan_bytes,
                   "bytes the kept plans may hold together, e.g. 256M (the default); a plan over "
                   "it alone is still kept");

@@ -65,11 +65,19 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", kiln::cli::version_text(),
                        "print the version of kiln, of oneDNN and of the module format, and exit");
   app.require_subcommand(1);
+  // Every option's default shows in --help (subcommands take this from the app).
+  app.option_defaults()->always_capture_default();
   std::vector<kiln::cli::Command> commands = {
       kiln::cli::add_import_command(app), kiln::cli::add_compile_command(app),
       kiln::cli::add_run_command(app),    kiln::cli::add_bench_command(app),
       kiln::cli::add_triage_command(app), kiln::cli::add_test_suite_command(app),
       kiln::cli::add_info_command(app)};
+  // A repeatable option starts empty: no "=[]" in the help.
+  for (const kiln::cli::Command& command : commands) {
+    for (CLI::Option* option : command.app->get_options()) {
+      if (option->get_default_str() == "[]") option->default_str("");
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
