@@ -703,3 +703,38 @@ TEST(KilnCliHelp, EveryHelpShowsTheDefaults) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// --max-memory takes K/M/G/T and KiB..TiB (powers of 1024) and KB..TB (powers of 1000); a bad
+// value is an error naming the flag and the value.
+TEST(KilnCliMaxMemory, UnitsArePowersOf1024Or1000) {
+  const std::string dir = testing::make_temp_dir("max_memory");
+  const std::string module = dir + "/tiny.kmod";
+  ASSERT_EQ(
+      testing::run_kiln("compile " + testing::model_path("small/tiny_cnn.onnx") + " -o " + module)
+          .exit_code,
+      0);
+  const std::string run = "run --module=" + module + " --input=3x3x8x8xf32=0 --max-memory=";
+  for (const auto& [flag, limit] : std::vector<std::pair<std::string, std::string>>{
+           {"1K", "1024"}, {"1KiB", "1024"}, {"1KB", "1000"}, {"2kb", "2000"}, {"3000", "3000"}}) {
+    auto result = testing::run_kiln(run + flag);
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_NE(result.output.find("over the memory limit of " + limit + " bytes"), std::string::npos)
+        << flag << ": " << result.output;
+  }
+  for (const char* flag : {"64M", "64MiB", "64MB", "1G", "1GiB", "1GB", "1T", "1TiB", "1TB"}) {
+    auto result = testing::run_kiln(run + flag);
+    EXPECT_EQ(result.exit_code, 0) << flag << ": " << result.output;
+  }
+  for (const char* flag : {"lots", "2XB", "0", "20000000T", "1.5G", "-1G", "G"}) {
+    auto result = testing::run_kiln(run + flag);
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_NE(result.output.find(std::string("--max-memory '") + flag + "'"), std::string::npos)
+        << result.output;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

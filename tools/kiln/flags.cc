@@ -1,6 +1,7 @@
 #include "flags.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <optional>
 
@@ -13,21 +14,37 @@
 
 namespace kiln::cli {
 
+namespace {
+
+// The bytes a unit suffix stands for; 0 for an unknown one. Case does not matter.
+uint64_t unit_bytes(std::string_view suffix) {
+  std::string unit;
+  for (char c : suffix) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.empty() || unit == "B") return 1;
+  static constexpr std::string_view kPrefixes = "KMGT";
+  const size_t power = kPrefixes.find(unit[0]);
+  if (power == std::string_view::npos) return 0;
+  const std::string_view rest = std::string_view(unit).substr(1);
+  const uint64_t base = rest == "" || rest == "IB" ? 1024 : rest == "B" ? 1000 : 0;
+  uint64_t bytes = base;
+  for (size_t i = 0; i < power; ++i) bytes *= base;
+  return bytes;
+}
+
+}  // namespace
+
 StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text) {
   uint64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  std::string_view suffix(end, text.data() + text.size() - end);
-  int shift = suffix.empty()  ? 0
-              : suffix == "K" ? 10
-              : suffix == "M" ? 20
-              : suffix == "G" ? 30
-                              : -1;
-  if (error != std::errc() || end == text.data() || shift < 0 || value == 0 ||
-      value > (UINT64_MAX >> shift)) {
-    return invalid_argument("{} '{}': expected a positive byte count such as 1048576, 512M or 2G",
-                            flag, text);
+  const uint64_t unit = unit_bytes(std::string_view(end, text.data() + text.size() - end));
+  if (error != std::errc() || end == text.data() || unit == 0 || value == 0 ||
+      value > UINT64_MAX / unit) {
+    return invalid_argument(
+        "{} '{}': expected a positive byte count such as 1048576, 512M, 2GiB or 4GB (K, M, G, T "
+        "and KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000)",
+        flag, text);
   }
-  return value << shift;
+  return value * unit;
 }
 
 std::string device_help() { return "device to run on: " + hal::device_names(); }

@@ -15,7 +15,8 @@
 
 namespace kiln::cli {
 
-// "1048576", "512K", "64M", "2G" (powers of 1024) → bytes. Errors quote the flag and value.
+// "1048576", "512K", "64M", "2G", "1T" and "2GiB" (powers of 1024), "4GB" (powers of 1000) →
+// bytes; the unit's case does not matter. Errors quote the flag and value.
 StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text);
 
 // `--max-plans` and `--max-plan-bytes` of `kiln run` and `kiln bench` (docs/dynamic-shapes.md).
