@@ -738,3 +738,30 @@ TEST(KilnCliMaxMemory, UnitsArePowersOf1024Or1000) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A model given where a compiled module belongs is refused with the `kiln compile` to run.
+TEST(KilnCliModule, AModelAsTheModuleSuggestsKilnCompile) {
+  const std::string dir = testing::make_temp_dir("model_as_module");
+  const std::string model = testing::model_path("small/tiny_cnn.onnx");
+  for (const std::string command : {"run", "bench"}) {
+    auto result = testing::run_kiln(command + " --module=" + model + " --input=1x3x8x8xf32=0");
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_NE(result.output.find("is a model, not a compiled module"), std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("kiln compile " + model + " -o tiny_cnn.kmod"), std::string::npos)
+        << result.output;
+  }
+  // Whatever its name, a file that is no module says what writes one.
+  const std::string renamed = dir + "/model.bin";
+  std::filesystem::copy_file(model, renamed);
+  auto result = testing::run_kiln("run --module=" + renamed + " --input=1x3x8x8xf32=0");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("kiln compile MODEL -o MODULE.kmod"), std::string::npos)
+      << result.output;
+}
+
+}  // namespace
+}  // namespace kiln

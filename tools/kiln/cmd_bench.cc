@@ -67,7 +67,7 @@ int run_bench(const BenchFlags& flags) {
   if (Status fault = apply_fault_injection(options); !fault.ok())
     return report_error("bench", fault);
   auto load_start = std::chrono::steady_clock::now();
-  auto session = runtime::Session::open(flags.module, options);
+  auto session = open_module("--module", flags.module, options);
   if (!session.ok()) return report_error("bench", session.status());
   auto ordered =
       order_inputs("--input", std::move(loaded).value(), input_names((*session)->module()));
@@ -83,7 +83,7 @@ int run_bench(const BenchFlags& flags) {
     return report_error("bench", std::move(status).with_note("in --against=" + flags.against));
   };
   if (!flags.against.empty()) {
-    auto opened = runtime::Session::open(flags.against, options);
+    auto opened = open_module("--against", flags.against, options);
     if (!opened.ok()) return peer_error(opened.status());
     peer = std::move(opened).value();
   }

@@ -81,7 +81,7 @@ int run_module(const RunFlags& flags) {
     return report_error("run", bounds);
   }
   if (Status fault = apply_fault_injection(options); !fault.ok()) return report_error("run", fault);
-  auto session = runtime::Session::open(flags.module, options);
+  auto session = open_module("--module", flags.module, options);
   if (!session.ok()) return report_error("run", session.status());
   const auto& module = (*session)->module();
   auto inputs = order_inputs("--input", std::move(input_args).value(), input_names(module));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <filesystem>
 #include <optional>
 
 #include <fmt/format.h>
@@ -45,6 +46,24 @@ StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text)
         flag, text);
   }
   return value * unit;
+}
+
+StatusOr<std::unique_ptr<runtime::Session>> open_module(std::string_view flag,
+                                                        const std::string& path,
+                                                        const runtime::SessionOptions& options) {
+  const std::string compile_hint = fmt::format("compile it first: kiln compile {} -o {}.kmod", path,
+                                               std::filesystem::path(path).stem().string());
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".onnx" || ext == ".kir") {
+    return invalid_argument("{}={} is a model, not a compiled module; {}", flag, path,
+                            compile_hint);
+  }
+  auto session = runtime::Session::open(path, options);
+  if (!session.ok() && session.status().message().find("not a kiln module") != std::string::npos) {
+    return std::move(session).status().with_note(fmt::format(
+        "in {}={}: a module is what `kiln compile MODEL -o MODULE.kmod` writes", flag, path));
+  }
+  return session;
 }
 
 std::string device_help() { return "device to run on: " + hal::device_names(); }

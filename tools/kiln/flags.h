@@ -29,6 +29,12 @@ struct PlanCacheFlags {
   Status apply(runtime::SessionOptions& options) const;
 };
 
+// Runtime::Session::open for `--module`-style flags. A model (.onnx, .kir) is refused with a
+// message suggesting `kiln compile`, as is a file that is no module; other errors name the flag.
+StatusOr<std::unique_ptr<runtime::Session>> open_module(std::string_view flag,
+                                                        const std::string& path,
+                                                        const runtime::SessionOptions& options);
+
 // The help text of `--device`: the registered devices, e.g. "device to run on: cpu, null".
 std::string device_help();
 
