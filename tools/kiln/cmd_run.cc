@@ -32,7 +32,9 @@ struct RunFlags {
   bool print_all = false;  // --print-all
 };
 
+// ", NaN: 0/10, Inf: 0/10" for a float tensor; integers and bools have neither, so nothing.
 std::string nonfinite_summary(const Tensor& tensor) {
+  if (!is_float(tensor.dtype())) return "";
   int64_t nan = 0, inf = 0;
   if (tensor.dtype() == DType::kF32) {
     for (float v : tensor.values<float>()) {
@@ -46,7 +48,7 @@ std::string nonfinite_summary(const Tensor& tensor) {
       inf += std::isinf(v);
     }
   }
-  return fmt::format("NaN: {}/{}, Inf: {}/{}", nan, tensor.element_count(), inf,
+  return fmt::format(", NaN: {}/{}, Inf: {}/{}", nan, tensor.element_count(), inf,
                      tensor.element_count());
 }
 
@@ -128,7 +130,7 @@ int run_module(const RunFlags& flags) {
   for (size_t i = 0; i < outputs->size(); ++i) {
     const Tensor& output = (*outputs)[i];
     const std::string& name = module.values[module.outputs[i]].name;
-    std::printf("output %zu '%s': %s, %s\n", i, name.c_str(),
+    std::printf("output %zu '%s': %s%s\n", i, name.c_str(),
                 format_tensor_type(output.dtype(), output.shape()).c_str(),
                 nonfinite_summary(output).c_str());
     if (i < output_specs.size()) {
