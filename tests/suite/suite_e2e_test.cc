@@ -64,6 +64,9 @@ TEST(SuiteFaults, TinyCnnPassesWithoutAFault) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_CONTAINS(r.output, "4 cases");
   EXPECT_CONTAINS(r.output, "4 passed");
+  // The count of models is the filter's, out of the manifest's.
+  EXPECT_CONTAINS(r.output, "running 1 of the suite's ");
+  EXPECT_CONTAINS(r.output, " model(s) (those --filter selects)");
 }
 
 TEST(SuiteFaults, ANanWrittenIntoOneDispatchFailsTheRun) {

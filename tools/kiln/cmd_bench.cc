@@ -56,9 +56,8 @@ StatusOr<double> timed_run(runtime::Session& session, const std::vector<Tensor>&
 }
 
 int run_bench(const BenchFlags& flags) {
-  auto loaded = load_tensor_specs("--input", flags.inputs);
+  auto loaded = load_input_specs("--input", flags.inputs);
   if (!loaded.ok()) return report_error("bench", loaded.status());
-  std::vector<Tensor> inputs = std::move(loaded).value();
   runtime::SessionOptions options;
   options.device = flags.device;
   options.threads = flags.threads;
@@ -68,8 +67,12 @@ int run_bench(const BenchFlags& flags) {
   if (Status fault = apply_fault_injection(options); !fault.ok())
     return report_error("bench", fault);
   auto load_start = std::chrono::steady_clock::now();
-  auto session = runtime::Session::open(flags.module, options);
+  auto session = open_module("--module", flags.module, options);
   if (!session.ok()) return report_error("bench", session.status());
+  auto ordered =
+      order_inputs("--input", std::move(loaded).value(), input_names((*session)->module()));
+  if (!ordered.ok()) return report_error("bench", ordered.status());
+  std::vector<Tensor> inputs = std::move(ordered).value();
   double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
           .count();
@@ -80,7 +83,7 @@ int run_bench(const BenchFlags& flags) {
     return report_error("bench", std::move(status).with_note("in --against=" + flags.against));
   };
   if (!flags.against.empty()) {
-    auto opened = runtime::Session::open(flags.against, options);
+    auto opened = open_module("--against", flags.against, options);
     if (!opened.ok()) return peer_error(opened.status());
     peer = std::move(opened).value();
   }
@@ -203,12 +206,12 @@ Command add_bench_command(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* sub = app.add_subcommand("bench", "time a compiled module");
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
-  sub->add_option("--device", flags->device, device_help() + " (default cpu)");
+  sub->add_option("--device", flags->device, device_help());
   sub->add_option("--input", flags->inputs, "input tensor, as for `kiln run` (repeatable)");
   sub->add_option("--warmup", flags->warmup, "untimed runs after the cold run")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--repeat", flags->repeat, "timed runs")->check(CLI::PositiveNumber);
-  sub->add_option("--threads", flags->threads, "threads (default: all cores)")
+  sub->add_option("--threads", flags->threads, "threads; 0: all cores")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--json", flags->json, "also write the figures as JSON to this file");
   sub->add_flag("--per-dispatch", flags->per_dispatch,

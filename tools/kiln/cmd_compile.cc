@@ -97,8 +97,7 @@ Command add_compile_command(CLI::App& app) {
   sub->add_option(
       "--dump-dispatches", flags->dump_dispatches,
       "also describe every dispatch (ONNX origins, fused ops, symbolic shapes) in this directory");
-  sub->add_option("--opset-version", flags->opset,
-                  "upgrade an .onnx model to this opset (default 17)");
+  sub->add_option("--opset-version", flags->opset, "upgrade an .onnx model to this opset");
   sub->add_flag("--weights-as-inputs", flags->weights_as_inputs,
                 "keep initializers listed in graph.input as runtime inputs");
   return {sub, [flags] { return run_compile(*flags); }};

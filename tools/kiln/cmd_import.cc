@@ -19,7 +19,7 @@ Command add_import_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("import", "import an ONNX model into kiln's IR (.kir)");
   sub->add_option("model", flags->model, "ONNX model file")->required();
   sub->add_option("-o,--output", flags->output, "IR file to write (.kir)")->required();
-  sub->add_option("--opset-version", flags->opset, "upgrade the model to this opset (default 17)");
+  sub->add_option("--opset-version", flags->opset, "upgrade the model to this opset");
   sub->add_flag("--weights-as-inputs", flags->weights_as_inputs,
                 "keep initializers listed in graph.input as runtime inputs");
   return {sub, [flags] {

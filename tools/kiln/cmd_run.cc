@@ -29,9 +29,12 @@ struct RunFlags {
   PlanCacheFlags plan_cache;
   std::string profile;  // --profile=trace.json
   int profile_runs = 3;
+  bool print_all = false;  // --print-all
 };
 
+// ", NaN: 0/10, Inf: 0/10" for a float tensor; integers and bools have neither, so nothing.
 std::string nonfinite_summary(const Tensor& tensor) {
+  if (!is_float(tensor.dtype())) return "";
   int64_t nan = 0, inf = 0;
   if (tensor.dtype() == DType::kF32) {
     for (float v : tensor.values<float>()) {
@@ -45,7 +48,7 @@ std::string nonfinite_summary(const Tensor& tensor) {
       inf += std::isinf(v);
     }
   }
-  return fmt::format("NaN: {}/{}, Inf: {}/{}", nan, tensor.element_count(), inf,
+  return fmt::format(", NaN: {}/{}, Inf: {}/{}", nan, tensor.element_count(), inf,
                      tensor.element_count());
 }
 
@@ -54,8 +57,8 @@ int run_module(const RunFlags& flags) {
     return report_error("run", invalid_argument("--trace-dispatch needs --trace=DIR"));
   }
   // Every spec is checked before any work, so a typo never costs a run or leaves partial output.
-  auto inputs = load_tensor_specs("--input", flags.inputs);
-  if (!inputs.ok()) return report_error("run", inputs.status());
+  auto input_args = load_input_specs("--input", flags.inputs);
+  if (!input_args.ok()) return report_error("run", input_args.status());
   std::vector<OutputSpec> output_specs;
   for (const std::string& spec : flags.outputs) {
     auto parsed = parse_output_spec(spec);
@@ -80,9 +83,11 @@ int run_module(const RunFlags& flags) {
     return report_error("run", bounds);
   }
   if (Status fault = apply_fault_injection(options); !fault.ok()) return report_error("run", fault);
-  auto session = runtime::Session::open(flags.module, options);
+  auto session = open_module("--module", flags.module, options);
   if (!session.ok()) return report_error("run", session.status());
   const auto& module = (*session)->module();
+  auto inputs = order_inputs("--input", std::move(input_args).value(), input_names(module));
+  if (!inputs.ok()) return report_error("run", inputs.status());
   if (output_specs.size() > module.outputs.size() || expected->size() > module.outputs.size()) {
     return report_error(
         "run", invalid_argument("the module has {} output(s); got {} --output and {} "
@@ -125,11 +130,11 @@ int run_module(const RunFlags& flags) {
   for (size_t i = 0; i < outputs->size(); ++i) {
     const Tensor& output = (*outputs)[i];
     const std::string& name = module.values[module.outputs[i]].name;
-    std::printf("output %zu '%s': %s, %s\n", i, name.c_str(),
+    std::printf("output %zu '%s': %s%s\n", i, name.c_str(),
                 format_tensor_type(output.dtype(), output.shape()).c_str(),
                 nonfinite_summary(output).c_str());
     if (i < output_specs.size()) {
-      Status written = write_output(output_specs[i], output, stdout);
+      Status written = write_output(output_specs[i], output, stdout, flags.print_all);
       if (!written.ok())
         return report_error("run", std::move(written).with_note("writing output '" + name + "'"));
     }
@@ -151,18 +156,21 @@ Command add_run_command(CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* sub = app.add_subcommand("run", "run a compiled module on inputs");
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
-  sub->add_option("--device", flags->device, device_help() + " (default cpu)");
+  sub->add_option("--device", flags->device, device_help());
   sub->add_option("--input", flags->inputs,
-                  "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values (repeatable)");
+                  "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values, or NAME=SPEC for the "
+                  "input NAME (repeatable; positional ones fill the inputs not named, in order)");
   sub->add_option("--output", flags->outputs,
-                  "where output i goes: @file.bin, @file.npy or - (repeatable)");
+                  "where output i goes: @file.bin, @file.npy or - (repeatable); - prints over "
+                  "1000 values summarized, the first and last 3 along each dim");
+  sub->add_flag("--print-all", flags->print_all, "--output=- prints every value");
   sub->add_option("--expected_output", flags->expected,
                   "expected output i, same forms as --input (repeatable)");
   sub->add_option("--atol", flags->atol, "absolute tolerance for --expected_output")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--rtol", flags->rtol, "relative tolerance for --expected_output")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--threads", flags->threads, "threads (default: all cores)")
+  sub->add_option("--threads", flags->threads, "threads; 0: all cores")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--trust-module", flags->trust_module, "skip the module checksum");
   sub->add_option(

@@ -106,7 +106,7 @@ Command add_test_suite_command(CLI::App& app) {
   sub->add_option("-j,--jobs", flags->jobs,
                   "models to run in parallel (each gets threads/jobs threads)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--threads", flags->threads, "threads in total (default: all cores)")
+  sub->add_option("--threads", flags->threads, "threads in total; 0: all cores")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--filter", flags->filters,
                   "run only cases whose name (model/variant/size) contains this, or matches it as "

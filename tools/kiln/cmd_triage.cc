@@ -89,20 +89,19 @@ Command add_triage_command(CLI::App& app) {
   sub->add_option("-o,--output-dir", flags->output_dir,
                   "where report.html and the repro go (default: a new kiln-triage-XXXXXX folder in "
                   "$TMPDIR or /tmp, printed at the end)");
-  sub->add_option("--device", flags->device, device_help() + " (default cpu)");
-  sub->add_option("--threads", flags->threads, "threads (default: all cores)")
+  sub->add_option("--device", flags->device, device_help());
+  sub->add_option("--threads", flags->threads, "threads; 0: all cores")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--atol", flags->atol, "absolute tolerance floor per layer (default 1e-5)")
+  sub->add_option("--atol", flags->atol, "absolute tolerance floor per layer")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--rtol", flags->rtol, "relative tolerance per element (default 1e-4)")
+  sub->add_option("--rtol", flags->rtol, "relative tolerance per element")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--scale-tol", flags->scale_tol,
-                  "atol grows by this fraction of the layer's largest |expected| (default 1e-4)")
+                  "atol grows by this fraction of the layer's largest |expected|")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--ort-runner", flags->ort_runner,
                   "tools/ort/run_ort.js, for --against=onnxruntime");
-  sub->add_option("--node", flags->node,
-                  "node.js binary, for --against=onnxruntime (default node)");
+  sub->add_option("--node", flags->node, "node.js binary, for --against=onnxruntime");
   return {sub, [flags] { return run_triage(*flags); }};
 }
 

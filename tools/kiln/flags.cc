@@ -1,6 +1,13 @@
 #include "flags.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kiln/hal/registry.h"
 #include "kiln/tooling/tensor_spec.h"
@@ -8,21 +15,55 @@
 
 namespace kiln::cli {
 
+namespace {
+
+// The bytes a unit suffix stands for; 0 for an unknown one. Case does not matter.
+uint64_t unit_bytes(std::string_view suffix) {
+  std::string unit;
+  for (char c : suffix) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.empty() || unit == "B") return 1;
+  static constexpr std::string_view kPrefixes = "KMGT";
+  const size_t power = kPrefixes.find(unit[0]);
+  if (power == std::string_view::npos) return 0;
+  const std::string_view rest = std::string_view(unit).substr(1);
+  const uint64_t base = rest == "" || rest == "IB" ? 1024 : rest == "B" ? 1000 : 0;
+  uint64_t bytes = base;
+  for (size_t i = 0; i < power; ++i) bytes *= base;
+  return bytes;
+}
+
+}  // namespace
+
 StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text) {
   uint64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  std::string_view suffix(end, text.data() + text.size() - end);
-  int shift = suffix.empty()  ? 0
-              : suffix == "K" ? 10
-              : suffix == "M" ? 20
-              : suffix == "G" ? 30
-                              : -1;
-  if (error != std::errc() || end == text.data() || shift < 0 || value == 0 ||
-      value > (UINT64_MAX >> shift)) {
-    return invalid_argument("{} '{}': expected a positive byte count such as 1048576, 512M or 2G",
-                            flag, text);
+  const uint64_t unit = unit_bytes(std::string_view(end, text.data() + text.size() - end));
+  if (error != std::errc() || end == text.data() || unit == 0 || value == 0 ||
+      value > UINT64_MAX / unit) {
+    return invalid_argument(
+        "{} '{}': expected a positive byte count such as 1048576, 512M, 2GiB or 4GB (K, M, G, T "
+        "and KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000)",
+        flag, text);
   }
-  return value << shift;
+  return value * unit;
+}
+
+StatusOr<std::unique_ptr<runtime::Session>> open_module(std::string_view flag,
+                                                        const std::string& path,
+                                                        const runtime::SessionOptions& options) {
+  const std::string compile_hint = fmt::format("compile it first: kiln compile {} -o {}.kmod", path,
+                                               std::filesystem::path(path).stem().string());
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".onnx" || ext == ".kir") {
+    return invalid_argument("{}={} is a model, not a compiled module; {}", flag, path,
+                            compile_hint);
+  }
+  auto session = runtime::Session::open(path, options);
+  if (!session.ok() && session.status().message().find("not a kiln module") != std::string::npos) {
+    return std::move(session).status().with_note(fmt::format(
+        "in {}={}: a module is what `kiln compile MODEL -o MODULE.kmod` writes", flag, path));
+  }
+  return session;
 }
 
 std::string device_help() { return "device to run on: " + hal::device_names(); }
@@ -44,11 +85,90 @@ StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag,
   return tensors;
 }
 
+namespace {
+
+// "data" for "data=1x3x8x8xf32=@x.bin" or "data=@x.npy"; empty for a plain spec.
+std::string_view input_name(std::string_view spec) {
+  const size_t eq = spec.find('=');
+  if (eq == 0 || eq == std::string_view::npos || spec[0] == '@') return {};
+  const std::string_view name = spec.substr(0, eq), rest = spec.substr(eq + 1);
+  if (parse_tensor_type(name).ok()) return {};
+  if (rest.empty() || (rest[0] != '@' && rest.find('=') == std::string_view::npos)) return {};
+  return name;
+}
+
+}  // namespace
+
+StatusOr<std::vector<InputArg>> load_input_specs(std::string_view flag,
+                                                 const std::vector<std::string>& specs) {
+  std::vector<InputArg> args;
+  for (const std::string& spec : specs) {
+    const std::string_view name = input_name(spec);
+    const std::string_view tensor_spec =
+        name.empty() ? std::string_view(spec) : std::string_view(spec).substr(name.size() + 1);
+    auto tensor = parse_tensor_spec(tensor_spec);
+    if (!tensor.ok()) return std::move(tensor).status().with_note(fmt::format("in {}", flag));
+    args.push_back({std::string(name), std::move(tensor).value()});
+  }
+  return args;
+}
+
+StatusOr<std::vector<Tensor>> order_inputs(std::string_view flag, std::vector<InputArg> args,
+                                           const std::vector<std::string>& input_names) {
+  std::vector<std::optional<Tensor>> slots(input_names.size());
+  std::vector<Tensor> positional;
+  bool named = false;
+  for (InputArg& arg : args) {
+    if (arg.name.empty()) {
+      positional.push_back(std::move(arg.tensor));
+      continue;
+    }
+    named = true;
+    auto it = std::find(input_names.begin(), input_names.end(), arg.name);
+    if (it == input_names.end()) {
+      return invalid_argument("{}={}=...: the module has no input '{}'; its inputs are: {}", flag,
+                              arg.name, arg.name, fmt::join(input_names, ", "));
+    }
+    auto& slot = slots[it - input_names.begin()];
+    if (slot) return invalid_argument("{}: input '{}' is given twice", flag, arg.name);
+    slot = std::move(arg.tensor);
+  }
+  if (!named) return positional;
+  size_t next = 0;
+  for (auto& slot : slots) {
+    if (!slot && next < positional.size()) slot = std::move(positional[next++]);
+  }
+  if (next < positional.size()) {
+    return invalid_argument("{}: {} input(s) given; the module takes {}: {}", flag, args.size(),
+                            input_names.size(), fmt::join(input_names, ", "));
+  }
+  std::vector<Tensor> ordered;
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i]) {
+      ordered.push_back(std::move(*slots[i]));
+    } else {
+      missing.push_back("'" + input_names[i] + "'");
+    }
+  }
+  if (!missing.empty()) {
+    return invalid_argument("{}: no value for input {}", flag, fmt::join(missing, ", "));
+  }
+  return ordered;
+}
+
+std::vector<std::string> input_names(const module::ModuleContents& module) {
+  std::vector<std::string> names;
+  for (int32_t id : module.inputs) names.push_back(module.values[id].name);
+  return names;
+}
+
 void PlanCacheFlags::add_to(CLI::App* sub) {
   sub->add_option("--max-plans", max_plans,
                   "prepared plans kept, one per set of input sizes; the least recently used go "
-                  "first (default 64)")
-      ->check(CLI::PositiveNumber);
+                  "first")
+      ->check(CLI::PositiveNumber)
+      ->default_str("64");
   sub->add_option("--max-plan-bytes", max_plan_bytes,
                   "bytes the kept plans may hold together, e.g. 256M (the default); a plan over "
                   "it alone is still kept");

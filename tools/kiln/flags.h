@@ -10,11 +10,13 @@
 
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
+#include "kiln/module/module.h"
 #include "kiln/runtime/session.h"
 
 namespace kiln::cli {
 
-// "1048576", "512K", "64M", "2G" (powers of 1024) → bytes. Errors quote the flag and value.
+// "1048576", "512K", "64M", "2G", "1T" and "2GiB" (powers of 1024), "4GB" (powers of 1000) →
+// bytes; the unit's case does not matter. Errors quote the flag and value.
 StatusOr<uint64_t> parse_byte_size(std::string_view flag, std::string_view text);
 
 // `--max-plans` and `--max-plan-bytes` of `kiln run` and `kiln bench` (docs/dynamic-shapes.md).
@@ -27,6 +29,12 @@ struct PlanCacheFlags {
   Status apply(runtime::SessionOptions& options) const;
 };
 
+// Runtime::Session::open for `--module`-style flags. A model (.onnx, .kir) is refused with a
+// message suggesting `kiln compile`, as is a file that is no module; other errors name the flag.
+StatusOr<std::unique_ptr<runtime::Session>> open_module(std::string_view flag,
+                                                        const std::string& path,
+                                                        const runtime::SessionOptions& options);
+
 // The help text of `--device`: the registered devices, e.g. "device to run on: cpu, null".
 std::string device_help();
 
@@ -37,5 +45,24 @@ Status apply_fault_injection(runtime::SessionOptions& options);
 // Loads every `--input`-style spec in order; the error names the flag and the spec.
 StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag,
                                                 const std::vector<std::string>& specs);
+
+// One `--input` of `kiln run` / `kiln bench`: a tensor spec, or NAME=SPEC for the module input
+// NAME. A prefix before the first '=' is a NAME when it is no tensor type and the rest is a spec
+// with a type or a file (`data=1x3x8x8xf32=@x.bin`, `data=@x.npy`).
+struct InputArg {
+  std::string name;  // empty for a positional input
+  Tensor tensor;
+};
+// Loads every spec in order; the error names the flag and the spec.
+StatusOr<std::vector<InputArg>> load_input_specs(std::string_view flag,
+                                                 const std::vector<std::string>& specs);
+// The inputs in the order of `input_names`: each named one goes to its input, the positional ones
+// fill the others in order. Without names, the positional ones are returned as given (the
+// session checks their count). Errors name the flag: an unknown name (listing the inputs), a name
+// given twice, more inputs than the module takes, an input left without a value.
+StatusOr<std::vector<Tensor>> order_inputs(std::string_view flag, std::vector<InputArg> args,
+                                           const std::vector<std::string>& input_names);
+// The names of `module`'s inputs, in order.
+std::vector<std::string> input_names(const module::ModuleContents& module);
 
 }  // namespace kiln::cli

@@ -2,9 +2,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "commands.h"
+#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/module/module.h"
 #include "kiln/onnx/tensor_proto_file.h"
 #include "kiln/tooling/tensor_file_codec.h"
 
@@ -34,6 +39,12 @@ void restart_with_short_omp_spin(char** argv) {
   // Only reached when the restart failed: carry on with libgomp's default.
 }
 
+// `kiln --version`: the release, then what a module and a run depend on.
+std::string version_text() {
+  return fmt::format("kiln {}\noneDNN {}\nmodule format {}", KILN_VERSION,
+                     hal::cpu::onednn_version(), module::kFormatVersion);
+}
+
 }  // namespace
 }  // namespace kiln::cli
 
@@ -50,12 +61,23 @@ int main(int argc, char** argv) {
        [](const std::string& path, const kiln::Tensor& tensor) {
          return kiln::onnx_import::write_tensor_proto_file(path, tensor);
        }});
-  CLI::App app{"kiln: ahead-of-time compiler and runtime for ONNX models"};
+  CLI::App app{"kiln " KILN_VERSION ": ahead-of-time compiler and runtime for ONNX models"};
+  app.set_version_flag("--version", kiln::cli::version_text(),
+                       "print the version of kiln, of oneDNN and of the module format, and exit");
   app.require_subcommand(1);
+  // Every option's default shows in --help (subcommands take this from the app).
+  app.option_defaults()->always_capture_default();
   std::vector<kiln::cli::Command> commands = {
       kiln::cli::add_import_command(app), kiln::cli::add_compile_command(app),
       kiln::cli::add_run_command(app),    kiln::cli::add_bench_command(app),
-      kiln::cli::add_triage_command(app), kiln::cli::add_test_suite_command(app)};
+      kiln::cli::add_triage_command(app), kiln::cli::add_test_suite_command(app),
+      kiln::cli::add_info_command(app)};
+  // A repeatable option starts empty: no "=[]" in the help.
+  for (const kiln::cli::Command& command : commands) {
+    for (CLI::Option* option : command.app->get_options()) {
+      if (option->get_default_str() == "[]") option->default_str("");
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -27,12 +27,17 @@ std::string Progress::format_duration(double seconds) {
   return fmt::format("{}:{:02}", total / 60, total % 60);
 }
 
-void Progress::begin(int models, int jobs, int threads_per_job) {
+void Progress::begin(int models, int jobs, int threads_per_job, int manifest_models) {
   std::lock_guard lock(mutex_);
   models_ = models;
   start_ = std::chrono::steady_clock::now();
   if (style_ == Style::kLines) {
-    fmt::print(out_, "running {} model(s), {} at a time, {} thread(s) each\n", models, jobs,
+    const std::string selected =
+        manifest_models > models
+            ? fmt::format("{} of the suite's {} model(s) (those --filter selects)", models,
+                          manifest_models)
+            : fmt::format("{} model(s)", models);
+    fmt::print(out_, "running {}, {} at a time, {} thread(s) each\n", selected, jobs,
                threads_per_job);
     std::fflush(out_);
   }

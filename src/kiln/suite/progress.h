@@ -23,7 +23,8 @@ class Progress {
   // The style for `out`: kBar when it is a terminal, else kLines.
   static Style style_for(std::FILE* out);
 
-  void begin(int models, int jobs, int threads_per_job);
+  // `models` is what runs; `manifest_models`, when more, is the suite's count before --filter.
+  void begin(int models, int jobs, int threads_per_job, int manifest_models = 0);
   void case_started(const std::string& name);
   void case_done(const CaseResult& result);
   void model_done(const std::string& model);

@@ -60,7 +60,8 @@ StatusOr<SuiteResult> run_suite(const Manifest& manifest, const SuiteOptions& op
   if (options.progress) {
     context.on_start = [&](const std::string& name) { options.progress->case_started(name); };
     context.on_done = [&](const CaseResult& result) { options.progress->case_done(result); };
-    options.progress->begin(static_cast<int>(models.size()), jobs, context.threads);
+    options.progress->begin(static_cast<int>(models.size()), jobs, context.threads,
+                            static_cast<int>(manifest.models.size()));
   }
 
   std::vector<std::vector<CaseResult>> per_model(models.size());

@@ -174,4 +174,48 @@ std::string format_tensor(const Tensor& tensor, int line_width) {
   return out;
 }
 
+namespace {
+
+// The rows of a summarized tensor: leading dims longer than 2 * edge show their first and last
+// `edge` indices with a "..." line between; rows longer than that show their ends around "...".
+void summarize_rows(const Tensor& tensor, int64_t edge, size_t dim, int64_t offset,
+                    std::string& out) {
+  const ConcreteShape& shape = tensor.shape();
+  int64_t stride = 1;
+  for (size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
+  if (dim + 1 == shape.size()) {
+    out += format_index(offset, shape) + ":";
+    for (int64_t i = 0; i < shape[dim]; ++i) {
+      if (shape[dim] > 2 * edge && i == edge) {
+        out += " ...";
+        i = shape[dim] - edge;
+      }
+      out += ' ';
+      out += format_element(tensor, offset + i);
+    }
+    out += '\n';
+    return;
+  }
+  for (int64_t i = 0; i < shape[dim]; ++i) {
+    if (shape[dim] > 2 * edge && i == edge) {
+      out += "...\n";
+      i = shape[dim] - edge;
+    }
+    summarize_rows(tensor, edge, dim + 1, offset + i * stride, out);
+  }
+}
+
+}  // namespace
+
+std::string format_tensor_summary(const Tensor& tensor, int64_t edge_items) {
+  if (tensor.element_count() <= kSummarizeOver || tensor.rank() == 0) return format_tensor(tensor);
+  std::string out = format_tensor_type(tensor.dtype(), tensor.shape());
+  out += '\n';
+  summarize_rows(tensor, std::max<int64_t>(edge_items, 1), 0, 0, out);
+  out += fmt::format(
+      "({} values; the first and last {} along each dim shown, --print-all shows all)\n",
+      tensor.element_count(), std::max<int64_t>(edge_items, 1));
+  return out;
+}
+
 }  // namespace kiln

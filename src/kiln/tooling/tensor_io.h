@@ -50,6 +50,18 @@ Status write_tensor_file(const std::string& path, const Tensor& tensor, TensorFi
 // only.
 std::string format_tensor(const Tensor& tensor, int line_width = 100);
 
+// Tensors of more values than this print summarized (as numpy does).
+inline constexpr int64_t kSummarizeOver = 1000;
+
+// format_tensor for up to kSummarizeOver values; above, a summary like numpy's: along each dim
+// the first and last `edge_items` indices, "..." for the rest (a line of its own between rows,
+// within a row between values), then a line saying how many values there are:
+//   2x1000xf32
+//   [0,0]: 0 1 2 ... 997 998 999
+//   [1,0]: 0 1 2 ... 997 998 999
+//   (2000 values; the first and last 3 along each dim shown, --print-all shows all)
+std::string format_tensor_summary(const Tensor& tensor, int64_t edge_items = 3);
+
 // One element as format_tensor prints it. `index` must be in range.
 std::string format_element(const Tensor& tensor, int64_t index);
 

@@ -224,3 +224,29 @@ TEST(FormatTensor, ValuesReadBackExactly) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Over 1000 values, --output=- shows the first and last 3 along each dim, as numpy does.
+TEST(FormatTensorSummary, ShowsTheEndsOfEachDimOverAThousandValues) {
+  std::vector<float> values(8 * 200);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 200);
+  const Tensor t = testing::f32({8, 200}, values);
+  EXPECT_EQ(format_tensor_summary(t),
+            "8x200xf32\n"
+            "[0,0]: 0 1 2 ... 197 198 199\n"
+            "[1,0]: 0 1 2 ... 197 198 199\n"
+            "[2,0]: 0 1 2 ... 197 198 199\n"
+            "...\n"
+            "[5,0]: 0 1 2 ... 197 198 199\n"
+            "[6,0]: 0 1 2 ... 197 198 199\n"
+            "[7,0]: 0 1 2 ... 197 198 199\n"
+            "(1600 values; the first and last 3 along each dim shown, --print-all shows all)\n");
+  // Up to 1000 values: every one, as format_tensor.
+  const Tensor small = testing::f32({10, 100}, std::vector<float>(1000, 1.0f));
+  EXPECT_EQ(format_tensor_summary(small), format_tensor(small));
+}
+
+}  // namespace
+}  // namespace kiln

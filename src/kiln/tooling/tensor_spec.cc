@@ -1,9 +1,11 @@
 #include "kiln/tooling/tensor_spec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -147,11 +149,36 @@ bool parse_value(std::string_view token, Tensor& tensor, int64_t i) {
   return false;
 }
 
+// One value for every element ("1x3x224x224xf32=0"), bounded like a tensor file.
+StatusOr<Tensor> splat(const TensorType& type, std::string_view token, int64_t count,
+                       std::string_view spec) {
+  const uint64_t bytes = static_cast<uint64_t>(count) * dtype_size(type.dtype);
+  if (bytes > kMaxTensorFileBytes) {
+    return out_of_range(
+        "tensor spec {}: {} filled with one value is {} bytes, over the limit of {}", quote(spec),
+        format_tensor_type(type.dtype, type.shape), bytes, kMaxTensorFileBytes);
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor tensor, Tensor::create(type.dtype, type.shape));
+  if (!parse_value(token, tensor, 0)) {
+    return invalid_argument("tensor spec {}: the value '{}' is not a valid {}{}", quote(spec),
+                            token, dtype_name(type.dtype),
+                            type.dtype == DType::kBool ? " (0, 1, true or false)" : "");
+  }
+  // Doubling copies of the first element's bytes.
+  std::byte* data = tensor.mutable_data();
+  const size_t total = tensor.byte_size();
+  for (size_t filled = dtype_size(type.dtype); filled < total; filled *= 2) {
+    std::memcpy(data + filled, data, std::min(filled, total - filled));
+  }
+  return tensor;
+}
+
 StatusOr<Tensor> parse_inline_values(const TensorType& type, std::string_view text,
                                      std::string_view spec) {
   KILN_ASSIGN_OR_RETURN(std::vector<std::string_view> tokens, split_values(text, spec));
   // Checked before allocating, so a huge shape with few values costs nothing.
   const int64_t count = checked_product(type.shape).value_or(-1);
+  if (tokens.size() == 1 && count > 1) return splat(type, tokens[0], count, spec);
   if (static_cast<int64_t>(tokens.size()) != count) {
     return invalid_argument("tensor spec {}: {} needs {} value{}, got {}", quote(spec),
                             format_tensor_type(type.dtype, type.shape), count,
@@ -317,9 +344,10 @@ StatusOr<OutputSpec> parse_output_spec(std::string_view spec) {
   return OutputSpec{.to_stdout = false, .path = std::string(path), .format = *format};
 }
 
-Status write_output(const OutputSpec& spec, const Tensor& tensor, std::FILE* stdout_stream) {
+Status write_output(const OutputSpec& spec, const Tensor& tensor, std::FILE* stdout_stream,
+                    bool print_all) {
   if (!spec.to_stdout) return write_tensor_file(spec.path, tensor, spec.format);
-  const std::string text = format_tensor(tensor);
+  const std::string text = print_all ? format_tensor(tensor) : format_tensor_summary(tensor);
   if (std::fwrite(text.data(), 1, text.size(), stdout_stream) != text.size() ||
       std::fflush(stdout_stream) != 0) {
     return data_loss("could not write tensor {} to stdout",

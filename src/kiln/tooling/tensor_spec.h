@@ -8,6 +8,8 @@
 //   @FILE.npy                .npy, dtype and shape from its header
 //   SHAPExDTYPE=VALUES       inline values, separated by spaces or single commas, row-major;
 //                            their count must equal the element count    2x2xf32=1 2 3 4
+//   SHAPExDTYPE=VALUE        a splat: one value fills every element    1x3x224x224xf32=0
+//                            (at most kMaxTensorFileBytes, like a file)
 //   DTYPE=VALUE              a scalar                                    f32=5
 // SHAPE is dims joined by 'x' (0 allowed: 0x3xf32= is empty); DTYPE is f32 f64 f16 bf16 i64 i32
 // i16 i8 u64 u32 u16 u8 bool. Any extension other than .npy after '@' is read raw,
@@ -61,8 +63,9 @@ struct OutputSpec {
 // argument) quote the spec; an unknown extension is an error.
 StatusOr<OutputSpec> parse_output_spec(std::string_view spec);
 
-// Delivers `tensor` where `spec` says: format_tensor text to `stdout_stream`, or an atomic file
-// write (write_tensor_file).
-Status write_output(const OutputSpec& spec, const Tensor& tensor, std::FILE* stdout_stream);
+// Delivers `tensor` where `spec` says: format_tensor_summary text to `stdout_stream`
+// (format_tensor, every value, with `print_all`), or an atomic file write (write_tensor_file).
+Status write_output(const OutputSpec& spec, const Tensor& tensor, std::FILE* stdout_stream,
+                    bool print_all = false);
 
 }  // namespace kiln

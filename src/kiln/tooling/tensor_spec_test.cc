@@ -150,8 +150,21 @@ TEST(TensorSpec, InlineErrors) {
   spec_error("2xf32=,1 2", StatusCode::kInvalidArgument, "empty value around a ','");
   spec_error("2xf32=1 2,", StatusCode::kInvalidArgument, "empty value around a ','");
   // A huge shape with few values fails on the count, without allocating.
-  spec_error("100000x100000x100000xf32=1", StatusCode::kInvalidArgument,
-             "needs 1000000000000000 values, got 1");
+  spec_error("100000x100000x100000xf32=1 2", StatusCode::kInvalidArgument,
+             "needs 1000000000000000 values, got 2");
+}
+
+// One value fills the whole tensor (IREE's splat); its size is bounded like a file's.
+TEST(TensorSpec, OneValueFillsEveryElement) {
+  Tensor t = parse_ok("2x3x5xf32=1.5");
+  ASSERT_EQ(t.shape(), (ConcreteShape{2, 3, 5}));
+  for (float v : t.values<float>()) EXPECT_EQ(v, 1.5f);
+  Tensor i = parse_ok("7xi64=-3");
+  for (int64_t v : i.values<int64_t>()) EXPECT_EQ(v, -3);
+  Tensor b = parse_ok("3x3xbool=true");
+  for (uint8_t v : b.values<uint8_t>()) EXPECT_EQ(v, 1);
+  spec_error("2x2xf32=x", StatusCode::kInvalidArgument, "the value 'x' is not a valid f32");
+  spec_error("100000x100000x100000xf32=1", StatusCode::kOutOfRange, "over the limit of");
 }
 
 TEST(TensorSpec, LongSpecsAreShortenedInErrors) {

@@ -22,10 +22,13 @@ CallerThreads::~CallerThreads() { use_threads(threads_); }
 CpuDevice::CpuDevice(std::shared_ptr<DeviceState> state) : state_(std::move(state)) {}
 CpuDevice::~CpuDevice() = default;
 
-std::string CpuDevice::name() const {
+std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
-  return fmt::format("cpu (oneDNN {}.{}.{}, {} threads)", v->major, v->minor, v->patch,
-                     state_->threads);
+  return fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
+}
+
+std::string CpuDevice::name() const {
+  return fmt::format("cpu (oneDNN {}, {} threads)", onednn_version(), state_->threads);
 }
 
 int CpuDevice::threads() const { return state_->threads; }

@@ -48,6 +48,9 @@ namespace kiln::hal::cpu {
 
 struct DeviceState;
 
+// The oneDNN library kiln runs on, "major.minor.patch" (`kiln --version`, CpuDevice::name).
+std::string onednn_version();
+
 class CpuDevice : public Device {
  public:
   explicit CpuDevice(std::shared_ptr<DeviceState> state);
