@@ -23,8 +23,8 @@ ValueInfo describe_value(const module::ModuleValue& value) {
 
 // The checks tensor_from_c and writable_tensor_from_c share; returns the dims.
 StatusOr<ConcreteShape> checked_dims(const kiln_tensor& tensor, const std::string& what) {
-  if (!is_valid_dtype_code(static_cast<int>(tensor.dtype))) {
-    return invalid_argument("{}: unknown dtype code {}", what, static_cast<int>(tensor.dtype));
+  if (!is_valid_dtype_code(raw_code(tensor.dtype))) {
+    return invalid_argument("{}: unknown dtype code {}", what, raw_code(tensor.dtype));
   }
   if (tensor.rank > 0 && tensor.dims == nullptr) {
     return invalid_argument("{}: rank {} with no dims", what, tensor.rank);

@@ -2,9 +2,11 @@
 // C++ types and the C ones. Internal to src/kiln/capi.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/base/status.h"
@@ -42,6 +44,16 @@ std::shared_ptr<const LoadedModule> describe_module(
 
 // Fills a kiln_value_info that points into `info`.
 void fill_value_info(const ValueInfo& info, kiln_value_info* out);
+
+// The integer value of a C enum the caller passed (a kiln_dtype, a kiln_status_code), read
+// without loading it as the enum type: the caller may pass any int, and a value outside the enum's
+// range must be refused, not be undefined behaviour.
+template <typename Enum>
+int raw_code(const Enum& value) {
+  std::underlying_type_t<Enum> code;
+  std::memcpy(&code, &value, sizeof code);
+  return static_cast<int>(code);
+}
 
 // Null for an ok status; else a new kiln_status the caller releases.
 kiln_status* to_c_status(const Status& status);

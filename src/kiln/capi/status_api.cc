@@ -17,6 +17,8 @@ const char* kiln_status_message(const kiln_status* status) {
 }
 
 const char* kiln_status_code_name(kiln_status_code code) {
+  const int value = kiln::capi::raw_code(code);
+  if (value < KILN_OK || value > KILN_INTERNAL) return "UNKNOWN";
   switch (code) {
     case KILN_OK: return "OK";
     case KILN_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
@@ -33,12 +35,12 @@ const char* kiln_status_code_name(kiln_status_code code) {
 void kiln_status_release(kiln_status* status) { delete status; }
 
 size_t kiln_dtype_size(kiln_dtype dtype) {
-  if (!kiln::is_valid_dtype_code(static_cast<int>(dtype))) return 0;
+  if (!kiln::is_valid_dtype_code(kiln::capi::raw_code(dtype))) return 0;
   return kiln::dtype_size(static_cast<kiln::DType>(dtype));
 }
 
 const char* kiln_dtype_name(kiln_dtype dtype) {
-  if (!kiln::is_valid_dtype_code(static_cast<int>(dtype))) return "?";
+  if (!kiln::is_valid_dtype_code(kiln::capi::raw_code(dtype))) return "?";
   // dtype_name's views point at string literals, which are null-terminated.
   return kiln::dtype_name(static_cast<kiln::DType>(dtype)).data();
 }
