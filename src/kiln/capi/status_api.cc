@@ -6,7 +6,7 @@
 
 extern "C" {
 
-const char* kiln_version(void) { return "0.1.0"; }
+const char* kiln_version(void) { return KILN_VERSION; }
 
 kiln_status_code kiln_status_get_code(const kiln_status* status) {
   return status == nullptr ? KILN_OK : status->code;
