@@ -15,6 +15,7 @@ packages=(
   python3-dev pybind11-dev python3-pybind11 python3-pytest python3-pil
   libxml2-utils
   clang clang-format libclang-rt-14-dev libomp-dev
+  libvulkan-dev mesa-vulkan-drivers glslc spirv-tools vulkan-validationlayers
 )
 missing=()
 for p in "${packages[@]}"; do

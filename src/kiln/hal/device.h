@@ -29,7 +29,13 @@
 namespace kiln::hal {
 
 struct DeviceOptions {
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: all cores (of the CPU, and of a GPU backend's CPU fallback)
+  // Which of the backend's physical devices: what follows ':' in the device name ("vulkan:1" ->
+  // "1"); empty for the backend's default. Only backends registered as taking an index accept one.
+  std::string index;
+  // Whether a dispatch that a GPU backend cannot run may run on its CPU fallback; false: prepare
+  // refuses such a dispatch, naming it and why (`--no-fallback`).
+  bool allow_fallback = true;
 };
 
 class Device {

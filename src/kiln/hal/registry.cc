@@ -12,6 +12,7 @@ struct Entry {
   std::string summary;
   DeviceFactory factory;
   DeviceResults results = DeviceResults::kComputed;
+  bool takes_index = false;
 };
 
 struct Registry {
@@ -27,12 +28,14 @@ Registry& registry() {
 }  // namespace
 
 Status register_device(std::string name, std::string summary, DeviceFactory factory,
-                       DeviceResults results) {
+                       DeviceResults results, bool takes_index) {
   if (name.empty()) return invalid_argument("a device needs a name");
+  if (name.find(':') != std::string::npos)
+    return invalid_argument("device name '{}' has a ':', which separates an index", name);
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   auto [it, inserted] =
-      r.entries.emplace(name, Entry{std::move(summary), std::move(factory), results});
+      r.entries.emplace(name, Entry{std::move(summary), std::move(factory), results, takes_index});
   if (!inserted) return invalid_argument("device '{}' is already registered", name);
   return ok_status();
 }
@@ -41,13 +44,16 @@ std::vector<DeviceInfo> registered_devices() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   std::vector<DeviceInfo> out;
-  for (const auto& [name, entry] : r.entries) out.push_back({name, entry.summary, entry.results});
+  for (const auto& [name, entry] : r.entries)
+    out.push_back({name, entry.summary, entry.results, entry.takes_index});
   return out;
 }
 
 std::optional<DeviceInfo> find_device(std::string_view name) {
+  const size_t colon = name.find(':');
   for (DeviceInfo& info : registered_devices()) {
-    if (info.name == name) return std::move(info);
+    if (info.name == name.substr(0, colon) && (colon == std::string_view::npos || info.takes_index))
+      return std::move(info);
   }
   return std::nullopt;
 }
@@ -61,16 +67,29 @@ std::string device_names() {
 
 StatusOr<std::unique_ptr<Device>> create_device(std::string_view name,
                                                 const DeviceOptions& options) {
+  const size_t colon = name.find(':');
+  const std::string_view base = name.substr(0, colon);
   DeviceFactory factory;
+  bool takes_index = false;
   {
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
-    auto it = r.entries.find(name);
-    if (it != r.entries.end()) factory = it->second.factory;
+    auto it = r.entries.find(base);
+    if (it != r.entries.end()) {
+      factory = it->second.factory;
+      takes_index = it->second.takes_index;
+    }
   }
   if (!factory)
     return invalid_argument("unknown device '{}': available devices: {}", name, device_names());
-  return factory(options);
+  if (colon == std::string_view::npos) return factory(options);
+  if (!takes_index) {
+    return invalid_argument("device '{}' has one instance; '{}' names an index it does not take",
+                            base, name);
+  }
+  DeviceOptions indexed = options;
+  indexed.index = std::string(name.substr(colon + 1));
+  return factory(indexed);
 }
 
 StatusOr<std::unique_ptr<Device>> create_device(std::string_view name, const DeviceOptions& options,

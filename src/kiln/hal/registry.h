@@ -30,19 +30,24 @@ struct DeviceInfo {
   std::string name;     // what --device takes
   std::string summary;  // one line for help texts
   DeviceResults results = DeviceResults::kComputed;
+  bool takes_index = false;  // accepts "NAME:INDEX" (DeviceOptions::index)
 };
 
 // Registers a backend. Errors: an empty name, or one already registered. Thread-safe.
+// A backend registered with `takes_index` is also created as "NAME:INDEX" (DeviceOptions::index);
+// for the others an index is an error.
 Status register_device(std::string name, std::string summary, DeviceFactory factory,
-                       DeviceResults results = DeviceResults::kComputed);
+                       DeviceResults results = DeviceResults::kComputed, bool takes_index = false);
 // Every registered backend, by name.
 std::vector<DeviceInfo> registered_devices();
-// The registered backend `name`; nullopt when there is none.
+// The registered backend `name` ("NAME", or "NAME:INDEX" for one that takes an index); nullopt
+// when there is none.
 std::optional<DeviceInfo> find_device(std::string_view name);
 // "cpu, null": the names, sorted, for messages.
 std::string device_names();
-// Creates the backend `name`. Errors: an unknown name (the message lists the available devices),
-// or the backend's own (bad options).
+// Creates the backend `name` ("NAME" or "NAME:INDEX", which sets options.index). Errors: an
+// unknown name (the message lists the available devices), an index for a backend that takes
+// none, or the backend's own (bad options).
 StatusOr<std::unique_ptr<Device>> create_device(std::string_view name,
                                                 const DeviceOptions& options);
 // create_device, then `decorate` (when set) on the result.

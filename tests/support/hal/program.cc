@@ -56,8 +56,11 @@ void SpecBuilder::dispatch(std::string name, std::string op_type, std::vector<in
   spec_.dispatches.push_back(std::move(d));
 }
 
-StatusOr<std::vector<Tensor>> run_program(hal::Executable& exe, const hal::ProgramSpec& spec,
-                                          const std::vector<Tensor>& inputs, RunOptions options) {
+namespace {
+
+// The arena plan the runtime would make for `exe`.
+runtime::ArenaPlan plan_for(hal::Executable& exe, const hal::ProgramSpec& spec,
+                            const RunOptions& options) {
   // The requests as the runtime makes them; without sharing, every buffer lives throughout.
   std::vector<runtime::BufferRequest> requests(spec.values.size());
   for (size_t d = 0; d < spec.dispatches.size(); ++d) {
@@ -79,24 +82,39 @@ StatusOr<std::vector<Tensor>> run_program(hal::Executable& exe, const hal::Progr
       r.last = std::numeric_limits<int32_t>::max();
     }
   }
-  const runtime::ArenaPlan plan = runtime::plan_arena(requests);
-  const size_t arena = plan.arena_bytes;
-  g_last_arena_bytes = arena;
-  std::vector<std::byte> storage(arena + 64);
-  auto* base =
-      reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
+  runtime::ArenaPlan plan = runtime::plan_arena(requests);
+  g_last_arena_bytes = plan.arena_bytes;
+  return plan;
+}
+
+void fill_nan(std::byte* bytes, size_t size) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  if (options.poison) {
-    for (size_t i = 0; i + 4 <= arena; i += 4) std::memcpy(base + i, &nan, 4);
-  }
+  for (size_t i = 0; i + 4 <= size; i += 4) std::memcpy(bytes + i, &nan, 4);
+}
+
+// Output tensors of the spec's dtypes and shapes, NaN-filled when poisoning.
+StatusOr<std::vector<Tensor>> make_outputs(const hal::ProgramSpec& spec,
+                                           const RunOptions& options) {
   std::vector<Tensor> outputs;
   for (int32_t v : spec.outputs) {
     KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(spec.values[v].dtype, spec.values[v].shape));
-    if (options.poison && t.dtype() == DType::kF32) {
-      for (float& x : t.mutable_values<float>()) x = nan;
-    }
+    if (options.poison && t.dtype() == DType::kF32) fill_nan(t.mutable_data(), t.byte_size());
     outputs.push_back(std::move(t));
   }
+  return outputs;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> run_program(hal::Executable& exe, const hal::ProgramSpec& spec,
+                                          const std::vector<Tensor>& inputs, RunOptions options) {
+  const runtime::ArenaPlan plan = plan_for(exe, spec, options);
+  const size_t arena = plan.arena_bytes;
+  std::vector<std::byte> storage(arena + 64);
+  auto* base =
+      reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
+  if (options.poison) fill_nan(base, arena);
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, make_outputs(spec, options));
   KILN_RETURN_IF_ERROR(hal::check_host_tensors(spec, inputs, outputs));
   // The CPU addresses host memory: every value is bound in place, as the runtime binds them.
   hal::HostAllocator host;
@@ -121,6 +139,38 @@ StatusOr<std::vector<Tensor>> run_program(hal::Executable& exe, const hal::Progr
   args.values = values;
   args.observer = options.observer;
   KILN_RETURN_IF_ERROR(exe.run(args));
+  return outputs;
+}
+
+StatusOr<std::vector<Tensor>> run_program(hal::Device& device, hal::Executable& exe,
+                                          const hal::ProgramSpec& spec,
+                                          const std::vector<Tensor>& inputs, RunOptions options) {
+  const runtime::ArenaPlan plan = plan_for(exe, spec, options);
+  KILN_ASSIGN_OR_RETURN(
+      std::unique_ptr<hal::Buffer> arena,
+      device.allocator().allocate(plan.arena_bytes, hal::MemoryType::kDeviceLocal));
+  if (options.poison && plan.arena_bytes > 0) {
+    std::vector<std::byte> nan(plan.arena_bytes);
+    fill_nan(nan.data(), nan.size());
+    KILN_RETURN_IF_ERROR(device.queue().write({arena.get(), 0}, nan));
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, make_outputs(spec, options));
+  KILN_RETURN_IF_ERROR(hal::check_host_tensors(spec, inputs, outputs));
+  std::vector<hal::BufferRef> values(spec.values.size());
+  for (size_t v = 0; v < spec.values.size(); ++v) {
+    if (exe.storage_bytes(static_cast<int32_t>(v)) > 0) values[v] = {arena.get(), plan.offsets[v]};
+  }
+  hal::HostTensorBinding binding(device);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(values[spec.inputs[i]], binding.input(inputs[i]));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(values[spec.outputs[i]], binding.output(outputs[i]));
+  }
+  hal::RunArgs args;
+  args.values = values;
+  args.observer = options.observer;
+  KILN_RETURN_IF_ERROR(binding.run(exe, args));
   return outputs;
 }
 

@@ -1,4 +1,4 @@
-// Programs for the backends' tests (the CPU's today): SpecBuilder states a hal::ProgramSpec in a
+// Programs for the backends' tests: SpecBuilder states a hal::ProgramSpec in a
 // few lines, and run_program runs a prepared executable the way the runtime does, its arena
 // planned by the runtime's own planner (runtime::plan_arena), optionally poisoned with NaN first.
 #pragma once
@@ -42,6 +42,13 @@ struct RunOptions {
 // storage_shared_with, and the dispatches' lifetimes) and runs the executable. Returns the graph
 // outputs.
 StatusOr<std::vector<Tensor>> run_program(hal::Executable& exe, const hal::ProgramSpec& spec,
+                                          const std::vector<Tensor>& inputs,
+                                          RunOptions options = {});
+// The same on any device: the arena comes from `device`'s allocator (poisoned through its queue),
+// inputs and outputs are bound as the runtime binds them (hal::HostTensorBinding: in place where
+// the device addresses host memory, else copied).
+StatusOr<std::vector<Tensor>> run_program(hal::Device& device, hal::Executable& exe,
+                                          const hal::ProgramSpec& spec,
                                           const std::vector<Tensor>& inputs,
                                           RunOptions options = {});
 // Arena bytes the last run_program planned (for tests of sharing).

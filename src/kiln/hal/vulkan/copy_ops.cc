@@ -1,0 +1,26 @@
+// Ops whose output is their first input's bytes unchanged (Reshape, Flatten, Squeeze, Unsqueeze,
+// Identity, Dropout at inference): one device copy, any dtype.
+#include <fmt/format.h>
+
+#include "kiln/hal/vulkan/kernel_builder.h"
+#include "kiln/hal/vulkan/op_table.h"
+
+namespace kiln::hal::vulkan {
+
+Status build_reshape_copy(KernelBuilder& b) {
+  if (b.output_count() > 1) {
+    return unimplemented("{} with its mask output runs on the CPU", b.dispatch().op_type);
+  }
+  const ValueSpec& x = b.input(0);
+  const size_t bytes = plain_bytes(b.output(0));
+  if (x.dtype != b.output(0).dtype || plain_bytes(x) != bytes) {
+    return internal_error("{}: input '{}' and output '{}' differ in bytes", b.dispatch().op_type,
+                          x.name, b.output(0).name);
+  }
+  KILN_ASSIGN_OR_RETURN(Operand src, b.input_operand(0));
+  b.describe(fmt::format("vulkan copy ({} bytes)", bytes));
+  if (bytes > 0) b.copy(src, b.output_operand(0), bytes);
+  return ok_status();
+}
+
+}  // namespace kiln::hal::vulkan

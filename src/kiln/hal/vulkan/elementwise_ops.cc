@@ -1,0 +1,124 @@
+// Elementwise kernels on f32: unary functions (shaders/unary.comp) and broadcasting binary
+// arithmetic (shaders/binary.comp). One pipeline per function (a specialization constant), sizes
+// in push constants.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "kiln/hal/vulkan/kernel_builder.h"
+#include "kiln/hal/vulkan/op_table.h"
+#include "kiln/kernels/op_attributes.h"
+
+namespace kiln::hal::vulkan {
+namespace {
+
+// unary.comp's OP codes.
+struct UnaryCode {
+  std::string_view op_type;
+  uint32_t code;
+};
+constexpr UnaryCode kUnaryCodes[] = {
+    {"Relu", 0},       {"Sigmoid", 1},      {"Tanh", 2},       {"Erf", 3},       {"Exp", 6},
+    {"Log", 7},        {"Sqrt", 8},         {"Neg", 9},        {"Abs", 10},      {"Reciprocal", 11},
+    {"LeakyRelu", 12}, {"HardSigmoid", 13}, {"HardSwish", 14}, {"Elu", 15},      {"Softplus", 16},
+    {"Floor", 17},     {"Ceil", 18},        {"Round", 19},     {"Softsign", 20}, {"Clip", 21},
+};
+constexpr uint32_t kGeluErf = 4, kGeluTanh = 5;
+
+// A scalar f32 bound of Clip (input i) when it is a constant; nullopt when absent.
+StatusOr<std::optional<float>> clip_bound(KernelBuilder& b, size_t i) {
+  if (!b.has_input(i)) return std::optional<float>();
+  const ValueSpec& bound = b.input(i);
+  if (bound.role != ValueRole::kConstant || bound.constant == nullptr) {
+    return unimplemented("Clip's bound '{}' is computed at run time", bound.name);
+  }
+  return std::optional<float>(bound.constant->values<float>()[0]);
+}
+
+}  // namespace
+
+Status build_unary(KernelBuilder& b) {
+  const std::string& op = b.dispatch().op_type;
+  KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(0), DType::kF32));
+  std::optional<uint32_t> code;
+  for (const UnaryCode& c : kUnaryCodes) {
+    if (c.op_type == op) code = c.code;
+  }
+  float alpha = 0, beta = 0;
+  const Attributes& a = b.attributes();
+  if (op == "Gelu") {
+    KILN_ASSIGN_OR_RETURN(bool tanh_form, kernels::read_gelu_tanh_approximation(a));
+    code = tanh_form ? kGeluTanh : kGeluErf;
+  } else if (op == "LeakyRelu") {
+    KILN_ASSIGN_OR_RETURN(double v, a.get_float("alpha", 0.01));
+    alpha = static_cast<float>(v);
+  } else if (op == "Elu") {
+    KILN_ASSIGN_OR_RETURN(double v, a.get_float("alpha", 1.0));
+    alpha = static_cast<float>(v);
+  } else if (op == "HardSigmoid") {
+    KILN_ASSIGN_OR_RETURN(double va, a.get_float("alpha", 0.2));
+    KILN_ASSIGN_OR_RETURN(double vb, a.get_float("beta", 0.5));
+    alpha = static_cast<float>(va);
+    beta = static_cast<float>(vb);
+  } else if (op == "Clip") {
+    KILN_ASSIGN_OR_RETURN(std::optional<float> lo, clip_bound(b, 1));
+    KILN_ASSIGN_OR_RETURN(std::optional<float> hi, clip_bound(b, 2));
+    alpha = lo.value_or(-std::numeric_limits<float>::infinity());
+    beta = hi.value_or(std::numeric_limits<float>::infinity());
+  }
+  if (!code) return unimplemented("no Vulkan kernel for {}", op);
+  const uint64_t n = b.output(0).shape.empty() ? 1 : plain_bytes(b.output(0)) / sizeof(float);
+  KILN_ASSIGN_OR_RETURN(Operand x, b.input_operand(0));
+  b.describe(fmt::format("vulkan unary {} ({} elements)", op, n));
+  return b.launch(
+      "unary", {*code}, n, {x, b.output_operand(0)},
+      {static_cast<uint32_t>(n), KernelBuilder::bits(alpha), KernelBuilder::bits(beta)});
+}
+
+Status build_binary(KernelBuilder& b) {
+  static constexpr std::string_view kOps[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"};
+  const std::string& op = b.dispatch().op_type;
+  uint32_t code = 0;
+  while (code < std::size(kOps) && kOps[code] != op) ++code;
+  if (code == std::size(kOps)) return unimplemented("no Vulkan kernel for {}", op);
+  if (b.input_count() != 2) {
+    return unimplemented("{} of {} inputs runs on the CPU (the Vulkan kernel takes 2)", op,
+                         b.input_count());
+  }
+  for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
+  KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
+  const ConcreteShape& y = b.output(0).shape;
+  if (y.size() > 6) return unimplemented("rank {} (the Vulkan kernel takes up to 6)", y.size());
+  uint64_t n = 1;
+  for (int64_t d : y) n *= static_cast<uint64_t>(d);
+  if (n == 0) return ok_status();
+
+  // Each operand's strides over y's dims (numpy alignment from the right; 0 where broadcast).
+  std::vector<uint32_t> strides[2];
+  bool broadcast = false;
+  for (size_t i = 0; i < 2; ++i) {
+    const ConcreteShape& s = b.input(i).shape;
+    strides[i].assign(6, 0);
+    uint64_t stride = 1;
+    for (size_t k = 0; k < s.size(); ++k) {
+      const size_t from_right = s.size() - 1 - k;
+      const size_t d = y.size() - 1 - k;
+      strides[i][d] = s[from_right] == 1 ? 0 : static_cast<uint32_t>(stride);
+      stride *= static_cast<uint64_t>(s[from_right]);
+    }
+    if (s != y) broadcast = true;
+  }
+  std::vector<uint32_t> params = {static_cast<uint32_t>(n), static_cast<uint32_t>(y.size())};
+  for (size_t d = 0; d < 6; ++d) params.push_back(d < y.size() ? static_cast<uint32_t>(y[d]) : 1);
+  for (size_t i = 0; i < 2; ++i) params.insert(params.end(), strides[i].begin(), strides[i].end());
+  KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
+  KILN_ASSIGN_OR_RETURN(Operand c, b.input_operand(1));
+  b.describe(
+      fmt::format("vulkan binary {} ({} elements{})", op, n, broadcast ? ", broadcast" : ""));
+  return b.launch("binary", {code, broadcast ? 1u : 0u}, n, {a, c, b.output_operand(0)},
+                  std::move(params));
+}
+
+}  // namespace kiln::hal::vulkan

@@ -1,0 +1,68 @@
+#include "kiln/hal/vulkan/op_table.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "kiln/hal/vulkan/kernel_builder.h"
+
+namespace kiln::hal::vulkan {
+namespace {
+
+struct Entry {
+  std::string_view op_type;
+  BuildKernel build;
+};
+
+// Sorted by op type.
+constexpr Entry kKernels[] = {
+    {"Abs", build_unary},
+    {"Add", build_binary},
+    {"Ceil", build_unary},
+    {"Clip", build_unary},
+    {"Div", build_binary},
+    {"Dropout", build_reshape_copy},
+    {"Elu", build_unary},
+    {"Erf", build_unary},
+    {"Exp", build_unary},
+    {"Flatten", build_reshape_copy},
+    {"Floor", build_unary},
+    {"Gelu", build_unary},
+    {"HardSigmoid", build_unary},
+    {"HardSwish", build_unary},
+    {"Identity", build_reshape_copy},
+    {"LeakyRelu", build_unary},
+    {"Log", build_unary},
+    {"Max", build_binary},
+    {"Min", build_binary},
+    {"Mul", build_binary},
+    {"Neg", build_unary},
+    {"Pow", build_binary},
+    {"Reciprocal", build_unary},
+    {"Relu", build_unary},
+    {"Reshape", build_reshape_copy},
+    {"Round", build_unary},
+    {"Sigmoid", build_unary},
+    {"Softplus", build_unary},
+    {"Softsign", build_unary},
+    {"Sqrt", build_unary},
+    {"Squeeze", build_reshape_copy},
+    {"Sub", build_binary},
+    {"Tanh", build_unary},
+    {"Unsqueeze", build_reshape_copy},
+};
+
+}  // namespace
+
+BuildKernel find_vulkan_kernel(std::string_view op_type) {
+  auto it = std::lower_bound(std::begin(kKernels), std::end(kKernels), op_type,
+                             [](const Entry& e, std::string_view t) { return e.op_type < t; });
+  return it != std::end(kKernels) && it->op_type == op_type ? it->build : nullptr;
+}
+
+std::vector<std::string> vulkan_op_types() {
+  std::vector<std::string> names;
+  for (const Entry& e : kKernels) names.emplace_back(e.op_type);
+  return names;
+}
+
+}  // namespace kiln::hal::vulkan

@@ -1,0 +1,184 @@
+#include "kiln/hal/vulkan/vulkan_device.h"
+
+#include <fmt/format.h>
+
+#include "kiln/hal/vulkan/constant_cache.h"
+#include "kiln/hal/vulkan/kernel_builder.h"
+#include "kiln/hal/vulkan/op_table.h"
+#include "kiln/hal/vulkan/vulkan_buffer.h"
+#include "kiln/hal/vulkan/vulkan_executable.h"
+#include "kiln/hal/vulkan/vulkan_queue.h"
+
+namespace kiln::hal::vulkan {
+namespace {
+
+Status with_dispatch(Status status, const DispatchSpec& d) {
+  if (status.ok()) return status;
+  return std::move(status).with_note(fmt::format("in dispatch '{}' ({})", d.name, d.op_type));
+}
+
+// Runs the op's Vulkan kernel family on `builder`; Unimplemented when there is none.
+Status build_kernel(KernelBuilder& builder) {
+  BuildKernel build = find_vulkan_kernel(builder.dispatch().op_type);
+  if (build == nullptr) {
+    return unimplemented("the Vulkan backend has no {} kernel", builder.dispatch().op_type);
+  }
+  return build(builder);
+}
+
+// Indices in range, every input produced before it is read, every output written once.
+Status check_program(const ProgramSpec& spec) {
+  const size_t n = spec.values.size();
+  std::vector<bool> available(n, false);
+  for (size_t v = 0; v < n; ++v) {
+    const ValueSpec& value = spec.values[v];
+    if (value.role == ValueRole::kConstant && value.constant == nullptr)
+      return invalid_argument("constant '{}' has no data", value.name);
+    available[v] = value.role == ValueRole::kInput || value.role == ValueRole::kConstant;
+  }
+  for (const DispatchSpec& d : spec.dispatches) {
+    Status status = [&]() -> Status {
+      for (size_t i = 0; i < d.inputs.size(); ++i) {
+        const int32_t v = d.inputs[i];
+        if (v < -1 || v >= static_cast<int32_t>(n))
+          return invalid_argument("input {} refers to value {}, the program has {}", i, v, n);
+        if (v >= 0 && !available[v])
+          return invalid_argument("input {} '{}' is read before any dispatch produces it", i,
+                                  spec.values[v].name);
+      }
+      for (size_t i = 0; i < d.outputs.size(); ++i) {
+        const int32_t v = d.outputs[i];
+        if (v < 0 || v >= static_cast<int32_t>(n))
+          return invalid_argument("output {} refers to value {}, the program has {}", i, v, n);
+        const ValueSpec& value = spec.values[v];
+        if (value.role != ValueRole::kIntermediate && value.role != ValueRole::kOutput)
+          return invalid_argument("output {} '{}' is a {} and cannot be written", i, value.name,
+                                  value_role_name(value.role));
+        if (available[v])
+          return invalid_argument("output {} '{}' is already produced by an earlier dispatch", i,
+                                  value.name);
+      }
+      return ok_status();
+    }();
+    KILN_RETURN_IF_ERROR(with_dispatch(std::move(status), d));
+    for (int32_t v : d.outputs) available[v] = true;
+  }
+  for (int32_t v : spec.outputs) {
+    if (v < 0 || static_cast<size_t>(v) >= n || !available[v])
+      return invalid_argument("graph output {} is not produced by any dispatch", v);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+VulkanDevice::VulkanDevice(std::shared_ptr<VulkanContext> context, std::unique_ptr<Device> fallback,
+                           bool allow_fallback)
+    : context_(std::move(context)),
+      fallback_(std::move(fallback)),
+      allow_fallback_(allow_fallback),
+      allocator_(std::make_unique<VulkanAllocator>(*context_)),
+      queue_(std::make_unique<VulkanQueue>(context_)),
+      constants_(std::make_unique<ConstantCache>(*context_)) {}
+
+VulkanDevice::~VulkanDevice() = default;
+
+std::string VulkanDevice::name() const {
+  const PhysicalDeviceInfo& info = context_->info();
+  return fmt::format("vulkan:{} ({}, {}, Vulkan {}; fallback {})", info.index, info.name, info.type,
+                     info.api_version, allow_fallback_ ? fallback_->name() : "off");
+}
+
+size_t VulkanDevice::cached_constant_count() const { return constants_->size(); }
+
+Status VulkanDevice::runs_on_gpu(const DispatchSpec& dispatch,
+                                 std::span<const ValueSpec> values) const {
+  KILN_RETURN_IF_ERROR(fallback_->supports(dispatch, values));
+  KernelBuilder dry(context_->info(), nullptr, nullptr, dispatch, values);
+  return with_dispatch(build_kernel(dry), dispatch);
+}
+
+Status VulkanDevice::supports(const DispatchSpec& dispatch,
+                              std::span<const ValueSpec> values) const {
+  Status gpu = runs_on_gpu(dispatch, values);
+  if (gpu.ok() || (allow_fallback_ && gpu.code() == StatusCode::kUnimplemented)) {
+    // A fallback is fine, provided the definition accepted the dispatch (runs_on_gpu asked).
+    return fallback_->supports(dispatch, values);
+  }
+  return gpu;
+}
+
+StatusOr<std::unique_ptr<Executable>> VulkanDevice::prepare(const ProgramSpec& spec) {
+  KILN_RETURN_IF_ERROR(context_->validation_status());
+  KILN_RETURN_IF_ERROR(check_program(spec));
+  const size_t count = spec.dispatches.size();
+  std::vector<GpuDispatch> gpu(count);
+  std::vector<DispatchPlacement> placements(count);
+  for (size_t d = 0; d < count; ++d) {
+    const DispatchSpec& dispatch = spec.dispatches[d];
+    KILN_RETURN_IF_ERROR(fallback_->supports(dispatch, spec.values));
+    KernelBuilder builder(context_->info(), context_.get(), constants_.get(), dispatch,
+                          spec.values);
+    Status built = build_kernel(builder);
+    if (built.ok()) {
+      gpu[d] = builder.take();
+      continue;
+    }
+    if (built.code() != StatusCode::kUnimplemented)
+      return with_dispatch(std::move(built), dispatch);
+    if (!allow_fallback_) {
+      return failed_precondition(
+          "dispatch '{}' ({}) cannot run on the Vulkan device and fallback is off "
+          "(--no-fallback): {}",
+          dispatch.name, dispatch.op_type, built.message());
+    }
+    placements[d] = {false, built.message()};
+  }
+
+  // Where each value is last read (graph outputs count as read at the end).
+  std::vector<int64_t> last_read(spec.values.size(), -1);
+  for (size_t d = 0; d < count; ++d) {
+    for (int32_t v : spec.dispatches[d].inputs) {
+      if (v >= 0) last_read[v] = static_cast<int64_t>(d);
+    }
+  }
+  for (int32_t v : spec.outputs) last_read[v] = static_cast<int64_t>(count);
+
+  std::vector<VulkanExecutable::Segment> segments;
+  for (size_t d = 0; d < count;) {
+    size_t end = d;
+    while (end < count && placements[end].on_gpu == placements[d].on_gpu) ++end;
+    VulkanExecutable::Segment segment;
+    for (size_t i = d; i < end; ++i) segment.dispatches.push_back(static_cast<int32_t>(i));
+    if (!placements[d].on_gpu) {
+      std::vector<bool> read_after(spec.values.size());
+      for (size_t v = 0; v < spec.values.size(); ++v)
+        read_after[v] = last_read[v] >= static_cast<int64_t>(end);
+      KILN_ASSIGN_OR_RETURN(segment.host,
+                            HostSegment::prepare(*fallback_, spec, segment.dispatches, read_after));
+    }
+    segments.push_back(std::move(segment));
+    d = end;
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<VulkanExecutable> exe,
+                        VulkanExecutable::create(context_, spec, std::move(gpu),
+                                                 std::move(placements), std::move(segments)));
+  return std::unique_ptr<Executable>(std::move(exe));
+}
+
+StatusOr<std::vector<int64_t>> VulkanDevice::data_sizes(const DispatchSpec& dispatch,
+                                                        std::span<const Tensor> inputs) {
+  return fallback_->data_sizes(dispatch, inputs);
+}
+
+StatusOr<std::unique_ptr<Device>> create_vulkan_device(const DeviceOptions& options,
+                                                       const DeviceFactory& fallback) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<VulkanContext> context, VulkanContext::get(options.index));
+  DeviceOptions host = options;
+  host.index.clear();
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Device> cpu, fallback(host));
+  return std::unique_ptr<Device>(
+      std::make_unique<VulkanDevice>(std::move(context), std::move(cpu), options.allow_fallback));
+}
+
+}  // namespace kiln::hal::vulkan

@@ -1,0 +1,293 @@
+// The Vulkan device end to end on small programs: selection, buffers and transfers, elementwise
+// kernels against the float64 reference, the CPU fallback between GPU segments, --no-fallback,
+// replayed command buffers, tensors beyond maxStorageBufferRange. The validation layer is on
+// (vulkan_test_env.h) and any message it reports fails the run that follows it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/hal/vulkan/vulkan_context.h"
+#include "kiln/hal/vulkan/vulkan_device.h"
+#include "kiln/hal/vulkan/vulkan_executable.h"
+#include "kiln/hal/vulkan/vulkan_test_env.h"
+#include "tests/support/expect.h"
+#include "tests/support/hal/program.h"
+#include "tests/support/hal/reference.h"
+#include "tests/support/tensors.h"
+
+namespace kiln::hal::vulkan {
+namespace {
+
+using namespace kiln::testing;
+using testing::make_vulkan_device;
+
+class VulkanDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device_ = make_vulkan_device();
+    ASSERT_NE(device_, nullptr);
+  }
+  void TearDown() override {
+    if (device_ == nullptr) return;
+    Status validation = vulkan().context().validation_status();
+    EXPECT_TRUE(validation.ok()) << validation.to_string();
+  }
+  VulkanDevice& vulkan() { return static_cast<VulkanDevice&>(*device_); }
+
+  // Prepares `s` and runs it on `inputs`; fails the test on an error.
+  std::vector<Tensor> run(SpecBuilder& s, const std::vector<Tensor>& inputs) {
+    auto exe = device_->prepare(s.spec());
+    EXPECT_TRUE(exe.ok()) << exe.status().to_string();
+    if (!exe.ok()) return {};
+    auto out = run_program(*device_, **exe, s.spec(), inputs);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    return out.ok() ? std::move(*out) : std::vector<Tensor>{};
+  }
+
+  std::unique_ptr<Device> device_;
+};
+
+TEST(VulkanDevices, ListsAUsableDeviceWithItsLimits) {
+  auto devices = list_vulkan_devices();
+  ASSERT_TRUE(devices.ok()) << devices.status().to_string();
+  ASSERT_FALSE(devices->empty());
+  bool usable = false;
+  for (const PhysicalDeviceInfo& d : *devices) {
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_GT(d.max_workgroup_count[0], 0u);
+    EXPECT_GE(d.max_push_constants_size, 128u);
+    usable = usable || d.usable;
+  }
+  EXPECT_TRUE(usable);
+}
+
+TEST(VulkanDevices, BadIndexIsAClearError) {
+  DeviceOptions options;
+  options.index = "99";
+  auto context = VulkanContext::get("99");
+  ASSERT_FALSE(context.ok());
+  EXPECT_NE(context.status().message().find("vulkan:99"), std::string::npos)
+      << context.status().message();
+  auto word = VulkanContext::get("gpu");
+  ASSERT_FALSE(word.ok());
+  EXPECT_NE(word.status().message().find("device index"), std::string::npos);
+}
+
+TEST_F(VulkanDeviceTest, ValidationLayerIsOnInTests) {
+  EXPECT_TRUE(vulkan().context().validation_enabled());
+}
+
+TEST_F(VulkanDeviceTest, BuffersRoundTripThroughTheQueue) {
+  auto buffer = device_->allocator().allocate(4096, MemoryType::kDeviceLocal);
+  ASSERT_TRUE(buffer.ok()) << buffer.status().to_string();
+  std::vector<std::byte> in(1000), out(1000);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::byte>(i * 7);
+  ASSERT_TRUE(device_->queue().write({buffer->get(), 96}, in).ok());
+  ASSERT_TRUE(device_->queue().read({buffer->get(), 96}, out).ok());
+  EXPECT_EQ(in, out);
+  Status outside = device_->queue().write({buffer->get(), 4000}, in);
+  EXPECT_EQ(outside.code(), StatusCode::kOutOfRange) << outside.to_string();
+}
+
+struct UnaryCase {
+  std::string op;
+  Attributes attributes;
+};
+
+class VulkanUnaryTest : public VulkanDeviceTest, public ::testing::WithParamInterface<UnaryCase> {};
+
+TEST_P(VulkanUnaryTest, MatchesReferenceAndKeepsNaN) {
+  const UnaryCase& c = GetParam();
+  Tensor x = random_tensor({3, 5, 7}, 11, -4.0f, 4.0f);
+  if (c.op == "Log" || c.op == "Sqrt") x = random_tensor({3, 5, 7}, 11, 0.01f, 4.0f);
+  x.mutable_values<float>()[4] = std::numeric_limits<float>::quiet_NaN();
+  SpecBuilder s;
+  const int32_t xi = s.input("x", x.shape());
+  const int32_t y = s.output("y", x.shape());
+  s.dispatch("f", c.op, {xi}, {y}, c.attributes);
+  ASSERT_TRUE(vulkan().runs_on_gpu(s.spec().dispatches[0], s.spec().values).ok());
+  std::vector<Tensor> out = run(s, {x});
+  ASSERT_EQ(out.size(), 1u);
+  Tensor expected = reference(c.op, {x}, c.attributes);
+  EXPECT_TRUE(all_close(out[0], expected, {.atol = 1e-5, .rtol = 1e-5})) << c.op;
+  EXPECT_TRUE(std::isnan(out[0].values<float>()[4])) << c.op << " dropped a NaN";
+}
+
+Attributes with_float(const char* name, double v) {
+  Attributes a;
+  a.set(name, v);
+  return a;
+}
+Attributes gelu_tanh() {
+  Attributes a;
+  a.set("approximate", std::string("tanh"));
+  return a;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Functions, VulkanUnaryTest,
+    ::testing::Values(UnaryCase{"Relu"}, UnaryCase{"Sigmoid"}, UnaryCase{"Tanh"}, UnaryCase{"Erf"},
+                      UnaryCase{"Gelu"}, UnaryCase{"Gelu", gelu_tanh()}, UnaryCase{"Exp"},
+                      UnaryCase{"Log"}, UnaryCase{"Sqrt"}, UnaryCase{"Neg"}, UnaryCase{"Abs"},
+                      UnaryCase{"LeakyRelu", with_float("alpha", 0.1)}, UnaryCase{"HardSigmoid"},
+                      UnaryCase{"HardSwish"}, UnaryCase{"Elu", with_float("alpha", 0.5)},
+                      UnaryCase{"Softplus"}, UnaryCase{"Floor"}, UnaryCase{"Ceil"},
+                      UnaryCase{"Round"}, UnaryCase{"Softsign"}),
+    [](const auto& info) {
+      return info.param.op + (info.param.attributes.has("approximate") ? "Tanh" : "");
+    });
+
+struct BinaryCase {
+  std::string op;
+  ConcreteShape a, b;
+};
+
+class VulkanBinaryTest : public VulkanDeviceTest,
+                         public ::testing::WithParamInterface<BinaryCase> {};
+
+TEST_P(VulkanBinaryTest, BroadcastMatchesReference) {
+  const BinaryCase& c = GetParam();
+  Tensor a = random_tensor(c.a, 1, -2.0f, 2.0f);
+  Tensor b = random_tensor(c.b, 2, 0.5f, 2.0f);
+  Tensor expected = reference(c.op, {a, b});
+  SpecBuilder s;
+  const int32_t ai = s.input("a", c.a);
+  const int32_t bi = s.input("b", c.b);
+  const int32_t y = s.output("y", expected.shape());
+  s.dispatch("op", c.op, {ai, bi}, {y});
+  std::vector<Tensor> out = run(s, {a, b});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(all_close(out[0], expected, {.atol = 1e-5, .rtol = 1e-5}));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, VulkanBinaryTest,
+    ::testing::Values(BinaryCase{"Add", {2, 3, 4}, {2, 3, 4}}, BinaryCase{"Sub", {2, 3, 4}, {}},
+                      BinaryCase{"Mul", {2, 3, 4}, {4}}, BinaryCase{"Div", {2, 3, 4}, {3, 1}},
+                      BinaryCase{"Max", {3, 1, 5}, {4, 1}}, BinaryCase{"Min", {1, 4}, {3, 1}},
+                      BinaryCase{"Pow", {4}, {2, 3, 4}},
+                      BinaryCase{"Add", {1, 2, 1, 3, 1, 2}, {2, 1, 3, 4, 1}}),
+    [](const auto& info) { return info.param.op + std::to_string(info.index); });
+
+TEST_F(VulkanDeviceTest, PowOfNegativeBasesFollowsOnnx) {
+  Tensor a = f32({4}, {-2.0, -2.0, 0.0, -8.0});
+  Tensor b = f32({4}, {2.0, 3.0, 0.0, 0.5});
+  SpecBuilder s;
+  const int32_t ai = s.input("a", {4});
+  const int32_t bi = s.input("b", {4});
+  const int32_t y = s.output("y", {4});
+  s.dispatch("pow", "Pow", {ai, bi}, {y});
+  std::vector<Tensor> out = run(s, {a, b});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(all_close(out[0], {4}, {4.0, -8.0, 1.0, std::nan("")}));
+}
+
+// Relu on the GPU, Transpose on the CPU fallback, Sigmoid on the GPU again.
+TEST_F(VulkanDeviceTest, FallbackRunsBetweenGpuSegments) {
+  Tensor x = random_tensor({2, 3, 4}, 5);
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{2, 0, 1});
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {2, 3, 4});
+  const int32_t r = s.value("r", {2, 3, 4});
+  const int32_t t = s.value("t", {4, 2, 3});
+  const int32_t y = s.output("y", {4, 2, 3});
+  s.dispatch("relu", "Relu", {xi}, {r});
+  s.dispatch("transpose", "Transpose", {r}, {t}, perm);
+  s.dispatch("sigmoid", "Sigmoid", {t}, {y});
+  auto exe = device_->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  const auto& placements = static_cast<VulkanExecutable&>(**exe).placements();
+  ASSERT_EQ(placements.size(), 3u);
+  EXPECT_TRUE(placements[0].on_gpu);
+  EXPECT_FALSE(placements[1].on_gpu);
+  EXPECT_NE(placements[1].reason.find("Transpose"), std::string::npos) << placements[1].reason;
+  EXPECT_TRUE(placements[2].on_gpu);
+  EXPECT_NE((*exe)->describe_dispatch(1).front().find("cpu fallback"), std::string::npos);
+  auto out = run_program(*device_, **exe, s.spec(), {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  Tensor expected = reference("Sigmoid", {reference("Transpose", {ref_relu(x)}, perm)});
+  EXPECT_TRUE(all_close((*out)[0], expected, {.atol = 1e-6, .rtol = 1e-6}));
+}
+
+TEST(VulkanNoFallback, RefusesWhatTheGpuCannotRunNamingTheDispatch) {
+  DeviceOptions options;
+  options.allow_fallback = false;
+  std::unique_ptr<Device> device = make_vulkan_device(options);
+  ASSERT_NE(device, nullptr);
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{1, 0});
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {2, 3});
+  const int32_t y = s.output("y", {3, 2});
+  s.dispatch("the_transpose", "Transpose", {xi}, {y}, perm);
+  auto exe = device->prepare(s.spec());
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(exe.status().message().find("the_transpose"), std::string::npos);
+  EXPECT_NE(exe.status().message().find("--no-fallback"), std::string::npos);
+  EXPECT_FALSE(device->supports(s.spec().dispatches[0], s.spec().values).ok());
+}
+
+TEST_F(VulkanDeviceTest, ReplayedRunsSeeNewInputs) {
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {64});
+  const int32_t r = s.value("r", {64});
+  const int32_t y = s.output("y", {64});
+  s.dispatch("relu", "Relu", {xi}, {r});
+  s.dispatch("neg", "Neg", {r}, {y});
+  auto exe = device_->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    Tensor x = random_tensor({64}, seed);
+    auto out = run_program(*device_, **exe, s.spec(), {x});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(all_close((*out)[0], reference("Neg", {ref_relu(x)}), {.atol = 0, .rtol = 0}));
+  }
+}
+
+TEST_F(VulkanDeviceTest, ConstantsAreUploadedOncePerDevice) {
+  Tensor bias = random_tensor({16}, 3);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {4, 16});
+  const int32_t b = s.constant("b", bias);
+  const int32_t y = s.output("y", {4, 16});
+  s.dispatch("add", "Add", {xi, b}, {y});
+  auto first = device_->prepare(s.spec());
+  auto second = device_->prepare(s.spec());
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(vulkan().cached_constant_count(), 1u);
+  Tensor x = random_tensor({4, 16}, 4);
+  auto out = run_program(*device_, **second, s.spec(), {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], ref_binary('+', x, bias), {.atol = 0, .rtol = 0}));
+}
+
+// 36 Mi floats (144 MiB) exceed lavapipe's 128 MiB maxStorageBufferRange; kernels address
+// buffers by pointer, so no range limit applies.
+TEST_F(VulkanDeviceTest, TensorsBeyondTheStorageBufferRangeWork) {
+  const int64_t n = int64_t{36} << 20;
+  ASSERT_GT(static_cast<uint64_t>(n) * 4, uint64_t{128} << 20);
+  Tensor x = *Tensor::create(DType::kF32, {n});
+  auto values = x.mutable_values<float>();
+  for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>((i % 1000) - 500);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {n});
+  const int32_t y = s.output("y", {n});
+  s.dispatch("relu", "Relu", {xi}, {y});
+  std::vector<Tensor> out = run(s, {x});
+  ASSERT_EQ(out.size(), 1u);
+  auto got = out[0].values<float>();
+  int64_t wrong = 0, first_wrong = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (got[i] != std::max(values[i], 0.0f)) {
+      if (first_wrong < 0) first_wrong = i;
+      ++wrong;
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "first wrong element: " << first_wrong;
+}
+
+}  // namespace
+}  // namespace kiln::hal::vulkan
