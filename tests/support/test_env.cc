@@ -25,8 +25,10 @@ std::string model_path(const std::string& relative) {
 
 std::string kiln_binary() { return KILN_BINARY_PATH; }
 
-CommandResult run_kiln(const std::string& args) {
-  std::string command = kiln_binary() + " " + args + " 2>&1";
+CommandResult run_kiln(const std::string& args) { return run_command(kiln_binary() + " " + args); }
+
+CommandResult run_command(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
   CommandResult result;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;

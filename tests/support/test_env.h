@@ -21,6 +21,8 @@ struct CommandResult {
 };
 // Runs `kiln <args>` through the shell and captures its output.
 CommandResult run_kiln(const std::string& args);
+// Runs a shell command line (e.g. "VAR=value /path/to/kiln ...") and captures its output.
+CommandResult run_command(const std::string& command_line);
 
 // Reads a raw f32 fixture with the given dims; the file may hold more elements (a batch prefix).
 Tensor read_f32_prefix(const std::string& path, const ConcreteShape& shape);

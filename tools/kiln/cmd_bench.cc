@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "fallback_report.h"
 #include "flags.h"
 #include "kiln/base/file_util.h"
 #include "kiln/runtime/session.h"
@@ -23,6 +24,7 @@ namespace {
 struct BenchFlags {
   std::string module;
   std::string device = "cpu";
+  bool no_fallback = false;
   std::vector<std::string> inputs;
   int warmup = 3;
   int repeat = 10;
@@ -60,6 +62,7 @@ int run_bench(const BenchFlags& flags) {
   if (!loaded.ok()) return report_error("bench", loaded.status());
   runtime::SessionOptions options;
   options.device = flags.device;
+  options.allow_fallback = !flags.no_fallback;
   options.threads = flags.threads;
   if (Status bounds = flags.plan_cache.apply(options); !bounds.ok()) {
     return report_error("bench", bounds);
@@ -101,6 +104,8 @@ int run_bench(const BenchFlags& flags) {
   };
   auto cold = run_module();
   if (!cold.ok()) return report_error("bench", cold.status());
+  if (Status reported = report_fallbacks("bench", **session, bindings); !reported.ok())
+    return report_error("bench", reported);
   for (int i = 0; i < flags.warmup; ++i) {
     if (auto t = run_module(); !t.ok()) return report_error("bench", t.status());
   }
@@ -206,7 +211,7 @@ Command add_bench_command(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* sub = app.add_subcommand("bench", "time a compiled module");
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
-  sub->add_option("--device", flags->device, device_help());
+  add_device_flags(sub, flags->device, flags->no_fallback);
   sub->add_option("--input", flags->inputs, "input tensor, as for `kiln run` (repeatable)");
   sub->add_option("--warmup", flags->warmup, "untimed runs after the cold run")
       ->check(CLI::NonNegativeNumber);

@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "fallback_report.h"
 #include "flags.h"
 #include "kiln/base/file_util.h"
 #include "kiln/runtime/session.h"
@@ -16,6 +17,7 @@ namespace {
 struct RunFlags {
   std::string module;
   std::string device = "cpu";
+  bool no_fallback = false;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::vector<std::string> expected;
@@ -72,6 +74,7 @@ int run_module(const RunFlags& flags) {
 
   runtime::SessionOptions options;
   options.device = flags.device;
+  options.allow_fallback = !flags.no_fallback;
   options.threads = flags.threads;
   options.trust_module = flags.trust_module;
   if (!flags.max_memory.empty()) {
@@ -125,6 +128,8 @@ int run_module(const RunFlags& flags) {
     for (const std::string& line : tracer->summary()) std::printf("trace %s\n", line.c_str());
   }
   if (!outputs.ok()) return report_error("run", outputs.status());
+  if (Status reported = report_fallbacks("run", **session, bindings); !reported.ok())
+    return report_error("run", reported);
 
   int exit_code = kExitOk;
   for (size_t i = 0; i < outputs->size(); ++i) {
@@ -156,7 +161,7 @@ Command add_run_command(CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* sub = app.add_subcommand("run", "run a compiled module on inputs");
   sub->add_option("--module", flags->module, "module file (.kmod)")->required();
-  sub->add_option("--device", flags->device, device_help());
+  add_device_flags(sub, flags->device, flags->no_fallback);
   sub->add_option("--input", flags->inputs,
                   "input tensor: SHAPExDTYPE=@file.bin|@file.npy|values, or NAME=SPEC for the "
                   "input NAME (repeatable; positional ones fill the inputs not named, in order)");

@@ -21,6 +21,7 @@ struct TriageFlags {
   std::string json;
   std::string output_dir;  // empty: a new folder in $TMPDIR (triage::TriageRequest)
   std::string device = "cpu";
+  bool no_fallback = false;
   int threads = 0;
   double atol = 1e-5, rtol = 1e-4, scale_tol = 1e-4;
   std::string ort_runner;
@@ -49,6 +50,7 @@ int run_triage(const TriageFlags& flags) {
   request.against = flags.against;
   request.options.tolerance = {flags.atol, flags.rtol, flags.scale_tol};
   request.options.session.device = flags.device;
+  request.options.session.allow_fallback = !flags.no_fallback;
   request.options.session.threads = flags.threads;
   auto fault = triage::fault_from_environment();
   if (!fault.ok()) return report_error("triage", fault.status());
@@ -89,7 +91,7 @@ Command add_triage_command(CLI::App& app) {
   sub->add_option("-o,--output-dir", flags->output_dir,
                   "where report.html and the repro go (default: a new kiln-triage-XXXXXX folder in "
                   "$TMPDIR or /tmp, printed at the end)");
-  sub->add_option("--device", flags->device, device_help());
+  add_device_flags(sub, flags->device, flags->no_fallback);
   sub->add_option("--threads", flags->threads, "threads; 0: all cores")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--atol", flags->atol, "absolute tolerance floor per layer")

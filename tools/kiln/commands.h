@@ -28,6 +28,7 @@ Command add_bench_command(CLI::App& app);
 Command add_triage_command(CLI::App& app);
 Command add_test_suite_command(CLI::App& app);
 Command add_info_command(CLI::App& app);
+Command add_devices_command(CLI::App& app);
 
 // Prints "kiln <command>: error: ..." and returns kExitError.
 int report_error(const char* command, const Status& status);

@@ -66,7 +66,21 @@ StatusOr<std::unique_ptr<runtime::Session>> open_module(std::string_view flag,
   return session;
 }
 
-std::string device_help() { return "device to run on: " + hal::device_names(); }
+std::string device_help() {
+  std::string help = "device to run on: " + hal::device_names();
+  for (const hal::DeviceInfo& info : hal::registered_devices()) {
+    if (info.takes_index)
+      help += fmt::format(" ({}:N picks one of several: kiln devices)", info.name);
+  }
+  return help;
+}
+
+void add_device_flags(CLI::App* sub, std::string& device, bool& no_fallback) {
+  sub->add_option("--device", device, device_help());
+  sub->add_flag("--no-fallback", no_fallback,
+                "refuse a module with a dispatch the GPU device has no kernel for, instead of "
+                "running it on the CPU");
+}
 
 Status apply_fault_injection(runtime::SessionOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::optional<triage::FaultSpec> fault, triage::fault_from_environment());

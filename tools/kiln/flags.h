@@ -37,6 +37,8 @@ StatusOr<std::unique_ptr<runtime::Session>> open_module(std::string_view flag,
 
 // The help text of `--device`: the registered devices, e.g. "device to run on: cpu, null".
 std::string device_help();
+// Adds `--device` (device_help) and `--no-fallback` to a subcommand.
+void add_device_flags(CLI::App* sub, std::string& device, bool& no_fallback);
 
 // KILN_FAULT, read from the environment once per command: plants that fault in every device the
 // session creates (triage/fault_device.h). Error (naming KILN_FAULT) for a malformed value.

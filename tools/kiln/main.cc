@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       kiln::cli::add_import_command(app), kiln::cli::add_compile_command(app),
       kiln::cli::add_run_command(app),    kiln::cli::add_bench_command(app),
       kiln::cli::add_triage_command(app), kiln::cli::add_test_suite_command(app),
-      kiln::cli::add_info_command(app)};
+      kiln::cli::add_info_command(app),   kiln::cli::add_devices_command(app)};
   // A repeatable option starts empty: no "=[]" in the help.
   for (const kiln::cli::Command& command : commands) {
     for (CLI::Option* option : command.app->get_options()) {

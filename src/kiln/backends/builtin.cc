@@ -26,7 +26,7 @@ void register_builtin_backends() {
                    [](const hal::DeviceOptions& options) {
                      return hal::vulkan::create_vulkan_device(options, hal::cpu::create_cpu_device);
                    },
-                   hal::DeviceResults::kComputed, /*takes_index=*/true)
+                   hal::DeviceResults::kComputed, hal::vulkan::list_vulkan_instances)
                    .ok());
   });
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/base/status.h"
@@ -33,6 +34,8 @@ class RunObserver {
   virtual Status after_dispatch(int32_t dispatch, double elapsed_ms,
                                 std::span<const Tensor> outputs) = 0;
 };
+
+inline constexpr std::string_view kFallbackLinePrefix = "cpu fallback: ";
 
 struct RunArgs {
   // Per ProgramSpec value, the place of its bytes in a buffer of the executable's device:
@@ -72,7 +75,9 @@ class Executable {
   // (runtime/plan_cache.h).
   virtual size_t memory_bytes() const { return 0; }
   // How dispatch `d` (position in ProgramSpec::dispatches) runs at these shapes: one line per
-  // kernel, primitive or reorder, with its parameters. Empty when the backend does not say.
+  // kernel, primitive or reorder, with its parameters. Empty when the backend does not say. A
+  // dispatch that a device hands to another one (a GPU backend's CPU fallback) starts its lines
+  // with kFallbackLinePrefix and the reason, so tools can report fallbacks on any device.
   virtual std::vector<std::string> describe_dispatch(int32_t d) const { return {}; }
 };
 

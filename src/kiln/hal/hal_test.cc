@@ -75,6 +75,40 @@ TEST(Registry, CreatesByNameAndListsTheDevicesForAnUnknownOne) {
   EXPECT_TRUE(listed);
 }
 
+// A backend registered with an instance lister takes "NAME:INDEX", which reaches its factory as
+// DeviceOptions::index; one without refuses an index; a name cannot hold the separator.
+TEST(Registry, IndexesReachOnlyBackendsWithSeveralDevices) {
+  static std::string seen_index;
+  auto factory = [](const DeviceOptions& options) -> StatusOr<std::unique_ptr<Device>> {
+    seen_index = options.index;
+    return unimplemented("makes no device");
+  };
+  auto lister = []() -> StatusOr<std::vector<DeviceInstance>> {
+    return std::vector<DeviceInstance>{{"hal_test_gpu:0", "the only one"}};
+  };
+  ASSERT_TRUE(
+      register_device("hal_test_gpu", "several", factory, DeviceResults::kComputed, lister).ok());
+  ASSERT_TRUE(register_device("hal_test_single", "one", factory).ok());
+  EXPECT_FALSE(register_device("hal_test:bad", "colon", factory).ok());
+
+  EXPECT_EQ(create_device("hal_test_gpu:3", {}).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(seen_index, "3");
+  EXPECT_EQ(create_device("hal_test_gpu", {}).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(seen_index, "");
+  auto refused = create_device("hal_test_single:1", {});
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("does not take"), std::string::npos)
+      << refused.status().message();
+
+  ASSERT_TRUE(find_device("hal_test_gpu:0").has_value());
+  EXPECT_TRUE(find_device("hal_test_gpu:0")->takes_index);
+  EXPECT_FALSE(find_device("hal_test_single:0").has_value());
+  EXPECT_TRUE(find_device("hal_test_single").has_value());
+  auto instances = find_device("hal_test_gpu")->list_instances();
+  ASSERT_TRUE(instances.ok());
+  EXPECT_EQ(instances->front().name, "hal_test_gpu:0");
+}
+
 // A device whose memory the host cannot see: every transfer must go through its queue.
 class OpaqueBuffer : public Buffer {
  public:

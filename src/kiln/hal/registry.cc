@@ -12,7 +12,7 @@ struct Entry {
   std::string summary;
   DeviceFactory factory;
   DeviceResults results = DeviceResults::kComputed;
-  bool takes_index = false;
+  DeviceLister list_instances;
 };
 
 struct Registry {
@@ -28,14 +28,14 @@ Registry& registry() {
 }  // namespace
 
 Status register_device(std::string name, std::string summary, DeviceFactory factory,
-                       DeviceResults results, bool takes_index) {
+                       DeviceResults results, DeviceLister list_instances) {
   if (name.empty()) return invalid_argument("a device needs a name");
   if (name.find(':') != std::string::npos)
     return invalid_argument("device name '{}' has a ':', which separates an index", name);
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  auto [it, inserted] =
-      r.entries.emplace(name, Entry{std::move(summary), std::move(factory), results, takes_index});
+  auto [it, inserted] = r.entries.emplace(
+      name, Entry{std::move(summary), std::move(factory), results, std::move(list_instances)});
   if (!inserted) return invalid_argument("device '{}' is already registered", name);
   return ok_status();
 }
@@ -45,7 +45,8 @@ std::vector<DeviceInfo> registered_devices() {
   std::lock_guard lock(r.mutex);
   std::vector<DeviceInfo> out;
   for (const auto& [name, entry] : r.entries)
-    out.push_back({name, entry.summary, entry.results, entry.takes_index});
+    out.push_back({name, entry.summary, entry.results, static_cast<bool>(entry.list_instances),
+                   entry.list_instances});
   return out;
 }
 
@@ -77,7 +78,7 @@ StatusOr<std::unique_ptr<Device>> create_device(std::string_view name,
     auto it = r.entries.find(base);
     if (it != r.entries.end()) {
       factory = it->second.factory;
-      takes_index = it->second.takes_index;
+      takes_index = static_cast<bool>(it->second.list_instances);
     }
   }
   if (!factory)

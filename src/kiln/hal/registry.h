@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kiln/base/status.h"
@@ -26,18 +27,32 @@ using DeviceDecorator = std::function<StatusOr<std::unique_ptr<Device>>(std::uni
 // placeholder device they check that it accepts or refuses each case cleanly.
 enum class DeviceResults { kComputed, kPlaceholders };
 
+// One physical device of a backend that has several ("vulkan:0"), for `kiln devices`.
+struct DeviceInstance {
+  std::string name;     // what --device takes: "vulkan:0"
+  std::string summary;  // "llvmpipe (LLVM 15.0.6, 256 bits), CPU, Vulkan 1.3.230"
+  bool usable = true;
+  std::string unusable_reason;                                  // when !usable
+  std::vector<std::pair<std::string, std::string>> properties;  // limits and features, in order
+};
+// Lists a backend's physical devices. Errors: the backend's driver is missing.
+using DeviceLister = std::function<StatusOr<std::vector<DeviceInstance>>()>;
+
 struct DeviceInfo {
   std::string name;     // what --device takes
   std::string summary;  // one line for help texts
   DeviceResults results = DeviceResults::kComputed;
-  bool takes_index = false;  // accepts "NAME:INDEX" (DeviceOptions::index)
+  bool takes_index = false;     // accepts "NAME:INDEX" (DeviceOptions::index)
+  DeviceLister list_instances;  // set for a backend that takes an index
 };
 
 // Registers a backend. Errors: an empty name, or one already registered. Thread-safe.
-// A backend registered with `takes_index` is also created as "NAME:INDEX" (DeviceOptions::index);
-// for the others an index is an error.
+// A backend registered with `list_instances` has several physical devices: it is also created as
+// "NAME:INDEX" (DeviceOptions::index), and `kiln devices` lists them; for the others an index is
+// an error.
 Status register_device(std::string name, std::string summary, DeviceFactory factory,
-                       DeviceResults results = DeviceResults::kComputed, bool takes_index = false);
+                       DeviceResults results = DeviceResults::kComputed,
+                       DeviceLister list_instances = {});
 // Every registered backend, by name.
 std::vector<DeviceInfo> registered_devices();
 // The registered backend `name` ("NAME", or "NAME:INDEX" for one that takes an index); nullopt

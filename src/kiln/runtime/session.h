@@ -49,7 +49,10 @@ namespace kiln::runtime {
 struct SessionOptions {
   std::string device = "cpu";  // a registered device (hal::registered_devices)
   int threads = 0;             // 0: all cores
-  bool trust_module = false;   // skip the module checksum (structure is still verified)
+  // Whether a GPU device may run on its CPU fallback what it has no kernel for (false:
+  // `--no-fallback`, preparing such a dispatch fails naming it; hal::DeviceOptions).
+  bool allow_fallback = true;
+  bool trust_module = false;  // skip the module checksum (structure is still verified)
   // Refuse to run shapes whose activations (arena) plus outputs need more than this many bytes;
   // checked before anything that size is allocated. 0: default_max_memory_bytes().
   uint64_t max_memory_bytes = 0;
@@ -118,6 +121,9 @@ class Session {
 
   // Concrete shape of every module value for these bindings (data symbols included, as above).
   StatusOr<std::vector<ConcreteShape>> value_shapes(const Bindings& bindings) const;
+
+  // The device's own description (hal::Device::name): "cpu (oneDNN 3.0.0, 2 threads)".
+  std::string device_name() const { return device_->name(); }
 
   // The plan cache's bounds (defaults resolved), which hold per run state.
   const PlanCacheLimits& plan_cache_limits() const { return context_.limits; }

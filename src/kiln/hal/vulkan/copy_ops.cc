@@ -11,6 +11,15 @@ Status build_reshape_copy(KernelBuilder& b) {
   if (b.output_count() > 1) {
     return unimplemented("{} with its mask output runs on the CPU", b.dispatch().op_type);
   }
+  // Dropout is a copy at inference only; a training_mode that is not a constant false runs (and is
+  // refused, or computed) where the CPU backend decides.
+  if (b.dispatch().op_type == "Dropout" && b.has_input(2)) {
+    const ValueSpec& mode = b.input(2);
+    if (mode.role != ValueRole::kConstant || mode.constant == nullptr ||
+        mode.constant->element_count() != 1 || element_as_int64(*mode.constant, 0) != 0) {
+      return unimplemented("Dropout with training_mode that is not a constant false");
+    }
+  }
   const ValueSpec& x = b.input(0);
   const size_t bytes = plain_bytes(b.output(0));
   if (x.dtype != b.output(0).dtype || plain_bytes(x) != bytes) {

@@ -181,4 +181,31 @@ StatusOr<std::unique_ptr<Device>> create_vulkan_device(const DeviceOptions& opti
       std::make_unique<VulkanDevice>(std::move(context), std::move(cpu), options.allow_fallback));
 }
 
+StatusOr<std::vector<DeviceInstance>> list_vulkan_instances() {
+  KILN_ASSIGN_OR_RETURN(std::vector<PhysicalDeviceInfo> devices, list_vulkan_devices());
+  std::vector<DeviceInstance> out;
+  for (const PhysicalDeviceInfo& d : devices) {
+    DeviceInstance instance;
+    instance.name = fmt::format("vulkan:{}", d.index);
+    instance.summary = fmt::format("{}, {}, Vulkan {}", d.name, d.type, d.api_version);
+    instance.usable = d.usable;
+    instance.unusable_reason = d.unusable_reason;
+    instance.properties = {
+        {"driver", d.driver},
+        {"device-local memory", fmt::format("{} MiB", d.device_local_bytes >> 20)},
+        {"maxStorageBufferRange", fmt::format("{} MiB", d.max_storage_buffer_range >> 20)},
+        {"maxPushConstantsSize", fmt::format("{} bytes", d.max_push_constants_size)},
+        {"maxComputeSharedMemorySize", fmt::format("{} KiB", d.max_shared_memory_bytes >> 10)},
+        {"maxComputeWorkGroupInvocations", fmt::format("{}", d.max_workgroup_invocations)},
+        {"maxComputeWorkGroupCount",
+         fmt::format("{} x {} x {}", d.max_workgroup_count[0], d.max_workgroup_count[1],
+                     d.max_workgroup_count[2])},
+        {"subgroupSize", fmt::format("{}", d.subgroup_size)},
+        {"bufferDeviceAddress", d.buffer_device_address ? "yes" : "no"},
+    };
+    out.push_back(std::move(instance));
+  }
+  return out;
+}
+
 }  // namespace kiln::hal::vulkan

@@ -63,5 +63,8 @@ class VulkanDevice : public Device {
 // the fallback's own.
 StatusOr<std::unique_ptr<Device>> create_vulkan_device(const DeviceOptions& options,
                                                        const DeviceFactory& fallback);
+// Every Vulkan device the loader reports, with the limits kernels size themselves by (`kiln
+// devices`). Errors: no Vulkan driver.
+StatusOr<std::vector<DeviceInstance>> list_vulkan_instances();
 
 }  // namespace kiln::hal::vulkan

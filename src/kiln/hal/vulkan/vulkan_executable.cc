@@ -231,7 +231,7 @@ size_t VulkanExecutable::memory_bytes() const {
 std::vector<std::string> VulkanExecutable::describe_dispatch(int32_t d) const {
   if (d < 0 || static_cast<size_t>(d) >= dispatches_.size()) return {};
   if (placements_[d].on_gpu) return gpu_[d].description;
-  std::vector<std::string> lines = {fmt::format("cpu fallback: {}", placements_[d].reason)};
+  std::vector<std::string> lines = {std::string(kFallbackLinePrefix) + placements_[d].reason};
   for (const Segment& segment : segments_) {
     if (!segment.host) continue;
     for (std::string& line : segment.host->describe(d)) lines.push_back(std::move(line));
