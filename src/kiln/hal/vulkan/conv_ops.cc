@@ -104,6 +104,13 @@ Status build_conv(KernelBuilder& b) {
                       ? ""
                       : " " + kernels::describe(a.activation));
 
+  // The shaders' parameters between the first (tiled: the launch's first column tile; direct:
+  // the launch's first element, then the element count) and the clip bounds.
+  const std::vector<uint32_t> geometry = {cin, ih, iw, cout, oh, ow, kh,    kw,
+                                          sh,  sw, ph, pw,   dh, dw, cin_g, cout_g};
+  const std::string what = fmt::format("(Cout {}, {}x{} pixels, group {}, K {}){}", cout, oh, ow,
+                                       group, reduction, fused);
+
   // The tiled variant, from per-sample dims and device limits only.
   const uint32_t row_tiles = (cout_g + kTile - 1) / kTile;
   const uint64_t columns = out_elements / cout;  // N * OH * OW
@@ -112,31 +119,37 @@ Status build_conv(KernelBuilder& b) {
   if (forced != ConvVariant::kAuto) tiled = forced == ConvVariant::kTiled;
   tiled = tiled && row_tiles <= b.device().max_workgroup_count[1] &&
           group <= b.device().max_workgroup_count[2];
-  if (tiled) {
-    const uint64_t column_tiles = (columns + kTile - 1) / kTile;
-    uint32_t per_launch = b.device().max_workgroup_count[0];
-    if (column_tiles_limit.load() != 0)
-      per_launch = std::min(per_launch, column_tiles_limit.load());
-    b.describe(fmt::format("vulkan conv tiled {}x{} group {} K {}{}", cout, ow * oh, group,
-                           reduction, fused));
-    std::vector<uint32_t> params = {0,  cin, ih, iw,    cout,   oh,
-                                    ow, kh,  kw, sh,    sw,     ph,
-                                    pw, dh,  dw, cin_g, cout_g, static_cast<uint32_t>(columns),
-                                    lo, hi};
-    for (uint64_t first = 0; first < column_tiles; first += per_launch) {
-      params[0] = static_cast<uint32_t>(first);
-      const uint32_t groups[3] = {
-          static_cast<uint32_t>(std::min<uint64_t>(per_launch, column_tiles - first)), row_tiles,
-          group};
-      KILN_RETURN_IF_ERROR(b.launch_groups("conv_gemm", specialization, groups, operands, params));
-    }
-    return ok_status();
+  if (!tiled) {
+    b.describe("vulkan conv direct " + what);
+    std::vector<uint32_t> params = {static_cast<uint32_t>(out_elements)};
+    params.insert(params.end(), geometry.begin(), geometry.end());
+    params.insert(params.end(), {lo, hi});
+    return b.launch("conv_direct", specialization, out_elements, operands, std::move(params));
   }
-  b.describe(fmt::format("vulkan conv direct {}x{} group {} K {}{}", cout, ow * oh, group,
-                         reduction, fused));
-  return b.launch("conv_direct", specialization, out_elements, operands,
-                  {static_cast<uint32_t>(out_elements), cin, ih, iw, cout, oh, ow, kh, kw, sh, sw,
-                   ph, pw, dh, dw, cin_g, cout_g, lo, hi});
+
+  const bool pointwise =
+      kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && oh == ih && ow == iw;
+  std::vector<uint32_t> tiled_specialization = specialization;
+  tiled_specialization.push_back(pointwise ? 1 : 0);
+  b.describe(fmt::format("vulkan conv tiled{} {}", pointwise ? " pointwise" : "", what));
+  // Column tiles in launches of at most maxComputeWorkGroupCount[0] (65535 on lavapipe, about
+  // 4 Mi output pixels per launch), each told its first tile.
+  const uint64_t column_tiles = (columns + kTile - 1) / kTile;
+  const uint32_t limit = column_tiles_limit.load();
+  const uint32_t per_launch = limit != 0 ? std::min(limit, b.device().max_workgroup_count[0])
+                                         : b.device().max_workgroup_count[0];
+  std::vector<uint32_t> params = {0};
+  params.insert(params.end(), geometry.begin(), geometry.end());
+  params.insert(params.end(), {static_cast<uint32_t>(columns), lo, hi});
+  for (uint64_t first = 0; first < column_tiles; first += per_launch) {
+    params[0] = static_cast<uint32_t>(first);
+    const uint32_t groups[3] = {
+        static_cast<uint32_t>(std::min<uint64_t>(per_launch, column_tiles - first)), row_tiles,
+        group};
+    KILN_RETURN_IF_ERROR(
+        b.launch_groups("conv_gemm", tiled_specialization, groups, operands, params));
+  }
+  return ok_status();
 }
 
 }  // namespace kiln::hal::vulkan

@@ -3,7 +3,8 @@
 // limits (never from the batch size N):
 //   tiled   shaders/conv_gemm.comp, an implicit GEMM in 64x64 tiles, for convs with at least
 //           kTiledMinChannels output channels per group and a reduction (Cin/group * KH * KW) of
-//           at least kTiledMinReduction;
+//           at least kTiledMinReduction (a pipeline of its own for 1x1 stride-1 unpadded convs,
+//           which read X without taps);
 //   direct  shaders/conv_direct.comp, one invocation per output element: depthwise and
 //           few-channels-per-group convs, and whatever the tiled one cannot launch.
 // Both sum an output element's products in a fixed order, so sample i of a batch equals sample i

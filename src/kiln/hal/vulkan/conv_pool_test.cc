@@ -62,6 +62,18 @@ kernels::FusedActivation clip(double lo, double hi) {
   return {.kind = kernels::FusedActivation::Kind::kClip, .min = lo, .max = hi};
 }
 
+// A 3x3 conv, stride 1, pads 1.
+ConvCase same_3x3(std::string name, ConcreteShape x, int64_t cout, bool bias, bool residual,
+                  kernels::FusedActivation activation) {
+  ConvCase c{.name = std::move(name), .x = std::move(x), .cout = cout};
+  c.kernel = {3, 3};
+  c.strides = c.pads_begin = c.pads_end = c.dilations = {1, 1};
+  c.bias = bias;
+  c.residual = residual;
+  c.activation = activation;
+  return c;
+}
+
 // A Conv dispatch of `c` with its inputs (x, w, bias, residual as program inputs or constants)
 // and the float64 reference result.
 struct ConvProgram {
@@ -151,133 +163,49 @@ TEST_P(VulkanConvTest, BothShadersMatchTheReference) {
   check(c, tiled ? ConvVariant::kDirect : ConvVariant::kTiled, tiled ? "direct" : "tiled");
 }
 
+// clang-format off
 INSTANTIATE_TEST_SUITE_P(
     Shapes, VulkanConvTest,
     ::testing::Values(
+        // {name, x, Cout, kernel, strides, pads_begin, pads_end, dilations, group, bias,
+        //  residual, activation, automatic variant}
         // Cout 70: two row tiles, the second partial; K = 13 * 9 = 117, not a multiple of 16;
-        // 2 * 10 * 9 columns: two column tiles across the sample boundary.
-        ConvCase{"Tiled3x3NonSquare",
-                 {2, 13, 10, 9},
-                 70,
-                 {3, 3},
-                 {1, 1},
-                 {1, 1},
-                 {1, 1},
-                 {1, 1},
-                 1,
-                 true,
-                 false,
-                 relu()},
-        ConvCase{"Tiled1x1Residual",
-                 {1, 24, 7, 11},
-                 20,
-                 {1, 1},
-                 {1, 1},
-                 {0, 0},
-                 {0, 0},
-                 {1, 1},
-                 1,
-                 true,
-                 true,
-                 {}},
-        ConvCase{"TiledStridesAsymmetricPadsClip",
-                 {1, 8, 11, 13},
-                 17,
-                 {3, 3},
-                 {2, 3},
-                 {1, 0},
-                 {0, 2},
-                 {1, 1},
-                 1,
-                 false,
-                 true,
-                 clip(0, 6)},
-        ConvCase{"TiledDilatedGroups",
-                 {1, 12, 9, 10},
-                 36,
-                 {3, 3},
-                 {1, 1},
-                 {2, 2},
-                 {2, 2},
-                 {2, 2},
-                 2,
-                 true,
-                 false,
-                 relu()},
-        ConvCase{"TiledManyTiles",
-                 {2, 16, 20, 20},
-                 130,
-                 {3, 3},
-                 {1, 1},
-                 {1, 1},
-                 {1, 1},
-                 {1, 1},
-                 1,
-                 true,
-                 true,
-                 relu()},
+        // 2 * 10 * 9 columns: three column tiles, one across the sample boundary.
+        ConvCase{"Tiled3x3NonSquare", {2, 13, 10, 9}, 70, {3, 3}, {1, 1}, {1, 1}, {1, 1},
+                 {1, 1}, 1, true, false, relu()},
+        ConvCase{"Tiled1x1Residual", {1, 24, 7, 11}, 20, {1, 1}, {1, 1}, {0, 0}, {0, 0},
+                 {1, 1}, 1, true, true, {}},
+        ConvCase{"TiledStridesAsymmetricPadsClip", {1, 8, 11, 13}, 17, {3, 3}, {2, 3},
+                 {1, 0}, {0, 2}, {1, 1}, 1, false, true, clip(0, 6)},
+        ConvCase{"TiledDilatedGroups", {1, 12, 9, 10}, 36, {3, 3}, {1, 1}, {2, 2}, {2, 2},
+                 {2, 2}, 2, true, false, relu()},
+        ConvCase{"TiledManyTiles", {2, 16, 20, 20}, 130, {3, 3}, {1, 1}, {1, 1}, {1, 1},
+                 {1, 1}, 1, true, true, relu()},
         ConvCase{"Tiled1D", {2, 6, 17}, 16, {3}, {2}, {1}, {2}, {1}, 1, true, false, {}},
-        ConvCase{"DirectDepthwise",
-                 {2, 8, 9, 9},
-                 8,
-                 {3, 3},
-                 {2, 2},
-                 {1, 1},
-                 {1, 1},
-                 {1, 1},
-                 8,
-                 true,
-                 false,
-                 clip(0, 6),
-                 "direct"},
-        ConvCase{"DirectFewChannels",
-                 {1, 3, 12, 11},
-                 8,
-                 {5, 5},
-                 {2, 2},
-                 {2, 1},
-                 {1, 2},
-                 {1, 1},
-                 1,
-                 true,
-                 true,
-                 relu(),
-                 "direct"},
-        ConvCase{"DirectGroupsDilated",
-                 {1, 8, 10, 10},
-                 8,
-                 {3, 3},
-                 {1, 1},
-                 {0, 2},
-                 {2, 0},
-                 {2, 2},
-                 4,
-                 false,
-                 false,
-                 {},
-                 "direct"},
-        ConvCase{"Direct1D", {1, 5, 9}, 3, {3}, {1}, {1}, {1}, {1}, 1, true, false, {}, "direct"}),
+        ConvCase{"DirectDepthwise", {2, 8, 9, 9}, 8, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 8,
+                 true, false, clip(0, 6), "direct"},
+        ConvCase{"DirectFewChannels", {1, 3, 12, 11}, 8, {5, 5}, {2, 2}, {2, 1}, {1, 2},
+                 {1, 1}, 1, true, true, relu(), "direct"},
+        ConvCase{"DirectGroupsDilated", {1, 8, 10, 10}, 8, {3, 3}, {1, 1}, {0, 2}, {2, 0},
+                 {2, 2}, 4, false, false, {}, "direct"},
+        ConvCase{"Direct1D", {1, 5, 9}, 3, {3}, {1}, {1}, {1}, {1}, 1, true, false, {},
+                 "direct"}),
     [](const auto& info) { return info.param.name; });
+// clang-format on
 
 // Sample i of a batch of 3 equals sample i run alone, bit for bit, on both shaders (a tile of
 // the batched run mixes samples; the alone run's tiles do not).
 TEST_F(VulkanDeviceTest, ConvIsBatchInvariantBitForBit) {
+  // clang-format off
   const ConvCase cases[] = {
       {"tiled", {3, 13, 9, 7}, 40, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, true, true, relu()},
-      {"direct",
-       {3, 6, 9, 7},
-       6,
-       {3, 3},
-       {1, 1},
-       {1, 1},
-       {1, 1},
-       {1, 1},
-       6,
-       true,
-       true,
-       relu(),
+      {"pointwise", {3, 20, 5, 6}, 24, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, true, true,
+       clip(-0.5, 0.5)},
+      {"direct", {3, 6, 9, 7}, 6, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 6, true, true, relu(),
        "direct"},
   };
+  // clang-format on
+
   for (const ConvCase& c : cases) {
     const Tensor x = random_tensor(c.x, 1);
     const Tensor residual = random_tensor(conv_output_shape(c), 2);
@@ -304,8 +232,7 @@ TEST_F(VulkanDeviceTest, ConvIsBatchInvariantBitForBit) {
 // with the limit lowered to 2 tiles: 13 column tiles in 7 launches give the unsplit result.
 TEST_F(VulkanDeviceTest, TiledConvSplitsItsColumnsIntoLaunches) {
   ConvOverrides restore;
-  const ConvCase c{"split", {2, 16, 20, 20}, 70, {3, 3}, {1, 1}, {1, 1},
-                   {1, 1},  {1, 1},          1,  true,   true,   relu()};
+  const ConvCase c = same_3x3("split", {2, 16, 20, 20}, 70, true, true, relu());
   const Tensor x = random_tensor(c.x, 1);
   const Tensor residual = random_tensor(conv_output_shape(c), 2);
   ConvProgram whole, split;
@@ -326,8 +253,7 @@ TEST_F(VulkanDeviceTest, ConvPropagatesNaN) {
   ConvOverrides restore;
   for (ConvVariant variant : {ConvVariant::kTiled, ConvVariant::kDirect}) {
     set_conv_variant_for_testing(variant);
-    const ConvCase c{"nan",  {1, 16, 8, 8}, 16, {3, 3}, {1, 1}, {1, 1},
-                     {1, 1}, {1, 1},        1,  true,   false,  relu()};
+    const ConvCase c = same_3x3("nan", {1, 16, 8, 8}, 16, true, false, relu());
     Tensor x = random_tensor(c.x, 1);
     x.mutable_values<float>()[3 * 8 + 4] = kNaN;  // channel 0, (3, 4)
     ConvProgram p;
@@ -343,8 +269,10 @@ TEST_F(VulkanDeviceTest, ConvPropagatesNaN) {
 
 // A 3-D conv is not a Vulkan kernel: it runs on the CPU fallback, right.
 TEST_F(VulkanDeviceTest, Conv3DFallsBackToTheCpu) {
-  const ConvCase c{"3d",      {1, 2, 4, 5, 4}, 3, {3, 3, 3}, {1, 1, 1}, {1, 1, 1},
-                   {1, 1, 1}, {1, 1, 1},       1, true,      false,     relu()};
+  // clang-format off
+  const ConvCase c{"3d", {1, 2, 4, 5, 4}, 3, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1},
+                   {1, 1, 1}, 1, true, false, relu()};
+  // clang-format on
   const Tensor x = random_tensor(c.x, 1);
   ConvProgram p;
   make_conv(p, c, x, nullptr);
@@ -426,63 +354,31 @@ TEST_P(VulkanPoolTest, MatchesReferenceAndKeepsNaN) {
   }
 }
 
+// clang-format off
 INSTANTIATE_TEST_SUITE_P(
     Shapes, VulkanPoolTest,
     ::testing::Values(
+        // {name, op, x, kernel, strides, pads_begin, pads_end, dilations, ceil_mode,
+        //  count_include_pad}
         PoolCase{"MaxStem", "MaxPool", {2, 3, 11, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},
         PoolCase{"MaxCeil", "MaxPool", {1, 2, 7, 9}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, true},
-        PoolCase{"MaxDilatedAsymmetric",
-                 "MaxPool",
-                 {1, 2, 9, 8},
-                 {2, 3},
-                 {1, 2},
-                 {1, 0},
-                 {0, 2},
-                 {2, 2}},
+        PoolCase{"MaxDilatedAsymmetric", "MaxPool", {1, 2, 9, 8}, {2, 3}, {1, 2}, {1, 0},
+                 {0, 2}, {2, 2}},
         PoolCase{"Max1D", "MaxPool", {2, 3, 10}, {3}, {2}, {1}, {0}, {1}},
-        PoolCase{"AverageExcludePad",
-                 "AveragePool",
-                 {2, 3, 8, 7},
-                 {3, 3},
-                 {1, 1},
-                 {1, 1},
-                 {1, 1},
-                 {1, 1}},
-        PoolCase{"AverageIncludePad",
-                 "AveragePool",
-                 {2, 3, 8, 7},
-                 {3, 3},
-                 {1, 1},
-                 {1, 1},
-                 {1, 1},
-                 {1, 1},
-                 false,
-                 true},
-        PoolCase{"AverageCeilIncludePad",
-                 "AveragePool",
-                 {1, 2, 6, 7},
-                 {3, 3},
-                 {2, 2},
-                 {1, 1},
-                 {1, 0},
-                 {1, 1},
-                 true,
-                 true},
-        PoolCase{"AverageCeilExcludePadDilated",
-                 "AveragePool",
-                 {1, 2, 9, 8},
-                 {2, 2},
-                 {3, 2},
-                 {0, 1},
-                 {1, 0},
-                 {2, 1},
-                 true,
-                 false},
+        PoolCase{"AverageExcludePad", "AveragePool", {2, 3, 8, 7}, {3, 3}, {1, 1}, {1, 1},
+                 {1, 1}, {1, 1}},
+        PoolCase{"AverageIncludePad", "AveragePool", {2, 3, 8, 7}, {3, 3}, {1, 1}, {1, 1},
+                 {1, 1}, {1, 1}, false, true},
+        PoolCase{"AverageCeilIncludePad", "AveragePool", {1, 2, 6, 7}, {3, 3}, {2, 2}, {1, 1},
+                 {1, 0}, {1, 1}, true, true},
+        PoolCase{"AverageCeilExcludePadDilated", "AveragePool", {1, 2, 9, 8}, {2, 2}, {3, 2},
+                 {0, 1}, {1, 0}, {2, 1}, true, false},
         PoolCase{"Average1D", "AveragePool", {2, 3, 10}, {3}, {2}, {1}, {1}, {1}, false, true},
         PoolCase{"GlobalAverage", "GlobalAveragePool", {2, 5, 7, 7}},
         PoolCase{"GlobalMax", "GlobalMaxPool", {2, 5, 3, 4}},
         PoolCase{"GlobalAverage3D", "GlobalAveragePool", {1, 2, 2, 3, 4}}),
     [](const auto& info) { return info.param.name; });
+// clang-format on
 
 // MaxPool with its Indices output is not a Vulkan kernel: the CPU fallback runs it, right.
 TEST_F(VulkanDeviceTest, MaxPoolWithIndicesFallsBackToTheCpu) {
