@@ -55,6 +55,7 @@ struct ConvCase {
   bool bias = false, residual = false;
   kernels::FusedActivation activation;
   const char* variant = "tiled";  // what the automatic choice takes
+  bool weights_input = false;     // W and B as program inputs (computed at run time), not constants
 };
 
 kernels::FusedActivation relu() { return {.kind = kernels::FusedActivation::Kind::kRelu}; }
@@ -108,9 +109,17 @@ void make_conv(ConvProgram& p, const ConvCase& c, const Tensor& x, const Tensor*
   a.set("dilations", c.dilations);
   a.set("group", c.group);
   kernels::set_fused_activation(a, c.activation);
-  std::vector<int32_t> ins = {p.spec.input("x", x.shape()), p.spec.constant("w", w)};
+  std::vector<int32_t> ins = {p.spec.input("x", x.shape())};
   p.inputs = {x};
-  ins.push_back(c.bias ? p.spec.constant("b", bias) : -1);
+  if (c.weights_input) {
+    ins.push_back(p.spec.input("w", ws));
+    p.inputs.push_back(w);
+    ins.push_back(c.bias ? p.spec.input("b", {c.cout}) : -1);
+    if (c.bias) p.inputs.push_back(bias);
+  } else {
+    ins.push_back(p.spec.constant("w", w));
+    ins.push_back(c.bias ? p.spec.constant("b", bias) : -1);
+  }
   if (residual != nullptr) {
     ins.push_back(p.spec.input("r", residual->shape()));
     p.inputs.push_back(*residual);
@@ -177,8 +186,8 @@ INSTANTIATE_TEST_SUITE_P(
                  {1, 1}, 1, true, true, {}},
         ConvCase{"TiledStridesAsymmetricPadsClip", {1, 8, 11, 13}, 17, {3, 3}, {2, 3},
                  {1, 0}, {0, 2}, {1, 1}, 1, false, true, clip(0, 6)},
-        ConvCase{"TiledDilatedGroups", {1, 12, 9, 10}, 36, {3, 3}, {1, 1}, {2, 2}, {2, 2},
-                 {2, 2}, 2, true, false, relu()},
+        ConvCase{"TiledDilatedGroupsWeightsInput", {1, 12, 9, 10}, 36, {3, 3}, {1, 1}, {2, 2},
+                 {2, 2}, {2, 2}, 2, true, false, relu(), "tiled", true},
         ConvCase{"TiledManyTiles", {2, 16, 20, 20}, 130, {3, 3}, {1, 1}, {1, 1}, {1, 1},
                  {1, 1}, 1, true, true, relu()},
         ConvCase{"Tiled1D", {2, 6, 17}, 16, {3}, {2}, {1}, {2}, {1}, 1, true, false, {}},
@@ -188,8 +197,8 @@ INSTANTIATE_TEST_SUITE_P(
                  {1, 1}, 1, true, true, relu(), "direct"},
         ConvCase{"DirectGroupsDilated", {1, 8, 10, 10}, 8, {3, 3}, {1, 1}, {0, 2}, {2, 0},
                  {2, 2}, 4, false, false, {}, "direct"},
-        ConvCase{"Direct1D", {1, 5, 9}, 3, {3}, {1}, {1}, {1}, {1}, 1, true, false, {},
-                 "direct"}),
+        ConvCase{"Direct1DWeightsInput", {1, 5, 9}, 3, {3}, {1}, {1}, {1}, {1}, 1, true, false,
+                 {}, "direct", true}),
     [](const auto& info) { return info.param.name; });
 // clang-format on
 
