@@ -373,6 +373,9 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{"MaxCeil", "MaxPool", {1, 2, 7, 9}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, true},
         PoolCase{"MaxDilatedAsymmetric", "MaxPool", {1, 2, 9, 8}, {2, 3}, {1, 2}, {1, 0},
                  {0, 2}, {2, 2}},
+        // Dilated taps straddle the 2x2 input: the window at (1, 1) has no tap inside it.
+        PoolCase{"MaxEmptyWindow", "MaxPool", {1, 2, 2, 2}, {2, 2}, {1, 1}, {2, 2}, {2, 2},
+                 {3, 3}},
         PoolCase{"Max1D", "MaxPool", {2, 3, 10}, {3}, {2}, {1}, {0}, {1}},
         PoolCase{"AverageExcludePad", "AveragePool", {2, 3, 8, 7}, {3, 3}, {1, 1}, {1, 1},
                  {1, 1}, {1, 1}},
