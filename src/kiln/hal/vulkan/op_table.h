@@ -27,5 +27,8 @@ std::vector<std::string> vulkan_op_types();
 Status build_unary(KernelBuilder& b);         // elementwise_ops.cc
 Status build_binary(KernelBuilder& b);        // elementwise_ops.cc
 Status build_reshape_copy(KernelBuilder& b);  // copy_ops.cc
+Status build_conv(KernelBuilder& b);          // conv_ops.cc
+Status build_pool(KernelBuilder& b);          // pool_ops.cc
+Status build_batch_norm(KernelBuilder& b);    // batch_norm_ops.cc
 
 }  // namespace kiln::hal::vulkan

@@ -21,32 +21,7 @@ namespace {
 
 using namespace kiln::testing;
 using testing::make_vulkan_device;
-
-class VulkanDeviceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    device_ = make_vulkan_device();
-    ASSERT_NE(device_, nullptr);
-  }
-  void TearDown() override {
-    if (device_ == nullptr) return;
-    Status validation = vulkan().context().validation_status();
-    EXPECT_TRUE(validation.ok()) << validation.to_string();
-  }
-  VulkanDevice& vulkan() { return static_cast<VulkanDevice&>(*device_); }
-
-  // Prepares `s` and runs it on `inputs`; fails the test on an error.
-  std::vector<Tensor> run(SpecBuilder& s, const std::vector<Tensor>& inputs) {
-    auto exe = device_->prepare(s.spec());
-    EXPECT_TRUE(exe.ok()) << exe.status().to_string();
-    if (!exe.ok()) return {};
-    auto out = run_program(*device_, **exe, s.spec(), inputs);
-    EXPECT_TRUE(out.ok()) << out.status().to_string();
-    return out.ok() ? std::move(*out) : std::vector<Tensor>{};
-  }
-
-  std::unique_ptr<Device> device_;
-};
+using testing::VulkanDeviceTest;
 
 TEST(VulkanDevices, ListsAUsableDeviceWithItsLimits) {
   auto devices = list_vulkan_devices();
