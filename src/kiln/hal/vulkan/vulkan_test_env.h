@@ -1,7 +1,9 @@
 // For the Vulkan backend's tests: turns the Khronos validation layer on for the whole test
 // process (before any Vulkan context exists), and makes the device under test: the Vulkan device
-// with the CPU backend as its fallback. VulkanDeviceTest is the fixture the test files share: a
-// fresh device per test, whose validation messages fail the test.
+// with the CPU backend as its fallback. With KILN_TEST_SHADER_MUTANT=NAME in the environment, the
+// shader NAME is replaced by its mutant (CMakeLists.txt) for the whole process. VulkanDeviceTest is
+// the fixture the test files share: a fresh device per test, whose validation messages fail the
+// test.
 #pragma once
 
 #include <gtest/gtest.h>
