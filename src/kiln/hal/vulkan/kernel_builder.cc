@@ -111,6 +111,16 @@ Status KernelBuilder::launch_groups(std::string_view shader, std::vector<uint32_
   return ok_status();
 }
 
+StatusOr<Operand> KernelBuilder::error_flag(
+    size_t words, std::function<Status(std::span<const uint32_t>)> error) {
+  Operand operand;
+  if (constants_ == nullptr) return operand;  // dry
+  const std::vector<std::byte> zeros(words * sizeof(uint32_t));
+  KILN_ASSIGN_OR_RETURN(operand.constant, constants_->upload(zeros));
+  result_.checks.push_back(RunCheck{operand.constant, words, std::move(error)});
+  return operand;
+}
+
 void KernelBuilder::copy(Operand src, Operand dst, size_t bytes) {
   result_.commands.push_back(CopyCommand{std::move(src), std::move(dst), bytes});
 }

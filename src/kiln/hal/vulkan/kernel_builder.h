@@ -10,6 +10,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,6 +65,10 @@ class KernelBuilder {
                        const uint32_t (&groups)[3], std::vector<Operand> operands,
                        std::vector<uint32_t> params);
   void copy(Operand src, Operand dst, size_t bytes);
+  // A zeroed device buffer of `words` 32-bit words that the kernel sets on an error found while it
+  // runs; `error` turns its words into the Status the run returns (RunCheck, commands.h).
+  StatusOr<Operand> error_flag(size_t words,
+                               std::function<Status(std::span<const uint32_t>)> error);
   // One line for describe_dispatch.
   void describe(std::string line) { result_.description.push_back(std::move(line)); }
 
