@@ -128,6 +128,7 @@ class VulkanLinalgTest : public ::testing::Test {
 struct MatMulCase {
   ConcreteShape a, b;
   bool on_gpu = true;
+  bool constant_b = false;  // B as weights
 };
 
 class VulkanMatMulTest : public VulkanLinalgTest,
@@ -135,7 +136,8 @@ class VulkanMatMulTest : public VulkanLinalgTest,
 
 TEST_P(VulkanMatMulTest, MatchesReference) {
   const MatMulCase& c = GetParam();
-  check("MatMul", {{random_tensor(c.a, 1)}, {random_tensor(c.b, 2)}}, {}, kTol, c.on_gpu);
+  check("MatMul", {{random_tensor(c.a, 1)}, {random_tensor(c.b, 2), c.constant_b}}, {}, kTol,
+        c.on_gpu);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -146,7 +148,7 @@ INSTANTIATE_TEST_SUITE_P(
                       MatMulCase{{9, 13}, {2, 3, 13, 5}}, MatMulCase{{2, 1, 5, 4}, {1, 4, 6}},
                       MatMulCase{{2, 40, 70}, {2, 70, 33}}, MatMulCase{{7}, {7, 4}},
                       MatMulCase{{4, 7}, {7}}, MatMulCase{{7}, {7}}, MatMulCase{{3, 5}, {2, 5, 4}},
-                      MatMulCase{{2, 0, 4}, {4, 3}},
+                      MatMulCase{{2, 0, 4}, {4, 3}}, MatMulCase{{3, 50, 96}, {96, 40}, true, true},
                       // Batch broadcasts one stride per operand cannot express: CPU fallback.
                       MatMulCase{{2, 1, 3, 4}, {3, 4, 5}, false},
                       MatMulCase{{3, 2, 4}, {2, 3, 4, 5}, false}),
