@@ -83,6 +83,23 @@ Status KernelBuilder::launch(std::string_view shader, std::vector<uint32_t> spec
   return ok_status();
 }
 
+Status KernelBuilder::launch_rows(std::string_view shader, std::vector<uint32_t> specialization,
+                                  uint64_t rows, std::vector<Operand> operands,
+                                  std::vector<uint32_t> params) {
+  if (rows >= (uint64_t{1} << 32)) {
+    return unimplemented("{} rows exceed the Vulkan kernels' 32-bit indices", rows);
+  }
+  params.insert(params.begin(), 0);
+  for (uint64_t base = 0; base < rows;) {
+    const uint64_t count = std::min<uint64_t>(rows - base, device_.max_workgroup_count[0]);
+    const uint32_t grid[3] = {static_cast<uint32_t>(count), 1, 1};
+    params[0] = static_cast<uint32_t>(base);
+    KILN_RETURN_IF_ERROR(launch_groups(shader, specialization, grid, operands, params));
+    base += count;
+  }
+  return ok_status();
+}
+
 Status KernelBuilder::launch_groups(std::string_view shader, std::vector<uint32_t> specialization,
                                     const uint32_t (&groups)[3], std::vector<Operand> operands,
                                     std::vector<uint32_t> params) {

@@ -59,6 +59,11 @@ class KernelBuilder {
   // reach (Unimplemented).
   Status launch(std::string_view shader, std::vector<uint32_t> specialization, uint64_t invocations,
                 std::vector<Operand> operands, std::vector<uint32_t> params);
+  // Launches `shader` with one workgroup per row of `rows` (row-per-workgroup kernels): launches
+  // of at most maxComputeWorkGroupCount[0] workgroups, each told its first row as its first
+  // parameter (`base`), as launch() does. Errors as launch().
+  Status launch_rows(std::string_view shader, std::vector<uint32_t> specialization, uint64_t rows,
+                     std::vector<Operand> operands, std::vector<uint32_t> params);
   // Launches `shader` with an explicit grid of workgroups. Errors: a grid beyond the device's
   // maxComputeWorkGroupCount (Unimplemented), push constants as above.
   Status launch_groups(std::string_view shader, std::vector<uint32_t> specialization,

@@ -277,6 +277,36 @@ TEST_F(VulkanLinalgTest, LayerNormalizationMatchesReference) {
   check("LayerNormalization", {{x}, constant(random_tensor({16}, 18))});
 }
 
+TEST_F(VulkanLinalgTest, LayerNormalizationOfLongRows) {
+  check("LayerNormalization", {{random_tensor({3, 600}, 26, -3.0f, 3.0f)},
+                               constant(random_tensor({600}, 27)),
+                               constant(random_tensor({600}, 28))});
+}
+
+// Row i of a [3, n] Softmax, LogSoftmax or LayerNormalization equals the row run alone, bit for
+// bit (workgroup-per-row kernels: the reduction order does not depend on the row count).
+TEST_F(VulkanLinalgTest, RowKernelsAreBatchInvariant) {
+  const int64_t n = 300;
+  Tensor x = random_tensor({3, n}, 29, -5.0f, 5.0f);
+  Tensor scale = random_tensor({n}, 30);
+  for (const char* op : {"Softmax", "LogSoftmax", "LayerNormalization"}) {
+    const bool norm = std::string(op) == "LayerNormalization";
+    std::vector<In> ins = {{x}};
+    if (norm) ins.push_back(constant(scale));
+    std::vector<Tensor> whole = run_op(op, ins, {}, {*Tensor::create(DType::kF32, {3, n})});
+    ASSERT_EQ(whole.size(), 1u);
+    for (int64_t i = 0; i < 3; ++i) {
+      Tensor row = *Tensor::create(DType::kF32, {1, n});
+      std::memcpy(row.mutable_data(), x.data() + i * n * 4, n * 4);
+      ins[0] = {row};
+      std::vector<Tensor> one = run_op(op, ins, {}, {*Tensor::create(DType::kF32, {1, n})});
+      ASSERT_EQ(one.size(), 1u);
+      EXPECT_EQ(std::memcmp(one[0].data(), whole[0].data() + i * n * 4, n * 4), 0)
+          << op << " row " << i;
+    }
+  }
+}
+
 TEST_F(VulkanLinalgTest, LayerNormalizationFormsTheGpuDoesNotTakeRunOnTheCpu) {
   Tensor x = random_tensor({2, 5, 16}, 23);
   // Scale broadcast within the block.

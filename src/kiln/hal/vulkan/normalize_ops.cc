@@ -65,10 +65,16 @@ Status build_softmax(KernelBuilder& b) {
   const uint64_t lanes = outer * inner;
   if (lanes == 0 || n == 0) return ok_status();
   KILN_ASSIGN_OR_RETURN(Operand x, b.input_operand(0));
+  const uint32_t log = op == "LogSoftmax" ? 1u : 0u;
+  std::vector<uint32_t> params = {static_cast<uint32_t>(lanes), static_cast<uint32_t>(n),
+                                  static_cast<uint32_t>(inner)};
+  if (inner == 1) {
+    // Rows along the last (non-trivial) axis: a workgroup per row.
+    b.describe(fmt::format("vulkan {} ({} rows of {}, a workgroup per row)", op, lanes, n));
+    return b.launch_rows("softmax", {log, 1u}, lanes, {x, b.output_operand(0)}, std::move(params));
+  }
   b.describe(fmt::format("vulkan {} ({} lanes of {})", op, lanes, n));
-  return b.launch(
-      "softmax", {op == "LogSoftmax" ? 1u : 0u}, lanes, {x, b.output_operand(0)},
-      {static_cast<uint32_t>(lanes), static_cast<uint32_t>(n), static_cast<uint32_t>(inner)});
+  return b.launch("softmax", {log, 0u}, lanes, {x, b.output_operand(0)}, std::move(params));
 }
 
 Status build_layer_norm(KernelBuilder& b) {
@@ -112,10 +118,12 @@ Status build_layer_norm(KernelBuilder& b) {
   if (has_bias) {
     KILN_ASSIGN_OR_RETURN(bias, b.input_operand(2));
   }
-  b.describe(fmt::format("vulkan LayerNormalization ({} rows of {})", rows, block));
-  return b.launch("layernorm", {has_bias ? 1u : 0u}, rows, {x, scale, bias, b.output_operand(0)},
-                  {static_cast<uint32_t>(rows), static_cast<uint32_t>(block), scale_stride,
-                   bias_stride, KernelBuilder::bits(static_cast<float>(epsilon))});
+  b.describe(
+      fmt::format("vulkan LayerNormalization ({} rows of {}, a workgroup per row)", rows, block));
+  return b.launch_rows("layernorm", {has_bias ? 1u : 0u}, rows,
+                       {x, scale, bias, b.output_operand(0)},
+                       {static_cast<uint32_t>(block), scale_stride, bias_stride,
+                        KernelBuilder::bits(static_cast<float>(epsilon))});
 }
 
 Status build_reduce(KernelBuilder& b) {
