@@ -1,5 +1,6 @@
 // Ops whose output is their first input's bytes unchanged (Reshape, Flatten, Squeeze, Unsqueeze,
-// Identity, Dropout at inference): one device copy, any dtype.
+// Identity, Dropout at inference): one device copy, any dtype. A Dropout whose training_mode is
+// computed at run time runs on the CPU, which refuses it when it is true, as the definition does.
 #include <fmt/format.h>
 
 #include "kiln/hal/vulkan/kernel_builder.h"
@@ -10,6 +11,12 @@ namespace kiln::hal::vulkan {
 Status build_reshape_copy(KernelBuilder& b) {
   if (b.output_count() > 1) {
     return unimplemented("{} with its mask output runs on the CPU", b.dispatch().op_type);
+  }
+  if (b.dispatch().op_type == "Dropout" && b.has_input(2) &&
+      b.input(2).role != ValueRole::kConstant) {
+    // The definition refuses a training_mode that turns out true when it runs; a copy would not.
+    return unimplemented("Dropout's training_mode '{}' is computed at run time (the CPU checks it)",
+                         b.input(2).name);
   }
   const ValueSpec& x = b.input(0);
   const size_t bytes = plain_bytes(b.output(0));

@@ -226,6 +226,23 @@ TEST(VulkanNoFallback, RefusesWhatTheGpuCannotRunNamingTheDispatch) {
   EXPECT_FALSE(device->supports(s.spec().dispatches[0], s.spec().values).ok());
 }
 
+// A training_mode known only when the program runs: the CPU runs the Dropout and refuses true.
+TEST_F(VulkanDeviceTest, DropoutWithARunTimeTrainingModeRunsOnTheCpu) {
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {4});
+  const int32_t ti = s.input("training_mode", {}, DType::kBool);
+  const int32_t y = s.output("y", {4});
+  s.dispatch("dropout", "Dropout", {xi, -1, ti}, {y});
+  auto exe = device_->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  EXPECT_FALSE(static_cast<VulkanExecutable&>(**exe).placements()[0].on_gpu);
+  Tensor x = random_tensor({4}, 6);
+  auto off = run_program(*device_, **exe, s.spec(), {x, boolean({}, {0})});
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_TRUE(all_close((*off)[0], x, {.atol = 0, .rtol = 0}));
+  EXPECT_FALSE(run_program(*device_, **exe, s.spec(), {x, boolean({}, {1})}).ok());
+}
+
 TEST_F(VulkanDeviceTest, ReplayedRunsSeeNewInputs) {
   SpecBuilder s;
   const int32_t xi = s.input("x", {64});
