@@ -504,5 +504,23 @@ TEST_F(VulkanLinalgTest, GatherIndexOutOfRangeIsTheDefinitionsError) {
   EXPECT_TRUE(all_close((*good)[0], reference("Gather", {data, i64({2}, {3, -4})}), kExact));
 }
 
+// Constant indices are checked when the dispatch is prepared: one out of range sends the Gather to
+// the CPU, which reports the definition's error.
+TEST_F(VulkanLinalgTest, GatherConstantIndexOutOfRangeRunsOnTheCpu) {
+  SpecBuilder s;
+  const int32_t di = s.input("data", {4, 3});
+  const int32_t ii = s.constant("indices", i64({2}, {1, 5}));
+  const int32_t y = s.output("y", {2, 3});
+  s.dispatch("gather", "Gather", {di, ii}, {y});
+  auto exe = device_->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  EXPECT_FALSE(static_cast<VulkanExecutable&>(**exe).placements()[0].on_gpu);
+  auto out = run_program(*device_, **exe, s.spec(), {random_tensor({4, 3}, 51)});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("element [1] = 5 is out of range [-4, 3]"),
+            std::string::npos)
+      << out.status().to_string();
+}
+
 }  // namespace
 }  // namespace kiln::hal::vulkan

@@ -3,7 +3,9 @@
 // Slice (bounds known at prepare time: constants or values the shape program knows; negative
 // steps), Split and Expand (stride 0). Gather (shaders/gather.comp) takes i32 or i64 indices from
 // a constant or a computed value; an index out of range is the definition's error
-// (kernels/index.cc), found by the kernel and reported when the run ends (RunCheck).
+// (kernels/index.cc): constant indices are checked when the dispatch is prepared (one out of range
+// sends the Gather to the CPU, which reports it); computed ones by the kernel, which records the
+// first bad one for the executable to report when the run ends (RunCheck).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -261,29 +263,45 @@ Status build_gather(KernelBuilder& b) {
   for (int64_t d : indices.shape) count *= static_cast<uint64_t>(d);
   const uint64_t total = outer * count * inner;
   const int64_t axis_size = dims[axis];
-  uint64_t data_count = outer * static_cast<uint64_t>(axis_size) * inner;
+  const uint64_t data_count = outer * static_cast<uint64_t>(axis_size) * inner;
   if (total >= (uint64_t{1} << 32) || data_count >= (uint64_t{1} << 32)) {
     return unimplemented("Gather: more elements than the Vulkan kernel's 32-bit indices reach");
   }
   if (count == 0) return ok_status();
   if (total == 0) {
     return unimplemented(
-        "Gather with an empty output but {} indices runs on the CPU (which "
-        "still checks them)",
+        "Gather with an empty output runs on the CPU, which still checks its {} "
+        "indices",
         count);
   }
   KILN_ASSIGN_OR_RETURN(Operand src, b.input_operand(0));
   KILN_ASSIGN_OR_RETURN(Operand idx, b.input_operand(1));
-  // The definition's error for the first bad index the kernel met: words (element + 1, low, high).
-  const ConcreteShape index_dims = indices.shape;
-  KILN_ASSIGN_OR_RETURN(
-      Operand flag, b.error_flag(3, [axis_size, index_dims](std::span<const uint32_t> w) -> Status {
-        const auto value = static_cast<int64_t>((uint64_t{w[2]} << 32) | w[1]);
-        StatusOr<int64_t> checked = kernels::normalize_index(
-            value, axis_size, 1, "indices", static_cast<int64_t>(w[0]) - 1, index_dims, "the axis");
-        if (!checked.ok()) return checked.status();
-        return internal_error("the Gather kernel flagged index {}, which is in range", value);
-      }));
+  Operand flag = idx;  // never written when every index is known to be in range
+  if (indices.role == ValueRole::kConstant) {
+    // Constant indices are checked here: no flag to read back after each run.
+    if (indices.constant == nullptr) {
+      return invalid_argument("constant '{}' has no data", indices.name);
+    }
+    for (int64_t j = 0; j < indices.constant->element_count(); ++j) {
+      const int64_t value = element_as_int64(*indices.constant, j);
+      if (value < -axis_size || value >= axis_size) {
+        return unimplemented("Gather index {} is out of range; the CPU reports it", value);
+      }
+    }
+  } else {
+    // The definition's error for the first bad index the kernel met: words (element + 1, low,
+    // high).
+    const ConcreteShape index_dims = indices.shape;
+    KILN_ASSIGN_OR_RETURN(
+        flag, b.error_flag(3, [axis_size, index_dims](std::span<const uint32_t> w) -> Status {
+          const auto value = static_cast<int64_t>((uint64_t{w[2]} << 32) | w[1]);
+          StatusOr<int64_t> checked =
+              kernels::normalize_index(value, axis_size, 1, "indices",
+                                       static_cast<int64_t>(w[0]) - 1, index_dims, "the axis");
+          if (!checked.ok()) return checked.status();
+          return internal_error("the Gather kernel flagged index {}, which is in range", value);
+        }));
+  }
   b.describe(fmt::format("vulkan Gather ({} x {} rows of {} {}-byte elements)", outer, count, inner,
                          elem8 != 0 ? 8 : 4));
   return b.launch("gather", {elem8, indices.dtype == DType::kI64 ? 1u : 0u}, total,
