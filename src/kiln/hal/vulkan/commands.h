@@ -5,11 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "kiln/base/status.h"
 #include "kiln/hal/vulkan/pipeline_cache.h"
 #include "kiln/hal/vulkan/vulkan_buffer.h"
 
@@ -38,10 +41,21 @@ struct CopyCommand {
 
 using Command = std::variant<Launch, CopyCommand>;
 
+// An error a kernel finds while it runs (Gather's index out of range): the kernel writes words
+// into `flag` (all 0 before the run, the first word nonzero on an error). After the dispatch's
+// segment runs the executable reads them; a nonzero first word resets the flag and becomes the
+// Status `error` makes of the words.
+struct RunCheck {
+  std::shared_ptr<const VulkanBuffer> flag;
+  size_t words = 1;
+  std::function<Status(std::span<const uint32_t> words)> error;
+};
+
 // One dispatch on the GPU: its commands and, for describe_dispatch, one line per command.
 struct GpuDispatch {
   std::vector<Command> commands;
   std::vector<std::string> description;
+  std::vector<RunCheck> checks;
 };
 
 }  // namespace kiln::hal::vulkan

@@ -1,5 +1,6 @@
 // Ops whose output is their first input's bytes unchanged (Reshape, Flatten, Squeeze, Unsqueeze,
-// Identity, Dropout at inference): one device copy, any dtype.
+// Identity, Dropout at inference): one device copy, any dtype. A Dropout whose training_mode is
+// computed at run time runs on the CPU, which refuses it when it is true, as the definition does.
 #include <fmt/format.h>
 
 #include "kiln/hal/vulkan/kernel_builder.h"

@@ -83,6 +83,23 @@ Status KernelBuilder::launch(std::string_view shader, std::vector<uint32_t> spec
   return ok_status();
 }
 
+Status KernelBuilder::launch_rows(std::string_view shader, std::vector<uint32_t> specialization,
+                                  uint64_t rows, std::vector<Operand> operands,
+                                  std::vector<uint32_t> params) {
+  if (rows >= (uint64_t{1} << 32)) {
+    return unimplemented("{} rows exceed the Vulkan kernels' 32-bit indices", rows);
+  }
+  params.insert(params.begin(), 0);
+  for (uint64_t base = 0; base < rows;) {
+    const uint64_t count = std::min<uint64_t>(rows - base, device_.max_workgroup_count[0]);
+    const uint32_t grid[3] = {static_cast<uint32_t>(count), 1, 1};
+    params[0] = static_cast<uint32_t>(base);
+    KILN_RETURN_IF_ERROR(launch_groups(shader, specialization, grid, operands, params));
+    base += count;
+  }
+  return ok_status();
+}
+
 Status KernelBuilder::launch_groups(std::string_view shader, std::vector<uint32_t> specialization,
                                     const uint32_t (&groups)[3], std::vector<Operand> operands,
                                     std::vector<uint32_t> params) {
@@ -109,6 +126,16 @@ Status KernelBuilder::launch_groups(std::string_view shader, std::vector<uint32_
   launch.params = std::move(params);
   result_.commands.push_back(std::move(launch));
   return ok_status();
+}
+
+StatusOr<Operand> KernelBuilder::error_flag(
+    size_t words, std::function<Status(std::span<const uint32_t>)> error) {
+  Operand operand;
+  if (constants_ == nullptr) return operand;  // dry
+  const std::vector<std::byte> zeros(words * sizeof(uint32_t));
+  KILN_ASSIGN_OR_RETURN(operand.constant, constants_->upload(zeros));
+  result_.checks.push_back(RunCheck{operand.constant, words, std::move(error)});
+  return operand;
 }
 
 void KernelBuilder::copy(Operand src, Operand dst, size_t bytes) {

@@ -10,6 +10,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,12 +59,21 @@ class KernelBuilder {
   // reach (Unimplemented).
   Status launch(std::string_view shader, std::vector<uint32_t> specialization, uint64_t invocations,
                 std::vector<Operand> operands, std::vector<uint32_t> params);
+  // Launches `shader` with one workgroup per row of `rows` (row-per-workgroup kernels): launches
+  // of at most maxComputeWorkGroupCount[0] workgroups, each told its first row as its first
+  // parameter (`base`), as launch() does. Errors as launch().
+  Status launch_rows(std::string_view shader, std::vector<uint32_t> specialization, uint64_t rows,
+                     std::vector<Operand> operands, std::vector<uint32_t> params);
   // Launches `shader` with an explicit grid of workgroups. Errors: a grid beyond the device's
   // maxComputeWorkGroupCount (Unimplemented), push constants as above.
   Status launch_groups(std::string_view shader, std::vector<uint32_t> specialization,
                        const uint32_t (&groups)[3], std::vector<Operand> operands,
                        std::vector<uint32_t> params);
   void copy(Operand src, Operand dst, size_t bytes);
+  // A zeroed device buffer of `words` 32-bit words that the kernel sets on an error found while it
+  // runs; `error` turns its words into the Status the run returns (RunCheck, commands.h).
+  StatusOr<Operand> error_flag(size_t words,
+                               std::function<Status(std::span<const uint32_t>)> error);
   // One line for describe_dispatch.
   void describe(std::string line) { result_.description.push_back(std::move(line)); }
 

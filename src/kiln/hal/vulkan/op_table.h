@@ -6,6 +6,8 @@
 // function sees it.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,5 +32,26 @@ Status build_reshape_copy(KernelBuilder& b);  // copy_ops.cc
 Status build_conv(KernelBuilder& b);          // conv_ops.cc
 Status build_pool(KernelBuilder& b);          // pool_ops.cc
 Status build_batch_norm(KernelBuilder& b);    // batch_norm_ops.cc
+Status build_matmul(KernelBuilder& b);        // matmul_ops.cc
+Status build_gemm(KernelBuilder& b);          // matmul_ops.cc
+Status build_softmax(KernelBuilder& b);       // normalize_ops.cc (Softmax, LogSoftmax)
+Status build_layer_norm(KernelBuilder& b);    // normalize_ops.cc
+Status build_reduce(KernelBuilder& b);        // normalize_ops.cc (ReduceSum/Mean/Max/Min)
+Status build_transpose(KernelBuilder& b);     // movement_ops.cc
+Status build_concat(KernelBuilder& b);        // movement_ops.cc
+Status build_slice(KernelBuilder& b);         // movement_ops.cc
+Status build_split(KernelBuilder& b);         // movement_ops.cc
+Status build_expand(KernelBuilder& b);        // movement_ops.cc
+Status build_gather(KernelBuilder& b);        // movement_ops.cc
+
+// The i32 or i64 elements of the dispatch's input `i` when prepare knows them (a constant, or a
+// value the shape program knows: ValueSpec::known_value); nullopt otherwise.
+std::optional<std::vector<int64_t>> known_input_ints(const KernelBuilder& b, size_t i);
+
+// Which shader MatMul and Gemm use: the tiled one (the default) or the naive one, for the
+// benchmark (bench/vulkan_matmul.cc) and tests comparing the two. Read when a dispatch is
+// prepared; process-wide.
+enum class MatmulShader { kTiled, kNaive };
+void set_matmul_shader_for_testing(MatmulShader shader);
 
 }  // namespace kiln::hal::vulkan

@@ -158,18 +158,16 @@ TEST_F(VulkanDeviceTest, PowOfNegativeBasesFollowsOnnx) {
   EXPECT_TRUE(all_close(out[0], {4}, {4.0, -8.0, 1.0, std::nan("")}));
 }
 
-// Relu on the GPU, Transpose on the CPU fallback, Sigmoid on the GPU again.
+// Relu on the GPU, Hardmax (no Vulkan kernel) on the CPU fallback, Sigmoid on the GPU again.
 TEST_F(VulkanDeviceTest, FallbackRunsBetweenGpuSegments) {
   Tensor x = random_tensor({2, 3, 4}, 5);
-  Attributes perm;
-  perm.set("perm", std::vector<int64_t>{2, 0, 1});
   SpecBuilder s;
   const int32_t xi = s.input("x", {2, 3, 4});
   const int32_t r = s.value("r", {2, 3, 4});
-  const int32_t t = s.value("t", {4, 2, 3});
-  const int32_t y = s.output("y", {4, 2, 3});
+  const int32_t t = s.value("t", {2, 3, 4});
+  const int32_t y = s.output("y", {2, 3, 4});
   s.dispatch("relu", "Relu", {xi}, {r});
-  s.dispatch("transpose", "Transpose", {r}, {t}, perm);
+  s.dispatch("hardmax", "Hardmax", {r}, {t});
   s.dispatch("sigmoid", "Sigmoid", {t}, {y});
   auto exe = device_->prepare(s.spec());
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
@@ -177,12 +175,12 @@ TEST_F(VulkanDeviceTest, FallbackRunsBetweenGpuSegments) {
   ASSERT_EQ(placements.size(), 3u);
   EXPECT_TRUE(placements[0].on_gpu);
   EXPECT_FALSE(placements[1].on_gpu);
-  EXPECT_NE(placements[1].reason.find("Transpose"), std::string::npos) << placements[1].reason;
+  EXPECT_NE(placements[1].reason.find("Hardmax"), std::string::npos) << placements[1].reason;
   EXPECT_TRUE(placements[2].on_gpu);
   EXPECT_NE((*exe)->describe_dispatch(1).front().find("cpu fallback"), std::string::npos);
   auto out = run_program(*device_, **exe, s.spec(), {x});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  Tensor expected = reference("Sigmoid", {reference("Transpose", {ref_relu(x)}, perm)});
+  Tensor expected = reference("Sigmoid", {reference("Hardmax", {ref_relu(x)})});
   EXPECT_TRUE(all_close((*out)[0], expected, {.atol = 1e-6, .rtol = 1e-6}));
 }
 
@@ -191,18 +189,33 @@ TEST(VulkanNoFallback, RefusesWhatTheGpuCannotRunNamingTheDispatch) {
   options.allow_fallback = false;
   std::unique_ptr<Device> device = make_vulkan_device(options);
   ASSERT_NE(device, nullptr);
-  Attributes perm;
-  perm.set("perm", std::vector<int64_t>{1, 0});
   SpecBuilder s;
   const int32_t xi = s.input("x", {2, 3});
-  const int32_t y = s.output("y", {3, 2});
-  s.dispatch("the_transpose", "Transpose", {xi}, {y}, perm);
+  const int32_t y = s.output("y", {2, 3});
+  s.dispatch("the_hardmax", "Hardmax", {xi}, {y});
   auto exe = device->prepare(s.spec());
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(exe.status().message().find("the_transpose"), std::string::npos);
+  EXPECT_NE(exe.status().message().find("the_hardmax"), std::string::npos);
   EXPECT_NE(exe.status().message().find("--no-fallback"), std::string::npos);
   EXPECT_FALSE(device->supports(s.spec().dispatches[0], s.spec().values).ok());
+}
+
+// A training_mode known only when the program runs: the CPU runs the Dropout and refuses true.
+TEST_F(VulkanDeviceTest, DropoutWithARunTimeTrainingModeRunsOnTheCpu) {
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {4});
+  const int32_t ti = s.input("training_mode", {}, DType::kBool);
+  const int32_t y = s.output("y", {4});
+  s.dispatch("dropout", "Dropout", {xi, -1, ti}, {y});
+  auto exe = device_->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  EXPECT_FALSE(static_cast<VulkanExecutable&>(**exe).placements()[0].on_gpu);
+  Tensor x = random_tensor({4}, 6);
+  auto off = run_program(*device_, **exe, s.spec(), {x, boolean({}, {0})});
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_TRUE(all_close((*off)[0], x, {.atol = 0, .rtol = 0}));
+  EXPECT_FALSE(run_program(*device_, **exe, s.spec(), {x, boolean({}, {1})}).ok());
 }
 
 TEST_F(VulkanDeviceTest, ReplayedRunsSeeNewInputs) {

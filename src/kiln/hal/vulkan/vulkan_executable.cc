@@ -170,6 +170,26 @@ Status VulkanExecutable::run(const RunArgs& args) {
       segment.recorded = true;
     }
     KILN_RETURN_IF_ERROR(context_->submit_and_wait(segment.commands, fence_));
+    KILN_RETURN_IF_ERROR(check_errors(segment.dispatches));
+  }
+  return ok_status();
+}
+
+Status VulkanExecutable::check_errors(std::span<const int32_t> dispatches) const {
+  for (int32_t d : dispatches) {
+    for (const RunCheck& check : gpu_[d].checks) {
+      std::vector<uint32_t> words(check.words);
+      const std::span<std::byte> bytes(reinterpret_cast<std::byte*>(words.data()),
+                                       words.size() * sizeof(uint32_t));
+      KILN_RETURN_IF_ERROR(read_buffer(*context_, *check.flag, 0, bytes));
+      if (words[0] == 0) continue;
+      const std::vector<std::byte> zeros(bytes.size());
+      KILN_RETURN_IF_ERROR(write_buffer(*context_, *check.flag, 0, zeros));
+      Status error = check.error(words);
+      if (!error.ok()) {
+        return std::move(error).with_note(fmt::format("in dispatch '{}'", dispatches_[d].name));
+      }
+    }
   }
   return ok_status();
 }
@@ -188,6 +208,7 @@ Status VulkanExecutable::run_observed(const RunArgs& args) {
       KILN_ASSIGN_OR_RETURN(OneShotCommands commands, OneShotCommands::begin(*context_));
       KILN_RETURN_IF_ERROR(record(commands.buffer(), std::span(&d, 1), args.values));
       KILN_RETURN_IF_ERROR(commands.submit_and_wait());
+      KILN_RETURN_IF_ERROR(check_errors(std::span(&d, 1)));
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();

@@ -61,6 +61,8 @@ class VulkanExecutable : public Executable {
   Status record(VkCommandBuffer commands, std::span<const int32_t> dispatches,
                 std::span<const BufferRef> values) const;
   Status run_observed(const RunArgs& args);
+  // The run checks (RunCheck) of `dispatches`, after they ran: the first error found.
+  Status check_errors(std::span<const int32_t> dispatches) const;
 
   std::shared_ptr<VulkanContext> context_;
   std::vector<ValueSpec> values_;  // the program's values (constants' pointers dropped)

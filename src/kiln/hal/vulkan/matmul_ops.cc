@@ -1,0 +1,182 @@
+// MatMul and Gemm on f32 (shaders/matmul.comp, tiled; shaders/matmul_naive.comp, the baseline the
+// benchmark compares it with). Every operand is read through element strides: Gemm's transposes,
+// MatMul's 1-D operands and a broadcast batch (stride 0) need no copies. MatMul's batch dims are
+// flattened into one batch index with one stride per operand, which expresses an operand whose
+// batch dims equal the output's or that has a single batch; other broadcasts (A [2, 1, M, K] with
+// B [1, 3, K, N]) run on the CPU.
+//
+// The shader is the same for every M, N and batch count (batch invariance: no size-chosen
+// variant, no split-K), so row i of a product does not depend on the other rows.
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "kiln/hal/vulkan/kernel_builder.h"
+#include "kiln/hal/vulkan/op_table.h"
+#include "kiln/kernels/op_attributes.h"
+
+namespace kiln::hal::vulkan {
+namespace {
+
+std::atomic<MatmulShader> g_matmul_shader{MatmulShader::kTiled};
+
+constexpr uint32_t kTile = 64;  // matmul.comp's output tile
+
+// One batched product: y[b] = alpha * A'[b] B'[b] (+ beta * C), element strides per operand.
+struct Product {
+  uint64_t batches = 1, m = 1, n = 1, k = 1;
+  uint64_t a_rs = 0, a_cs = 0, a_bs = 0;
+  uint64_t b_rs = 0, b_cs = 0, b_bs = 0;
+  uint64_t c_rs = 0, c_cs = 0;
+  float alpha = 1, beta = 1;
+  bool has_c = false;
+};
+
+uint64_t count_of(const ConcreteShape& s) {
+  uint64_t n = 1;
+  for (int64_t d : s) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+Status launch_product(KernelBuilder& b, const Product& p, Operand a, Operand bm, Operand c,
+                      const std::string& what) {
+  const uint64_t total = p.batches * p.m * p.n;
+  if (total == 0) return ok_status();
+  const uint64_t a_count = count_of(b.input(0).shape), b_count = count_of(b.input(1).shape);
+  if (total >= (uint64_t{1} << 32) || a_count >= (uint64_t{1} << 32) ||
+      b_count >= (uint64_t{1} << 32)) {
+    return unimplemented("{} has more elements than the Vulkan kernel's 32-bit indices reach",
+                         what);
+  }
+  auto u = [](uint64_t v) { return static_cast<uint32_t>(v); };
+  std::vector<uint32_t> params = {u(p.m),
+                                  u(p.n),
+                                  u(p.k),
+                                  u(p.a_rs),
+                                  u(p.a_cs),
+                                  u(p.a_bs),
+                                  u(p.b_rs),
+                                  u(p.b_cs),
+                                  u(p.b_bs),
+                                  u(p.c_rs),
+                                  u(p.c_cs),
+                                  KernelBuilder::bits(p.alpha),
+                                  KernelBuilder::bits(p.beta)};
+  std::vector<Operand> operands = {a, bm, p.has_c ? c : a, b.output_operand(0)};
+  const uint32_t has_c = p.has_c ? 1 : 0;
+  if (g_matmul_shader.load() == MatmulShader::kNaive) {
+    params.push_back(u(total));
+    b.describe(fmt::format("vulkan naive {} ({} x [{} x {}] x [{} x {}])", what, p.batches, p.m,
+                           p.k, p.k, p.n));
+    return b.launch("matmul_naive", {has_c}, total, std::move(operands), std::move(params));
+  }
+  const uint32_t groups[3] = {u((p.n + kTile - 1) / kTile), u((p.m + kTile - 1) / kTile),
+                              u(p.batches)};
+  b.describe(fmt::format("vulkan tiled {} ({} x [{} x {}] x [{} x {}], {}x{} tiles)", what,
+                         p.batches, p.m, p.k, p.k, p.n, kTile, kTile));
+  return b.launch_groups("matmul", {has_c}, groups, std::move(operands), std::move(params));
+}
+
+// The stride of an operand's flattened batch (its batch dims, right-aligned against the
+// output's): 0 for a single batch, `matrix` when its batch dims are the output's.
+std::optional<uint64_t> batch_stride(const ConcreteShape& operand, const ConcreteShape& out,
+                                     uint64_t matrix) {
+  const uint64_t count = count_of(operand);
+  if (count == 1) return 0;
+  if (count == count_of(out)) {
+    // Equal counts with every dim either equal or 1 against the broadcast output: the same index.
+    const size_t lead = out.size() - operand.size();
+    for (size_t i = 0; i < operand.size(); ++i) {
+      if (operand[i] != out[lead + i]) return std::nullopt;
+    }
+    return matrix;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void set_matmul_shader_for_testing(MatmulShader shader) { g_matmul_shader.store(shader); }
+
+Status build_matmul(KernelBuilder& b) {
+  for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
+  KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
+  ConcreteShape as = b.input(0).shape, bs = b.input(1).shape;
+  if (as.empty() || bs.empty()) return internal_error("MatMul of a scalar passed its checks");
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  Product p;
+  p.m = static_cast<uint64_t>(as[as.size() - 2]);
+  p.k = static_cast<uint64_t>(as.back());
+  p.n = static_cast<uint64_t>(bs.back());
+  p.a_rs = p.k, p.a_cs = 1;
+  p.b_rs = p.n, p.b_cs = 1;
+  const ConcreteShape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  ConcreteShape batch(std::max(a_batch.size(), b_batch.size()), 1);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t from_end = batch.size() - i;
+    const int64_t da = from_end <= a_batch.size() ? a_batch[a_batch.size() - from_end] : 1;
+    const int64_t db = from_end <= b_batch.size() ? b_batch[b_batch.size() - from_end] : 1;
+    batch[i] = da == 1 ? db : da;
+  }
+  p.batches = count_of(batch);
+  const auto a_bs = batch_stride(a_batch, batch, p.m * p.k);
+  const auto b_bs = batch_stride(b_batch, batch, p.k * p.n);
+  if (!a_bs || !b_bs) {
+    return unimplemented(
+        "MatMul batch broadcast {} x {} is not one flattened batch with a stride per operand",
+        shape_to_string(b.input(0).shape), shape_to_string(b.input(1).shape));
+  }
+  p.a_bs = *a_bs;
+  p.b_bs = *b_bs;
+  if (p.batches > b.device().max_workgroup_count[2]) {
+    return unimplemented("{} batches exceed the device's {} workgroups along z", p.batches,
+                         b.device().max_workgroup_count[2]);
+  }
+  KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
+  KILN_ASSIGN_OR_RETURN(Operand bm, b.input_operand(1));
+  return launch_product(b, p, a, bm, a, "matmul");
+}
+
+Status build_gemm(KernelBuilder& b) {
+  for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
+  KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
+  KILN_ASSIGN_OR_RETURN(kernels::GemmAttributes g,
+                        kernels::read_gemm_attributes(b.attributes(), DType::kF32));
+  const ConcreteShape& as = b.input(0).shape;
+  const ConcreteShape& y = b.output(0).shape;
+  Product p;
+  p.m = static_cast<uint64_t>(y[0]);
+  p.n = static_cast<uint64_t>(y[1]);
+  p.k = static_cast<uint64_t>(as[g.trans_a ? 0 : 1]);
+  if (g.trans_a) {
+    p.a_rs = 1, p.a_cs = p.m;
+  } else {
+    p.a_rs = p.k, p.a_cs = 1;
+  }
+  if (g.trans_b) {
+    p.b_rs = 1, p.b_cs = p.k;
+  } else {
+    p.b_rs = p.n, p.b_cs = 1;
+  }
+  p.alpha = static_cast<float>(g.alpha);
+  p.beta = static_cast<float>(g.beta);
+  Operand c;
+  if (b.has_input(2)) {
+    KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(2), DType::kF32));
+    const ConcreteShape& cs = b.input(2).shape;
+    p.has_c = true;
+    if (cs.size() == 1) {
+      p.c_cs = cs[0] == 1 ? 0 : 1;
+    } else if (cs.size() == 2) {
+      p.c_rs = cs[0] == 1 ? 0 : static_cast<uint64_t>(cs[1]);
+      p.c_cs = cs[1] == 1 ? 0 : 1;
+    }
+    KILN_ASSIGN_OR_RETURN(c, b.input_operand(2));
+  }
+  KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
+  KILN_ASSIGN_OR_RETURN(Operand bm, b.input_operand(1));
+  return launch_product(b, p, a, bm, c, "gemm");
+}
+
+}  // namespace kiln::hal::vulkan
