@@ -127,6 +127,37 @@ TEST(VulkanCli, BadDeviceIndexesAreClearErrors) {
   EXPECT_NE(cpu.output.find("does not take"), std::string::npos) << cpu.output;
 }
 
+std::string tiny_triage(const std::string& dir, const std::string& against) {
+  return "triage " + testing::model_path("small/tiny_cnn.onnx") +
+         " --device=vulkan --against=" + against + " --input=3x3x8x8xf32=@" +
+         testing::model_path("small/tiny_input_b3.bin") + " -o " + dir;
+}
+
+// `kiln triage --device=vulkan --against=cpu`: the same module on the CPU is the trusted side. A
+// fault planted in one Vulkan conv (the CPU peer has none) is found at that dispatch, with its
+// ONNX nodes, and the repro runs on vulkan; without the fault the run is clean.
+TEST(VulkanCli, TriageAgainstTheCpuFindsAFaultPlantedInAGpuConv) {
+  const std::string dir = testing::make_temp_dir("vulkan_cli_triage");
+  auto faulty = testing::run_command("KILN_FAULT=dispatch:2:perturb=0.5 " + testing::kiln_binary() +
+                                     " " + tiny_triage(dir + "/faulty", "cpu"));
+  EXPECT_EQ(faulty.exit_code, 1) << faulty.output;
+  EXPECT_NE(faulty.output.find("verdict: DIVERGED at dispatch 2 'd2_conv1' (Conv), ONNX nodes: "
+                               "conv1"),
+            std::string::npos)
+      << faulty.output;
+  EXPECT_NE(faulty.output.find("against the module on device cpu ("), std::string::npos)
+      << faulty.output;
+  EXPECT_NE(faulty.output.find("--device=vulkan"), std::string::npos) << faulty.output;
+  auto clean = kiln_vulkan(tiny_triage(dir + "/clean", "cpu"));
+  EXPECT_EQ(clean.exit_code, 0) << clean.output;
+  EXPECT_NE(clean.output.find("verdict: CLEAN"), std::string::npos) << clean.output;
+  auto placeholder = kiln_vulkan(tiny_triage(dir + "/null", "null"));
+  EXPECT_EQ(placeholder.exit_code, 2) << placeholder.output;
+  EXPECT_NE(placeholder.output.find("--against=null: that device computes no results"),
+            std::string::npos)
+      << placeholder.output;
+}
+
 // With the loader pointed at no driver, --device=vulkan fails cleanly (kiln devices still lists
 // the CPU devices and says why there is no Vulkan one); so does validation without its layer.
 TEST(VulkanCli, NoDriverOrNoValidationLayerIsAClearError) {
@@ -145,8 +176,8 @@ TEST(VulkanCli, NoDriverOrNoValidationLayerIsAClearError) {
   EXPECT_NE(devices.output.find("none available: no Vulkan driver found"), std::string::npos)
       << devices.output;
   // Validation asked for but the layer missing (the loader looks for layers only where told).
-  auto no_layer = testing::run_command("VK_LAYER_PATH=/nonexistent " + kiln + " run --module=" +
-                                       module + " --device=vulkan" + tiny_io(1));
+  auto no_layer = testing::run_command("VK_LAYER_PATH=/nonexistent " + kiln +
+                                       " run --module=" + module + " --device=vulkan" + tiny_io(1));
   EXPECT_EQ(no_layer.exit_code, 2) << no_layer.output;
   EXPECT_NE(no_layer.output.find("asks for VK_LAYER_KHRONOS_validation, which is not installed"),
             std::string::npos)

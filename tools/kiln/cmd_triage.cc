@@ -84,7 +84,8 @@ Command add_triage_command(CLI::App& app) {
   sub->add_option("--input", flags->inputs, "input tensor, as for `kiln run` (repeatable)");
   sub->add_option(
       "--against", flags->against,
-      "reference: the float64 evaluator (default), onnxruntime, or another module (.kmod)");
+      "reference: the float64 evaluator (default), onnxruntime, a device (the same module there, "
+      "no fault planted: --device=vulkan --against=cpu), or another module (.kmod)");
   sub->add_option("--bind", flags->bind,
                   "fix a symbolic dim of the module under test, e.g. --bind N=1");
   sub->add_option("--json", flags->json, "also write the findings as JSON to this file");

@@ -8,6 +8,7 @@
 #include "kiln/base/file_util.h"
 #include "kiln/compiler/model_loader.h"
 #include "kiln/compiler/pipeline.h"
+#include "kiln/hal/registry.h"
 #include "kiln/triage/report.h"
 
 namespace kiln::triage {
@@ -46,10 +47,19 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
   const Clock::time_point start = Clock::now();
   TriageOutcome outcome;
   const bool against_module = ends_with(request.against, ".kmod");
-  if (request.against != "reference" && request.against != "onnxruntime" && !against_module) {
+  const std::optional<hal::DeviceInfo> against_device =
+      against_module || request.against == "reference" || request.against == "onnxruntime"
+          ? std::nullopt
+          : hal::find_device(request.against);
+  if (request.against != "reference" && request.against != "onnxruntime" && !against_module &&
+      !against_device) {
     return invalid_argument(
-        "--against='{}': expected reference, onnxruntime or a module file (.kmod)",
-        request.against);
+        "--against='{}': expected reference, onnxruntime, a device ({}) or a module file (.kmod)",
+        request.against, hal::device_names());
+  }
+  if (against_device && against_device->results != hal::DeviceResults::kComputed) {
+    return invalid_argument("--against={}: that device computes no results to compare with",
+                            request.against);
   }
   if (request.against == "onnxruntime" && !ends_with(request.model, ".onnx")) {
     return invalid_argument("--against=onnxruntime needs an .onnx model, got '{}'", request.model);
@@ -84,14 +94,25 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     }
   }
 
+  if (against_device) {
+    // The same module on the peer device, without the planted fault: the trusted side.
+    runtime::SessionOptions peer = request.options.session;
+    peer.device = request.against;
+    auto created = runtime::Session::create(module, peer);
+    if (!created.ok())
+      return std::move(created).status().with_note("creating the --against device");
+    other = std::move(created).value();
+  }
+
   KILN_ASSIGN_OR_RETURN(const std::string output_dir, make_output_dir(request.output_dir));
   outcome.output_dir = output_dir;
   t = Clock::now();
   ReferenceValues reference;
-  if (against_module) {
-    KILN_ASSIGN_OR_RETURN(
-        reference,
-        run_module_reference(*other, request.inputs, fmt::format("module '{}'", request.against)));
+  if (against_module || against_device) {
+    const std::string description =
+        against_module ? fmt::format("module '{}'", request.against)
+                       : fmt::format("the module on device {}", other->device_name());
+    KILN_ASSIGN_OR_RETURN(reference, run_module_reference(*other, request.inputs, description));
   } else if (request.against == "onnxruntime") {
     OrtOptions ort = request.ort;
     if (ort.work_dir.empty()) ort.work_dir = output_dir + "/onnxruntime";
@@ -127,6 +148,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     repro.dir = output_dir + "/repro";
     repro.kiln = request.kiln;
     repro.fault = request.options.fault;
+    repro.device = request.options.session.device;
     repro.summary = fmt::format(
         "kiln triage of '{}' against {}: first divergence at dispatch {} '{}'", request.model,
         reference.description, d.dispatch, module->dispatches[d.dispatch].name);

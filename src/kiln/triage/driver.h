@@ -21,7 +21,9 @@ namespace kiln::triage {
 struct TriageRequest {
   std::string model;  // .onnx (or .kir; --against=onnxruntime needs .onnx)
   std::vector<Tensor> inputs;
-  // "reference" (float64 evaluator), "onnxruntime", or the path of another module (.kmod).
+  // "reference" (float64 evaluator), "onnxruntime", a registered device that computes results
+  // ("cpu": the same module on that device, with no fault planted, to tell the device under test
+  // from a trusted one), or the path of another module (.kmod).
   std::string against = "reference";
   std::map<std::string, int64_t, std::less<>> bind;  // applied to the module under test
   TriageOptions options;

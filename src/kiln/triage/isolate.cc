@@ -84,8 +84,10 @@ StatusOr<std::vector<Tensor>> run_dispatch_alone(const module::ModuleContents& m
   }
   spec.dispatches.push_back(std::move(one));
 
-  KILN_ASSIGN_OR_RETURN(
-      auto device, hal::create_device(options.device, {options.threads}, options.decorate_device));
+  KILN_ASSIGN_OR_RETURN(auto device, hal::create_device(options.device,
+                                                        {.threads = options.threads,
+                                                         .allow_fallback = options.allow_fallback},
+                                                        options.decorate_device));
   KILN_ASSIGN_OR_RETURN(auto executable, device->prepare(spec));
   KILN_RETURN_IF_ERROR(hal::run_on_host(*device, *executable, spec, run_inputs, outputs));
   return outputs;

@@ -84,6 +84,7 @@ StatusOr<ReproFiles> write_repro(const ReproRequest& request) {
   };
   std::string command = fmt::format("{} run {}", shell_quote(request.kiln),
                                     shell_quote("--module=" + files.dir + "/repro.kmod"));
+  if (request.device != "cpu") command += " " + shell_quote("--device=" + request.device);
   for (size_t i = 0; i < sub.inputs().size(); ++i) {
     KILN_ASSIGN_OR_RETURN(Tensor tensor, reference_value(sub.value(sub.inputs()[i]).name));
     files.inputs.push_back(fmt::format("{}/input_{}.npy", files.dir, i));

@@ -38,6 +38,7 @@ struct ReproRequest {
   std::string kiln = "kiln";       // how the command names the kiln binary
   std::string summary;             // a line for README.txt
   std::optional<FaultSpec> fault;  // planted in the run that diverged
+  std::string device = "cpu";      // the device that diverged (the command's --device)
 };
 
 // Writes the files above. Errors: an origin that is not a node of the graph, a subgraph input or
