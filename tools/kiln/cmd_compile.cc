@@ -1,6 +1,7 @@
 #include "commands.h"
 #include "kiln/compiler/model_loader.h"
 #include "kiln/compiler/pipeline.h"
+#include "kiln/hal/registry.h"
 #include "kiln/ir/text_format.h"
 #include "kiln/module/module.h"
 #include "kiln/triage/dispatch_dump.h"
@@ -18,6 +19,33 @@ struct CompileFlags {
   int64_t opset = 17;
   bool weights_as_inputs = false;
 };
+
+// For a GPU target: the dispatches its device has no kernel for (they run on its CPU fallback),
+// on stdout. A device that cannot be created here is noted, not an error: the module is the same.
+void report_target_fallbacks(const std::string& target, const module::ModuleContents& contents) {
+  if (target == "cpu") return;
+  auto device = hal::create_device(target, {});
+  if (!device.ok()) {
+    std::printf("note: cannot check which dispatches run on %s here: %s\n", target.c_str(),
+                device.status().message().c_str());
+    return;
+  }
+  std::vector<std::string> lines;
+  for (size_t d = 0; d < contents.dispatches.size(); ++d) {
+    const module::Dispatch& dispatch = contents.dispatches[d];
+    std::string reason = (*device)->fallback_reason_for_op(dispatch.op_type);
+    if (reason.empty()) continue;
+    lines.push_back(
+        fmt::format("  dispatch {} '{}' ({}): {}", d, dispatch.name, dispatch.op_type, reason));
+  }
+  const std::string more =
+      lines.empty() ? std::string()
+                    : " (kiln run --device=" + target +
+                          " also names those whose shapes or attributes send them there):";
+  std::printf("%s: %zu of %zu dispatches run on the CPU fallback%s\n", target.c_str(), lines.size(),
+              contents.dispatches.size(), more.c_str());
+  for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+}
 
 int run_compile(const CompileFlags& flags) {
   if (!flags.stop_after.empty() && !flags.dump_dispatches.empty()) {
@@ -71,6 +99,7 @@ int run_compile(const CompileFlags& flags) {
               contents->dispatches.size(),
               fmt::format("{}", fmt::join(contents->symbols, ",")).c_str(), from_data.c_str(),
               flags.output.c_str());
+  report_target_fallbacks(flags.target, *contents);
   if (!contents->assumptions.empty()) {
     std::printf("assumes (checked when the sizes are bound at run time):\n");
     for (const Assumption& assumption : contents->assumptions) {
@@ -90,7 +119,9 @@ Command add_compile_command(CLI::App& app) {
   sub->add_option("-o,--output", flags->output,
                   "module file to write (.kmod), or .kir with --stop-after")
       ->required();
-  sub->add_option("--target", flags->target, "target device (cpu)");
+  sub->add_option("--target", flags->target,
+                  "where the module is meant to run: cpu or vulkan (the module runs on every "
+                  "device; for vulkan, the dispatches without a GPU kernel are listed)");
   sub->add_option("--bind", flags->bind, "fix a symbolic dim, e.g. --bind N=3 (repeatable)");
   sub->add_option("--stop-after", flags->stop_after,
                   "stop after a stage (shapes|fold|fuse) and write its IR");

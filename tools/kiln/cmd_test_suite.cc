@@ -23,6 +23,7 @@ struct TestSuiteFlags {
   int jobs = 1;
   int threads = 0;
   std::vector<std::string> filters;
+  std::vector<std::string> exclusions;
   std::string junit;
   std::string report;
   std::string model_dir;
@@ -61,7 +62,7 @@ int run_test_suite(const TestSuiteFlags& flags) {
   options.backend = flags.backend;
   options.jobs = flags.jobs;
   options.threads = flags.threads;
-  options.filter = suite::CaseFilter(flags.filters);
+  options.filter = suite::CaseFilter(flags.filters, flags.exclusions);
   options.ort.script = flags.ort_runner.empty() ? env_or("KILN_ORT_RUNNER", KILN_DEFAULT_ORT_RUNNER)
                                                 : flags.ort_runner;
   options.ort.cache_dir = flags.cache_dir;
@@ -111,6 +112,9 @@ Command add_test_suite_command(CLI::App& app) {
   sub->add_option("--filter", flags->filters,
                   "run only cases whose name (model/variant/size) contains this, or matches it as "
                   "a glob (repeatable)");
+  sub->add_option("--exclude", flags->exclusions,
+                  "leave out cases whose name contains this, or matches it as a glob "
+                  "(repeatable; after --filter)");
   sub->add_option("--junit", flags->junit, "write JUnit XML here");
   sub->add_option("--report", flags->report, "write a per-case report here (.md or .html)");
   sub->add_option(

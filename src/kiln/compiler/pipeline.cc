@@ -97,9 +97,10 @@ Status bind_symbols(ir::Graph& graph, const std::map<std::string, int64_t, std::
 }
 
 Status run_stages(ir::Graph& graph, const CompileOptions& options, Stage last) {
-  if (options.target != "cpu") {
-    return invalid_argument("unknown target '{}': this build of kiln supports --target=cpu",
-                            options.target);
+  if (options.target != "cpu" && options.target != "vulkan") {
+    return invalid_argument(
+        "unknown target '{}': this build of kiln compiles for --target=cpu or vulkan",
+        options.target);
   }
   for (const auto& [stage, name] : kStageNames) {
     Status status = run_stage(graph, options, stage);

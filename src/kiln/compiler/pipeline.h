@@ -27,6 +27,9 @@ std::string_view stage_name(Stage stage);
 struct CompileOptions {
   // Symbols fixed to values (`--bind N=3`): the module is the dynamic one with these dims bound.
   std::map<std::string, int64_t, std::less<>> bind;
+  // Where the module is meant to run: "cpu" or "vulkan". Modules are device-neutral (one module
+  // runs on every device), so the target changes no pass; `kiln compile` reports what a GPU
+  // target's device will run on its CPU fallback.
   std::string target = "cpu";
 };
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/base/status.h"
@@ -53,6 +54,11 @@ class Device {
   // number of outputs. Errors name the input whose data is out of range.
   virtual StatusOr<std::vector<int64_t>> data_sizes(const DispatchSpec& dispatch,
                                                     std::span<const Tensor> inputs) = 0;
+  // For a device that hands dispatches it cannot run to another device (a GPU backend's CPU
+  // fallback): why every dispatch of `op_type` goes there ("the Vulkan backend has no Hardmax
+  // kernel"), known before any shape is; empty when the device may run such a dispatch itself
+  // (its shapes and attributes decide at prepare), and on devices without a fallback.
+  virtual std::string fallback_reason_for_op(std::string_view op_type) const { return {}; }
   // The device's buffers (arena, graph inputs and outputs). Lives as long as the device.
   virtual Allocator& allocator() = 0;
   // The device's queue. Lives as long as the device.

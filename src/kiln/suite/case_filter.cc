@@ -38,25 +38,41 @@ std::set<size_t> advance(const std::string& pattern, std::string_view text) {
   return states;
 }
 
-}  // namespace
-
-CaseFilter::CaseFilter(std::vector<std::string> patterns) {
+// The patterns as globs: one without '*' or '?' matches names that contain it.
+std::vector<std::string> as_globs(std::vector<std::string> patterns) {
+  std::vector<std::string> globs;
   for (std::string& pattern : patterns) {
     if (pattern.empty()) continue;
     if (pattern.find_first_of("*?") == std::string::npos) pattern = "*" + pattern + "*";
-    globs_.push_back(std::move(pattern));
+    globs.push_back(std::move(pattern));
   }
+  return globs;
 }
 
-bool CaseFilter::matches(std::string_view name) const {
-  if (globs_.empty()) return true;
-  for (const std::string& glob : globs_) {
+bool matches_any(const std::vector<std::string>& globs, std::string_view name) {
+  for (const std::string& glob : globs) {
     if (advance(glob, name).count(glob.size())) return true;
   }
   return false;
 }
 
+}  // namespace
+
+CaseFilter::CaseFilter(std::vector<std::string> patterns, std::vector<std::string> exclusions)
+    : globs_(as_globs(std::move(patterns))), excluded_(as_globs(std::move(exclusions))) {}
+
+bool CaseFilter::matches(std::string_view name) const {
+  if (matches_any(excluded_, name)) return false;
+  return globs_.empty() || matches_any(globs_, name);
+}
+
 bool CaseFilter::may_match_prefix(std::string_view prefix) const {
+  // An exclusion that matches every name starting with `prefix` (the rest of it only '*').
+  for (const std::string& glob : excluded_) {
+    for (size_t state : advance(glob, prefix)) {
+      if (glob.find_first_not_of('*', state) == std::string::npos) return false;
+    }
+  }
   if (globs_.empty()) return true;
   for (const std::string& glob : globs_) {
     // Any state left can be completed by a suitable suffix.

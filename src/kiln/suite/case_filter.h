@@ -1,7 +1,8 @@
 // `kiln test-suite --filter`: selects cases by name ("model[/data_set][/variant][/sizes]", e.g.
 // "resnet50-v1-12/bound/N=3"). A pattern with '*' or '?' is a glob over the whole name ('*'
 // crosses '/'); a pattern without them matches names that contain it. Several patterns select
-// the union; none selects everything.
+// the union; none selects everything. Exclusions (`--exclude`, the same kind of patterns) then
+// drop every name any of them matches.
 #pragma once
 
 #include <string>
@@ -13,9 +14,9 @@ namespace kiln::suite {
 class CaseFilter {
  public:
   CaseFilter() = default;
-  explicit CaseFilter(std::vector<std::string> patterns);
+  explicit CaseFilter(std::vector<std::string> patterns, std::vector<std::string> exclusions = {});
 
-  bool empty() const { return globs_.empty(); }
+  bool empty() const { return globs_.empty() && excluded_.empty(); }
   // Whether `name` is selected.
   bool matches(std::string_view name) const;
   // Whether some name starting with `prefix` could be selected: lets the suite skip a model
@@ -24,6 +25,7 @@ class CaseFilter {
 
  private:
   std::vector<std::string> globs_;
+  std::vector<std::string> excluded_;
 };
 
 }  // namespace kiln::suite

@@ -37,5 +37,20 @@ TEST(CaseFilter, GlobsMatchWholeNames) {
   EXPECT_FALSE(question.matches("toast/static"));
 }
 
+TEST(CaseFilter, ExclusionsDropWhatTheyMatchAfterTheSelection) {
+  CaseFilter filter({}, {"resnet50*", "bound/N=3"});
+  EXPECT_FALSE(filter.matches("resnet50-v1-12/dynamic/N=1"));
+  EXPECT_FALSE(filter.matches("tiny_cnn/bound/N=3"));
+  EXPECT_TRUE(filter.matches("tiny_cnn/bound/N=1"));
+  EXPECT_FALSE(filter.empty());
+  // A model every case of which is excluded is skipped unopened; a plain exclusion cannot say.
+  EXPECT_FALSE(filter.may_match_prefix("resnet50-v2-7"));
+  EXPECT_TRUE(filter.may_match_prefix("tiny_cnn"));
+  CaseFilter both({"tiny"}, {"*/dynamic/*"});
+  EXPECT_TRUE(both.matches("tiny_cnn/bound/N=1"));
+  EXPECT_FALSE(both.matches("tiny_cnn/dynamic/N=1"));
+  EXPECT_FALSE(both.matches("mobilenet/bound/N=1"));
+}
+
 }  // namespace
 }  // namespace kiln::suite

@@ -168,6 +168,9 @@ class FaultDevice : public hal::Device {
                                             std::span<const Tensor> inputs) override {
     return inner_->data_sizes(dispatch, inputs);
   }
+  std::string fallback_reason_for_op(std::string_view op_type) const override {
+    return inner_->fallback_reason_for_op(op_type);
+  }
   hal::Allocator& allocator() override { return inner_->allocator(); }
   hal::Queue& queue() override { return queue_; }
 

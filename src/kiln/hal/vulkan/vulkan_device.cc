@@ -17,12 +17,14 @@ Status with_dispatch(Status status, const DispatchSpec& d) {
   return std::move(status).with_note(fmt::format("in dispatch '{}' ({})", d.name, d.op_type));
 }
 
+std::string no_kernel_reason(std::string_view op_type) {
+  return fmt::format("the Vulkan backend has no {} kernel", op_type);
+}
+
 // Runs the op's Vulkan kernel family on `builder`; Unimplemented when there is none.
 Status build_kernel(KernelBuilder& builder) {
   BuildKernel build = find_vulkan_kernel(builder.dispatch().op_type);
-  if (build == nullptr) {
-    return unimplemented("the Vulkan backend has no {} kernel", builder.dispatch().op_type);
-  }
+  if (build == nullptr) return unimplemented("{}", no_kernel_reason(builder.dispatch().op_type));
   return build(builder);
 }
 
@@ -90,6 +92,10 @@ std::string VulkanDevice::name() const {
 }
 
 size_t VulkanDevice::cached_constant_count() const { return constants_->size(); }
+
+std::string VulkanDevice::fallback_reason_for_op(std::string_view op_type) const {
+  return find_vulkan_kernel(op_type) == nullptr ? no_kernel_reason(op_type) : std::string();
+}
 
 Status VulkanDevice::runs_on_gpu(const DispatchSpec& dispatch,
                                  std::span<const ValueSpec> values) const {

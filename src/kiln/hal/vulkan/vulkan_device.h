@@ -38,6 +38,7 @@ class VulkanDevice : public Device {
   // Sizes are computed on the host (the fallback device), as the inputs are host tensors.
   StatusOr<std::vector<int64_t>> data_sizes(const DispatchSpec& dispatch,
                                             std::span<const Tensor> inputs) override;
+  std::string fallback_reason_for_op(std::string_view op_type) const override;
   Allocator& allocator() override { return *allocator_; }
   Queue& queue() override { return *queue_; }
 
