@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 60
 # first input: in `make fuzz` and in `make test`'s small run (shape_fuzz_smoke, via CMake).
 SHAPE_FUZZ_PLANT_NAN ?= 0.25
 
-.PHONY: all setup configure build models test suite demo bench sanitize fuzz install clean
+.PHONY: all setup configure build models test test-gpu suite demo bench sanitize fuzz install clean
 
 all: build
 
@@ -31,6 +31,13 @@ models: setup
 
 test: build models
 	@KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
+
+# The GPU checks that are too slow for `make test` where the GPU is lavapipe (ResNet-50 on the
+# Vulkan device at N = 1, 2, 3; triage of a fault planted in a GPU conv): scripts/test_gpu.sh.
+# GPU_DEVICE=vulkan:N picks another Vulkan device (kiln devices lists them).
+GPU_DEVICE ?= vulkan
+test-gpu: build models
+	@scripts/test_gpu.sh $(BUILD) $(abspath $(MODELS)) $(GPU_DEVICE)
 
 demo: build models
 	@scripts/demo.sh $(BUILD) $(MODELS)

@@ -43,6 +43,8 @@ Status build_slice(KernelBuilder& b);         // movement_ops.cc
 Status build_split(KernelBuilder& b);         // movement_ops.cc
 Status build_expand(KernelBuilder& b);        // movement_ops.cc
 Status build_gather(KernelBuilder& b);        // movement_ops.cc
+// Outputs known when prepared (Shape, Size; any op whose outputs the shape program knows).
+Status build_known_values(KernelBuilder& b);  // known_value_ops.cc
 
 // The i32 or i64 elements of the dispatch's input `i` when prepare knows them (a constant, or a
 // value the shape program knows: ValueSpec::known_value); nullopt otherwise.

@@ -21,11 +21,15 @@ std::string no_kernel_reason(std::string_view op_type) {
   return fmt::format("the Vulkan backend has no {} kernel", op_type);
 }
 
-// Runs the op's Vulkan kernel family on `builder`; Unimplemented when there is none.
+// Runs the op's Vulkan kernel family on `builder`. An op without one still runs on the GPU when
+// its outputs are known when prepared; else Unimplemented.
 Status build_kernel(KernelBuilder& builder) {
   BuildKernel build = find_vulkan_kernel(builder.dispatch().op_type);
-  if (build == nullptr) return unimplemented("{}", no_kernel_reason(builder.dispatch().op_type));
-  return build(builder);
+  if (build != nullptr) return build(builder);
+  Status known = build_known_values(builder);
+  if (known.code() == StatusCode::kUnimplemented)
+    return unimplemented("{}", no_kernel_reason(builder.dispatch().op_type));
+  return known;
 }
 
 // Indices in range, every input produced before it is read, every output written once.

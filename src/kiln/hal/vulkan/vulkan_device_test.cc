@@ -184,6 +184,24 @@ TEST_F(VulkanDeviceTest, FallbackRunsBetweenGpuSegments) {
   EXPECT_TRUE(all_close((*out)[0], expected, {.atol = 1e-6, .rtol = 1e-6}));
 }
 
+// Shape's output is known when the program is prepared: it is uploaded with the plan and copied on
+// the GPU, so shape arithmetic does not split the GPU work. Without a known value (a malformed
+// program) it would need the CPU.
+TEST_F(VulkanDeviceTest, ShapeRunsOnTheGpuFromItsKnownValue) {
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {2, 3, 5});
+  const int32_t shape = s.output("shape", {3}, DType::kI64);
+  s.dispatch("shape", "Shape", {xi}, {shape});
+  s.spec().values[shape].known_value = i64({3}, {2, 3, 5});
+  ASSERT_TRUE(vulkan().runs_on_gpu(s.spec().dispatches[0], s.spec().values).ok());
+  std::vector<Tensor> out = run(s, {random_tensor({2, 3, 5}, 1)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(identical(out[0], i64({3}, {2, 3, 5})));
+  s.spec().values[shape].known_value.reset();
+  Status unknown = vulkan().runs_on_gpu(s.spec().dispatches[0], s.spec().values);
+  EXPECT_EQ(unknown.code(), StatusCode::kUnimplemented) << unknown.to_string();
+}
+
 TEST(VulkanNoFallback, RefusesWhatTheGpuCannotRunNamingTheDispatch) {
   DeviceOptions options;
   options.allow_fallback = false;
