@@ -1,7 +1,9 @@
 // One Session shared by threads: concurrent runs at mixed batch sizes give, bit for bit, what the
-// same call made alone gives; a concurrent call runs on a run state of its own while sequential
-// calls reuse one; sessions with different thread counts keep theirs, called in turn from one
-// thread or at once from two, and every call leaves the caller's OpenMP team size as it was.
+// same call made alone gives, on the CPU and on the Vulkan device (with its validation layer,
+// which also checks that no Vulkan object is used by two threads at once); a concurrent call runs
+// on a run state of its own while sequential calls reuse one; sessions with different thread counts
+// keep theirs, called in turn from one thread or at once from two, and every call leaves the
+// caller's OpenMP team size as it was.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <latch>
 #include <memory>
 #include <mutex>
@@ -27,10 +30,17 @@ namespace {
 using ::kiln::testing::compile_batch_conv_module;
 using ::kiln::testing::random_tensor;
 
+// Before main: Vulkan devices the tests create have the validation layer.
+const bool vulkan_validation_on = [] {
+  setenv("KILN_VULKAN_VALIDATION", "1", 1);
+  return true;
+}();
+
 std::unique_ptr<Session> open_session(std::shared_ptr<const module::ModuleContents> module,
-                                      int threads) {
+                                      int threads, const std::string& device = "cpu") {
   SessionOptions options;
   options.threads = threads;
+  options.device = device;
   auto session = Session::create(std::move(module), options);
   KILN_CHECK(session.ok());
   return std::move(session).value();
@@ -53,8 +63,10 @@ std::string check_outputs(const Case& c, const std::vector<Tensor>& got, const c
   return {};
 }
 
-TEST(SessionThreads, EightThreadsShareOneSessionBitForBit) {
-  auto session = open_session(compile_batch_conv_module(), 2);
+class SessionThreadsOnDevice : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SessionThreadsOnDevice, EightThreadsShareOneSessionBitForBit) {
+  auto session = open_session(compile_batch_conv_module(), 2, GetParam());
   // Each input run alone first, from this thread: the references.
   const std::vector<int64_t> batches = {1, 2, 3, 5};
   std::vector<Case> cases;
@@ -69,7 +81,8 @@ TEST(SessionThreads, EightThreadsShareOneSessionBitForBit) {
   }
 
   constexpr int kThreads = 8;
-  constexpr int kRunsPerThread = 100;
+  // lavapipe, the Vulkan device of machines without a GPU, takes ~0.1 s per run with validation.
+  const int kRunsPerThread = GetParam() == "cpu" ? 100 : 10;
   std::vector<std::string> failures(kThreads);
   std::latch start(kThreads);
   std::vector<std::thread> threads;
@@ -111,6 +124,8 @@ TEST(SessionThreads, EightThreadsShareOneSessionBitForBit) {
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, SessionThreadsOnDevice, ::testing::Values("cpu", "vulkan"));
 
 // Stops a run after its first dispatch until the test lets it go.
 class PausingObserver : public hal::RunObserver {
