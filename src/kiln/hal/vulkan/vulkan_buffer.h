@@ -45,6 +45,11 @@ class VulkanBuffer : public Buffer {
 // device).
 const VulkanBuffer* as_vulkan(const BufferRef& ref);
 
+// Tests only, process-wide: buffers asked for as device-local are not mapped even where their
+// memory is host-visible (lavapipe), as on a discrete GPU, so that the staging transfers and the
+// CPU fallback's copies run on machines without one.
+void set_device_memory_hidden_for_testing(bool hidden);
+
 class VulkanAllocator : public Allocator {
  public:
   explicit VulkanAllocator(VulkanContext& context) : context_(context) {}

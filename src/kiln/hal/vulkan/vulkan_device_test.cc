@@ -202,6 +202,45 @@ TEST_F(VulkanDeviceTest, ShapeRunsOnTheGpuFromItsKnownValue) {
   EXPECT_EQ(unknown.code(), StatusCode::kUnimplemented) << unknown.to_string();
 }
 
+// As on a discrete GPU, whose memory the host cannot map: every transfer goes through a staging
+// buffer and the CPU fallback reads and writes its values through copies.
+class VulkanHiddenMemoryTest : public VulkanDeviceTest {
+ protected:
+  void SetUp() override {
+    set_device_memory_hidden_for_testing(true);
+    VulkanDeviceTest::SetUp();
+  }
+  void TearDown() override {
+    VulkanDeviceTest::TearDown();
+    set_device_memory_hidden_for_testing(false);
+  }
+};
+
+TEST_F(VulkanHiddenMemoryTest, StagedTransfersAndFallbackCopiesGiveTheSameResults) {
+  auto buffer = device_->allocator().allocate(256, MemoryType::kDeviceLocal);
+  ASSERT_TRUE(buffer.ok()) << buffer.status().to_string();
+  EXPECT_EQ((*buffer)->host_data(), nullptr);
+  std::vector<std::byte> in(200), out(200);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::byte>(i * 3 + 1);
+  ASSERT_TRUE(device_->queue().write({buffer->get(), 40}, in).ok());
+  ASSERT_TRUE(device_->queue().read({buffer->get(), 40}, out).ok());
+  EXPECT_EQ(in, out);
+
+  // Relu on the GPU, Hardmax on the CPU fallback (through copies), Neg on the GPU.
+  Tensor x = random_tensor({3, 7}, 9);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {3, 7});
+  const int32_t r = s.value("r", {3, 7});
+  const int32_t h = s.value("h", {3, 7});
+  const int32_t y = s.output("y", {3, 7});
+  s.dispatch("relu", "Relu", {xi}, {r});
+  s.dispatch("hardmax", "Hardmax", {r}, {h});
+  s.dispatch("neg", "Neg", {h}, {y});
+  std::vector<Tensor> got = run(s, {x});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(identical(got[0], reference("Neg", {reference("Hardmax", {ref_relu(x)})})));
+}
+
 TEST(VulkanNoFallback, RefusesWhatTheGpuCannotRunNamingTheDispatch) {
   DeviceOptions options;
   options.allow_fallback = false;
