@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 
+#include "kiln/hal/vulkan/buffer_pool.h"
 #include "kiln/hal/vulkan/vulkan_status.h"
 
 namespace kiln::hal::vulkan {
@@ -16,8 +18,7 @@ std::atomic<bool> device_memory_hidden{false};
 
 void set_device_memory_hidden_for_testing(bool hidden) { device_memory_hidden.store(hidden); }
 
-StatusOr<std::unique_ptr<VulkanBuffer>> VulkanBuffer::create(VulkanContext& context, size_t bytes,
-                                                             MemoryType wanted) {
+StatusOr<Allocation> allocate_buffer(VulkanContext& context, size_t bytes, MemoryType wanted) {
   VkDevice device = context.device();
   // Vulkan has no empty buffers; a 0-byte kiln buffer holds 64 bytes no one reads.
   const VkDeviceSize vk_bytes = std::max<VkDeviceSize>(bytes, 64);
@@ -81,34 +82,65 @@ StatusOr<std::unique_ptr<VulkanBuffer>> VulkanBuffer::create(VulkanContext& cont
     vkDestroyBuffer(device, buffer, nullptr);
     return bound;
   }
-  MemoryType kind = MemoryType::kNone;
-  if (got & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) kind = kind | MemoryType::kDeviceLocal;
-  if (host_visible) kind = kind | MemoryType::kHostVisible;
-  std::unique_ptr<VulkanBuffer> result(
-      new VulkanBuffer(context, bytes, kind, static_cast<std::byte*>(mapped)));
-  result->buffer_ = buffer;
-  result->memory_ = memory;
+  Allocation allocation;
+  allocation.buffer = buffer;
+  allocation.memory = memory;
+  allocation.mapped = static_cast<std::byte*>(mapped);
+  if (got & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+    allocation.type = allocation.type | MemoryType::kDeviceLocal;
+  if (host_visible) allocation.type = allocation.type | MemoryType::kHostVisible;
   VkBufferDeviceAddressInfo address{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
   address.buffer = buffer;
-  result->address_ = vkGetBufferDeviceAddress(device, &address);
-  return result;
+  allocation.address = vkGetBufferDeviceAddress(device, &address);
+  return allocation;
 }
 
+void free_buffer(VulkanContext& context, const Allocation& allocation) {
+  VkDevice device = context.device();
+  if (allocation.mapped != nullptr) vkUnmapMemory(device, allocation.memory);
+  vkDestroyBuffer(device, allocation.buffer, nullptr);
+  vkFreeMemory(device, allocation.memory, nullptr);
+}
+
+StatusOr<std::unique_ptr<VulkanBuffer>> VulkanBuffer::create(VulkanContext& context, size_t bytes,
+                                                             MemoryType wanted) {
+  KILN_ASSIGN_OR_RETURN(Allocation allocation, allocate_buffer(context, bytes, wanted));
+  return std::make_unique<VulkanBuffer>(context, bytes, wanted, allocation, nullptr);
+}
+
+VulkanBuffer::VulkanBuffer(VulkanContext& context, size_t bytes, MemoryType wanted,
+                           Allocation allocation, std::shared_ptr<BufferPool> pool)
+    : Buffer(bytes, allocation.type, allocation.mapped),
+      context_(context),
+      wanted_(wanted),
+      allocation_(allocation),
+      pool_(std::move(pool)) {}
+
 VulkanBuffer::~VulkanBuffer() {
-  VkDevice device = context_.device();
-  if (host_data() != nullptr) vkUnmapMemory(device, memory_);
-  vkDestroyBuffer(device, buffer_, nullptr);
-  vkFreeMemory(device, memory_, nullptr);
+  if (pool_ != nullptr) {
+    pool_->give_back(size(), wanted_, allocation_);
+  } else {
+    free_buffer(context_, allocation_);
+  }
 }
 
 const VulkanBuffer* as_vulkan(const BufferRef& ref) {
   return dynamic_cast<const VulkanBuffer*>(ref.buffer);
 }
 
+VulkanAllocator::VulkanAllocator(VulkanContext& context)
+    : context_(context), pool_(std::make_shared<BufferPool>(context)) {}
+
+VulkanAllocator::~VulkanAllocator() = default;
+
 StatusOr<std::unique_ptr<Buffer>> VulkanAllocator::allocate(size_t bytes, MemoryType wanted) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBuffer> buffer,
-                        VulkanBuffer::create(context_, bytes, wanted));
-  return std::unique_ptr<Buffer>(std::move(buffer));
+  std::optional<Allocation> pooled = pool_->take(bytes, wanted);
+  if (!pooled) {
+    KILN_ASSIGN_OR_RETURN(Allocation fresh, allocate_buffer(context_, bytes, wanted));
+    pooled = fresh;
+  }
+  return std::unique_ptr<Buffer>(
+      std::make_unique<VulkanBuffer>(context_, bytes, wanted, *pooled, pool_));
 }
 
 }  // namespace kiln::hal::vulkan

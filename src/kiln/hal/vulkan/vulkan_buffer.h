@@ -20,26 +20,42 @@
 
 namespace kiln::hal::vulkan {
 
+class BufferPool;
+
+// The Vulkan objects behind one buffer.
+struct Allocation {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkDeviceAddress address = 0;
+  std::byte* mapped = nullptr;  // while host-visible
+  MemoryType type = MemoryType::kNone;
+};
+
 class VulkanBuffer : public Buffer {
  public:
   // Errors: no memory type with what `wanted` asks for; out of device memory (naming the size).
   static StatusOr<std::unique_ptr<VulkanBuffer>> create(VulkanContext& context, size_t bytes,
                                                         MemoryType wanted);
+  // A buffer over `allocation`, which goes back to `pool` (when set) instead of being freed.
+  VulkanBuffer(VulkanContext& context, size_t bytes, MemoryType wanted, Allocation allocation,
+               std::shared_ptr<BufferPool> pool);
   ~VulkanBuffer() override;
 
-  VkBuffer handle() const { return buffer_; }
+  VkBuffer handle() const { return allocation_.buffer; }
   // The device address of byte 0 (for shaders' buffer references).
-  VkDeviceAddress address() const { return address_; }
+  VkDeviceAddress address() const { return allocation_.address; }
 
  private:
-  VulkanBuffer(VulkanContext& context, size_t size, MemoryType type, std::byte* host)
-      : Buffer(size, type, host), context_(context) {}
-
   VulkanContext& context_;
-  VkBuffer buffer_ = VK_NULL_HANDLE;
-  VkDeviceMemory memory_ = VK_NULL_HANDLE;
-  VkDeviceAddress address_ = 0;
+  MemoryType wanted_;
+  Allocation allocation_;
+  std::shared_ptr<BufferPool> pool_;
 };
+
+// Creates the objects of a `bytes`-byte buffer with what `wanted` asks for. Errors as
+// VulkanBuffer::create.
+StatusOr<Allocation> allocate_buffer(VulkanContext& context, size_t bytes, MemoryType wanted);
+void free_buffer(VulkanContext& context, const Allocation& allocation);
 
 // The VulkanBuffer behind `ref`, or null when the buffer is not one (a host buffer of another
 // device).
@@ -50,13 +66,20 @@ const VulkanBuffer* as_vulkan(const BufferRef& ref);
 // CPU fallback's copies run on machines without one.
 void set_device_memory_hidden_for_testing(bool hidden);
 
+// The device's allocator. Buffers it gives out go back to a pool of recently freed ones when
+// destroyed (buffer_pool.h), so that a run's inputs, outputs and arena, allocated anew for every
+// call by the runtime, come back at the same device addresses: a prepared plan's recorded
+// command buffers then replay without re-recording, and no call pays for vkAllocateMemory.
 class VulkanAllocator : public Allocator {
  public:
-  explicit VulkanAllocator(VulkanContext& context) : context_(context) {}
+  explicit VulkanAllocator(VulkanContext& context);
+  ~VulkanAllocator() override;
   StatusOr<std::unique_ptr<Buffer>> allocate(size_t bytes, MemoryType wanted) override;
+  const BufferPool& pool() const { return *pool_; }
 
  private:
   VulkanContext& context_;
+  std::shared_ptr<BufferPool> pool_;
 };
 
 }  // namespace kiln::hal::vulkan

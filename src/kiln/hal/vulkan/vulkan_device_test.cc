@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/hal/vulkan/buffer_pool.h"
+#include "kiln/hal/vulkan/vulkan_buffer.h"
 #include "kiln/hal/vulkan/vulkan_context.h"
 #include "kiln/hal/vulkan/vulkan_device.h"
 #include "kiln/hal/vulkan/vulkan_executable.h"
@@ -290,6 +292,30 @@ TEST_F(VulkanDeviceTest, ReplayedRunsSeeNewInputs) {
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     EXPECT_TRUE(all_close((*out)[0], reference("Neg", {ref_relu(x)}), {.atol = 0, .rtol = 0}));
   }
+}
+
+// The runtime allocates a run's arena, inputs and outputs anew for every call; the allocator's pool
+// gives the same buffers back, so the plan's command buffers are recorded once and replayed.
+TEST_F(VulkanDeviceTest, CommandBuffersAreRecordedOnceAndReplayedAcrossCalls) {
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {64});
+  const int32_t r = s.value("r", {64});
+  const int32_t h = s.value("h", {64});
+  const int32_t y = s.output("y", {64});
+  s.dispatch("relu", "Relu", {xi}, {r});
+  s.dispatch("hardmax", "Hardmax", {r}, {h});  // CPU fallback: two GPU segments around it
+  s.dispatch("neg", "Neg", {h}, {y});
+  auto exe = device_->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto& vulkan_exe = static_cast<VulkanExecutable&>(**exe);
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    Tensor x = random_tensor({64}, seed);
+    auto out = run_program(*device_, **exe, s.spec(), {x});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(identical((*out)[0], reference("Neg", {reference("Hardmax", {ref_relu(x)})})));
+    EXPECT_EQ(vulkan_exe.recordings(), 2u) << "after call " << seed;
+  }
+  EXPECT_GT(static_cast<VulkanAllocator&>(device_->allocator()).pool().buffers(), 0u);
 }
 
 TEST_F(VulkanDeviceTest, ConstantsAreUploadedOncePerDevice) {

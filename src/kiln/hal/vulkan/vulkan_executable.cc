@@ -168,6 +168,7 @@ Status VulkanExecutable::run(const RunArgs& args) {
       KILN_RETURN_IF_ERROR(record(segment.commands, segment.dispatches, args.values));
       KILN_VK_RETURN_IF_ERROR(vkEndCommandBuffer(segment.commands));
       segment.recorded = true;
+      ++recordings_;
     }
     KILN_RETURN_IF_ERROR(context_->submit_and_wait(segment.commands, fence_));
     KILN_RETURN_IF_ERROR(check_errors(segment.dispatches));

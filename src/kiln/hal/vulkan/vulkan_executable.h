@@ -53,6 +53,8 @@ class VulkanExecutable : public Executable {
   std::vector<std::string> describe_dispatch(int32_t d) const override;
 
   const std::vector<DispatchPlacement>& placements() const { return placements_; }
+  // Command buffers recorded so far (each GPU segment once, and again when a binding moved).
+  size_t recordings() const { return recordings_; }
 
  private:
   VulkanExecutable(std::shared_ptr<VulkanContext> context) : context_(std::move(context)) {}
@@ -74,6 +76,7 @@ class VulkanExecutable : public Executable {
   VkFence fence_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   std::vector<VkDeviceAddress> recorded_addresses_;  // per value, of the recorded segments
+  size_t recordings_ = 0;
 };
 
 }  // namespace kiln::hal::vulkan
