@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/base/attributes.h"
+#include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 
 namespace kiln::hal {
@@ -57,5 +58,15 @@ struct ProgramSpec {
 // Bytes of a value in plain row-major layout (element count x dtype size); 0 when the count
 // overflows.
 size_t plain_bytes(const ValueSpec& value);
+
+// Every input index of `dispatch` is -1 or a value of a program with `value_count` values, and
+// every output index a value. Errors name the input or output (callers add the dispatch).
+Status check_dispatch_indices(const DispatchSpec& dispatch, size_t value_count);
+
+// What every backend checks of a program before preparing it: indices in range, graph inputs
+// that are inputs, constants with data, every value produced once before it is read and only
+// intermediates and graph outputs written, every graph output produced. Errors name the value
+// and, for a dispatch's, the dispatch ("in dispatch 'x' (Op)").
+Status check_program(const ProgramSpec& spec);
 
 }  // namespace kiln::hal

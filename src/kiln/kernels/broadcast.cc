@@ -48,6 +48,17 @@ StatusOr<Shape> broadcast_shapes(std::span<const Shape> shapes,
   return out;
 }
 
+ConcreteShape broadcast_concrete(const ConcreteShape& a, const ConcreteShape& b) {
+  ConcreteShape out(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const size_t from_end = out.size() - i;
+    const int64_t da = from_end <= a.size() ? a[a.size() - from_end] : 1;
+    const int64_t db = from_end <= b.size() ? b[b.size() - from_end] : 1;
+    out[i] = da == 1 ? db : (db == 1 ? da : std::max(da, db));
+  }
+  return out;
+}
+
 std::vector<int64_t> broadcast_index_map(const ConcreteShape& input, const ConcreteShape& output) {
   KILN_CHECK(input.size() <= output.size());
   int64_t count = 1;

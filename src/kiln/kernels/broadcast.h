@@ -20,6 +20,10 @@ namespace kiln::kernels {
 StatusOr<Shape> broadcast_shapes(std::span<const Shape> shapes,
                                  std::span<const std::string> labels);
 
+// The shape concrete `a` and `b` broadcast to, right-aligned (a 1 takes the other dim). For shapes
+// the op's shape rule has accepted; an incompatible pair gives the larger dim.
+ConcreteShape broadcast_concrete(const ConcreteShape& a, const ConcreteShape& b);
+
 // For an `input` shape that broadcasts to `output`: the flat input index of every output element,
 // in output row-major order.
 std::vector<int64_t> broadcast_index_map(const ConcreteShape& input, const ConcreteShape& output);

@@ -142,13 +142,7 @@ MatmulDims matmul_dims(ConcreteShape as, ConcreteShape bs) {
   d.n = bs.back();
   ConcreteShape a_batch(as.begin(), as.end() - 2);
   ConcreteShape b_batch(bs.begin(), bs.end() - 2);
-  ConcreteShape batch(std::max(a_batch.size(), b_batch.size()), 1);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const size_t from_end = batch.size() - i;
-    const int64_t da = from_end <= a_batch.size() ? a_batch[a_batch.size() - from_end] : 1;
-    const int64_t db = from_end <= b_batch.size() ? b_batch[b_batch.size() - from_end] : 1;
-    batch[i] = da == 1 ? db : da;
-  }
+  const ConcreteShape batch = broadcast_concrete(a_batch, b_batch);
   d.a_batch = broadcast_index_map(a_batch, batch);
   d.b_batch = broadcast_index_map(b_batch, batch);
   return d;

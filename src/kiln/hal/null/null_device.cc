@@ -10,22 +10,6 @@
 namespace kiln::hal::null {
 namespace {
 
-Status check_indices(const DispatchSpec& d, size_t value_count) {
-  for (size_t i = 0; i < d.inputs.size(); ++i) {
-    if (d.inputs[i] < -1 || d.inputs[i] >= static_cast<int32_t>(value_count)) {
-      return invalid_argument("input {} refers to value {}, the program has {}", i, d.inputs[i],
-                              value_count);
-    }
-  }
-  for (size_t i = 0; i < d.outputs.size(); ++i) {
-    if (d.outputs[i] < 0 || d.outputs[i] >= static_cast<int32_t>(value_count)) {
-      return invalid_argument("output {} refers to value {}, the program has {}", i, d.outputs[i],
-                              value_count);
-    }
-  }
-  return ok_status();
-}
-
 Status with_dispatch(Status status, const DispatchSpec& d) {
   if (status.ok()) return status;
   return std::move(status).with_note(fmt::format("in dispatch '{}' ({})", d.name, d.op_type));
@@ -110,11 +94,11 @@ class NullDevice : public Device {
   std::string name() const override { return "null (computes nothing; outputs are zeros)"; }
 
   Status supports(const DispatchSpec& dispatch, std::span<const ValueSpec> values) const override {
-    return with_dispatch(check_indices(dispatch, values.size()), dispatch);
+    return with_dispatch(check_dispatch_indices(dispatch, values.size()), dispatch);
   }
 
   StatusOr<std::unique_ptr<Executable>> prepare(const ProgramSpec& spec) override {
-    KILN_RETURN_IF_ERROR(validate(spec));
+    KILN_RETURN_IF_ERROR(check_program(spec));
     return std::unique_ptr<Executable>(std::make_unique<NullExecutable>(spec));
   }
 
@@ -129,61 +113,6 @@ class NullDevice : public Device {
   Queue& queue() override { return queue_; }
 
  private:
-  static Status validate(const ProgramSpec& spec) {
-    const size_t n = spec.values.size();
-    std::vector<bool> available(n, false);
-    for (size_t v = 0; v < n; ++v) {
-      const ValueSpec& value = spec.values[v];
-      if (value.role == ValueRole::kConstant && value.constant == nullptr) {
-        return invalid_argument("constant '{}' has no data", value.name);
-      }
-      available[v] = value.role == ValueRole::kInput || value.role == ValueRole::kConstant;
-    }
-    for (const std::vector<int32_t>* list : {&spec.inputs, &spec.outputs}) {
-      for (int32_t v : *list) {
-        if (v < 0 || static_cast<size_t>(v) >= n)
-          return invalid_argument("graph value {} is out of range", v);
-      }
-    }
-    for (int32_t v : spec.inputs) {
-      if (spec.values[v].role != ValueRole::kInput) {
-        return invalid_argument("graph input '{}' is a {}", spec.values[v].name,
-                                value_role_name(spec.values[v].role));
-      }
-    }
-    for (const DispatchSpec& d : spec.dispatches) {
-      Status status = [&]() -> Status {
-        KILN_RETURN_IF_ERROR(check_indices(d, n));
-        for (size_t i = 0; i < d.inputs.size(); ++i) {
-          if (d.inputs[i] >= 0 && !available[d.inputs[i]]) {
-            return invalid_argument("input {} '{}' is read before any dispatch produces it", i,
-                                    spec.values[d.inputs[i]].name);
-          }
-        }
-        for (size_t i = 0; i < d.outputs.size(); ++i) {
-          const ValueSpec& v = spec.values[d.outputs[i]];
-          if (v.role != ValueRole::kIntermediate && v.role != ValueRole::kOutput) {
-            return invalid_argument("output {} '{}' is a {} and cannot be written", i, v.name,
-                                    value_role_name(v.role));
-          }
-          if (available[d.outputs[i]]) {
-            return invalid_argument("output {} '{}' is already produced by an earlier dispatch", i,
-                                    v.name);
-          }
-        }
-        return ok_status();
-      }();
-      KILN_RETURN_IF_ERROR(with_dispatch(std::move(status), d));
-      for (int32_t v : d.outputs) available[v] = true;
-    }
-    for (int32_t v : spec.outputs) {
-      if (!available[v])
-        return invalid_argument("graph output '{}' is not produced by any dispatch",
-                                spec.values[v].name);
-    }
-    return ok_status();
-  }
-
   HostAllocator allocator_;
   SyncQueue queue_;
 };

@@ -13,6 +13,7 @@
 
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
+#include "kiln/kernels/broadcast.h"
 #include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::vulkan {
@@ -112,13 +113,7 @@ Status build_matmul(KernelBuilder& b) {
   p.a_rs = p.k, p.a_cs = 1;
   p.b_rs = p.n, p.b_cs = 1;
   const ConcreteShape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
-  ConcreteShape batch(std::max(a_batch.size(), b_batch.size()), 1);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const size_t from_end = batch.size() - i;
-    const int64_t da = from_end <= a_batch.size() ? a_batch[a_batch.size() - from_end] : 1;
-    const int64_t db = from_end <= b_batch.size() ? b_batch[b_batch.size() - from_end] : 1;
-    batch[i] = da == 1 ? db : da;
-  }
+  const ConcreteShape batch = kernels::broadcast_concrete(a_batch, b_batch);
   p.batches = count_of(batch);
   const auto a_bs = batch_stride(a_batch, batch, p.m * p.k);
   const auto b_bs = batch_stride(b_batch, batch, p.k * p.n);

@@ -32,50 +32,6 @@ Status build_kernel(KernelBuilder& builder) {
   return known;
 }
 
-// Indices in range, every input produced before it is read, every output written once.
-Status check_program(const ProgramSpec& spec) {
-  const size_t n = spec.values.size();
-  std::vector<bool> available(n, false);
-  for (size_t v = 0; v < n; ++v) {
-    const ValueSpec& value = spec.values[v];
-    if (value.role == ValueRole::kConstant && value.constant == nullptr)
-      return invalid_argument("constant '{}' has no data", value.name);
-    available[v] = value.role == ValueRole::kInput || value.role == ValueRole::kConstant;
-  }
-  for (const DispatchSpec& d : spec.dispatches) {
-    Status status = [&]() -> Status {
-      for (size_t i = 0; i < d.inputs.size(); ++i) {
-        const int32_t v = d.inputs[i];
-        if (v < -1 || v >= static_cast<int32_t>(n))
-          return invalid_argument("input {} refers to value {}, the program has {}", i, v, n);
-        if (v >= 0 && !available[v])
-          return invalid_argument("input {} '{}' is read before any dispatch produces it", i,
-                                  spec.values[v].name);
-      }
-      for (size_t i = 0; i < d.outputs.size(); ++i) {
-        const int32_t v = d.outputs[i];
-        if (v < 0 || v >= static_cast<int32_t>(n))
-          return invalid_argument("output {} refers to value {}, the program has {}", i, v, n);
-        const ValueSpec& value = spec.values[v];
-        if (value.role != ValueRole::kIntermediate && value.role != ValueRole::kOutput)
-          return invalid_argument("output {} '{}' is a {} and cannot be written", i, value.name,
-                                  value_role_name(value.role));
-        if (available[v])
-          return invalid_argument("output {} '{}' is already produced by an earlier dispatch", i,
-                                  value.name);
-      }
-      return ok_status();
-    }();
-    KILN_RETURN_IF_ERROR(with_dispatch(std::move(status), d));
-    for (int32_t v : d.outputs) available[v] = true;
-  }
-  for (int32_t v : spec.outputs) {
-    if (v < 0 || static_cast<size_t>(v) >= n || !available[v])
-      return invalid_argument("graph output {} is not produced by any dispatch", v);
-  }
-  return ok_status();
-}
-
 }  // namespace
 
 VulkanDevice::VulkanDevice(std::shared_ptr<VulkanContext> context, std::unique_ptr<Device> fallback,
