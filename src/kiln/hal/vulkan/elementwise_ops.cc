@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include "kiln/hal/vulkan/broadcast.h"
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
 #include "kiln/kernels/op_attributes.h"
@@ -90,29 +91,22 @@ Status build_binary(KernelBuilder& b) {
   for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
   KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
   const ConcreteShape& y = b.output(0).shape;
-  if (y.size() > 6) return unimplemented("rank {} (the Vulkan kernel takes up to 6)", y.size());
+  if (y.size() > kMaxBroadcastRank) {
+    return unimplemented("rank {} (the Vulkan kernel takes up to {})", y.size(), kMaxBroadcastRank);
+  }
   uint64_t n = 1;
   for (int64_t d : y) n *= static_cast<uint64_t>(d);
   if (n == 0) return ok_status();
 
-  // Each operand's strides over y's dims (numpy alignment from the right; 0 where broadcast).
-  std::vector<uint32_t> strides[2];
+  std::vector<uint32_t> params = {static_cast<uint32_t>(n), static_cast<uint32_t>(y.size())};
+  const std::vector<uint32_t> dims = broadcast_dims(y);
+  params.insert(params.end(), dims.begin(), dims.end());
   bool broadcast = false;
   for (size_t i = 0; i < 2; ++i) {
-    const ConcreteShape& s = b.input(i).shape;
-    strides[i].assign(6, 0);
-    uint64_t stride = 1;
-    for (size_t k = 0; k < s.size(); ++k) {
-      const size_t from_right = s.size() - 1 - k;
-      const size_t d = y.size() - 1 - k;
-      strides[i][d] = s[from_right] == 1 ? 0 : static_cast<uint32_t>(stride);
-      stride *= static_cast<uint64_t>(s[from_right]);
-    }
-    if (s != y) broadcast = true;
+    const std::vector<uint32_t> strides = broadcast_strides(b.input(i).shape, y);
+    params.insert(params.end(), strides.begin(), strides.end());
+    if (b.input(i).shape != y) broadcast = true;
   }
-  std::vector<uint32_t> params = {static_cast<uint32_t>(n), static_cast<uint32_t>(y.size())};
-  for (size_t d = 0; d < 6; ++d) params.push_back(d < y.size() ? static_cast<uint32_t>(y[d]) : 1);
-  for (size_t i = 0; i < 2; ++i) params.insert(params.end(), strides[i].begin(), strides[i].end());
   KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
   KILN_ASSIGN_OR_RETURN(Operand c, b.input_operand(1));
   b.describe(
