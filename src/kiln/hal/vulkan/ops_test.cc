@@ -11,6 +11,8 @@
 #include <limits>
 #include <optional>
 
+#include "kiln/hal/vulkan/kernel_builder.h"
+#include "kiln/hal/vulkan/op_table.h"
 #include "kiln/hal/vulkan/vulkan_context.h"
 #include "kiln/hal/vulkan/vulkan_device.h"
 #include "kiln/hal/vulkan/vulkan_executable.h"
@@ -354,6 +356,15 @@ TEST_F(VulkanOpsTest, ResizeOfI64RunsOnTheCpu) {
         attrs({{"mode", std::string("nearest")}}), false);
 }
 
+TEST_F(VulkanOpsTest, ResizeNearestOfI32) {
+  check("Resize",
+        {{i32({1, 1, 2, 3}, {-7, 0, 2147483647, 5, -2147483647 - 1, 9})},
+         absent(),
+         constant(f32({4}, {1, 1, 2.5f, 1.4f}))},
+        attrs({{"mode", std::string("nearest")},
+               {"coordinate_transformation_mode", std::string("asymmetric")}}));
+}
+
 // Sample i of a batch of 3 equals sample i resized alone, bit for bit.
 TEST_F(VulkanOpsTest, ResizeIsBatchInvariant) {
   const Attributes a = attrs({{"mode", std::string("linear")}});
@@ -370,6 +381,37 @@ TEST_F(VulkanOpsTest, ResizeIsBatchInvariant) {
         run_op("Resize", {{xi}, absent(), absent(), constant(i64({4}, {1, 2, 9, 4}))}, a, wi, true);
     ASSERT_TRUE(one.has_value());
     EXPECT_EQ(std::memcmp(one->data(), whole->data() + i * one->byte_size(), one->byte_size()), 0);
+  }
+}
+
+// A device without 8-bit storage or shaderInt64: the kernels needing them refuse (the dispatch
+// then runs on the CPU fallback) when a dispatch is planned for it.
+TEST_F(VulkanOpsTest, KernelsRefuseWithoutTheFeaturesTheyNeed) {
+  SpecBuilder s;
+  const int32_t a = s.input("a", {3}, DType::kF32);
+  const int32_t c = s.input("c", {3}, DType::kBool);
+  const int32_t i = s.input("i", {3}, DType::kI64);
+  const int32_t y = s.output("y", {3}, DType::kBool);
+  const int32_t f = s.output("f", {3}, DType::kF32);
+  s.dispatch("equal", "Equal", {a, a}, {y});
+  s.dispatch("where", "Where", {c, a, a}, {f});
+  s.dispatch("cast", "Cast", {i}, {f}, attrs({{"to", int64_t{1}}}));
+  const BuildKernel builds[] = {build_compare, build_where, build_cast};
+  for (bool has_8bit : {false, true}) {
+    PhysicalDeviceInfo info = vulkan().context().info();
+    info.storage_buffer_8bit = has_8bit;
+    info.shader_int64 = false;
+    for (size_t d = 0; d < 3; ++d) {
+      KernelBuilder b(info, nullptr, nullptr, s.spec().dispatches[d], s.spec().values);
+      const Status status = builds[d](b);
+      // With 8-bit storage, only Cast (which needs shaderInt64 too) still refuses.
+      const bool refused = !has_8bit || d == 2;
+      EXPECT_EQ(status.code() == StatusCode::kUnimplemented, refused)
+          << s.spec().dispatches[d].op_type << ": " << status.to_string();
+      if (!refused) {
+        EXPECT_TRUE(status.ok()) << status.to_string();
+      }
+    }
   }
 }
 
