@@ -1,6 +1,7 @@
 // Elementwise kernels on f32: unary functions (shaders/unary.comp) and broadcasting binary
-// arithmetic (shaders/binary.comp). One pipeline per function (a specialization constant), sizes
-// in push constants.
+// arithmetic (shaders/binary.comp; on i32 and i64 Add, Sub, Mul, Max and Min run
+// shaders/binary_int.comp, which needs shaderInt64). One pipeline per function (a specialization
+// constant), sizes in push constants.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -88,8 +89,19 @@ Status build_binary(KernelBuilder& b) {
     return unimplemented("{} of {} inputs runs on the CPU (the Vulkan kernel takes 2)", op,
                          b.input_count());
   }
-  for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
-  KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
+  // i32 and i64 (shape arithmetic) run binary_int.comp: Add, Sub, Mul, Max, Min, wrapping.
+  const DType dtype = b.output(0).dtype;
+  const bool integer = dtype == DType::kI32 || dtype == DType::kI64;
+  if (integer) {
+    if (op == "Div" || op == "Pow") return unimplemented("{} of {}", op, dtype_name(dtype));
+    if (!b.device().shader_int64) {
+      return unimplemented("{} of {} needs shaderInt64, which {} lacks", op, dtype_name(dtype),
+                           b.device().name);
+    }
+  }
+  const DType want = integer ? dtype : DType::kF32;
+  for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), want));
+  KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), want));
   const ConcreteShape& y = b.output(0).shape;
   if (y.size() > kMaxBroadcastRank) {
     return unimplemented("rank {} (the Vulkan kernel takes up to {})", y.size(), kMaxBroadcastRank);
@@ -109,8 +121,12 @@ Status build_binary(KernelBuilder& b) {
   }
   KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
   KILN_ASSIGN_OR_RETURN(Operand c, b.input_operand(1));
-  b.describe(
-      fmt::format("vulkan binary {} ({} elements{})", op, n, broadcast ? ", broadcast" : ""));
+  b.describe(fmt::format("vulkan binary {} of {} ({} elements{})", op, dtype_name(dtype), n,
+                         broadcast ? ", broadcast" : ""));
+  if (integer) {
+    return b.launch("binary_int", {code, dtype == DType::kI64 ? 1u : 0u}, n,
+                    {a, c, b.output_operand(0)}, std::move(params));
+  }
   return b.launch("binary", {code, broadcast ? 1u : 0u}, n, {a, c, b.output_operand(0)},
                   std::move(params));
 }

@@ -1,9 +1,9 @@
-// The Vulkan backend's Cast, comparisons and logic (Equal, Less, Greater, LessOrEqual,
-// GreaterOrEqual, Not, And, Or, Xor), Where, Range, ConstantOfShape and Resize against the
-// float64 reference evaluator (tests/support/hal/reference.h): numpy broadcasting, NaN (false in
-// every comparison, passed through by Where), int64 values beyond 2^32, every Resize mode on odd
-// sizes up and down, and forms the GPU kernels refuse, which must still compute the right result
-// on the CPU fallback. The validation layer is on (vulkan_test_env.h).
+// The Vulkan backend's integer Add/Sub/Mul/Max/Min, Cast, comparisons and logic (Equal, Less,
+// Greater, LessOrEqual, GreaterOrEqual, Not, And, Or, Xor), Where, Range, ConstantOfShape and
+// Resize against the float64 reference evaluator (tests/support/hal/reference.h): numpy
+// broadcasting, NaN (false in every comparison, passed through by Where), int64 values beyond 2^32,
+// every Resize mode on odd sizes up and down, and forms the GPU kernels refuse, which must still
+// compute the right result on the CPU fallback. The validation layer is on (vulkan_test_env.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -195,6 +195,24 @@ TEST_F(VulkanOpsTest, LogicOnBool) {
   }
   check("Not", {{a}});
   check("Not", {{boolean({5}, {1, 0, 0, 1, 1})}});
+}
+
+// ---- Integer arithmetic (shape computations: Sub of dims, Mul of a dim)
+
+TEST_F(VulkanOpsTest, IntegerArithmeticWraps) {
+  const int32_t kMin = std::numeric_limits<int32_t>::min();
+  const int32_t kMax = std::numeric_limits<int32_t>::max();
+  for (const char* op : {"Add", "Sub", "Mul", "Max", "Min"}) {
+    SCOPED_TRACE(op);
+    check(op, {{big_i64({4, 1, 3}, 0)}, {big_i64({5, 1}, 3)}});
+    check(
+        op,
+        {{i64({3}, {std::numeric_limits<int64_t>::max(), -5, std::numeric_limits<int64_t>::min()})},
+         constant(i64({}, {3}))});
+    check(op, {{i32({2, 3}, {-5, 0, 7, kMin, 3, kMax})}, {i32({3}, {kMax, 3, -5})}});
+  }
+  // Integer Div (its division by zero is an error the CPU reports) stays on the CPU.
+  check("Div", {{i64({3}, {7, -7, 9})}, constant(i64({}, {2}))}, {}, false);
 }
 
 // ---- Where
