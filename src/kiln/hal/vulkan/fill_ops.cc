@@ -10,17 +10,12 @@
 
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
+#include "kiln/kernels/infer_util.h"
 
 namespace kiln::hal::vulkan {
 namespace {
 
 constexpr int64_t kMaxRangeElements = int64_t{1} << 20;
-
-uint64_t element_count(const ConcreteShape& shape) {
-  uint64_t n = 1;
-  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-  return n;
-}
 
 // The one element of Range's scalar input i: a constant or a known value.
 const Tensor* scalar_input(const KernelBuilder& b, size_t i) {
@@ -109,7 +104,7 @@ Status build_constant_of_shape(KernelBuilder& b) {
           "bool, u8)",
           dtype_name(dtype));
   }
-  const uint64_t n = element_count(b.output(0).shape);
+  const uint64_t n = static_cast<uint64_t>(kernels::product(b.output(0).shape));
   if (n == 0) return ok_status();
   if (element.size() == 1) {
     constexpr uint64_t kMaxByteFill = uint64_t{1} << 20;

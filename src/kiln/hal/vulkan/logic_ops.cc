@@ -13,6 +13,7 @@
 #include "kiln/hal/vulkan/broadcast.h"
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
+#include "kiln/kernels/infer_util.h"
 
 namespace kiln::hal::vulkan {
 namespace {
@@ -21,12 +22,6 @@ Status need_8bit_storage(const KernelBuilder& b) {
   if (b.device().storage_buffer_8bit) return ok_status();
   return unimplemented("{} needs 8-bit storage buffers (storageBuffer8BitAccess), which {} lacks",
                        b.dispatch().op_type, b.device().name);
-}
-
-uint64_t element_count(const ConcreteShape& shape) {
-  uint64_t n = 1;
-  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-  return n;
 }
 
 Status check_rank(const ConcreteShape& y) {
@@ -82,7 +77,7 @@ Status build_compare(KernelBuilder& b) {
   KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kBool));
   const ConcreteShape& y = b.output(0).shape;
   KILN_RETURN_IF_ERROR(check_rank(y));
-  const uint64_t n = element_count(y);
+  const uint64_t n = static_cast<uint64_t>(kernels::product(y));
   if (n == 0) return ok_status();
 
   std::vector<uint32_t> params = {static_cast<uint32_t>(n), static_cast<uint32_t>(y.size())};
@@ -114,7 +109,7 @@ Status build_where(KernelBuilder& b) {
   for (size_t i = 1; i < 3; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), dtype));
   const ConcreteShape& y = b.output(0).shape;
   KILN_RETURN_IF_ERROR(check_rank(y));
-  const uint64_t n = element_count(y);
+  const uint64_t n = static_cast<uint64_t>(kernels::product(y));
   if (n == 0) return ok_status();
 
   std::vector<uint32_t> table = broadcast_dims(y);
@@ -138,7 +133,7 @@ Status build_cast(KernelBuilder& b) {
     return unimplemented("Cast from {} to {} (the Vulkan kernel takes f32, i32, i64, bool, u8)",
                          dtype_name(from), dtype_name(to));
   }
-  const uint64_t n = element_count(b.output(0).shape);
+  const uint64_t n = static_cast<uint64_t>(kernels::product(b.output(0).shape));
   if (n == 0) return ok_status();
   KILN_ASSIGN_OR_RETURN(Operand x, b.input_operand(0));
   if (from == to) {

@@ -11,6 +11,7 @@
 
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
+#include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/resize_plan.h"
 
 namespace kiln::hal::vulkan {
@@ -23,8 +24,7 @@ StatusOr<std::optional<std::vector<double>>> constant_floats(const KernelBuilder
   using Floats = std::optional<std::vector<double>>;
   if (!b.has_input(i)) return Floats();
   const ValueSpec& v = b.input(i);
-  int64_t count = 1;
-  for (int64_t d : v.shape) count *= d;
+  const int64_t count = kernels::product(v.shape);
   if (count == 0) return Floats();
   if (v.role != ValueRole::kConstant || v.constant == nullptr) {
     return unimplemented("Resize's input {} '{}' is computed at run time", i, v.name);
@@ -47,9 +47,7 @@ Status build_resize(KernelBuilder& b) {
   if (dtype_size(dtype) != 4) {
     return unimplemented("Resize of {} (the Vulkan kernel takes 4-byte dtypes)", dtype_name(dtype));
   }
-  int64_t in_count = 1, n = 1;
-  for (int64_t d : in) in_count *= d;
-  for (int64_t d : out) n *= d;
+  const int64_t in_count = kernels::product(in), n = kernels::product(out);
   if (n == 0) return ok_status();
   if (in_count > std::numeric_limits<int32_t>::max() || n > std::numeric_limits<int32_t>::max()) {
     return unimplemented("Resize beyond the Vulkan kernel's 32-bit indices");
