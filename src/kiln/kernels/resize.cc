@@ -19,11 +19,12 @@
 #include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
+#include "kiln/kernels/resize_plan.h"
 
 namespace kiln::kernels {
 namespace {
 
-enum class Mode { kNearest, kLinear, kCubic };
+using Mode = ResizeMode;
 enum class Coord {
   kHalfPixel,
   kPytorchHalfPixel,
@@ -170,7 +171,7 @@ Status check_data_type(const ValueType& x, const Params& p, std::string_view nam
   return ok_status();
 }
 
-constexpr size_t kScales = 2;
+constexpr size_t kScales = kResizeScales;
 constexpr size_t kSizes = 3;
 
 // The output shape from `scales` or `sizes`.
@@ -224,16 +225,7 @@ StatusOr<Shape> output_shape(const InferArgs& args, const Shape& in) {
   return out;
 }
 
-// Per-axis source taps: for output index o, taps [o*taps, (o+1)*taps) of `offset` (input index
-// times the axis stride) and `weight`.
-struct AxisTaps {
-  int64_t taps = 1;
-  std::vector<int64_t> offset;
-  std::vector<double> weight;
-  std::vector<float> weight_f;
-  // tf_crop_and_resize: 1 where the coordinate falls outside the input (extrapolation_value).
-  std::vector<uint8_t> outside;
-};
+using AxisTaps = ResizeAxisTaps;
 
 // The coordinate of output index x in the input; `resized` is the output length.
 double source_coordinate(const Params& p, double x, double in, double scale, double resized,
@@ -534,36 +526,17 @@ StatusOr<Floats> make_floats(const MakeArgs& args, size_t index, std::string_vie
 
 StatusOr<std::unique_ptr<Kernel>> make_resize(const MakeArgs& args) {
   KILN_ASSIGN_OR_RETURN(Params p, read_resize_params(args.attributes));
-  const ConcreteShape in = args.input_dims(0);
   const ConcreteShape out = args.output_dims(0);
-  const size_t rank = in.size();
-  std::vector<AxisTaps> axes(rank);
+  Floats scales, roi;
   if (product(out) > 0) {
-    KILN_ASSIGN_OR_RETURN(auto scales, make_floats(args, kScales, "scales"));
-    std::optional<std::vector<double>> roi;
+    KILN_ASSIGN_OR_RETURN(scales, make_floats(args, kScales, "scales"));
     if (p.coord == Coord::kTfCropAndResize) {
-      KILN_ASSIGN_OR_RETURN(roi, make_floats(args, 1, "roi"));
-      if (!roi || roi->size() != 2 * rank) {
-        return invalid_argument(
-            "input 1 'roi' must have {} elements for "
-            "'tf_crop_and_resize', got {}",
-            2 * rank, roi ? roi->size() : 0);
-      }
-    }
-    if (scales && scales->size() != rank) {
-      return invalid_argument("{} must have {} elements, got {}", input_label(kScales, "scales"),
-                              rank, scales->size());
-    }
-    const std::vector<int64_t> strides = row_major_strides(in);
-    for (size_t a = 0; a < rank; ++a) {
-      const double scale =
-          scales ? (*scales)[a] : static_cast<double>(out[a]) / static_cast<double>(in[a]);
-      const auto resized = static_cast<double>(out[a]);
-      axes[a] = axis_taps(p, in[a], out[a], strides[a], scale, resized, roi ? (*roi)[a] : 0.0,
-                          roi ? (*roi)[a + rank] : 1.0);
+      KILN_ASSIGN_OR_RETURN(roi, make_floats(args, kResizeRoi, "roi"));
     }
   }
-  return std::unique_ptr<Kernel>(std::make_unique<ResizeKernel>(p, std::move(axes), out));
+  KILN_ASSIGN_OR_RETURN(ResizePlan plan,
+                        plan_resize(args.attributes, args.input_dims(0), out, scales, roi));
+  return std::unique_ptr<Kernel>(std::make_unique<ResizeKernel>(p, std::move(plan.axes), out));
 }
 
 Status infer_resize(InferArgs& args) {
@@ -594,6 +567,39 @@ double resize_multiply_adds(const Attributes&, std::span<const ConcreteShape* co
 }
 
 }  // namespace
+
+StatusOr<ResizePlan> plan_resize(const Attributes& attributes, const ConcreteShape& in,
+                                 const ConcreteShape& out,
+                                 const std::optional<std::vector<double>>& scales,
+                                 const std::optional<std::vector<double>>& roi) {
+  KILN_ASSIGN_OR_RETURN(Params p, read_resize_params(attributes));
+  ResizePlan plan;
+  plan.mode = p.mode;
+  plan.extrapolation = p.extrapolation;
+  if (product(out) == 0) return plan;
+  const size_t rank = in.size();
+  if (p.coord == Coord::kTfCropAndResize && (!roi || roi->size() != 2 * rank)) {
+    return invalid_argument(
+        "input 1 'roi' must have {} elements for "
+        "'tf_crop_and_resize', got {}",
+        2 * rank, roi ? roi->size() : 0);
+  }
+  const bool crop = p.coord == Coord::kTfCropAndResize;
+  if (scales && scales->size() != rank) {
+    return invalid_argument("{} must have {} elements, got {}", input_label(kScales, "scales"),
+                            rank, scales->size());
+  }
+  const std::vector<int64_t> strides = row_major_strides(in);
+  plan.axes.resize(rank);
+  for (size_t a = 0; a < rank; ++a) {
+    const double scale =
+        scales ? (*scales)[a] : static_cast<double>(out[a]) / static_cast<double>(in[a]);
+    const auto resized = static_cast<double>(out[a]);
+    plan.axes[a] = axis_taps(p, in[a], out[a], strides[a], scale, resized, crop ? (*roi)[a] : 0.0,
+                             crop ? (*roi)[a + rank] : 1.0);
+  }
+  return plan;
+}
 
 void register_resize_kernels(std::vector<OpDef>& table) {
   // roi, scales and sizes: inputs 1, 2, 3.

@@ -1,12 +1,14 @@
 // Elementwise kernels on f32: unary functions (shaders/unary.comp) and broadcasting binary
-// arithmetic (shaders/binary.comp). One pipeline per function (a specialization constant), sizes
-// in push constants.
+// arithmetic (shaders/binary.comp; on i32 and i64 Add, Sub, Mul, Max and Min run
+// shaders/binary_int.comp, which needs shaderInt64). One pipeline per function (a specialization
+// constant), sizes in push constants.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
 #include <optional>
 
+#include "kiln/hal/vulkan/broadcast.h"
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
 #include "kiln/kernels/op_attributes.h"
@@ -87,36 +89,44 @@ Status build_binary(KernelBuilder& b) {
     return unimplemented("{} of {} inputs runs on the CPU (the Vulkan kernel takes 2)", op,
                          b.input_count());
   }
-  for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
-  KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
+  // i32 and i64 (shape arithmetic) run binary_int.comp: Add, Sub, Mul, Max, Min, wrapping.
+  const DType dtype = b.output(0).dtype;
+  const bool integer = dtype == DType::kI32 || dtype == DType::kI64;
+  if (integer) {
+    if (op == "Div" || op == "Pow") return unimplemented("{} of {}", op, dtype_name(dtype));
+    if (!b.device().shader_int64) {
+      return unimplemented("{} of {} needs shaderInt64, which {} lacks", op, dtype_name(dtype),
+                           b.device().name);
+    }
+  }
+  const DType want = integer ? dtype : DType::kF32;
+  for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), want));
+  KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), want));
   const ConcreteShape& y = b.output(0).shape;
-  if (y.size() > 6) return unimplemented("rank {} (the Vulkan kernel takes up to 6)", y.size());
+  if (y.size() > kMaxBroadcastRank) {
+    return unimplemented("rank {} (the Vulkan kernel takes up to {})", y.size(), kMaxBroadcastRank);
+  }
   uint64_t n = 1;
   for (int64_t d : y) n *= static_cast<uint64_t>(d);
   if (n == 0) return ok_status();
 
-  // Each operand's strides over y's dims (numpy alignment from the right; 0 where broadcast).
-  std::vector<uint32_t> strides[2];
+  std::vector<uint32_t> params = {static_cast<uint32_t>(n), static_cast<uint32_t>(y.size())};
+  const std::vector<uint32_t> dims = broadcast_dims(y);
+  params.insert(params.end(), dims.begin(), dims.end());
   bool broadcast = false;
   for (size_t i = 0; i < 2; ++i) {
-    const ConcreteShape& s = b.input(i).shape;
-    strides[i].assign(6, 0);
-    uint64_t stride = 1;
-    for (size_t k = 0; k < s.size(); ++k) {
-      const size_t from_right = s.size() - 1 - k;
-      const size_t d = y.size() - 1 - k;
-      strides[i][d] = s[from_right] == 1 ? 0 : static_cast<uint32_t>(stride);
-      stride *= static_cast<uint64_t>(s[from_right]);
-    }
-    if (s != y) broadcast = true;
+    const std::vector<uint32_t> strides = broadcast_strides(b.input(i).shape, y);
+    params.insert(params.end(), strides.begin(), strides.end());
+    if (b.input(i).shape != y) broadcast = true;
   }
-  std::vector<uint32_t> params = {static_cast<uint32_t>(n), static_cast<uint32_t>(y.size())};
-  for (size_t d = 0; d < 6; ++d) params.push_back(d < y.size() ? static_cast<uint32_t>(y[d]) : 1);
-  for (size_t i = 0; i < 2; ++i) params.insert(params.end(), strides[i].begin(), strides[i].end());
   KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
   KILN_ASSIGN_OR_RETURN(Operand c, b.input_operand(1));
-  b.describe(
-      fmt::format("vulkan binary {} ({} elements{})", op, n, broadcast ? ", broadcast" : ""));
+  b.describe(fmt::format("vulkan binary {} of {} ({} elements{})", op, dtype_name(dtype), n,
+                         broadcast ? ", broadcast" : ""));
+  if (integer) {
+    return b.launch("binary_int", {code, dtype == DType::kI64 ? 1u : 0u}, n,
+                    {a, c, b.output_operand(0)}, std::move(params));
+  }
   return b.launch("binary", {code, broadcast ? 1u : 0u}, n, {a, c, b.output_operand(0)},
                   std::move(params));
 }

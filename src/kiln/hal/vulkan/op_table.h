@@ -43,6 +43,12 @@ Status build_slice(KernelBuilder& b);         // movement_ops.cc
 Status build_split(KernelBuilder& b);         // movement_ops.cc
 Status build_expand(KernelBuilder& b);        // movement_ops.cc
 Status build_gather(KernelBuilder& b);        // movement_ops.cc
+Status build_compare(KernelBuilder& b);       // logic_ops.cc (Equal, Less, ..., Not, And, Or, Xor)
+Status build_where(KernelBuilder& b);         // logic_ops.cc
+Status build_cast(KernelBuilder& b);          // logic_ops.cc
+Status build_range(KernelBuilder& b);         // fill_ops.cc
+Status build_constant_of_shape(KernelBuilder& b);  // fill_ops.cc
+Status build_resize(KernelBuilder& b);             // resize_ops.cc
 // Outputs known when prepared (Shape, Size; any op whose outputs the shape program knows).
 Status build_known_values(KernelBuilder& b);  // known_value_ops.cc
 

@@ -152,6 +152,8 @@ PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
   }
   info.subgroup_size = subgroup.subgroupSize;
   info.buffer_device_address = features12.bufferDeviceAddress == VK_TRUE;
+  info.storage_buffer_8bit = features12.storageBuffer8BitAccess == VK_TRUE;
+  info.shader_int64 = features.features.shaderInt64 == VK_TRUE;
   if (props.properties.apiVersion < VK_API_VERSION_1_2) {
     info.unusable_reason = fmt::format("Vulkan {} (kiln needs 1.2)", info.api_version);
   } else if (!info.buffer_device_address) {
@@ -262,8 +264,12 @@ Status VulkanContext::init(std::string_view selector) {
   VkPhysicalDeviceVulkan12Features features12{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   features12.bufferDeviceAddress = VK_TRUE;
+  features12.storageBuffer8BitAccess = info_.storage_buffer_8bit ? VK_TRUE : VK_FALSE;
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.features.shaderInt64 = info_.shader_int64 ? VK_TRUE : VK_FALSE;
+  features.pNext = &features12;
   VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-  info.pNext = &features12;
+  info.pNext = &features;
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &queue;
   KILN_VK_RETURN_IF_ERROR(vkCreateDevice(physical_, &info, nullptr, &device_));

@@ -49,6 +49,10 @@ struct PhysicalDeviceInfo {
   uint32_t max_workgroup_count[3] = {0, 0, 0};
   uint32_t subgroup_size = 0;
   bool buffer_device_address = false;
+  // Optional features kiln enables when offered; kernels needing one refuse (Unimplemented)
+  // without it. 8-bit storage: bool and u8 tensors (1 byte per element). shaderInt64: i64 math.
+  bool storage_buffer_8bit = false;
+  bool shader_int64 = false;
   bool usable = false;          // offers everything kiln needs
   std::string unusable_reason;  // why not, when !usable
 };

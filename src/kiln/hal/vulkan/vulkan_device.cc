@@ -168,6 +168,8 @@ StatusOr<std::vector<DeviceInstance>> list_vulkan_instances() {
                      d.max_workgroup_count[2])},
         {"subgroupSize", fmt::format("{}", d.subgroup_size)},
         {"bufferDeviceAddress", d.buffer_device_address ? "yes" : "no"},
+        {"storageBuffer8BitAccess", d.storage_buffer_8bit ? "yes" : "no"},
+        {"shaderInt64", d.shader_int64 ? "yes" : "no"},
     };
     out.push_back(std::move(instance));
   }
