@@ -83,6 +83,7 @@ constexpr Entry kKernels[] = {
     {"Sub", build_binary},
     {"Tanh", build_unary},
     {"Transpose", build_transpose},
+    {"Trilu", build_trilu},
     {"Unsqueeze", build_reshape_copy},
     {"Where", build_where},
     {"Xor", build_compare},

@@ -49,6 +49,7 @@ Status build_cast(KernelBuilder& b);          // logic_ops.cc
 Status build_range(KernelBuilder& b);         // fill_ops.cc
 Status build_constant_of_shape(KernelBuilder& b);  // fill_ops.cc
 Status build_resize(KernelBuilder& b);             // resize_ops.cc
+Status build_trilu(KernelBuilder& b);              // trilu_ops.cc
 // Outputs known when prepared (Shape, Size; any op whose outputs the shape program knows).
 Status build_known_values(KernelBuilder& b);  // known_value_ops.cc
 

@@ -4,6 +4,7 @@
 // broadcasting, NaN (false in every comparison, passed through by Where), int64 values beyond 2^32,
 // every Resize mode on odd sizes up and down, and forms the GPU kernels refuse, which must still
 // compute the right result on the CPU fallback. The validation layer is on (vulkan_test_env.h).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,19 +80,8 @@ Tensor expected_of(const std::string& op_type, const std::vector<In>& ins, const
   return out.ok() && out->size() == 1 ? std::move((*out)[0]) : Tensor();
 }
 
-class VulkanOpsTest : public ::testing::Test {
+class VulkanOpsTest : public testing::VulkanDeviceTest {
  protected:
-  void SetUp() override {
-    device_ = make_vulkan_device();
-    ASSERT_NE(device_, nullptr);
-  }
-  void TearDown() override {
-    if (device_ == nullptr) return;
-    Status validation = vulkan().context().validation_status();
-    EXPECT_TRUE(validation.ok()) << validation.to_string();
-  }
-  VulkanDevice& vulkan() { return static_cast<VulkanDevice&>(*device_); }
-
   // Runs one `op_type` dispatch with output `like`'s dtype and shape; on_gpu says where it must be
   // placed. Empty on a failure (reported).
   std::optional<Tensor> run_op(const std::string& op_type, const std::vector<In>& ins,
@@ -137,8 +127,6 @@ class VulkanOpsTest : public ::testing::Test {
       EXPECT_TRUE(same(*got, want)) << op_type;
     }
   }
-
-  std::unique_ptr<Device> device_;
 };
 
 // f32 data with NaN, infinities, ties and signed zeros among random values.
@@ -160,6 +148,22 @@ Tensor big_i64(ConcreteShape shape, int64_t salt) {
     v[i] = (k - 2) * ((int64_t{1} << 33) + 3) + (k == 4 ? int64_t{1} << 62 : 0) + (i % 2);
   }
   return i64(shape, v);
+}
+
+// ---- Trilu
+
+TEST_F(VulkanOpsTest, TriluKeepsATriangleOfEveryMatrix) {
+  for (int64_t upper : {1, 0}) {
+    for (int64_t k : {-2, 0, 1, 9}) {
+      SCOPED_TRACE(fmt::format("upper {} k {}", upper, k));
+      Attributes a;
+      a.set("upper", upper);
+      check("Trilu", {{special_f32({2, 3, 5}, 7)}, constant(i64({}, {k}))}, a);
+    }
+  }
+  check("Trilu", {{big_i64({4, 4}, 1)}});  // 8-byte elements, the default upper and k
+  // A k computed at run time runs on the CPU.
+  check("Trilu", {{special_f32({3, 3}, 2)}, {i64({}, {1})}}, {}, /*on_gpu=*/false);
 }
 
 // ---- Comparisons and logic
