@@ -62,6 +62,7 @@ SANITIZE_EXCLUDE ?= [Rr]es[Nn]et|kiln_models_suite|TriageCli\.|install_tree_embe
 sanitize: build models
 	@JOBS=$(JOBS) scripts/hardened_build.sh $(BUILD)-fuzz
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(abspath scripts/lsan_suppressions.txt) \
 	  KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD)-fuzz -j$(JOBS) \
 	  --output-on-failure -E '$(SANITIZE_EXCLUDE)'
 	@JOBS=$(JOBS) scripts/thread_sanitizer_build.sh $(BUILD)-tsan $(BUILD)/tools/kiln $(MODELS)

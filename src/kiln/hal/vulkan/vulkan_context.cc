@@ -169,15 +169,67 @@ PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
 
 }  // namespace
 
-StatusOr<std::vector<PhysicalDeviceInfo>> list_vulkan_devices() {
-  KILN_ASSIGN_OR_RETURN(VkInstance instance, create_instance(false, nullptr));
-  StatusOr<std::vector<VkPhysicalDevice>> devices = physical_devices(instance);
-  std::vector<PhysicalDeviceInfo> out;
-  if (devices.ok()) {
-    for (uint32_t i = 0; i < devices->size(); ++i) out.push_back(describe((*devices)[i], i));
+// The process's one Vulkan instance, with the validation layer when KILN_VULKAN_VALIDATION=1 (read
+// when it is created) and that layer's messages. Never destroyed: destroying an instance unloads
+// the drivers, whose process-lifetime allocations then look leaked to LeakSanitizer, and devices
+// created from it live as long as the process anyway.
+struct ProcessInstance {
+  VkInstance instance = VK_NULL_HANDLE;
+  bool validation = false;
+  std::mutex mutex;
+  std::vector<std::string> messages;
+};
+
+namespace {
+
+VKAPI_ATTR VkBool32 VKAPI_CALL record_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                              VkDebugUtilsMessageTypeFlagsEXT types,
+                                              const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                              void* user) {
+  auto* process = static_cast<ProcessInstance*>(user);
+  std::lock_guard lock(process->mutex);
+  process->messages.push_back(data != nullptr && data->pMessage != nullptr ? data->pMessage
+                                                                           : "(no text)");
+  return VK_FALSE;
+}
+
+// The instance, created on first use; an error (no driver, no layer) is retried on the next call.
+StatusOr<ProcessInstance*> process_instance() {
+  static std::mutex mutex;
+  static ProcessInstance* created = nullptr;
+  std::lock_guard lock(mutex);
+  if (created != nullptr) return created;
+  auto process = std::make_unique<ProcessInstance>();
+  process->validation = validation_requested();
+  VkDebugUtilsMessengerCreateInfoEXT debug{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  debug.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  debug.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  debug.pfnUserCallback = &record_message;
+  debug.pUserData = process.get();
+  KILN_ASSIGN_OR_RETURN(process->instance, create_instance(process->validation, &debug));
+  if (process->validation) {
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(process->instance, "vkCreateDebugUtilsMessengerEXT"));
+    VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+    if (create == nullptr || create(process->instance, &debug, nullptr, &messenger) != VK_SUCCESS) {
+      vkDestroyInstance(process->instance, nullptr);
+      return failed_precondition("the Vulkan validation layer offers no debug messenger");
+    }
   }
-  vkDestroyInstance(instance, nullptr);
-  if (!devices.ok()) return devices.status();
+  created = process.release();
+  return created;
+}
+
+}  // namespace
+
+StatusOr<std::vector<PhysicalDeviceInfo>> list_vulkan_devices() {
+  KILN_ASSIGN_OR_RETURN(ProcessInstance * process, process_instance());
+  KILN_ASSIGN_OR_RETURN(std::vector<VkPhysicalDevice> devices, physical_devices(process->instance));
+  std::vector<PhysicalDeviceInfo> out;
+  for (uint32_t i = 0; i < devices.size(); ++i) out.push_back(describe(devices[i], i));
   return out;
 }
 
@@ -196,24 +248,9 @@ StatusOr<std::shared_ptr<VulkanContext>> VulkanContext::get(std::string_view sel
 }
 
 Status VulkanContext::init(std::string_view selector) {
-  validation_ = validation_requested();
-  VkDebugUtilsMessengerCreateInfoEXT debug{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-  debug.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-  debug.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                      VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-  debug.pfnUserCallback = &VulkanContext::on_debug_message;
-  debug.pUserData = this;
-  KILN_ASSIGN_OR_RETURN(instance_, create_instance(validation_, &debug));
-  if (validation_) {
-    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
-    if (create == nullptr) return failed_precondition("the validation layer has no debug utils");
-    KILN_VK_RETURN_IF_ERROR(create(instance_, &debug, nullptr, &messenger_));
-  }
-
-  KILN_ASSIGN_OR_RETURN(std::vector<VkPhysicalDevice> devices, physical_devices(instance_));
+  KILN_ASSIGN_OR_RETURN(process_, process_instance());
+  KILN_ASSIGN_OR_RETURN(std::vector<VkPhysicalDevice> devices,
+                        physical_devices(process_->instance));
   std::vector<PhysicalDeviceInfo> infos;
   for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(describe(devices[i], i));
   int chosen = -1;
@@ -281,12 +318,6 @@ Status VulkanContext::init(std::string_view selector) {
 VulkanContext::~VulkanContext() {
   pipelines_.reset();
   if (device_ != VK_NULL_HANDLE) vkDestroyDevice(device_, nullptr);
-  if (messenger_ != VK_NULL_HANDLE) {
-    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
-    if (destroy != nullptr) destroy(instance_, messenger_, nullptr);
-  }
-  if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
 }
 
 int VulkanContext::memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
@@ -319,30 +350,17 @@ Status VulkanContext::submit_and_wait(VkCommandBuffer commands, VkFence fence) {
   return validation_status();
 }
 
+bool VulkanContext::validation_enabled() const { return process_->validation; }
+
 Status VulkanContext::validation_status() const {
-  if (!validation_) return ok_status();
-  std::lock_guard lock(validation_mutex_);
-  if (validation_messages_.empty()) return ok_status();
+  if (!process_->validation) return ok_status();
+  std::lock_guard lock(process_->mutex);
+  const std::vector<std::string>& messages = process_->messages;
+  if (messages.empty()) return ok_status();
   std::string text;
-  for (size_t i = 0; i < validation_messages_.size() && i < 3; ++i) {
-    text += fmt::format("\n  {}", validation_messages_[i]);
-  }
-  return internal_error("the Vulkan validation layer reported {} message(s):{}",
-                        validation_messages_.size(), text);
-}
-
-void VulkanContext::record_validation_message(std::string message) {
-  std::lock_guard lock(validation_mutex_);
-  validation_messages_.push_back(std::move(message));
-}
-
-VKAPI_ATTR VkBool32 VKAPI_CALL VulkanContext::on_debug_message(
-    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
-    const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
-  auto* context = static_cast<VulkanContext*>(user);
-  context->record_validation_message(data != nullptr && data->pMessage != nullptr ? data->pMessage
-                                                                                  : "(no text)");
-  return VK_FALSE;
+  for (size_t i = 0; i < messages.size() && i < 3; ++i) text += fmt::format("\n  {}", messages[i]);
+  return internal_error("the Vulkan validation layer reported {} message(s):{}", messages.size(),
+                        text);
 }
 
 }  // namespace kiln::hal::vulkan

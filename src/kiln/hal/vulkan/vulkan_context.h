@@ -8,14 +8,16 @@
 // bufferDeviceAddress (kiln's shaders address buffers by pointer, so no descriptor range limit
 // applies: tensors larger than maxStorageBufferRange work).
 //
-// Validation: with KILN_VULKAN_VALIDATION=1 in the environment, the instance enables the Khronos
-// validation layer and records every warning or error it reports; from the first such message on,
+// One VkInstance serves the process (listing and every context) and is never destroyed.
+// Validation: with KILN_VULKAN_VALIDATION=1 in the environment when it is created, the instance
+// enables the Khronos validation layer and records every warning or error it reports; from the
+// first such message on,
 // every prepare() and Queue::finish() of the process fails with the messages (tests and CI run
 // this way, so a validation message fails them). Without the layer installed that setting is an
 // error, never silently off.
 //
 // Threads: the context is immutable after creation except for the VkQueue, which submit() guards
-// with a mutex, and the validation log, which has its own.
+// with a mutex; the validation log has its own.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -32,6 +34,7 @@
 namespace kiln::hal::vulkan {
 
 class PipelineCache;
+struct ProcessInstance;
 
 // What `kiln devices` lists of one physical device, and what kernels size themselves by.
 struct PhysicalDeviceInfo {
@@ -90,18 +93,13 @@ class VulkanContext {
   // OK while the validation layer has reported nothing (or is off); else an error quoting the
   // first messages.
   Status validation_status() const;
-  bool validation_enabled() const { return validation_; }
+  bool validation_enabled() const;
 
  private:
   VulkanContext() = default;
   Status init(std::string_view selector);
-  void record_validation_message(std::string message);
-  static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(
-      VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
-      const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
 
-  VkInstance instance_ = VK_NULL_HANDLE;
-  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  ProcessInstance* process_ = nullptr;  // the process's instance and validation log
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
@@ -109,10 +107,7 @@ class VulkanContext {
   PhysicalDeviceInfo info_;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::unique_ptr<PipelineCache> pipelines_;
-  bool validation_ = false;
   std::mutex queue_mutex_;
-  mutable std::mutex validation_mutex_;
-  std::vector<std::string> validation_messages_;
 };
 
 }  // namespace kiln::hal::vulkan
