@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 namespace kiln::testing {
 
@@ -51,6 +52,37 @@ Tensor read_f32_prefix(const std::string& path, const ConcreteShape& shape) {
   return tensor;
 }
 
+namespace {
+
+// Removes the test's folders when the test ends (they hold modules of hundreds of MB), unless
+// KILN_KEEP_TEST_DIRS=1 asks to keep them for a look.
+class TempDirCleaner : public ::testing::EmptyTestEventListener {
+ public:
+  void add(std::string dir) { dirs_.push_back(std::move(dir)); }
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    const char* keep = std::getenv("KILN_KEEP_TEST_DIRS");
+    if (keep == nullptr || std::string(keep) != "1") {
+      std::error_code ignored;
+      for (const std::string& dir : dirs_) std::filesystem::remove_all(dir, ignored);
+    }
+    dirs_.clear();
+  }
+
+ private:
+  std::vector<std::string> dirs_;
+};
+
+TempDirCleaner& temp_dir_cleaner() {
+  static TempDirCleaner* cleaner = [] {
+    auto* created = new TempDirCleaner();  // owned by gtest's listener list from here on
+    ::testing::UnitTest::GetInstance()->listeners().Append(created);
+    return created;
+  }();
+  return *cleaner;
+}
+
+}  // namespace
+
 std::string make_temp_dir(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string dir = (std::filesystem::temp_directory_path() /
@@ -59,6 +91,7 @@ std::string make_temp_dir(const std::string& name) {
                         .string();
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  temp_dir_cleaner().add(dir);
   return dir;
 }
 

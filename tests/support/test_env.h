@@ -27,7 +27,8 @@ CommandResult run_command(const std::string& command_line);
 // Reads a raw f32 fixture with the given dims; the file may hold more elements (a batch prefix).
 Tensor read_f32_prefix(const std::string& path, const ConcreteShape& shape);
 
-// A fresh empty directory under the test's temporary folder.
+// A fresh empty directory under the test's temporary folder, removed when the test ends
+// (KILN_KEEP_TEST_DIRS=1 keeps it).
 std::string make_temp_dir(const std::string& name);
 
 }  // namespace kiln::testing

@@ -12,11 +12,11 @@
 #include <string>
 
 #include "kiln/hal/vulkan/conv_ops.h"
-#include "kiln/hal/vulkan/vulkan_test_env.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/hal/reference.h"
 #include "tests/support/tensors.h"
+#include "tests/support/vulkan/vulkan_test_env.h"
 
 namespace kiln::hal::vulkan {
 namespace {

@@ -14,12 +14,12 @@
 #include "kiln/hal/vulkan/vulkan_context.h"
 #include "kiln/hal/vulkan/vulkan_device.h"
 #include "kiln/hal/vulkan/vulkan_executable.h"
-#include "kiln/hal/vulkan/vulkan_test_env.h"
 #include "tests/support/expect.h"
 #include "tests/support/graph_eval/op_graph.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/hal/reference.h"
 #include "tests/support/tensors.h"
+#include "tests/support/vulkan/vulkan_test_env.h"
 
 namespace kiln::hal::vulkan {
 namespace {

@@ -1,4 +1,4 @@
-#include "kiln/hal/vulkan/vulkan_test_env.h"
+#include "tests/support/vulkan/vulkan_test_env.h"
 
 #include <gtest/gtest.h>
 
