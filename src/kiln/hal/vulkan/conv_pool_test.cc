@@ -92,6 +92,22 @@ ConcreteShape conv_output_shape(const ConvCase& c) {
   return y;
 }
 
+// The window attributes of a Conv or a pool.
+Attributes window_attributes(const std::vector<int64_t>& kernel,
+                             const std::vector<int64_t>& strides,
+                             const std::vector<int64_t>& pads_begin,
+                             const std::vector<int64_t>& pads_end,
+                             const std::vector<int64_t>& dilations) {
+  Attributes a;
+  a.set("kernel_shape", kernel);
+  a.set("strides", strides);
+  std::vector<int64_t> pads = pads_begin;
+  pads.insert(pads.end(), pads_end.begin(), pads_end.end());
+  a.set("pads", pads);
+  a.set("dilations", dilations);
+  return a;
+}
+
 void make_conv(ConvProgram& p, const ConvCase& c, const Tensor& x, const Tensor* residual,
                uint32_t seed = 7) {
   ConcreteShape ws = {c.cout, c.x[1] / c.group};
@@ -100,13 +116,7 @@ void make_conv(ConvProgram& p, const ConvCase& c, const Tensor& x, const Tensor*
   const Tensor bias = random_tensor({c.cout}, seed + 1);
   ConcreteShape ys = conv_output_shape(c);
   ys[0] = x.shape()[0];
-  Attributes a;
-  a.set("kernel_shape", c.kernel);
-  a.set("strides", c.strides);
-  std::vector<int64_t> pads = c.pads_begin;
-  pads.insert(pads.end(), c.pads_end.begin(), c.pads_end.end());
-  a.set("pads", pads);
-  a.set("dilations", c.dilations);
+  Attributes a = window_attributes(c.kernel, c.strides, c.pads_begin, c.pads_end, c.dilations);
   a.set("group", c.group);
   kernels::set_fused_activation(a, c.activation);
   std::vector<int32_t> ins = {p.spec.input("x", x.shape())};
@@ -330,12 +340,7 @@ TEST_P(VulkanPoolTest, MatchesReferenceAndKeepsNaN) {
   if (global) {
     expected = reference(c.op, {x});
   } else {
-    a.set("kernel_shape", c.kernel);
-    a.set("strides", c.strides);
-    std::vector<int64_t> pads = c.pads_begin;
-    pads.insert(pads.end(), c.pads_end.begin(), c.pads_end.end());
-    a.set("pads", pads);
-    a.set("dilations", c.dilations);
+    a = window_attributes(c.kernel, c.strides, c.pads_begin, c.pads_end, c.dilations);
     if (c.ceil_mode) a.set("ceil_mode", int64_t{1});
     if (!max) a.set("count_include_pad", int64_t{c.count_include_pad ? 1 : 0});
     expected = ref_pool(x, {.max = max,
