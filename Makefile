@@ -56,7 +56,10 @@ bench: build models
 # under ASan, and the small models exercise the same code. So are the tests that load kiln's shared
 # libraries into a program built without ASan (the installed C example, the Python interpreter):
 # ASan must be linked into the executable itself.
-SANITIZE_EXCLUDE ?= [Rr]es[Nn]et|kiln_models_suite|TriageCli\.|install_tree_embeds|python_
+# The Vulkan device's ONNX conformance run and its shader-mutant run are left out too: their host
+# code is the one kiln_hal_vulkan_test runs under the sanitizers, and they would add minutes of
+# lavapipe.
+SANITIZE_EXCLUDE ?= [Rr]es[Nn]et|kiln_models_suite|TriageCli\.|install_tree_embeds|python_|onnx_conformance_vulkan|vulkan_mutant_
 # Then the C program whose 8 threads share one session, built with ThreadSanitizer
 # (scripts/thread_sanitizer_build.sh: the runtime's side only, in $(BUILD)-tsan).
 sanitize: build models
