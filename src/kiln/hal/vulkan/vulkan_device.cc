@@ -66,12 +66,11 @@ Status VulkanDevice::runs_on_gpu(const DispatchSpec& dispatch,
 
 Status VulkanDevice::supports(const DispatchSpec& dispatch,
                               std::span<const ValueSpec> values) const {
-  Status gpu = runs_on_gpu(dispatch, values);
-  if (gpu.ok() || (allow_fallback_ && gpu.code() == StatusCode::kUnimplemented)) {
-    // A fallback is fine, provided the definition accepted the dispatch (runs_on_gpu asked).
-    return fallback_->supports(dispatch, values);
-  }
-  return gpu;
+  // The definition's checks and the CPU's ability, once; with fallback that is the answer.
+  KILN_RETURN_IF_ERROR(fallback_->supports(dispatch, values));
+  if (allow_fallback_) return ok_status();
+  KernelBuilder dry(context_->info(), nullptr, nullptr, dispatch, values);
+  return with_dispatch(build_kernel(dry), dispatch);
 }
 
 StatusOr<std::unique_ptr<Executable>> VulkanDevice::prepare(const ProgramSpec& spec) {
