@@ -11,6 +11,7 @@
 #include "kiln/hal/vulkan/broadcast.h"
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
+#include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::vulkan {
@@ -106,8 +107,7 @@ Status build_binary(KernelBuilder& b) {
   if (y.size() > kMaxBroadcastRank) {
     return unimplemented("rank {} (the Vulkan kernel takes up to {})", y.size(), kMaxBroadcastRank);
   }
-  uint64_t n = 1;
-  for (int64_t d : y) n *= static_cast<uint64_t>(d);
+  const auto n = static_cast<uint64_t>(kernels::product(y));
   if (n == 0) return ok_status();
 
   std::vector<uint32_t> params = {static_cast<uint32_t>(n), static_cast<uint32_t>(y.size())};

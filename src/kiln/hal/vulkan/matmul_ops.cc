@@ -14,6 +14,7 @@
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
 #include "kiln/kernels/broadcast.h"
+#include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::vulkan {
@@ -33,17 +34,12 @@ struct Product {
   bool has_c = false;
 };
 
-uint64_t count_of(const ConcreteShape& s) {
-  uint64_t n = 1;
-  for (int64_t d : s) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
 Status launch_product(KernelBuilder& b, const Product& p, Operand a, Operand bm, Operand c,
                       const std::string& what) {
   const uint64_t total = p.batches * p.m * p.n;
   if (total == 0) return ok_status();
-  const uint64_t a_count = count_of(b.input(0).shape), b_count = count_of(b.input(1).shape);
+  const uint64_t a_count = static_cast<uint64_t>(kernels::product(b.input(0).shape)),
+                 b_count = static_cast<uint64_t>(kernels::product(b.input(1).shape));
   if (total >= (uint64_t{1} << 32) || a_count >= (uint64_t{1} << 32) ||
       b_count >= (uint64_t{1} << 32)) {
     return unimplemented("{} has more elements than the Vulkan kernel's 32-bit indices reach",
@@ -82,9 +78,9 @@ Status launch_product(KernelBuilder& b, const Product& p, Operand a, Operand bm,
 // output's): 0 for a single batch, `matrix` when its batch dims are the output's.
 std::optional<uint64_t> batch_stride(const ConcreteShape& operand, const ConcreteShape& out,
                                      uint64_t matrix) {
-  const uint64_t count = count_of(operand);
+  const uint64_t count = static_cast<uint64_t>(kernels::product(operand));
   if (count == 1) return 0;
-  if (count == count_of(out)) {
+  if (count == static_cast<uint64_t>(kernels::product(out))) {
     // Equal counts with every dim either equal or 1 against the broadcast output: the same index.
     const size_t lead = out.size() - operand.size();
     for (size_t i = 0; i < operand.size(); ++i) {
@@ -114,7 +110,7 @@ Status build_matmul(KernelBuilder& b) {
   p.b_rs = p.n, p.b_cs = 1;
   const ConcreteShape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
   const ConcreteShape batch = kernels::broadcast_concrete(a_batch, b_batch);
-  p.batches = count_of(batch);
+  p.batches = static_cast<uint64_t>(kernels::product(batch));
   const auto a_bs = batch_stride(a_batch, batch, p.m * p.k);
   const auto b_bs = batch_stride(b_batch, batch, p.k * p.n);
   if (!a_bs || !b_bs) {

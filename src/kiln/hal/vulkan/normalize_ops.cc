@@ -13,14 +13,8 @@
 namespace kiln::hal::vulkan {
 namespace {
 
-uint64_t product_of(std::span<const int64_t> dims) {
-  uint64_t n = 1;
-  for (int64_t d : dims) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
 Status check_32bit(const ValueSpec& v) {
-  if (product_of(v.shape) >= (uint64_t{1} << 32)) {
+  if (static_cast<uint64_t>(kernels::product(v.shape)) >= (uint64_t{1} << 32)) {
     return unimplemented("'{}' has more elements than the Vulkan kernels' 32-bit indices reach",
                          v.name);
   }
@@ -59,9 +53,11 @@ Status build_softmax(KernelBuilder& b) {
   if (dims.empty()) return unimplemented("{} of a scalar runs on the CPU", op);
   KILN_ASSIGN_OR_RETURN(
       int64_t axis, kernels::read_softmax_axis(b.attributes(), static_cast<int64_t>(dims.size())));
-  const uint64_t outer = product_of(std::span(dims).first(static_cast<size_t>(axis)));
+  const uint64_t outer =
+      static_cast<uint64_t>(kernels::product(std::span(dims).first(static_cast<size_t>(axis))));
   const uint64_t n = static_cast<uint64_t>(dims[axis]);
-  const uint64_t inner = product_of(std::span(dims).subspan(static_cast<size_t>(axis) + 1));
+  const uint64_t inner = static_cast<uint64_t>(
+      kernels::product(std::span(dims).subspan(static_cast<size_t>(axis) + 1)));
   const uint64_t lanes = outer * inner;
   if (lanes == 0 || n == 0) return ok_status();
   KILN_ASSIGN_OR_RETURN(Operand x, b.input_operand(0));
@@ -92,12 +88,14 @@ Status build_layer_norm(KernelBuilder& b) {
   KILN_ASSIGN_OR_RETURN(int64_t axis,
                         kernels::normalize_axis(raw_axis, static_cast<int64_t>(dims.size()),
                                                 "attribute 'axis'", true));
-  const uint64_t rows = product_of(std::span(dims).first(static_cast<size_t>(axis)));
-  const uint64_t block = product_of(std::span(dims).subspan(static_cast<size_t>(axis)));
+  const uint64_t rows =
+      static_cast<uint64_t>(kernels::product(std::span(dims).first(static_cast<size_t>(axis))));
+  const uint64_t block =
+      static_cast<uint64_t>(kernels::product(std::span(dims).subspan(static_cast<size_t>(axis))));
   // A parameter's stride: 1 when it has one value per element of the block, 0 for one value.
   auto stride_of = [&](size_t i) -> StatusOr<uint32_t> {
     KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
-    const uint64_t count = product_of(b.input(i).shape);
+    const uint64_t count = static_cast<uint64_t>(kernels::product(b.input(i).shape));
     if (count == block) return 1u;
     if (count == 1) return 0u;
     return unimplemented(
