@@ -129,6 +129,8 @@ struct RecurrentAttributes {
   int64_t layout = 0;
 };
 
+constexpr int64_t kMaxHiddenSize = int64_t{1} << 40;
+
 StatusOr<bool> read_flag(const Attributes& a, const char* name) {
   KILN_ASSIGN_OR_RETURN(int64_t v, a.get_int(name, 0));
   if (v != 0 && v != 1) return invalid_argument("attribute '{}' must be 0 or 1, got {}", name, v);
@@ -215,7 +217,11 @@ StatusOr<RecurrentAttributes> read_recurrent_attributes(const Attributes& a, Cel
   }
   if (a.has("hidden_size")) {
     KILN_ASSIGN_OR_RETURN(int64_t h, a.get_int("hidden_size", 0));
-    if (h < 1) return invalid_argument("attribute 'hidden_size' must be >= 1, got {}", h);
+    // The bound keeps 8 * hidden_size (LSTM's B) far from overflow.
+    if (h < 1 || h > kMaxHiddenSize) {
+      return invalid_argument("attribute 'hidden_size' must be in [1, {}], got {}", kMaxHiddenSize,
+                              h);
+    }
     p.hidden_size = h;
   }
   KILN_ASSIGN_OR_RETURN(p.activations, read_activations(a, cell, p.directions));

@@ -633,7 +633,10 @@ TEST(RecurrentShapes, RejectsBadInputs) {
          "attribute 'activations' element 1 'Gelu' is not an activation LSTM defines");
   expect(lstm({x, w, r}, attrs({{"layout", int64_t{2}}})), "attribute 'layout' must be 0 or 1");
   expect(lstm({x, w, r}, attrs({{"hidden_size", int64_t{0}}})),
-         "attribute 'hidden_size' must be >= 1");
+         "attribute 'hidden_size' must be in [1, 1099511627776], got 0");
+  expect(lstm({x, w, type(DType::kF32, {1, sym("G"), sym("H")})},
+              attrs({{"hidden_size", int64_t{1} << 61}})),
+         "attribute 'hidden_size' must be in [1, 1099511627776]");
   expect(lstm({x, w, r}, attrs({{"clip", -1.0}})), "attribute 'clip' must be > 0");
   expect(lstm({x, w, r}, attrs({{"input_forget", int64_t{3}}})),
          "attribute 'input_forget' must be 0 or 1");
