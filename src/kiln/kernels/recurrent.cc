@@ -21,7 +21,9 @@
 // The kernel computes in the compute type (float for f16): the input projection X W^T of every
 // step as one matrix product before the time loop, then per step the recurrent product H R^T over
 // the batch. Each element of a product is one sum over the inner dim in increasing order, so a
-// batch entry's result does not depend on the batch size, the thread count or the split.
+// batch entry's result does not depend on the batch size, the thread count or the split. A backend
+// may supply faster f32 products with the same guarantee (recurrent.h; the CPU backend's AVX2
+// gemm kernel).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -29,10 +31,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "kiln/kernels/dtype_dispatch.h"
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
+#include "kiln/kernels/recurrent.h"
 #include "kiln/kernels/reduce_geometry.h"
 
 namespace kiln::kernels {
@@ -372,6 +377,38 @@ std::vector<C> transposed(const C* m, int64_t rows, int64_t cols) {
   return t;
 }
 
+// Products with the weight rows w [n, k] (used transposed): the backend's for f32 when it gave
+// one, else the portable loop over a transposed copy.
+template <typename C>
+class Weights {
+ public:
+  Weights(const C* w, int64_t n, int64_t k, MakeWeightProduct f32_products) : n_(n), k_(k) {
+    if constexpr (std::is_same_v<C, float>) {
+      if (f32_products != nullptr && n > 0 && k > 0) {
+        fast_ = f32_products(w, n, k);
+        return;
+      }
+    }
+    wt_ = transposed(w, n, k);
+  }
+  // y[m, n] (row stride ldy) = a[m, k] (row stride lda) w^T.
+  void multiply(int64_t m, const C* a, int64_t lda, C* y, int64_t ldy) const {
+    if (m <= 0) return;
+    if constexpr (std::is_same_v<C, float>) {
+      if (fast_ != nullptr) {
+        fast_->multiply(m, a, lda, y, ldy);
+        return;
+      }
+    }
+    product<C>(m, k_, n_, a, lda, wt_.data(), n_, y, ldy);
+  }
+
+ private:
+  int64_t n_, k_;
+  std::vector<C> wt_;
+  std::unique_ptr<WeightProduct> fast_;
+};
+
 // A buffer in the compute type: the buffer itself when T is C, else a widened copy.
 template <typename T>
 class Widened {
@@ -401,7 +438,8 @@ struct Sizes {
 
 class RecurrentKernel : public Kernel {
  public:
-  RecurrentKernel(RecurrentAttributes p, Sizes s) : p_(std::move(p)), s_(s) {}
+  RecurrentKernel(RecurrentAttributes p, Sizes s, MakeWeightProduct f32_products)
+      : p_(std::move(p)), s_(s), f32_products_(f32_products) {}
 
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     return visit_dtype(in[kX].dtype, [&]<typename T>() -> Status {
@@ -486,9 +524,17 @@ class RecurrentKernel : public Kernel {
       const bool reverse = p_.reverse || d == 1;
       const Activation* act = &p_.activations[d * activations_per_direction(p_.cell)];
       // Input projection of every step, plus the biases that do not depend on the state.
-      const std::vector<C> wt = transposed(w.get() + d * gh * input, gh, input);
-      const std::vector<C> rt = transposed(r.get() + d * gh * hidden, gh, hidden);
-      product<C>(seq * batch, input, gh, x.get(), input, wt.data(), gh, proj.data(), gh);
+      // GRU without linear_before_reset needs r before its h gate's recurrent product: R's rows
+      // [0, 2H) and [2H, 3H) are then two products.
+      const bool split_gru = p_.cell == Cell::kGru && !p_.linear_before_reset;
+      const C* r_d = r.get() + d * gh * hidden;
+      const Weights<C> w_all(w.get() + d * gh * input, gh, input, f32_products_);
+      const Weights<C> r_main(r_d, split_gru ? 2 * hidden : gh, hidden, f32_products_);
+      const std::optional<Weights<C>> r_h =
+          split_gru ? std::optional<Weights<C>>(std::in_place, r_d + 2 * hidden * hidden, hidden,
+                                                hidden, f32_products_)
+                    : std::nullopt;
+      w_all.multiply(seq * batch, x.get(), input, proj.data(), gh);
       const C* wb = bias.get() ? bias.get() + d * 2 * gh : nullptr;
       const C* rb = wb ? wb + gh : nullptr;
       // GRU with linear_before_reset adds Rbh inside the reset product.
@@ -510,12 +556,9 @@ class RecurrentKernel : public Kernel {
       }
       const int64_t max_len = batch == 0 ? 0 : *std::max_element(lens.begin(), lens.end());
       for (int64_t step = 0; step < max_len; ++step) {
-        // Recurrent product. GRU without linear_before_reset needs r first for its h gate.
-        const bool split_gru = p_.cell == Cell::kGru && !p_.linear_before_reset;
-        product<C>(batch, hidden, split_gru ? 2 * hidden : gh, h.data(), hidden, rt.data(), gh,
-                   rec.data(), gh);
-        if (split_gru) {
-          // scratch = r (.) H_{t-1}, then rec's h block = scratch Rh^T (rt's last H columns).
+        r_main.multiply(batch, h.data(), hidden, rec.data(), gh);
+        if (r_h) {
+          // scratch = r (.) H_{t-1}, then rec's h block = scratch Rh^T.
           for (int64_t b = 0; b < batch; ++b) {
             if (step >= lens[b]) continue;
             const int64_t t = reverse ? lens[b] - 1 - step : step;
@@ -525,8 +568,7 @@ class RecurrentKernel : public Kernel {
               scratch[b * hidden + k] = rv * h[b * hidden + k];
             }
           }
-          product<C>(batch, hidden, hidden, scratch.data(), hidden, rt.data() + 2 * hidden, gh,
-                     rec.data() + 2 * hidden, gh);
+          r_h->multiply(batch, scratch.data(), hidden, rec.data() + 2 * hidden, gh);
         }
         for (int64_t b = 0; b < batch; ++b) {
           if (step >= lens[b]) continue;
@@ -591,9 +633,11 @@ class RecurrentKernel : public Kernel {
 
   RecurrentAttributes p_;
   Sizes s_;
+  MakeWeightProduct f32_products_;
 };
 
-StatusOr<std::unique_ptr<Kernel>> make_recurrent(const MakeArgs& args, Cell cell) {
+StatusOr<std::unique_ptr<Kernel>> make_recurrent(const MakeArgs& args, Cell cell,
+                                                 MakeWeightProduct f32_products = nullptr) {
   KILN_ASSIGN_OR_RETURN(RecurrentAttributes p, read_recurrent_attributes(args.attributes, cell));
   const ConcreteShape x = args.input_dims(kX);
   const ConcreteShape r = args.input_dims(kR);
@@ -602,7 +646,7 @@ StatusOr<std::unique_ptr<Kernel>> make_recurrent(const MakeArgs& args, Cell cell
   s.batch = x[p.layout == 0 ? 1 : 0];
   s.input = x[2];
   s.hidden = p.hidden_size.value_or(r[2]);
-  return std::unique_ptr<Kernel>(std::make_unique<RecurrentKernel>(std::move(p), s));
+  return std::unique_ptr<Kernel>(std::make_unique<RecurrentKernel>(std::move(p), s, f32_products));
 }
 
 StatusOr<std::unique_ptr<Kernel>> make_lstm(const MakeArgs& args) {
@@ -631,6 +675,15 @@ double recurrent_multiply_adds(const Attributes&, std::span<const ConcreteShape*
 }
 
 }  // namespace
+
+StatusOr<std::unique_ptr<Kernel>> make_recurrent_kernel(const MakeArgs& args,
+                                                        std::string_view op_type,
+                                                        MakeWeightProduct f32_products) {
+  for (Cell cell : {Cell::kLstm, Cell::kGru, Cell::kRnn}) {
+    if (cell_name(cell) == op_type) return make_recurrent(args, cell, f32_products);
+  }
+  return internal_error("make_recurrent_kernel: '{}' is not a recurrent op", op_type);
+}
 
 void register_recurrent_kernels(std::vector<OpDef>& table) {
   table.push_back(OpDef{.op_type = "GRU",
