@@ -30,7 +30,6 @@
 #include <array>
 #include <cctype>
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <optional>
 
