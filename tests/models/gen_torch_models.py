@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Real dynamic models exported by PyTorch (torch.onnx.export, opset 17) for kiln's model suite:
 torchvision segmentation nets, a ResNet + FPN detection backbone, a GPT-style decoder, a
-BERT-style encoder, a U-Net and a CRNN-style text recognizer, each with named symbolic dims,
+BERT-style encoder, a U-Net, a CRNN-style text recognizer and an LSTM/GRU acoustic model, each with
+named symbolic dims,
 plus inputs and ONNX Runtime reference outputs at several sizes.
 
 Run with Debian's python (it sees python3-torch, python3-torchvision, python3-onnx, numpy):
@@ -18,7 +19,8 @@ The idioms these exports carry are the ones PyTorch users hit: Resize to a size 
 tensor's Shape (FCN, DeepLabV3, LRASPP, FPN), pads computed from shape differences (U-Net at odd
 sizes), Range from a sequence length and a causal mask built from it (GPT), slices of position
 and token-type buffers by the sequence length plus Expand (BERT), Reshape targets assembled from
-Shape values (every attention), a variable-width sequence after Squeeze/Transpose (CRNN).
+Shape values (every attention), a variable-width sequence after Squeeze/Transpose (CRNN), LSTM and
+GRU nodes whose initial states are zeros expanded to the run-time batch (speech_rnn).
 
 Weights are random, seeded (torch.manual_seed per model); BatchNorm running statistics are
 calibrated on a random batch so activations stay O(1). ONNX Runtime's outputs
@@ -313,8 +315,8 @@ class UNet(nn.Module):
 
 class Crnn(nn.Module):
     """CRNN-style recognizer for text lines [N,1,32,W]: a VGG-like conv stack takes the height to 1
-    (pools 2x2, 2x2, 2x1, 2x1), the columns become a sequence of T = floor(W/4) steps. kiln has no
-    LSTM/GRU yet, so the sequence head is a transformer encoder layer (torch.nn.TransformerEncoderLayer)
+    (pools 2x2, 2x2, 2x1, 2x1), the columns become a sequence of T = floor(W/4) steps. The sequence
+    head is a transformer encoder layer (torch.nn.TransformerEncoderLayer; speech_rnn has the LSTM/GRU)
     with sinusoidal positions sliced to T, then per-step class log-probabilities [N,T,37]."""
 
     def __init__(self, classes=37, d=64, max_len=256):
@@ -339,6 +341,26 @@ class Crnn(nn.Module):
         return F.log_softmax(self.fc(self.seq(f)), dim=2)
 
 
+class SpeechRnn(nn.Module):
+    """Keyword-spotting-style acoustic model on features [N,T,20] (e.g. log-mel frames): a strided
+    Conv1d front end (T -> U = floor((T - 1) / 2) + 1 frames), a bidirectional LSTM, a GRU over its
+    outputs, then per-frame class log-probabilities [N,U,12]. Both recurrent layers run with
+    batch_first and the exporter's zero initial states expanded to the run-time batch."""
+
+    def __init__(self, features=20, channels=32, hidden=24, classes=12):
+        super().__init__()
+        self.front = nn.Sequential(nn.Conv1d(features, channels, 3, stride=2, padding=1), nn.ReLU(True))
+        self.lstm = nn.LSTM(channels, hidden, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(2 * hidden, hidden, batch_first=True)
+        self.fc = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        f = self.front(x.transpose(1, 2)).transpose(1, 2)  # [N, U, channels]
+        f, _ = self.lstm(f)
+        f, _ = self.gru(f)
+        return F.log_softmax(self.fc(f), dim=2)
+
+
 # ----------------------------------------------------------------------------------------------
 # Inputs, sizes, the model table
 # ----------------------------------------------------------------------------------------------
@@ -351,6 +373,10 @@ def _rng(name, sizes):
 def image_input(name, s, channels=3, height=None):
     h = height if height is not None else s["H"]
     return {"input": _rng(name, s).standard_normal((s["N"], channels, h, s["W"])).astype(np.float32)}
+
+
+def feature_input(name, s, features=20):
+    return {"features": _rng(name, s).standard_normal((s["N"], s["T"], features)).astype(np.float32)}
 
 
 def gpt_inputs(name, s):
@@ -404,6 +430,10 @@ MODELS = {
         build=Crnn, seed=108, inputs={"input": ["N", 1, 32, "W"]}, outputs={"log_probs": {0: "N", 1: "T"}},
         dims={"N": [1, 2], "W": [24, 63, 100]}, make=lambda name, s: image_input(name, s, 1, 32),
         doc="CRNN-style text recognizer: conv stack to height 1, transformer encoder layer over T=floor(W/4), 37 classes"),
+    "speech_rnn": dict(
+        build=SpeechRnn, seed=109, inputs={"features": ["N", "T", 20]}, outputs={"log_probs": {0: "N", 1: "U"}},
+        dims={"N": [1, 2], "T": [9, 40]}, make=feature_input,
+        doc="acoustic model: Conv1d(20->32, stride 2) front end, bidirectional LSTM(24), GRU(24), 12 classes per frame"),
 }
 
 

@@ -143,6 +143,18 @@ const char* const kPassing[] = {
     "test_softmax_example",
     "test_softmax_large_number",
     "test_softmax_negative_axis",
+    "test_lstm_defaults",
+    "test_lstm_with_initial_bias",
+    "test_lstm_with_peepholes",
+    "test_lstm_batchwise",
+    "test_gru_defaults",
+    "test_gru_with_initial_bias",
+    "test_gru_seq_length",
+    "test_gru_batchwise",
+    "test_rnn_seq_length",
+    "test_simple_rnn_defaults",
+    "test_simple_rnn_with_initial_bias",
+    "test_simple_rnn_batchwise",
 };
 
 // Valid models that kiln refuses, with the code it must give.

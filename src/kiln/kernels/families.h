@@ -43,6 +43,8 @@ void register_resize_kernels(std::vector<OpDef>& table);
 void register_spatial_kernels(std::vector<OpDef>& table);
 // linalg.cc: MatMul, Gemm, Einsum.
 void register_linalg_kernels(std::vector<OpDef>& table);
+// recurrent.cc: LSTM, GRU, RNN.
+void register_recurrent_kernels(std::vector<OpDef>& table);
 // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (inference).
 void register_loss_kernels(std::vector<OpDef>& table);
 

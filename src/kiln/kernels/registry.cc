@@ -17,6 +17,7 @@ void register_all(std::vector<OpDef>& table) {
   register_resize_kernels(table);
   register_spatial_kernels(table);
   register_linalg_kernels(table);
+  register_recurrent_kernels(table);
   register_loss_kernels(table);
 }
 

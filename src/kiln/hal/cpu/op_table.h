@@ -14,6 +14,7 @@
 
 #include "kiln/base/status.h"
 #include "kiln/hal/cpu/op_params.h"
+#include "kiln/kernels/kernel.h"
 
 namespace kiln::hal::cpu {
 
@@ -63,5 +64,12 @@ Status build_identity(ProgramBuilder& b);
 Status check_definition(const OpReader& op);
 Status check_portable(const OpReader& op);
 Status build_portable(ProgramBuilder& b);
+// The portable path's step with the kernel `make` gives instead of the definition's (a fast
+// path that is the op's own kernel with faster parts, recurrent_op.cc); `what` names it in the
+// step's label.
+Status build_kernel(ProgramBuilder& b, kernels::MakeFn make, std::string_view what);
+// recurrent_op.cc: LSTM, GRU and RNN with kiln's AVX2 gemm kernel for the weight products.
+Status check_recurrent(const OpReader& op);
+Status build_recurrent(ProgramBuilder& b);
 
 }  // namespace kiln::hal::cpu

@@ -42,9 +42,12 @@ StatusOr<DefinitionCall> definition_call(const OpReader& op) {
   return call;
 }
 
-StatusOr<kernels::Planned> plan(const OpReader& op) {
+// `make`, when set, replaces the definition's own (a fast path's kernel for the same op).
+StatusOr<kernels::Planned> plan(const OpReader& op, kernels::MakeFn make = nullptr) {
   KILN_ASSIGN_OR_RETURN(DefinitionCall call, definition_call(op));
-  return kernels::plan_concrete(*call.def, *call.attributes, call.inputs, op.output_count(),
+  kernels::OpDef def = *call.def;
+  if (make != nullptr) def.make = make;
+  return kernels::plan_concrete(def, *call.attributes, call.inputs, op.output_count(),
                                 &call.outputs, op.dispatch().data_sizes);
 }
 
@@ -93,9 +96,11 @@ Status check_definition(const OpReader& op) {
 
 Status check_portable(const OpReader& op) { return plan(op).status(); }
 
-Status build_portable(ProgramBuilder& b) {
+Status build_portable(ProgramBuilder& b) { return build_kernel(b, nullptr, "portable"); }
+
+Status build_kernel(ProgramBuilder& b, kernels::MakeFn make, std::string_view what) {
   const OpReader& op = b.op();
-  KILN_ASSIGN_OR_RETURN(kernels::Planned planned, plan(op));
+  KILN_ASSIGN_OR_RETURN(kernels::Planned planned, plan(op, make));
   std::vector<ConcreteShape> dims;
   dims.reserve(op.dispatch().inputs.size() + op.output_count());
   std::vector<kernels::ConstBuffer> inputs;
@@ -131,7 +136,7 @@ Status build_portable(ProgramBuilder& b) {
       output_refs.push_back(b.plain_output(v));
     }
   }
-  b.add(std::make_unique<PortableStep>(b.label(fmt::format("portable {}", op.dispatch().op_type)),
+  b.add(std::make_unique<PortableStep>(b.label(fmt::format("{} {}", what, op.dispatch().op_type)),
                                        std::move(planned.kernel), std::move(inputs),
                                        std::move(input_refs), std::move(outputs),
                                        std::move(output_refs), std::move(dims)));

@@ -405,10 +405,11 @@ TEST(CpuBadSpecTest, AutoPadSameIsResolvedForTheFastPath) {
 
 TEST(CpuBadSpecTest, UnsupportedOpIsRejected) {
   Bad b;
-  b.s.dispatch("mystery", "LSTM", {b.x}, {b.y});
+  b.s.dispatch("mystery", "StringNormalizer", {b.x}, {b.y});
   auto dev = device();
   expect_error(dev->supports(b.s.spec().dispatches[0], b.s.spec().values),
-               StatusCode::kUnimplemented, {"'mystery' (LSTM)", "op type 'LSTM' is not supported"});
+               StatusCode::kUnimplemented,
+               {"'mystery' (StringNormalizer)", "op type 'StringNormalizer' is not supported"});
   expect_error(dev->prepare(b.s.spec()).status(), StatusCode::kUnimplemented, {"mystery"});
 }
 
