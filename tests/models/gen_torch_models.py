@@ -339,6 +339,38 @@ class Crnn(nn.Module):
         return F.log_softmax(self.fc(self.seq(f)), dim=2)
 
 
+def affine_grid(theta, h, w):
+    """F.affine_grid(theta, [N, C, h, w], align_corners=False) written out with arange and a
+    matmul, as exported spatial transformers do: torch.onnx has no AffineGrid before opset 20."""
+    xs = (torch.arange(w, dtype=theta.dtype) * 2 + 1) / w - 1
+    ys = (torch.arange(h, dtype=theta.dtype) * 2 + 1) / h - 1
+    gx, gy = xs.view(1, -1).expand(h, w), ys.view(-1, 1).expand(h, w)
+    base = torch.stack([gx, gy, torch.ones_like(gx)], dim=-1).reshape(1, -1, 3)  # [1, h*w, 3]
+    return torch.matmul(base, theta.transpose(1, 2)).reshape(theta.shape[0], h, w, 2)
+
+
+class SpatialTransformer(nn.Module):
+    """Spatial transformer (Jaderberg et al.): a small localization net regresses an affine
+    theta [N,2,3] per image (initialized near the identity), the sampling grid follows from it
+    at the input's run-time size, F.grid_sample (bilinear, zeros, align_corners=False) warps the
+    input, and a conv head classifies per pixel."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(True),
+                                 nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(True), nn.AdaptiveAvgPool2d(1),
+                                 nn.Flatten(), nn.Linear(16, 6))
+        with torch.no_grad():
+            self.loc[-1].weight.mul_(0.5)
+            self.loc[-1].bias.copy_(torch.tensor([0.9, 0.1, 0.05, -0.1, 0.9, -0.05]))
+        self.head = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(True), nn.Conv2d(8, 4, 1))
+
+    def forward(self, x):
+        theta = self.loc(x).view(-1, 2, 3)
+        grid = affine_grid(theta, x.shape[2], x.shape[3])
+        return self.head(F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False))
+
+
 # ----------------------------------------------------------------------------------------------
 # Inputs, sizes, the model table
 # ----------------------------------------------------------------------------------------------
@@ -404,6 +436,10 @@ MODELS = {
         build=Crnn, seed=108, inputs={"input": ["N", 1, 32, "W"]}, outputs={"log_probs": {0: "N", 1: "T"}},
         dims={"N": [1, 2], "W": [24, 63, 100]}, make=lambda name, s: image_input(name, s, 1, 32),
         doc="CRNN-style text recognizer: conv stack to height 1, transformer encoder layer over T=floor(W/4), 37 classes"),
+    "spatial_transformer": dict(
+        build=SpatialTransformer, seed=109, inputs={"input": ["N", 3, "H", "W"]}, outputs={"out": {0: "N", 2: "H", 3: "W"}},
+        dims={"N": [1, 2], "H": [16, 23], "W": [16, 30]}, make=image_input,
+        doc="spatial transformer: localization net -> affine theta -> grid (arange, matmul) -> GridSample bilinear, conv head"),
 }
 
 
