@@ -606,7 +606,7 @@ def main():
     if os.path.exists(stamp_path):
         os.remove(stamp_path)
     for f in os.listdir(out):  # never leave stale references next to regenerated models
-        if ".ref_" in f and f.endswith(".bin"):
+        if ".ref_" in f and f.endswith((".bin", ".npy")):
             os.remove(os.path.join(out, f))
 
     manifest = {"generator": "tests/models/gen_torch_models.py", "opset": OPSET,
