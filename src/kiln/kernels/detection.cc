@@ -357,8 +357,8 @@ struct Sample {
 
 Sample bilinear_sample(double y, double x, int64_t height, int64_t width) {
   Sample s;
-  if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width) ||
-      std::isnan(y) || std::isnan(x)) {
+  if (height <= 0 || width <= 0 || y < -1.0 || y > static_cast<double>(height) || x < -1.0 ||
+      x > static_cast<double>(width) || std::isnan(y) || std::isnan(x)) {
     return s;
   }
   y = std::max(y, 0.0);

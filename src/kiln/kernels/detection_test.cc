@@ -207,6 +207,10 @@ TEST(RoiAlignKernels, MaxModeAndAdaptiveSampling) {
   auto nan_roi = run_op("RoiAlign", {value(x), value(f64({1, 4}, {NAN, 0, 1, 1})), value(batch)});
   ASSERT_TRUE(nan_roi.ok());
   EXPECT_TRUE(std::isnan(values_of<double>((*nan_roi)[0])[0]));
+  // A map with no pixels samples nothing: 0.
+  auto empty = run_op("RoiAlign", {value(f64({1, 1, 0, 2}, {})), value(roi), value(batch)});
+  ASSERT_TRUE(empty.ok()) << empty.status().to_string();
+  EXPECT_EQ(values_of<double>((*empty)[0]), (std::vector<double>{0.0}));
 }
 
 TEST(RoiAlignKernels, SymbolicShapesAndBadInput) {
