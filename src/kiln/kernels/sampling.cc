@@ -3,9 +3,12 @@
 // pixels' centers with align_corners), with ONNX Runtime's semantics:
 //   - mode bilinear (four taps), nearest (rounds half to even, like the ONNX reference's
 //     nearbyint) or bicubic (sixteen taps, A = -0.75);
-//   - padding_mode zeros (taps outside read 0), border (coordinates clamped to the edge pixels)
-//     or reflection (coordinates reflected at the borders, then taps outside reflected again).
-// The arithmetic is double whatever the storage type. A NaN grid coordinate gives NaN; an
+//   - padding_mode zeros (taps outside read 0), border (taps outside read the nearest edge pixel)
+//     or reflection (taps outside read the pixel mirrored at the borders, -0.5 and W - 0.5, or
+//     the corner pixels' centers with align_corners). Padding applies to each tap, not to the
+//     sampling location, as in ONNX Runtime and PyTorch's bicubic mode.
+// Sampling locations are computed in the grid's precision, interpolation in double. A NaN grid
+// coordinate gives NaN; an
 // infinite one reads the padding (zeros or the border) and gives NaN under reflection. An input
 // with no pixels (H or W 0) gives zeros.
 #include <algorithm>
@@ -149,23 +152,26 @@ class GridSampleKernel : public Kernel {
     return static_cast<double>(load(plane, r * w + c));
   }
 
-  // The source coordinate along an axis of `size` pixels for normalized `v`, padded.
-  double source(double v, int64_t size, int axis) const {
-    double s = p_.align_corners ? (v + 1) / 2 * static_cast<double>(size - 1)
-                                : ((v + 1) * static_cast<double>(size) - 1) / 2;
-    if (p_.mode == SampleMode::kNearest) s = std::nearbyint(s);
-    if (s < low_[axis] || s > high_[axis]) {
-      if (p_.padding == Padding::kBorder) {
-        s = std::clamp(s, 0.0, static_cast<double>(size - 1));
-      } else if (p_.padding == Padding::kReflection) {
-        s = std::isinf(s) ? std::numeric_limits<double>::quiet_NaN()
-                          : reflect(s, low_[axis], high_[axis]);
-      } else {
-        // Zeros: every tap lies outside; keep the coordinate small enough to convert.
-        s = std::clamp(s, -8.0, static_cast<double>(size) + 8);
-      }
+  // The source coordinate along an axis of `size` pixels for normalized `v`. Padding applies to
+  // each tap (pixel()), not to this coordinate; it is only brought near the map where that changes
+  // no tap's value, so that it converts to an integer: beyond 8 pixels out every tap reads the
+  // same padding (zeros, border), and reflection repeats every 2 * range pixels (a whole number).
+  // The location itself is computed in the grid's precision (float for f32, as ONNX Runtime and
+  // the ONNX reference do), so that nearest picks the same pixel at a rounding tie.
+  template <typename C>
+  double source(C v, int64_t size, int axis) const {
+    C located = p_.align_corners ? (v + 1) / 2 * static_cast<C>(size - 1)
+                                 : ((v + 1) * static_cast<C>(size) - 1) / 2;
+    if (p_.mode == SampleMode::kNearest) located = std::nearbyint(located);
+    const auto s = static_cast<double>(located);
+    if (s >= low_[axis] && s <= high_[axis]) return s;
+    if (p_.padding != Padding::kReflection) {
+      return std::clamp(s, -8.0, static_cast<double>(size) + 8);
     }
-    return s;
+    const double period = 2 * (high_[axis] - low_[axis]);
+    if (!(period > 0)) return low_[axis];
+    if (std::isinf(s)) return std::numeric_limits<double>::quiet_NaN();
+    return s - period * std::floor((s - low_[axis]) / period);
   }
 
   template <typename T>
@@ -201,9 +207,8 @@ class GridSampleKernel : public Kernel {
     }
     parallel_for(y_[0] * oh * ow, [&](int64_t t) {
       const int64_t n = t / (oh * ow), hw = t % (oh * ow);
-      const double gx = static_cast<double>(load(grid, t * 2));
-      const double gy = static_cast<double>(load(grid, t * 2 + 1));
-      const double sx = source(gx, w, 0), sy = source(gy, h, 1);
+      const double sx = source(load(grid, t * 2), w, 0);
+      const double sy = source(load(grid, t * 2 + 1), h, 1);
       for (int64_t c = 0; c < channels; ++c) {
         const T* plane = x + (n * channels + c) * h * w;
         store(y, (n * channels + c) * oh * ow + hw,

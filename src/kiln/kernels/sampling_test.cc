@@ -55,6 +55,33 @@ TEST(GridSampleKernels, ModesAndAlignCorners) {
                {-0.1406, 0.3828, 1.7556, 2.9688, 2.9688, 1.7556, 5.1445, 1.3906}, 1e-4);
 }
 
+// Bicubic taps outside the map read the padding one by one, also when the location lies beyond
+// the border (x = 1.6 > W - 0.5 here): expected values from ONNX Runtime 1.30.
+TEST(GridSampleKernels, BicubicPadsEachTap) {
+  const Tensor grid = f32({1, 1, 3, 2}, {1.1, 0.5, -1.2, -1.1, 0.3, 1.2});
+  auto run = [&](const char* padding) {
+    auto y = grid_sample(
+        small_map(), grid,
+        attrs({{"mode", std::string("bicubic")}, {"padding_mode", std::string(padding)}}));
+    EXPECT_TRUE(y.ok()) << y.status().to_string();
+    return y.ok() ? *y : Tensor();
+  };
+  expect_close(run("border"), {1, 1, 1, 3}, {4.6891866, -0.16668777, 4.8720026}, 1e-5);
+  expect_close(run("reflection"), {1, 1, 1, 3}, {4.7971864, -0.49874938, 5.0640025}, 1e-5);
+}
+
+// The location is computed in the grid's precision: in f32, x = ((g + 1) * 11 - 1) / 2 for
+// g = 2/11 - 1 rounds to exactly 0.5, and nearest picks column 0 (half to even), as ONNX Runtime.
+TEST(GridSampleKernels, NearestTieInTheGridsPrecision) {
+  std::vector<double> ramp(11);
+  for (int i = 0; i < 11; ++i) ramp[i] = i;
+  const auto g = static_cast<float>(2.0 / 11 - 1);
+  auto y = grid_sample(f32({1, 1, 1, 11}, ramp), f32({1, 1, 1, 2}, std::vector<float>{g, 0.f}),
+                       attrs({{"mode", std::string("nearest")}}));
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(values_of<float>(*y), (std::vector<float>{0}));
+}
+
 TEST(GridSampleKernels, BilinearOnnxCaseAndNaN) {
   // test_gridsample's first row: a 4x4 ramp sampled at x = -1, -0.6, ..., 1 on y = -1.
   std::vector<double> ramp(16);
