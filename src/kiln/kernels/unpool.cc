@@ -3,9 +3,10 @@
 // row-major positions in the default output shape, [N, C, (in - 1) * stride - pad_begin - pad_end
 // + kernel, ...] (MaxPool's Indices output). With the optional output_shape input the output
 // has that shape, each dim at least the default one, and the unpooled values keep their
-// coordinates (the extra rows and columns at the end are 0): ONNX Runtime's semantics, and the
-// ONNX test data's. An index outside the default shape is an error naming the element; when two
-// elements name one position, the later one wins.
+// coordinates (the extra rows and columns at the end are 0): the semantics of the ONNX reference
+// implementation and test data. (ONNX Runtime 1.30 differs: it reads the indices as flat
+// positions in the output_shape tensor.) An index outside the default shape is an error naming
+// the element; when two elements name one position, the later one wins.
 #include <algorithm>
 #include <cstring>
 
