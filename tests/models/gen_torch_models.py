@@ -359,6 +359,70 @@ class SpeechRnn(nn.Module):
         f, _ = self.lstm(f)
         f, _ = self.gru(f)
         return F.log_softmax(self.fc(f), dim=2)
+def affine_grid(theta, h, w):
+    """F.affine_grid(theta, [N, C, h, w], align_corners=False) written out with arange and a
+    matmul, as exported spatial transformers do: torch.onnx has no AffineGrid before opset 20."""
+    xs = (torch.arange(w, dtype=theta.dtype) * 2 + 1) / w - 1
+    ys = (torch.arange(h, dtype=theta.dtype) * 2 + 1) / h - 1
+    gx, gy = xs.view(1, -1).expand(h, w), ys.view(-1, 1).expand(h, w)
+    base = torch.stack([gx, gy, torch.ones_like(gx)], dim=-1).reshape(1, -1, 3)  # [1, h*w, 3]
+    return torch.matmul(base, theta.transpose(1, 2)).reshape(theta.shape[0], h, w, 2)
+
+
+class SpatialTransformer(nn.Module):
+    """Spatial transformer (Jaderberg et al.): a small localization net regresses an affine
+    theta [N,2,3] per image (initialized near the identity), the sampling grid follows from it
+    at the input's run-time size, F.grid_sample (bilinear, zeros, align_corners=False) warps the
+    input, and a conv head classifies per pixel."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(True),
+                                 nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(True), nn.AdaptiveAvgPool2d(1),
+                                 nn.Flatten(), nn.Linear(16, 6))
+        with torch.no_grad():
+            self.loc[-1].weight.mul_(0.5)
+            self.loc[-1].bias.copy_(torch.tensor([0.9, 0.1, 0.05, -0.1, 0.9, -0.05]))
+        self.head = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(True), nn.Conv2d(8, 4, 1))
+
+    def forward(self, x):
+        theta = self.loc(x).view(-1, 2, 3)
+        grid = affine_grid(theta, x.shape[2], x.shape[3])
+        return self.head(F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False))
+
+
+class TinyDetector(nn.Module):
+    """A one-anchor detection head on a stride-4 conv body, for one image [1,3,H,W]: per feature
+    cell a box (center offset and log-size from the cell's anchor, anchors from arange of the
+    run-time feature size) and class scores (sigmoid, best class), then class-aware NMS as
+    torchvision's batched_nms writes it when tracing (boxes offset per class, torchvision.ops.nms:
+    NonMaxSuppression). Outputs the kept boxes, scores and labels, their count set by the data."""
+
+    def __init__(self, classes=3, stride=4):
+        super().__init__()
+        self.stride = stride
+        self.body = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(True),
+                                  nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.ReLU(True))
+        self.box = nn.Conv2d(16, 4, 1)
+        self.cls = nn.Conv2d(16, classes, 1)
+
+    def forward(self, x):
+        f = self.body(x)
+        h, w = f.shape[2], f.shape[3]
+        cy = ((torch.arange(h, dtype=x.dtype) + 0.5) * self.stride).view(-1, 1).expand(h, w).reshape(-1)
+        cx = ((torch.arange(w, dtype=x.dtype) + 0.5) * self.stride).view(1, -1).expand(h, w).reshape(-1)
+        d = self.box(f)[0].reshape(4, -1)
+        bw = 4 * self.stride * torch.exp(d[2].clamp(max=2.0))
+        bh = 4 * self.stride * torch.exp(d[3].clamp(max=2.0))
+        px, py = cx + d[0] * self.stride, cy + d[1] * self.stride
+        boxes = torch.stack([px - bw / 2, py - bh / 2, px + bw / 2, py + bh / 2], dim=1)
+        logits = self.cls(f)[0].reshape(self.cls.out_channels, -1)
+        scores, labels = torch.sigmoid(logits).max(dim=0)
+        # torchvision.ops.batched_nms's coordinate trick, written out: batched_nms itself is
+        # scripted when tracing and exports an If.
+        offsets = labels.to(boxes.dtype) * (boxes.max() + 1)
+        keep = torchvision.ops.nms(boxes + offsets[:, None], scores, 0.4)
+        return boxes[keep], scores[keep], labels[keep]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -434,6 +498,15 @@ MODELS = {
         build=SpeechRnn, seed=109, inputs={"features": ["N", "T", 20]}, outputs={"log_probs": {0: "N", 1: "U"}},
         dims={"N": [1, 2], "T": [9, 40]}, make=feature_input,
         doc="acoustic model: Conv1d(20->32, stride 2) front end, bidirectional LSTM(24), GRU(24), 12 classes per frame"),
+    "spatial_transformer": dict(
+        build=SpatialTransformer, seed=110, inputs={"input": ["N", 3, "H", "W"]}, outputs={"out": {0: "N", 2: "H", 3: "W"}},
+        dims={"N": [1, 2], "H": [16, 23], "W": [16, 30]}, make=image_input,
+        doc="spatial transformer: localization net -> affine theta -> grid (arange, matmul) -> GridSample bilinear, conv head"),
+    # Outputs of data-dependent length: references as .npy (they carry their shape and dtype).
+    "tiny_detector": dict(
+        build=TinyDetector, seed=111, inputs={"input": [1, 3, "H", "W"]}, outputs={"boxes": {}, "scores": {}, "labels": {}},
+        dims={"H": [32, 45], "W": [40, 64]}, make=lambda name, s: image_input(name, dict(s, N=1)), ref_format="npy",
+        doc="one-anchor detection head (stride 4, 3 classes), class-aware NMS via torchvision.ops.nms (NonMaxSuppression)"),
 }
 
 
@@ -524,6 +597,11 @@ def compare(ort, ref64):
             "within_check": bool((d <= bound).all() and np.isfinite(ort).all())}
 
 
+def ref_file(name, spec, output, sfx):
+    """Raw f32 by default; .npy (shape and dtype inside) for outputs of data-dependent length."""
+    return f"{name}.ref_{output}_{sfx}.{spec.get('ref_format', 'bin')}"
+
+
 def expected_files(names, with_ref):
     files = ["manifest.json"]
     for name in names:
@@ -533,7 +611,7 @@ def expected_files(names, with_ref):
             sfx = size_suffix(sizes)
             files += [f"{name}.{i}_{sfx}.bin" for i in spec["inputs"]]
             if with_ref:
-                files += [f"{name}.ref_{o}_{sfx}.bin" for o in spec["outputs"]]
+                files += [ref_file(name, spec, o, sfx) for o in spec["outputs"]]
     return files
 
 
@@ -556,7 +634,7 @@ def main():
     if os.path.exists(stamp_path):
         os.remove(stamp_path)
     for f in os.listdir(out):  # never leave stale references next to regenerated models
-        if ".ref_" in f and f.endswith(".bin"):
+        if ".ref_" in f and f.endswith((".bin", ".npy")):
             os.remove(os.path.join(out, f))
 
     manifest = {"generator": "tests/models/gen_torch_models.py", "opset": OPSET,
@@ -594,8 +672,11 @@ def main():
                 if list(g.shape) != list(w.shape):
                     sys.exit(f"gen_torch_models.py: {name} {sfx}: ORT output '{oname}' {g.shape}, PyTorch {w.shape}")
                 cmp = compare(g, w)
-                fname = f"{name}.ref_{oname}_{sfx}.bin"
-                g.astype("<f4").tofile(os.path.join(out, fname))
+                fname = ref_file(name, spec, oname, sfx)
+                if fname.endswith(".npy"):
+                    np.save(os.path.join(out, fname), g.astype(g.dtype.newbyteorder("<")))
+                else:
+                    g.astype("<f4").tofile(os.path.join(out, fname))
                 manifest["references"].append({"model": name, "sizes": sizes, "output": oname, "file": fname,
                                                "shape": list(g.shape), "ort_vs_float64": cmp})
                 entry["worst_ort_vs_float64"] = max(entry["worst_ort_vs_float64"], cmp["max_abs"])

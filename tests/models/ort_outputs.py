@@ -27,8 +27,8 @@ def require_ort(node, who):
 
 
 def run_ort(node, model_path, feeds, threads, who):
-    """feeds: name -> (array, file path). Returns output name -> float32 array for every model
-    output. `who` names the calling generator in the error that ends the process."""
+    """feeds: name -> (array, file path). Returns output name -> array for every model output
+    (int64 for ORT's int64 outputs, else float32). `who` names the calling generator in the error that ends the process."""
     with tempfile.TemporaryDirectory(prefix=f"{who}_ort_") as td:
         cmd = [node, RUN_ORT, "run", model_path, "--output-dir", td, "--threads", str(threads)]
         for name, (arr, path) in feeds.items():
@@ -36,6 +36,12 @@ def run_ort(node, model_path, feeds, threads, who):
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
             sys.exit(f"{who}: ORT failed ({' '.join(cmd)}):\n{r.stdout}{r.stderr}")
+        # run_ort.js names each output's ORT type on stderr: "run_ort: NAME TYPE [DIMS] -> FILE.bin".
+        types = {}
+        for line in r.stderr.splitlines():
+            parts = line.split()
+            if len(parts) >= 6 and parts[0] == "run_ort:" and parts[-1].endswith(".bin"):
+                types[os.path.basename(parts[-1])[:-4]] = parts[2]
         out = {}
         for f in os.listdir(td):
             if f.endswith(".bin"):
@@ -43,7 +49,8 @@ def run_ort(node, model_path, feeds, threads, who):
                 with open(os.path.join(td, stem + ".shape")) as fh:
                     text = fh.read().strip()
                 shape = [] if text == "scalar" else [int(d) for d in text.split("x")]
-                out[stem] = np.fromfile(os.path.join(td, f), dtype="<f4").reshape(shape)
+                dtype = "<i8" if types.get(stem) == "int64" else "<f4"
+                out[stem] = np.fromfile(os.path.join(td, f), dtype=dtype).reshape(shape)
         return out
 
 

@@ -333,6 +333,42 @@ TEST(SuiteFolders, OnnxBackendLayoutRunsWithoutAManifest) {
   EXPECT_CONTAINS(empty.output, "neither model.onnx");
 }
 
+// NonMaxSuppression's row count depends on the data: the reference file (.pb here; .npy alike)
+// carries its shape, which the output's symbolic shape cannot give, and a reference of another
+// length fails the case.
+TEST(SuiteReferences, ADataDependentOutputTakesItsShapeFromThePbFile) {
+  const std::string nms = kNodeDir + "/test_nonmaxsuppression_suppress_by_IOU";
+  if (!fs::exists(nms)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  const std::string dir = make_temp_dir("data_dependent");
+  auto manifest = [&](const std::string& reference) {
+    std::string inputs;
+    const char* names[] = {"boxes", "scores", "max_output_boxes_per_class", "iou_threshold",
+                           "score_threshold"};
+    for (int i = 0; i < 5; ++i) {
+      inputs += std::string(i ? ", " : "") + "\"" + names[i] + "\": {\"file\": \"" + nms +
+                "/test_data_set_0/input_" + std::to_string(i) + ".pb\"}";
+    }
+    const std::string path = dir + "/suite.json";
+    write_text(path, R"({"models": [{"path": ")" + nms + R"(/model.onnx", "inputs": {)" + inputs +
+                         R"(}, "outputs": {"selected_indices": {"file": ")" + reference +
+                         R"("}}}]})");
+    return path;
+  };
+  auto r = run_kiln("test-suite " + shell_quote(manifest(nms + "/test_data_set_0/output_0.pb")) +
+                    " --progress lines");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_CONTAINS(r.output, "1 passed");
+  // The reference of the case with a score threshold holds 2 rows where kiln selects 3.
+  auto other =
+      run_kiln("test-suite " +
+               shell_quote(manifest(
+                   kNodeDir + "/test_nonmaxsuppression_suppress_by_IOU_and_scores/test_data_set_0/"
+                              "output_0.pb")) +
+               " --progress lines");
+  EXPECT_EQ(other.exit_code, 1) << other.output;
+  EXPECT_CONTAINS(other.output, "1 failed");
+}
+
 TEST(KilnRun, TakesTensorProtoFiles) {
   if (!fs::exists(kNodeDir + "/test_relu")) GTEST_SKIP() << "libonnx-testdata is not installed";
   const std::string dir = make_temp_dir("pb");

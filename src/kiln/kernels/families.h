@@ -34,13 +34,19 @@ void register_scatter_kernels(std::vector<OpDef>& table);
 // generate.cc: OneHot, EyeLike, Range, ConstantOfShape, HannWindow, HammingWindow,
 // BlackmanWindow, Constant.
 void register_generate_kernels(std::vector<OpDef>& table);
-// select.cc: NonZero, Compress.
+// select.cc: NonZero, Compress, Unique.
 void register_select_kernels(std::vector<OpDef>& table);
 // resize.cc: Resize (Upsample reaches kiln as Resize through the importer's opset upgrade).
 void register_resize_kernels(std::vector<OpDef>& table);
 // spatial.cc: Conv, ConvTranspose, MaxPool, AveragePool, LpPool, GlobalAveragePool,
 // GlobalMaxPool, GlobalLpPool (any rank, any float dtype).
 void register_spatial_kernels(std::vector<OpDef>& table);
+// sampling.cc: GridSample.
+void register_sampling_kernels(std::vector<OpDef>& table);
+// unpool.cc: MaxUnpool.
+void register_unpool_kernels(std::vector<OpDef>& table);
+// detection.cc: NonMaxSuppression, RoiAlign.
+void register_detection_kernels(std::vector<OpDef>& table);
 // linalg.cc: MatMul, Gemm, Einsum.
 void register_linalg_kernels(std::vector<OpDef>& table);
 // recurrent.cc: LSTM, GRU, RNN.

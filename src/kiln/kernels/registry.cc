@@ -16,6 +16,9 @@ void register_all(std::vector<OpDef>& table) {
   register_select_kernels(table);
   register_resize_kernels(table);
   register_spatial_kernels(table);
+  register_sampling_kernels(table);
+  register_unpool_kernels(table);
+  register_detection_kernels(table);
   register_linalg_kernels(table);
   register_recurrent_kernels(table);
   register_loss_kernels(table);

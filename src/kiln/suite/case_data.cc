@@ -260,10 +260,15 @@ StatusOr<References> reference_outputs(const ModelSpec& spec, const ModelIo& io,
       continue;
     }
     const DType dtype = output->dtype.value_or(port.dtype);
-    KILN_ASSIGN_OR_RETURN(ConcreteShape shape,
-                          shape_at(output->shape.value_or(port.shape), sizes, output->json_path));
     KILN_ASSIGN_OR_RETURN(std::string path,
                           expand_path(output->file, sizes, output->json_path + ".file"));
+    // A .npy or .pb file carries its shape: the output's need not be known from the sizes (a
+    // data-dependent size, NonMaxSuppression's count).
+    ConcreteShape shape;
+    if (!has_extension(path, ".npy") && !has_extension(path, ".pb")) {
+      KILN_ASSIGN_OR_RETURN(shape,
+                            shape_at(output->shape.value_or(port.shape), sizes, output->json_path));
+    }
     auto tensor = read_any_tensor(path, dtype, shape);
     if (!tensor.ok())
       return std::move(tensor).status().with_note("reading the reference " + output->json_path);
