@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RUN_ORT = os.path.join(REPO, "tools", "ort", "run_ort.js")
 ORT_LOCK = os.path.join(REPO, "tools", "ort", "package-lock.json")
-DTYPE_CODE = {np.dtype(np.float32): "f32", np.dtype(np.int64): "i64"}
+DTYPE_CODE = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.int64): "i64"}
 
 
 def require_ort(node, who):
@@ -26,9 +26,10 @@ def require_ort(node, who):
         sys.exit(f"{who}: node executable '{node}' not found; pass --node or --no-ref")
 
 
-def run_ort(node, model_path, feeds, threads, who):
-    """feeds: name -> (array, file path). Returns output name -> float32 array for every model
-    output. `who` names the calling generator in the error that ends the process."""
+def run_ort(node, model_path, feeds, threads, who, output_dtype="<f4"):
+    """feeds: name -> (array, file path). Returns output name -> array of `output_dtype` (the
+    model's output type: float32 unless told) for every model output. `who` names the calling
+    generator in the error that ends the process."""
     with tempfile.TemporaryDirectory(prefix=f"{who}_ort_") as td:
         cmd = [node, RUN_ORT, "run", model_path, "--output-dir", td, "--threads", str(threads)]
         for name, (arr, path) in feeds.items():
@@ -43,7 +44,7 @@ def run_ort(node, model_path, feeds, threads, who):
                 with open(os.path.join(td, stem + ".shape")) as fh:
                     text = fh.read().strip()
                 shape = [] if text == "scalar" else [int(d) for d in text.split("x")]
-                out[stem] = np.fromfile(os.path.join(td, f), dtype="<f4").reshape(shape)
+                out[stem] = np.fromfile(os.path.join(td, f), dtype=output_dtype).reshape(shape)
         return out
 
 
