@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kiln/base/checked_math.h"
+#include "kiln/hal/cpu/convert_step.h"
 #include "kiln/hal/cpu/cpu_executable.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/thread_policy.h"
@@ -236,6 +237,29 @@ void ProgramBuilder::add_reorder(const BufferRef& from, const dnnl_desc& from_de
   if (from_desc == to_desc) {
     steps_.push_back(std::make_unique<CopyStep>(label(fmt::format("copy {}", describe(from_desc))),
                                                 from, to, from_desc.get_size()));
+    return;
+  }
+  const dnnl::memory::data_type from_type = from_desc.data_type(), to_type = to_desc.data_type();
+  if (ConvertStep::converts(from_type, to_type)) {
+    // kiln converts the data type; oneDNN (in f32) changes the layout, before a narrowing or
+    // after a widening.
+    const dnnl_desc same_layout = with_data_type(from_desc, to_type);
+    if (same_layout == to_desc) {
+      steps_.push_back(std::make_unique<ConvertStep>(
+          label(fmt::format("convert {} -> {}", describe(from_desc), describe(to_desc))), from,
+          from_type, to, to_type, from_desc.get_size() / dnnl::memory::data_type_size(from_type)));
+      return;
+    }
+    if (to_type == dnnl::memory::data_type::f32) {
+      const BufferRef t = temp(same_layout.get_size());
+      add_reorder(from, from_desc, t, same_layout);
+      add_reorder(t, same_layout, to, to_desc);
+    } else {
+      const dnnl_desc wide = with_data_type(to_desc, from_type);
+      const BufferRef t = temp(wide.get_size());
+      add_reorder(from, from_desc, t, wide);
+      add_reorder(t, wide, to, to_desc);
+    }
     return;
   }
   dnnl::reorder::primitive_desc pd(engine(), from_desc, engine(), to_desc, attr());

@@ -92,7 +92,8 @@ class ProgramBuilder {
   // Callers bind the other arguments on the returned step. May throw dnnl::error.
   PrimitiveStep& add_primitive(std::string label, const dnnl::primitive_desc_base& pd,
                                dnnl::primitive primitive, int64_t repeat = 1);
-  // Adds a reorder (or a plain copy when the layouts are equal). May throw dnnl::error.
+  // Adds a reorder (or a plain copy when the layouts are equal; a ConvertStep, plus an f32
+  // reorder when the layouts differ too, for f32 <-> f16/bf16). May throw dnnl::error.
   void add_reorder(const BufferRef& from, const dnnl_desc& from_desc, const BufferRef& to,
                    const dnnl_desc& to_desc);
   void add(std::unique_ptr<Step> step) { steps_.push_back(std::move(step)); }
