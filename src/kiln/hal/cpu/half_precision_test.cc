@@ -1,10 +1,10 @@
-// f16 and bf16 Conv, MatMul, Gemm and pooling on the CPU backend's oneDNN paths (conv_op.cc,
-// matmul_op.cc, pool_op.cc) against the portable kernels (the ops' definitions, run by run_op) on
-// the same f16/bf16 data, and which path a dispatch takes. Both sides sum in f32 and round the
-// result (after bias, residual, activation, alpha and beta * C) once to the output's type, so they
-// differ by at most about one unit in the last place: the tolerances below allow two (f16: 11
-// significant bits, rtol 2^-9; bf16: 8 bits, rtol 2^-6), with an absolute term for sums that
-// cancel to near zero, where the f32 sums' own rounding order shows.
+// f16 and bf16 Conv, MatMul, Gemm, pooling and BatchNormalization on the CPU backend's oneDNN
+// paths (conv_op.cc, matmul_op.cc, pool_op.cc, batch_norm_op.cc) against the portable kernels (the
+// ops' definitions, run by run_op) on the same f16/bf16 data, and which path a dispatch takes. Both
+// sides sum in f32 and round the result (after bias, residual, activation, alpha and beta * C) once
+// to the output's type, so they differ by at most about one unit in the last place: the tolerances
+// below allow two (f16: 11 significant bits, rtol 2^-9; bf16: 8 bits, rtol 2^-6), with an absolute
+// term for sums that cancel to near zero, where the f32 sums' own rounding order shows.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -373,11 +373,11 @@ INSTANTIATE_TEST_SUITE_P(
                           HalfGemmCase{false, false, 2.0, 1.0, ConcreteShape{9, 19}, false}),
         ::testing::Values(DType::kF16, DType::kBF16)));
 
-class CpuHalfPoolTest : public ::testing::TestWithParam<DType> {};
+class CpuHalfPoolBnTest : public ::testing::TestWithParam<DType> {};
 
 // Pooling runs oneDNN's f32 pooling between conversions; max and average round once, as the
 // portable kernel does.
-TEST_P(CpuHalfPoolTest, MatchesPortableKernel) {
+TEST_P(CpuHalfPoolBnTest, MatchesPortableKernel) {
   const DType dtype = GetParam();
   struct Case {
     const char* op;
@@ -408,7 +408,39 @@ TEST_P(CpuHalfPoolTest, MatchesPortableKernel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, CpuHalfPoolTest, ::testing::Values(DType::kF16, DType::kBF16));
+INSTANTIATE_TEST_SUITE_P(Types, CpuHalfPoolBnTest, ::testing::Values(DType::kF16, DType::kBF16));
+
+// BatchNormalization (with and without kiln's fused relu) normalizes in f32 between conversions,
+// on a conv's blocked output and on a plain graph input.
+TEST_P(CpuHalfPoolBnTest, BatchNormMatchesPortableKernel) {
+  const DType dtype = GetParam();
+  const int64_t c = 24;
+  std::vector<double> var_values = values_of(random_tensor({c}, 15, 0.5f, 2.0f));
+  Tensor scale = random_of(dtype, {c}, 11), bias = random_of(dtype, {c}, 12);
+  Tensor mean = random_of(dtype, {c}, 13), var = make_tensor(dtype, {c}, var_values);
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "relu" : "no activation");
+    Attributes a = attrs({{"epsilon", 1e-3}});
+    if (relu) kernels::set_fused_activation(a, kRelu);
+    Tensor x = random_of(dtype, {2, c, 5, 7}, 14);
+    auto portable =
+        run_op("BatchNormalization",
+               {value(x), constant(scale), constant(bias), constant(mean), constant(var)}, a);
+    ASSERT_TRUE(portable.ok()) << portable.status().to_string();
+    const Tensor& expected = (*portable)[0];
+    SpecBuilder s;
+    const int32_t y = s.output("y", expected.shape(), dtype);
+    s.dispatch("bn", "BatchNormalization",
+               {s.input("x", x.shape(), dtype), s.constant("scale", scale),
+                s.constant("bias", bias), s.constant("mean", mean), s.constant("var", var)},
+               {y}, a);
+    std::string steps;
+    auto out = prepare_and_run(s, {x}, steps);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(all_close((*out)[0], expected, tolerance_for(dtype))) << steps;
+    expect_onednn(steps, "batch_norm");
+  }
+}
 
 // The conversions between f32 and f16/bf16 round as kiln/base/half.h does (F16C instructions
 // where the CPU has them): ties to even, overflow to infinity, subnormals, NaN kept.
