@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Real dynamic models exported by PyTorch (torch.onnx.export, opset 17) for kiln's model suite:
 torchvision segmentation nets, a ResNet + FPN detection backbone, a GPT-style decoder, a
-BERT-style encoder, a U-Net, a CRNN-style text recognizer and an LSTM/GRU acoustic model, each with
-named symbolic dims,
-plus inputs and ONNX Runtime reference outputs at several sizes.
+BERT-style encoder, a U-Net, a CRNN-style text recognizer, an LSTM/GRU acoustic model, a spatial
+transformer (GridSample), a tiny detector with NMS and a half-precision (f16) ResNet-18, each with
+named symbolic dims, plus inputs and ONNX Runtime reference outputs at several sizes.
 
 Run with Debian's python (it sees python3-torch, python3-torchvision, python3-onnx, numpy):
 
@@ -13,7 +13,7 @@ Run with Debian's python (it sees python3-torch, python3-torchvision, python3-on
 Writes into DIR/torch/ (see tests/models/README.md): `<model>.onnx`, one raw little-endian input
 file per input and size combination (`<model>.<input>_<sizes>.bin`, e.g.
 `unet.input_n2_h31_w37.bin`), ONNX Runtime's output for each (`<model>.ref_<output>_<sizes>.bin`,
-f32) and manifest.json (shapes, ops, every reference's agreement with PyTorch in float64).
+f32, or f16 for the f16 model) and manifest.json (shapes, ops, every reference's agreement with PyTorch in float64).
 
 The idioms these exports carry are the ones PyTorch users hit: Resize to a size read from another
 tensor's Shape (FCN, DeepLabV3, LRASPP, FPN), pads computed from shape differences (U-Net at odd
@@ -25,7 +25,8 @@ GRU nodes whose initial states are zeros expanded to the run-time batch (speech_
 Weights are random, seeded (torch.manual_seed per model); BatchNorm running statistics are
 calibrated on a random batch so activations stay O(1). ONNX Runtime's outputs
 (tools/ort/run_ort.js) are the references; the script fails unless they agree with the same
-model run by PyTorch in float64 within CHECK_ATOL + CHECK_RTOL * max|x| of each output. Cached
+model run by PyTorch in float64 within CHECK_ATOL + CHECK_RTOL * max|x| of each output (a model's
+own "check" bounds for the f16 model, whose weights and activations are rounded to f16). Cached
 by a stamp file (SHA-256 of this script, of the ORT runner and the torch/torchvision versions).
 """
 
@@ -167,6 +168,39 @@ def build_fcn():
     body = narrow_resnet(tv_resnet.Bottleneck, [3, 4, 6, 3], [16, 32, 64, 128], (False, True, True))
     backbone = IntermediateLayerGetter(body, return_layers={"layer4": "out"})
     return tv_seg.FCN(backbone, tv_seg.fcn.FCNHead(128 * 4, 4), None)
+
+
+def build_resnet18_fp16():
+    # torchvision's ResNet-18 (BasicBlock [2,2,2,2]) at a quarter of the width, 10 classes; the
+    # export is converted to f16 (to_float16).
+    return narrow_resnet(tv_resnet.BasicBlock, [2, 2, 2, 2], [16, 32, 64, 128])
+
+
+def to_float16(model):
+    """The exported f32 graph in f16, as converting a model by hand with onnx.numpy_helper does:
+    every f32 initializer, Constant and graph input/output becomes f16 (rounded to nearest), Casts
+    to f32 cast to f16. The graph's ops (Conv with folded BatchNorm, Relu, MaxPool, Add,
+    GlobalAveragePool, Flatten, Gemm) all take f16."""
+    from onnx import TensorProto, numpy_helper
+
+    def half(t):
+        return numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name)
+
+    g = model.graph
+    for i, t in enumerate(g.initializer):
+        if t.data_type == TensorProto.FLOAT:
+            g.initializer[i].CopyFrom(half(t))
+    for node in g.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.FLOAT:
+                a.t.CopyFrom(half(a.t))
+            if node.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.FLOAT16
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    onnx.checker.check_model(model)
+    return model
 
 
 class FpnBackbone(nn.Module):
@@ -507,6 +541,13 @@ MODELS = {
         build=TinyDetector, seed=111, inputs={"input": [1, 3, "H", "W"]}, outputs={"boxes": {}, "scores": {}, "labels": {}},
         dims={"H": [32, 45], "W": [40, 64]}, make=lambda name, s: image_input(name, dict(s, N=1)), ref_format="npy",
         doc="one-anchor detection head (stride 4, 3 classes), class-aware NMS via torchvision.ops.nms (NonMaxSuppression)"),
+    # f16 throughout: input, weights, activations and output (ORT computes its f16 Conv in f32 on
+    # CPUs without f16 arithmetic, rounding each node's output). The float64 check compares with
+    # the f32 model on the same (f16) input, so it bounds the effect of f16 storage: about 1e-2.
+    "resnet18_fp16": dict(
+        build=build_resnet18_fp16, seed=112, inputs={"input": ["N", 3, "H", "W"]}, outputs={"logits": {0: "N"}},
+        dims={"N": [1, 2], "H": [64], "W": [64]}, make=image_input, half=True, check=(3e-2, 3e-2),
+        doc="torchvision ResNet-18 (BasicBlock [2,2,2,2]) at 1/4 width, 10 classes, converted to f16"),
 }
 
 
@@ -575,12 +616,16 @@ def export(name, spec, model, path):
                           dynamic_axes=dynamic_axes, opset_version=OPSET, do_constant_folding=True)
     m = onnx.load(path)
     onnx.checker.check_model(m)
+    if spec.get("half"):
+        m = to_float16(m)
+        onnx.save(m, path)
     return m
 
 
 def torch_forward64(model, feeds):
     m64 = copy.deepcopy(model).double()
-    args = [torch.from_numpy(v.astype(np.float64) if v.dtype == np.float32 else v) for v in feeds.values()]
+    args = [torch.from_numpy(v.astype(np.float64) if v.dtype in (np.float32, np.float16) else v)
+            for v in feeds.values()]
     with torch.no_grad():
         outs = m64(*args)
     outs = [outs["out"]] if isinstance(outs, dict) else list(outs) if isinstance(outs, tuple) else [outs]
@@ -589,10 +634,10 @@ def torch_forward64(model, feeds):
 
 
 
-def compare(ort, ref64):
+def compare(ort, ref64, check=(CHECK_ATOL, CHECK_RTOL)):
     d = np.abs(ort.astype(np.float64) - ref64)
     scale = float(np.abs(ref64).max()) if ref64.size else 0.0
-    bound = CHECK_ATOL + CHECK_RTOL * scale
+    bound = check[0] + check[1] * scale
     return {"max_abs": float(d.max()) if d.size else 0.0, "max_abs_ref": scale,
             "within_check": bool((d <= bound).all() and np.isfinite(ort).all())}
 
@@ -658,6 +703,8 @@ def main():
         for sizes in size_combinations(spec["dims"]):
             sfx = size_suffix(sizes)
             feeds = spec["make"](name, sizes)
+            if spec.get("half"):
+                feeds = {k: v.astype(np.float16) for k, v in feeds.items()}
             paths = {}
             for iname, arr in feeds.items():
                 p = os.path.join(out, f"{name}.{iname}_{sfx}.bin")
@@ -665,18 +712,20 @@ def main():
                 paths[iname] = (arr, p)
             if not with_ref:
                 continue
-            got = run_ort(args.node, path, paths, args.threads, "gen_torch_models.py")
+            # f16 references stay f16; otherwise ORT's own output types (int64 labels, f32).
+            out_dtype = "<f2" if spec.get("half") else None
+            got = run_ort(args.node, path, paths, args.threads, "gen_torch_models.py", out_dtype)
             want = torch_forward64(model, feeds)
             for oname, w in zip(spec["outputs"], want):
                 g = got[oname]
                 if list(g.shape) != list(w.shape):
                     sys.exit(f"gen_torch_models.py: {name} {sfx}: ORT output '{oname}' {g.shape}, PyTorch {w.shape}")
-                cmp = compare(g, w)
+                cmp = compare(g, w, spec.get("check", (CHECK_ATOL, CHECK_RTOL)))
                 fname = ref_file(name, spec, oname, sfx)
                 if fname.endswith(".npy"):
                     np.save(os.path.join(out, fname), g.astype(g.dtype.newbyteorder("<")))
                 else:
-                    g.astype("<f4").tofile(os.path.join(out, fname))
+                    g.astype(out_dtype or "<f4").tofile(os.path.join(out, fname))
                 manifest["references"].append({"model": name, "sizes": sizes, "output": oname, "file": fname,
                                                "shape": list(g.shape), "ort_vs_float64": cmp})
                 entry["worst_ort_vs_float64"] = max(entry["worst_ort_vs_float64"], cmp["max_abs"])

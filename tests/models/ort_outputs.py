@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RUN_ORT = os.path.join(REPO, "tools", "ort", "run_ort.js")
 ORT_LOCK = os.path.join(REPO, "tools", "ort", "package-lock.json")
-DTYPE_CODE = {np.dtype(np.float32): "f32", np.dtype(np.int64): "i64"}
+DTYPE_CODE = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.int64): "i64"}
 
 
 def require_ort(node, who):
@@ -26,9 +26,10 @@ def require_ort(node, who):
         sys.exit(f"{who}: node executable '{node}' not found; pass --node or --no-ref")
 
 
-def run_ort(node, model_path, feeds, threads, who):
-    """feeds: name -> (array, file path). Returns output name -> array for every model output
-    (int64 for ORT's int64 outputs, else float32). `who` names the calling generator in the error that ends the process."""
+def run_ort(node, model_path, feeds, threads, who, output_dtype=None):
+    """feeds: name -> (array, file path). Returns output name -> array for every model output, in
+    `output_dtype` when given, else in ORT's type of that output (int64, float16; float32
+    otherwise). `who` names the calling generator in the error that ends the process."""
     with tempfile.TemporaryDirectory(prefix=f"{who}_ort_") as td:
         cmd = [node, RUN_ORT, "run", model_path, "--output-dir", td, "--threads", str(threads)]
         for name, (arr, path) in feeds.items():
@@ -49,7 +50,7 @@ def run_ort(node, model_path, feeds, threads, who):
                 with open(os.path.join(td, stem + ".shape")) as fh:
                     text = fh.read().strip()
                 shape = [] if text == "scalar" else [int(d) for d in text.split("x")]
-                dtype = "<i8" if types.get(stem) == "int64" else "<f4"
+                dtype = output_dtype or {"int64": "<i8", "float16": "<f2"}.get(types.get(stem), "<f4")
                 out[stem] = np.fromfile(os.path.join(td, f), dtype=dtype).reshape(shape)
         return out
 

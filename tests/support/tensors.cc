@@ -1,5 +1,7 @@
 #include "tests/support/tensors.h"
 
+#include "kiln/base/half.h"
+
 #include <cstring>
 #include <random>
 
@@ -10,6 +12,15 @@ Tensor make_tensor(DType dtype, ConcreteShape shape, const std::vector<double>& 
     case DType::kF32: return f32(std::move(shape), values);
     case DType::kF64: return f64(std::move(shape), values);
     case DType::kI64: return i64(std::move(shape), values);
+    case DType::kF16:
+    case DType::kBF16: {
+      std::vector<uint16_t> bits;
+      for (double v : values) {
+        const auto f = static_cast<float>(v);
+        bits.push_back(dtype == DType::kF16 ? float_to_half_bits(f) : float_to_bfloat16_bits(f));
+      }
+      return make_tensor<uint16_t>(dtype, std::move(shape), bits);
+    }
     case DType::kBool: {
       std::vector<uint8_t> bits;
       for (double v : values) bits.push_back(v != 0);

@@ -31,7 +31,8 @@ Tensor make_tensor(DType dtype, ConcreteShape shape, const std::vector<T>& value
   std::copy(values.begin(), values.end(), t.mutable_values<T>().begin());
   return t;
 }
-// `values` converted to f32, f64, i64 or bool (non-zero is true).
+// `values` converted to f32, f64, f16, bf16 (rounded to nearest even), i64 or bool (non-zero is
+// true).
 Tensor make_tensor(DType dtype, ConcreteShape shape, const std::vector<double>& values);
 
 // The values of one dtype, each converted as static_cast does (a braced list is read as doubles,

@@ -15,12 +15,19 @@ bool has_activation(const ir::Node& node) {
   return node.attributes.has(kernels::kActivationAttribute);
 }
 
-// A Clip bound: absent (unbounded) or an f32 scalar constant that is finite.
+// The dtypes whose Clip the CPU backend applies as a conv's activation: f32, and f16/bf16, whose
+// convs sum in f32 and clip before rounding once (the same values as clipping the rounded
+// result: the bounds are of the data's type, so representable, and rounding is monotonic).
+bool clip_fusable_dtype(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
+// A Clip bound: absent (unbounded) or a finite scalar constant of a fusable dtype.
 std::optional<double> clip_bound(const ir::Graph& graph, const ir::Node& clip, size_t index,
                                  double unbounded) {
   if (index >= clip.inputs.size() || clip.inputs[index] == ir::kAbsent) return unbounded;
   const ir::Value& v = graph.value(clip.inputs[index]);
-  if (!v.constant || v.dtype != DType::kF32 || v.constant->element_count() != 1) {
+  if (!v.constant || !clip_fusable_dtype(v.dtype) || v.constant->element_count() != 1) {
     return std::nullopt;
   }
   const double bound = element_as_double(*v.constant, 0);
@@ -29,11 +36,11 @@ std::optional<double> clip_bound(const ir::Graph& graph, const ir::Node& clip, s
 }
 
 // The activation an elementwise node computes, when the fused form computes the same: Relu, and
-// f32 Clip with constant finite bounds min <= max.
+// f32/f16/bf16 Clip with constant finite bounds min <= max.
 std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::Node& node) {
   if (node.op_type == "Relu") return FusedActivation{FusedActivation::Kind::kRelu};
   if (node.op_type != "Clip" || node.inputs.empty() ||
-      graph.value(node.inputs[0]).dtype != DType::kF32) {
+      !clip_fusable_dtype(graph.value(node.inputs[0]).dtype)) {
     return std::nullopt;
   }
   FusedActivation a{FusedActivation::Kind::kClip};

@@ -10,6 +10,7 @@
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/kernels/activation.h"
 #include "tests/support/expect.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::passes {
 namespace {
@@ -257,6 +258,38 @@ TEST(Passes, ClipIsNotFusedUnlessItsBoundsAreFixed) {
   ClipGraph crossed = conv_add_clip_graph(2.0f, 1.0f);  // min > max: ONNX gives max everywhere
   fuse_conv(crossed.g).value();
   EXPECT_EQ(count_op(crossed.g, "Clip"), 1);
+}
+
+// f16 and bf16 convs take a Clip with constant bounds of their type as their activation, as f32
+// ones do.
+TEST(Passes, HalfPrecisionClipBecomesTheConvActivation) {
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::mt19937 rng(5);
+    auto typed = [&](ConcreteShape shape, std::vector<double> values) {
+      return kiln::testing::make_tensor(dtype, std::move(shape), values);
+    };
+    Graph g;
+    ValueId x = g.add_input("x", dtype, {1, 4, 6, 6});
+    ValueId w = g.add_constant(
+        "w", typed({4, 4, 3, 3}, kiln::testing::values_of(random_tensor({4, 4, 3, 3}, rng))));
+    ValueId y = g.add_value({"y", dtype, {}, {}, {}});
+    g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
+    ValueId out = g.add_value({"out", dtype, {}, {}, {}});
+    g.add_node({"clip",
+                "Clip",
+                {y, g.add_constant("lo", typed({}, {0.0})), g.add_constant("hi", typed({}, {6.0}))},
+                {out},
+                {},
+                {}});
+    g.add_output(out);
+    ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+    EXPECT_EQ(fuse_conv(g).value(), 1);
+    ASSERT_EQ(g.nodes().size(), 1u);
+    auto activation = kernels::read_fused_activation(g.node(0).attributes);
+    ASSERT_TRUE(activation.ok()) << activation.status().to_string();
+    EXPECT_EQ(kernels::describe(*activation), "clip(0, 6)");
+  }
 }
 
 TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tests/support/graph_eval/op_graph.h"
+#include "tests/support/tensors.h"
 
 namespace kiln::testing {
 
@@ -28,10 +29,9 @@ Tensor reference(const std::string& op_type, const std::vector<Tensor>& inputs,
 
 namespace {
 
-Tensor scalar(float v) {
-  Tensor t = Tensor::create(DType::kF32, {}).value();
-  t.mutable_values<float>()[0] = v;
-  return t;
+// A Clip bound in x's dtype (Clip's min and max have its type).
+Tensor bound(const Tensor& x, double v) {
+  return make_tensor(x.dtype(), {}, std::vector<double>{v});
 }
 
 }  // namespace
@@ -42,10 +42,8 @@ Tensor reference_activation(const Tensor& x, const kernels::FusedActivation& act
     case Kind::kNone: return x;
     case Kind::kRelu: return reference("Relu", {x});
     case Kind::kClip:
-      return reference(
-          "Clip",
-          {x, std::isinf(activation.min) ? Tensor() : scalar(static_cast<float>(activation.min)),
-           std::isinf(activation.max) ? Tensor() : scalar(static_cast<float>(activation.max))});
+      return reference("Clip", {x, std::isinf(activation.min) ? Tensor() : bound(x, activation.min),
+                                std::isinf(activation.max) ? Tensor() : bound(x, activation.max)});
   }
   return x;
 }

@@ -1,7 +1,9 @@
 // BatchNormalization (inference) on oneDNN batch_normalization_forward with global statistics and
 // separate scale and shift; kiln_activation relu runs as kiln's ActivationStep right after, in
 // place (oneDNN's fuse_norm_relu maps a NaN to 0: activation_step.h). Works on the input's layout,
-// so it keeps a conv's blocked output blocked.
+// so it keeps a conv's blocked output blocked. f16 and bf16 X normalize in f32 between
+// conversions (in X's layout), rounding once as the portable kernel does; the parameters, of any
+// of these types, are read as f32.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/activation_step.h"
@@ -16,18 +18,25 @@ namespace {
 struct BatchNormParams {
   float epsilon = 1e-5f;
   bool relu = false;
+  dnnl::memory::data_type data = dnnl::memory::data_type::f32;  // X and Y as stored
 };
 
-// What this fast path runs: f32, rank 2 to 5, per-channel parameters (spatial = 1). The
-// definition has checked the rest (select_path).
+// What this fast path runs: f32, f16 or bf16 (parameters too), rank 2 to 5, per-channel
+// parameters (spatial = 1). The definition has checked the rest (select_path).
 StatusOr<BatchNormParams> read_batch_norm(const OpReader& op) {
-  for (size_t i = 0; i < 5; ++i) KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
-  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
+  for (size_t i = 0; i < 5; ++i) {
+    if (!stored_data_type(op.input(i).dtype)) {
+      return unimplemented("input {} '{}' must be f32, f16 or bf16, got {}", i, op.input(i).name,
+                           dtype_name(op.input(i).dtype));
+    }
+  }
+  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, op.input(0).dtype));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 2, 5));
   KILN_ASSIGN_OR_RETURN(kernels::BatchNormAttributes a,
                         kernels::read_batch_norm_attributes(op.attributes()));
   if (!a.spatial) return unimplemented("spatial=0 (per-feature parameters) is not supported");
-  return BatchNormParams{static_cast<float>(a.epsilon), a.relu};
+  return BatchNormParams{static_cast<float>(a.epsilon), a.relu,
+                         *stored_data_type(op.input(0).dtype)};
 }
 
 }  // namespace
@@ -38,7 +47,8 @@ Status build_batch_norm(ProgramBuilder& b) {
   const OpReader& op = b.op();
   KILN_ASSIGN_OR_RETURN(BatchNormParams p, read_batch_norm(op));
   const int32_t x = op.input_index(0);
-  const dnnl_desc src = b.layout(x);
+  const bool f32 = p.data == dnnl::memory::data_type::f32;
+  const dnnl_desc src = with_data_type(b.layout(x), dnnl::memory::data_type::f32);
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
   dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, src, p.epsilon,
@@ -50,7 +60,12 @@ Status build_batch_norm(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(BufferRef shift, b.input_as(op.input_index(2), channel));
   KILN_ASSIGN_OR_RETURN(BufferRef mean, b.input_as(op.input_index(3), channel));
   KILN_ASSIGN_OR_RETURN(BufferRef var, b.input_as(op.input_index(4), channel));
-  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), pd.dst_desc()));
+  BufferRef dst;
+  if (f32) {
+    KILN_ASSIGN_OR_RETURN(dst, b.output(op.output_index(0), pd.dst_desc()));
+  } else {
+    dst = b.temp(pd.dst_desc().get_size());
+  }
   PrimitiveStep& step = b.add_primitive(b.label(fmt::format("batch_norm {} {}{}", impl_name(pd),
                                                             describe(src), p.relu ? " +relu" : "")),
                                         pd, dnnl::batch_normalization_forward(pd));
@@ -63,6 +78,13 @@ Status build_batch_norm(ProgramBuilder& b) {
   if (p.relu) {
     add_activation(b, dst, pd.dst_desc(),
                    kernels::FusedActivation{kernels::FusedActivation::Kind::kRelu});
+  }
+  if (!f32) {
+    const int32_t y = op.output_index(0);
+    const dnnl_desc stored = b.requires_plain(y) ? plain_desc(op.output(0).shape, p.data)
+                                                 : with_data_type(pd.dst_desc(), p.data);
+    KILN_ASSIGN_OR_RETURN(BufferRef y_ref, b.output(y, stored));
+    b.add_reorder(dst, pd.dst_desc(), y_ref, stored);
   }
   return ok_status();
 }

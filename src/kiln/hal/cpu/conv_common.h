@@ -17,23 +17,32 @@ namespace kiln::hal::cpu {
 
 class ProgramBuilder;
 
-// A Conv dispatch as conv_op.cc reads it: the attributes as Conv's definition parses them, and
-// which optional inputs it has.
+// A Conv dispatch as conv_op.cc reads it: the attributes as Conv's definition parses them, which
+// optional inputs it has, and the data type X, W, the residual and Y are stored in (f32, f16 or
+// bf16; B too).
 struct ConvParams : kernels::ConvAttributes {
   bool has_bias = false;
   bool has_residual = false;
+  dnnl::memory::data_type data = dnnl::memory::data_type::f32;
 };
 
-// The buffer a conv step writes its output to, in `layout`. With a residual (input 3) the buffer
-// already holds it when the step runs, and the step adds to it: the output takes over the
-// residual's bytes when nothing else reads them (ProgramBuilder::output_over), else the residual
-// is copied in first. `suffix` describes the fused residual and activation for the step's label
-// (" +residual(in place) +relu").
+// The buffer a conv step writes its output to, in the f32 layout `layout`. With a residual
+// (input 3) the buffer already holds it when the step runs, and the step adds to it. For f32
+// data the buffer is the output: it takes over the residual's bytes when nothing else reads them
+// (ProgramBuilder::output_over), else the residual is copied in first. For f16 or bf16 data it is
+// an f32 temporary (the residual converted into it), so the sums, the bias, the residual and the
+// activation are rounded to the output's type once, by finish_conv. `suffix` describes the fused
+// residual and activation for the step's label (" +residual(in place) +relu").
 struct ConvDestination {
   BufferRef buffer;
   std::string suffix;
 };
 StatusOr<ConvDestination> conv_destination(ProgramBuilder& b, const ConvParams& p,
                                            const dnnl_desc& layout);
+// The steps after the conv's: the fused activation on the destination (activation_step.h), then,
+// for f16 or bf16 data, the conversion into the output (in `layout`'s blocking with the output's
+// data type, or plain for a graph output).
+Status finish_conv(ProgramBuilder& b, const ConvParams& p, const ConvDestination& d,
+                   const dnnl_desc& layout);
 
 }  // namespace kiln::hal::cpu

@@ -1,6 +1,14 @@
 // Conv on oneDNN convolution_forward (direct algorithm), with format_tag::any so oneDNN picks
-// blocked layouts, or, for 3x3 stride-1 convs where oneDNN would run its AVX2 kernel, kiln's
-// Winograd kernel (winograd_conv_op.h). Bias and kiln's residual (a sum post-op over the
+// blocked layouts, or, for f32 3x3 stride-1 convs where oneDNN would run its AVX2 kernel, kiln's
+// Winograd kernel (winograd_conv_op.h).
+//
+// f16 and bf16 convs compute in their own type where oneDNN has a kernel for it on this CPU
+// (bf16 on AVX-512 with bf16 instructions; f16 on AVX-512 FP16, which oneDNN 2.6 has no conv
+// for), else in f32: X and W are converted on the way in (W once, with the reordered weights).
+// Either way the destination is f32 (oneDNN's low-precision kernels accumulate in f32), and the
+// result is rounded to f16/bf16 once, after bias, residual and activation (conv_common.h), as
+// ONNX Runtime's f32-computing f16 conv rounds it. The choice depends on the dtype and the
+// machine only. Bias and kiln's residual (a sum post-op over the
 // destination pre-filled with the residual) are fused; the activation (relu or clip) runs as
 // kiln's ActivationStep right after, in place, because oneDNN's eltwise post-op maps a NaN to the
 // lower bound (activation_step.h). When nothing reads the residual afterwards and it is stored in
@@ -8,7 +16,6 @@
 // then does nothing.
 #include <fmt/format.h>
 
-#include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/conv_common.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
@@ -20,15 +27,22 @@ namespace {
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-// What this fast path runs: f32 throughout and 1 to 3 spatial dims. Conv's definition has
-// checked the rest (select_path).
+// What this fast path runs: f32, f16 or bf16 throughout and 1 to 3 spatial dims. Conv's
+// definition has checked the rest (select_path).
 StatusOr<ConvParams> read_conv(const OpReader& op) {
-  for (size_t i = 0; i < 4; ++i) {
-    if (op.has_input(i)) KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
+  const DType dtype = op.input(0).dtype;
+  const std::optional<dt> data = stored_data_type(dtype);
+  if (!data) {
+    return unimplemented("input 0 '{}' must be f32, f16 or bf16, got {}", op.input(0).name,
+                         dtype_name(dtype));
   }
-  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
+  for (size_t i = 1; i < 4; ++i) {
+    if (op.has_input(i)) KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, dtype));
+  }
+  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, dtype));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 3, 5));
   ConvParams p;
+  p.data = *data;
   KILN_ASSIGN_OR_RETURN(
       static_cast<kernels::ConvAttributes&>(p),
       kernels::read_conv_attributes(op.attributes(), op.input(0).shape, op.input(1).shape));
@@ -73,19 +87,29 @@ Status build_conv(ProgramBuilder& b) {
   if (p.has_residual) post_ops.append_sum(1.0f);
   attr.set_post_ops(post_ops);
 
+  // X and W in `compute`, B and Y in f32.
+  dt compute = dt::f32;
   auto make_pd = [&](int64_t n) {
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-        dnnl_desc(with_dim0(src_dims, n), dt::f32, tag::any),
-        dnnl_desc(wei_dims, dt::f32, tag::any), bias_desc,
+        dnnl_desc(with_dim0(src_dims, n), compute, tag::any),
+        dnnl_desc(wei_dims, compute, tag::any), bias_desc,
         dnnl_desc(with_dim0(dst_dims, n), dt::f32, tag::any), strides, dilates, pad_l, pad_r);
     return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
   };
+  if (p.data != dt::f32) {
+    compute = p.data;
+    try {
+      if (is_reference_impl(impl_name(make_pd(1)))) compute = dt::f32;
+    } catch (const dnnl::error&) {
+      compute = dt::f32;  // no kernel for this data type here
+    }
+  }
 
   // Batch invariance: the whole batch runs in one call only when that kernel reduces in the same
   // order as the one-sample kernel; otherwise the one-sample primitive runs per sample.
   dnnl::convolution_forward::primitive_desc pd = make_pd(1);
-  if (r == 2 && winograd_applies(b, p, pd)) return build_winograd_conv(b, p);
+  if (r == 2 && p.data == dt::f32 && winograd_applies(b, p, pd)) return build_winograd_conv(b, p);
   int64_t repeat = 1;
   dnnl_desc src_layout = pd.src_desc(), dst_layout = pd.dst_desc();
   size_t src_stride = 0, dst_stride = 0;
@@ -122,8 +146,7 @@ Status build_conv(ProgramBuilder& b) {
   step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei);
   if (p.has_bias) step.bind(DNNL_ARG_BIAS, bias_desc, bias);
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst.buffer, dst_stride);
-  add_activation(b, dst.buffer, dst_layout, p.activation);
-  return ok_status();
+  return finish_conv(b, p, dst, dst_layout);
 }
 
 }  // namespace kiln::hal::cpu

@@ -169,7 +169,7 @@ StatusOr<Tensor> CpuExecutable::read_plain(const ExecContext& ctx, int32_t v) {
     return out;
   }
   KILN_RETURN_IF_ERROR(catch_dnnl("reordering an observed value to plain", [&]() -> Status {
-    const dnnl_desc plain = plain_desc(value.shape);
+    const dnnl_desc plain = plain_desc(value.shape, desc->data_type());
     const dnnl::engine& engine = parts_.device->engine;
     dnnl::memory src(*desc, engine, const_cast<std::byte*>(from));
     dnnl::memory dst(plain, engine, out.mutable_data());

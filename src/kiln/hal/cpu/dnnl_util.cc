@@ -7,26 +7,42 @@
 
 namespace kiln::hal::cpu {
 
+std::optional<dnnl::memory::data_type> stored_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return dnnl::memory::data_type::f32;
+    case DType::kF16: return dnnl::memory::data_type::f16;
+    case DType::kBF16: return dnnl::memory::data_type::bf16;
+    default: return std::nullopt;
+  }
+}
+
 dnnl_dims to_dnnl_dims(std::span<const int64_t> shape) {
   if (shape.empty()) return {1};
   return dnnl_dims(shape.begin(), shape.end());
 }
 
-dnnl_desc plain_desc(std::span<const int64_t> shape) {
+dnnl_desc plain_desc(std::span<const int64_t> shape, dnnl::memory::data_type type) {
   const dnnl_dims dims = to_dnnl_dims(shape);
   dnnl_dims strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;)
     strides[i - 1] = strides[i] * std::max<int64_t>(dims[i], 1);
-  return dnnl_desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl_desc(dims, type, strides);
 }
 
-dnnl_desc strided_desc(const dnnl_dims& dims, const dnnl_dims& strides) {
-  return dnnl_desc(dims, dnnl::memory::data_type::f32, strides);
+dnnl_desc strided_desc(const dnnl_dims& dims, const dnnl_dims& strides,
+                       dnnl::memory::data_type type) {
+  return dnnl_desc(dims, type, strides);
+}
+
+dnnl_desc with_data_type(const dnnl_desc& desc, dnnl::memory::data_type type) {
+  dnnl_desc out = desc;
+  out.data.data_type = static_cast<dnnl_data_type_t>(type);
+  return out;
 }
 
 bool is_plain(const dnnl_desc& desc) {
   if (desc.data.format_kind != dnnl_blocked || desc.data.ndims == 0) return false;
-  return desc == plain_desc(desc.dims());
+  return desc == plain_desc(desc.dims(), desc.data_type());
 }
 
 std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc) {
@@ -81,7 +97,9 @@ int64_t element_offset(const dnnl_desc& desc, std::span<const int64_t> index) {
   return offset;
 }
 
-std::string describe(const dnnl_desc& desc) {
+namespace {
+
+std::string describe_layout(const dnnl_desc& desc) {
   const dnnl_memory_desc_t& md = desc.data;
   std::string dims;
   for (int i = 0; i < md.ndims; ++i) dims += fmt::format("{}{}", i ? "x" : "", md.dims[i]);
@@ -107,6 +125,25 @@ std::string describe(const dnnl_desc& desc) {
   return fmt::format("{} {}", order, dims);
 }
 
+}  // namespace
+
+std::string describe_data_type(dnnl::memory::data_type type) {
+  switch (type) {
+    case dnnl::memory::data_type::f32: return "f32";
+    case dnnl::memory::data_type::f16: return "f16";
+    case dnnl::memory::data_type::bf16: return "bf16";
+    case dnnl::memory::data_type::s32: return "s32";
+    case dnnl::memory::data_type::s8: return "s8";
+    case dnnl::memory::data_type::u8: return "u8";
+    default: return fmt::format("data type {}", static_cast<int>(type));
+  }
+}
+
+std::string describe(const dnnl_desc& desc) {
+  if (desc.data_type() == dnnl::memory::data_type::f32) return describe_layout(desc);
+  return describe_data_type(desc.data_type()) + " " + describe_layout(desc);
+}
+
 std::string impl_name(const dnnl::primitive_desc_base& pd) {
   const char* name = nullptr;
   if (dnnl_primitive_desc_query(pd.get(), dnnl_query_impl_info_str, 0, &name) != dnnl_success ||
@@ -119,5 +156,7 @@ std::string impl_name(const dnnl::primitive_desc_base& pd) {
 bool reduction_may_depend_on_batch(const std::string& impl) {
   return impl.find("gemm") != std::string::npos && impl.rfind("brg", 0) != 0;
 }
+
+bool is_reference_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 
 }  // namespace kiln::hal::cpu

@@ -1,6 +1,7 @@
 // Glue between kiln and oneDNN: converting oneDNN's C++ exceptions into Status (library code
 // never lets one escape), dims and memory descriptors for kiln shapes, and the layout queries the
-// backend's planning relies on (plain or blocked, per-sample stride).
+// backend's planning relies on (plain or blocked, per-sample stride). Values of the floating
+// dtypes oneDNN stores (f32, f16, bf16) have oneDNN layouts; a layout's data type is its value's.
 #pragma once
 
 #include <cstddef>
@@ -34,12 +35,20 @@ Status catch_dnnl(const char* what, Fn&& fn) {
   }
 }
 
+// The oneDNN data type values of `dtype` are stored in (f32, f16, bf16); nullopt for the dtypes
+// the backend keeps as plain bytes only.
+std::optional<dnnl::memory::data_type> stored_data_type(DType dtype);
+
 // kiln dims as oneDNN dims; a rank-0 shape becomes {1} (oneDNN has no scalars).
 dnnl_dims to_dnnl_dims(std::span<const int64_t> shape);
-// Row-major f32 descriptor of `shape` (a kiln shape or oneDNN dims; rank 0 becomes {1}).
-dnnl_desc plain_desc(std::span<const int64_t> shape);
-// f32 descriptor with explicit element strides.
-dnnl_desc strided_desc(const dnnl_dims& dims, const dnnl_dims& strides);
+// Row-major descriptor of `shape` (a kiln shape or oneDNN dims; rank 0 becomes {1}).
+dnnl_desc plain_desc(std::span<const int64_t> shape,
+                     dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// Descriptor with explicit element strides.
+dnnl_desc strided_desc(const dnnl_dims& dims, const dnnl_dims& strides,
+                       dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// `desc`'s layout (dims, strides, blocking) holding elements of `type`.
+dnnl_desc with_data_type(const dnnl_desc& desc, dnnl::memory::data_type type);
 // Whether `desc` is the row-major layout of its dims.
 bool is_plain(const dnnl_desc& desc);
 
@@ -54,7 +63,10 @@ StatusOr<dnnl_desc> with_batch(const dnnl_desc& one_sample, int64_t batch);
 // (plain, strided or blocked, e.g. nChw8c).
 int64_t element_offset(const dnnl_desc& desc, std::span<const int64_t> index);
 
-// "nChw16c 8x64x56x56"-style description for messages and executable summaries.
+// "f32", "f16", "bf16", ...
+std::string describe_data_type(dnnl::memory::data_type type);
+// "nChw16c 8x64x56x56"-style description for messages and executable summaries; a data type
+// other than f32 leads ("f16 nChw16c 8x64x56x56").
 std::string describe(const dnnl_desc& desc);
 
 // Implementation name of a primitive descriptor ("jit:avx2", "brgconv:avx512_core", ...).
@@ -64,5 +76,8 @@ std::string impl_name(const dnnl::primitive_desc_base& pd);
 // with oneDNN 2.6: x64:gemm:jit inner product and matmul give different rounding at mb 8 than
 // at mb 1, while brgemm/jit direct kernels are bitwise batch invariant).
 bool reduction_may_depend_on_batch(const std::string& impl);
+// Whether an implementation is oneDNN's reference (portable C++, "ref:any"): what oneDNN falls
+// back to for a data type this CPU has no kernel for.
+bool is_reference_impl(const std::string& impl);
 
 }  // namespace kiln::hal::cpu

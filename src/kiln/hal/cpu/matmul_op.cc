@@ -14,11 +14,18 @@
 // in dim 0; a sequence-first [T,N,K] x [K,M] (PyTorch's MultiheadAttention) still gave each
 // sample's rows a gemm of N rows.
 //
-// Without AVX2 + FMA, oneDNN matmul runs instead. Transposes are strided views (no copies);
-// constant weights are reordered once into the layout the kernel prefers; Gemm's alpha is an
-// output scale and beta * C a sum post-op over a destination pre-filled with broadcast C. A
-// gemm-based implementation runs one sample (a row of a 2-D product, dim 0 of a batched one) per
-// call with a primitive made for one sample, which keeps a batch in dim 0 invariant.
+// Without AVX2 + FMA, and for f16 and bf16 data, oneDNN matmul runs instead. Transposes are strided
+// views (no copies); constant weights are reordered once into the layout the kernel prefers; Gemm's
+// alpha is an output scale and beta * C a sum post-op over a destination pre-filled with broadcast
+// C. A gemm-based implementation runs one sample (a row of a 2-D product, dim 0 of a batched one)
+// per call with a primitive made for one sample, which keeps a batch in dim 0 invariant.
+//
+// f16 and bf16 products compute in their own type where oneDNN has a kernel for it on this CPU
+// (bf16 on AVX-512 with bf16 instructions; oneDNN 2.6 has no f16 matmul on CPUs without AVX-512
+// FP16), else in f32 with A and B converted on the way in (a constant B once). The destination is
+// f32 either way (oneDNN's low-precision kernels accumulate in f32): Gemm's alpha and beta * C
+// apply in f32, and one conversion rounds the result to the output's type, as ONNX Runtime's
+// f32-computing f16 MatMul rounds it. The choice depends on the dtype and the machine only.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -49,6 +56,7 @@ struct MatmulProblem {
   dnnl_dims src_strides, wei_strides;  // element strides of the (possibly transposed) views
   int32_t a = -1, b = -1, y = -1;      // values
   bool weights_constant = false;
+  dnnl::memory::data_type data = dt::f32;  // A, B, C and Y as stored
   dnnl::primitive_attr attr;
   // Per-sample split: sample count and element strides of one sample in A, B and Y (0 for an
   // operand shared by all samples).
@@ -69,15 +77,25 @@ dnnl_dims one_sample(dnnl_dims dims, bool split) {
 
 Status build_matmul_problem(ProgramBuilder& b, MatmulProblem& p, const std::string& what,
                             const std::optional<int32_t>& prefill_c) {
+  // A and B in `compute`, Y in f32.
+  dt compute = dt::f32;
   auto make_pd = [&](bool split) {
-    const dnnl_desc src = strided_desc(one_sample(p.src, split), p.src_strides);
+    const dnnl_desc src = strided_desc(one_sample(p.src, split), p.src_strides, compute);
     const dnnl_dims wei_dims = one_sample(p.wei, split && p.b_sample != 0);
-    const dnnl_desc wei = p.weights_constant ? dnnl_desc(wei_dims, dt::f32, tag::any)
-                                             : strided_desc(wei_dims, p.wei_strides);
+    const dnnl_desc wei = p.weights_constant ? dnnl_desc(wei_dims, compute, tag::any)
+                                             : strided_desc(wei_dims, p.wei_strides, compute);
     const dnnl_desc dst = plain_desc(one_sample(p.dst, split));
     dnnl::matmul::desc desc(src, wei, dst);
     return dnnl::matmul::primitive_desc(desc, p.attr, b.engine());
   };
+  if (p.data != dt::f32) {
+    compute = p.data;
+    try {
+      if (is_reference_impl(impl_name(make_pd(false)))) compute = dt::f32;
+    } catch (const dnnl::error&) {
+      compute = dt::f32;  // no kernel for this data type here
+    }
+  }
   dnnl::matmul::primitive_desc pd = make_pd(false);
   int64_t repeat = 1;
   if (p.samples > 1) {
@@ -89,8 +107,8 @@ Status build_matmul_problem(ProgramBuilder& b, MatmulProblem& p, const std::stri
     }
   }
   const bool split = repeat > 1;
-  const dnnl_desc src_view = strided_desc(p.src, p.src_strides);
-  const dnnl_desc wei_view = strided_desc(p.wei, p.wei_strides);
+  const dnnl_desc src_view = strided_desc(p.src, p.src_strides, compute);
+  const dnnl_desc wei_view = strided_desc(p.wei, p.wei_strides, compute);
   KILN_ASSIGN_OR_RETURN(BufferRef src, b.input_as(p.a, src_view, src_view));
   BufferRef wei;
   if (p.weights_constant) {
@@ -98,7 +116,14 @@ Status build_matmul_problem(ProgramBuilder& b, MatmulProblem& p, const std::stri
   } else {
     KILN_ASSIGN_OR_RETURN(wei, b.input_as(p.b, wei_view, wei_view));
   }
-  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(p.y, plain_desc(p.dst)));
+  // f16/bf16 results are summed in an f32 temporary and converted at the end.
+  const dnnl_desc dst_plain = plain_desc(p.dst);
+  BufferRef dst;
+  if (p.data == dt::f32) {
+    KILN_ASSIGN_OR_RETURN(dst, b.output(p.y, dst_plain));
+  } else {
+    dst = b.temp(dst_plain.get_size());
+  }
   if (prefill_c) {
     const int32_t c = *prefill_c;
     KILN_ASSIGN_OR_RETURN(
@@ -108,14 +133,23 @@ Status build_matmul_problem(ProgramBuilder& b, MatmulProblem& p, const std::stri
     b.add(std::make_unique<BroadcastStep>(b.op().dispatch().name, BinaryOp::kAdd, true,
                                           std::move(plan), c_ref, c_ref, dst));
   }
-  PrimitiveStep& step =
-      b.add_primitive(b.label(fmt::format("{} {} {}x{}x{}{}", what, impl_name(pd),
-                                          p.dst[p.dst.size() - 2], p.src.back(), p.dst.back(),
-                                          split ? fmt::format(" per sample x{}", repeat) : "")),
-                      pd, dnnl::matmul(pd), repeat);
-  step.bind(DNNL_ARG_SRC, pd.src_desc(), src, split ? p.a_sample * sizeof(float) : 0);
-  step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei, split ? p.b_sample * sizeof(float) : 0);
+  const std::string types = p.data == dt::f32 ? ""
+                                              : fmt::format(" {} as {}", describe_data_type(p.data),
+                                                            describe_data_type(compute));
+  PrimitiveStep& step = b.add_primitive(
+      b.label(fmt::format("{} {} {}x{}x{}{}{}", what, impl_name(pd), p.dst[p.dst.size() - 2],
+                          p.src.back(), p.dst.back(), types,
+                          split ? fmt::format(" per sample x{}", repeat) : "")),
+      pd, dnnl::matmul(pd), repeat);
+  const size_t in_size = dnnl::memory::data_type_size(compute);
+  step.bind(DNNL_ARG_SRC, pd.src_desc(), src, split ? p.a_sample * in_size : 0);
+  step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei, split ? p.b_sample * in_size : 0);
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst, split ? p.y_sample * sizeof(float) : 0);
+  if (p.data != dt::f32) {
+    const dnnl_desc stored = plain_desc(p.dst, p.data);
+    KILN_ASSIGN_OR_RETURN(BufferRef y, b.output(p.y, stored));
+    b.add_reorder(dst, dst_plain, y, stored);
+  }
   return ok_status();
 }
 
@@ -158,13 +192,27 @@ StatusOr<MatmulShapes> matmul_shapes(const ConcreteShape& a_in, const ConcreteSh
 
 }  // namespace
 
-// What the Gemm fast path runs: f32, and a C that the broadcast steps can spread over Y. The
-// definition has checked the rest (select_path).
-Status check_gemm(const OpReader& op) {
-  for (size_t i = 0; i < op.input_count(); ++i) {
-    KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
+namespace {
+
+// All inputs and the output have input 0's dtype, one oneDNN stores (f32, f16, bf16).
+Status check_stored_dtype(const OpReader& op) {
+  const DType dtype = op.input(0).dtype;
+  if (!stored_data_type(dtype)) {
+    return unimplemented("input 0 '{}' must be f32, f16 or bf16, got {}", op.input(0).name,
+                         dtype_name(dtype));
   }
-  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
+  for (size_t i = 1; i < op.input_count(); ++i) {
+    KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, dtype));
+  }
+  return op.expect_output_dtype(0, dtype);
+}
+
+}  // namespace
+
+// What the Gemm fast path runs: f32, f16 or bf16, and a C that the broadcast steps can spread
+// over Y. The definition has checked the rest (select_path).
+Status check_gemm(const OpReader& op) {
+  KILN_RETURN_IF_ERROR(check_stored_dtype(op));
   if (op.has_input(2)) {
     const ConcreteShape& y = op.output(0).shape;
     KILN_RETURN_IF_ERROR(make_broadcast_plan(y, op.input(2).shape, y).status());
@@ -212,6 +260,7 @@ Status build_gemm_dnnl(ProgramBuilder& b) {
   p.wei_strides = tb ? dnnl_dims{1, k} : dnnl_dims{n, 1};
   p.dst = {m, n};
   p.weights_constant = b.constant(p.b) != nullptr;
+  p.data = *stored_data_type(op.input(0).dtype);
   p.samples = m;
   p.a_sample = ta ? 1 : k;
   p.b_sample = 0;
@@ -230,12 +279,10 @@ Status build_gemm_dnnl(ProgramBuilder& b) {
 
 }  // namespace
 
-// What the MatMul fast path runs: f32 operands of rank 1 to 6 whose batch dims it can
-// broadcast (matmul_shapes). The definition has checked the rest (select_path).
+// What the MatMul fast path runs: f32, f16 or bf16 operands of rank 1 to 6 whose batch dims it
+// can broadcast (matmul_shapes). The definition has checked the rest (select_path).
 Status check_matmul(const OpReader& op) {
-  KILN_RETURN_IF_ERROR(op.expect_input_dtype(0, DType::kF32));
-  KILN_RETURN_IF_ERROR(op.expect_input_dtype(1, DType::kF32));
-  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
+  KILN_RETURN_IF_ERROR(check_stored_dtype(op));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 1, 6));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(1, 1, 6));
   return matmul_shapes(op.input(0).shape, op.input(1).shape).status();
@@ -258,6 +305,7 @@ Status build_matmul_dnnl(ProgramBuilder& b) {
   // Constant weights get oneDNN's preferred layout when they are one matrix for all samples.
   p.weights_constant =
       b.constant(p.b) != nullptr && product(s.b, 0) == product(s.b, s.b.size() - 2);
+  p.data = *stored_data_type(op.input(0).dtype);
   p.attr = b.attr();
   const size_t r = s.y.size();
   if (r == 2) {
@@ -449,14 +497,19 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   return ok_status();
 }
 
+// kiln's kernel computes f32 only.
+bool use_kiln_kernel(const OpReader& op) {
+  return op.input(0).dtype == DType::kF32 && gemm::cpu_supported();
+}
+
 }  // namespace
 
 Status build_gemm(ProgramBuilder& b) {
-  return gemm::cpu_supported() ? build_gemm_kiln(b) : build_gemm_dnnl(b);
+  return use_kiln_kernel(b.op()) ? build_gemm_kiln(b) : build_gemm_dnnl(b);
 }
 
 Status build_matmul(ProgramBuilder& b) {
-  return gemm::cpu_supported() ? build_matmul_kiln(b) : build_matmul_dnnl(b);
+  return use_kiln_kernel(b.op()) ? build_matmul_kiln(b) : build_matmul_dnnl(b);
 }
 
 }  // namespace kiln::hal::cpu

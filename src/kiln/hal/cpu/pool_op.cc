@@ -4,6 +4,9 @@
 // avg_exclude_padding, for the average's divisor. oneDNN's max skips a NaN in the window; a second
 // pooling by average marks those windows and MaxPoolNanStep makes their max NaN, as PyTorch and
 // kiln's portable kernel give, reading the taps of a window whose max is +inf (activation_step.h).
+// f16 and bf16 pool in f32 (oneDNN 2.6 has no f16 pooling, and kiln's NaN step reads f32): the
+// input is converted into an f32 temporary in its own layout and the result converted back; max
+// and average then round once, as the portable kernel does.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/activation_step.h"
@@ -17,21 +20,27 @@ namespace {
 struct PoolParams {
   kernels::ConcreteWindow window;  // pads_end already extended for ceil_mode
   dnnl::algorithm algorithm = dnnl::algorithm::pooling_max;
+  dnnl::memory::data_type data = dnnl::memory::data_type::f32;  // X and Y as stored
 };
 
-// What this fast path runs: f32, 1 to 3 spatial dims, no Indices output, and windows whose pads
-// stay inside the window (oneDNN's limits). The op's definition has checked the rest
+// What this fast path runs: f32, f16 or bf16, 1 to 3 spatial dims, no Indices output, and windows
+// whose pads stay inside the window (oneDNN's limits). The op's definition has checked the rest
 // (select_path).
 StatusOr<PoolParams> read_pool(const OpReader& op) {
   if (op.output_count() > 1) return unimplemented("output 1 (Indices) is not supported");
-  KILN_RETURN_IF_ERROR(op.expect_input_dtype(0, DType::kF32));
-  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, DType::kF32));
+  const DType dtype = op.input(0).dtype;
+  const std::optional<dnnl::memory::data_type> data = stored_data_type(dtype);
+  if (!data) {
+    return unimplemented("input 0 '{}' must be f32, f16 or bf16, got {}", op.input(0).name,
+                         dtype_name(dtype));
+  }
+  KILN_RETURN_IF_ERROR(op.expect_output_dtype(0, dtype));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 3, 5));
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& y = op.output(0).shape;
   KILN_ASSIGN_OR_RETURN(kernels::PoolAttributes a,
                         kernels::read_pool_attributes(op.dispatch().op_type, op.attributes(), x));
-  PoolParams p{std::move(a.window), dnnl::algorithm::pooling_max};
+  PoolParams p{std::move(a.window), dnnl::algorithm::pooling_max, *data};
   kernels::ConcreteWindow& w = p.window;
   for (size_t i = 0; i < w.spatial_rank(); ++i) {
     const int64_t extent = w.effective_kernel(i);
@@ -70,7 +79,8 @@ Status build_pool(ProgramBuilder& b) {
   dnnl_dims dilation(r);
   for (size_t i = 0; i < r; ++i) dilation[i] = p.window.dilations[i] - 1;
   const int32_t x = op.input_index(0);
-  const dnnl_desc src = b.layout(x);
+  const bool f32 = p.data == dnnl::memory::data_type::f32;
+  const dnnl_desc src = with_data_type(b.layout(x), dnnl::memory::data_type::f32);
   dnnl::pooling_v2_forward::desc desc(
       dnnl::prop_kind::forward_inference, p.algorithm, src,
       dnnl_desc(to_dnnl_dims(op.output(0).shape), dnnl::memory::data_type::f32,
@@ -81,7 +91,12 @@ Status build_pool(ProgramBuilder& b) {
       dnnl_dims(p.window.pads_end.begin(), p.window.pads_end.end()));
   dnnl::pooling_v2_forward::primitive_desc pd(desc, b.attr(), b.engine());
   KILN_ASSIGN_OR_RETURN(BufferRef src_ref, b.input_as(x, src));
-  KILN_ASSIGN_OR_RETURN(BufferRef dst_ref, b.output(op.output_index(0), pd.dst_desc()));
+  BufferRef dst_ref;
+  if (f32) {
+    KILN_ASSIGN_OR_RETURN(dst_ref, b.output(op.output_index(0), pd.dst_desc()));
+  } else {
+    dst_ref = b.temp(pd.dst_desc().get_size());
+  }
   PrimitiveStep& step =
       b.add_primitive(b.label(fmt::format("pool {} {} -> {}", impl_name(pd), describe(src),
                                           describe(pd.dst_desc()))),
@@ -112,6 +127,13 @@ Status build_pool(ProgramBuilder& b) {
     b.add(std::make_unique<MaxPoolNanStep>(b.label("max of NaN windows is NaN (kiln)"), src_ref,
                                            mask, dst_ref, pd.dst_desc().get_size() / sizeof(float),
                                            std::move(windows)));
+  }
+  if (!f32) {
+    const int32_t y = op.output_index(0);
+    const dnnl_desc stored = b.requires_plain(y) ? plain_desc(op.output(0).shape, p.data)
+                                                 : with_data_type(pd.dst_desc(), p.data);
+    KILN_ASSIGN_OR_RETURN(BufferRef y_ref, b.output(y, stored));
+    b.add_reorder(dst_ref, pd.dst_desc(), y_ref, stored);
   }
   return ok_status();
 }

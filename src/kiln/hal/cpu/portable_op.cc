@@ -1,5 +1,6 @@
 // Dispatches run by kiln::kernels (the portable kernels) on plain row-major buffers: any op the
-// kernel library has, in every dtype it accepts. A blocked f32 input is reordered to plain first.
+// kernel library has, in every dtype it accepts. A blocked input (f32, f16 or bf16) is reordered
+// to plain first.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/op_table.h"
@@ -115,8 +116,8 @@ Status build_kernel(ProgramBuilder& b, kernels::MakeFn make, std::string_view wh
     const ValueSpec& spec = b.value(v);
     dims.push_back(spec.shape);
     inputs.push_back({spec.dtype, dims.back(), nullptr});
-    if (spec.dtype == DType::kF32) {
-      KILN_ASSIGN_OR_RETURN(BufferRef ref, b.input_as(v, plain_desc(spec.shape)));
+    if (auto type = stored_data_type(spec.dtype)) {
+      KILN_ASSIGN_OR_RETURN(BufferRef ref, b.input_as(v, plain_desc(spec.shape, *type)));
       input_refs.push_back(ref);
     } else {
       input_refs.push_back(BufferRef::of_value(v));
@@ -129,8 +130,8 @@ Status build_kernel(ProgramBuilder& b, kernels::MakeFn make, std::string_view wh
     const ValueSpec& spec = b.value(v);
     dims.push_back(spec.shape);
     outputs.push_back({spec.dtype, dims.back(), nullptr});
-    if (spec.dtype == DType::kF32) {
-      KILN_ASSIGN_OR_RETURN(BufferRef ref, b.output(v, plain_desc(spec.shape)));
+    if (auto type = stored_data_type(spec.dtype)) {
+      KILN_ASSIGN_OR_RETURN(BufferRef ref, b.output(v, plain_desc(spec.shape, *type)));
       output_refs.push_back(ref);
     } else {
       output_refs.push_back(b.plain_output(v));

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kiln/base/checked_math.h"
+#include "kiln/hal/cpu/convert_step.h"
 #include "kiln/hal/cpu/cpu_executable.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/thread_policy.h"
@@ -84,27 +85,32 @@ Status ProgramBuilder::validate_spec() const {
 StatusOr<BufferRef> ProgramBuilder::input_as(int32_t v, const dnnl_desc& want,
                                              const std::optional<dnnl_desc>& view) {
   if (!layouts_[v]) {
-    return internal_error("input '{}' is not available as f32", spec_.values[v].name);
+    return internal_error("input '{}' ({}) has no oneDNN layout", spec_.values[v].name,
+                          dtype_name(spec_.values[v].dtype));
   }
   const dnnl_desc& have = *layouts_[v];
+  const dnnl::memory::data_type stored = have.data_type();
+  // The view reads the stored bytes, so it has the stored data type.
+  const std::optional<dnnl_desc> read =
+      view ? std::optional<dnnl_desc>(with_data_type(*view, stored)) : std::nullopt;
   // The stored bytes serve as they are only when they are read as stored: a square matrix with
   // a transposing view has the same dims and layout as the one wanted, yet other bytes.
-  if (have == want && (!view || *view == have)) return BufferRef::of_value(v);
+  if (have == want && (!read || *read == have)) return BufferRef::of_value(v);
   BufferRef from = BufferRef::of_value(v);
+  const dnnl_desc plain = plain_desc(have.dims(), stored);
   if (!is_plain(have)) {
-    if (have.dims() == want.dims() && !view) {
+    if (have.dims() == want.dims() && !read) {
       BufferRef t = temp(want.get_size());
       add_reorder(from, have, t, want);
       return t;
     }
     // Make it plain first; the view below applies to plain bytes.
-    const dnnl_desc plain = plain_desc(have.dims());
     BufferRef t = temp(plain.get_size());
     add_reorder(from, have, t, plain);
     from = t;
   }
-  const dnnl_desc source = view ? *view : plain_desc(want.dims());
-  if (source.dims() != want.dims() || source.get_size() != plain_desc(have.dims()).get_size()) {
+  const dnnl_desc source = read ? *read : plain_desc(want.dims(), stored);
+  if (source.dims() != want.dims() || source.get_size() != plain.get_size()) {
     return internal_error("value '{}' stored as {} cannot be read as {}", spec_.values[v].name,
                           describe(have), describe(source));
   }
@@ -136,10 +142,11 @@ StatusOr<BufferRef> ProgramBuilder::constant_transformed(int32_t v, const dnnl_d
 
 StatusOr<BufferRef> ProgramBuilder::output(int32_t v, const dnnl_desc& produced) {
   const ValueSpec& value = spec_.values[v];
-  if (value.dtype != DType::kF32) {
-    return internal_error("output '{}' is {}, not f32", value.name, dtype_name(value.dtype));
+  if (stored_data_type(value.dtype) != produced.data_type()) {
+    return internal_error("output '{}' is {}, but produced as {}", value.name,
+                          dtype_name(value.dtype), describe(produced));
   }
-  const dnnl_desc plain = plain_desc(value.shape);
+  const dnnl_desc plain = plain_desc(value.shape, produced.data_type());
   if (is_plain(produced)) {
     if (produced.get_size() != plain.get_size()) {
       return internal_error("output '{}' [{}] produced as {}", value.name,
@@ -168,8 +175,8 @@ bool ProgramBuilder::can_overwrite(int32_t in, int32_t out, const dnnl_desc& lay
   const ValueSpec& from = spec_.values[in];
   const ValueSpec& to = spec_.values[out];
   if (from.role != ValueRole::kIntermediate || to.role != ValueRole::kIntermediate ||
-      to.dtype != DType::kF32 || !layouts_[in] || *layouts_[in] != layout ||
-      layout.dims() != to_dnnl_dims(to.shape)) {
+      stored_data_type(to.dtype) != layout.data_type() || !layouts_[in] ||
+      *layouts_[in] != layout || layout.dims() != to_dnnl_dims(to.shape)) {
     return false;
   }
   if (last_reader_[in] != static_cast<int32_t>(dispatch_index_)) return false;
@@ -191,7 +198,7 @@ StatusOr<BufferRef> ProgramBuilder::output_over(int32_t out, int32_t in, const d
 
 BufferRef ProgramBuilder::plain_output(int32_t v) {
   const ValueSpec& value = spec_.values[v];
-  if (value.dtype == DType::kF32) layouts_[v] = plain_desc(value.shape);
+  if (auto type = stored_data_type(value.dtype)) layouts_[v] = plain_desc(value.shape, *type);
   if (value.role == ValueRole::kIntermediate) {
     storage_[v] = static_cast<size_t>(element_count(value)) * dtype_size(value.dtype);
   }
@@ -230,6 +237,29 @@ void ProgramBuilder::add_reorder(const BufferRef& from, const dnnl_desc& from_de
   if (from_desc == to_desc) {
     steps_.push_back(std::make_unique<CopyStep>(label(fmt::format("copy {}", describe(from_desc))),
                                                 from, to, from_desc.get_size()));
+    return;
+  }
+  const dnnl::memory::data_type from_type = from_desc.data_type(), to_type = to_desc.data_type();
+  if (ConvertStep::converts(from_type, to_type)) {
+    // kiln converts the data type; oneDNN (in f32) changes the layout, before a narrowing or
+    // after a widening.
+    const dnnl_desc same_layout = with_data_type(from_desc, to_type);
+    if (same_layout == to_desc) {
+      steps_.push_back(std::make_unique<ConvertStep>(
+          label(fmt::format("convert {} -> {}", describe(from_desc), describe(to_desc))), from,
+          from_type, to, to_type, from_desc.get_size() / dnnl::memory::data_type_size(from_type)));
+      return;
+    }
+    if (to_type == dnnl::memory::data_type::f32) {
+      const BufferRef t = temp(same_layout.get_size());
+      add_reorder(from, from_desc, t, same_layout);
+      add_reorder(t, same_layout, to, to_desc);
+    } else {
+      const dnnl_desc wide = with_data_type(to_desc, from_type);
+      const BufferRef t = temp(wide.get_size());
+      add_reorder(from, from_desc, t, wide);
+      add_reorder(t, wide, to, to_desc);
+    }
     return;
   }
   dnnl::reorder::primitive_desc pd(engine(), from_desc, engine(), to_desc, attr());
@@ -280,7 +310,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
         KILN_RETURN_IF_ERROR(path->build(*this));
         for (const PendingReorder& p : pending_) {
           add_reorder(p.from, p.from_desc, BufferRef::of_value(p.value),
-                      plain_desc(spec_.values[p.value].shape));
+                      plain_desc(spec_.values[p.value].shape, p.from_desc.data_type()));
         }
         return ok_status();
       }));
@@ -315,7 +345,7 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
     const ValueSpec& value = spec_.values[v];
     if (value.role == ValueRole::kInput || value.role == ValueRole::kConstant) {
       available_[v] = true;
-      if (value.dtype == DType::kF32) layouts_[v] = plain_desc(value.shape);
+      if (auto type = stored_data_type(value.dtype)) layouts_[v] = plain_desc(value.shape, *type);
     }
   }
   for (size_t i = 0; i < spec_.dispatches.size(); ++i) {

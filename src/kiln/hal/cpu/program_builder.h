@@ -1,12 +1,15 @@
 // ProgramBuilder: turns a ProgramSpec into the steps of a CpuExecutable, choosing one layout per
 // value as it goes (docs/architecture.md invariant 1: from the concrete spec only).
 //
-// Layout rules. Graph inputs, graph outputs and constants are plain (row-major). An intermediate
+// Layout rules. Values of the dtypes oneDNN stores (f32, f16, bf16: stored_data_type) have a
+// layout, in their own data type; other dtypes are plain bytes (plain_output). Graph inputs,
+// graph outputs and constants are plain (row-major). An intermediate
 // takes the layout its producer writes (oneDNN's blocked choice for conv, kept by bn/relu/pool/
 // binary ops that follow it); a consumer that wants another layout gets a reorder: at prepare
 // time, cached on the device, for constants; at run time, into a per-dispatch temporary, for
-// anything else. A producer whose output must be plain (a graph output) writes a temporary and
-// reorders into the output.
+// anything else. A reorder also converts the data type when the consumer wants another (f16
+// data for a primitive that computes in f32). A producer whose output must be plain (a graph
+// output) writes a temporary and reorders into the output.
 //
 // Op builders (one per op family, see op_table.h) call input_as() for each input, output() for
 // each output, and add their steps in order.
@@ -47,30 +50,32 @@ class ProgramBuilder {
   // "conv0 (Conv): what" for step descriptions.
   std::string label(std::string_view what) const;
 
-  // The layout value `v` (f32, already available) is stored in.
+  // The layout value `v` (f32, f16 or bf16, already available) is stored in.
   const dnnl_desc& layout(int32_t v) const { return *layouts_[v]; }
   // Whether `v` must be stored plain (graph outputs).
   bool requires_plain(int32_t v) const;
   // Whether `v` is a constant (its data is known at prepare time).
   const Tensor* constant(int32_t v) const;
 
-  // A buffer holding value `v` in layout `want`. `view` says how the value's bytes read with
-  // want's dims when the value is stored plain: by default row-major (a regrouping with the same
-  // element count, e.g. goihw conv weights); a strided view expresses a transpose.
+  // A buffer holding value `v` in layout `want` (whose data type may differ from the stored one:
+  // the reorder converts). `view` says how the value's bytes read with want's dims when the value
+  // is stored plain: by default row-major (a regrouping with the same element count, e.g. goihw
+  // conv weights); a strided view expresses a transpose. The view's data type does not matter:
+  // it reads the stored data type.
   StatusOr<BufferRef> input_as(int32_t v, const dnnl_desc& want,
                                const std::optional<dnnl_desc>& view = std::nullopt);
-  // Constant `v` (plain f32, read as `source`) in a kernel's own packing `target` (see
+  // Constant `v` (plain, read as `source`) in a kernel's own packing `target` (see
   // WeightCache::get_transformed), computed once per device and held by the executable.
   StatusOr<BufferRef> constant_transformed(int32_t v, const dnnl_desc& source,
                                            const dnnl_desc& target,
                                            const WeightCache::Transform& transform);
-  // Where a step writes value `v` (f32) in layout `produced`. The value takes that layout, or,
-  // when it must be plain and `produced` is not, the step writes a temporary that is reordered
-  // into the value after this dispatch's steps.
+  // Where a step writes value `v` in layout `produced`, whose data type is the value's. The value
+  // takes that layout, or, when it must be plain and `produced` is not, the step writes a temporary
+  // that is reordered into the value after this dispatch's steps.
   StatusOr<BufferRef> output(int32_t v, const dnnl_desc& produced);
-  // Whether output `out` (f32) of the dispatch being built may be stored in `layout` over the
-  // bytes of its input `in`: both are intermediates, `in` is stored in `layout` (so the sizes
-  // match), and neither a later dispatch nor another input slot of this one reads `in`.
+  // Whether output `out` (of a stored dtype) of the dispatch being built may be stored in `layout`
+  // over the bytes of its input `in`: both are intermediates, `in` is stored in `layout` (so the
+  // sizes match), and neither a later dispatch nor another input slot of this one reads `in`.
   bool can_overwrite(int32_t in, int32_t out, const dnnl_desc& layout) const;
   // output() for an `out` that starts as a copy of `in` and may take over its bytes
   // (can_overwrite must hold, else an error): adds the copy, which does nothing when the runtime
@@ -87,7 +92,8 @@ class ProgramBuilder {
   // Callers bind the other arguments on the returned step. May throw dnnl::error.
   PrimitiveStep& add_primitive(std::string label, const dnnl::primitive_desc_base& pd,
                                dnnl::primitive primitive, int64_t repeat = 1);
-  // Adds a reorder (or a plain copy when the layouts are equal). May throw dnnl::error.
+  // Adds a reorder (or a plain copy when the layouts are equal; a ConvertStep, plus an f32
+  // reorder when the layouts differ too, for f32 <-> f16/bf16). May throw dnnl::error.
   void add_reorder(const BufferRef& from, const dnnl_desc& from_desc, const BufferRef& to,
                    const dnnl_desc& to_desc);
   void add(std::unique_ptr<Step> step) { steps_.push_back(std::move(step)); }
@@ -98,7 +104,7 @@ class ProgramBuilder {
 
   const ProgramSpec& spec_;
   std::shared_ptr<DeviceState> device_;
-  std::vector<std::optional<dnnl_desc>> layouts_;  // f32 values once available
+  std::vector<std::optional<dnnl_desc>> layouts_;  // f32/f16/bf16 values once available
   std::vector<bool> available_;
   std::vector<size_t> storage_;          // intermediates' bytes
   std::vector<int32_t> last_reader_;     // per value: index of the last dispatch reading it

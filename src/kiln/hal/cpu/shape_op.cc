@@ -14,18 +14,20 @@ size_t byte_size(const ValueSpec& v) {
   return static_cast<size_t>(checked_product(v.shape).value_or(0)) * dtype_size(v.dtype);
 }
 
-// Copies x into y. f32 data keeps x's layout unless y must be plain (or `plain` is set).
+// Copies x into y. A value with a layout (f32, f16, bf16) keeps x's layout unless y must be
+// plain (or `plain` is set).
 Status copy_value(ProgramBuilder& b, int32_t x, int32_t y, bool plain) {
   const ValueSpec& xv = b.value(x);
-  if (xv.dtype != DType::kF32) {
+  if (!stored_data_type(xv.dtype)) {
     b.add(std::make_unique<CopyStep>(b.label("copy"), BufferRef::of_value(x), b.plain_output(y),
                                      byte_size(xv)));
     return ok_status();
   }
   const dnnl_desc have = b.layout(x);
   if (plain || b.requires_plain(y)) {
-    KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(y, plain_desc(b.value(y).shape)));
-    b.add_reorder(BufferRef::of_value(x), have, dst, plain_desc(xv.shape));
+    KILN_ASSIGN_OR_RETURN(BufferRef dst,
+                          b.output(y, plain_desc(b.value(y).shape, have.data_type())));
+    b.add_reorder(BufferRef::of_value(x), have, dst, plain_desc(xv.shape, have.data_type()));
     return ok_status();
   }
   KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(y, have));

@@ -29,7 +29,9 @@ void PrimitiveStep::bind(int arg, const dnnl::memory::desc& desc, const BufferRe
 Status PrimitiveStep::run(const ExecContext& ctx) {
   for (int64_t r = 0; r < repeat_; ++r) {
     for (Binding& b : bindings_) {
-      if (b.ref.kind == BufferRef::Kind::kFixed) continue;
+      // A fixed buffer stays bound, unless it advances per sample (a batched constant B that
+      // was converted into the weight cache).
+      if (b.ref.kind == BufferRef::Kind::kFixed && b.sample_stride == 0) continue;
       std::byte* p = ctx.resolve(b.ref) + static_cast<size_t>(r) * b.sample_stride;
       if (p == b.bound && !b.padded) continue;
       if (dnnl_memory_set_data_handle_v2(b.memory.get(), p, ctx.stream) != dnnl_success) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <vector>
 
+#include "kiln/hal/cpu/convert_step.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 
 namespace kiln::hal::cpu {
@@ -18,10 +20,32 @@ StatusOr<std::shared_ptr<const ReorderedConstant>> WeightCache::get(
   return find_or_make(constant, source, target, [&](std::byte* data) {
     return catch_dnnl("reordering a constant", [&]() -> Status {
       dnnl::stream stream(engine);
-      dnnl::memory from(source, engine, const_cast<std::byte*>(constant.data()));
-      dnnl::memory to(target, engine, data);
-      dnnl::reorder(from, to).execute(stream, from, to);
-      stream.wait();
+      auto reorder = [&](const dnnl_desc& from_desc, const std::byte* from_data,
+                         const dnnl_desc& to_desc, std::byte* to_data) {
+        dnnl::memory from(from_desc, engine, const_cast<std::byte*>(from_data));
+        dnnl::memory to(to_desc, engine, to_data);
+        dnnl::reorder(from, to).execute(stream, from, to);
+        stream.wait();
+      };
+      const auto from_type = source.data_type(), to_type = target.data_type();
+      if (!ConvertStep::converts(from_type, to_type)) {
+        reorder(source, constant.data(), target, data);
+        return ok_status();
+      }
+      // kiln converts the data type (convert_step.h), oneDNN changes the layout in f32.
+      if (to_type == dnnl::memory::data_type::f32) {
+        const dnnl_desc wide = with_data_type(source, to_type);
+        std::vector<std::byte> t(wide.get_size());
+        convert_elements(from_type, constant.data(), to_type, t.data(),
+                         source.get_size() / dnnl::memory::data_type_size(from_type));
+        reorder(wide, t.data(), target, data);
+      } else {
+        const dnnl_desc wide = with_data_type(target, from_type);
+        std::vector<std::byte> t(wide.get_size());
+        reorder(source, constant.data(), wide, t.data());
+        convert_elements(from_type, t.data(), to_type, data,
+                         wide.get_size() / dnnl::memory::data_type_size(from_type));
+      }
       return ok_status();
     });
   });

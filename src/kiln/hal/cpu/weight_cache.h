@@ -40,8 +40,9 @@ class ReorderedConstant {
 
 class WeightCache {
  public:
-  // Returns `constant` (plain f32 data described by `source` — dims may regroup the tensor's,
-  // e.g. goihw for grouped conv weights) in layout `target`, reordering it on first use.
+  // Returns `constant` (plain data described by `source` — dims may regroup the tensor's,
+  // e.g. goihw for grouped conv weights) in layout `target` (possibly of another data type),
+  // reordering it on first use.
   StatusOr<std::shared_ptr<const ReorderedConstant>> get(const Tensor& constant,
                                                          const dnnl::memory::desc& source,
                                                          const dnnl::memory::desc& target,

@@ -1,0 +1,92 @@
+#include "kiln/hal/cpu/convert_step.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kiln/base/half.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using Type = dnnl::memory::data_type;
+
+constexpr int64_t kChunk = 16384;  // elements per parallel job
+
+bool have_f16c() {
+  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return f16c;
+}
+
+__attribute__((target("avx,f16c"))) void widen_f16_f16c(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = half_bits_to_float(in[i]);
+}
+
+__attribute__((target("avx,f16c"))) void narrow_f16_f16c(const float* in, uint16_t* out,
+                                                         int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  for (; i < n; ++i) out[i] = float_to_half_bits(in[i]);
+}
+
+void convert(Type from, Type to, const std::byte* in, std::byte* out, int64_t n) {
+  if (from == Type::f32) {
+    const auto* x = reinterpret_cast<const float*>(in);
+    auto* y = reinterpret_cast<uint16_t*>(out);
+    if (to == Type::bf16) {
+      for (int64_t i = 0; i < n; ++i) y[i] = float_to_bfloat16_bits(x[i]);
+    } else if (have_f16c()) {
+      narrow_f16_f16c(x, y, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) y[i] = float_to_half_bits(x[i]);
+    }
+    return;
+  }
+  const auto* x = reinterpret_cast<const uint16_t*>(in);
+  auto* y = reinterpret_cast<float*>(out);
+  if (from == Type::bf16) {
+    for (int64_t i = 0; i < n; ++i) y[i] = bfloat16_bits_to_float(x[i]);
+  } else if (have_f16c()) {
+    widen_f16_f16c(x, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = half_bits_to_float(x[i]);
+  }
+}
+
+}  // namespace
+
+bool ConvertStep::converts(Type from, Type to) {
+  const bool narrow = from == Type::f32 && (to == Type::f16 || to == Type::bf16);
+  const bool widen = to == Type::f32 && (from == Type::f16 || from == Type::bf16);
+  return narrow || widen;
+}
+
+void convert_elements(Type from_type, const std::byte* from, Type to_type, std::byte* to,
+                      size_t count) {
+  const size_t in_size = dnnl::memory::data_type_size(from_type);
+  const size_t out_size = dnnl::memory::data_type_size(to_type);
+  const auto n = static_cast<int64_t>(count);
+  const int64_t jobs = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (jobs > 1)
+  for (int64_t j = 0; j < jobs; ++j) {
+    const int64_t begin = j * kChunk;
+    convert(from_type, to_type, from + static_cast<size_t>(begin) * in_size,
+            to + static_cast<size_t>(begin) * out_size, std::min(n, begin + kChunk) - begin);
+  }
+}
+
+Status ConvertStep::run(const ExecContext& ctx) {
+  convert_elements(from_type_, ctx.resolve(from_), to_type_, ctx.resolve(to_), count_);
+  return ok_status();
+}
+
+}  // namespace kiln::hal::cpu
