@@ -569,9 +569,10 @@ TEST(RangeKernel, RejectsBadInputs) {
   EXPECT_TRUE(contains(y.status(), "delta must be nonzero"));
   y = run_op("Range", {{f32({}, {0}), true}, {f32({}, {INFINITY}), true}, {f32({}, {1}), true}});
   ASSERT_FALSE(y.ok());
+  // A start computed at run time makes the length data-dependent: planning needs its bound size.
   y = run_op("Range", {{f32({}, {0})}, {f32({}, {4}), true}, {f32({}, {1}), true}});
   ASSERT_FALSE(y.ok());
-  EXPECT_EQ(y.status().code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(y.status(), "needs data-dependent size 0")) << y.status().to_string();
   y = run_op("Range", {{i64({}, {0}), true}, {i32({}, {4}), true}, {i64({}, {1}), true}});
   ASSERT_FALSE(y.ok());
   EXPECT_TRUE(contains(y.status(), "input 1 'limit' must have dtype i64"));

@@ -86,9 +86,24 @@ double scalar_float(const ConstBuffer& b) {
   });
 }
 
+// The longest transform a kernel plans (its twiddle tables take 16 bytes per point, Bluestein's
+// about 64): beyond it make() refuses rather than allocate without bound.
+constexpr int64_t kMaxTransformLength = int64_t{1} << 26;
+
+Status check_transform_length(int64_t n, std::string_view what) {
+  if (n <= 0) return invalid_argument("the {} must be positive, got {}", what, n);
+  if (n > kMaxTransformLength) {
+    return unimplemented("the {} {} is above kiln's limit of {} points", what, n,
+                         kMaxTransformLength);
+  }
+  return ok_status();
+}
+
 // The plan for length n: `planned` when it has that length, else a new one kept in `local`.
-const FftPlan* plan_for(int64_t n, const FftPlan& planned, std::unique_ptr<FftPlan>& local) {
+StatusOr<const FftPlan*> plan_for(int64_t n, const FftPlan& planned,
+                                  std::unique_ptr<FftPlan>& local) {
   if (planned.size() == n) return &planned;
+  KILN_RETURN_IF_ERROR(check_transform_length(n, "transform length"));
   local = std::make_unique<FftPlan>(n);
   return local.get();
 }
@@ -174,7 +189,7 @@ class DftKernel : public Kernel {
       }
     }
     std::unique_ptr<FftPlan> local;
-    const FftPlan* plan = plan_for(n, plan_, local);
+    KILN_ASSIGN_OR_RETURN(const FftPlan* plan, plan_for(n, plan_, local));
     const double scale = options_.inverse ? 1.0 / static_cast<double>(n) : 1.0;
     const int64_t copied = std::min(n, in_length_);
     return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
@@ -226,7 +241,7 @@ StatusOr<std::unique_ptr<Kernel>> make_dft(const MakeArgs& args) {
   } else if (args.constants.size() > 1 && args.constants[1] != nullptr) {
     n = element_as_int64(*args.constants[1], 0);
   }
-  if (n <= 0) return invalid_argument("the DFT length must be positive, got {}", n);
+  KILN_RETURN_IF_ERROR(check_transform_length(n, "DFT length"));
   return std::unique_ptr<Kernel>(std::make_unique<DftKernel>(
       product(std::span(x).first(o.axis)), in_length,
       product(std::span(x).subspan(o.axis + 1, rank - o.axis - 2)), x.back(), out_length, o, n));
@@ -320,7 +335,7 @@ class StftKernel : public Kernel {
           step, n, frames_, bins_);
     }
     std::unique_ptr<FftPlan> local;
-    const FftPlan* plan = plan_for(n, plan_, local);
+    KILN_ASSIGN_OR_RETURN(const FftPlan* plan, plan_for(n, plan_, local));
     return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
       if constexpr (is_float_storage_v<T>) {
         const T* x = in[0].as<T>();
@@ -370,7 +385,7 @@ StatusOr<std::unique_ptr<Kernel>> make_stft(const MakeArgs& args) {
   } else if (args.inputs.size() > 3 && args.inputs[3].has_value() && !onesided) {
     n = y[2];
   }
-  if (n <= 0) return invalid_argument("the STFT frame length must be positive, got {}", n);
+  KILN_RETURN_IF_ERROR(check_transform_length(n, "STFT frame length"));
   return std::unique_ptr<Kernel>(
       std::make_unique<StftKernel>(x[0], x[1], x[2], y[1], y[2], onesided, n));
 }
