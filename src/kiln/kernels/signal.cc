@@ -247,14 +247,15 @@ StatusOr<std::unique_ptr<Kernel>> make_dft(const MakeArgs& args) {
       product(std::span(x).subspan(o.axis + 1, rank - o.axis - 2)), x.back(), out_length, o, n));
 }
 
-double dft_multiply_adds(const Attributes&, std::span<const ConcreteShape* const> inputs,
+double dft_multiply_adds(const Attributes& attributes, std::span<const ConcreteShape* const> inputs,
                          std::span<const ConcreteShape* const> outputs) {
   const ConcreteShape* x = dims_at(inputs, 0);
   const ConcreteShape* y = dims_at(outputs, 0);
-  if (x == nullptr || y == nullptr || x->empty()) return 0;
-  int64_t longest = 1;
-  for (int64_t d : *y) longest = std::max(longest, d);
-  return transform_cost(product_as_double(*x) / static_cast<double>(x->back()), longest);
+  if (x == nullptr || y == nullptr || x->size() != y->size() || x->size() < 2) return 0;
+  auto o = read_dft_options(attributes, static_cast<int64_t>(x->size()));
+  if (!o.ok() || (*x)[o->axis] == 0) return 0;
+  const double lines = product_as_double(*x) / static_cast<double>(x->back() * (*x)[o->axis]);
+  return transform_cost(lines, std::max((*x)[o->axis], (*y)[o->axis]));
 }
 
 // ---- STFT(signal, frame_step, window?, frame_length?) ----
@@ -390,14 +391,12 @@ StatusOr<std::unique_ptr<Kernel>> make_stft(const MakeArgs& args) {
       std::make_unique<StftKernel>(x[0], x[1], x[2], y[1], y[2], onesided, n));
 }
 
-double stft_multiply_adds(const Attributes& attributes,
-                          std::span<const ConcreteShape* const> inputs,
+double stft_multiply_adds(const Attributes& attributes, std::span<const ConcreteShape* const>,
                           std::span<const ConcreteShape* const> outputs) {
   const ConcreteShape* y = dims_at(outputs, 0);
   if (y == nullptr || y->size() != 4) return 0;
   auto onesided = flag_attribute(attributes, "onesided", 1);
-  const int64_t n = onesided.ok() && *onesided ? 2 * (*y)[2] : (*y)[2];
-  (void)inputs;
+  const int64_t n = onesided.ok() && *onesided ? 2 * ((*y)[2] - 1) : (*y)[2];
   return transform_cost(static_cast<double>((*y)[0] * (*y)[1]), n);
 }
 

@@ -156,6 +156,18 @@ TEST(Dft, RejectsBadInputs) {
   EXPECT_EQ(find_op_def("DFT")->compile_time_inputs, 1u << 1);
 }
 
+TEST(Dft, CostCountsOneTransformPerLine) {
+  // 8 lines of 16000 points: 8 * 16000 * ceil(log2(16001)) * 4 = 7168000 (n log n butterflies
+  // of 4 real multiply-adds); STFT: 2 * 9 frames of 16 points (9 onesided bins) = 18 * 16 * 5 * 4.
+  const ConcreteShape x = {8, 16000, 1}, y = {8, 16000, 2};
+  const ConcreteShape* in[] = {&x};
+  const ConcreteShape* out[] = {&y};
+  EXPECT_DOUBLE_EQ(multiply_adds("DFT", {}, in, out), 7168000.0);
+  const ConcreteShape frames = {2, 9, 9, 2};
+  const ConcreteShape* stft_out[] = {&frames};
+  EXPECT_DOUBLE_EQ(multiply_adds("STFT", {}, {}, stft_out), 18.0 * 16 * 5 * 4);
+}
+
 // ---- STFT ----
 
 TEST(Stft, WindowedRealFramesMatchNumpy) {
