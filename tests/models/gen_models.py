@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Small architecture replicas for kiln's model suite: a MobileNetV2-like CNN, a transformer
-encoder and a fully convolutional segmenter, each with symbolic dims, plus inputs and ONNX Runtime
-reference outputs at several sizes per symbol.
+encoder, a fully convolutional segmenter and an audio classifier on a log-mel spectrogram front end
+(STFT, MelWeightMatrix: PyTorch 1.13 cannot export torch.stft), each with symbolic dims, plus inputs
+and ONNX Runtime reference outputs at several sizes per symbol.
 
 Run with Debian's python (it sees python3-onnx and python3-numpy):
 
@@ -15,6 +16,8 @@ Writes into DIR/nets/ (see tests/models/README.md):
   transformer_encoder.ids_b{B}_s{S}.bin, transformer_encoder.ref_b{B}_s{S}.bin  B in {1,2,3}, S in {5,7,16}
   fcn_segmenter.onnx          input f32 [N,3,H,W] -> `mask` f32 [N,1,H,W] (H, W multiples of 4)
   fcn_segmenter.input_n{N}_h{H}_w{W}.bin, fcn_segmenter.ref_n{N}_h{H}_w{W}.bin  N in {1,2}, H in {32,48}, W in {32,64}
+  spectrogram_frontend.onnx   waveform f32 [N,L] -> `logits` f32 [N,4] (L >= 64)
+  spectrogram_frontend.waveform_n{N}_l{L}.bin, spectrogram_frontend.ref_n{N}_l{L}.bin  N in {1,2}, L in {400,1000}
   manifest.json               shapes, sizes, per-reference ORT-vs-float64 agreement
 
 Files are raw little-endian data (f32, or i64 for input_ids). Every size combination of a model's
@@ -60,6 +63,13 @@ TRANSFORMER_S = (5, 7, 16)
 FCN_N = (1, 2)
 FCN_H = (32, 48)
 FCN_W = (32, 64)
+
+SPECTRO_N = (1, 2)
+SPECTRO_L = (400, 1000)
+SPECTRO_FRAME = 64      # STFT frame and DFT length: 33 onesided bins
+SPECTRO_STEP = 16
+SPECTRO_MELS = 16
+SPECTRO_RATE = 16000
 
 BN_EPS = 1e-5
 LN_EPS = 1e-5
@@ -236,7 +246,48 @@ def run_node(node, vals):
             if s != 1.0:
                 y = np_resize_axis(y, ax, float(s), a.get("mode", "nearest"))
         return [y]
+    if op == "Log":
+        return [np.log(x)]
+    if op == "ReduceSumSquare":
+        return [np.sum(x * x, axis=tuple(a["axes"]), keepdims=bool(a.get("keepdims", 1)))]
+    if op == "HannWindow":
+        assert a.get("output_datatype", 1) == 1
+        n = int(x)
+        period = n if a.get("periodic", 1) else n - 1
+        return [0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n) / period)]
+    if op == "STFT":
+        assert x.shape[-1] == 1 and a.get("onesided", 1) == 1, "real signals, onesided"
+        step, window = int(ins[1]), ins[2]
+        length = int(ins[3]) if len(ins) > 3 and ins[3] is not None else window.shape[0]
+        assert window.shape[0] == length
+        sig = x[..., 0]
+        frames = (sig.shape[1] - length) // step + 1
+        framed = np.stack([sig[:, f * step:f * step + length] * window for f in range(frames)], axis=1)
+        spec = np.fft.rfft(framed, axis=-1)
+        return [np.stack([spec.real, spec.imag], axis=-1)]
+    if op == "MelWeightMatrix":
+        return [np_mel_weight_matrix(*(v.item() for v in ins))]
     raise NotImplementedError(op)
+
+
+def np_mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz):
+    """MelWeightMatrix as the ONNX reference implementation (onnx/reference/ops) defines it: mel
+    points spaced by (mel(upper) - mel(lower)) / (num_mel_bins + 2), bins floor((dft_length + 1) * hz
+    // sample_rate), triangles with peak 1."""
+    to_mel = lambda hz: 2595 * np.log10(1 + hz / 700)
+    points = np.arange(num_mel_bins + 2) * ((to_mel(upper_edge_hertz) - to_mel(lower_edge_hertz)) / (num_mel_bins + 2))
+    hz = 700 * (np.power(10, (points + to_mel(lower_edge_hertz)) / 2595) - 1)
+    bins = (((dft_length + 1) * hz) // sample_rate).astype(int)
+    out = np.zeros((dft_length // 2 + 1, num_mel_bins))
+    for i in range(num_mel_bins):
+        left, center, right = bins[i:i + 3]
+        if center == left:
+            out[center, i] = 1
+        else:
+            out[left:center + 1, i] = (np.arange(left, center + 1) - left) / (center - left)
+        if right > center:
+            out[center:right, i] = (right - np.arange(center, right)) / (right - center)
+    return out
 
 
 def as_compute(arr):
@@ -271,6 +322,12 @@ def self_test():
     assert np.allclose(y[..., 1], 0.75 * x[..., 0] + 0.25 * x[..., 1])
     assert np.allclose(y[..., 2], 0.25 * x[..., 0] + 0.75 * x[..., 1])
     assert abs(_erf(np.array([0.5]))[0] - 0.5204998778130465) < 1e-15
+    # The ONNX backend case test_melweightmatrix: (8, 16, 8192, 0, 4096) puts single ones at these
+    # (bin, band) places.
+    want = np.zeros((9, 8))
+    for row, col in ((0, 0), (0, 1), (1, 2), (1, 3), (2, 4), (3, 5), (4, 6), (5, 7)):
+        want[row, col] = 1
+    assert np.array_equal(np_mel_weight_matrix(8, 16, 8192, 0.0, 4096.0), want)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -524,6 +581,41 @@ def build_fcn():
     return model, b.stats
 
 
+def spectrogram_input(n, length):
+    return np.random.default_rng(1000 + length).standard_normal((2, length)).astype(np.float32)[:n].copy()
+
+
+def build_spectrogram():
+    """Audio classifier on a log-mel spectrogram: waveform [N,L] -> Unsqueeze [N,L,1] -> STFT (Hann
+    window from HannWindow, frame 64, step 16, onesided) [N,F,33,2] with F = floor((L - 64) / 16) + 1
+    -> magnitude (ReduceSumSquare over re/im, Sqrt) -> MatMul by MelWeightMatrix (16 bands, 20 Hz to
+    8 kHz at 16 kHz) -> Log(x + 0.01) -> [N,1,F,16] -> conv 3x3 (8) + Relu -> GlobalAveragePool ->
+    Gemm to 4 logits."""
+    b = Builder("spectrogram_frontend", 5, {"waveform": spectrogram_input(2, 1000)})
+    signal = b.op("Unsqueeze", ["waveform", b.i64("signal_axes", [2])], "signal")
+    frame = b.i64("frame_length", SPECTRO_FRAME)
+    window = b.op("HannWindow", [frame], "hann_window")
+    stft = b.op("STFT", [signal, b.i64("frame_step", SPECTRO_STEP), window, frame], "stft")
+    magnitude = b.op("Sqrt", [b.op("ReduceSumSquare", [stft], "power", axes=[3], keepdims=0)], "magnitude")
+    mel_weights = b.op("MelWeightMatrix", [b.i64("num_mel_bins", SPECTRO_MELS), frame,
+                                           b.i64("sample_rate", SPECTRO_RATE), b.f32("lower_edge_hertz", 20.0),
+                                           b.f32("upper_edge_hertz", 8000.0)], "mel_weights")
+    mel = b.op("MatMul", [magnitude, mel_weights], "mel")
+    log_mel = b.op("Log", [b.op("Add", [mel, b.f32("log_floor", 0.01)], "mel_floor")], "log_mel")
+    b.record("log_mel", log_mel)
+    image = b.op("Unsqueeze", [log_mel, b.i64("image_axes", [1])], "log_mel_image")
+    h = b.op("Relu", [b.conv(image, "head_conv", 8, 3, 1, bias=True)], "head_relu")
+    pooled = b.op("Flatten", [b.op("GlobalAveragePool", [h], "head_pool")], "head_flat", axis=1)
+    w = b.rng.standard_normal((4, 8)) / np.sqrt(8)
+    y = b.op("Gemm", [pooled, b.f32("fc_w", w), b.f32("fc_b", b.rng.uniform(-0.1, 0.1, 4))], "logits", transB=1)
+    b.record("logits", y)
+    model = b.model([helper.make_tensor_value_info("waveform", TensorProto.FLOAT, ["N", "L"])],
+                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4])], 17,
+                    "Log-mel spectrogram front end and a small conv head, random calibrated weights "
+                    "(tests/models/gen_models.py)")
+    return model, b.stats
+
+
 # ----------------------------------------------------------------------------------------------
 # ORT references, checks, caching
 # ----------------------------------------------------------------------------------------------
@@ -561,6 +653,10 @@ def cases():
             for w in FCN_W:
                 yield ("fcn_segmenter", {"N": n, "H": h, "W": w}, {"input": fcn_input(n, h, w)},
                        f"input_n{n}_h{h}_w{w}", f"ref_n{n}_h{h}_w{w}")
+    for n in SPECTRO_N:
+        for length in SPECTRO_L:
+            yield ("spectrogram_frontend", {"N": n, "L": length}, {"waveform": spectrogram_input(n, length)},
+                   f"waveform_n{n}_l{length}", f"ref_n{n}_l{length}")
 
 
 def expected_files(with_ref):
@@ -612,7 +708,7 @@ def main():
                 "check": {"atol": CHECK_ATOL, "rtol": CHECK_RTOL}, "models": {}, "references": []}
     models = {}
     for stem, build in (("mobilenetv2_like", build_mobilenet), ("transformer_encoder", build_transformer),
-                        ("fcn_segmenter", build_fcn)):
+                        ("fcn_segmenter", build_fcn), ("spectrogram_frontend", build_spectrogram)):
         model, stats = build()
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         onnx.checker.check_model(inferred)

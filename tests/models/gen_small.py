@@ -8,7 +8,7 @@ Writes into DIR/small/:
                            block, GlobalAveragePool, Flatten, Gemm, Softmax -> `prob` [N,10]
   two_inputs.onnx          y = a + b, both [N,4] (one symbol bound from two inputs)
   weights_in_inputs.onnx   a Conv whose weight initializer is also a graph input
-  unsupported.onnx         a valid model using ops kiln does not support (Det twice, Multinomial once)
+  unsupported.onnx         a valid model using ops kiln does not support (Bernoulli twice, Multinomial once)
   external/model.onnx      a Conv whose weight lives in external/weights.bin (allowed)
   escape_dotdot/model.onnx external data at "../outside.bin" (must be refused)
   escape_abs/model.onnx    external data at an absolute path (must be refused)
@@ -72,13 +72,13 @@ def conv_relu_model(rng):
 def unsupported_model():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])
     nodes = [
-        helper.make_node("Det", ["x"], ["d0"], name="det_a"),
+        helper.make_node("Bernoulli", ["x"], ["b0"], name="bernoulli_a"),
         helper.make_node("Multinomial", ["x"], ["u0"], name="multinomial_a"),
-        helper.make_node("Det", ["x"], ["d1"], name="det_b"),
-        helper.make_node("Relu", ["d1"], ["y"], name="relu_ok"),
+        helper.make_node("Bernoulli", ["x"], ["b1"], name="bernoulli_b"),
+        helper.make_node("Relu", ["b1"], ["y"], name="relu_ok"),
     ]
     graph = helper.make_graph(nodes, "unsupported", [x],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 

@@ -1,8 +1,9 @@
 // Building blocks for elementwise portable kernels: a kernel applying a per-element function to
-// one input (same shape out), and the parallel loop they share. Each output element is computed
+// one input (same shape out), and the parallel loops kernels share. Each output element is computed
 // by the same expression whatever the shape or thread count.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -15,6 +16,18 @@ namespace kiln::kernels {
 template <typename Body>
 void parallel_for(int64_t n, Body&& body) {
   if (n < 32768) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// Runs body(i) for i in [0, n) rows of about `work_per_row` operations each (a matrix product's
+// rows, a Fourier transform's lines), split across the OpenMP threads when the total is large.
+template <typename Body>
+void parallel_rows(int64_t n, int64_t work_per_row, Body&& body) {
+  if (n <= 1 || n * std::max<int64_t>(work_per_row, 1) < 32768) {
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }

@@ -47,8 +47,10 @@ void register_sampling_kernels(std::vector<OpDef>& table);
 void register_unpool_kernels(std::vector<OpDef>& table);
 // detection.cc: NonMaxSuppression, RoiAlign.
 void register_detection_kernels(std::vector<OpDef>& table);
-// linalg.cc: MatMul, Gemm, Einsum.
+// linalg.cc: MatMul, MatMulInteger, Gemm, Einsum, Det.
 void register_linalg_kernels(std::vector<OpDef>& table);
+// signal.cc: DFT, STFT, MelWeightMatrix (their transforms: fft.h).
+void register_signal_kernels(std::vector<OpDef>& table);
 // recurrent.cc: LSTM, GRU, RNN.
 void register_recurrent_kernels(std::vector<OpDef>& table);
 // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (inference).

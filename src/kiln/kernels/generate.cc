@@ -2,11 +2,14 @@
 // HannWindow, HammingWindow and BlackmanWindow signal windows, and Constant (which the importer
 // turns into constant values). Where an
 // input's values decide the output shape (OneHot's depth, Range's operands, ConstantOfShape's
-// shape) they must be known at compile time (OpDef::compile_time_inputs); the kernels take
-// every size from the dims make() was given and read only the remaining values at run time.
+// shape) they must be known at compile time (OpDef::compile_time_inputs), except Range's, whose
+// length is a data-dependent size (InferArgs::data_dim) when its operands are computed at run
+// time; the kernels take every size from the dims make() was given and read only the remaining
+// values at run time.
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -20,15 +23,6 @@ namespace {
 
 // Output values are propagated for shape computations only up to this many elements.
 constexpr int64_t kMaxPropagatedValues = 1024;
-
-// Rank 0, or rank 1 with one element.
-Status check_scalar(const ValueType& type, size_t index, std::string_view name) {
-  if (type.shape.empty() || (type.shape.size() == 1 && type.shape[0] == DimExpr(1))) {
-    return ok_status();
-  }
-  return invalid_argument("{} must be a scalar, got shape {}", input_label(index, name),
-                          shape_to_string(type.shape));
-}
 
 // The known values of a required integer input (input_dim_values without the optional).
 StatusOr<std::vector<DimExpr>> required_dim_values(const InferArgs& args, size_t index,
@@ -258,20 +252,29 @@ Status infer_range(InferArgs& args) {
     // Operands from shapes: integers, or whole numbers in a float type (torch.arange(S).float()
     // is Range(0.0, Cast(S), 1.0)).
     std::vector<DimExpr> v[3];
-    for (size_t i = 0; i < 3; ++i) {
+    std::optional<size_t> unknown;
+    for (size_t i = 0; i < 3 && !unknown; ++i) {
       auto known = known_dim_values(args, i);
       if (!known) {
-        return unimplemented(
-            "{} must be known at compile time (a constant, or computed from shapes and "
-            "constants; a float one must be a whole number)",
-            input_label(i, names[i]));
-      }
-      if (known->size() != 1) {
+        unknown = i;
+      } else if (known->size() != 1) {
         return invalid_argument("{} must be a scalar", input_label(i, names[i]));
+      } else {
+        v[i] = std::move(*known);
       }
-      v[i] = std::move(*known);
     }
-    KILN_ASSIGN_OR_RETURN(length, symbolic_range_length(v[0], v[1], v[2]));
+    if (!unknown) {
+      KILN_ASSIGN_OR_RETURN(length, symbolic_range_length(v[0], v[1], v[2]));
+    } else if (args.data_dim) {
+      // Operands computed from data (a window's length cast to float): the runtime binds the
+      // length from their values before the node runs (range_sizes).
+      KILN_ASSIGN_OR_RETURN(length, args.data_dim(0));
+    } else {
+      return unimplemented(
+          "{} must be known at compile time (a constant, or computed from shapes and "
+          "constants; a float one must be a whole number)",
+          input_label(*unknown, names[*unknown]));
+    }
   }
   args.outputs = {ValueType{dtype, Shape{length}}};
   // Integer ranges feed shape computations (axes lists, Gather indices).
@@ -285,6 +288,16 @@ Status infer_range(InferArgs& args) {
     set_output_values(args, 0, std::move(values));
   }
   return ok_status();
+}
+
+// Range's data-dependent length, from the operands' values.
+StatusOr<std::vector<int64_t>> range_sizes(const Attributes&, std::span<const Tensor> inputs) {
+  if (inputs.size() < 3 || inputs[0].empty_storage() || inputs[1].empty_storage() ||
+      inputs[2].empty_storage()) {
+    return invalid_argument("Range needs inputs 0 'start', 1 'limit' and 2 'delta'");
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t n, range_length(inputs[0], inputs[1], inputs[2]));
+  return std::vector<int64_t>{n};
 }
 
 // out[i] = start + i * delta; the count comes from make(), start and delta from the buffers.
@@ -552,7 +565,7 @@ void register_generate_kernels(std::vector<OpDef>& table) {
   table.push_back(OpDef{"BlackmanWindow", infer_window, make_window<2>, 1u << 0});
   table.push_back(OpDef{"OneHot", infer_onehot, make_onehot, 1u << 1});
   table.push_back(OpDef{"EyeLike", infer_eyelike, make_eyelike});
-  table.push_back(OpDef{"Range", infer_range, make_range, 0b111u});
+  table.push_back(OpDef{"Range", infer_range, make_range, 0b111u, range_sizes});
   table.push_back(
       OpDef{"ConstantOfShape", infer_constant_of_shape, make_constant_of_shape, 1u << 0});
 }

@@ -525,15 +525,54 @@ TEST(RangeKernel, SymbolicLengthAndValues) {
   EXPECT_EQ(r.outputs[0].shape, (Shape{N * 8}));
 }
 
+TEST(RangeKernel, OperandsComputedAtRunTimeGiveADataDependentLength) {
+  // A window's length cast to float (the ONNX window functions' expansion): limit is unknown.
+  Tensor zero = f32({}, {0});
+  Tensor one = f32({}, {1});
+  Inferred r = infer_op(
+      "Range", {{{DType::kF32, {}}, &zero}, {{DType::kF32, {}}}, {{DType::kF32, {}}, &one}});
+  EXPECT_EQ(r.status.code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(r.status, "input 1 'limit' must be known at compile time"));
+  // With data_dim the length is a fresh size, bound from the operands' values by data_sizes.
+  const OpDef* range = find_op_def("Range");
+  const Attributes none;
+  InferArgs args{none, {}, {}, 1, {}, {}, {}, {}};
+  args.inputs = {ValueType{DType::kF32, {}}, ValueType{DType::kF32, {}},
+                 ValueType{DType::kF32, {}}};
+  args.constants = {&zero, nullptr, &one};
+  args.data_dim = [](size_t i) -> StatusOr<DimExpr> {
+    return DimExpr::symbol(fmt::format("r{}", i));
+  };
+  ASSERT_TRUE(range->infer(args).ok());
+  EXPECT_EQ(args.outputs[0].shape, (Shape{DimExpr::symbol("r0")}));
+  auto sizes =
+      range->data_sizes({}, std::vector<Tensor>{f32({}, {0.5f}), f32({}, {4}), f32({}, {1.5f})});
+  ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
+  EXPECT_EQ(*sizes, (std::vector<int64_t>{3}));
+  sizes = range->data_sizes({}, std::vector<Tensor>{i64({}, {10}), i64({}, {4}), i64({}, {-3})});
+  ASSERT_TRUE(sizes.ok()) << sizes.status().to_string();
+  EXPECT_EQ(*sizes, (std::vector<int64_t>{2}));
+  sizes = range->data_sizes({}, std::vector<Tensor>{i64({}, {0}), i64({}, {4}), i64({}, {0})});
+  EXPECT_TRUE(contains(sizes.status(), "delta must be nonzero"));
+  // Known operands keep their compile-time length even when data_dim could answer.
+  args.constants = {&zero, nullptr, &one};
+  args.values = {nullptr, nullptr, nullptr};
+  const std::vector<DimExpr> limit = {N};
+  args.values[1] = &limit;
+  ASSERT_TRUE(range->infer(args).ok());
+  EXPECT_EQ(args.outputs[0].shape, (Shape{N}));
+}
+
 TEST(RangeKernel, RejectsBadInputs) {
   auto y = run_op("Range", {{i64({}, {0}), true}, {i64({}, {4}), true}, {i64({}, {0}), true}});
   ASSERT_FALSE(y.ok());
   EXPECT_TRUE(contains(y.status(), "delta must be nonzero"));
   y = run_op("Range", {{f32({}, {0}), true}, {f32({}, {INFINITY}), true}, {f32({}, {1}), true}});
   ASSERT_FALSE(y.ok());
+  // A start computed at run time makes the length data-dependent: planning needs its bound size.
   y = run_op("Range", {{f32({}, {0})}, {f32({}, {4}), true}, {f32({}, {1}), true}});
   ASSERT_FALSE(y.ok());
-  EXPECT_EQ(y.status().code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(y.status(), "needs data-dependent size 0")) << y.status().to_string();
   y = run_op("Range", {{i64({}, {0}), true}, {i32({}, {4}), true}, {i64({}, {1}), true}});
   ASSERT_FALSE(y.ok());
   EXPECT_TRUE(contains(y.status(), "input 1 'limit' must have dtype i64"));

@@ -90,6 +90,14 @@ Status check_rank_range(const ValueType& type, size_t index, std::string_view na
                           min_rank, max_rank, got, shape_to_string(type.shape));
 }
 
+Status check_scalar(const ValueType& type, size_t index, std::string_view name) {
+  if (type.shape.empty() || (type.shape.size() == 1 && type.shape[0] == DimExpr(1))) {
+    return ok_status();
+  }
+  return invalid_argument("{} must be a scalar, got shape {}", input_label(index, name),
+                          shape_to_string(type.shape));
+}
+
 namespace {
 constexpr std::array kFloat = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64};
 constexpr std::array kInteger = {DType::kI8, DType::kI16, DType::kI32, DType::kI64,

@@ -40,6 +40,8 @@ Status check_same_dtype(const ValueType& type, size_t index, std::string_view na
 Status check_rank(const ValueType& type, size_t index, std::string_view name, int64_t rank);
 Status check_rank_range(const ValueType& type, size_t index, std::string_view name,
                         int64_t min_rank, int64_t max_rank);
+// Rank 0, or rank 1 with one element: "input 1 'depth' must be a scalar, got shape [2]".
+Status check_scalar(const ValueType& type, size_t index, std::string_view name);
 
 // Dtype groups.
 std::span<const DType> float_dtypes();    // f16 bf16 f32 f64

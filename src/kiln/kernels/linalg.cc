@@ -1,7 +1,7 @@
-// Matrix products: MatMul (numpy matmul: 1-D operands are promoted and the added dim dropped;
-// batch dims broadcast), MatMulInteger, Gemm (alpha * op(A) @ op(B) + beta * C, C broadcast
-// unidirectionally to [M, N]) and Einsum (any equation: explicit or implicit output, ellipsis,
-// repeated labels for diagonals and traces).
+// Linear algebra: the matrix products MatMul (numpy matmul: 1-D operands are promoted and the
+// added dim dropped; batch dims broadcast), MatMulInteger, Gemm (alpha * op(A) @ op(B) + beta * C,
+// C broadcast unidirectionally to [M, N]) and Einsum (any equation: explicit or implicit output,
+// ellipsis, repeated labels for diagonals and traces), and the determinant Det.
 //
 // Batch invariance: each output element is a sum over the contracted index in increasing order,
 // computed by one thread; work is split over output rows.
@@ -13,22 +13,13 @@
 
 #include "kiln/kernels/broadcast.h"
 #include "kiln/kernels/dtype_dispatch.h"
+#include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/op_attributes.h"
 
 namespace kiln::kernels {
 namespace {
-
-template <typename Body>
-void parallel_rows(int64_t n, int64_t work_per_row, Body&& body) {
-  if (n <= 1 || n * std::max<int64_t>(work_per_row, 1) < 32768) {
-    for (int64_t i = 0; i < n; ++i) body(i);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) body(i);
-}
 
 // acc + a * b, wrapping for integers (no signed overflow).
 template <typename C>
@@ -672,9 +663,83 @@ double gemm_multiply_adds(const Attributes& attributes, std::span<const Concrete
   return product_as_double(*y) * static_cast<double>(transposed ? (*a)[0] : (*a)[1]);
 }
 
+// ---- Det(X) ----
+// The determinant of each [M, M] matrix of X [..., M, M], by LU decomposition with partial
+// pivoting in double (the product of the pivots, negated per row swap); a matrix holding NaN
+// gives NaN, an empty one (M = 0) gives 1.
+
+Status infer_det(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "X"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "X", {DType::kF16, DType::kF32, DType::kF64}));
+  KILN_RETURN_IF_ERROR(check_rank_range(x, 0, "X", 2, 64));
+  const size_t rank = x.shape.size();
+  KILN_RETURN_IF_ERROR(check_dims_equal(x.shape[rank - 1], x.shape[rank - 2],
+                                        "input 0 'X' last dim (the matrices must be square)"));
+  args.outputs = {ValueType{x.dtype, Shape(x.shape.begin(), x.shape.end() - 2)}};
+  return ok_status();
+}
+
+double determinant(std::vector<double>& a, int64_t m) {
+  for (double v : a) {
+    if (std::isnan(v)) return v;
+  }
+  double det = 1;
+  for (int64_t c = 0; c < m; ++c) {
+    int64_t pivot = c;
+    for (int64_t r = c + 1; r < m; ++r) {
+      if (std::abs(a[r * m + c]) > std::abs(a[pivot * m + c])) pivot = r;
+    }
+    if (pivot != c) {
+      std::swap_ranges(a.begin() + c * m, a.begin() + (c + 1) * m, a.begin() + pivot * m);
+      det = -det;
+    }
+    const double p = a[c * m + c];
+    det *= p;
+    if (p == 0) break;
+    for (int64_t r = c + 1; r < m; ++r) {
+      const double f = a[r * m + c] / p;
+      for (int64_t k = c + 1; k < m; ++k) a[r * m + k] -= f * a[c * m + k];
+    }
+  }
+  return det;
+}
+
+class DetKernel : public Kernel {
+ public:
+  DetKernel(int64_t batches, int64_t m) : batches_(batches), m_(m) {}
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    visit_dtype(in[0].dtype, [&]<typename T>() {
+      if constexpr (is_float_storage_v<T>) {
+        const T* x = in[0].as<T>();
+        T* y = out[0].as<T>();
+        parallel_rows(batches_, m_ * m_ * m_, [&](int64_t b) {
+          std::vector<double> a(static_cast<size_t>(m_ * m_));
+          for (int64_t i = 0; i < m_ * m_; ++i) {
+            a[i] = static_cast<double>(load(x, b * m_ * m_ + i));
+          }
+          store(y, b, static_cast<compute_t<T>>(determinant(a, m_)));
+        });
+      }
+    });
+    return ok_status();
+  }
+
+ private:
+  int64_t batches_, m_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_det(const MakeArgs& args) {
+  const ConcreteShape x = args.input_dims(0);
+  return std::unique_ptr<Kernel>(
+      std::make_unique<DetKernel>(product(std::span(x).first(x.size() - 2)), x.back()));
+}
+
 }  // namespace
 
 void register_linalg_kernels(std::vector<OpDef>& table) {
+  table.push_back(OpDef{"Det", infer_det, make_det});
   table.push_back(OpDef{"Einsum", infer_einsum, make_einsum});
   table.push_back(OpDef{.op_type = "Gemm",
                         .infer = infer_gemm,

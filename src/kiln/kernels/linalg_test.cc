@@ -6,6 +6,7 @@
 
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
+#include "tests/support/expect.h"
 #include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
@@ -120,6 +121,40 @@ TEST(Einsum, SymbolicShapesAndBadEquations) {
   EXPECT_NE(operands.status().message().find("2 operands"), std::string::npos);
   auto chars = infer_shape("Einsum", {{DType::kF32, {3}}}, equation("i1->i"));
   EXPECT_EQ(chars.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Det, BatchedPivotingNanAndEmpty) {
+  // np.linalg.det of two 3x3 matrices (the second needs a row swap: its first pivot is 0).
+  auto y =
+      run_one("Det", {f64({2, 3, 3}, {2, -1, 0, 1, 3, 2, 0, 1, 4, 0, 1, 2, 1, 0, 3, 4, -3, 8})});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(y->shape(), (ConcreteShape{2}));
+  expect_close(*y, {2}, {24.000000000000004, -2.0}, 1e-12, 1e-12);
+  // ONNX test_det_2d: [[1, 2], [3, 4]] -> -2 (rank 0 out); a singular matrix gives 0.
+  y = run_one("Det", {f32({2, 2}, {1, 2, 3, 4})});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(y->shape(), (ConcreteShape{}));
+  expect_close(*y, {}, {-2});
+  EXPECT_EQ(values_of<float>(run_one("Det", {f32({2, 2}, {1, 2, 2, 4})})), (std::vector<float>{0}));
+  // NaN anywhere in a matrix gives NaN for that matrix only; M = 0 gives 1 (numpy).
+  auto nan = run_one("Det", {f32({2, 2, 2}, {0, NAN, 0, 0, 0, 1, 1, 0})});
+  ASSERT_TRUE(nan.ok()) << nan.status().to_string();
+  expect_close(*nan, {2}, {NAN, -1});
+  y = run_one("Det", {f32({3, 0, 0}, std::vector<double>{})});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  expect_close(*y, {3}, {1, 1, 1});
+}
+
+TEST(Det, SymbolicShapesAndBadInputs) {
+  auto s = infer_shape("Det", {{DType::kF16, {sym("N"), 5, 5}}}, {});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(shape_to_string(*s), "[N]");
+  EXPECT_TRUE(has_error(infer_shape("Det", {{DType::kF32, {2, 3}}}, {}).status(),
+                        StatusCode::kInvalidArgument, {"input 0 'X' last dim", "square"}));
+  EXPECT_TRUE(has_error(infer_shape("Det", {{DType::kF32, {3}}}, {}).status(),
+                        StatusCode::kInvalidArgument, {"input 0 'X' must have rank 2 to 64"}));
+  EXPECT_TRUE(has_error(infer_shape("Det", {{DType::kI64, {2, 2}}}, {}).status(),
+                        StatusCode::kUnimplemented, {"input 0 'X' must have dtype"}));
 }
 
 }  // namespace

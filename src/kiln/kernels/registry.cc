@@ -21,6 +21,7 @@ void register_all(std::vector<OpDef>& table) {
   register_detection_kernels(table);
   register_linalg_kernels(table);
   register_recurrent_kernels(table);
+  register_signal_kernels(table);
   register_loss_kernels(table);
 }
 
