@@ -38,12 +38,15 @@ void register_generate_kernels(std::vector<OpDef>& table);
 void register_select_kernels(std::vector<OpDef>& table);
 // resize.cc: Resize (Upsample reaches kiln as Resize through the importer's opset upgrade).
 void register_resize_kernels(std::vector<OpDef>& table);
-// spatial.cc: Conv, ConvTranspose, MaxPool, AveragePool, LpPool, GlobalAveragePool,
-// GlobalMaxPool, GlobalLpPool (any rank, any float dtype).
+// spatial.cc: Conv, ConvInteger, QLinearConv, ConvTranspose, MaxPool, AveragePool, LpPool,
+// GlobalAveragePool, GlobalMaxPool, GlobalLpPool (any rank, any float dtype).
 void register_spatial_kernels(std::vector<OpDef>& table);
-// linalg.cc: MatMul, Gemm, Einsum.
+// linalg.cc: MatMul, MatMulInteger, QLinearMatMul, Gemm, Einsum.
 void register_linalg_kernels(std::vector<OpDef>& table);
 // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (inference).
 void register_loss_kernels(std::vector<OpDef>& table);
+// quantize.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear (the arithmetic they share
+// with QLinearConv and QLinearMatMul: quantize.h).
+void register_quantize_kernels(std::vector<OpDef>& table);
 
 }  // namespace kiln::kernels

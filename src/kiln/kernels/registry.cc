@@ -18,6 +18,7 @@ void register_all(std::vector<OpDef>& table) {
   register_spatial_kernels(table);
   register_linalg_kernels(table);
   register_loss_kernels(table);
+  register_quantize_kernels(table);
 }
 
 }  // namespace kiln::kernels
