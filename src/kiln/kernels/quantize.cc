@@ -55,13 +55,6 @@ Status check_quant_zero_point(const ValueType& zero_point, size_t index, std::st
   return check_parameter_shape(zero_point, index, name, per, per_what);
 }
 
-float round_half_even(float x) {
-  const float r = std::floor(x);
-  const float frac = x - r;  // exact; NaN for +-Inf, which then stays r
-  if (frac > 0.5f || (frac == 0.5f && std::fmod(r, 2.0f) != 0.0f)) return r + 1.0f;
-  return r;
-}
-
 QuantRange quant_range(DType dtype) {
   switch (dtype) {
     case DType::kI8: return {-128, 127};
@@ -107,22 +100,42 @@ Requantization make_requantization(const ConstBuffer& a_scale, const ConstBuffer
 
 namespace {
 
+// Row-major [rows, channels, inner]: every channel's `inner` elements in turn. Channels-last
+// sums (inner 1: the CPU fast path's, QLinearMatMul's) loop over the channels innermost, which
+// the compiler vectorizes.
 template <typename Q, typename Acc>
 void requantize_into(const Requantization& r, const Acc* acc, Q* y, int64_t count) {
-  const bool has_bias = !r.bias.empty();
-  auto one = [&](int64_t i) {
-    const int64_t c = r.channels == 1 ? 0 : (i / r.inner) % r.channels;
-    const int64_t sum = static_cast<int64_t>(acc[i]) + (has_bias ? r.bias[c] : 0);
-    // As ONNX Runtime: the int32 accumulator (with bias) converted to f32, times the multiplier.
-    const auto v = static_cast<float>(static_cast<int32_t>(sum)) * r.multipliers[c];
-    y[i] = static_cast<Q>(quantize_scaled(v, r.zero_point, r.range.lo, r.range.hi));
+  const int64_t channels = r.channels, inner = r.inner, row_size = channels * inner;
+  const int64_t rows = count / row_size;
+  std::vector<int32_t> zeros;
+  if (r.bias.empty()) zeros.assign(static_cast<size_t>(channels), 0);
+  const int32_t* bias = r.bias.empty() ? zeros.data() : r.bias.data();
+  const float* m = r.multipliers.data();
+  const int32_t zero_point = r.zero_point, lo = r.range.lo, hi = r.range.hi;
+  // As ONNX Runtime: the int32 sum (with the bias, wrapping) converted to f32, times the
+  // multiplier.
+  auto one = [&](Acc a, int64_t c) {
+    const auto sum = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(a)) +
+                                          static_cast<uint32_t>(bias[c]));
+    return static_cast<Q>(quantize_scaled(static_cast<float>(sum) * m[c], zero_point, lo, hi));
   };
-  if (count < 65536) {
-    for (int64_t i = 0; i < count; ++i) one(i);
+  auto row = [&](int64_t n) {
+    const Acc* a = acc + n * row_size;
+    Q* out = y + n * row_size;
+    if (inner == 1) {
+      for (int64_t c = 0; c < channels; ++c) out[c] = one(a[c], c);
+      return;
+    }
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t j = c * inner; j < (c + 1) * inner; ++j) out[j] = one(a[j], c);
+    }
+  };
+  if (rows <= 1 || count < 65536) {
+    for (int64_t n = 0; n < rows; ++n) row(n);
     return;
   }
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < count; ++i) one(i);
+  for (int64_t n = 0; n < rows; ++n) row(n);
 }
 
 template <typename Acc>

@@ -20,6 +20,7 @@
 // product of the dims after the channel axis.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -45,17 +46,32 @@ bool is_per_tensor(const Shape& shape);
 // ---- Kernels
 
 // x rounded to the nearest integer, ties to even (independent of the rounding mode).
-float round_half_even(float x);
+inline float round_half_even(float x) {
+  const float r = std::floor(x);
+  const float frac = x - r;  // exact; NaN for +-Inf, which then stays r
+  if (frac > 0.5f) return r + 1.0f;
+  if (frac == 0.5f && std::fmod(r, 2.0f) != 0.0f) return r + 1.0f;
+  return r;
+}
 
 // The quantized value of `scaled` (x / scale, or acc * multiplier): round, add the zero point,
-// saturate to [lo, hi]. NaN gives the zero point.
+// saturate to [lo, hi] (a u8 or i8 range). NaN gives the zero point. Clamping to
+// [lo - zero_point, hi - zero_point] before rounding gives the same result (the bounds are
+// integers), and within them the rounding is integer arithmetic without branches or libm calls
+// (the hot loop of requantization): truncate toward zero, then step away from zero when the rest
+// is above one half, or exactly one half and the truncated value is odd.
 inline int32_t quantize_scaled(float scaled, int32_t zero_point, int32_t lo, int32_t hi) {
-  if (scaled != scaled) return zero_point;
-  float r = round_half_even(scaled);
   const auto low = static_cast<float>(lo - zero_point);
   const auto high = static_cast<float>(hi - zero_point);
-  r = r < low ? low : (r > high ? high : r);
-  return static_cast<int32_t>(r) + zero_point;
+  const float clamped = scaled < low ? low : (scaled > high ? high : scaled);
+  const float v = scaled != scaled ? 0.0f : clamped;  // NaN: the zero point
+  const auto t = static_cast<int32_t>(v);
+  const float rest = v - static_cast<float>(t);  // exact
+  const int32_t odd = t & 1;
+  const int32_t up = static_cast<int32_t>(rest > 0.5f) | (static_cast<int32_t>(rest == 0.5f) & odd);
+  const int32_t down =
+      static_cast<int32_t>(rest < -0.5f) | (static_cast<int32_t>(rest == -0.5f) & odd);
+  return t + up - down + zero_point;
 }
 
 // The range of a quantized dtype (u8, i8; i32 for DequantizeLinear's input).

@@ -35,6 +35,18 @@ TEST(RoundHalfEven, TiesGoToEven) {
   EXPECT_EQ(quantize_scaled(std::numeric_limits<float>::infinity(), 3, 0, 255), 255);
   EXPECT_EQ(quantize_scaled(-std::numeric_limits<float>::infinity(), 3, 0, 255), 0);
   EXPECT_EQ(quantize_scaled(std::nanf(""), 3, 0, 255), 3);
+  // The integer rounding of quantize_scaled: ties both ways, the zero point after rounding,
+  // saturation of huge values.
+  EXPECT_EQ(quantize_scaled(3.5f, 0, -128, 127), 4);
+  EXPECT_EQ(quantize_scaled(-3.5f, 0, -128, 127), -4);
+  EXPECT_EQ(quantize_scaled(-2.5f, 0, -128, 127), -2);
+  EXPECT_EQ(quantize_scaled(-2.5000002f, 0, -128, 127), -3);
+  EXPECT_EQ(quantize_scaled(2.5f, 1, 0, 255), 3);
+  EXPECT_EQ(quantize_scaled(-0.49999997f, 0, -128, 127), 0);
+  EXPECT_EQ(quantize_scaled(1e10f, 0, -128, 127), 127);
+  EXPECT_EQ(quantize_scaled(-1e10f, 5, 0, 255), 0);
+  EXPECT_EQ(quantize_scaled(126.5f, 0, -128, 127), 126);
+  EXPECT_EQ(quantize_scaled(127.5f, 0, -128, 127), 127);
 }
 
 TEST(QuantizeLinear, OnnxExampleSaturates) {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/passes/passes.h"
 
@@ -47,45 +49,55 @@ ValueId dequantize(Graph& g, const std::string& name, ValueId q, ValueId scale, 
 
 enum class Bias { kQuantized, kNone, kFloat, kWrongScale };
 
-// x_q [N,4,6,6] u8 -> DQ -> Conv(W = DQ(w_q i8 [8,4,3,3], per channel), bias) -> Q (u8) -> y.
-Graph qdq_conv(std::mt19937& rng, Bias bias) {
-  Graph g;
-  g.name = "qdq_conv";
-  ValueId xq = g.add_input("x_q", DType::kU8, {DimExpr::symbol("N"), 4, 6, 6});
+// x_q [N,4,H,W] u8 -> DQ -> Conv(W = DQ(w_q i8 [4,4,3,3], per channel), bias, pads 1) -> Q (u8)
+// -> returns the Q output.
+ValueId add_qdq_conv(Graph& g, ValueId xq, const std::string& p, std::mt19937& rng, Bias bias) {
   const float xs = 0.02f;
   std::vector<float> ws;
-  for (int c = 0; c < 8; ++c) ws.push_back(0.004f + 0.001f * static_cast<float>(c));
-  ValueId x = dequantize(
-      g, "dq_x", xq, g.add_constant("xs", tensor_of(DType::kF32, {}, std::vector<float>{xs})),
-      g.add_constant("xz", tensor_of(DType::kU8, {}, std::vector<uint8_t>{128})));
+  for (int c = 0; c < 4; ++c) ws.push_back(0.004f + 0.001f * static_cast<float>(c));
+  ValueId x =
+      dequantize(g, p + "dq_x", xq,
+                 g.add_constant(p + "xs", tensor_of(DType::kF32, {}, std::vector<float>{xs})),
+                 g.add_constant(p + "xz", tensor_of(DType::kU8, {}, std::vector<uint8_t>{128})));
   ValueId w = dequantize(
-      g, "dq_w",
-      g.add_constant("w_q", random_ints<int8_t>(DType::kI8, {8, 4, 3, 3}, -127, 127, rng)),
-      g.add_constant("ws", tensor_of(DType::kF32, {8}, ws)),
-      g.add_constant("wz", tensor_of(DType::kI8, {8}, std::vector<int8_t>(8, 0))), 0);
-  Node conv{"conv", "Conv", {x, w}, {}, {}, {}};
+      g, p + "dq_w",
+      g.add_constant(p + "w_q", random_ints<int8_t>(DType::kI8, {4, 4, 3, 3}, -127, 127, rng)),
+      g.add_constant(p + "ws", tensor_of(DType::kF32, {4}, ws)),
+      g.add_constant(p + "wz", tensor_of(DType::kI8, {4}, std::vector<int8_t>(4, 0))), 0);
+  Node conv{p + "conv", "Conv", {x, w}, {}, {}, {}};
   conv.attributes.set("pads", std::vector<int64_t>{1, 1, 1, 1});
   if (bias == Bias::kQuantized || bias == Bias::kWrongScale) {
     std::vector<float> bs;
     for (float s : ws) bs.push_back(xs * s * (bias == Bias::kWrongScale ? 1.5f : 1.0f));
     conv.inputs.push_back(dequantize(
-        g, "dq_b", g.add_constant("b_q", random_ints<int32_t>(DType::kI32, {8}, -3000, 3000, rng)),
-        g.add_constant("bs", tensor_of(DType::kF32, {8}, bs)), ir::kAbsent, 0));
+        g, p + "dq_b",
+        g.add_constant(p + "b_q", random_ints<int32_t>(DType::kI32, {4}, -3000, 3000, rng)),
+        g.add_constant(p + "bs", tensor_of(DType::kF32, {4}, bs)), ir::kAbsent, 0));
   } else if (bias == Bias::kFloat) {
     conv.inputs.push_back(
-        g.add_constant("b", tensor_of(DType::kF32, {8}, std::vector<float>(8, 0.1f))));
+        g.add_constant(p + "b", tensor_of(DType::kF32, {4}, std::vector<float>(4, 0.1f))));
   }
-  ValueId c = intermediate(g, "conv_y");
+  ValueId c = intermediate(g, p + "conv_y");
   conv.outputs = {c};
   g.add_node(conv);
-  ValueId y = g.add_value({"y", DType::kU8, {}, {}, {}});
-  g.add_node(Node{"q_y",
-                  "QuantizeLinear",
-                  {c, g.add_constant("ys", tensor_of(DType::kF32, {}, std::vector<float>{0.05f})),
-                   g.add_constant("yz", tensor_of(DType::kU8, {}, std::vector<uint8_t>{120}))},
-                  {y},
-                  {},
-                  {}});
+  ValueId y = g.add_value({p + "y", DType::kU8, {}, {}, {}});
+  g.add_node(
+      Node{p + "q_y",
+           "QuantizeLinear",
+           {c, g.add_constant(p + "ys", tensor_of(DType::kF32, {}, std::vector<float>{0.05f})),
+            g.add_constant(p + "yz", tensor_of(DType::kU8, {}, std::vector<uint8_t>{120}))},
+           {y},
+           {},
+           {}});
+  return y;
+}
+
+// `convs` such convs in a row on x_q [N,4,6,6].
+Graph qdq_conv(std::mt19937& rng, Bias bias, int convs = 1) {
+  Graph g;
+  g.name = "qdq_conv";
+  ValueId y = g.add_input("x_q", DType::kU8, {DimExpr::symbol("N"), 4, 6, 6});
+  for (int i = 0; i < convs; ++i) y = add_qdq_conv(g, y, fmt::format("c{}_", i), rng, bias);
   g.add_output(y);
   return g;
 }
@@ -126,6 +138,24 @@ TEST(FuseQdq, ConvWithQuantizedBiasBecomesQLinearConv) {
   auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1));
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   expect_within_one_step((*before)[0], (*after)[0]);
+}
+
+TEST(FuseQdq, ChainedConvsAllFuseInOrder) {
+  std::mt19937 rng(17);
+  Graph g = qdq_conv(rng, Bias::kQuantized, 3);
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+  Tensor x = random_ints<uint8_t>(DType::kU8, {1, 4, 6, 6}, 0, 255, rng);
+  auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+  auto fused = fuse_qdq(g);
+  ASSERT_TRUE(fused.ok()) << fused.status().to_string();
+  EXPECT_EQ(*fused, 3);
+  ASSERT_TRUE(ir::verify_graph(g).ok()) << ir::verify_graph(g).to_string();
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+  EXPECT_EQ(count_op(g, "QLinearConv"), 3);
+  auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  ASSERT_EQ((*after)[0].shape(), (ConcreteShape{1, 4, 6, 6}));
 }
 
 TEST(FuseQdq, ConvWithoutBiasFusesOthersStay) {
