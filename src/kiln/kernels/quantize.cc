@@ -100,9 +100,23 @@ Requantization make_requantization(const ConstBuffer& a_scale, const ConstBuffer
 
 namespace {
 
+// One run of `n` sums that all use `bias` and `m` (stride 0) or one each (stride 1): as ONNX
+// Runtime, the int32 sum (with the bias, wrapping) converted to f32, times the multiplier.
+// Plain restrict pointers and values, so the compiler vectorizes it.
+template <typename Q, typename Acc>
+void requantize_run(const Acc* __restrict a, Q* __restrict out, int64_t n,
+                    const int32_t* __restrict bias, const float* __restrict m, int64_t stride,
+                    int32_t zero_point, int32_t lo, int32_t hi) {
+  for (int64_t i = 0; i < n; ++i) {
+    const auto sum = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(a[i])) +
+                                          static_cast<uint32_t>(bias[i * stride]));
+    out[i] = static_cast<Q>(
+        quantize_scaled(static_cast<float>(sum) * m[i * stride], zero_point, lo, hi));
+  }
+}
+
 // Row-major [rows, channels, inner]: every channel's `inner` elements in turn. Channels-last
-// sums (inner 1: the CPU fast path's, QLinearMatMul's) loop over the channels innermost, which
-// the compiler vectorizes.
+// sums (inner 1: the CPU fast path's, QLinearMatMul's) run a row of channels at a time.
 template <typename Q, typename Acc>
 void requantize_into(const Requantization& r, const Acc* acc, Q* y, int64_t count) {
   const int64_t channels = r.channels, inner = r.inner, row_size = channels * inner;
@@ -112,22 +126,15 @@ void requantize_into(const Requantization& r, const Acc* acc, Q* y, int64_t coun
   const int32_t* bias = r.bias.empty() ? zeros.data() : r.bias.data();
   const float* m = r.multipliers.data();
   const int32_t zero_point = r.zero_point, lo = r.range.lo, hi = r.range.hi;
-  // As ONNX Runtime: the int32 sum (with the bias, wrapping) converted to f32, times the
-  // multiplier.
-  auto one = [&](Acc a, int64_t c) {
-    const auto sum = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(a)) +
-                                          static_cast<uint32_t>(bias[c]));
-    return static_cast<Q>(quantize_scaled(static_cast<float>(sum) * m[c], zero_point, lo, hi));
-  };
   auto row = [&](int64_t n) {
     const Acc* a = acc + n * row_size;
     Q* out = y + n * row_size;
     if (inner == 1) {
-      for (int64_t c = 0; c < channels; ++c) out[c] = one(a[c], c);
+      requantize_run(a, out, channels, bias, m, 1, zero_point, lo, hi);
       return;
     }
     for (int64_t c = 0; c < channels; ++c) {
-      for (int64_t j = c * inner; j < (c + 1) * inner; ++j) out[j] = one(a[j], c);
+      requantize_run(a + c * inner, out + c * inner, inner, bias + c, m + c, 0, zero_point, lo, hi);
     }
   };
   if (rows <= 1 || count < 65536) {

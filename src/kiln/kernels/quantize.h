@@ -20,6 +20,7 @@
 // product of the dims after the channel axis.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -63,8 +64,8 @@ inline float round_half_even(float x) {
 inline int32_t quantize_scaled(float scaled, int32_t zero_point, int32_t lo, int32_t hi) {
   const auto low = static_cast<float>(lo - zero_point);
   const auto high = static_cast<float>(hi - zero_point);
-  const float clamped = scaled < low ? low : (scaled > high ? high : scaled);
-  const float v = scaled != scaled ? 0.0f : clamped;  // NaN: the zero point
+  const float finite = scaled == scaled ? scaled : 0.0f;  // NaN: the zero point
+  const float v = std::min(std::max(finite, low), high);
   const auto t = static_cast<int32_t>(v);
   const float rest = v - static_cast<float>(t);  // exact
   const int32_t odd = t & 1;
