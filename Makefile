@@ -28,6 +28,7 @@ models: setup
 	@$(PY) tests/models/gen_small.py --out $(MODELS)
 	@$(PY) tests/models/gen_models.py --out $(MODELS)
 	@$(PY) tests/models/gen_torch_models.py --out $(MODELS)
+	@$(PY) tests/models/gen_qdq_models.py --out $(MODELS)
 
 test: build models
 	@KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure

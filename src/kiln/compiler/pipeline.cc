@@ -22,6 +22,7 @@ Status run_stage(ir::Graph& graph, const CompileOptions& options, Stage stage) {
     case Stage::kFold: {
       KILN_RETURN_IF_ERROR(passes::simplify(graph).status());
       KILN_RETURN_IF_ERROR(passes::canonicalize(graph).status());
+      KILN_RETURN_IF_ERROR(passes::fuse_qdq(graph).status());
       KILN_RETURN_IF_ERROR(passes::fold_constants(graph).status());
       KILN_RETURN_IF_ERROR(passes::fold_batchnorm(graph).status());
       return passes::remove_dead(graph).status();

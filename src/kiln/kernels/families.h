@@ -38,8 +38,8 @@ void register_generate_kernels(std::vector<OpDef>& table);
 void register_select_kernels(std::vector<OpDef>& table);
 // resize.cc: Resize (Upsample reaches kiln as Resize through the importer's opset upgrade).
 void register_resize_kernels(std::vector<OpDef>& table);
-// spatial.cc: Conv, ConvTranspose, MaxPool, AveragePool, LpPool, GlobalAveragePool,
-// GlobalMaxPool, GlobalLpPool (any rank, any float dtype).
+// spatial.cc: Conv, ConvInteger, QLinearConv, ConvTranspose, MaxPool, AveragePool, LpPool,
+// GlobalAveragePool, GlobalMaxPool, GlobalLpPool (any rank, any float dtype).
 void register_spatial_kernels(std::vector<OpDef>& table);
 // sampling.cc: GridSample.
 void register_sampling_kernels(std::vector<OpDef>& table);
@@ -47,7 +47,7 @@ void register_sampling_kernels(std::vector<OpDef>& table);
 void register_unpool_kernels(std::vector<OpDef>& table);
 // detection.cc: NonMaxSuppression, RoiAlign.
 void register_detection_kernels(std::vector<OpDef>& table);
-// linalg.cc: MatMul, MatMulInteger, Gemm, Einsum, Det.
+// linalg.cc: MatMul, MatMulInteger, QLinearMatMul, Gemm, Einsum, Det.
 void register_linalg_kernels(std::vector<OpDef>& table);
 // signal.cc: DFT, STFT, MelWeightMatrix (their transforms: fft.h).
 void register_signal_kernels(std::vector<OpDef>& table);
@@ -55,5 +55,8 @@ void register_signal_kernels(std::vector<OpDef>& table);
 void register_recurrent_kernels(std::vector<OpDef>& table);
 // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (inference).
 void register_loss_kernels(std::vector<OpDef>& table);
+// quantize.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear (the arithmetic they share
+// with QLinearConv and QLinearMatMul: quantize.h).
+void register_quantize_kernels(std::vector<OpDef>& table);
 
 }  // namespace kiln::kernels

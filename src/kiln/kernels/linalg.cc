@@ -1,7 +1,7 @@
 // Linear algebra: the matrix products MatMul (numpy matmul: 1-D operands are promoted and the
-// added dim dropped; batch dims broadcast), MatMulInteger, Gemm (alpha * op(A) @ op(B) + beta * C,
-// C broadcast unidirectionally to [M, N]) and Einsum (any equation: explicit or implicit output,
-// ellipsis, repeated labels for diagonals and traces), and the determinant Det.
+// added dim dropped; batch dims broadcast), MatMulInteger, QLinearMatMul, Gemm (alpha * op(A) @
+// op(B) + beta * C, C broadcast unidirectionally to [M, N]) and Einsum (any equation: explicit or
+// implicit output, ellipsis, repeated labels for diagonals and traces), and the determinant Det.
 //
 // Batch invariance: each output element is a sum over the contracted index in increasing order,
 // computed by one thread; work is split over output rows.
@@ -17,6 +17,7 @@
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/op_attributes.h"
+#include "kiln/kernels/quantize.h"
 
 namespace kiln::kernels {
 namespace {
@@ -52,19 +53,23 @@ constexpr std::array kMatmulDtypes = {DType::kF16, DType::kBF16, DType::kF32, DT
 // ---------------------------------------------------------------------------------------------
 // MatMul, MatMulInteger
 
-StatusOr<Shape> matmul_shape(const ValueType& a, const ValueType& b) {
-  if (a.shape.empty()) return invalid_argument("input 0 'A' must have rank >= 1, got a scalar");
-  if (b.shape.empty()) return invalid_argument("input 1 'B' must have rank >= 1, got a scalar");
+// `a` and `b` name the operands in errors (MatMul: input 0 'A', input 1 'B'; QLinearMatMul:
+// input 0 'a', input 3 'b').
+StatusOr<Shape> matmul_shape(const ValueType& a, const ValueType& b,
+                             const std::string& a_label = "input 0 'A'",
+                             const std::string& b_label = "input 1 'B'") {
+  if (a.shape.empty()) return invalid_argument("{} must have rank >= 1, got a scalar", a_label);
+  if (b.shape.empty()) return invalid_argument("{} must have rank >= 1, got a scalar", b_label);
   Shape as = a.shape;
   Shape bs = b.shape;
   if (as.size() == 1) as.insert(as.begin(), DimExpr(1));
   if (bs.size() == 1) bs.push_back(DimExpr(1));
   KILN_RETURN_IF_ERROR(
       check_dims_equal(bs[bs.size() - 2], as.back(),
-                       fmt::format("input 1 'B' {} contracted dim (K = last dim of input 0 'A' {})",
-                                   shape_to_string(b.shape), shape_to_string(a.shape))));
+                       fmt::format("{} {} contracted dim (K = last dim of {} {})", b_label,
+                                   shape_to_string(b.shape), a_label, shape_to_string(a.shape))));
   std::vector<Shape> batches{Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2)};
-  std::vector<std::string> labels{"input 0 'A' batch dims", "input 1 'B' batch dims"};
+  std::vector<std::string> labels{a_label + " batch dims", b_label + " batch dims"};
   KILN_ASSIGN_OR_RETURN(Shape out, broadcast_shapes(batches, labels));
   if (a.shape.size() > 1) out.push_back(as[as.size() - 2]);
   if (b.shape.size() > 1) out.push_back(bs.back());
@@ -192,16 +197,27 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
       std::make_unique<MatMulKernel>(matmul_dims(args.input_dims(0), args.input_dims(1))));
 }
 
+// The exact integer sums of MatMulInteger and QLinearMatMul: (a - a_zero_point) @
+// (b - b_zero_point). Per-row zero points of A step every K elements; per-column ones of B every
+// element.
+std::vector<int64_t> matmul_integer_sums(const MatmulDims& d, const ConstBuffer& a,
+                                         const ConstBuffer* a_zero, const ConstBuffer& b,
+                                         const ConstBuffer* b_zero, int64_t total) {
+  const std::vector<int64_t> ac = centered(a, a_zero, d.k);
+  const std::vector<int64_t> bc = centered(b, b_zero, 1);
+  std::vector<int64_t> y(static_cast<size_t>(total));
+  matmul_core<int64_t>(d, ac.data(), bc.data(), y.data());
+  return y;
+}
+
 class MatMulIntegerKernel : public Kernel {
  public:
   explicit MatMulIntegerKernel(MatmulDims d) : d_(std::move(d)) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    // Per-row zero points of A step every K elements; per-column ones of B every element.
-    const std::vector<int64_t> a = centered(in[0], in.size() > 2 ? &in[2] : nullptr, d_.k);
-    const std::vector<int64_t> b = centered(in[1], in.size() > 3 ? &in[3] : nullptr, 1);
     const int64_t total = out[0].element_count();
-    std::vector<int64_t> y(static_cast<size_t>(total));
-    matmul_core<int64_t>(d_, a.data(), b.data(), y.data());
+    const std::vector<int64_t> y =
+        matmul_integer_sums(d_, in[0], in.size() > 2 ? &in[2] : nullptr, in[1],
+                            in.size() > 3 ? &in[3] : nullptr, total);
     int32_t* dst = out[0].as<int32_t>();
     for (int64_t i = 0; i < total; ++i) dst[i] = static_cast<int32_t>(y[i]);
     return ok_status();
@@ -214,6 +230,61 @@ class MatMulIntegerKernel : public Kernel {
 StatusOr<std::unique_ptr<Kernel>> make_matmul_integer(const MakeArgs& args) {
   return std::unique_ptr<Kernel>(
       std::make_unique<MatMulIntegerKernel>(matmul_dims(args.input_dims(0), args.input_dims(1))));
+}
+
+// QLinearMatMul: a (0), a_scale (1), a_zero_point (2), b (3), b_scale (4), b_zero_point (5),
+// y_scale (6), y_zero_point (7). MatMulInteger's sums requantized (quantize.h) to y_zero_point's
+// dtype. a_zero_point is per tensor or per row of a; b_scale and b_zero_point per tensor or per
+// column of b; a_scale, y_scale and y_zero_point per tensor.
+Status infer_qlinear_matmul(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 8, 8));
+  KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "a"));
+  KILN_RETURN_IF_ERROR(check_dtype(a, 0, "a", {DType::kU8, DType::kI8}));
+  KILN_ASSIGN_OR_RETURN(ValueType b, required_input(args, 3, "b"));
+  KILN_RETURN_IF_ERROR(check_dtype(b, 3, "b", {DType::kU8, DType::kI8}));
+  KILN_ASSIGN_OR_RETURN(Shape out, matmul_shape(a, b, "input 0 'a'", "input 3 'b'"));
+  const DimExpr rows = a.shape.size() > 1 ? a.shape[a.shape.size() - 2] : DimExpr(1);
+  const DimExpr cols = b.shape.size() > 1 ? b.shape.back() : DimExpr(1);
+  KILN_ASSIGN_OR_RETURN(ValueType a_scale, required_input(args, 1, "a_scale"));
+  KILN_RETURN_IF_ERROR(check_quant_scale(a_scale, 1, "a_scale", nullptr, ""));
+  KILN_ASSIGN_OR_RETURN(ValueType a_zero, required_input(args, 2, "a_zero_point"));
+  KILN_RETURN_IF_ERROR(
+      check_quant_zero_point(a_zero, 2, "a_zero_point", a.dtype, "input 0 'a'", &rows, "row of a"));
+  KILN_ASSIGN_OR_RETURN(ValueType b_scale, required_input(args, 4, "b_scale"));
+  KILN_RETURN_IF_ERROR(check_quant_scale(b_scale, 4, "b_scale", &cols, "column of b"));
+  KILN_ASSIGN_OR_RETURN(ValueType b_zero, required_input(args, 5, "b_zero_point"));
+  KILN_RETURN_IF_ERROR(check_quant_zero_point(b_zero, 5, "b_zero_point", b.dtype, "input 3 'b'",
+                                              &cols, "column of b"));
+  KILN_ASSIGN_OR_RETURN(ValueType y_scale, required_input(args, 6, "y_scale"));
+  KILN_RETURN_IF_ERROR(check_quant_scale(y_scale, 6, "y_scale", nullptr, ""));
+  KILN_ASSIGN_OR_RETURN(ValueType y_zero, required_input(args, 7, "y_zero_point"));
+  KILN_RETURN_IF_ERROR(check_dtype(y_zero, 7, "y_zero_point", {DType::kU8, DType::kI8}));
+  KILN_RETURN_IF_ERROR(
+      check_quant_zero_point(y_zero, 7, "y_zero_point", y_zero.dtype, "", nullptr, ""));
+  args.outputs = {ValueType{y_zero.dtype, std::move(out)}};
+  return ok_status();
+}
+
+class QLinearMatMulKernel : public Kernel {
+ public:
+  explicit QLinearMatMulKernel(MatmulDims d) : d_(std::move(d)) {}
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    const int64_t total = out[0].element_count();
+    const std::vector<int64_t> acc = matmul_integer_sums(d_, in[0], &in[2], in[3], &in[5], total);
+    const Requantization r =
+        make_requantization(in[1], in[4], in[6], in[7], nullptr, d_.n, /*inner=*/1);
+    requantize(r, acc.data(), out[0]);
+    return ok_status();
+  }
+
+ private:
+  MatmulDims d_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_qlinear_matmul(const MakeArgs& args) {
+  return std::unique_ptr<Kernel>(
+      std::make_unique<QLinearMatMulKernel>(matmul_dims(args.input_dims(0), args.input_dims(3))));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -749,7 +820,14 @@ void register_linalg_kernels(std::vector<OpDef>& table) {
                         .infer = infer_matmul,
                         .make = make_matmul,
                         .multiply_adds = matmul_multiply_adds});
-  table.push_back(OpDef{"MatMulInteger", infer_matmul_integer, make_matmul_integer});
+  table.push_back(OpDef{.op_type = "MatMulInteger",
+                        .infer = infer_matmul_integer,
+                        .make = make_matmul_integer,
+                        .multiply_adds = matmul_multiply_adds});
+  table.push_back(OpDef{.op_type = "QLinearMatMul",
+                        .infer = infer_qlinear_matmul,
+                        .make = make_qlinear_matmul,
+                        .multiply_adds = matmul_multiply_adds});
 }
 
 }  // namespace kiln::kernels

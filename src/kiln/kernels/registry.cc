@@ -23,6 +23,7 @@ void register_all(std::vector<OpDef>& table) {
   register_recurrent_kernels(table);
   register_signal_kernels(table);
   register_loss_kernels(table);
+  register_quantize_kernels(table);
 }
 
 }  // namespace kiln::kernels

@@ -1,7 +1,7 @@
 // Windowed ops over [N, C, spatial...] tensors: Conv (with kiln's fused residual and activation),
-// ConvInteger, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool and the global pools.
-// Windowed ops take 1 to 3 spatial dims, padded in front to 3 so one loop nest serves all; the
-// global pools take any rank >= 3.
+// ConvInteger, QLinearConv, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool and the
+// global pools. Windowed ops take 1 to 3 spatial dims, padded in front to 3 so one loop nest serves
+// all; the global pools take any rank >= 3.
 //
 // Batch invariance: every output element is reduced by one thread in a fixed order (input
 // channel, then kernel taps or input positions, row-major), whatever the batch size or thread
@@ -20,6 +20,7 @@
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/op_attributes.h"
+#include "kiln/kernels/quantize.h"
 
 namespace kiln::kernels {
 namespace {
@@ -97,12 +98,22 @@ struct ConvShape {
   Shape out;
 };
 
+// Where X and W are among the node's inputs (Conv: input 0 'X', input 1 'W'; ConvInteger: 'x',
+// 'w'; QLinearConv: input 0 'x', input 3 'w'), for the shape rule's errors and make's dims.
+struct ConvOperands {
+  std::string_view x = "X";
+  size_t w_index = 1;
+  std::string_view w = "W";
+};
+
 // The kernel dims of W ([M, C/group, k...]): must be constants.
-StatusOr<std::vector<int64_t>> weight_kernel(const ValueType& w) {
+StatusOr<std::vector<int64_t>> weight_kernel(const ValueType& w, const ConvOperands& names = {}) {
   std::vector<int64_t> kernel;
   for (size_t i = 2; i < w.shape.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(int64_t k,
-                          require_constant_dim(w.shape[i], fmt::format("input 1 'W' dim {}", i)));
+    KILN_ASSIGN_OR_RETURN(
+        int64_t k,
+        require_constant_dim(w.shape[i],
+                             fmt::format("{} dim {}", input_label(names.w_index, names.w), i)));
     kernel.push_back(k);
   }
   return kernel;
@@ -115,24 +126,26 @@ StatusOr<int64_t> read_group(const Attributes& attributes) {
 }
 
 StatusOr<ConvShape> infer_conv_shape(const Attributes& attributes, const ValueType& x,
-                                     const ValueType& w) {
-  KILN_RETURN_IF_ERROR(check_rank(w, 1, "W", static_cast<int64_t>(x.shape.size())));
+                                     const ValueType& w, const ConvOperands& names = {}) {
+  const std::string w_label = input_label(names.w_index, names.w);
+  KILN_RETURN_IF_ERROR(check_rank(w, names.w_index, names.w, static_cast<int64_t>(x.shape.size())));
   ConvShape s;
   KILN_ASSIGN_OR_RETURN(s.group, read_group(attributes));
   WindowOptions options;
-  KILN_ASSIGN_OR_RETURN(options.kernel_from_weights, weight_kernel(w));
+  KILN_ASSIGN_OR_RETURN(options.kernel_from_weights, weight_kernel(w, names));
   KILN_ASSIGN_OR_RETURN(s.geometry, parse_window_geometry(attributes, x.shape.size() - 2, options));
   const DimExpr& out_channels = w.shape[0];
   KILN_RETURN_IF_ERROR(check_dims_equal(
       x.shape[1], w.shape[1] * DimExpr(s.group),
-      fmt::format("input 0 'X' dim 1 (channels; input 1 'W' dim 1 {} * attribute 'group' {})",
-                  w.shape[1].to_string(), s.group)));
+      fmt::format("{} dim 1 (channels; {} dim 1 {} * attribute 'group' {})",
+                  input_label(0, names.x), w_label, w.shape[1].to_string(), s.group)));
   if (s.group > 1) {
     KILN_ASSIGN_OR_RETURN(
-        int64_t m, require_constant_dim(out_channels, "input 1 'W' dim 0 (output channels)"));
+        int64_t m,
+        require_constant_dim(out_channels, fmt::format("{} dim 0 (output channels)", w_label)));
     if (m % s.group != 0) {
       return invalid_argument(
-          "input 1 'W' dim 0 (output channels) = {} must be divisible by attribute 'group' = {}", m,
+          "{} dim 0 (output channels) = {} must be divisible by attribute 'group' = {}", w_label, m,
           s.group);
     }
   }
@@ -207,7 +220,7 @@ Status infer_conv_integer(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_spatial_input(x, "x"));
   KILN_ASSIGN_OR_RETURN(ValueType w, required_input(args, 1, "w"));
   KILN_RETURN_IF_ERROR(check_dtype(w, 1, "w", {DType::kU8, DType::kI8}));
-  KILN_ASSIGN_OR_RETURN(ConvShape s, infer_conv_shape(args.attributes, x, w));
+  KILN_ASSIGN_OR_RETURN(ConvShape s, infer_conv_shape(args.attributes, x, w, {"x", 1, "w"}));
   if (const ValueType* z = optional_input(args, 2)) {
     KILN_RETURN_IF_ERROR(check_same_dtype(*z, 2, "x_zero_point", x.dtype, "input 0 'x'"));
     KILN_RETURN_IF_ERROR(check_zero_point(*z, 2, "x_zero_point", nullptr));
@@ -226,9 +239,9 @@ struct ConvDims {
   FusedActivation activation;  // Conv only
 };
 
-StatusOr<ConvDims> make_conv_dims(const MakeArgs& args) {
+StatusOr<ConvDims> make_conv_dims(const MakeArgs& args, size_t w_index = 1) {
   const ConcreteShape x = args.input_dims(0);
-  const ConcreteShape w = args.input_dims(1);
+  const ConcreteShape w = args.input_dims(w_index);
   const ConcreteShape y = args.output_dims(0);
   KILN_ASSIGN_OR_RETURN(ConvAttributes a, read_conv_attributes(args.attributes, x, w));
   ConvDims d;
@@ -342,17 +355,26 @@ StatusOr<std::unique_ptr<Kernel>> make_conv(const MakeArgs& args) {
   return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(std::move(dims), activation));
 }
 
+// The exact integer accumulators of ConvInteger and QLinearConv: sum of (x - x_zero_point) *
+// (w - w_zero_point) (padding contributes 0, as if padded with the zero point).
+std::vector<int64_t> conv_integer_sums(const ConvDims& d, const ConstBuffer& x,
+                                       const ConstBuffer* x_zero, const ConstBuffer& w,
+                                       const ConstBuffer* w_zero, int64_t total) {
+  const std::vector<int64_t> xc = centered(x, x_zero, 1);
+  const std::vector<int64_t> wc = centered(w, w_zero, d.c_per_group * d.grid.kernel_volume());
+  std::vector<int64_t> y(static_cast<size_t>(total));
+  conv_core<int64_t>(d, xc.data(), wc.data(), y.data());
+  return y;
+}
+
 class ConvIntegerKernel : public Kernel {
  public:
   explicit ConvIntegerKernel(ConvDims dims) : d_(std::move(dims)) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     const ConstBuffer* xz = in.size() > 2 ? &in[2] : nullptr;
     const ConstBuffer* wz = in.size() > 3 ? &in[3] : nullptr;
-    const std::vector<int64_t> x = centered(in[0], xz, 1);
-    const std::vector<int64_t> w = centered(in[1], wz, d_.c_per_group * d_.grid.kernel_volume());
     const int64_t total = out[0].element_count();
-    std::vector<int64_t> y(static_cast<size_t>(total));
-    conv_core<int64_t>(d_, x.data(), w.data(), y.data());
+    const std::vector<int64_t> y = conv_integer_sums(d_, in[0], xz, in[1], wz, total);
     int32_t* dst = out[0].as<int32_t>();
     for (int64_t i = 0; i < total; ++i) dst[i] = static_cast<int32_t>(y[i]);
     return ok_status();
@@ -365,6 +387,68 @@ class ConvIntegerKernel : public Kernel {
 StatusOr<std::unique_ptr<Kernel>> make_conv_integer(const MakeArgs& args) {
   KILN_ASSIGN_OR_RETURN(ConvDims dims, make_conv_dims(args));
   return std::unique_ptr<Kernel>(std::make_unique<ConvIntegerKernel>(std::move(dims)));
+}
+
+// QLinearConv: x (0), x_scale (1), x_zero_point (2), w (3), w_scale (4), w_zero_point (5),
+// y_scale (6), y_zero_point (7), B (8, optional i32 [M]). ConvInteger's sums, plus the bias,
+// requantized (quantize.h) to y_zero_point's dtype. w_scale and w_zero_point are per tensor or
+// per output channel; the others per tensor.
+Status infer_qlinear_conv(InferArgs& args) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(
+      args.attributes, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  KILN_RETURN_IF_ERROR(check_arity(args, 8, 9));
+  KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "x"));
+  KILN_RETURN_IF_ERROR(check_dtype(x, 0, "x", {DType::kU8, DType::kI8}));
+  KILN_RETURN_IF_ERROR(check_spatial_input(x, "x"));
+  KILN_ASSIGN_OR_RETURN(ValueType w, required_input(args, 3, "w"));
+  KILN_RETURN_IF_ERROR(check_dtype(w, 3, "w", {DType::kU8, DType::kI8}));
+  KILN_ASSIGN_OR_RETURN(ConvShape s, infer_conv_shape(args.attributes, x, w, {"x", 3, "w"}));
+  const DimExpr& m = w.shape[0];
+  KILN_ASSIGN_OR_RETURN(ValueType x_scale, required_input(args, 1, "x_scale"));
+  KILN_RETURN_IF_ERROR(check_quant_scale(x_scale, 1, "x_scale", nullptr, ""));
+  KILN_ASSIGN_OR_RETURN(ValueType x_zero, required_input(args, 2, "x_zero_point"));
+  KILN_RETURN_IF_ERROR(
+      check_quant_zero_point(x_zero, 2, "x_zero_point", x.dtype, "input 0 'x'", nullptr, ""));
+  KILN_ASSIGN_OR_RETURN(ValueType w_scale, required_input(args, 4, "w_scale"));
+  KILN_RETURN_IF_ERROR(check_quant_scale(w_scale, 4, "w_scale", &m, "output channel"));
+  KILN_ASSIGN_OR_RETURN(ValueType w_zero, required_input(args, 5, "w_zero_point"));
+  KILN_RETURN_IF_ERROR(check_quant_zero_point(w_zero, 5, "w_zero_point", w.dtype, "input 3 'w'", &m,
+                                              "output channel"));
+  KILN_ASSIGN_OR_RETURN(ValueType y_scale, required_input(args, 6, "y_scale"));
+  KILN_RETURN_IF_ERROR(check_quant_scale(y_scale, 6, "y_scale", nullptr, ""));
+  KILN_ASSIGN_OR_RETURN(ValueType y_zero, required_input(args, 7, "y_zero_point"));
+  KILN_RETURN_IF_ERROR(check_dtype(y_zero, 7, "y_zero_point", {DType::kU8, DType::kI8}));
+  KILN_RETURN_IF_ERROR(
+      check_quant_zero_point(y_zero, 7, "y_zero_point", y_zero.dtype, "", nullptr, ""));
+  if (const ValueType* b = optional_input(args, 8)) {
+    KILN_RETURN_IF_ERROR(check_dtype(*b, 8, "B", {DType::kI32}));
+    KILN_RETURN_IF_ERROR(check_rank(*b, 8, "B", 1));
+    KILN_RETURN_IF_ERROR(check_dims_equal(b->shape[0], m, "input 8 'B' dim 0 (input 3 'w' dim 0)"));
+  }
+  args.outputs = {ValueType{y_zero.dtype, std::move(s.out)}};
+  return ok_status();
+}
+
+class QLinearConvKernel : public Kernel {
+ public:
+  explicit QLinearConvKernel(ConvDims dims) : d_(std::move(dims)) {}
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    const int64_t total = out[0].element_count();
+    const std::vector<int64_t> acc = conv_integer_sums(d_, in[0], &in[2], in[3], &in[5], total);
+    const ConstBuffer* bias = in.size() > 8 ? &in[8] : nullptr;
+    const Requantization r =
+        make_requantization(in[1], in[4], in[6], in[7], bias, d_.out_channels, d_.grid.out_plane());
+    requantize(r, acc.data(), out[0]);
+    return ok_status();
+  }
+
+ private:
+  ConvDims d_;
+};
+
+StatusOr<std::unique_ptr<Kernel>> make_qlinear_conv(const MakeArgs& args) {
+  KILN_ASSIGN_OR_RETURN(ConvDims dims, make_conv_dims(args, 3));
+  return std::unique_ptr<Kernel>(std::make_unique<QLinearConvKernel>(std::move(dims)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -970,9 +1054,11 @@ StatusOr<std::unique_ptr<Kernel>> make_global_pool(const MakeArgs& args) {
 
 // Multiply-adds: Conv, every output element over W's [C/group, k...]; ConvTranspose, every
 // input element into W's [M/group, k...].
+// Conv and ConvInteger have W at input 1, QLinearConv at input 3.
+template <size_t WIndex>
 double conv_multiply_adds(const Attributes&, std::span<const ConcreteShape* const> in,
                           std::span<const ConcreteShape* const> out) {
-  const ConcreteShape* w = dims_at(in, 1);
+  const ConcreteShape* w = dims_at(in, WIndex);
   const ConcreteShape* y = dims_at(out, 0);
   if (w == nullptr || y == nullptr || w->size() < 2) return 0;
   return product_as_double(*y) * product_as_double(std::span(*w).subspan(1));
@@ -991,8 +1077,15 @@ void register_spatial_kernels(std::vector<OpDef>& table) {
   table.push_back(OpDef{.op_type = "Conv",
                         .infer = infer_conv,
                         .make = make_conv,
-                        .multiply_adds = conv_multiply_adds});
-  table.push_back(OpDef{"ConvInteger", infer_conv_integer, make_conv_integer});
+                        .multiply_adds = conv_multiply_adds<1>});
+  table.push_back(OpDef{.op_type = "ConvInteger",
+                        .infer = infer_conv_integer,
+                        .make = make_conv_integer,
+                        .multiply_adds = conv_multiply_adds<1>});
+  table.push_back(OpDef{.op_type = "QLinearConv",
+                        .infer = infer_qlinear_conv,
+                        .make = make_qlinear_conv,
+                        .multiply_adds = conv_multiply_adds<3>});
   table.push_back(OpDef{.op_type = "ConvTranspose",
                         .infer = infer_conv_transpose,
                         .make = make_conv_transpose,

@@ -2,6 +2,9 @@
 //   simplify        drop Identity and inference-mode Dropout
 //   canonicalize    resolve auto_pad into explicit pads on Conv and pooling ops, so that backends
 //                   see one form
+//   fuse_qdq        QuantizeLinear(Conv or MatMul of DequantizeLinear'd activation and weights)
+//                   becomes QLinearConv or QLinearMatMul (QDQ models run the int8 kernels); before
+//                   fold_constants, which would fold the weights' DequantizeLinear
 //   fold_constants  evaluate nodes whose inputs are all constants (reference evaluator), and
 //                   make integer values that shape inference knows (Shape of a static tensor)
 //                   constants. Folding never changes bits between a module with dims bound (or a
@@ -28,6 +31,7 @@ namespace kiln::passes {
 
 StatusOr<int> simplify(ir::Graph& graph);
 StatusOr<int> canonicalize(ir::Graph& graph);
+StatusOr<int> fuse_qdq(ir::Graph& graph);
 StatusOr<int> fold_constants(ir::Graph& graph);
 StatusOr<int> fold_batchnorm(ir::Graph& graph);
 StatusOr<int> fuse_conv(ir::Graph& graph);

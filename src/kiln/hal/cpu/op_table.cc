@@ -25,6 +25,8 @@ constexpr std::array kFastPaths = {
     OpPath{"MatMul", check_matmul, build_matmul},
     OpPath{"MaxPool", check_pool, build_pool},
     OpPath{"Mul", check_binary, build_binary},
+    OpPath{"QLinearConv", check_qlinear_conv, build_qlinear_conv},
+    OpPath{"QLinearMatMul", check_qlinear_matmul, build_qlinear_matmul},
     OpPath{"RNN", check_recurrent, build_recurrent},
     OpPath{"Relu", check_eltwise, build_eltwise},
     OpPath{"Reshape", check_reshape, build_reshape},

@@ -53,6 +53,10 @@ Status check_gemm(const OpReader& op);
 Status build_gemm(ProgramBuilder& b);
 Status check_matmul(const OpReader& op);
 Status build_matmul(ProgramBuilder& b);
+Status check_qlinear_conv(const OpReader& op);  // qlinear_op.cc: oneDNN int8
+Status build_qlinear_conv(ProgramBuilder& b);
+Status check_qlinear_matmul(const OpReader& op);
+Status build_qlinear_matmul(ProgramBuilder& b);
 Status check_softmax(const OpReader& op);
 Status build_softmax(ProgramBuilder& b);
 Status check_reshape(const OpReader& op);  // Reshape and Flatten

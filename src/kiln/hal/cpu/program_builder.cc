@@ -128,6 +128,16 @@ StatusOr<BufferRef> ProgramBuilder::input_as(int32_t v, const dnnl_desc& want,
   return t;
 }
 
+StatusOr<BufferRef> ProgramBuilder::constant_as(int32_t v, const dnnl_desc& source,
+                                                const dnnl_desc& target) {
+  const Tensor* c = constant(v);
+  if (c == nullptr) return internal_error("value '{}' is not a constant", spec_.values[v].name);
+  KILN_ASSIGN_OR_RETURN(auto reordered, device_->weights.get(*c, source, target, engine()));
+  std::byte* data = reordered->data();
+  held_constants_.push_back(std::move(reordered));
+  return BufferRef::at(data);
+}
+
 StatusOr<BufferRef> ProgramBuilder::constant_transformed(int32_t v, const dnnl_desc& source,
                                                          const dnnl_desc& target,
                                                          const WeightCache::Transform& transform) {

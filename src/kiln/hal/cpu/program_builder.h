@@ -64,6 +64,9 @@ class ProgramBuilder {
   // it reads the stored data type.
   StatusOr<BufferRef> input_as(int32_t v, const dnnl_desc& want,
                                const std::optional<dnnl_desc>& view = std::nullopt);
+  // Constant `v` of any dtype (its plain bytes read as `source`, e.g. s8 conv weights) in layout
+  // `target`, reordered once per device (WeightCache::get).
+  StatusOr<BufferRef> constant_as(int32_t v, const dnnl_desc& source, const dnnl_desc& target);
   // Constant `v` (plain, read as `source`) in a kernel's own packing `target` (see
   // WeightCache::get_transformed), computed once per device and held by the executable.
   StatusOr<BufferRef> constant_transformed(int32_t v, const dnnl_desc& source,
