@@ -1,5 +1,6 @@
 #include "kiln/compiler/emit.h"
 
+#include <memory>
 #include <set>
 
 namespace kiln::compiler {
@@ -76,6 +77,15 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
     dispatch.attributes = node.attributes;
     dispatch.origins = node.origins;
     dispatch.data_symbols = node.data_symbols;
+    for (size_t b = 0; b < node.bodies.size(); ++b) {
+      auto body = emit_module(*node.bodies[b]);
+      if (!body.ok()) {
+        return std::move(body).status().with_note(
+            fmt::format("in body {} of {}", b, node.describe()));
+      }
+      dispatch.bodies.push_back(
+          std::make_shared<const module::ModuleContents>(std::move(body).value()));
+    }
     contents.dispatches.push_back(std::move(dispatch));
   }
   KILN_RETURN_IF_ERROR(module::verify_contents(contents));

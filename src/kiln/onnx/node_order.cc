@@ -51,9 +51,32 @@ std::string describe_cycle(const onnx::GraphProto& graph,
   return text;
 }
 
+// The names a node's subgraphs (Loop, Scan and If bodies, recursively) read: values of the graphs
+// around them that the node depends on without listing them as inputs.
+void subgraph_reads(const onnx::NodeProto& node, std::vector<std::string>& names) {
+  auto visit = [&](const onnx::GraphProto& graph) {
+    for (const onnx::NodeProto& inner : graph.node()) {
+      names.insert(names.end(), inner.input().begin(), inner.input().end());
+      subgraph_reads(inner, names);
+    }
+    for (const auto& output : graph.output()) names.push_back(output.name());
+  };
+  for (const onnx::AttributeProto& attribute : node.attribute()) {
+    if (attribute.has_g()) visit(attribute.g());
+    for (const onnx::GraphProto& graph : attribute.graphs()) visit(graph);
+  }
+}
+
 }  // namespace
 
 Status sort_nodes_topologically(onnx::GraphProto& graph) {
+  for (onnx::NodeProto& node : *graph.mutable_node()) {
+    for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
+      if (attribute.has_g()) KILN_RETURN_IF_ERROR(sort_nodes_topologically(*attribute.mutable_g()));
+      for (onnx::GraphProto& body : *attribute.mutable_graphs())
+        KILN_RETURN_IF_ERROR(sort_nodes_topologically(body));
+    }
+  }
   const int count = graph.node_size();
   std::unordered_map<std::string, int> producer;
   for (int i = 0; i < count; ++i) {
@@ -66,9 +89,11 @@ Status sort_nodes_topologically(onnx::GraphProto& graph) {
   bool in_order = true;
   for (int i = 0; i < count; ++i) {
     std::vector<int> deps;
-    for (const std::string& input : graph.node(i).input()) {
+    std::vector<std::string> reads(graph.node(i).input().begin(), graph.node(i).input().end());
+    subgraph_reads(graph.node(i), reads);
+    for (const std::string& input : reads) {
       auto it = producer.find(input);
-      if (!input.empty() && it != producer.end()) deps.push_back(it->second);
+      if (!input.empty() && it != producer.end() && it->second != i) deps.push_back(it->second);
     }
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());

@@ -88,6 +88,11 @@ Status check_nodes_before_conversion(const onnx::GraphProto& graph, int64_t opse
     KILN_RETURN_IF_ERROR(
         count_error("output", node.output_size(), schema->min_output(), schema->max_output()));
     KILN_RETURN_IF_ERROR(check_attributes(node, i));
+    // Bodies (Loop, Scan, If) are converted with the model: their nodes are checked alike.
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.has_g())
+        KILN_RETURN_IF_ERROR(check_nodes_before_conversion(attribute.g(), opset));
+    }
   }
   return ok_status();
 }

@@ -8,10 +8,17 @@ namespace kiln::runtime {
 std::vector<Stage> plan_stages(const module::ModuleContents& module) {
   const auto dispatch_count = static_cast<int32_t>(module.dispatches.size());
   std::vector<Stage> stages(1);
+  auto is_control = [&](int32_t d) { return !module.dispatches[d].bodies.empty(); };
   for (int32_t d = 0; d < dispatch_count; ++d) {
-    if (!module.dispatches[d].data_symbols.empty() && d > 0) {
+    const bool starts =
+        !module.dispatches[d].data_symbols.empty() || is_control(d) || (d > 0 && is_control(d - 1));
+    if (starts && d > 0) {
       stages.back().end = d;
       stages.emplace_back().first = d;
+    }
+    if (is_control(d)) {
+      stages.back().control = true;
+      continue;
     }
     stages.back().binds_data =
         stages.back().binds_data ||
