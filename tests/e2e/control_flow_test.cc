@@ -330,13 +330,13 @@ TEST(ControlFlow, LargeIfRunsOnlyTheTakenBranch) {
   std::shared_ptr<std::vector<std::string>> prepared;
   auto session = open(*compiled, &prepared);
   CountingObserver observer;
-  auto out = session->run({boolean(true), f32({2}, {1, -3})}, &observer);
+  auto out = session->run(std::vector<Tensor>{boolean(true), f32({2}, {1, -3})}, &observer);
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_EQ(floats((*out)[0]), (std::vector<float>{10, 6}));
   EXPECT_EQ(observer.seen, std::vector<int32_t>{0});
   EXPECT_EQ(*prepared, std::vector<std::string>(9, "Add")) << "only the then branch is prepared";
   prepared->clear();
-  out = session->run({boolean(false), f32({2}, {1, -3})});
+  out = session->run(std::vector<Tensor>{boolean(false), f32({2}, {1, -3})});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_EQ(floats((*out)[0]), (std::vector<float>{512, -1536}));
   EXPECT_EQ(*prepared, std::vector<std::string>(9, "Mul")) << "only the else branch is prepared";
@@ -394,11 +394,11 @@ TEST(ControlFlow, BadTripCountsAreErrorsNamingTheDispatch) {
   auto compiled = compile(counting_loop(false));
   ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
   auto session = open(*compiled);
-  auto negative = session->run({i64(-1), f32({1}, {0})});
+  auto negative = session->run(std::vector<Tensor>{i64(-1), f32({1}, {0})});
   ASSERT_FALSE(negative.ok());
   EXPECT_THAT(negative.status().message(), HasSubstr("the trip count M is -1; it must be >= 0"));
   EXPECT_THAT(negative.status().message(), HasSubstr("(Loop)"));
-  auto huge = session->run({i64(int64_t{1} << 40), f32({1}, {0})});
+  auto huge = session->run(std::vector<Tensor>{i64(int64_t{1} << 40), f32({1}, {0})});
   ASSERT_FALSE(huge.ok());
   EXPECT_THAT(huge.status().message(), HasSubstr("over kiln's limit of 2147483648 iterations"));
   // The reference says the same.

@@ -16,6 +16,12 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
       if (dim.is_symbol()) bindable.insert(dim.symbols()[0]);
     }
   }
+  // A body input may hold symbols as its elements (Loop's iteration number): bound from its data.
+  for (ir::ValueId in : graph.inputs()) {
+    for (const DimExpr& element : graph.value(in).dim_values) {
+      if (element.is_symbol()) bindable.insert(element.symbols()[0]);
+    }
+  }
   contents.symbols.assign(bindable.begin(), bindable.end());
   for (const ir::Node& node : graph.nodes()) {
     for (const std::string& symbol : node.data_symbols) {
@@ -53,7 +59,9 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
       out.kind = module::ValueKind::kIntermediate;
     }
     // A fraction (int(S * 0.5) before its Floor) is left to the kernels: known values are whole.
-    if (!value.constant && !is_input[v] && value.dim_values_denominator == 1) {
+    bool symbol_elements = !value.dim_values.empty();
+    for (const DimExpr& d : value.dim_values) symbol_elements = symbol_elements && d.is_symbol();
+    if (!value.constant && (!is_input[v] || symbol_elements) && value.dim_values_denominator == 1) {
       bool all_bindable = true;
       for (const DimExpr& d : value.dim_values) {
         for (const std::string& symbol : d.symbols())

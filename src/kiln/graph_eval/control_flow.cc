@@ -72,6 +72,9 @@ class BodyInference {
     return d;
   }
 
+  // Gives body 0's first input (Loop's iteration number) the value `symbol`.
+  void set_iteration(const DimExpr& symbol) { iteration_ = symbol; }
+
   DimExpr data() {
     data_symbols_.push_back(data_symbol_name(name_, data_symbols_.size()));
     return DimExpr::symbol(data_symbols_.back());
@@ -88,6 +91,11 @@ class BodyInference {
       v.dtype = types[i].dtype;
       v.shape = types[i].shape;
       v.dim_values.clear();
+    }
+    // Loop's iteration number is known as a symbol of the body, bound from its value each time
+    // the body runs: shape computations on it (Slice at i) stay expressions.
+    if (iteration_ && b == 0 && !types.empty()) {
+      body.value(body.inputs()[0]).dim_values = {*iteration_};
     }
     body.opset = graph_.opset;
     Status status = infer_graph(body, registry_);
@@ -174,6 +182,7 @@ class BodyInference {
   std::string name_;
   std::set<std::string> outer_, fresh_;
   std::vector<std::string> data_symbols_;
+  std::optional<DimExpr> iteration_;
 };
 
 StatusOr<size_t> captures_of(const ir::Node& node, size_t formal_min) {
@@ -216,6 +225,7 @@ Status infer_loop(BodyInference& inference) {
   }
   KILN_RETURN_IF_ERROR(inference.check_output_count(0, 1 + carried + scans));
   std::vector<ValueType> types{{DType::kI64, {}}, {DType::kBool, {}}};
+  inference.set_iteration(inference.fresh("iteration"));
   for (size_t i = 2; i < node.inputs.size(); ++i) {
     ValueType type = inference.input_type(i);
     type.shape = inference.general(type.shape, fmt::format("in{}", i));

@@ -147,6 +147,28 @@ StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
       }
     }
   }
+  // An input whose elements are symbols (a body's iteration number) binds them from its data.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const module::ModuleValue& expected = module.values[module.inputs[i]];
+    if (expected.known_values.empty()) continue;
+    if (inputs[i].element_count() != static_cast<int64_t>(expected.known_values.size()) ||
+        !(is_integer(inputs[i].dtype()) || inputs[i].dtype() == DType::kBool)) {
+      return invalid_argument("input {} '{}': expected {} integer elements, got {} {}", i,
+                              expected.name, expected.known_values.size(),
+                              dtype_name(inputs[i].dtype()), shape_to_string(inputs[i].shape()));
+    }
+    for (size_t e = 0; e < expected.known_values.size(); ++e) {
+      const int64_t got = element_as_int64(inputs[i], static_cast<int64_t>(e));
+      const DimExpr& element = expected.known_values[e];
+      if (element.is_symbol()) {
+        auto [it, inserted] = bindings.emplace(element.symbols()[0], got);
+        if (!inserted && it->second != got) {
+          return invalid_argument("input {} '{}' element {} is {}, but symbol '{}' is {}", i,
+                                  expected.name, e, got, it->first, it->second);
+        }
+      }
+    }
+  }
   for (const std::string& symbol : module.symbols) {
     if (!bindings.count(symbol))
       return invalid_argument("symbol '{}' is not set by any input", symbol);
@@ -193,10 +215,12 @@ RunState::~RunState() = default;
 StatusOr<RunState::Prepared*> RunState::prepare(size_t stage_index, const Bindings& all_bindings) {
   const auto& module = *context_.module;
   const std::vector<Stage>& stages = *context_.stages;
-  // Symbols bound by later stages do not change this stage's plan.
-  PlanKey key(stage_index, all_bindings);
-  for (size_t d = stages[stage_index].end; d < module.dispatches.size(); ++d) {
-    for (const std::string& symbol : module.dispatches[d].data_symbols) key.second.erase(symbol);
+  // The plan depends only on the symbols its values and dispatches use (not on those of later
+  // stages, nor on a body's iteration number where no shape uses it).
+  PlanKey key(stage_index, {});
+  for (const std::string& symbol : stages[stage_index].symbols) {
+    auto bound = all_bindings.find(symbol);
+    if (bound != all_bindings.end()) key.second.insert(*bound);
   }
   if (Prepared* held = plans_.find(key)) return held;
   const Bindings& bindings = key.second;

@@ -56,11 +56,23 @@ std::vector<Stage> plan_stages(const module::ModuleContents& module) {
     stages[s].inputs.assign(inputs.begin(), inputs.end());
   }
   for (size_t s = 0; s < stages.size(); ++s) {
+    std::set<std::string> symbols;
     for (int32_t v : stages[s].values) {
       if (produced_in[v] == static_cast<int32_t>(s) && (crosses[v] || is_graph_output[v])) {
         stages[s].outputs.push_back(v);
       }
+      for (const DimExpr& d : module.values[v].shape) {
+        for (std::string& symbol : d.symbols()) symbols.insert(std::move(symbol));
+      }
+      for (const DimExpr& d : module.values[v].known_values) {
+        for (std::string& symbol : d.symbols()) symbols.insert(std::move(symbol));
+      }
     }
+    for (int32_t d = stages[s].first; d < stages[s].end; ++d) {
+      symbols.insert(module.dispatches[d].data_symbols.begin(),
+                     module.dispatches[d].data_symbols.end());
+    }
+    stages[s].symbols.assign(symbols.begin(), symbols.end());
   }
   return stages;
 }

@@ -28,6 +28,9 @@ struct Stage {
   std::vector<int32_t> outputs;
   // Whether `first` binds data symbols before the stage is planned.
   bool binds_data = false;
+  // The symbols the stage's plan depends on: those of its values' dims and known values and of
+  // its dispatches' data sizes, sorted. Its plan is keyed by their values alone.
+  std::vector<std::string> symbols;
   // Whether the stage is one control-flow dispatch, run through its bodies rather than prepared.
   bool control = false;
 };
