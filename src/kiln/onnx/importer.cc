@@ -12,6 +12,7 @@
 
 #include "kiln/onnx/graph_builder.h"
 #include "kiln/onnx/inline_if.h"
+#include "kiln/onnx/legacy_scan.h"
 #include "kiln/onnx/node_order.h"
 #include "kiln/onnx/opset_upgrade.h"
 
@@ -146,6 +147,7 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
           input.name());
     }
   }
+  KILN_RETURN_IF_ERROR(spell_out_legacy_scan(*model.mutable_graph(), opset));
   spell_out_legacy_axis_ops(model, opset);
   if (opset < options.target_opset) {
     // The converter round-trips through ONNX's in-memory IR, which drops external-data

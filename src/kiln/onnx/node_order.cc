@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,19 +52,34 @@ std::string describe_cycle(const onnx::GraphProto& graph,
   return text;
 }
 
-// The names a node's subgraphs (Loop, Scan and If bodies, recursively) read: values of the graphs
-// around them that the node depends on without listing them as inputs.
+void subgraph_reads(const onnx::NodeProto& node, std::vector<std::string>& names);
+
+// The names `graph` reads (its nodes' inputs and its outputs, its subgraphs' reads included)
+// that it does not define itself: values of the graphs around it.
+void outer_reads(const onnx::GraphProto& graph, std::vector<std::string>& names) {
+  std::set<std::string> defined;
+  for (const auto& input : graph.input()) defined.insert(input.name());
+  for (const auto& tensor : graph.initializer()) defined.insert(tensor.name());
+  for (const onnx::NodeProto& node : graph.node()) {
+    defined.insert(node.output().begin(), node.output().end());
+  }
+  std::vector<std::string> reads;
+  for (const onnx::NodeProto& node : graph.node()) {
+    reads.insert(reads.end(), node.input().begin(), node.input().end());
+    subgraph_reads(node, reads);
+  }
+  for (const auto& output : graph.output()) reads.push_back(output.name());
+  for (std::string& name : reads) {
+    if (!defined.count(name)) names.push_back(std::move(name));
+  }
+}
+
+// The outer values a node's subgraphs (Loop, Scan and If bodies, recursively) read: the node
+// depends on them without listing them as inputs.
 void subgraph_reads(const onnx::NodeProto& node, std::vector<std::string>& names) {
-  auto visit = [&](const onnx::GraphProto& graph) {
-    for (const onnx::NodeProto& inner : graph.node()) {
-      names.insert(names.end(), inner.input().begin(), inner.input().end());
-      subgraph_reads(inner, names);
-    }
-    for (const auto& output : graph.output()) names.push_back(output.name());
-  };
   for (const onnx::AttributeProto& attribute : node.attribute()) {
-    if (attribute.has_g()) visit(attribute.g());
-    for (const onnx::GraphProto& graph : attribute.graphs()) visit(graph);
+    if (attribute.has_g()) outer_reads(attribute.g(), names);
+    for (const onnx::GraphProto& graph : attribute.graphs()) outer_reads(graph, names);
   }
 }
 
@@ -89,9 +105,14 @@ Status sort_nodes_topologically(onnx::GraphProto& graph) {
   bool in_order = true;
   for (int i = 0; i < count; ++i) {
     std::vector<int> deps;
-    std::vector<std::string> reads(graph.node(i).input().begin(), graph.node(i).input().end());
-    subgraph_reads(graph.node(i), reads);
-    for (const std::string& input : reads) {
+    for (const std::string& input : graph.node(i).input()) {
+      auto it = producer.find(input);
+      if (!input.empty() && it != producer.end()) deps.push_back(it->second);
+    }
+    // A body reading the node's own output is refused later (not a value before the node).
+    std::vector<std::string> body_reads;
+    subgraph_reads(graph.node(i), body_reads);
+    for (const std::string& input : body_reads) {
       auto it = producer.find(input);
       if (!input.empty() && it != producer.end() && it->second != i) deps.push_back(it->second);
     }
