@@ -217,6 +217,44 @@ TEST(ControlFlow, LoopTripCountComesFromAnInputAtRunTime) {
   }
 }
 
+TEST(ControlFlow, LoopShapesAreInferredOverSymbolicDims) {
+  // Loop(M, x[N,4]): x += 1, scan output x after each. Unchanged dims keep the outer symbol; the
+  // iteration count is the Loop's data-dependent size.
+  ModelBuilder m;
+  m.input("M", kInt64, {});
+  m.input("x", kFloat, {std::string("N"), int64_t{4}});
+  Body body;
+  body.input("i");
+  body.input("cond_in");
+  body.input("x_in");
+  body.builder.initializer("one", {}, {1});
+  body.node("Add", {"x_in", "one"}, {"x_out"});
+  body.node("Identity", {"x_out"}, {"scan"});
+  body.node("Identity", {"cond_in"}, {"cond_out"});
+  body.output("cond_out");
+  body.output("x_out");
+  body.output("scan");
+  set_body(m.node("Loop", {"M", "", "x"}, {"x_final", "xs"}, "loop"), "body", body);
+  m.output("x_final");
+  m.output("xs");
+  auto compiled = compile(m);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  const ir::Graph& g = compiled->graph;
+  ASSERT_EQ(g.nodes().size(), 1u);
+  ASSERT_EQ(g.nodes()[0].data_symbols, std::vector<std::string>{"loop.size0"});
+  EXPECT_EQ(shape_to_string(g.value(g.outputs()[0]).shape), "[N,4]");
+  EXPECT_EQ(shape_to_string(g.value(g.outputs()[1]).shape), "[loop.size0,N,4]");
+  // The body's inputs: the iteration number holds its symbol; x keeps [N,4].
+  const ir::Graph& loop_body = *g.nodes()[0].bodies[0];
+  EXPECT_EQ(loop_body.value(loop_body.inputs()[0]).dim_values.at(0).to_string(), "loop.iteration");
+  EXPECT_EQ(shape_to_string(loop_body.value(loop_body.inputs()[2]).shape), "[N,4]");
+  auto session = open(*compiled);
+  auto out = run_checked(*session, g, {i64(3), f32({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7})});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(floats(out[0]), (std::vector<float>{3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(out[1].shape(), (ConcreteShape{3, 2, 4}));
+}
+
 TEST(ControlFlow, LoopConditionComputedByTheBodyStopsEarly) {
   auto compiled = compile(counting_loop(true));
   ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
