@@ -33,6 +33,8 @@ void report_target_fallbacks(const std::string& target, const module::ModuleCont
   std::vector<std::string> lines;
   for (size_t d = 0; d < contents.dispatches.size(); ++d) {
     const module::Dispatch& dispatch = contents.dispatches[d];
+    // Control flow runs on the host; its bodies' dispatches are not listed here.
+    if (!dispatch.bodies.empty()) continue;
     std::string reason = (*device)->fallback_reason_for_op(dispatch.op_type);
     if (reason.empty()) continue;
     lines.push_back(

@@ -1,5 +1,6 @@
 #include "kiln/compiler/emit.h"
 
+#include <memory>
 #include <set>
 
 namespace kiln::compiler {
@@ -13,6 +14,12 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
   for (ir::ValueId in : graph.inputs()) {
     for (const DimExpr& dim : graph.value(in).shape) {
       if (dim.is_symbol()) bindable.insert(dim.symbols()[0]);
+    }
+  }
+  // A body input may hold symbols as its elements (Loop's iteration number): bound from its data.
+  for (ir::ValueId in : graph.inputs()) {
+    for (const DimExpr& element : graph.value(in).dim_values) {
+      if (element.is_symbol()) bindable.insert(element.symbols()[0]);
     }
   }
   contents.symbols.assign(bindable.begin(), bindable.end());
@@ -52,7 +59,9 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
       out.kind = module::ValueKind::kIntermediate;
     }
     // A fraction (int(S * 0.5) before its Floor) is left to the kernels: known values are whole.
-    if (!value.constant && !is_input[v] && value.dim_values_denominator == 1) {
+    bool symbol_elements = !value.dim_values.empty();
+    for (const DimExpr& d : value.dim_values) symbol_elements = symbol_elements && d.is_symbol();
+    if (!value.constant && (!is_input[v] || symbol_elements) && value.dim_values_denominator == 1) {
       bool all_bindable = true;
       for (const DimExpr& d : value.dim_values) {
         for (const std::string& symbol : d.symbols())
@@ -76,6 +85,15 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
     dispatch.attributes = node.attributes;
     dispatch.origins = node.origins;
     dispatch.data_symbols = node.data_symbols;
+    for (size_t b = 0; b < node.bodies.size(); ++b) {
+      auto body = emit_module(*node.bodies[b]);
+      if (!body.ok()) {
+        return std::move(body).status().with_note(
+            fmt::format("in body {} of {}", b, node.describe()));
+      }
+      dispatch.bodies.push_back(
+          std::make_shared<const module::ModuleContents>(std::move(body).value()));
+    }
     contents.dispatches.push_back(std::move(dispatch));
   }
   KILN_RETURN_IF_ERROR(module::verify_contents(contents));

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "kiln/base/half.h"
+#include "kiln/graph_eval/control_flow.h"
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/graph_eval/lookup.h"
 #include "kiln/kernels/kernel.h"
@@ -137,6 +138,10 @@ Status evaluate_definition(const kernels::OpDef& op, const ir::Node& node,
 StatusOr<std::vector<Tensor>> evaluate_node(const ir::Graph& graph, ir::NodeId id,
                                             std::span<const Tensor> inputs,
                                             const Registry& registry) {
+  if (id >= 0 && static_cast<size_t>(id) < graph.nodes().size() &&
+      is_control_flow(graph.node(id))) {
+    return evaluate_control_flow(graph, id, inputs, registry);
+  }
   KILN_ASSIGN_OR_RETURN(const OpDef* def, lookup(graph, id, registry));
   const ir::Node& node = graph.node(id);
   if (inputs.size() != node.inputs.size()) {

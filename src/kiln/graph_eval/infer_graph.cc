@@ -2,6 +2,7 @@
 // on the symbolic types, shape values and constants of its inputs.
 #include <algorithm>
 
+#include "kiln/graph_eval/control_flow.h"
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/graph_eval/lookup.h"
 #include "kiln/shape/assumption.h"
@@ -13,6 +14,10 @@ std::string data_symbol_name(std::string_view node_name, size_t index) {
 }
 
 Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
+  if (id >= 0 && static_cast<size_t>(id) < graph.nodes().size() &&
+      is_control_flow(graph.node(id))) {
+    return infer_control_flow(graph, id, registry);
+  }
   KILN_ASSIGN_OR_RETURN(const OpDef* def, lookup(graph, id, registry));
   const ir::Node& node = graph.node(id);
   for (ir::ValueId out : node.outputs) {

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "kiln/graph_eval/control_flow.h"
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/graph_eval/lookup.h"
 
@@ -56,9 +57,18 @@ const Registry& default_registry() {
   return registry;
 }
 
-std::vector<std::string> unsupported_ops(const ir::Graph& graph, const Registry& registry) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> missing;
+namespace {
+
+// Every node of `graph` and of its bodies whose op the registry lacks, grouped by op type.
+void collect_unsupported(const ir::Graph& graph, const Registry& registry,
+                         std::vector<std::pair<std::string, std::vector<std::string>>>& missing) {
   for (const ir::Node& node : graph.nodes()) {
+    if (is_control_flow(node)) {
+      for (const auto& body : node.bodies) {
+        if (body != nullptr) collect_unsupported(*body, registry, missing);
+      }
+      continue;
+    }
     if (registry.find(node.op_type, graph.opset) != nullptr) continue;
     auto it = std::find_if(missing.begin(), missing.end(),
                            [&](const auto& entry) { return entry.first == node.op_type; });
@@ -68,6 +78,13 @@ std::vector<std::string> unsupported_ops(const ir::Graph& graph, const Registry&
     }
     it->second.push_back(fmt::format("node '{}'", node.name));
   }
+}
+
+}  // namespace
+
+std::vector<std::string> unsupported_ops(const ir::Graph& graph, const Registry& registry) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> missing;
+  collect_unsupported(graph, registry, missing);
   std::vector<std::string> out;
   for (const auto& [op, nodes] : missing) {
     out.push_back(fmt::format("{} ({})", op, fmt::join(nodes, ", ")));

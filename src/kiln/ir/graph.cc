@@ -166,7 +166,26 @@ Status Graph::topological_sort() {
   return ok_status();
 }
 
-Status verify_graph(const Graph& graph) {
+namespace {
+
+Status verify_graph_at(const Graph& graph, int depth);
+
+Status verify_bodies(const Node& node, int depth) {
+  for (size_t b = 0; b < node.bodies.size(); ++b) {
+    if (node.bodies[b] == nullptr)
+      return invalid_argument("{}: body {} is missing", node.describe(), b);
+    if (depth >= kMaxBodyDepth) {
+      return invalid_argument("{}: bodies nested more than {} deep", node.describe(),
+                              kMaxBodyDepth);
+    }
+    Status status = verify_graph_at(*node.bodies[b], depth + 1);
+    if (!status.ok())
+      return std::move(status).with_note(fmt::format("in body {} of {}", b, node.describe()));
+  }
+  return ok_status();
+}
+
+Status verify_graph_at(const Graph& graph, int depth) {
   const auto& values = graph.values();
   auto in_range = [&](ValueId id) { return id >= 0 && static_cast<size_t>(id) < values.size(); };
   std::vector<bool> defined(values.size(), false);
@@ -203,6 +222,7 @@ Status verify_graph(const Graph& graph) {
       }
       defined[out] = true;
     }
+    KILN_RETURN_IF_ERROR(verify_bodies(node, depth));
   }
   for (ValueId out : graph.outputs()) {
     if (!in_range(out) || !defined[out])
@@ -210,5 +230,9 @@ Status verify_graph(const Graph& graph) {
   }
   return ok_status();
 }
+
+}  // namespace
+
+Status verify_graph(const Graph& graph) { return verify_graph_at(graph, 0); }
 
 }  // namespace kiln::ir

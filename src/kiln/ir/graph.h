@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ struct Value {
   int64_t dim_values_denominator = 1;
 };
 
+class Graph;
+
+// The attribute that counts a control-flow node's captures (Node::bodies).
+inline constexpr const char* kCapturesAttribute = "kiln_captures";
+
 struct Node {
   std::string name;             // ONNX node name (or a generated one, unique in the graph)
   std::string op_type;          // ONNX op type, or a kiln op such as "kiln.FusedConv"
@@ -56,6 +62,14 @@ struct Node {
   // depend on data: NonZero's count, TopK's k when it is not a constant), in the order the op
   // asks for them (kernels::InferArgs::data_dim). Set by shape inference.
   std::vector<std::string> data_symbols;
+  // Control flow run as nested programs (Loop, Scan, and an If too large to inline): the node's
+  // body graphs in the op's order (Loop, Scan: {body}; If: {then_branch, else_branch}). A body's
+  // inputs are the op's formal body inputs followed by its captures, the outer-scope values it
+  // reads, made explicit: the node lists them as its last inputs (attribute kiln_captures counts
+  // them; an If's then branch takes the first of them, as many as it has capture inputs, the else
+  // branch the rest). A body's output dims are its own business: its symbols are bound from its
+  // inputs each time it runs. Empty for every other node. Copies of a node share its bodies.
+  std::vector<std::shared_ptr<Graph>> bodies;
 
   // "node 'resnetv17_conv0_fwd' (Conv)", for error notes.
   std::string describe() const;
@@ -116,7 +130,10 @@ class Graph {
 };
 
 // Structural checks: ids in range, each value produced once, topological order, inputs and
-// outputs declared, constants' data matching their dtype and shape. Error names the node.
+// outputs declared, constants' data matching their dtype and shape; bodies are checked likewise,
+// nested at most kMaxBodyDepth deep. Error names the node.
 Status verify_graph(const Graph& graph);
+
+inline constexpr int kMaxBodyDepth = 16;
 
 }  // namespace kiln::ir

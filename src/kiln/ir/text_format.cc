@@ -203,6 +203,9 @@ Status check_representable(const Graph& graph) {
     if (!node_names.insert(node.name).second) {
       return invalid_argument("two nodes are named '{}'", node.name);
     }
+    if (!node.bodies.empty()) {
+      return unimplemented("{} has bodies (control flow), which .kir cannot hold", node.describe());
+    }
     for (ValueId id : node.outputs) {
       if (id == kAbsent)
         return unimplemented("{} has an absent output, which .kir cannot hold", node.describe());

@@ -51,8 +51,8 @@ std::string print_graph_text(const Graph& graph, bool include_constant_data);
 
 // Writes the full `.kir` atomically (a temporary file in the same directory, then rename): on
 // any error no file, not even a partial one, is left at `path`. Refuses graphs the format cannot
-// represent: verify_graph failures, duplicate value or node names, absent node outputs, and
-// symbol names with control characters. Errors name the path.
+// represent: verify_graph failures, duplicate value or node names, absent node outputs, nodes
+// with bodies (control flow), and symbol names with control characters. Errors name the path.
 Status write_kir(const Graph& graph, const std::string& path);
 
 // Parses a whole `.kir` file held in memory. The input is untrusted: every error (kInvalidArgument

@@ -28,7 +28,10 @@
 
 namespace kiln::module {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: dispatches carry bodies (control flow run as nested programs).
+inline constexpr uint32_t kFormatVersion = 2;
+// Bodies nest at most this deep (a Loop in an If in a Loop ... counts each level).
+inline constexpr int kMaxBodyDepth = 16;
 inline constexpr int32_t kAbsentValue = -1;
 
 enum class ValueKind : uint8_t { kInput = 0, kConstant = 1, kIntermediate = 2 };
@@ -46,6 +49,8 @@ struct ModuleValue {
   std::vector<DimExpr> known_values;
 };
 
+struct ModuleContents;
+
 struct Dispatch {
   std::string name;              // unique, e.g. "d12_resnetv17_stage1_conv0_fwd"
   std::string op_type;           // ONNX op type (with kiln extensions, see ops/registry.h)
@@ -57,6 +62,13 @@ struct Dispatch {
   // the order its op computes them; declared nowhere else. Values produced by this dispatch or
   // later ones may use them.
   std::vector<std::string> data_symbols;
+  // Control flow (Loop, Scan, If; ir::Node::bodies): the nested programs the runtime runs for
+  // this dispatch, in the op's order. Each is a module of its own: its inputs are the body's
+  // formal inputs then its captures (the dispatch's last inputs, attribute kiln_captures counts
+  // them), its symbols are bound from those inputs each time it runs, and its constants lie in
+  // the file's one constants segment. The dispatch's data_symbols are the dims of its outputs
+  // known only once it has run (the runtime binds them from the outputs). Empty otherwise.
+  std::vector<std::shared_ptr<const ModuleContents>> bodies;
 };
 
 struct ModuleContents {
@@ -97,7 +109,9 @@ StatusOr<std::shared_ptr<const ModuleContents>> load_module_from_bytes(const voi
 // Checks semantic consistency shared by writer and loader: value indices in range, each
 // non-input non-constant value produced exactly once and before use, symbols in dims and
 // assumptions declared (a data symbol only on values produced once it is bound),
-// constant data matching dtype and shape.
+// constant data matching dtype and shape; for a dispatch with bodies, the op (Loop, Scan, If),
+// the number of bodies, their input and output counts against the dispatch's inputs, outputs and
+// captures, each body recursively, nested at most kMaxBodyDepth deep.
 Status verify_contents(const ModuleContents& contents);
 
 }  // namespace kiln::module

@@ -1,7 +1,7 @@
 // The fixed 64-byte header of a module file (layout in module.h) and the rules that tie it to the
 // rest of the file. Internal to the module library and its tests.
 //
-// A valid version-1 file is laid out exactly as
+// A valid file (format version 2) is laid out exactly as
 //   [0, 64)                    header
 //   [64, 64 + M)               metadata: a size-prefixed flatbuffer (module.fbs) of M bytes
 //   [64 + M, C)                zero padding, C = M + 64 rounded up to a multiple of 64

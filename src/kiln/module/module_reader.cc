@@ -18,10 +18,12 @@ namespace {
 
 namespace fbs = flatbuffers;
 
-// The schema nests at most 5 deep; the table limit only stops a hostile file from making the
-// verifier revisit shared tables without end (a real module has a few tables per value and
-// dispatch).
-constexpr fbs::uoffset_t kMaxVerifierDepth = 32;
+// The schema nests at most 5 deep, plus 4 per level of bodies (a Module's dispatches vector, a
+// Dispatch, its bodies vector, a Module), kMaxBodyDepth levels at most; a deeper file fails the
+// verifier before anything recurses over it. The table limit only stops a hostile file from
+// making the verifier revisit shared tables without end (a real module has a few tables per
+// value and dispatch).
+constexpr fbs::uoffset_t kMaxVerifierDepth = 8 + 4 * (kMaxBodyDepth + 1);
 constexpr fbs::uoffset_t kMaxVerifierTables = fbs::uoffset_t{1} << 24;
 
 // Owns what the Tensors of a loaded module borrow, and the contents themselves; the returned
@@ -59,18 +61,21 @@ class Converter {
         storage_(std::move(storage)),
         mapped_(mapped) {}
 
-  StatusOr<ModuleContents> convert() {
+  StatusOr<ModuleContents> convert() { return convert_module(root_, 0); }
+
+ private:
+  StatusOr<ModuleContents> convert_module(const fb::Module& root, int depth) {
     ModuleContents out;
-    KILN_ASSIGN_OR_RETURN(out.model_name, string(root_.model_name()));
-    KILN_ASSIGN_OR_RETURN(out.producer, string(root_.producer()));
-    KILN_ASSIGN_OR_RETURN(out.symbols, strings(root_.symbols()));
-    KILN_ASSIGN_OR_RETURN(out.inputs, scalars(root_.inputs()));
-    KILN_ASSIGN_OR_RETURN(out.outputs, scalars(root_.outputs()));
-    KILN_RETURN_IF_ERROR(spend_offsets(size_of(root_.values())));
-    KILN_RETURN_IF_ERROR(spend_offsets(size_of(root_.dispatches())));
-    out.values.reserve(size_of(root_.values()));
-    for (size_t i = 0; i < size_of(root_.values()); ++i) {
-      const fb::Value* value = root_.values()->Get(static_cast<fbs::uoffset_t>(i));
+    KILN_ASSIGN_OR_RETURN(out.model_name, string(root.model_name()));
+    KILN_ASSIGN_OR_RETURN(out.producer, string(root.producer()));
+    KILN_ASSIGN_OR_RETURN(out.symbols, strings(root.symbols()));
+    KILN_ASSIGN_OR_RETURN(out.inputs, scalars(root.inputs()));
+    KILN_ASSIGN_OR_RETURN(out.outputs, scalars(root.outputs()));
+    KILN_RETURN_IF_ERROR(spend_offsets(size_of(root.values())));
+    KILN_RETURN_IF_ERROR(spend_offsets(size_of(root.dispatches())));
+    out.values.reserve(size_of(root.values()));
+    for (size_t i = 0; i < size_of(root.values()); ++i) {
+      const fb::Value* value = root.values()->Get(static_cast<fbs::uoffset_t>(i));
       auto converted = convert_value(*value);
       if (!converted.ok()) {
         return invalid_argument("value {} '{}': {}", i,
@@ -79,10 +84,10 @@ class Converter {
       }
       out.values.push_back(std::move(converted).value());
     }
-    out.dispatches.reserve(size_of(root_.dispatches()));
-    for (size_t i = 0; i < size_of(root_.dispatches()); ++i) {
-      const fb::Dispatch* dispatch = root_.dispatches()->Get(static_cast<fbs::uoffset_t>(i));
-      auto converted = convert_dispatch(*dispatch);
+    out.dispatches.reserve(size_of(root.dispatches()));
+    for (size_t i = 0; i < size_of(root.dispatches()); ++i) {
+      const fb::Dispatch* dispatch = root.dispatches()->Get(static_cast<fbs::uoffset_t>(i));
+      auto converted = convert_dispatch(*dispatch, depth);
       if (!converted.ok()) {
         return invalid_argument("dispatch {} '{}' ({}): {}", i,
                                 dispatch->name() ? dispatch->name()->string_view() : "",
@@ -91,9 +96,9 @@ class Converter {
       }
       out.dispatches.push_back(std::move(converted).value());
     }
-    KILN_RETURN_IF_ERROR(spend_offsets(size_of(root_.assumptions())));
-    for (size_t i = 0; i < size_of(root_.assumptions()); ++i) {
-      const fb::Assumption* in = root_.assumptions()->Get(static_cast<fbs::uoffset_t>(i));
+    KILN_RETURN_IF_ERROR(spend_offsets(size_of(root.assumptions())));
+    for (size_t i = 0; i < size_of(root.assumptions()); ++i) {
+      const fb::Assumption* in = root.assumptions()->Get(static_cast<fbs::uoffset_t>(i));
       auto converted = convert_assumption(*in);
       if (!converted.ok()) {
         return invalid_argument("assumption {}: {}", i, converted.status().message());
@@ -103,7 +108,6 @@ class Converter {
     return out;
   }
 
- private:
   Status spend(uint64_t bytes) {
     if (bytes > budget_) {
       return invalid_argument(
@@ -246,8 +250,17 @@ class Converter {
     return Tensor::borrow(value.dtype, std::move(dims), data, storage_);
   }
 
-  StatusOr<Dispatch> convert_dispatch(const fb::Dispatch& in) {
+  StatusOr<Dispatch> convert_dispatch(const fb::Dispatch& in, int depth) {
     Dispatch out;
+    KILN_RETURN_IF_ERROR(spend_offsets(size_of(in.bodies())));
+    if (size_of(in.bodies()) > 0 && depth >= kMaxBodyDepth) {
+      return invalid_argument("bodies nested more than {} deep", kMaxBodyDepth);
+    }
+    for (size_t b = 0; b < size_of(in.bodies()); ++b) {
+      auto body = convert_module(*in.bodies()->Get(static_cast<fbs::uoffset_t>(b)), depth + 1);
+      if (!body.ok()) return invalid_argument("body {}: {}", b, body.status().message());
+      out.bodies.push_back(std::make_shared<const ModuleContents>(std::move(body).value()));
+    }
     KILN_ASSIGN_OR_RETURN(out.name, string(in.name()));
     KILN_ASSIGN_OR_RETURN(out.op_type, string(in.op_type()));
     KILN_ASSIGN_OR_RETURN(out.inputs, scalars(in.inputs()));

@@ -328,3 +328,57 @@ TEST(ModuleReader, WrongFileIdentifier) {
 
 }  // namespace
 }  // namespace kiln::module
+
+namespace kiln::module {
+namespace {
+
+// A module whose one Loop dispatch nests a body `depth` levels deep (each body the same shape:
+// inputs i, c; output c), written by hand so that no writer check stops it.
+std::string nested_file(int depth, bool wrong_op = false) {
+  fbs::FlatBufferBuilder b;
+  auto level = [&](fbs::Offset<fb::Module> inner, bool has_inner) {
+    std::vector<fbs::Offset<fb::Value>> values;
+    for (const char* name : {"i", "c"}) {
+      const auto dtype = static_cast<uint8_t>(name[0] == 'i' ? DType::kI64 : DType::kBool);
+      values.push_back(fb::CreateValue(b, b.CreateString(name), dtype,
+                                       b.CreateVector(std::vector<fbs::Offset<fbs::String>>{}),
+                                       static_cast<uint8_t>(ValueKind::kInput), 0, 0));
+    }
+    std::vector<fbs::Offset<fb::Dispatch>> dispatches;
+    if (has_inner) {
+      std::vector<fbs::Offset<fb::Module>> bodies = {inner};
+      dispatches.push_back(fb::CreateDispatch(
+          b, b.CreateString("loop"), b.CreateString(wrong_op ? "Add" : "Loop"),
+          b.CreateVector(std::vector<int32_t>{0, 1}), b.CreateVector(std::vector<int32_t>{}), 0, 0,
+          0, b.CreateVector(bodies)));
+    }
+    return fb::CreateModule(b, b.CreateString("nested"), b.CreateString("test"), 0,
+                            b.CreateVector(values), b.CreateVector(std::vector<int32_t>{0, 1}),
+                            b.CreateVector(std::vector<int32_t>{1}), b.CreateVector(dispatches));
+  };
+  fbs::Offset<fb::Module> current = level({}, false);
+  for (int d = 0; d < depth; ++d) current = level(current, true);
+  fb::FinishSizePrefixedModuleBuffer(b, current);
+  return assemble({b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()}, "");
+}
+
+TEST(ModuleReader, BodiesNestedTooDeepOrOnTheWrongOpAreRefused) {
+  const std::string fine = nested_file(kMaxBodyDepth);
+  auto loaded = load_module_from_bytes(fine.data(), fine.size());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ((*loaded)->dispatches[0].bodies.size(), 1u);
+  for (int depth : {kMaxBodyDepth + 1, 40, 1000}) {
+    const std::string deep = nested_file(depth);
+    auto refused = load_module_from_bytes(deep.data(), deep.size());
+    ASSERT_FALSE(refused.ok()) << depth;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  }
+  const std::string wrong = nested_file(1, /*wrong_op=*/true);
+  auto refused = load_module_from_bytes(wrong.data(), wrong.size());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("only Loop, Scan and If dispatches have bodies"));
+}
+
+}  // namespace
+}  // namespace kiln::module

@@ -69,7 +69,11 @@ fbs::Offset<fb::Attr> build_attribute(fbs::FlatBufferBuilder& builder, const std
 // A generous upper bound of the metadata size, so that an oversized module is an error rather
 // than a flatbuffers assertion.
 uint64_t estimate_metadata_size(const ModuleContents& contents) {
-  uint64_t total = 1024 + contents.model_name.size() + contents.producer.size();
+  uint64_t total = 0;
+  for (const Dispatch& dispatch : contents.dispatches) {
+    for (const auto& body : dispatch.bodies) total += estimate_metadata_size(*body);
+  }
+  total += 1024 + contents.model_name.size() + contents.producer.size();
   auto strings = [](const std::vector<std::string>& v) {
     uint64_t n = 0;
     for (const std::string& s : v) n += s.size() + 16;
@@ -123,6 +127,9 @@ Status check_dim_text(const DimExpr& dim, std::string_view what) {
 }
 
 Status check_dim_texts(const ModuleContents& contents) {
+  for (const Dispatch& dispatch : contents.dispatches) {
+    for (const auto& body : dispatch.bodies) KILN_RETURN_IF_ERROR(check_dim_texts(*body));
+  }
   for (size_t i = 0; i < contents.values.size(); ++i) {
     const ModuleValue& value = contents.values[i];
     for (size_t d = 0; d < value.shape.size(); ++d) {
@@ -138,27 +145,45 @@ Status check_dim_texts(const ModuleContents& contents) {
   return ok_status();
 }
 
-StatusOr<std::vector<ConstantPlacement>> place_constants(const ModuleContents& contents,
-                                                         uint64_t* segment_size) {
-  std::vector<ConstantPlacement> placements(contents.values.size());
-  uint64_t next = 0;
+// Every module's values in one order, the module's own first, then each dispatch's bodies in
+// turn (recursively): the order of the placements and of build_module's reads.
+void place_module(const ModuleContents& contents, std::vector<ConstantPlacement>& placements,
+                  uint64_t& next, Status& status) {
   for (size_t i = 0; i < contents.values.size(); ++i) {
     const ModuleValue& value = contents.values[i];
-    if (value.kind != ValueKind::kConstant) continue;
+    placements.emplace_back();
+    if (value.kind != ValueKind::kConstant || !status.ok()) continue;
     uint64_t size = value.constant.byte_size();
     if (size > (uint64_t{1} << 62) - next) {
-      return invalid_argument("the constants exceed 4 EiB at value {} '{}'", i, value.name);
+      status = invalid_argument("the constants exceed 4 EiB at value {} '{}'", i, value.name);
+      continue;
     }
-    placements[i] = {&value.constant, next, size};
+    placements.back() = {&value.constant, next, size};
     next = align_to_segment(next + size);
   }
+  for (const Dispatch& dispatch : contents.dispatches) {
+    for (const auto& body : dispatch.bodies) place_module(*body, placements, next, status);
+  }
+}
+
+StatusOr<std::vector<ConstantPlacement>> place_constants(const ModuleContents& contents,
+                                                         uint64_t* segment_size) {
+  std::vector<ConstantPlacement> placements;
+  uint64_t next = 0;
+  Status status = ok_status();
+  place_module(contents, placements, next, status);
+  KILN_RETURN_IF_ERROR(status);
   *segment_size = next;
   return placements;
 }
 
-std::vector<uint8_t> build_metadata(const ModuleContents& contents,
-                                    const std::vector<ConstantPlacement>& placements) {
-  fbs::FlatBufferBuilder builder(4096);
+// One module table; `cursor` walks the placements in place_module's order.
+fbs::Offset<fb::Module> build_module(fbs::FlatBufferBuilder& builder,
+                                     const ModuleContents& contents,
+                                     const std::vector<ConstantPlacement>& placements,
+                                     size_t& cursor) {
+  const size_t first = cursor;
+  cursor += contents.values.size();
   std::vector<fbs::Offset<fb::Value>> values;
   values.reserve(contents.values.size());
   for (size_t i = 0; i < contents.values.size(); ++i) {
@@ -171,13 +196,18 @@ std::vector<uint8_t> build_metadata(const ModuleContents& contents,
     auto name = builder.CreateString(value.name);
     auto dims_offset = string_vector(builder, dims);
     auto known_offset = known.empty() ? 0 : string_vector(builder, known);
+    const ConstantPlacement& placement = placements[first + i];
     values.push_back(fb::CreateValue(builder, name, static_cast<uint8_t>(value.dtype), dims_offset,
-                                     static_cast<uint8_t>(value.kind), placements[i].offset,
-                                     placements[i].size, known_offset));
+                                     static_cast<uint8_t>(value.kind), placement.offset,
+                                     placement.size, known_offset));
   }
   std::vector<fbs::Offset<fb::Dispatch>> dispatches;
   dispatches.reserve(contents.dispatches.size());
   for (const Dispatch& dispatch : contents.dispatches) {
+    std::vector<fbs::Offset<fb::Module>> bodies;
+    for (const auto& body : dispatch.bodies) {
+      bodies.push_back(build_module(builder, *body, placements, cursor));
+    }
     std::vector<fbs::Offset<fb::Attr>> attributes;
     for (const auto& [name, attribute] : dispatch.attributes.all()) {
       attributes.push_back(build_attribute(builder, name, attribute));
@@ -189,8 +219,10 @@ std::vector<uint8_t> build_metadata(const ModuleContents& contents,
     auto attributes_offset = builder.CreateVector(attributes);
     auto origins = string_vector(builder, dispatch.origins);
     auto data_symbols = string_vector(builder, dispatch.data_symbols);
+    auto bodies_offset = bodies.empty() ? 0 : builder.CreateVector(bodies);
     dispatches.push_back(fb::CreateDispatch(builder, name, op_type, inputs, outputs,
-                                            attributes_offset, origins, data_symbols));
+                                            attributes_offset, origins, data_symbols,
+                                            bodies_offset));
   }
   auto model_name = builder.CreateString(contents.model_name);
   auto producer = builder.CreateString(contents.producer);
@@ -208,8 +240,15 @@ std::vector<uint8_t> build_metadata(const ModuleContents& contents,
         fb::CreateAssumption(builder, static_cast<uint8_t>(assumption.kind), lhs, rhs, origin));
   }
   auto assumptions_offset = builder.CreateVector(assumptions);
-  auto root = fb::CreateModule(builder, model_name, producer, symbols, values_offset, inputs,
-                               outputs, dispatches_offset, assumptions_offset);
+  return fb::CreateModule(builder, model_name, producer, symbols, values_offset, inputs, outputs,
+                          dispatches_offset, assumptions_offset);
+}
+
+std::vector<uint8_t> build_metadata(const ModuleContents& contents,
+                                    const std::vector<ConstantPlacement>& placements) {
+  fbs::FlatBufferBuilder builder(4096);
+  size_t cursor = 0;
+  auto root = build_module(builder, contents, placements, cursor);
   fb::FinishSizePrefixedModuleBuffer(builder, root);
   return std::vector<uint8_t>(builder.GetBufferPointer(),
                               builder.GetBufferPointer() + builder.GetSize());

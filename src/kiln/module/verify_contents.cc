@@ -161,9 +161,72 @@ Status verify_data_symbol_order(const ModuleContents& contents,
   return ok_status();
 }
 
-}  // namespace
+Status verify_module(const ModuleContents& contents, int depth);
 
-Status verify_contents(const ModuleContents& contents) {
+// A dispatch's bodies against its op, inputs, outputs and captures, then each body.
+Status verify_bodies(const Dispatch& dispatch, const std::string& label, int depth) {
+  const size_t expected = dispatch.op_type == "If"                                   ? 2
+                          : dispatch.op_type == "Loop" || dispatch.op_type == "Scan" ? 1
+                                                                                     : 0;
+  if (expected == 0) {
+    return invalid_argument("{}: only Loop, Scan and If dispatches have bodies", label);
+  }
+  if (dispatch.bodies.size() != expected) {
+    return invalid_argument("{}: has {} bodies, {} takes {}", label, dispatch.bodies.size(),
+                            dispatch.op_type, expected);
+  }
+  if (depth >= kMaxBodyDepth) {
+    return invalid_argument("{}: bodies nested more than {} deep", label, kMaxBodyDepth);
+  }
+  for (const auto& body : dispatch.bodies) {
+    if (body == nullptr) return invalid_argument("{}: a body is missing", label);
+  }
+  auto captures_or = dispatch.attributes.get_int("kiln_captures", 0);
+  if (!captures_or.ok()) return invalid_argument("{}: {}", label, captures_or.status().message());
+  const int64_t captures = *captures_or;
+  const auto inputs = static_cast<int64_t>(dispatch.inputs.size());
+  const auto outputs = static_cast<int64_t>(dispatch.outputs.size());
+  const int64_t formal = dispatch.op_type == "Loop" ? 2 : dispatch.op_type == "If" ? 1 : 0;
+  if (captures < 0 || captures > inputs - formal) {
+    return invalid_argument("{}: kiln_captures is {} for {} inputs", label, captures, inputs);
+  }
+  auto count = [&](size_t b, int64_t body_inputs, int64_t body_outputs) -> Status {
+    const ModuleContents& body = *dispatch.bodies[b];
+    if (static_cast<int64_t>(body.inputs.size()) != body_inputs ||
+        static_cast<int64_t>(body.outputs.size()) != body_outputs) {
+      return invalid_argument(
+          "{}: body {} has {} inputs and {} outputs; the dispatch gives it {} and needs {}", label,
+          b, body.inputs.size(), body.outputs.size(), body_inputs, body_outputs);
+    }
+    return ok_status();
+  };
+  if (dispatch.op_type == "Loop") {
+    KILN_RETURN_IF_ERROR(count(0, inputs, 1 + outputs));
+  } else if (dispatch.op_type == "Scan") {
+    KILN_RETURN_IF_ERROR(count(0, inputs, outputs));
+  } else {
+    if (inputs != 1 + captures) {
+      return invalid_argument("{}: has {} inputs for a condition and {} captures", label, inputs,
+                              captures);
+    }
+    const auto then_inputs = static_cast<int64_t>(dispatch.bodies[0]->inputs.size());
+    if (then_inputs > captures) {
+      return invalid_argument("{}: the then branch takes {} of {} captures", label, then_inputs,
+                              captures);
+    }
+    KILN_RETURN_IF_ERROR(count(0, then_inputs, outputs));
+    KILN_RETURN_IF_ERROR(count(1, captures - then_inputs, outputs));
+  }
+  for (size_t b = 0; b < dispatch.bodies.size(); ++b) {
+    Status status = verify_module(*dispatch.bodies[b], depth + 1);
+    if (!status.ok()) {
+      return Status(status.code(), fmt::format("{}: body {}: {}", label, b, status.message()));
+    }
+  }
+  return ok_status();
+}
+
+Status verify_module(const ModuleContents& contents, int depth) {
   if (contents.values.size() > static_cast<size_t>(INT32_MAX)) {
     return invalid_argument("the module has {} values, more than an int32 index can address",
                             contents.values.size());
@@ -271,6 +334,7 @@ Status verify_contents(const ModuleContents& contents) {
       }
       produced_by = d;
     }
+    if (!dispatch.bodies.empty()) KILN_RETURN_IF_ERROR(verify_bodies(dispatch, label, depth));
   }
   for (size_t i = 0; i < contents.values.size(); ++i) {
     if (contents.values[i].kind == ValueKind::kIntermediate && producer[i] == kNotProduced) {
@@ -284,5 +348,9 @@ Status verify_contents(const ModuleContents& contents) {
   }
   return verify_data_symbol_order(contents, data_symbol_binder, producer);
 }
+
+}  // namespace
+
+Status verify_contents(const ModuleContents& contents) { return verify_module(contents, 0); }
 
 }  // namespace kiln::module

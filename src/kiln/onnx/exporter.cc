@@ -112,6 +112,9 @@ Status export_nodes(const ir::Graph& graph, std::span<const ir::NodeId> nodes,
     if (id < 0 || id >= node_count) return invalid_argument("node id {} is out of range", id);
     const ir::Node& node = graph.node(id);
     Status status = [&]() -> Status {
+      if (!node.bodies.empty()) {
+        return unimplemented("it has bodies (control flow), which the exporter does not write");
+      }
       onnx::NodeProto* proto = out->add_node();
       proto->set_name(node.name);
       proto->set_op_type(node.op_type);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -73,10 +75,65 @@ StatusOr<Tensor> vector_tensor(DType dtype, const Field& values) {
   return out;
 }
 
+// The body attributes of the control-flow ops kiln runs as nested programs, in the order of
+// ir::Node::bodies.
+std::vector<std::string> body_attribute_names(const std::string& op_type) {
+  if (op_type == "Loop" || op_type == "Scan") return {"body"};
+  if (op_type == "If") return {"then_branch", "else_branch"};
+  return {};
+}
+
 class Builder {
  public:
-  Builder(const onnx::GraphProto& proto, const std::string& model_dir, const ImportOptions& options)
-      : proto_(proto), model_dir_(model_dir), options_(options) {}
+  Builder(const onnx::GraphProto& proto, const std::string& model_dir, const ImportOptions& options,
+          Builder* parent = nullptr, int depth = 0)
+      : proto_(proto), model_dir_(model_dir), options_(options), parent_(parent), depth_(depth) {}
+
+  // A body: its inputs (formal ones, then the captures found while its nodes are added), its
+  // constants and nodes, its outputs; typed later by the node's inference.
+  StatusOr<std::shared_ptr<ir::Graph>> build_body(int64_t opset) {
+    graph_.name = proto_.name();
+    graph_.opset = opset;
+    if (proto_.sparse_initializer_size() > 0) {
+      return unimplemented("sparse initializers are not supported (first: '{}')",
+                           proto_.sparse_initializer(0).values().name());
+    }
+    for (const auto& init : proto_.initializer()) {
+      if (init.name().empty()) return invalid_argument("an initializer has no name");
+      initializers_.emplace(init.name(), &init);
+    }
+    for (const auto& input : proto_.input()) {
+      if (input.name().empty()) return invalid_argument("a body input has no name");
+      DType dtype = DType::kF32;
+      if (input.type().has_tensor_type() && input.type().tensor_type().elem_type() != 0) {
+        KILN_ASSIGN_OR_RETURN(dtype, dtype_from_onnx(input.type().tensor_type().elem_type(),
+                                                     fmt::format("body input '{}'", input.name())));
+      } else if (input.has_type() && !input.type().has_tensor_type()) {
+        return unimplemented(
+            "body input '{}' is not a tensor (sequence, map and optional values are "
+            "unsupported)",
+            input.name());
+      }
+      KILN_RETURN_IF_ERROR(
+          define(input.name(), graph_.add_input(input.name(), dtype, {}), "a body input"));
+    }
+    KILN_RETURN_IF_ERROR(add_initializers());
+    KILN_RETURN_IF_ERROR(add_nodes());
+    if (proto_.output_size() == 0)
+      return invalid_argument("body '{}' has no outputs", proto_.name());
+    for (const auto& output : proto_.output()) {
+      std::optional<ir::ValueId> id = resolve(output.name());
+      if (!id) {
+        return invalid_argument("body output '{}' is not a value of the body or an enclosing graph",
+                                output.name());
+      }
+      graph_.add_output(*id);
+    }
+    return std::make_shared<ir::Graph>(std::move(graph_));
+  }
+
+  // Outer-scope values this body reads, in its capture inputs' order (the parent's ids).
+  const std::vector<ir::ValueId>& captures() const { return captures_; }
 
   StatusOr<ir::Graph> build(int64_t opset) {
     graph_.name = proto_.name();
@@ -97,6 +154,21 @@ class Builder {
   }
 
  private:
+  // The value `name` names here: one of this graph's, or, in a body, an enclosing graph's value,
+  // which becomes a capture input of this body on first use.
+  std::optional<ir::ValueId> resolve(const std::string& name) {
+    auto it = by_name_.find(name);
+    if (it != by_name_.end()) return it->second;
+    if (parent_ == nullptr) return std::nullopt;
+    std::optional<ir::ValueId> outer = parent_->resolve(name);
+    if (!outer) return std::nullopt;
+    const ir::Value& value = parent_->graph_.value(*outer);
+    ir::ValueId id = graph_.add_input(name, value.dtype, {});
+    by_name_.emplace(name, id);
+    captures_.push_back(*outer);
+    return id;
+  }
+
   Status define(const std::string& name, ir::ValueId id, std::string_view by) {
     if (!by_name_.emplace(name, id).second) {
       return invalid_argument("value '{}' is defined twice (again by {})", name, by);
@@ -379,15 +451,17 @@ class Builder {
           node.inputs.push_back(ir::kAbsent);
           continue;
         }
-        auto it = by_name_.find(input);
-        if (it == by_name_.end()) {
+        std::optional<ir::ValueId> id = resolve(input);
+        if (!id) {
           return invalid_argument(
               "{}: input '{}' is not defined before this node (not a graph "
               "input, initializer or output of an earlier node)",
               desc, input);
         }
-        node.inputs.push_back(it->second);
+        node.inputs.push_back(*id);
       }
+      const std::vector<std::string> body_names = body_attribute_names(node.op_type);
+      if (!body_names.empty()) KILN_RETURN_IF_ERROR(add_bodies(proto, desc, body_names, node));
       int output_count = proto.output_size();
       while (output_count > 0 && proto.output(output_count - 1).empty()) --output_count;
       for (int o = 0; o < output_count; ++o) {
@@ -401,8 +475,10 @@ class Builder {
         node.outputs.push_back(id);
       }
       // Attributes of unsupported ops are not converted: those ops are reported together below.
-      if (registry.find(node.op_type, graph_.opset) != nullptr) {
+      if (registry.find(node.op_type, graph_.opset) != nullptr || !body_names.empty()) {
         for (const AttributeProto& attr : proto.attribute()) {
+          if (std::find(body_names.begin(), body_names.end(), attr.name()) != body_names.end())
+            continue;
           if (node.attributes.has(attr.name())) {
             return invalid_argument("{}: attribute '{}' is given twice", desc, attr.name());
           }
@@ -420,6 +496,34 @@ class Builder {
       }
       graph_.add_node(std::move(node));
     }
+    return ok_status();
+  }
+
+  // Builds the node's bodies (recursively) and appends their captures to its inputs.
+  Status add_bodies(const onnx::NodeProto& proto, const std::string& desc,
+                    const std::vector<std::string>& names, ir::Node& node) {
+    if (depth_ >= ir::kMaxBodyDepth) {
+      return invalid_argument("{}: bodies nested more than {} deep", desc, ir::kMaxBodyDepth);
+    }
+    int64_t captures = 0;
+    for (const std::string& name : names) {
+      const AttributeProto* found = nullptr;
+      for (const AttributeProto& attr : proto.attribute()) {
+        if (attr.name() == name) found = &attr;
+      }
+      if (found == nullptr || attribute_type(*found) != AttributeProto::GRAPH) {
+        return invalid_argument("{}: attribute '{}' (a graph) is missing", desc, name);
+      }
+      Builder body(found->g(), model_dir_, options_, this, depth_ + 1);
+      auto graph = body.build_body(graph_.opset);
+      if (!graph.ok()) {
+        return std::move(graph).status().with_note(fmt::format("in {} of {}", name, desc));
+      }
+      for (ir::ValueId outer : body.captures()) node.inputs.push_back(outer);
+      captures += static_cast<int64_t>(body.captures().size());
+      node.bodies.push_back(std::move(graph).value());
+    }
+    node.attributes.set(ir::kCapturesAttribute, captures);
     return ok_status();
   }
 
@@ -465,6 +569,9 @@ class Builder {
   // Graph inputs that are initializers imported as constants: their declared types, to check.
   std::map<std::string, const onnx::ValueInfoProto*> declared_constant_types_;
   std::set<std::string> used_symbols_;
+  Builder* parent_ = nullptr;  // the enclosing graph's builder, for a body
+  int depth_ = 0;              // bodies enclosing this graph
+  std::vector<ir::ValueId> captures_;
 };
 
 }  // namespace
@@ -491,20 +598,36 @@ std::vector<std::string> unique_node_names(const onnx::GraphProto& graph) {
   return names;
 }
 
-Status check_supported_ops(const onnx::GraphProto& graph, int64_t opset) {
+namespace {
+
+// Adds `graph`'s nodes, and those of the bodies of its control-flow nodes, to `skeleton`.
+void add_skeleton_nodes(const onnx::GraphProto& graph, int64_t opset, ir::Graph& skeleton) {
   std::vector<std::string> names = unique_node_names(graph);
-  ir::Graph skeleton;
-  skeleton.opset = opset;
   for (int i = 0; i < graph.node_size(); ++i) {
-    if (graph.node(i).op_type() == "Constant") continue;  // becomes a constant, never a node
+    const onnx::NodeProto& proto = graph.node(i);
+    if (proto.op_type() == "Constant") continue;  // becomes a constant, never a node
+    if (!body_attribute_names(proto.op_type()).empty()) {
+      for (const AttributeProto& attr : proto.attribute()) {
+        if (attr.has_g()) add_skeleton_nodes(attr.g(), opset, skeleton);
+      }
+      continue;
+    }
     ir::Node node;
     node.name = names[i];
-    node.op_type = graph.node(i).op_type();
+    node.op_type = proto.op_type();
     // Ops that ONNX's version converter replaces on the way to the target opset.
     if (node.op_type == "Scatter" && opset >= 11) node.op_type = "ScatterElements";
     if (node.op_type == "Upsample" && opset >= 10) node.op_type = "Resize";
     skeleton.add_node(std::move(node));
   }
+}
+
+}  // namespace
+
+Status check_supported_ops(const onnx::GraphProto& graph, int64_t opset) {
+  ir::Graph skeleton;
+  skeleton.opset = opset;
+  add_skeleton_nodes(graph, opset, skeleton);
   std::vector<std::string> unsupported = graph_eval::unsupported_ops(skeleton);
   if (unsupported.empty()) return ok_status();
   return unimplemented("unsupported ops: {}", fmt::join(unsupported, ", "));

@@ -12,6 +12,7 @@
 
 #include "kiln/onnx/graph_builder.h"
 #include "kiln/onnx/inline_if.h"
+#include "kiln/onnx/legacy_scan.h"
 #include "kiln/onnx/node_order.h"
 #include "kiln/onnx/opset_upgrade.h"
 
@@ -46,10 +47,19 @@ Status check_domains(const onnx::ModelProto& model) {
       fmt::join(parts, "; "));
 }
 
+bool is_body_attribute(const onnx::NodeProto& node, const onnx::AttributeProto& attribute) {
+  if (!is_default_domain(node.domain())) return false;
+  if (node.op_type() == "Loop" || node.op_type() == "Scan") return attribute.name() == "body";
+  if (node.op_type() == "If")
+    return attribute.name() == "then_branch" || attribute.name() == "else_branch";
+  return false;
+}
+
 // ONNX's version converter dereferences names without checking them (an undefined graph output
-// crashes it), so the wiring is checked on the proto before the converter ever sees it.
-Status check_wiring(const onnx::GraphProto& graph) {
-  std::set<std::string> defined;
+// crashes it), so the wiring is checked on the proto before the converter ever sees it. A body
+// (Loop, Scan, If) sees the names of the graphs around it; `defined` holds them.
+Status check_wiring(const onnx::GraphProto& graph, std::set<std::string> defined = {},
+                    int depth = 0) {
   for (const auto& input : graph.input()) defined.insert(input.name());
   for (const auto& tensor : graph.initializer()) defined.insert(tensor.name());
   for (int i = 0; i < graph.node_size(); ++i) {
@@ -57,22 +67,31 @@ Status check_wiring(const onnx::GraphProto& graph) {
     std::string where = fmt::format(
         "node {} ({})", node.name().empty() ? fmt::format("#{}", i) : "'" + node.name() + "'",
         node.op_type());
-    for (const auto& attribute : node.attribute()) {
-      if (attribute.type() == onnx::AttributeProto::GRAPH ||
-          attribute.type() == onnx::AttributeProto::GRAPHS || attribute.has_g() ||
-          attribute.graphs_size() > 0) {
-        return unimplemented(
-            "{}: attribute '{}' holds a subgraph; of the control-flow ops kiln supports "
-            "only If",
-            where, attribute.name());
-      }
-    }
     for (const std::string& input : node.input()) {
       if (!input.empty() && !defined.count(input)) {
         return invalid_argument(
             "{}: input '{}' is not a graph input, an initializer or the output of any "
             "node",
             where, input);
+      }
+    }
+    for (const auto& attribute : node.attribute()) {
+      if (attribute.type() == onnx::AttributeProto::GRAPH ||
+          attribute.type() == onnx::AttributeProto::GRAPHS || attribute.has_g() ||
+          attribute.graphs_size() > 0) {
+        if (!is_body_attribute(node, attribute) || !attribute.has_g()) {
+          return unimplemented(
+              "{}: attribute '{}' holds a subgraph; of the control-flow ops kiln supports "
+              "only Loop, Scan and If",
+              where, attribute.name());
+        }
+        if (depth >= ir::kMaxBodyDepth) {
+          return invalid_argument("{}: bodies nested more than {} deep", where, ir::kMaxBodyDepth);
+        }
+        Status body = check_wiring(attribute.g(), defined, depth + 1);
+        if (!body.ok()) {
+          return std::move(body).with_note(fmt::format("in {} of {}", attribute.name(), where));
+        }
       }
     }
     for (const std::string& output : node.output()) {
@@ -128,6 +147,7 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
           input.name());
     }
   }
+  KILN_RETURN_IF_ERROR(spell_out_legacy_scan(*model.mutable_graph(), opset));
   spell_out_legacy_axis_ops(model, opset);
   if (opset < options.target_opset) {
     // The converter round-trips through ONNX's in-memory IR, which drops external-data

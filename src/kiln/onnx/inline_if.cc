@@ -30,6 +30,30 @@ void collect_names(const onnx::GraphProto& graph, std::set<std::string>& names) 
   }
 }
 
+// Nodes in `graph` and its subgraphs; `loops` is set when one of them is a Loop or Scan.
+int count_nodes(const onnx::GraphProto& graph, bool& loops) {
+  int count = 0;
+  for (const auto& node : graph.node()) {
+    ++count;
+    loops = loops || node.op_type() == "Loop" || node.op_type() == "Scan";
+    for (const auto& attribute : node.attribute()) {
+      if (attribute.has_g()) count += count_nodes(attribute.g(), loops);
+      for (const auto& g : attribute.graphs()) count += count_nodes(g, loops);
+    }
+  }
+  return count;
+}
+
+// The size rule (inline_if.h).
+bool is_small(const onnx::NodeProto& node) {
+  int count = 0;
+  bool loops = false;
+  for (const auto& attribute : node.attribute()) {
+    if (attribute.has_g()) count += count_nodes(attribute.g(), loops);
+  }
+  return count <= kMaxInlinedIfNodes && !loops;
+}
+
 class IfInliner {
  public:
   IfInliner(std::set<std::string>& names, int64_t opset) : names_(names), opset_(opset) {}
@@ -37,23 +61,29 @@ class IfInliner {
   // Rewrites `graph`'s node list (and initializers) with every If flattened. `depth`: how many
   // If branches enclose `graph`.
   Status run(onnx::GraphProto& graph, int depth = 0) {
-    bool any = false;
-    for (const auto& node : graph.node()) any = any || is_if(node);
-    if (!any) return ok_status();
-    if (opset_ < 9) {
-      return unimplemented(
-          "kiln runs If as dataflow selected by Where, which needs opset 9 or "
-          "later; this model declares opset {}",
-          opset_);
-    }
     std::vector<onnx::NodeProto> nodes;
     for (int i = 0; i < graph.node_size(); ++i) {
       const onnx::NodeProto& node = graph.node(i);
-      if (!is_if(node)) {
-        nodes.push_back(node);
+      if (is_if(node) && is_small(node)) {
+        if (opset_ < 9) {
+          return unimplemented(
+              "kiln runs a small If as dataflow selected by Where, which needs opset 9 or "
+              "later; this model declares opset {}",
+              opset_);
+        }
+        KILN_RETURN_IF_ERROR(flatten(node, i, depth, graph, nodes));
         continue;
       }
-      KILN_RETURN_IF_ERROR(flatten(node, i, depth, graph, nodes));
+      nodes.push_back(node);
+      // A body run as a nested program (Loop, Scan, a large If): its small Ifs are inlined in it.
+      for (onnx::AttributeProto& attribute : *nodes.back().mutable_attribute()) {
+        if (!attribute.has_g()) continue;
+        if (depth >= kMaxIfNesting) {
+          return invalid_argument("node '{}' ({}): bodies nested more than {} deep", node.name(),
+                                  node.op_type(), kMaxIfNesting);
+        }
+        KILN_RETURN_IF_ERROR(run(*attribute.mutable_g(), depth + 1));
+      }
     }
     graph.clear_node();
     for (auto& node : nodes) *graph.add_node() = std::move(node);

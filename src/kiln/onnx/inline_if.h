@@ -1,6 +1,14 @@
-// If as dataflow. Internal to kiln_onnx; the importer runs it before opset conversion.
+// Small Ifs as dataflow. Internal to kiln_onnx; the importer runs it before opset conversion.
 //
-// kiln compiles both branches of an If into the enclosing graph and selects each output with
+// The size rule: an If whose two branches together hold at most kMaxInlinedIfNodes nodes
+// (counting the nodes of subgraphs inside them) and no Loop or Scan is inlined as below; any
+// other If stays an If node whose branches the importer builds as bodies (ir::Node::bodies),
+// and the runtime runs only the branch the condition takes, as a nested program. The rule counts
+// nodes, a property of the graph alone: a model with symbolic dims and the same model with them
+// bound make the same choice (and so the same dispatches), and a tiny branch costs less run twice
+// than a stage boundary. Small Ifs inside bodies (Loop, Scan, large If) are inlined there.
+//
+// kiln compiles both branches of a small If into the enclosing graph and selects each output with
 // Where on the condition: for `If(cond) then T else E` with outputs y_i,
 //
 //   c   = Reshape(cond, [])              (the single-element condition as a scalar)
@@ -31,9 +39,10 @@
 namespace kiln::onnx_import {
 
 inline constexpr int kMaxIfNesting = 16;
+inline constexpr int kMaxInlinedIfNodes = 8;
 
-// Replaces every default-domain If node of `graph` (recursively) as above. `opset` is the
-// model's default-domain opset.
+// Replaces every small default-domain If node of `graph` (recursively, bodies included) as above.
+// `opset` is the model's default-domain opset.
 Status inline_if_nodes(onnx::GraphProto& graph, int64_t opset);
 
 }  // namespace kiln::onnx_import

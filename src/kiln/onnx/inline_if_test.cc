@@ -1,6 +1,7 @@
-// If imported as both branches plus Where: the flattened graph evaluates to the branch the
-// condition picks, nested Ifs and outer-scope reads included; malformed Ifs are refused naming
-// the node. Expected values are worked out by hand.
+// A small If imported as both branches plus Where: the flattened graph evaluates to the branch
+// the condition picks, nested Ifs and outer-scope reads included; a large If stays one node with
+// its branches as bodies and explicit captures; malformed Ifs are refused naming the node. Expected
+// values are worked out by hand.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -212,22 +213,68 @@ TEST(InlineIf, NestingBeyondTheLimitIsRefused) {
   auto deepest_allowed = import(nested(kMaxIfNesting));
   ASSERT_TRUE(deepest_allowed.ok()) << deepest_allowed.status().to_string();
   EXPECT_EQ(evaluate(*deepest_allowed, {flag(true), floats({2, 3})}), (std::vector<float>{3, 4}));
-  auto too_deep = import(nested(kMaxIfNesting + 1));
+  // The innermost three levels are small enough to inline (kMaxInlinedIfNodes); the others stay
+  // If nodes with bodies, nested one level per If.
+  auto too_deep = import(nested(kMaxIfNesting + 4));
   ASSERT_FALSE(too_deep.ok());
-  EXPECT_THAT(too_deep.status().message(), HasSubstr("(If): If nested more than 16 deep"));
+  EXPECT_THAT(too_deep.status().message(), HasSubstr("(If): bodies nested more than 16 deep"));
 }
 
-TEST(InlineIf, OtherControlFlowIsStillRefusedNamingNodeAndAttribute) {
+TEST(InlineIf, ALargeIfStaysOneNodeWithItsBranchesAsBodies) {
+  // then: x + 1 nine times; else: x * x. The branches hold 10 nodes together, over the limit.
+  ModelBuilder b;
+  b.input("cond", kBool, {});
+  b.input("x", kFloat, {std::string("N")});
+  onnx::GraphProto then_branch, else_branch;
+  add_scalar_constant(then_branch, "one", 1.0f);
+  std::string at = "x";
+  for (int k = 0; k < 9; ++k) {
+    const std::string next = "t" + std::to_string(k);
+    add_node(then_branch, "Add", {at, "one"}, {next});
+    at = next;
+  }
+  add_output(then_branch, at);
+  add_node(else_branch, "Mul", {"x", "x"}, {"square"});
+  add_output(else_branch, "square");
+  onnx::NodeProto* node = add_node(b.graph(), "If", {"cond"}, {"y"}, "big");
+  set_branch(node, "then_branch", std::move(then_branch));
+  set_branch(node, "else_branch", std::move(else_branch));
+  b.output("y");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(g->nodes().size(), 1u);
+  const ir::Node& kept = g->nodes()[0];
+  EXPECT_EQ(kept.op_type, "If");
+  ASSERT_EQ(kept.bodies.size(), 2u);
+  // The outer value each branch reads (x) is an explicit capture: an input of the node and of
+  // the branch.
+  EXPECT_EQ(kept.attributes.get_int(ir::kCapturesAttribute, -1).value(), 2);
+  ASSERT_EQ(kept.inputs.size(), 3u);
+  EXPECT_EQ(g->value(kept.inputs[1]).name, "x");
+  EXPECT_EQ(g->value(kept.inputs[2]).name, "x");
+  ASSERT_EQ(kept.bodies[0]->inputs().size(), 1u);
+  EXPECT_EQ(kept.bodies[0]->value(kept.bodies[0]->inputs()[0]).name, "x");
+  EXPECT_EQ(kept.bodies[0]->nodes().size(), 9u);
+  // Both branches give [N]: so does the If.
+  EXPECT_EQ(shape_to_string(g->value(kept.outputs[0]).shape), "[N]");
+  EXPECT_TRUE(kept.data_symbols.empty());
+  EXPECT_EQ(evaluate(*g, {flag(true), floats({2, 3})}), (std::vector<float>{11, 12}));
+  EXPECT_EQ(evaluate(*g, {flag(false), floats({2, 3})}), (std::vector<float>{4, 9}));
+}
+
+TEST(InlineIf, SubgraphsOfOtherOpsAreRefusedNamingNodeAndAttribute) {
   ModelBuilder b;
   b.input("x", kFloat, {int64_t{2}});
   onnx::GraphProto body;
   add_node(body, "Neg", {"x"}, {"n"});
   add_output(body, "n");
-  set_branch(add_node(b.graph(), "Scan", {"x"}, {"y"}, "scan0"), "body", std::move(body));
+  set_branch(add_node(b.graph(), "Neg", {"x"}, {"y"}, "neg0"), "body", std::move(body));
   b.output("y");
   auto g = import(b);
   ASSERT_FALSE(g.ok());
-  EXPECT_THAT(g.status().message(), HasSubstr("scan0"));
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("node 'neg0' (Neg): attribute 'body' holds a subgraph; of the "
+                        "control-flow ops kiln supports only Loop, Scan and If"));
 }
 
 }  // namespace

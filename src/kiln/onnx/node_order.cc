@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,9 +52,47 @@ std::string describe_cycle(const onnx::GraphProto& graph,
   return text;
 }
 
+void subgraph_reads(const onnx::NodeProto& node, std::vector<std::string>& names);
+
+// The names `graph` reads (its nodes' inputs and its outputs, its subgraphs' reads included)
+// that it does not define itself: values of the graphs around it.
+void outer_reads(const onnx::GraphProto& graph, std::vector<std::string>& names) {
+  std::set<std::string> defined;
+  for (const auto& input : graph.input()) defined.insert(input.name());
+  for (const auto& tensor : graph.initializer()) defined.insert(tensor.name());
+  for (const onnx::NodeProto& node : graph.node()) {
+    defined.insert(node.output().begin(), node.output().end());
+  }
+  std::vector<std::string> reads;
+  for (const onnx::NodeProto& node : graph.node()) {
+    reads.insert(reads.end(), node.input().begin(), node.input().end());
+    subgraph_reads(node, reads);
+  }
+  for (const auto& output : graph.output()) reads.push_back(output.name());
+  for (std::string& name : reads) {
+    if (!defined.count(name)) names.push_back(std::move(name));
+  }
+}
+
+// The outer values a node's subgraphs (Loop, Scan and If bodies, recursively) read: the node
+// depends on them without listing them as inputs.
+void subgraph_reads(const onnx::NodeProto& node, std::vector<std::string>& names) {
+  for (const onnx::AttributeProto& attribute : node.attribute()) {
+    if (attribute.has_g()) outer_reads(attribute.g(), names);
+    for (const onnx::GraphProto& graph : attribute.graphs()) outer_reads(graph, names);
+  }
+}
+
 }  // namespace
 
 Status sort_nodes_topologically(onnx::GraphProto& graph) {
+  for (onnx::NodeProto& node : *graph.mutable_node()) {
+    for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
+      if (attribute.has_g()) KILN_RETURN_IF_ERROR(sort_nodes_topologically(*attribute.mutable_g()));
+      for (onnx::GraphProto& body : *attribute.mutable_graphs())
+        KILN_RETURN_IF_ERROR(sort_nodes_topologically(body));
+    }
+  }
   const int count = graph.node_size();
   std::unordered_map<std::string, int> producer;
   for (int i = 0; i < count; ++i) {
@@ -69,6 +108,13 @@ Status sort_nodes_topologically(onnx::GraphProto& graph) {
     for (const std::string& input : graph.node(i).input()) {
       auto it = producer.find(input);
       if (!input.empty() && it != producer.end()) deps.push_back(it->second);
+    }
+    // A body reading the node's own output is refused later (not a value before the node).
+    std::vector<std::string> body_reads;
+    subgraph_reads(graph.node(i), body_reads);
+    for (const std::string& input : body_reads) {
+      auto it = producer.find(input);
+      if (!input.empty() && it != producer.end() && it->second != i) deps.push_back(it->second);
     }
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());

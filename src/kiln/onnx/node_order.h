@@ -17,7 +17,8 @@ namespace kiln::onnx_import {
 // is left untouched (node names generated from positions stay the same). Inputs that no node
 // produces (graph inputs, initializers, or undefined names, which the importer reports later)
 // impose no order. A value produced twice orders its readers after its first producer; the
-// importer refuses such graphs later.
+// importer refuses such graphs later. Bodies (the graph attributes of Loop, Scan and If) are
+// sorted likewise, and a node comes after the producers of the outer values its bodies read.
 //
 // Errors: InvalidArgument when the nodes form a cycle, naming one cycle node by node with the
 // values that connect them ("node 'a' (Add) reads 'v' from node 'b' (Mul), which reads 'w' from

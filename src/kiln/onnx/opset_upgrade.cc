@@ -73,6 +73,14 @@ Status check_nodes_before_conversion(const onnx::GraphProto& graph, int64_t opse
     const onnx::OpSchema* schema =
         onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
     if (schema == nullptr) continue;  // unknown ops were reported before conversion
+    // Scan-8 has a batch axis and sequence_lens; ONNX's converter rewrites the graph's declared
+    // inputs when it adapts it, so the model would no longer take its own inputs.
+    if (node.op_type() == "Scan" && opset < 9) {
+      return unimplemented(
+          "node {} (Scan): Scan before opset 9 (with a batch axis and sequence_lens) is not "
+          "supported; re-export the model at opset 9 or later",
+          node.name().empty() ? fmt::format("#{}", i) : "'" + node.name() + "'");
+    }
     auto count_error = [&](const char* what, int count, int min, int max) -> Status {
       if (count >= min && count <= max) return ok_status();
       const std::string range = min == max ? fmt::format("{}", min)
@@ -88,6 +96,11 @@ Status check_nodes_before_conversion(const onnx::GraphProto& graph, int64_t opse
     KILN_RETURN_IF_ERROR(
         count_error("output", node.output_size(), schema->min_output(), schema->max_output()));
     KILN_RETURN_IF_ERROR(check_attributes(node, i));
+    // Bodies (Loop, Scan, If) are converted with the model: their nodes are checked alike.
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.has_g())
+        KILN_RETURN_IF_ERROR(check_nodes_before_conversion(attribute.g(), opset));
+    }
   }
   return ok_status();
 }

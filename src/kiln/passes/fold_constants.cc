@@ -45,6 +45,8 @@ class Folder {
         continue;
       }
       const ir::Node& node = graph_.node(id);
+      // Control flow runs at run time: a loop's work is not the compiler's to do.
+      if (!node.bodies.empty()) continue;
       std::vector<Tensor> inputs;
       bool from_sizes = false;
       if (!constant_inputs(node, inputs, from_sizes)) continue;

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include <chrono>
+
 #include "kiln/base/checked_math.h"
+#include "kiln/base/control_flow.h"
 #include "kiln/hal/host_tensors.h"
 #include "kiln/runtime/memory_planner.h"
 
@@ -28,6 +31,12 @@ struct RunState::Prepared {
     }
     return total;
   }
+};
+
+struct RunState::Body {
+  std::vector<Stage> stages;
+  RunContext context;
+  std::unique_ptr<RunState> state;
 };
 
 namespace {
@@ -86,6 +95,88 @@ class StageObserver : public hal::RunObserver {
 
 }  // namespace
 
+StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
+                               std::span<const Tensor> inputs) {
+  if (inputs.size() != module.inputs.size()) {
+    std::vector<std::string> names;
+    for (int32_t id : module.inputs) names.push_back("'" + module.values[id].name + "'");
+    return invalid_argument("the module takes {} input(s) ({}), got {}", module.inputs.size(),
+                            fmt::join(names, ", "), inputs.size());
+  }
+  Bindings bindings;
+  std::map<std::string, std::string> bound_by;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const module::ModuleValue& expected = module.values[module.inputs[i]];
+    const Tensor& actual = inputs[i];
+    if (actual.dtype() != expected.dtype) {
+      return invalid_argument("input {} '{}': expected dtype {}, got {}", i, expected.name,
+                              dtype_name(expected.dtype), dtype_name(actual.dtype()));
+    }
+    if (actual.shape().size() != expected.shape.size()) {
+      return invalid_argument("input {} '{}': expected rank {} {}, got rank {} {}", i,
+                              expected.name, expected.shape.size(), shape_to_string(expected.shape),
+                              actual.shape().size(), shape_to_string(actual.shape()));
+    }
+    for (size_t d = 0; d < expected.shape.size(); ++d) {
+      const DimExpr& dim = expected.shape[d];
+      int64_t got = actual.shape()[d];
+      if (!dim.is_symbol()) continue;
+      const std::string symbol = dim.symbols()[0];
+      auto [it, inserted] = bindings.emplace(symbol, got);
+      std::string where = fmt::format("input '{}' dim {}", expected.name, d);
+      if (inserted) {
+        bound_by[symbol] = where;
+      } else if (it->second != got) {
+        return invalid_argument("{} is {}, but symbol '{}' is {} from {}", where, got, symbol,
+                                it->second, bound_by[symbol]);
+      }
+    }
+  }
+  // Static and compound dims are checked once every symbol has a value.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const module::ModuleValue& expected = module.values[module.inputs[i]];
+    for (size_t d = 0; d < expected.shape.size(); ++d) {
+      auto want = expected.shape[d].evaluate(bindings);
+      if (!want.ok())
+        return std::move(want).status().with_note(fmt::format("in input '{}'", expected.name));
+      if (*want != inputs[i].shape()[d]) {
+        return invalid_argument(
+            "input {} '{}' dim {}: expected {} ({} in {}), got {} (input shape {})", i,
+            expected.name, d, *want, expected.shape[d].to_string(), shape_to_string(expected.shape),
+            inputs[i].shape()[d], shape_to_string(inputs[i].shape()));
+      }
+    }
+  }
+  // An input whose elements are symbols (a body's iteration number) binds them from its data.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const module::ModuleValue& expected = module.values[module.inputs[i]];
+    if (expected.known_values.empty()) continue;
+    if (inputs[i].element_count() != static_cast<int64_t>(expected.known_values.size()) ||
+        !(is_integer(inputs[i].dtype()) || inputs[i].dtype() == DType::kBool)) {
+      return invalid_argument("input {} '{}': expected {} integer elements, got {} {}", i,
+                              expected.name, expected.known_values.size(),
+                              dtype_name(inputs[i].dtype()), shape_to_string(inputs[i].shape()));
+    }
+    for (size_t e = 0; e < expected.known_values.size(); ++e) {
+      const int64_t got = element_as_int64(inputs[i], static_cast<int64_t>(e));
+      const DimExpr& element = expected.known_values[e];
+      if (element.is_symbol()) {
+        auto [it, inserted] = bindings.emplace(element.symbols()[0], got);
+        if (!inserted && it->second != got) {
+          return invalid_argument("input {} '{}' element {} is {}, but symbol '{}' is {}", i,
+                                  expected.name, e, got, it->first, it->second);
+        }
+      }
+    }
+  }
+  for (const std::string& symbol : module.symbols) {
+    if (!bindings.count(symbol))
+      return invalid_argument("symbol '{}' is not set by any input", symbol);
+  }
+  KILN_RETURN_IF_ERROR(check_bound_assumptions(module.assumptions, bindings));
+  return bindings;
+}
+
 StatusOr<ConcreteShape> concrete_shape(const module::ModuleValue& value, const Bindings& bindings) {
   auto shape = evaluate_shape(value.shape, bindings);
   if (!shape.ok())
@@ -124,10 +215,12 @@ RunState::~RunState() = default;
 StatusOr<RunState::Prepared*> RunState::prepare(size_t stage_index, const Bindings& all_bindings) {
   const auto& module = *context_.module;
   const std::vector<Stage>& stages = *context_.stages;
-  // Symbols bound by later stages do not change this stage's plan.
-  PlanKey key(stage_index, all_bindings);
-  for (size_t d = stages[stage_index].end; d < module.dispatches.size(); ++d) {
-    for (const std::string& symbol : module.dispatches[d].data_symbols) key.second.erase(symbol);
+  // The plan depends only on the symbols its values and dispatches use (not on those of later
+  // stages, nor on a body's iteration number where no shape uses it).
+  PlanKey key(stage_index, {});
+  for (const std::string& symbol : stages[stage_index].symbols) {
+    auto bound = all_bindings.find(symbol);
+    if (bound != all_bindings.end()) key.second.insert(*bound);
   }
   if (Prepared* held = plans_.find(key)) return held;
   const Bindings& bindings = key.second;
@@ -253,6 +346,14 @@ StatusOr<std::vector<std::vector<std::string>>> RunState::describe_dispatches(
   const std::vector<Stage>& stages = *context_.stages;
   std::vector<std::vector<std::string>> out;
   for (size_t s = 0; s < stages.size(); ++s) {
+    if (stages[s].control) {
+      const module::Dispatch& dispatch = context_.module->dispatches[stages[s].first];
+      out.push_back({fmt::format(
+          "control flow: {} runs its {} on the host, each as a nested "
+          "program on this device",
+          dispatch.op_type, dispatch.op_type == "If" ? "taken branch" : "body per iteration")});
+      continue;
+    }
     KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(s, bindings));
     for (int32_t d = 0; d < stages[s].end - stages[s].first; ++d) {
       out.push_back(prepared->executable->describe_dispatch(d));
@@ -294,6 +395,163 @@ Status RunState::bind_data_symbols(const Stage& stage, const std::map<int32_t, T
   return ok_status();
 }
 
+RunState::Body& RunState::body(int32_t dispatch, size_t b) {
+  std::unique_ptr<Body>& held = bodies_[{dispatch, b}];
+  if (held == nullptr) {
+    held = std::make_unique<Body>();
+    const module::ModuleContents& module = *context_.module->dispatches[dispatch].bodies[b];
+    held->stages = plan_stages(module);
+    held->context = context_;
+    held->context.module = &module;
+    held->context.stages = &held->stages;
+    held->state = std::make_unique<RunState>(held->context);
+  }
+  return *held;
+}
+
+namespace {
+
+// The per-iteration type of control-flow output `value` when no iteration produced it: its dims
+// without `axis`, for the bindings known before the dispatch ran.
+StatusOr<control_flow::SliceType> empty_slice(const module::ModuleValue& value, int64_t axis,
+                                              const Bindings& bindings) {
+  control_flow::SliceType type{value.dtype, {}};
+  for (size_t d = 0; d < value.shape.size(); ++d) {
+    if (static_cast<int64_t>(d) == axis) continue;
+    auto n = value.shape[d].evaluate(bindings);
+    if (!n.ok()) {
+      return std::move(n).status().with_note(
+          fmt::format("the loop ran zero times: dim {} of '{}' is not known without an iteration",
+                      d, value.name));
+    }
+    type.shape.push_back(*n);
+  }
+  return type;
+}
+
+}  // namespace
+
+Status RunState::run_control(const Stage& stage, std::map<int32_t, Tensor>& held,
+                             Bindings& bindings, hal::RunObserver* observer) {
+  const auto& module = *context_.module;
+  const int32_t d = stage.first;
+  const module::Dispatch& dispatch = module.dispatches[d];
+  const std::string where = fmt::format("dispatch '{}' ({})", dispatch.name, dispatch.op_type);
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<Tensor> inputs;
+  for (int32_t in : dispatch.inputs) {
+    if (in < 0) {
+      inputs.emplace_back();
+    } else if (module.values[in].kind == module::ValueKind::kConstant) {
+      inputs.push_back(module.values[in].constant);
+    } else {
+      inputs.push_back(held.at(in));
+    }
+  }
+  auto runner = [&](size_t b) -> control_flow::BodyRunner {
+    return [this, d, b](std::vector<Tensor> body_inputs) -> StatusOr<std::vector<Tensor>> {
+      Body& run = body(d, b);
+      auto result = [&]() -> StatusOr<std::vector<Tensor>> {
+        KILN_ASSIGN_OR_RETURN(Bindings body_bindings,
+                              bind_inputs(*run.context.module, body_inputs));
+        return run.state->run(body_inputs, std::move(body_bindings), nullptr, nullptr);
+      }();
+      if (!result.ok()) return std::move(result).status().with_note(fmt::format("in body {}", b));
+      return result;
+    };
+  };
+  KILN_ASSIGN_OR_RETURN(int64_t captures, dispatch.attributes.get_int("kiln_captures", 0));
+  control_flow::LoopArgs args;
+  args.where = where;
+  args.captures = static_cast<size_t>(captures);
+  args.output_count = dispatch.outputs.size();
+  args.max_bytes = context_.max_memory_bytes;
+  StatusOr<std::vector<Tensor>> outputs = std::vector<Tensor>{};
+  if (dispatch.op_type == "If") {
+    KILN_ASSIGN_OR_RETURN(bool cond,
+                          control_flow::read_condition(inputs.at(0), where + ": the condition"));
+    const size_t then_inputs = dispatch.bodies[0]->inputs.size();
+    std::vector<Tensor> taken =
+        cond ? std::vector<Tensor>(inputs.begin() + 1, inputs.begin() + 1 + then_inputs)
+             : std::vector<Tensor>(inputs.begin() + 1 + then_inputs, inputs.end());
+    outputs = runner(cond ? 0 : 1)(std::move(taken));
+  } else if (dispatch.op_type == "Loop") {
+    const size_t carried = inputs.size() - 2 - args.captures;
+    args.body = runner(0);
+    args.empty_scan_shape = [&](size_t k) {
+      return empty_slice(module.values[dispatch.outputs.at(carried + k)], 0, bindings);
+    };
+    outputs = control_flow::run_loop(inputs, args);
+  } else {
+    KILN_ASSIGN_OR_RETURN(
+        control_flow::ScanAttributes attrs,
+        control_flow::parse_scan_attributes(dispatch.attributes, inputs.size() - args.captures,
+                                            dispatch.outputs.size(), where));
+    const size_t states = inputs.size() - args.captures - attrs.num_scan_inputs;
+    args.body = runner(0);
+    args.empty_scan_shape = [&](size_t k) -> StatusOr<control_flow::SliceType> {
+      const module::ModuleValue& value = module.values[dispatch.outputs.at(states + k)];
+      KILN_ASSIGN_OR_RETURN(int64_t axis,
+                            control_flow::normalize_axis(attrs.output_axes[k],
+                                                         static_cast<int64_t>(value.shape.size()),
+                                                         where + ": scan_output_axes"));
+      return empty_slice(value, axis, bindings);
+    };
+    outputs = control_flow::run_scan(inputs, dispatch.attributes, args);
+  }
+  if (!outputs.ok()) return std::move(outputs).status();
+  if (outputs->size() != dispatch.outputs.size()) {
+    return internal_error("{}: gave {} outputs for {}", where, outputs->size(),
+                          dispatch.outputs.size());
+  }
+  // The data symbols from the outputs' dims, then every output checked against the module.
+  for (size_t k = 0; k < outputs->size(); ++k) {
+    const module::ModuleValue& value = module.values[dispatch.outputs[k]];
+    const Tensor& tensor = (*outputs)[k];
+    if (tensor.rank() != static_cast<int64_t>(value.shape.size())) continue;  // reported below
+    for (size_t i = 0; i < value.shape.size(); ++i) {
+      const DimExpr& dim = value.shape[i];
+      if (!dim.is_symbol()) continue;
+      const std::string symbol = dim.symbols()[0];
+      if (std::find(dispatch.data_symbols.begin(), dispatch.data_symbols.end(), symbol) ==
+          dispatch.data_symbols.end()) {
+        continue;
+      }
+      auto [it, inserted] = bindings.emplace(symbol, tensor.shape()[i]);
+      if (!inserted && it->second != tensor.shape()[i]) {
+        return invalid_argument("{}: output {} '{}' dim {} is {}, but '{}' is {}", where, k,
+                                value.name, i, tensor.shape()[i], symbol, it->second);
+      }
+    }
+  }
+  for (size_t k = 0; k < outputs->size(); ++k) {
+    const module::ModuleValue& value = module.values[dispatch.outputs[k]];
+    const Tensor& tensor = (*outputs)[k];
+    KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
+    if (tensor.dtype() != value.dtype || tensor.shape() != shape) {
+      return invalid_argument("{}: output {} '{}' is {} {}, but the module says {} {}", where, k,
+                              value.name, dtype_name(tensor.dtype()),
+                              shape_to_string(tensor.shape()), dtype_name(value.dtype),
+                              shape_to_string(shape));
+    }
+    KILN_RETURN_IF_ERROR(check_memory(value_bytes(shape, value.dtype), context_.max_memory_bytes,
+                                      fmt::format("value '{}' would", value.name), bindings));
+  }
+  KILN_RETURN_IF_ERROR(check_bound_assumptions(module.assumptions, bindings));
+  const double elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  if (observer != nullptr) {
+    std::vector<Tensor> observed;
+    if (observer->wants_outputs(d)) {
+      for (const Tensor& t : *outputs) observed.push_back(t.clone());
+    }
+    Status seen = observer->after_dispatch(d, elapsed_ms, observed);
+    if (!seen.ok()) return std::move(seen).with_note("after " + where);
+  }
+  for (size_t k = 0; k < outputs->size(); ++k) held[dispatch.outputs[k]] = std::move((*outputs)[k]);
+  return ok_status();
+}
+
 StatusOr<std::vector<Tensor>> RunState::run(std::span<const Tensor> inputs, Bindings bindings,
                                             hal::RunObserver* observer, Bindings* bound,
                                             std::span<Tensor> into) {
@@ -311,6 +569,10 @@ StatusOr<std::vector<Tensor>> RunState::run(std::span<const Tensor> inputs, Bind
 
   for (size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
+    if (stage.control) {
+      KILN_RETURN_IF_ERROR(run_control(stage, held, bindings, observer));
+      continue;
+    }
     if (stage.binds_data) {
       KILN_RETURN_IF_ERROR(bind_data_symbols(stage, held, bindings));
       KILN_RETURN_IF_ERROR(check_bound_assumptions(module.assumptions, bindings));

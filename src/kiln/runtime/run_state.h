@@ -42,9 +42,21 @@ struct RunContext {
   uint64_t max_memory_bytes = 0;  // per run: activations (arena) plus outputs
 };
 
+// Symbol values implied by the shapes of `inputs` (module.inputs order), checked against every
+// input's dtype and dims and the module's assumptions (Session::bind; a body's inputs each time
+// it runs).
+StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
+                               std::span<const Tensor> inputs);
+
 // The concrete dims of `value` for `bindings`. Errors name the value.
 StatusOr<ConcreteShape> concrete_shape(const module::ModuleValue& value, const Bindings& bindings);
 
+// RunState runs a control-flow stage (stages.h) itself: it reads the dispatch's inputs, runs
+// the op's semantics on the host (kiln/base/control_flow.h) and each body run as a nested module
+// on a run state of its own (made on first use, one per body, with its own plans and arena, kept
+// as long as this state), binds the dispatch's data symbols from the outputs' dims and checks
+// every output's dims and the assumptions against them. Only the If branch taken runs (and is
+// prepared). An observer sees the control-flow dispatch once, not the bodies' dispatches.
 class RunState {
  public:
   explicit RunState(const RunContext& context);
@@ -72,6 +84,7 @@ class RunState {
 
  private:
   struct Prepared;
+  struct Body;
   // A stage's index and the bindings its plan depends on.
   using PlanKey = std::pair<size_t, Bindings>;
 
@@ -80,12 +93,18 @@ class RunState {
   Status size_arena(const Prepared& prepared);
   Status bind_data_symbols(const Stage& stage, const std::map<int32_t, Tensor>& held,
                            Bindings& bindings);
+  // Runs control-flow stage `stage`, adding its outputs to `held` and its symbols to `bindings`.
+  Status run_control(const Stage& stage, std::map<int32_t, Tensor>& held, Bindings& bindings,
+                     hal::RunObserver* observer);
+  // The run state of body `b` of dispatch `dispatch`.
+  Body& body(int32_t dispatch, size_t b);
 
   RunContext context_;
   PlanCache<PlanKey, Prepared> plans_;
   std::unique_ptr<hal::Buffer> arena_;
   size_t arena_bytes_ = 0;
   bool plan_evicted_ = false;  // since the arena was last sized
+  std::map<std::pair<int32_t, size_t>, std::unique_ptr<Body>> bodies_;
 };
 
 // Caller tensors for a run's outputs (run's `into`): one per module output, and output `index`'s

@@ -55,63 +55,7 @@ StatusOr<std::unique_ptr<Session>> Session::create(
 }
 
 StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
-  const auto& module = *module_;
-  if (inputs.size() != module.inputs.size()) {
-    std::vector<std::string> names;
-    for (int32_t id : module.inputs) names.push_back("'" + module.values[id].name + "'");
-    return invalid_argument("the module takes {} input(s) ({}), got {}", module.inputs.size(),
-                            fmt::join(names, ", "), inputs.size());
-  }
-  Bindings bindings;
-  std::map<std::string, std::string> bound_by;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const module::ModuleValue& expected = module.values[module.inputs[i]];
-    const Tensor& actual = inputs[i];
-    if (actual.dtype() != expected.dtype) {
-      return invalid_argument("input {} '{}': expected dtype {}, got {}", i, expected.name,
-                              dtype_name(expected.dtype), dtype_name(actual.dtype()));
-    }
-    if (actual.shape().size() != expected.shape.size()) {
-      return invalid_argument("input {} '{}': expected rank {} {}, got rank {} {}", i,
-                              expected.name, expected.shape.size(), shape_to_string(expected.shape),
-                              actual.shape().size(), shape_to_string(actual.shape()));
-    }
-    for (size_t d = 0; d < expected.shape.size(); ++d) {
-      const DimExpr& dim = expected.shape[d];
-      int64_t got = actual.shape()[d];
-      if (!dim.is_symbol()) continue;
-      const std::string symbol = dim.symbols()[0];
-      auto [it, inserted] = bindings.emplace(symbol, got);
-      std::string where = fmt::format("input '{}' dim {}", expected.name, d);
-      if (inserted) {
-        bound_by[symbol] = where;
-      } else if (it->second != got) {
-        return invalid_argument("{} is {}, but symbol '{}' is {} from {}", where, got, symbol,
-                                it->second, bound_by[symbol]);
-      }
-    }
-  }
-  // Static and compound dims are checked once every symbol has a value.
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const module::ModuleValue& expected = module.values[module.inputs[i]];
-    for (size_t d = 0; d < expected.shape.size(); ++d) {
-      auto want = expected.shape[d].evaluate(bindings);
-      if (!want.ok())
-        return std::move(want).status().with_note(fmt::format("in input '{}'", expected.name));
-      if (*want != inputs[i].shape()[d]) {
-        return invalid_argument(
-            "input {} '{}' dim {}: expected {} ({} in {}), got {} (input shape {})", i,
-            expected.name, d, *want, expected.shape[d].to_string(), shape_to_string(expected.shape),
-            inputs[i].shape()[d], shape_to_string(inputs[i].shape()));
-      }
-    }
-  }
-  for (const std::string& symbol : module.symbols) {
-    if (!bindings.count(symbol))
-      return invalid_argument("symbol '{}' is not set by any input", symbol);
-  }
-  KILN_RETURN_IF_ERROR(check_bound_assumptions(module.assumptions, bindings));
-  return bindings;
+  return bind_inputs(*module_, inputs);
 }
 
 StatusOr<std::vector<ConcreteShape>> Session::value_shapes(const Bindings& bindings) const {

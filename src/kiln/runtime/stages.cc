@@ -8,10 +8,17 @@ namespace kiln::runtime {
 std::vector<Stage> plan_stages(const module::ModuleContents& module) {
   const auto dispatch_count = static_cast<int32_t>(module.dispatches.size());
   std::vector<Stage> stages(1);
+  auto is_control = [&](int32_t d) { return !module.dispatches[d].bodies.empty(); };
   for (int32_t d = 0; d < dispatch_count; ++d) {
-    if (!module.dispatches[d].data_symbols.empty() && d > 0) {
+    const bool starts =
+        !module.dispatches[d].data_symbols.empty() || is_control(d) || (d > 0 && is_control(d - 1));
+    if (starts && d > 0) {
       stages.back().end = d;
       stages.emplace_back().first = d;
+    }
+    if (is_control(d)) {
+      stages.back().control = true;
+      continue;
     }
     stages.back().binds_data =
         stages.back().binds_data ||
@@ -49,11 +56,23 @@ std::vector<Stage> plan_stages(const module::ModuleContents& module) {
     stages[s].inputs.assign(inputs.begin(), inputs.end());
   }
   for (size_t s = 0; s < stages.size(); ++s) {
+    std::set<std::string> symbols;
     for (int32_t v : stages[s].values) {
       if (produced_in[v] == static_cast<int32_t>(s) && (crosses[v] || is_graph_output[v])) {
         stages[s].outputs.push_back(v);
       }
+      for (const DimExpr& d : module.values[v].shape) {
+        for (std::string& symbol : d.symbols()) symbols.insert(std::move(symbol));
+      }
+      for (const DimExpr& d : module.values[v].known_values) {
+        for (std::string& symbol : d.symbols()) symbols.insert(std::move(symbol));
+      }
     }
+    for (int32_t d = stages[s].first; d < stages[s].end; ++d) {
+      symbols.insert(module.dispatches[d].data_symbols.begin(),
+                     module.dispatches[d].data_symbols.end());
+    }
+    stages[s].symbols.assign(symbols.begin(), symbols.end());
   }
   return stages;
 }

@@ -3,6 +3,10 @@
 // so the session runs the module in stages: each stage starts at such a dispatch (or at the
 // first dispatch) and runs up to the next one. Values that cross a stage boundary are handed
 // over as plain tensors. A module without data symbols is one stage.
+//
+// A control-flow dispatch (one with bodies: Loop, Scan, If; module::Dispatch::bodies) is a stage
+// of its own: the run state runs it on the host (kiln/base/control_flow.h), each body as a nested
+// program on the same device, and binds the dispatch's data symbols from the outputs' dims.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +28,11 @@ struct Stage {
   std::vector<int32_t> outputs;
   // Whether `first` binds data symbols before the stage is planned.
   bool binds_data = false;
+  // The symbols the stage's plan depends on: those of its values' dims and known values and of
+  // its dispatches' data sizes, sorted. Its plan is keyed by their values alone.
+  std::vector<std::string> symbols;
+  // Whether the stage is one control-flow dispatch, run through its bodies rather than prepared.
+  bool control = false;
 };
 
 // Splits a verified module into stages (at least one, even without dispatches).
