@@ -256,5 +256,35 @@ TEST(KilnCliModule, AModelAsTheModuleSuggestsKilnCompile) {
       << result.output;
 }
 
+// `kiln compile` and `kiln triage` show the step they are at on one line of a terminal (here a
+// pseudo-terminal made by `script`), cleared before their results; a pipe gets none of it.
+TEST(KilnCliProgress, LongStepsShowOnATerminalOnly) {
+  const std::string dir = testing::make_temp_dir("progress");
+  const std::string compile_args =
+      "compile " + testing::model_path("small/tiny_cnn.onnx") + " -o " + dir + "/tiny.kmod";
+  auto piped = testing::run_kiln(compile_args);
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_EQ(piped.output.find("[compile]"), std::string::npos) << piped.output;
+
+  auto on_terminal = [&](const std::string& args) {
+    return testing::run_command("script -qec '" + testing::kiln_binary() + " " + args +
+                                "' /dev/null");
+  };
+  auto compiled = on_terminal(compile_args);
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  for (const char* step : {"\r\033[K[compile] importing the model...", "[compile] compiling...",
+                           "[compile] writing the module...\r\033[Kcompiled 'tiny_cnn'"}) {
+    EXPECT_NE(compiled.output.find(step), std::string::npos) << step << " in\n" << compiled.output;
+  }
+  auto triaged = on_terminal(
+      "triage " + testing::model_path("small/tiny_cnn.onnx") + " --input=1x3x8x8xf32=@" +
+      testing::model_path("small/tiny_input_b1.bin") + " -o " + dir + "/triage");
+  ASSERT_EQ(triaged.exit_code, 0) << triaged.output;
+  for (const char* step : {"[triage] computing the reference (reference)...",
+                           "[triage] running the module dispatch by dispatch...\r\033[K"}) {
+    EXPECT_NE(triaged.output.find(step), std::string::npos) << step << " in\n" << triaged.output;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -70,6 +70,7 @@ TEST(TriageCli, CleanModelExitsZeroWithEveryLayerWithinTolerance) {
   const std::string html = read_text(dir + "/report.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("resnetv17_stage4_conv9_fwd"), std::string::npos);
+  EXPECT_NE(html.find("<div class=\"verdict clean\"><strong>CLEAN"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir + "/repro"));
 }
 
@@ -99,6 +100,19 @@ TEST(TriageCli, FaultIsPinnedAndTheReproShowsIt) {
     }
   }
   EXPECT_EQ(report["layers"].size(), 57u);
+
+  // The HTML page puts the verdict first, above the chart, whose axes are labelled and which has
+  // a legend for each series.
+  const std::string html = read_text(dir + "/report.html");
+  const size_t verdict = html.find("<div class=\"verdict diverged\"><strong>DIVERGED at dispatch " +
+                                   std::to_string(dispatch));
+  ASSERT_NE(verdict, std::string::npos) << html.substr(0, 2000);
+  EXPECT_LT(verdict, html.find("<svg"));
+  for (const char* label :
+       {"dispatch (run order)", "max abs error (log scale)", "max abs error of the layer's output",
+        "tolerance: atol + rtol", "outside tolerance"}) {
+    EXPECT_NE(html.find(label), std::string::npos) << label;
+  }
 
   const std::string onnx_path = first["repro"]["onnx"];
   auto checked = run_shell(
@@ -169,6 +183,22 @@ TEST(TriageCli, AgainstOnnxRuntimeIsClean) {
   for (const auto& layer : report["layers"]) compared += layer["compared"].get<bool>();
   EXPECT_EQ(compared, 57);
   EXPECT_FALSE(fs::exists(dir + "/onnxruntime")) << "the model copy was left behind";
+}
+
+// `--input=NAME=SPEC` as for `kiln run`: the name picks the model's input; an unknown name is a
+// usage error listing the inputs.
+TEST(TriageCli, NamedInputsPickTheModelsInputs) {
+  const std::string dir = make_temp_dir("out");
+  const std::string spec = "1x3x8x8xf32=@" + model_path("small/tiny_input_b1.bin");
+  auto named = run_kiln("triage " + model_path("small/tiny_cnn.onnx") + " --input=data=" + spec +
+                        " -o " + dir);
+  EXPECT_EQ(named.exit_code, 0) << named.output;
+  EXPECT_NE(named.output.find("CLEAN"), std::string::npos) << named.output;
+  auto unknown = run_kiln("triage " + model_path("small/tiny_cnn.onnx") + " --input=image=" + spec +
+                          " -o " + dir);
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("no input 'image'; its inputs are: data"), std::string::npos)
+      << unknown.output;
 }
 
 TEST(TriageCli, BadInputIsRefusedBeforeAnyWork) {

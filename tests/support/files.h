@@ -40,10 +40,13 @@ class TempDir {
     std::filesystem::remove_all(path_, ec);
   }
   std::string file(std::string_view name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
   // Names of the entries in the directory, to check that no temporary file was left behind.
-  std::vector<std::string> entries() const {
+  std::vector<std::string> entries() const { return entries_of(path_.string()); }
+  // The same for any directory (a subdirectory of this one).
+  static std::vector<std::string> entries_of(const std::string& directory) {
     std::vector<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(path_)) {
+    for (const auto& entry : std::filesystem::directory_iterator(directory)) {
       names.push_back(entry.path().filename().string());
     }
     std::sort(names.begin(), names.end());

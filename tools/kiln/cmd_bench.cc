@@ -60,6 +60,9 @@ StatusOr<double> timed_run(runtime::Session& session, const std::vector<Tensor>&
 int run_bench(const BenchFlags& flags) {
   auto loaded = load_input_specs("--input", flags.inputs);
   if (!loaded.ok()) return report_error("bench", loaded.status());
+  if (Status checked = check_output_flag("--json", flags.json); !checked.ok()) {
+    return report_error("bench", checked);
+  }
   runtime::SessionOptions options;
   options.device = flags.device;
   options.allow_fallback = !flags.no_fallback;

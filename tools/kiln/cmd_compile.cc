@@ -1,10 +1,12 @@
 #include "commands.h"
+#include "flags.h"
 #include "kiln/compiler/model_loader.h"
 #include "kiln/compiler/pipeline.h"
 #include "kiln/hal/registry.h"
 #include "kiln/ir/text_format.h"
 #include "kiln/module/module.h"
 #include "kiln/triage/dispatch_dump.h"
+#include "step_progress.h"
 
 namespace kiln::cli {
 namespace {
@@ -22,12 +24,13 @@ struct CompileFlags {
 
 // For a GPU target: the dispatches its device has no kernel for (they run on its CPU fallback),
 // on stdout. A device that cannot be created here is noted, not an error: the module is the same.
-void report_target_fallbacks(const std::string& target, const module::ModuleContents& contents) {
+void report_target_fallbacks(const std::string& target, const module::ModuleContents& contents,
+                             std::FILE* out) {
   if (target == "cpu") return;
   auto device = hal::create_device(target, {});
   if (!device.ok()) {
-    std::printf("note: cannot check which dispatches run on %s here: %s\n", target.c_str(),
-                device.status().message().c_str());
+    std::fprintf(out, "note: cannot check which dispatches run on %s here: %s\n", target.c_str(),
+                 device.status().message().c_str());
     return;
   }
   std::vector<std::string> lines;
@@ -44,9 +47,9 @@ void report_target_fallbacks(const std::string& target, const module::ModuleCont
       lines.empty() ? std::string()
                     : " (kiln run --device=" + target +
                           " also names those whose shapes or attributes send them there):";
-  std::printf("%s: %zu of %zu dispatches run on the CPU fallback%s\n", target.c_str(), lines.size(),
-              contents.dispatches.size(), more.c_str());
-  for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+  std::fprintf(out, "%s: %zu of %zu dispatches run on the CPU fallback%s\n", target.c_str(),
+               lines.size(), contents.dispatches.size(), more.c_str());
+  for (const std::string& line : lines) std::fprintf(out, "%s\n", line.c_str());
 }
 
 int run_compile(const CompileFlags& flags) {
@@ -56,11 +59,18 @@ int run_compile(const CompileFlags& flags) {
   }
   auto bind = compiler::parse_bind_specs(flags.bind);
   if (!bind.ok()) return report_error("compile", bind.status());
+  if (Status checked = check_output_flag("-o", flags.output); !checked.ok()) {
+    return report_error("compile", checked);
+  }
+  // `-o -` writes the module (or IR) to stdout; the summary then goes to stderr.
+  std::FILE* summary = flags.output == "-" ? stderr : stdout;
   onnx_import::ImportOptions import_options;
   import_options.target_opset = flags.opset;
   import_options.weights_as_inputs = flags.weights_as_inputs;
   // Bound as the model loads, before import makes any shape decision.
   import_options.bind = std::map<std::string, int64_t>(bind->begin(), bind->end());
+  StepProgress progress("compile");
+  progress.step("importing the model");
   auto graph = compiler::load_model(flags.model, import_options);
   if (!graph.ok()) return report_error("compile", graph.status());
 
@@ -74,12 +84,13 @@ int run_compile(const CompileFlags& flags) {
     if (!status.ok()) return report_error("compile", status);
     status = ir::write_kir(*graph, flags.output);
     if (!status.ok()) return report_error("compile", status);
-    std::printf("stopped after stage '%s': %zu nodes -> %s\n", flags.stop_after.c_str(),
-                graph->nodes().size(), flags.output.c_str());
+    std::fprintf(summary, "stopped after stage '%s': %zu nodes -> %s\n", flags.stop_after.c_str(),
+                 graph->nodes().size(), flags.output.c_str());
     return kExitOk;
   }
   triage::OriginOps origin_ops;
   for (const ir::Node& node : graph->nodes()) origin_ops[node.name] = node.op_type;
+  progress.step("compiling");
   auto contents = compiler::compile(std::move(graph).value(), options);
   if (!contents.ok()) return report_error("compile", contents.status());
   if (!flags.dump_dispatches.empty()) {
@@ -88,7 +99,9 @@ int run_compile(const CompileFlags& flags) {
     if (!dumped.ok())
       return report_error("compile", std::move(dumped).with_note("in --dump-dispatches"));
   }
+  progress.step("writing the module");
   Status written = module::write_module(*contents, flags.output);
+  progress.done();
   if (!written.ok()) return report_error("compile", written);
   std::vector<std::string> data_symbols;
   for (const module::Dispatch& d : contents->dispatches) {
@@ -97,15 +110,16 @@ int run_compile(const CompileFlags& flags) {
   const std::string from_data =
       data_symbols.empty() ? ""
                            : fmt::format(", bound from data [{}]", fmt::join(data_symbols, ","));
-  std::printf("compiled '%s': %zu dispatches, symbols [%s]%s -> %s\n", contents->model_name.c_str(),
-              contents->dispatches.size(),
-              fmt::format("{}", fmt::join(contents->symbols, ",")).c_str(), from_data.c_str(),
-              flags.output.c_str());
-  report_target_fallbacks(flags.target, *contents);
+  std::fprintf(summary, "compiled '%s': %zu dispatches, symbols [%s]%s -> %s\n",
+               contents->model_name.c_str(), contents->dispatches.size(),
+               fmt::format("{}", fmt::join(contents->symbols, ",")).c_str(), from_data.c_str(),
+               flags.output.c_str());
+  report_target_fallbacks(flags.target, *contents, summary);
   if (!contents->assumptions.empty()) {
-    std::printf("assumes (checked when the sizes are bound at run time):\n");
+    std::fprintf(summary, "assumes (checked when the sizes are bound at run time):\n");
     for (const Assumption& assumption : contents->assumptions) {
-      std::printf("  %s  (%s)\n", assumption.to_string().c_str(), assumption.origin.c_str());
+      std::fprintf(summary, "  %s  (%s)\n", assumption.to_string().c_str(),
+                   assumption.origin.c_str());
     }
   }
   return kExitOk;
@@ -119,7 +133,7 @@ Command add_compile_command(CLI::App& app) {
       app.add_subcommand("compile", "compile an .onnx or .kir model into a module (.kmod)");
   sub->add_option("model", flags->model, "model file (.onnx or .kir)")->required();
   sub->add_option("-o,--output", flags->output,
-                  "module file to write (.kmod), or .kir with --stop-after")
+                  "module file to write (.kmod), or .kir with --stop-after; - for stdout")
       ->required();
   sub->add_option("--target", flags->target,
                   "where the module is meant to run: cpu or vulkan (the module runs on every "

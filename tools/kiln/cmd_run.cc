@@ -66,7 +66,15 @@ int run_module(const RunFlags& flags) {
     auto parsed = parse_output_spec(spec);
     if (!parsed.ok())
       return report_error("run", std::move(parsed).status().with_note("in --output"));
+    if (!parsed->to_stdout) {
+      if (Status checked = check_output_flag("--output", parsed->path); !checked.ok()) {
+        return report_error("run", checked);
+      }
+    }
     output_specs.push_back(std::move(parsed).value());
+  }
+  if (Status checked = check_output_flag("--profile", flags.profile); !checked.ok()) {
+    return report_error("run", checked);
   }
   auto expected = load_tensor_specs("--expected_output", flags.expected);
   if (!expected.ok()) return report_error("run", expected.status());

@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "flags.h"
 #include "kiln/suite/backend_layout.h"
 #include "kiln/suite/junit.h"
 #include "kiln/suite/manifest.h"
@@ -50,6 +51,13 @@ int run_test_suite(const TestSuiteFlags& flags) {
     // Checked before the run so a typo does not cost one.
     Status format = suite::check_report_path(flags.report);
     if (!format.ok()) return report_error("test-suite", format);
+  }
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string&>{"--junit", flags.junit},
+        {"--report", flags.report}}) {
+    if (Status checked = check_output_flag(flag, path); !checked.ok()) {
+      return report_error("test-suite", checked);
+    }
   }
 
   suite::Progress::Style style = suite::Progress::style_for(stderr);

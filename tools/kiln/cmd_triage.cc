@@ -9,6 +9,7 @@
 #include "kiln/compiler/pipeline.h"
 #include "kiln/tooling/tensor_spec.h"
 #include "kiln/triage/driver.h"
+#include "step_progress.h"
 
 namespace kiln::cli {
 namespace {
@@ -38,14 +39,16 @@ std::string self_path() {
 int run_triage(const TriageFlags& flags) {
   triage::TriageRequest request;
   request.model = flags.model;
-  for (const std::string& spec : flags.inputs) {
-    auto tensor = parse_tensor_spec(spec);
-    if (!tensor.ok())
-      return report_error("triage", std::move(tensor).status().with_note("in --input"));
-    request.inputs.push_back(std::move(tensor).value());
-  }
+  auto input_args = load_input_specs("--input", flags.inputs);
+  if (!input_args.ok()) return report_error("triage", input_args.status());
+  request.input_args = std::move(input_args).value();
+  StepProgress progress("triage");
+  request.progress = [&progress](std::string_view step) { progress.step(step); };
   auto bind = compiler::parse_bind_specs(flags.bind);
   if (!bind.ok()) return report_error("triage", bind.status());
+  if (Status checked = check_output_flag("--json", flags.json); !checked.ok()) {
+    return report_error("triage", checked);
+  }
   request.bind = std::move(bind).value();
   request.against = flags.against;
   request.options.tolerance = {flags.atol, flags.rtol, flags.scale_tol};
@@ -62,6 +65,7 @@ int run_triage(const TriageFlags& flags) {
   request.ort.threads = flags.threads;
 
   auto outcome = triage::run_triage(request);
+  progress.done();
   if (!outcome.ok()) return report_error("triage", outcome.status());
   std::fputs(outcome->text.c_str(), stdout);
   std::printf("  report: %s\n", outcome->html_path.c_str());

@@ -12,6 +12,7 @@
 #include "kiln/base/tensor.h"
 #include "kiln/module/module.h"
 #include "kiln/runtime/session.h"
+#include "kiln/tooling/input_args.h"
 
 namespace kiln::cli {
 
@@ -40,6 +41,11 @@ std::string device_help();
 // Adds `--device` (device_help) and `--no-fallback` to a subcommand.
 void add_device_flags(CLI::App* sub, std::string& device, bool& no_fallback);
 
+// check_output_path (kiln/base/output_path.h) for an output flag's path, so a command refuses an
+// output it could not write (a missing or unwritable directory, a directory, a socket) before it
+// works. An empty path (flag not given) is fine. The error names the flag.
+Status check_output_flag(std::string_view flag, const std::string& path);
+
 // KILN_FAULT, read from the environment once per command: plants that fault in every device the
 // session creates (triage/fault_device.h). Error (naming KILN_FAULT) for a malformed value.
 Status apply_fault_injection(runtime::SessionOptions& options);
@@ -47,24 +53,5 @@ Status apply_fault_injection(runtime::SessionOptions& options);
 // Loads every `--input`-style spec in order; the error names the flag and the spec.
 StatusOr<std::vector<Tensor>> load_tensor_specs(std::string_view flag,
                                                 const std::vector<std::string>& specs);
-
-// One `--input` of `kiln run` / `kiln bench`: a tensor spec, or NAME=SPEC for the module input
-// NAME. A prefix before the first '=' is a NAME when it is no tensor type and the rest is a spec
-// with a type or a file (`data=1x3x8x8xf32=@x.bin`, `data=@x.npy`).
-struct InputArg {
-  std::string name;  // empty for a positional input
-  Tensor tensor;
-};
-// Loads every spec in order; the error names the flag and the spec.
-StatusOr<std::vector<InputArg>> load_input_specs(std::string_view flag,
-                                                 const std::vector<std::string>& specs);
-// The inputs in the order of `input_names`: each named one goes to its input, the positional ones
-// fill the others in order. Without names, the positional ones are returned as given (the
-// session checks their count). Errors name the flag: an unknown name (listing the inputs), a name
-// given twice, more inputs than the module takes, an input left without a value.
-StatusOr<std::vector<Tensor>> order_inputs(std::string_view flag, std::vector<InputArg> args,
-                                           const std::vector<std::string>& input_names);
-// The names of `module`'s inputs, in order.
-std::vector<std::string> input_names(const module::ModuleContents& module);
 
 }  // namespace kiln::cli

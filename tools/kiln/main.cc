@@ -8,14 +8,17 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "kiln/base/temp_file_cleanup.h"
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/module/module.h"
 #include "kiln/onnx/tensor_proto_file.h"
 #include "kiln/tooling/tensor_file_codec.h"
+#include "step_progress.h"
 
 namespace kiln::cli {
 
 int report_error(const char* command, const Status& status) {
+  StepProgress::clear_current();
   std::fprintf(stderr, "kiln %s: error: %s\n", command, status.to_string().c_str());
   return kExitError;
 }
@@ -50,6 +53,8 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   kiln::cli::restart_with_short_omp_spin(argv);
+  // An interrupted command (Ctrl-C, kill) leaves no temporary output file behind.
+  kiln::install_temp_file_cleanup();
   // TensorProto (.pb) tensor files for --input/--output/--expected_output: tooling cannot parse
   // protobuf itself (only kiln_onnx may), so the CLI lends it kiln_onnx's reader and writer.
   kiln::register_tensor_file_codec(

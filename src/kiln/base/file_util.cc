@@ -1,15 +1,18 @@
 #include "kiln/base/file_util.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <utility>
+
+#include "kiln/base/output_path.h"
+#include "kiln/base/temp_file_cleanup.h"
 
 namespace kiln {
 namespace {
@@ -36,12 +39,7 @@ void close_quietly(int fd) {
   if (fd >= 0) ::close(fd);
 }
 
-std::string directory_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
+std::atomic<bool> g_named_temp_files_for_testing{false};
 
 uint64_t random_u64() {
   std::random_device device;
@@ -106,6 +104,8 @@ StatusOr<std::string> read_file(const std::string& path, uint64_t max_bytes) {
   return out;
 }
 
+void set_named_temp_files_for_testing(bool named) { g_named_temp_files_for_testing = named; }
+
 Status write_file_atomically(const std::string& path, std::string_view bytes) {
   KILN_ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::open(path));
   KILN_RETURN_IF_ERROR(writer.append(bytes));
@@ -113,16 +113,48 @@ Status write_file_atomically(const std::string& path, std::string_view bytes) {
 }
 
 StatusOr<AtomicFileWriter> AtomicFileWriter::open(const std::string& path) {
-  if (path.empty()) return invalid_argument("cannot write a file with an empty path");
+  KILN_ASSIGN_OR_RETURN(OutputTarget target, resolve_output_path(path));
   AtomicFileWriter writer;
   writer.path_ = path;
+  writer.target_ = target.path;
+  switch (target.kind) {
+    case OutputKind::kStdout:
+      writer.fd_ = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+      if (writer.fd_ < 0) {
+        return invalid_argument("cannot write to the standard output: {}", errno_text(errno));
+      }
+      writer.streaming_ = true;
+      return writer;
+    case OutputKind::kStream:
+      // A FIFO's open waits for its reader, as a shell redirection does.
+      writer.fd_ = open_retrying(target.path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (writer.fd_ < 0) return open_error(path, errno);
+      writer.streaming_ = true;
+      return writer;
+    case OutputKind::kReplaceFile: break;
+  }
+  const std::string dir = parent_directory(target.path);
+  if (!g_named_temp_files_for_testing) {
+    int fd = open_retrying(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      writer.fd_ = fd;
+      writer.anonymous_ = true;
+      return writer;
+    }
+    // Other errors (no O_TMPFILE in this file system) fall back to a named file.
+    if (errno == EACCES || errno == EROFS || errno == ENOSPC || errno == EDQUOT) {
+      return invalid_argument("cannot create a temporary file next to '{}': {}", path,
+                              errno_text(errno));
+    }
+  }
   // O_EXCL with a random suffix: two writers of the same path never share a temporary file.
   for (int attempt = 0; attempt < 16; ++attempt) {
     std::string temp =
-        fmt::format("{}.tmp.{}.{:016x}", path, static_cast<long>(::getpid()), random_u64());
+        fmt::format("{}.tmp.{}.{:016x}", target.path, static_cast<long>(::getpid()), random_u64());
     int fd = open_retrying(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
       writer.fd_ = fd;
+      writer.temp_ticket_ = register_temp_file(temp);
       writer.temp_path_ = std::move(temp);
       return writer;
     }
@@ -136,8 +168,12 @@ StatusOr<AtomicFileWriter> AtomicFileWriter::open(const std::string& path) {
 
 AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept
     : path_(std::move(other.path_)),
+      target_(std::move(other.target_)),
       temp_path_(std::exchange(other.temp_path_, std::string())),
+      temp_ticket_(std::exchange(other.temp_ticket_, -1)),
       fd_(std::exchange(other.fd_, -1)),
+      anonymous_(other.anonymous_),
+      streaming_(other.streaming_),
       bytes_written_(other.bytes_written_),
       committed_(other.committed_) {}
 
@@ -145,8 +181,12 @@ AtomicFileWriter& AtomicFileWriter::operator=(AtomicFileWriter&& other) noexcept
   if (this != &other) {
     abandon();
     path_ = std::move(other.path_);
+    target_ = std::move(other.target_);
     temp_path_ = std::exchange(other.temp_path_, std::string());
+    temp_ticket_ = std::exchange(other.temp_ticket_, -1);
     fd_ = std::exchange(other.fd_, -1);
+    anonymous_ = other.anonymous_;
+    streaming_ = other.streaming_;
     bytes_written_ = other.bytes_written_;
     committed_ = other.committed_;
   }
@@ -159,7 +199,13 @@ void AtomicFileWriter::abandon() {
   close_quietly(fd_);
   fd_ = -1;
   if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  unregister_temp_file(std::exchange(temp_ticket_, -1));
   temp_path_.clear();
+}
+
+Status AtomicFileWriter::fail(Status status) {
+  abandon();
+  return status;
 }
 
 Status AtomicFileWriter::append(std::string_view bytes) {
@@ -174,9 +220,9 @@ Status AtomicFileWriter::append(std::string_view bytes) {
     if (wrote < 0 && errno == EINTR) continue;
     if (wrote <= 0) {
       int err = wrote < 0 ? errno : EIO;
-      std::string temp = temp_path_;
-      abandon();
-      return data_loss("error writing '{}' (via '{}'): {}", path_, temp, errno_text(err));
+      if (streaming_) return fail(data_loss("error writing '{}': {}", path_, errno_text(err)));
+      const std::string via = temp_path_.empty() ? std::string("a temporary file") : temp_path_;
+      return fail(data_loss("error writing '{}' (via '{}'): {}", path_, via, errno_text(err)));
     }
     next += wrote;
     left -= static_cast<size_t>(wrote);
@@ -185,99 +231,61 @@ Status AtomicFileWriter::append(std::string_view bytes) {
   return ok_status();
 }
 
+Status AtomicFileWriter::name_anonymous_file() {
+  const std::string proc_path = fmt::format("/proc/self/fd/{}", fd_);
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    std::string temp =
+        fmt::format("{}.tmp.{}.{:016x}", target_, static_cast<long>(::getpid()), random_u64());
+    temp_ticket_ = register_temp_file(temp);
+    if (::linkat(AT_FDCWD, proc_path.c_str(), AT_FDCWD, temp.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+      temp_path_ = std::move(temp);
+      return ok_status();
+    }
+    const int err = errno;
+    unregister_temp_file(std::exchange(temp_ticket_, -1));
+    if (err == EEXIST) continue;
+    return data_loss("cannot give the new '{}' a name: {}", path_, errno_text(err));
+  }
+  return internal_error("cannot create a unique temporary name next to '{}'", path_);
+}
+
 Status AtomicFileWriter::commit() {
   if (fd_ < 0) {
     return failed_precondition("committing '{}': the file is already {}", path_,
                                committed_ ? "committed" : "abandoned after an error");
   }
+  if (streaming_) {
+    int fd = std::exchange(fd_, -1);
+    if (::close(fd) != 0) return data_loss("error closing '{}': {}", path_, errno_text(errno));
+    committed_ = true;
+    return ok_status();
+  }
   if (::fsync(fd_) != 0) {
-    int err = errno;
-    abandon();
-    return data_loss("error flushing '{}': {}", path_, errno_text(err));
+    return fail(data_loss("error flushing '{}': {}", path_, errno_text(errno)));
+  }
+  if (anonymous_) {
+    Status named = name_anonymous_file();
+    if (!named.ok()) return fail(std::move(named));
   }
   int fd = std::exchange(fd_, -1);
-  if (::close(fd) != 0) {
-    int err = errno;
-    abandon();
-    return data_loss("error closing '{}': {}", path_, errno_text(err));
-  }
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (::close(fd) != 0) return fail(data_loss("error closing '{}': {}", path_, errno_text(errno)));
+  if (::rename(temp_path_.c_str(), target_.c_str()) != 0) {
     int err = errno;
     abandon();
     if (err == EISDIR) return invalid_argument("cannot write '{}': it is a directory", path_);
     return invalid_argument("cannot rename a temporary file to '{}': {}", path_, errno_text(err));
   }
+  unregister_temp_file(std::exchange(temp_ticket_, -1));
   temp_path_.clear();
   committed_ = true;
   // Makes the rename itself durable. The new file is already in place, so a failure here cannot
   // be undone and is not reported.
-  int dir = open_retrying(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dir = open_retrying(parent_directory(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
     close_quietly(dir);
   }
   return ok_status();
-}
-
-void release_mapped_pages(const std::byte* data, size_t bytes) {
-  const long page_size = ::sysconf(_SC_PAGESIZE);
-  if (data == nullptr || page_size <= 0) return;
-  const auto page = static_cast<uintptr_t>(page_size);
-  const auto begin = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t first = (begin + page - 1) / page * page;
-  const uintptr_t end = (begin + bytes) / page * page;
-  if (end <= first) return;
-  // MADV_DONTNEED on a clean private file mapping only unmaps: the next access faults the file's
-  // bytes back in.
-  ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
-}
-
-StatusOr<MappedFile> MappedFile::open(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(OpenedFile file, open_for_reading(path));
-  const int fd = file.fd;
-  const struct stat& st = file.st;
-  if (!S_ISREG(st.st_mode)) {
-    close_quietly(fd);
-    return invalid_argument("'{}' is not a regular file and cannot be mapped", path);
-  }
-  MappedFile out;
-  out.path_ = path;
-  out.size_ = static_cast<size_t>(st.st_size);
-  if (out.size_ > 0) {
-    void* addr = ::mmap(nullptr, out.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      int err = errno;
-      close_quietly(fd);
-      return invalid_argument("cannot map '{}' ({} bytes): {}", path, out.size_, errno_text(err));
-    }
-    out.data_ = static_cast<const std::byte*>(addr);
-  }
-  // The mapping keeps its own reference to the file.
-  close_quietly(fd);
-  return out;
-}
-
-MappedFile::MappedFile(MappedFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
-
-MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
-  if (this != &other) {
-    reset();
-    path_ = std::move(other.path_);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-MappedFile::~MappedFile() { reset(); }
-
-void MappedFile::reset() {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
-  data_ = nullptr;
-  size_ = 0;
 }
 
 }  // namespace kiln

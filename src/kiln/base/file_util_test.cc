@@ -141,104 +141,60 @@ TEST_F(FileUtilTest, WriteErrorKeepsPreviousFileAndRemovesTemp) {
   EXPECT_THAT(list_dir(), ::testing::ElementsAre("out"));
 }
 
+// Sets the writers' temporary files to be named (as on file systems without O_TMPFILE) for the
+// scope.
+class NamedTempFiles {
+ public:
+  explicit NamedTempFiles(bool named) { set_named_temp_files_for_testing(named); }
+  ~NamedTempFiles() { set_named_temp_files_for_testing(false); }
+};
+
 TEST_F(FileUtilTest, AtomicFileWriterStreamsAndCommits) {
-  auto writer = AtomicFileWriter::open(path("big"));
-  ASSERT_TRUE(writer.ok()) << writer.status().to_string();
-  std::string temp = writer->temp_path();
-  EXPECT_THAT(temp, HasSubstr(path("big") + ".tmp."));
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(writer->append(std::string(1000, 'a' + i % 26)).ok());
-  EXPECT_EQ(writer->bytes_written(), 100000u);
-  EXPECT_FALSE(read_file(path("big"), 1 << 20).ok()) << "visible before commit";
-  ASSERT_TRUE(writer->commit().ok());
-  EXPECT_TRUE(writer->temp_path().empty());
-  auto got = read_file(path("big"), 1 << 20);
-  ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->size(), 100000u);
-  EXPECT_EQ((*got)[99999], 'a' + 99 % 26);
-  EXPECT_FALSE(writer->append("more").ok());
-  EXPECT_FALSE(writer->commit().ok());
-  EXPECT_THAT(list_dir(), ::testing::ElementsAre("big"));
+  for (bool named : {false, true}) {
+    SCOPED_TRACE(named ? "named temporary file" : "anonymous temporary file");
+    NamedTempFiles mode(named);
+    auto writer = AtomicFileWriter::open(path("big"));
+    ASSERT_TRUE(writer.ok()) << writer.status().to_string();
+    EXPECT_FALSE(writer->streaming());
+    if (named) {
+      EXPECT_THAT(writer->temp_path(), HasSubstr(path("big") + ".tmp."));
+    } else {
+      EXPECT_EQ(writer->temp_path(), "");
+    }
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_TRUE(writer->append(std::string(1000, 'a' + i % 26)).ok());
+    }
+    EXPECT_EQ(writer->bytes_written(), 100000u);
+    EXPECT_FALSE(read_file(path("big"), 1 << 20).ok()) << "visible before commit";
+    EXPECT_EQ(list_dir().size(), named ? 1u : 0u);
+    ASSERT_TRUE(writer->commit().ok());
+    EXPECT_TRUE(writer->temp_path().empty());
+    auto got = read_file(path("big"), 1 << 20);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->size(), 100000u);
+    EXPECT_EQ((*got)[99999], 'a' + 99 % 26);
+    EXPECT_FALSE(writer->append("more").ok());
+    EXPECT_FALSE(writer->commit().ok());
+    EXPECT_THAT(list_dir(), ::testing::ElementsAre("big"));
+    ::unlink(path("big").c_str());
+  }
 }
 
 TEST_F(FileUtilTest, AtomicFileWriterWithoutCommitLeavesNothing) {
-  ASSERT_TRUE(write_file_atomically(path("out"), "previous").ok());
-  {
-    auto writer = AtomicFileWriter::open(path("out"));
-    ASSERT_TRUE(writer.ok());
-    ASSERT_TRUE(writer->append("half of the ne").ok());
-    AtomicFileWriter moved = std::move(writer).value();
-    EXPECT_EQ(list_dir().size(), 2u);
+  for (bool named : {false, true}) {
+    SCOPED_TRACE(named ? "named temporary file" : "anonymous temporary file");
+    NamedTempFiles mode(named);
+    ASSERT_TRUE(write_file_atomically(path("out"), "previous").ok());
+    {
+      auto writer = AtomicFileWriter::open(path("out"));
+      ASSERT_TRUE(writer.ok());
+      ASSERT_TRUE(writer->append("half of the ne").ok());
+      AtomicFileWriter moved = std::move(writer).value();
+      EXPECT_EQ(list_dir().size(), named ? 2u : 1u);
+    }
+    EXPECT_EQ(*read_file(path("out"), 100), "previous");
+    EXPECT_THAT(list_dir(), ::testing::ElementsAre("out"));
   }
-  EXPECT_EQ(*read_file(path("out"), 100), "previous");
-  EXPECT_THAT(list_dir(), ::testing::ElementsAre("out"));
-}
-
-TEST_F(FileUtilTest, MappedFileMapsContents) {
-  write_plain("m.bin", "mapped bytes");
-  auto mapped = MappedFile::open(path("m.bin"));
-  ASSERT_TRUE(mapped.ok()) << mapped.status().to_string();
-  ASSERT_EQ(mapped->size(), 12u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(mapped->data()), mapped->size()),
-            "mapped bytes");
-  EXPECT_EQ(mapped->path(), path("m.bin"));
-
-  MappedFile moved = std::move(mapped).value();
-  EXPECT_EQ(moved.size(), 12u);
-  MappedFile assigned;
-  assigned = std::move(moved);
-  EXPECT_EQ(moved.data(), nullptr);  // NOLINT(bugprone-use-after-move): moved-from is empty
-  EXPECT_EQ(std::memcmp(assigned.data(), "mapped", 6), 0);
-}
-
-TEST_F(FileUtilTest, ReleasedMappedPagesReadBackUnchanged) {
-  // Several pages of distinct bytes; release all of them, then a range starting mid-page.
-  std::string bytes(5 * 4096 + 123, '\0');
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + i / 4096);
-  write_plain("pages.bin", bytes);
-  auto mapped = MappedFile::open(path("pages.bin"));
-  ASSERT_TRUE(mapped.ok()) << mapped.status().to_string();
-  auto contents = [&] {
-    return std::string(reinterpret_cast<const char*>(mapped->data()), mapped->size());
-  };
-  ASSERT_EQ(contents(), bytes);
-  release_mapped_pages(mapped->data(), mapped->size());
-  EXPECT_EQ(contents(), bytes);
-  release_mapped_pages(mapped->data() + 100, 3 * 4096);
-  release_mapped_pages(mapped->data() + 5, 10);  // no whole page inside: nothing to do
-  release_mapped_pages(nullptr, 4096);
-  EXPECT_EQ(contents(), bytes);
-
-  Tensor t = Tensor::borrow_mapped(DType::kU8, {static_cast<int64_t>(bytes.size())}, mapped->data(),
-                                   nullptr);
-  t.release_resident();
-  EXPECT_EQ(std::memcmp(t.data(), bytes.data(), bytes.size()), 0);
-  // A tensor in ordinary memory keeps its bytes resident (release is a no-op there).
-  Tensor heap = t.clone();
-  heap.release_resident();
-  EXPECT_EQ(std::memcmp(heap.data(), bytes.data(), bytes.size()), 0);
-}
-
-TEST_F(FileUtilTest, MappedFileAcceptsEmptyFile) {
-  write_plain("empty", "");
-  auto mapped = MappedFile::open(path("empty"));
-  ASSERT_TRUE(mapped.ok()) << mapped.status().to_string();
-  EXPECT_EQ(mapped->size(), 0u);
-}
-
-TEST_F(FileUtilTest, MappedFileErrorsNameThePath) {
-  auto missing = MappedFile::open(path("missing"));
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  EXPECT_THAT(missing.status().message(), HasSubstr(path("missing")));
-
-  auto dir = MappedFile::open(dir_);
-  ASSERT_FALSE(dir.ok());
-  EXPECT_EQ(dir.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(dir.status().message(), HasSubstr(dir_));
-
-  auto device = MappedFile::open("/dev/null");
-  ASSERT_FALSE(device.ok());
-  EXPECT_THAT(device.status().message(), HasSubstr("/dev/null"));
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "kiln/base/checked_math.h"
-#include "kiln/base/file_util.h"
 #include "kiln/base/half.h"
+#include "kiln/base/mapped_file.h"
 
 namespace kiln {
 namespace {

@@ -30,7 +30,7 @@ class Tensor {
   // and does not read or write it while kiln writes it.
   static Tensor borrow_mutable(DType dtype, ConcreteShape shape, std::byte* data,
                                std::shared_ptr<const void> keep_alive);
-  // borrow() for bytes inside a MappedFile (kiln/base/file_util.h), which release_resident() may
+  // borrow() for bytes inside a MappedFile (kiln/base/mapped_file.h), which release_resident() may
   // drop from memory.
   static Tensor borrow_mapped(DType dtype, ConcreteShape shape, const std::byte* data,
                               std::shared_ptr<const void> keep_alive);

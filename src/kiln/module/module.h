@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kiln/base/attributes.h"
+#include "kiln/base/mapped_file.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 #include "kiln/shape/assumption.h"
@@ -83,6 +84,11 @@ struct ModuleContents {
   // What the compiler assumed about the symbols; the runtime checks each once its symbols are
   // bound (kiln/shape/assumption.h).
   std::vector<Assumption> assumptions;
+  // A module loaded from a file: the file, whose mapping the constants borrow. Users of the
+  // constants call source_file->check_unchanged() around their work (kiln/base/mapped_file.h):
+  // another program may truncate or rewrite the file while it is loaded. Null for a module
+  // built or loaded in memory; not written to files.
+  std::shared_ptr<const MappedFile> source_file;
 };
 
 struct LoadOptions {

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "kiln/base/checked_math.h"
-#include "kiln/base/file_util.h"
+#include "kiln/base/mapped_file.h"
 #include "kiln/module/dim_text_guard.h"
 #include "kiln/module/module.h"
 #include "kiln/module/module_generated.h"
@@ -330,7 +330,7 @@ class Converter {
 };
 
 // Everything after reading the bytes; errors are not yet prefixed with the source.
-// `mapped`: `data` is a MappedFile's.
+// `mapped`: `data` is a MappedFile's, and `storage` that MappedFile.
 StatusOr<std::shared_ptr<const ModuleContents>> load(const std::byte* data, size_t size,
                                                      std::shared_ptr<const void> storage,
                                                      const LoadOptions& options, bool mapped) {
@@ -367,6 +367,9 @@ StatusOr<std::shared_ptr<const ModuleContents>> load(const std::byte* data, size
   Converter converter(*root, header.metadata_size, data + header.constants_offset,
                       header.constants_size, std::move(storage), mapped);
   KILN_ASSIGN_OR_RETURN(loaded->contents, converter.convert());
+  if (mapped) {
+    loaded->contents.source_file = std::static_pointer_cast<const MappedFile>(loaded->storage);
+  }
   KILN_RETURN_IF_ERROR(verify_contents(loaded->contents));
   // The checksum and the checks read every byte; loading is a map, so let them go until a
   // backend reads the constants it needs.

@@ -135,16 +135,28 @@ size_t Session::arena_bytes() const {
   return total;
 }
 
+Status Session::check_module_file() const {
+  if (module_->source_file == nullptr) return ok_status();
+  return module_->source_file->check_unchanged();
+}
+
 StatusOr<std::vector<std::vector<std::string>>> Session::describe_dispatches(
     const Bindings& bindings) {
+  KILN_RETURN_IF_ERROR(check_module_file());
   return with_state([&](RunState& state) { return state.describe_dispatches(bindings); });
 }
 
+// Runs and prepares read the module's constants from its file's mapping: a file changed before
+// the call fails it at once, one changed during the call fails it after (its results may hold
+// the changed bytes).
 StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
                                            hal::RunObserver* observer, Bindings* bound) {
   KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
-  return with_state(
+  KILN_RETURN_IF_ERROR(check_module_file());
+  auto outputs = with_state(
       [&](RunState& state) { return state.run(inputs, std::move(bindings), observer, bound); });
+  KILN_RETURN_IF_ERROR(check_module_file());
+  return outputs;
 }
 
 Status Session::run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) {
@@ -158,9 +170,12 @@ Status Session::run_into(std::span<const Tensor> inputs, std::span<Tensor> outpu
     KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
     KILN_RETURN_IF_ERROR(check_output_tensor(*module_, i, shape, outputs[i]));
   }
-  return with_state([&](RunState& state) {
+  KILN_RETURN_IF_ERROR(check_module_file());
+  Status ran = with_state([&](RunState& state) {
     return state.run(inputs, std::move(bindings), nullptr, nullptr, outputs).status();
   });
+  KILN_RETURN_IF_ERROR(check_module_file());
+  return ran;
 }
 
 }  // namespace kiln::runtime

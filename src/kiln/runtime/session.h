@@ -8,6 +8,11 @@
 // the last one. Inputs and outputs are host tensors, bound to the run in place where the device
 // addresses host memory (the CPU: zero-copy) and copied through device buffers otherwise
 // (hal/host_tensors.h); run_into() writes the outputs into the caller's tensors.
+// A module opened from a file borrows the file's mapping for its constants. If another program
+// truncates or rewrites that file in place while the session holds it, every later run fails
+// (kFailedPrecondition, naming the file), and a run during which it happened fails instead of
+// returning outputs computed from changed bytes; kiln never crashes on it (base/mapped_file.h).
+// Replacing the file by rename (kiln compile -o, cp to a temporary name and mv) is not a change.
 //
 // Threads: a Session is thread-safe; one loaded Session serves any number of threads at once.
 // What a run changes lives in a run state (run_state.h: the plan cache and the activation arena
@@ -154,6 +159,8 @@ class Session {
     release(state);
     return result;
   }
+  // OK while the module's file holds what was loaded (or the module came from memory).
+  Status check_module_file() const;
   // The first data symbol (stages.h) among the dims of `value`; empty when there is none.
   std::string data_symbol_of(const module::ModuleValue& value) const;
 

@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/base/file_util.h"
+#include "kiln/base/mapped_file.h"
 #include "kiln/tooling/tensor_io.h"
 #include "kiln/tooling/tensor_spec.h"
 

@@ -65,9 +65,14 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     return invalid_argument("--against=onnxruntime needs an .onnx model, got '{}'", request.model);
   }
 
+  auto step = [&](std::string_view what) {
+    if (request.progress) request.progress(what);
+  };
+  step("importing the model");
   Clock::time_point t = Clock::now();
   KILN_ASSIGN_OR_RETURN(ir::Graph graph, compiler::load_model(request.model, {}));
   outcome.timings_ms["import"] = ms_since(t);
+  step("compiling");
   t = Clock::now();
   compiler::CompileOptions compile_options;
   compile_options.bind = request.bind;
@@ -77,8 +82,14 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
   auto module = std::make_shared<const module::ModuleContents>(std::move(contents).value());
   outcome.timings_ms["compile"] = ms_since(t);
 
+  std::vector<Tensor> inputs = request.inputs;
+  if (!request.input_args.empty()) {
+    KILN_ASSIGN_OR_RETURN(inputs,
+                          order_inputs("--input", request.input_args, input_names(*module)));
+  }
+
   Triage triage(module, &graph, request.options);
-  if (auto bound = triage.check_inputs(request.inputs); !bound.ok()) {
+  if (auto bound = triage.check_inputs(inputs); !bound.ok()) {
     return std::move(bound).status().with_note(
         fmt::format("checking --input against '{}'", request.model));
   }
@@ -89,7 +100,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     other = std::move(loaded).value();
     const std::string what = fmt::format("--against module '{}'", request.against);
     KILN_RETURN_IF_ERROR(check_module_matches_graph(other->module(), graph, what));
-    if (auto bound = other->bind(request.inputs); !bound.ok()) {
+    if (auto bound = other->bind(inputs); !bound.ok()) {
       return std::move(bound).status().with_note(fmt::format("checking --input against {}", what));
     }
   }
@@ -106,26 +117,27 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
 
   KILN_ASSIGN_OR_RETURN(const std::string output_dir, make_output_dir(request.output_dir));
   outcome.output_dir = output_dir;
+  step("computing the reference (" + request.against + ")");
   t = Clock::now();
   ReferenceValues reference;
   if (against_module || against_device) {
     const std::string description =
         against_module ? fmt::format("module '{}'", request.against)
                        : fmt::format("the module on device {}", other->device_name());
-    KILN_ASSIGN_OR_RETURN(reference, run_module_reference(*other, request.inputs, description));
+    KILN_ASSIGN_OR_RETURN(reference, run_module_reference(*other, inputs, description));
   } else if (request.against == "onnxruntime") {
     OrtOptions ort = request.ort;
     if (ort.work_dir.empty()) ort.work_dir = output_dir + "/onnxruntime";
     std::vector<std::string> wanted;
     for (const std::string& name : triage.reference_names()) wanted.push_back(name);
-    KILN_ASSIGN_OR_RETURN(reference,
-                          run_onnxruntime(request.model, graph, request.inputs, wanted, ort));
+    KILN_ASSIGN_OR_RETURN(reference, run_onnxruntime(request.model, graph, inputs, wanted, ort));
   } else {
-    KILN_ASSIGN_OR_RETURN(reference, evaluate_reference(graph, request.inputs));
+    KILN_ASSIGN_OR_RETURN(reference, evaluate_reference(graph, inputs));
   }
   outcome.timings_ms["reference"] = ms_since(t);
 
-  KILN_ASSIGN_OR_RETURN(outcome.result, triage.run(request.inputs, reference));
+  step("running the module dispatch by dispatch");
+  KILN_ASSIGN_OR_RETURN(outcome.result, triage.run(inputs, reference));
   outcome.timings_ms["kiln run"] = outcome.result.kiln_ms;
   if (outcome.result.first_divergence)
     outcome.timings_ms["isolated re-run"] = outcome.result.isolate_ms;
@@ -134,6 +146,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
   std::filesystem::create_directories(output_dir, ec);
   if (ec) return invalid_argument("cannot create '{}': {}", output_dir, ec.message());
   if (!outcome.result.clean()) {
+    step("writing the repro");
     t = Clock::now();
     const Divergence& d = *outcome.result.first_divergence;
     ReproRequest repro;
@@ -141,7 +154,7 @@ StatusOr<TriageOutcome> run_triage(const TriageRequest& request) {
     repro.module = module.get();
     repro.dispatch = d.dispatch;
     repro.reference = &reference;
-    repro.model_inputs = request.inputs;
+    repro.model_inputs = inputs;
     for (const LayerReport& layer : outcome.result.layers) {
       if (layer.dispatch == d.dispatch) repro.tolerances.push_back(layer.tolerance);
     }

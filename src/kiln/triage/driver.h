@@ -3,6 +3,9 @@
 // and write the repro and the reports.
 #pragma once
 
+#include <functional>
+#include <string_view>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -12,6 +15,7 @@
 
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
+#include "kiln/tooling/input_args.h"
 #include "kiln/triage/reference.h"
 #include "kiln/triage/repro.h"
 #include "kiln/triage/triage.h"
@@ -21,6 +25,9 @@ namespace kiln::triage {
 struct TriageRequest {
   std::string model;  // .onnx (or .kir; --against=onnxruntime needs .onnx)
   std::vector<Tensor> inputs;
+  // Or `--input` arguments, each positional or naming its input (NAME=SPEC): put in the order of
+  // the model's inputs once it is compiled, and used instead of `inputs`.
+  std::vector<InputArg> input_args;
   // "reference" (float64 evaluator), "onnxruntime", a registered device that computes results
   // ("cpu": the same module on that device, with no fault planted, to tell the device under test
   // from a trusted one), or the path of another module (.kmod).
@@ -32,6 +39,9 @@ struct TriageRequest {
   std::string output_dir;
   std::string kiln = "kiln";  // how the repro command names the kiln binary
   OrtOptions ort;             // runner and node; work_dir defaults to output_dir
+  // Called as each step starts ("importing the model", "compiling", ...), for a progress line;
+  // may be empty.
+  std::function<void(std::string_view step)> progress;
 };
 
 struct TriageOutcome {

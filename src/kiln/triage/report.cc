@@ -1,10 +1,5 @@
 #include "kiln/triage/report.h"
 
-#include <algorithm>
-#include <cmath>
-
-#include "kiln/tooling/html.h"
-
 namespace kiln::triage {
 namespace {
 
@@ -121,113 +116,6 @@ nlohmann::json json_report(const ReportContext& context) {
           {"first_divergence", std::move(first)},
           {"layers", std::move(layers)},
           {"timings_ms", context.timings_ms}};
-}
-
-std::string html_report(const ReportContext& context) {
-  const TriageResult& result = *context.result;
-  const auto& layers = result.layers;
-  // Chart: x = layer, y = log10 of the max abs error and of the tolerance at the largest |e|.
-  constexpr double kWidth = 960, kHeight = 320, kLeft = 60, kRight = 20, kTop = 20, kBottom = 40;
-  constexpr double kFloor = 1e-12;
-  double lo = 1e300, hi = 0;
-  auto bound_of = [](const LayerReport& l) {
-    return l.tolerance.atol + l.tolerance.rtol * l.expected_max_abs;
-  };
-  for (const LayerReport& l : layers) {
-    if (!l.compared) continue;
-    for (double v : {l.result.max_abs_error, bound_of(l)}) {
-      if (v > 0 && std::isfinite(v)) {
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-    }
-  }
-  if (hi == 0) {
-    lo = kFloor;
-    hi = 1;
-  }
-  const double y_lo = std::floor(std::log10(std::max(lo, kFloor))),
-               y_hi = std::ceil(std::log10(hi)) + 1;
-  const double n = std::max<double>(1, static_cast<double>(layers.size()) - 1);
-  auto x_of = [&](size_t i) {
-    return kLeft + (kWidth - kLeft - kRight) * static_cast<double>(i) / n;
-  };
-  auto y_of = [&](double v) {
-    const double lv = std::log10(std::max(v, std::pow(10.0, y_lo)));
-    return kTop + (kHeight - kTop - kBottom) * (1 - (lv - y_lo) / (y_hi - y_lo));
-  };
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-      "font-family=\"sans-serif\" "
-      "font-size=\"11\">\n",
-      kWidth, kHeight);
-  for (double e = y_lo; e <= y_hi; e += 1) {
-    svg += fmt::format(
-        "<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
-        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">1e{}</text>\n",
-        kLeft, kWidth - kRight, y_of(std::pow(10.0, e)), y_of(std::pow(10.0, e)), kLeft - 4,
-        y_of(std::pow(10.0, e)) + 4, static_cast<int>(e));
-  }
-  std::string err_path, tol_path;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const LayerReport& l = layers[i];
-    if (!l.compared) continue;
-    const char* cmd = err_path.empty() ? "M" : "L";
-    err_path += fmt::format("{}{:.1f},{:.1f} ", cmd, x_of(i), y_of(l.result.max_abs_error));
-    tol_path +=
-        fmt::format("{}{:.1f},{:.1f} ", tol_path.empty() ? "M" : "L", x_of(i), y_of(bound_of(l)));
-  }
-  svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#999\" stroke-dasharray=\"4 3\"/>\n",
-                     tol_path);
-  svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#1f77b4\"/>\n", err_path);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const LayerReport& l = layers[i];
-    if (!l.compared) continue;
-    const bool nonfinite = l.nonfinite() > 0;
-    const double y = nonfinite ? kTop : y_of(l.result.max_abs_error);
-    svg += fmt::format(
-        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"><title>{} {}: max abs err "
-        "{:.3g}{}</title></circle>\n",
-        x_of(i), y, l.passed() ? 2.5 : 4, l.passed() ? "#1f77b4" : "#d62728", l.dispatch,
-        html_escape(l.dispatch_name), l.result.max_abs_error,
-        nonfinite ? fmt::format(", {} NaN/Inf", l.nonfinite()) : "");
-  }
-  svg += fmt::format(
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">layer (dispatch output, in run "
-      "order)</text>\n",
-      (kWidth + kLeft) / 2, kHeight - 8);
-  svg += "</svg>\n";
-
-  std::string rows;
-  for (const LayerReport& l : layers) {
-    rows += fmt::format(
-        "<tr "
-        "class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3g}</"
-        "td><td>{:.3g}</td>"
-        "<td>{:.3g}</td><td>{:.3g}</td><td>{}/{}</td><td>{}</td><td>{}</td><td>{:.3f}</td></tr>\n",
-        l.passed() ? "ok" : "bad", l.dispatch, html_escape(l.dispatch_name), html_escape(l.op_type),
-        html_escape(fmt::format("{}", fmt::join(l.nodes, ", "))), shape_to_string(l.shape),
-        l.result.max_abs_error, l.result.max_rel_error, l.tolerance.atol, l.tolerance.rtol,
-        l.result.mismatches, l.result.count, l.result.actual_nan, l.result.actual_inf,
-        l.elapsed_ms);
-  }
-  std::string summary = html_escape(text_report(context));
-  return fmt::format(
-      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kiln triage: {}</title>\n"
-      "<style>body{{font-family:sans-serif;margin:20px}} "
-      "table{{border-collapse:collapse;font-size:12px}}"
-      " td,th{{border:1px solid #ccc;padding:2px 6px}} tr.bad{{background:#fdd}} "
-      "pre{{background:#f6f6f6;"
-      "padding:8px}}</style></head><body>\n<h1>kiln triage: {}</h1>\n<pre>{}</pre>\n"
-      "<h2>Error per layer (max abs error, log scale; dashed: tolerance at the layer's largest "
-      "|expected|;"
-      " red: outside tolerance, NaN/Inf drawn at the top)</h2>\n{}"
-      "<h2>Layers</h2>\n<table><tr><th>dispatch</th><th>name</th><th>op</th><th>ONNX "
-      "nodes</th><th>shape</th>"
-      "<th>max abs err</th><th>max rel "
-      "err</th><th>atol</th><th>rtol</th><th>mismatches</th><th>NaN</th>"
-      "<th>Inf</th><th>ms</th></tr>\n{}</table>\n</body></html>\n",
-      html_escape(context.model), html_escape(context.model), summary, svg, rows);
 }
 
 }  // namespace kiln::triage
