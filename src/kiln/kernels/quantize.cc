@@ -13,6 +13,8 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
@@ -265,17 +267,27 @@ void parallel_elements(int64_t n, Body&& body) {
   for (int64_t i = 0; i < n; ++i) body(i);
 }
 
+// Each channel's scale (input 1) and zero point (input 2, 0 when absent) of a Quantize- or
+// DequantizeLinear.
+std::pair<std::vector<float>, std::vector<int32_t>> channel_parameters(
+    std::span<const ConstBuffer> in, const ParameterLayout& p) {
+  const ConstBuffer* zero = in.size() > 2 ? &in[2] : nullptr;
+  std::vector<float> scales;
+  std::vector<int32_t> zeros;
+  for (int64_t c = 0; c < p.channels; ++c) {
+    scales.push_back(scale_at(in[1], c));
+    zeros.push_back(zero_point_at(zero, c));
+  }
+  return {std::move(scales), std::move(zeros)};
+}
+
 class QuantizeLinearKernel : public Kernel {
  public:
   explicit QuantizeLinearKernel(ParameterLayout p) : p_(p) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    const ConstBuffer* zero = in.size() > 2 ? &in[2] : nullptr;
-    std::vector<float> scales;
-    std::vector<int32_t> zeros;
-    for (int64_t c = 0; c < p_.channels; ++c) {
-      scales.push_back(scale_at(in[1], c));
-      zeros.push_back(zero_point_at(zero, c));
-    }
+    const auto parameters = channel_parameters(in, p_);
+    const std::vector<float>& scales = parameters.first;
+    const std::vector<int32_t>& zeros = parameters.second;
     const QuantRange range = quant_range(out[0].dtype);
     const bool ints = in[0].dtype == DType::kI32;
     auto quantize = [&]<typename Q>(Q* y) {
@@ -306,13 +318,9 @@ class DequantizeLinearKernel : public Kernel {
  public:
   explicit DequantizeLinearKernel(ParameterLayout p) : p_(p) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    const ConstBuffer* zero = in.size() > 2 ? &in[2] : nullptr;
-    std::vector<float> scales;
-    std::vector<int32_t> zeros;
-    for (int64_t c = 0; c < p_.channels; ++c) {
-      scales.push_back(scale_at(in[1], c));
-      zeros.push_back(zero_point_at(zero, c));
-    }
+    const auto parameters = channel_parameters(in, p_);
+    const std::vector<float>& scales = parameters.first;
+    const std::vector<int32_t>& zeros = parameters.second;
     float* y = out[0].as<float>();
     const ConstBuffer& x = in[0];
     parallel_elements(out[0].element_count(), [&](int64_t i) {
