@@ -156,12 +156,16 @@ def test_cache_key_follows_content_and_options(models, tmp_path):
 
 def test_damaged_cache_file_is_compiled_again(models):
     first = kiln.InferenceSession(models[0])
+    feed = feed_for(models[0], 1)
+    expected = first.run(None, feed)[0].tobytes()
     with open(first.cache_path, "r+b") as f:
         f.truncate(100)
     again = kiln.InferenceSession(models[0])
     assert again.compiled and again.cache_path == first.cache_path
-    feed = feed_for(models[0], 1)
-    assert again.run(None, feed)[0].tobytes() == first.run(None, feed)[0].tobytes()
+    assert again.run(None, feed)[0].tobytes() == expected
+    # The first session's file was damaged in place under it: it refuses to run on it.
+    with pytest.raises(kiln.FailedPreconditionError, match="changed on disk while loaded"):
+        first.run(None, feed)
 
 
 def test_module_files_and_providers(models, tmp_path):

@@ -576,7 +576,7 @@ TEST(Importer, ListsEveryUnsupportedOpAtOnce) {
   ModelBuilder b;
   b.input("x", kFloat, {int64_t{1}, int64_t{4}});
   b.node("Relu", {"x"}, {"r"}, "relu0");
-  b.node("NonMaxSuppression", {"r", "r"}, {"n"}, "nms0");
+  b.node("Multinomial", {"r"}, {"n"}, "multinomial0");
   b.node("Foo", {"n"}, {"f1"}, "a");
   b.node("Foo", {"f1"}, {"f2"}, "b");
   b.node("Bar", {"f2"}, {"y"});
@@ -586,7 +586,7 @@ TEST(Importer, ListsEveryUnsupportedOpAtOnce) {
   EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
   const std::string& m = g.status().message();
   EXPECT_THAT(m, HasSubstr("unsupported ops"));
-  EXPECT_THAT(m, HasSubstr("NonMaxSuppression (node 'nms0')"));
+  EXPECT_THAT(m, HasSubstr("Multinomial (node 'multinomial0')"));
   EXPECT_THAT(m, HasSubstr("Foo (node 'a', node 'b')"));
   EXPECT_THAT(m, HasSubstr("Bar (node 'Bar_4')"));
   EXPECT_THAT(m, ::testing::Not(HasSubstr("Relu")));

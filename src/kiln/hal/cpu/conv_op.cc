@@ -118,7 +118,8 @@ Status build_conv(ProgramBuilder& b) {
     const std::string impl = impl_name(batched);
     auto src_one = sample_stride_bytes(pd.src_desc());
     auto dst_one = sample_stride_bytes(pd.dst_desc());
-    if ((impl == impl_name(pd) && !reduction_may_depend_on_batch(impl)) || !src_one || !dst_one) {
+    if ((impl == impl_name(pd) && !conv_reduction_may_depend_on_batch(impl)) || !src_one ||
+        !dst_one) {
       pd = batched;
       src_layout = pd.src_desc();
       dst_layout = pd.dst_desc();

@@ -76,6 +76,10 @@ std::string impl_name(const dnnl::primitive_desc_base& pd);
 // with oneDNN 2.6: x64:gemm:jit inner product and matmul give different rounding at mb 8 than
 // at mb 1, while brgemm/jit direct kernels are bitwise batch invariant).
 bool reduction_may_depend_on_batch(const std::string& impl);
+// The same question for a convolution: also true for brgconv, whose blocking of output
+// positions can span images when an image has few of them (measured with oneDNN 2.6 on AVX-512:
+// a 3x3 conv with 3x4 outputs rounds sample 0 differently at mb 2 than at mb 1, by up to 3e-4).
+bool conv_reduction_may_depend_on_batch(const std::string& impl);
 // Whether an implementation is oneDNN's reference (portable C++, "ref:any"): what oneDNN falls
 // back to for a data type this CPU has no kernel for.
 bool is_reference_impl(const std::string& impl);
