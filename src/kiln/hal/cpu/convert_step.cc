@@ -1,5 +1,6 @@
 #include "kiln/hal/cpu/convert_step.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,8 +15,14 @@ using Type = dnnl::memory::data_type;
 
 constexpr int64_t kChunk = 16384;  // elements per parallel job
 
+// F16C from CPUID leaf 1 (clang's __builtin_cpu_supports does not know "f16c"); AVX also checks
+// that the OS saves the YMM registers.
 bool have_f16c() {
-  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool f16c = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return __builtin_cpu_supports("avx") && (ecx & bit_F16C) != 0;
+  }();
   return f16c;
 }
 
