@@ -394,26 +394,6 @@ class RoiAlignKernel : public Kernel {
   RoiAlignKernel(RoiAlignParams p, ConcreteShape x_dims, int64_t rois)
       : p_(p), x_dims_(std::move(x_dims)), rois_(rois) {}
 
-  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    const int64_t batches = x_dims_[0];
-    for (int64_t r = 0; r < rois_; ++r) {
-      const int64_t b = in[kBatchIndices].as<int64_t>()[r];
-      if (b < 0 || b >= batches) {
-        return invalid_argument("input 2 'batch_indices' element {} = {} is out of range [0, {}]",
-                                r, b, batches - 1);
-      }
-    }
-    return visit_dtype(in[kRoiX].dtype, [&]<typename T>() -> Status {
-      if constexpr (is_float_storage_v<T>) {
-        compute<T>(in[kRoiX].as<T>(), in[kRois].as<T>(), in[kBatchIndices].as<int64_t>(),
-                   out[0].as<T>());
-        return ok_status();
-      } else {
-        return internal_error("RoiAlign has no {} instance", dtype_name(in[kRoiX].dtype));
-      }
-    });
-  }
-
  private:
   template <typename T>
   void compute(const T* x, const T* rois, const int64_t* batch, T* y) const {
@@ -490,6 +470,29 @@ class RoiAlignKernel : public Kernel {
   RoiAlignParams p_;
   ConcreteShape x_dims_;
   int64_t rois_;
+
+ public:
+  // After the member templates it instantiates: clang instantiates them from a generic lambda
+  // only when their definitions come first.
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    const int64_t batches = x_dims_[0];
+    for (int64_t r = 0; r < rois_; ++r) {
+      const int64_t b = in[kBatchIndices].as<int64_t>()[r];
+      if (b < 0 || b >= batches) {
+        return invalid_argument("input 2 'batch_indices' element {} = {} is out of range [0, {}]",
+                                r, b, batches - 1);
+      }
+    }
+    return visit_dtype(in[kRoiX].dtype, [&]<typename T>() -> Status {
+      if constexpr (is_float_storage_v<T>) {
+        compute<T>(in[kRoiX].as<T>(), in[kRois].as<T>(), in[kBatchIndices].as<int64_t>(),
+                   out[0].as<T>());
+        return ok_status();
+      } else {
+        return internal_error("RoiAlign has no {} instance", dtype_name(in[kRoiX].dtype));
+      }
+    });
+  }
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_roi_align(const MakeArgs& args) {

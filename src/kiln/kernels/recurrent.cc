@@ -440,17 +440,6 @@ class RecurrentKernel : public Kernel {
   RecurrentKernel(RecurrentAttributes p, Sizes s, MakeWeightProduct f32_products)
       : p_(std::move(p)), s_(s), f32_products_(f32_products) {}
 
-  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    return visit_dtype(in[kX].dtype, [&]<typename T>() -> Status {
-      if constexpr (is_float_storage_v<T> && !std::is_same_v<T, BFloat16>) {
-        return run_typed<T>(in, out);
-      } else {
-        return internal_error("{} has no {} instance", cell_name(p_.cell),
-                              dtype_name(in[kX].dtype));
-      }
-    });
-  }
-
  private:
   static const ConstBuffer* present(std::span<const ConstBuffer> in, size_t i) {
     return i < in.size() && in[i].data != nullptr ? &in[i] : nullptr;
@@ -633,6 +622,20 @@ class RecurrentKernel : public Kernel {
   RecurrentAttributes p_;
   Sizes s_;
   MakeWeightProduct f32_products_;
+
+ public:
+  // After the member templates it instantiates: clang instantiates them from a generic lambda
+  // only when their definitions come first.
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    return visit_dtype(in[kX].dtype, [&]<typename T>() -> Status {
+      if constexpr (is_float_storage_v<T> && !std::is_same_v<T, BFloat16>) {
+        return run_typed<T>(in, out);
+      } else {
+        return internal_error("{} has no {} instance", cell_name(p_.cell),
+                              dtype_name(in[kX].dtype));
+      }
+    });
+  }
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_recurrent(const MakeArgs& args, Cell cell,

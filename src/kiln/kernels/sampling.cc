@@ -116,23 +116,6 @@ class GridSampleKernel : public Kernel {
     }
   }
 
-  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
-      if constexpr (is_float_storage_v<T>) {
-        return visit_dtype(in[1].dtype, [&]<typename G>() -> Status {
-          if constexpr (is_float_storage_v<G>) {
-            compute<T, G>(in[0].as<T>(), in[1].as<G>(), out[0].as<T>());
-            return ok_status();
-          } else {
-            return internal_error("GridSample has no {} grid instance", dtype_name(in[1].dtype));
-          }
-        });
-      } else {
-        return internal_error("GridSample has no {} instance", dtype_name(in[0].dtype));
-      }
-    });
-  }
-
  private:
   // Pixel (r, c) of `plane`, with taps outside the map read as the padding mode says.
   template <typename T>
@@ -217,6 +200,27 @@ class GridSampleKernel : public Kernel {
     });
   }
 
+ public:
+  // After the member templates it instantiates: clang instantiates them from this generic
+  // lambda only when their definitions come first.
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
+      if constexpr (is_float_storage_v<T>) {
+        return visit_dtype(in[1].dtype, [&]<typename G>() -> Status {
+          if constexpr (is_float_storage_v<G>) {
+            compute<T, G>(in[0].as<T>(), in[1].as<G>(), out[0].as<T>());
+            return ok_status();
+          } else {
+            return internal_error("GridSample has no {} grid instance", dtype_name(in[1].dtype));
+          }
+        });
+      } else {
+        return internal_error("GridSample has no {} instance", dtype_name(in[0].dtype));
+      }
+    });
+  }
+
+ private:
   GridSampleParams p_;
   ConcreteShape x_, y_;
   double low_[2] = {0, 0}, high_[2] = {0, 0};
