@@ -2,7 +2,8 @@
 """Real dynamic models exported by PyTorch (torch.onnx.export, opset 17) for kiln's model suite:
 torchvision segmentation nets, a ResNet + FPN detection backbone, a GPT-style decoder, a
 BERT-style encoder, a U-Net, a CRNN-style text recognizer, an LSTM/GRU acoustic model, a spatial
-transformer (GridSample), a tiny detector with NMS and a half-precision (f16) ResNet-18, each with
+transformer (GridSample), a tiny detector with NMS, a half-precision (f16) ResNet-18 and a
+voice-activity detector with LSTMs in nested Ifs (exported scripted, as Silero VAD is), each with
 named symbolic dims, plus inputs and ONNX Runtime reference outputs at several sizes.
 
 Run with Debian's python (it sees python3-torch, python3-torchvision, python3-onnx, numpy):
@@ -41,6 +42,7 @@ import os
 import sys
 import time
 import warnings
+from typing import Tuple
 
 import numpy as np
 
@@ -393,6 +395,65 @@ class SpeechRnn(nn.Module):
         f, _ = self.lstm(f)
         f, _ = self.gru(f)
         return F.log_softmax(self.fc(f), dim=2)
+
+
+class VadPath(nn.Module):
+    """One path of the voice-activity detector below: a strided Conv1d front end over the raw
+    samples, a 2-layer LSTM continuing the caller's state (h, c), the speech probability of the
+    last frame. The stride sets how many frames a chunk gives."""
+
+    def __init__(self, stride: int, hidden: int = 32):
+        super().__init__()
+        self.front = nn.Sequential(nn.Conv1d(1, 16, 32, stride=stride), nn.ReLU(),
+                                   nn.Conv1d(16, 32, 3, stride=2, padding=1), nn.ReLU())
+        self.lstm = nn.LSTM(32, hidden, num_layers=2, batch_first=True)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, x, h, c) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        f = self.front(x.unsqueeze(1)).transpose(1, 2)  # [N, frames, 32]
+        f, (h1, c1) = self.lstm(f, (h, c))
+        return torch.sigmoid(self.head(f[:, -1])), h1, c1
+
+
+class SileroStyleVad(nn.Module):
+    """Voice-activity detector laid out as the Silero VAD models are exported (TorchScript):
+    `If(sr == 16000)` whose branches each hold an `If` on the chunk length (input shape), each of
+    the four leaves a conv front end + 2-layer LSTM + head with weights of its own. Inputs: samples
+    [N, L], the sample rate as an i64 scalar, LSTM state h and c [2, N, 32]; outputs the speech
+    probability [N, 1] and the new state. Exported scripted, so the Ifs stay Ifs (153 nodes per
+    leaf: far above kiln's inlining size, so only the taken leaf runs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.p16_long, self.p16_short = VadPath(16), VadPath(8)
+        self.p8_long, self.p8_short = VadPath(8), VadPath(4)
+
+    def forward(self, x, sr, h, c) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if bool(sr == 16000):
+            if x.shape[1] >= 384:
+                return self.p16_long(x, h, c)
+            return self.p16_short(x, h, c)
+        if x.shape[1] >= 384:
+            return self.p8_long(x, h, c)
+        return self.p8_short(x, h, c)
+
+
+class SileroStyleVadAllPaths(nn.Module):
+    """The same detector with every path computed on every call and the result selected by
+    torch.where: what running both branches of each If costs (bench/if_taken_branch.py)."""
+
+    def __init__(self, vad: SileroStyleVad):
+        super().__init__()
+        self.vad = vad
+
+    def forward(self, x, sr, h, c):
+        v = self.vad
+        outs = [v.p16_long(x, h, c), v.p16_short(x, h, c), v.p8_long(x, h, c), v.p8_short(x, h, c)]
+        is16k, is_long = sr == 16000, torch.tensor(x.shape[1]) >= 384
+        return tuple(torch.where(is16k, torch.where(is_long, outs[0][k], outs[1][k]),
+                                 torch.where(is_long, outs[2][k], outs[3][k])) for k in range(3))
+
+
 def affine_grid(theta, h, w):
     """F.affine_grid(theta, [N, C, h, w], align_corners=False) written out with arange and a
     matmul, as exported spatial transformers do: torch.onnx has no AffineGrid before opset 20."""
@@ -477,6 +538,15 @@ def feature_input(name, s, features=20):
     return {"features": _rng(name, s).standard_normal((s["N"], s["T"], features)).astype(np.float32)}
 
 
+def vad_inputs(name, s):
+    """A chunk of samples, the sample rate (s["SR"]: a generator-only size, it picks the branch)
+    and an LSTM state carried over from an earlier chunk."""
+    rng = _rng(name, s)
+    state = lambda: (rng.standard_normal((2, s["N"], 32)) * 0.5).astype(np.float32)
+    return {"input": rng.standard_normal((s["N"], s["L"])).astype(np.float32),
+            "sr": np.array(s["SR"], dtype=np.int64), "h": state(), "c": state()}
+
+
 def gpt_inputs(name, s):
     return {"input_ids": _rng(name, s).integers(0, 64, (s["B"], s["S"])).astype(np.int64)}
 
@@ -541,6 +611,14 @@ MODELS = {
         build=TinyDetector, seed=111, inputs={"input": [1, 3, "H", "W"]}, outputs={"boxes": {}, "scores": {}, "labels": {}},
         dims={"H": [32, 45], "W": [40, 64]}, make=lambda name, s: image_input(name, dict(s, N=1)), ref_format="npy",
         doc="one-anchor detection head (stride 4, 3 classes), class-aware NMS via torchvision.ops.nms (NonMaxSuppression)"),
+    # Nested Ifs on an input's value and an input's shape around LSTMs. SR is not a dim of the
+    # model: it names the input files of each sample rate (the suite lists one entry per rate).
+    "silero_style_vad": dict(
+        build=SileroStyleVad, seed=113, script=True,
+        inputs={"input": ["N", "L"], "sr": [], "h": [2, "N", 32], "c": [2, "N", 32]},
+        outputs={"prob": {0: "N"}, "hn": {1: "N"}, "cn": {1: "N"}},
+        dims={"N": [1, 2], "L": [256, 512], "SR": [8000, 16000]}, make=vad_inputs,
+        doc="Silero-VAD-style detector: If(sr == 16000) > If(chunk length >= 384) > conv front end + 2-layer LSTM"),
     # f16 throughout: input, weights, activations and output (ORT computes its f16 Conv in f32 on
     # CPUs without f16 arithmetic, rounding each node's output). The float64 check compares with
     # the f32 model on the same (f16) input, so it bounds the effect of f16 storage: about 1e-2.
@@ -612,7 +690,8 @@ def export(name, spec, model, path):
         warnings.simplefilter("ignore")
         for oname, axes in spec["outputs"].items():  # other output dims: named by the exporter
             dynamic_axes[oname] = axes
-        torch.onnx.export(model, args, path, input_names=list(spec["inputs"]), output_names=list(spec["outputs"]),
+        exported = torch.jit.script(model) if spec.get("script") else model  # scripted: Ifs stay Ifs
+        torch.onnx.export(exported, args, path, input_names=list(spec["inputs"]), output_names=list(spec["outputs"]),
                           dynamic_axes=dynamic_axes, opset_version=OPSET, do_constant_folding=True)
     m = onnx.load(path)
     onnx.checker.check_model(m)

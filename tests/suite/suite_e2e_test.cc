@@ -473,5 +473,58 @@ TEST_F(SuiteChecks, BatchInvarianceIsReportedAndEnforcedWhenAsked) {
   EXPECT_GT(*c->batch_invariance, 0);
 }
 
+// A model whose batch is not dim 0 everywhere: the LSTM state [2, N, 32] holds N at axis 1 and
+// the sample rate is a scalar every sample shares. With `batch_dim` named, each port is split at
+// its own axis; a difference planted in sample 1 of the state output `hn` is found there.
+TEST(SuiteBatchInvariance, SplitsEachPortAtTheAxisHoldingTheBatch) {
+  const std::string dir = make_temp_dir("vad");
+  const std::string path = dir + "/suite.json";
+  const std::string files = model_path("torch") + "/silero_style_vad.";
+  std::string inputs, outputs;
+  for (const char* name : {"input", "sr", "h", "c"}) {
+    inputs += std::string(inputs.empty() ? "" : ", ") + '"' + name + R"(": {"file": ")" + files +
+              name + R"(_n{N}_l{L}_sr16000.bin"})";
+  }
+  for (const char* name : {"prob", "hn", "cn"}) {
+    outputs += std::string(outputs.empty() ? "" : ", ") + '"' + name + R"(": {"file": ")" + files +
+               "ref_" + name + R"(_n{N}_l{L}_sr16000.bin"})";
+  }
+  write_text(path, R"({"models": [{"path": ")" + files + R"(onnx", "batch_dim": "N",
+      "batch_invariance": "enforce", "dims": {"N": [2], "L": [512]},
+      "inputs": {)" + inputs +
+                       R"(}, "outputs": {)" + outputs + "}}]}");
+  auto manifest = suite::load_manifest(path);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().to_string();
+  suite::SuiteOptions options;
+  options.threads = 2;
+  auto clean = suite::run_suite(*manifest, options);
+  ASSERT_TRUE(clean.ok()) << clean.status().to_string();
+  ASSERT_EQ(clean->cases.size(), 2u);  // dynamic and bound at N=2, L=512
+  for (const auto& c : clean->cases) {
+    EXPECT_EQ(c.verdict, suite::Verdict::kPass) << c.name << ": " << c.reason;
+    if (c.name.find("/dynamic/") == std::string::npos) continue;  // checked on the dynamic module
+    ASSERT_TRUE(c.batch_invariance.has_value()) << c.name;
+    EXPECT_EQ(*c.batch_invariance, 0) << c.name;
+  }
+
+  options.tamper = [](const std::string& name, std::vector<Tensor>& outputs) {
+    // hn [2, N=2, 32]: element (layer 0, sample 1, 0) sits at 32.
+    if (name.find("/dynamic/N=2") != std::string::npos) {
+      float& v = outputs[1].mutable_values<float>()[32];
+      v = std::nextafter(v, 1.0f);
+    }
+  };
+  auto tampered = suite::run_suite(*manifest, options);
+  ASSERT_TRUE(tampered.ok()) << tampered.status().to_string();
+  bool found = false;
+  for (const auto& c : tampered->cases) {
+    if (c.name.find("/dynamic/") == std::string::npos) continue;
+    found = true;
+    EXPECT_EQ(c.verdict, suite::Verdict::kFail) << c.name;
+    EXPECT_CONTAINS(c.reason, "output 'hn', sample 1");
+  }
+  EXPECT_TRUE(found);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -28,15 +28,40 @@ double seconds_since(Clock::time_point start) {
 // First line of a failure, for the one-line reason; the whole text stays in CaseResult::failures.
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-Tensor sample_of(const Tensor& tensor, int64_t index) {
+// Sample `index` of `tensor` along `axis` (that axis becomes 1).
+Tensor sample_of(const Tensor& tensor, size_t axis, int64_t index) {
   ConcreteShape shape = tensor.shape();
-  const int64_t batch = shape[0];
-  shape[0] = 1;
+  const int64_t batch = shape[axis];
+  shape[axis] = 1;
   Tensor out = Tensor::create(tensor.dtype(), shape).value();
-  const size_t bytes = tensor.byte_size() / static_cast<size_t>(batch);
-  if (bytes > 0) std::memcpy(out.mutable_data(), tensor.data() + bytes * index, bytes);
+  int64_t outer = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  if (outer == 0 || batch == 0) return out;
+  const size_t block = tensor.byte_size() / static_cast<size_t>(outer * batch);
+  for (int64_t o = 0; o < outer; ++o) {
+    if (block > 0) {
+      std::memcpy(out.mutable_data() + block * o, tensor.data() + block * (o * batch + index),
+                  block);
+    }
+  }
   return out;
 }
+
+// Where a port holds the batch: the first axis whose dim is exactly the symbol.
+std::optional<size_t> batch_axis(const Port& port, const std::string& symbol) {
+  for (size_t axis = 0; axis < port.shape.size(); ++axis) {
+    if (port.shape[axis].is_symbol() && port.shape[axis].symbols().front() == symbol) return axis;
+  }
+  return std::nullopt;
+}
+
+// The batch axis of every input (none: the input is shared by all samples, as an RNN's sample
+// rate scalar) and output (each output must have one).
+struct BatchAxes {
+  std::string symbol;
+  std::vector<std::optional<size_t>> inputs;
+  std::vector<size_t> outputs;
+};
 
 class ModelRun {
  public:
@@ -214,38 +239,64 @@ class ModelRun {
     }
   }
 
-  // The symbol to split: the manifest's, else one that is dim 0 of every input and output.
-  std::optional<std::string> batch_symbol() const {
-    auto leading = [](const Port& port) -> std::optional<std::string> {
-      if (port.shape.empty() || !port.shape[0].is_symbol()) return std::nullopt;
-      return port.shape[0].symbols().front();
-    };
-    std::optional<std::string> symbol = spec_.batch_dim;
-    if (!symbol && !io_.inputs.empty()) symbol = leading(io_.inputs[0]);
-    if (!symbol) return std::nullopt;
-    for (const auto* ports : {&io_.inputs, &io_.outputs}) {
-      for (const Port& port : *ports) {
-        if (leading(port) != symbol) return std::nullopt;
-      }
+  // The symbol to split and where each port holds it. Without the manifest's `batch_dim`, the
+  // symbol is dim 0 of the first input and must be dim 0 of every input and output. With it,
+  // each port holds the symbol at the first axis whose dim it is (state inputs [layers, N, H]),
+  // and an input without it is given whole to each sample. An output without it cannot be split:
+  // `why_not` says so and the check is skipped.
+  std::optional<BatchAxes> batch_axes(std::string& why_not) const {
+    const std::optional<std::string>& declared = spec_.batch_dim;
+    std::string symbol;
+    if (declared) {
+      symbol = *declared;
+    } else if (!io_.inputs.empty() && !io_.inputs[0].shape.empty() &&
+               io_.inputs[0].shape[0].is_symbol()) {
+      symbol = io_.inputs[0].shape[0].symbols().front();
+    } else {
+      return std::nullopt;
     }
-    return symbol;
+    BatchAxes axes{symbol, {}, {}};
+    for (const Port& port : io_.inputs) {
+      std::optional<size_t> axis = batch_axis(port, symbol);
+      if (!declared && axis != 0) return std::nullopt;
+      axes.inputs.push_back(axis);
+    }
+    for (const Port& port : io_.outputs) {
+      std::optional<size_t> axis = batch_axis(port, symbol);
+      if (!declared && axis != 0) return std::nullopt;
+      if (!axis) {
+        why_not = fmt::format("output '{}' has no axis {}", port.name, symbol);
+        return std::nullopt;
+      }
+      axes.outputs.push_back(*axis);
+    }
+    return axes;
   }
 
   void check_batch_invariance(CaseResult& c, runtime::Session& session,
                               std::span<const NamedTensor> inputs,
                               const std::vector<Tensor>& outputs, const Bindings& sizes) {
     if (spec_.batch_invariance == BatchInvariance::kOff) return;
-    std::optional<std::string> symbol = batch_symbol();
-    auto bound = symbol ? sizes.find(*symbol) : sizes.end();
+    std::string why_not;
+    std::optional<BatchAxes> axes = batch_axes(why_not);
+    if (!why_not.empty()) {
+      c.details.push_back("batch invariance: not checked: " + why_not);
+      return;
+    }
+    auto bound = axes ? sizes.find(axes->symbol) : sizes.end();
     if (bound == sizes.end() || bound->second <= 1) return;
+    const std::string* symbol = &axes->symbol;
     const int64_t batch = bound->second;
     double worst = 0;
     bool equal = true;
     std::string where;
     for (int64_t i = 0; i < batch; ++i) {
       std::vector<NamedTensor> alone;
-      for (const NamedTensor& input : inputs)
-        alone.push_back({input.name, sample_of(input.tensor, i)});
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        const std::optional<size_t> axis = axes->inputs[k];
+        alone.push_back(
+            {inputs[k].name, axis ? sample_of(inputs[k].tensor, *axis, i) : inputs[k].tensor});
+      }
       auto single = run_session(session, alone);
       if (!single.ok()) {
         fail(c, Outcome::kFailRun,
@@ -254,7 +305,7 @@ class ModelRun {
         return;
       }
       for (size_t k = 0; k < outputs.size() && k < single->size(); ++k) {
-        Tensor row = sample_of(outputs[k], i);
+        Tensor row = sample_of(outputs[k], axes->outputs[k], i);
         if (bitwise_equal(row, (*single)[k])) continue;
         equal = false;
         double diff = max_abs_difference(row, (*single)[k]);
