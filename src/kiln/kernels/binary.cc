@@ -614,9 +614,21 @@ class WhereKernel : public Kernel {
       T* y = out[0].as<T>();
       it_.for_each<3>([&](int64_t o, int64_t n, const std::array<int64_t, 3>& off,
                           const std::array<int64_t, 3>& st) {
+        const Bool* pc = c + off[0];
+        const T* px = x + off[1];
+        const T* pz = z + off[2];
+        T* py = y + o;
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+          // The common case, as vector code: both operands are read, then one is selected.
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) {
+            const T a = px[j], b = pz[j];
+            py[j] = pc[j].value != 0 ? a : b;
+          }
+          return;
+        }
         for (int64_t j = 0; j < n; ++j) {
-          y[o + j] =
-              c[off[0] + j * st[0]].value != 0 ? x[off[1] + j * st[1]] : z[off[2] + j * st[2]];
+          py[j] = pc[j * st[0]].value != 0 ? px[j * st[1]] : pz[j * st[2]];
         }
       });
       return ok_status();

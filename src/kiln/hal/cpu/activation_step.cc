@@ -92,12 +92,6 @@ NonFinite scan_non_finite_in(const float* x, int64_t n) {
 
 size_t float_count(const dnnl_desc& layout) { return layout.get_size() / sizeof(float); }
 
-bool has_padding(const dnnl_desc& layout) {
-  int64_t elements = 1;
-  for (int64_t d : layout.dims()) elements *= d;
-  return static_cast<size_t>(elements) != float_count(layout);
-}
-
 std::string label_of(const ProgramBuilder& b, const kernels::FusedActivation& a,
                      const dnnl_desc& layout) {
   return b.label(fmt::format("{} (kiln, keeps NaN) {}", kernels::describe(a), describe(layout)));
@@ -114,14 +108,24 @@ Status ActivationStep::run(const ExecContext& ctx) {
   return ok_status();
 }
 
-Status GeluEdgeStep::run(const ExecContext& ctx) {
+Status EltwiseEdgeStep::run(const ExecContext& ctx) {
   const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const EdgeRule rule = rule_;
   parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
     for (int64_t i = begin; i < begin + n; ++i) {
       const float x = in[i];
-      if (!std::isfinite(x)) out[i] = x > 0 ? x : kNaN;
+      if (std::isfinite(x)) continue;
+      if (std::isnan(x)) {
+        out[i] = kNaN;
+        continue;
+      }
+      switch (rule) {
+        case EdgeRule::kGelu: out[i] = x > 0 ? x : kNaN; break;
+        case EdgeRule::kSigmoid: out[i] = x > 0 ? 1.0f : 0.0f; break;
+        case EdgeRule::kTanh: out[i] = x > 0 ? 1.0f : -1.0f; break;
+      }
     }
   });
   return ok_status();

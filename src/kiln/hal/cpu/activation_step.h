@@ -5,9 +5,9 @@
 // ONNX Runtime and PyTorch give NaN outputs. kiln therefore never hands relu or clip to oneDNN:
 // the producer (conv, batch norm) writes the pre-activation value, and an ActivationStep applies
 // the activation in place right after, while the data is still in cache (kernels/activation.h
-// gives the rule; NaN stays NaN). Gelu stays on oneDNN's eltwise, followed by a GeluEdgeStep
-// that rewrites the non-finite inputs' outputs (NaN -> NaN, -inf -> NaN, +inf -> +inf, as
-// x * Phi(x) and ONNX Runtime give).
+// gives the rule; NaN stays NaN). Gelu, Sigmoid and Tanh run on oneDNN's eltwise, followed by an
+// EltwiseEdgeStep that rewrites the non-finite inputs' outputs (as the exact functions and ONNX
+// Runtime give them).
 #pragma once
 
 #include <cstddef>
@@ -52,17 +52,23 @@ void add_activation(ProgramBuilder& b, const BufferRef& buffer, const dnnl_desc&
 void add_activation(ProgramBuilder& b, const BufferRef& in, const BufferRef& out,
                     const dnnl_desc& layout, const kernels::FusedActivation& activation);
 
-// For `count` floats: where in[i] is NaN or infinite, out[i] = in[i] > 0 ? in[i] : NaN (Gelu's
-// value there); elsewhere out[i] is left as it is.
-class GeluEdgeStep : public Step {
+// The value an eltwise op run on oneDNN gives at a non-finite input, where oneDNN's kernels (which
+// clamp their input into a finite range) would not: NaN -> NaN always; for +inf / -inf, Gelu
+// gives +inf / NaN (x * Phi(x) = -inf * 0), Sigmoid 1 / 0, Tanh 1 / -1.
+enum class EdgeRule { kGelu, kSigmoid, kTanh };
+
+// For `count` floats: where in[i] is NaN or infinite, out[i] = the rule's value; elsewhere out[i]
+// is left as it is.
+class EltwiseEdgeStep : public Step {
  public:
-  GeluEdgeStep(std::string label, BufferRef in, BufferRef out, size_t count)
-      : label_(std::move(label)), in_(in), out_(out), count_(count) {}
+  EltwiseEdgeStep(std::string label, EdgeRule rule, BufferRef in, BufferRef out, size_t count)
+      : label_(std::move(label)), rule_(rule), in_(in), out_(out), count_(count) {}
   Status run(const ExecContext& ctx) override;
   std::string describe() const override { return label_; }
 
  private:
   std::string label_;
+  EdgeRule rule_;
   BufferRef in_, out_;
   size_t count_;
 };

@@ -45,6 +45,13 @@ bool is_plain(const dnnl_desc& desc) {
   return desc == plain_desc(desc.dims(), desc.data_type());
 }
 
+bool has_padding(const dnnl_desc& layout) {
+  int64_t elements = 1;
+  for (int64_t d : layout.dims()) elements *= d;
+  return static_cast<size_t>(elements) * dnnl::memory::data_type_size(layout.data_type()) !=
+         layout.get_size();
+}
+
 std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc) {
   const dnnl_memory_desc_t& md = desc.data;
   if (md.format_kind != dnnl_blocked || md.ndims < 1 || md.offset0 != 0) return std::nullopt;

@@ -52,6 +52,10 @@ dnnl_desc with_data_type(const dnnl_desc& desc, dnnl::memory::data_type type);
 // Whether `desc` is the row-major layout of its dims.
 bool is_plain(const dnnl_desc& desc);
 
+// Whether `layout` holds more elements than its dims (a blocked layout whose channels do not fill
+// the last block): the extra ones must stay zero.
+bool has_padding(const dnnl_desc& layout);
+
 // Byte distance between consecutive samples (dim 0) when the layout stores each sample as one
 // contiguous block of the same structure (dim 0 outermost, not blocked); nullopt otherwise.
 std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc);

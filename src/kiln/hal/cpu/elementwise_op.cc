@@ -1,5 +1,6 @@
-// Relu (kiln's ActivationStep, which keeps NaN, unlike oneDNN's relu) and Gelu (oneDNN eltwise,
-// then GeluEdgeStep for non-finite inputs), in the input's layout, Add/Sub/Mul/Div (oneDNN binary
+// Relu (kiln's ActivationStep, which keeps NaN, unlike oneDNN's relu) and Gelu, Sigmoid and Tanh
+// (oneDNN eltwise, then EltwiseEdgeStep for non-finite inputs), in the input's layout (Sigmoid on
+// a padded blocked layout reads it plain), Add/Sub/Mul/Div (oneDNN binary
 // when the first operand has the output's shape — both operands then share its layout, blocked or
 // plain — else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal
 // shapes, else a chain of kiln broadcasting adds).
@@ -58,15 +59,21 @@ Status add_plain_broadcast(ProgramBuilder& b, BinaryOp kind, int32_t a, int32_t 
   return ok_status();
 }
 
-// A unary op as a oneDNN algorithm, and its name in kernel descriptions.
+// A unary op as a oneDNN algorithm, its name in kernel descriptions and its non-finite values.
 struct Eltwise {
   dnnl::algorithm algorithm;
   const char* name;
+  EdgeRule edge = EdgeRule::kGelu;
 };
 
-// Relu, and Gelu with approximate "none" (erf) or "tanh".
+// Relu, Sigmoid, Tanh, and Gelu with approximate "none" (erf) or "tanh".
 StatusOr<Eltwise> eltwise_of(const OpReader& op) {
-  if (op.dispatch().op_type == "Relu") return Eltwise{dnnl::algorithm::eltwise_relu, "relu"};
+  const std::string& type = op.dispatch().op_type;
+  if (type == "Relu") return Eltwise{dnnl::algorithm::eltwise_relu, "relu"};
+  if (type == "Sigmoid") {
+    return Eltwise{dnnl::algorithm::eltwise_logistic, "sigmoid", EdgeRule::kSigmoid};
+  }
+  if (type == "Tanh") return Eltwise{dnnl::algorithm::eltwise_tanh, "tanh", EdgeRule::kTanh};
   KILN_ASSIGN_OR_RETURN(bool tanh, kernels::read_gelu_tanh_approximation(op.attributes()));
   if (tanh) return Eltwise{dnnl::algorithm::eltwise_gelu_tanh, "gelu(tanh)"};
   return Eltwise{dnnl::algorithm::eltwise_gelu_erf, "gelu"};
@@ -92,21 +99,27 @@ Status build_eltwise(ProgramBuilder& b) {
                    kernels::FusedActivation{kernels::FusedActivation::Kind::kRelu});
     return ok_status();
   }
-  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, src, 0.0f,
-                                   0.0f);
+  // Sigmoid(0) is not 0: on a blocked layout with padding it would fill the padding, so such an
+  // input is read plain.
+  const dnnl_desc layout =
+      eltwise.edge == EdgeRule::kSigmoid && has_padding(src) ? plain_desc(src.dims()) : src;
+  KILN_ASSIGN_OR_RETURN(BufferRef in, b.input_as(x, layout));
+  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, layout,
+                                   0.0f, 0.0f);
   dnnl::eltwise_forward::primitive_desc pd(desc, b.attr(), b.engine());
-  if (pd.dst_desc() != src) {
-    return internal_error("gelu would write {}, not its input's layout", describe(pd.dst_desc()));
+  if (pd.dst_desc() != layout) {
+    return internal_error("{} would write {}, not its input's layout", eltwise.name,
+                          describe(pd.dst_desc()));
   }
   KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), pd.dst_desc()));
-  PrimitiveStep& step =
-      b.add_primitive(b.label(fmt::format("{} {} {}", eltwise.name, impl_name(pd), describe(src))),
-                      pd, dnnl::eltwise_forward(pd));
-  step.bind(DNNL_ARG_SRC, src, BufferRef::of_value(x));
+  PrimitiveStep& step = b.add_primitive(
+      b.label(fmt::format("{} {} {}", eltwise.name, impl_name(pd), describe(layout))), pd,
+      dnnl::eltwise_forward(pd));
+  step.bind(DNNL_ARG_SRC, layout, in);
   step.bind(DNNL_ARG_DST, pd.dst_desc(), dst);
-  b.add(std::make_unique<GeluEdgeStep>(
-      b.label(fmt::format("{} of NaN/Inf inputs (kiln) {}", eltwise.name, describe(src))),
-      BufferRef::of_value(x), dst, src.get_size() / sizeof(float)));
+  b.add(std::make_unique<EltwiseEdgeStep>(
+      b.label(fmt::format("{} of NaN/Inf inputs (kiln) {}", eltwise.name, describe(layout))),
+      eltwise.edge, in, dst, layout.get_size() / sizeof(float)));
   return ok_status();
 }
 

@@ -211,8 +211,9 @@ TEST(NanThroughBatchNorm, FusedReluKeepsNaN) {
   }
 }
 
-// Standalone Relu and Gelu on a plain input and on a conv's blocked output. Gelu of -inf is NaN
-// (x * Phi(x) = -inf * 0) and of +inf is +inf, as in ONNX Runtime.
+// Standalone Relu, Gelu, Sigmoid and Tanh on a plain input and on a conv's blocked output. Gelu of
+// -inf is NaN (x * Phi(x) = -inf * 0) and of +inf is +inf, as in ONNX Runtime; Sigmoid gives 0 and
+// 1 there, Tanh -1 and 1.
 TEST(NanThroughStandalone, ReluAndGelu) {
   const ConcreteShape shape{2, 8, 5, 5};
   Tensor x =
@@ -229,7 +230,14 @@ TEST(NanThroughStandalone, ReluAndGelu) {
     }
     return y;
   };
-  for (const char* op : {"Relu", "Gelu"}) {
+  auto map = [](const Tensor& t, double (*f)(double)) {
+    Tensor y = t.clone();
+    for (float& v : y.mutable_values<float>()) v = static_cast<float>(f(v));
+    return y;
+  };
+  auto sigmoid = [](double d) { return 1 / (1 + std::exp(-d)); };
+  auto tanh = [](double d) { return std::tanh(d); };
+  for (const char* op : {"Relu", "Gelu", "Sigmoid", "Tanh"}) {
     SCOPED_TRACE(op);
     SpecBuilder s;
     const int32_t xi = s.input("x", shape), xf = s.input("x_finite", shape);
@@ -240,16 +248,24 @@ TEST(NanThroughStandalone, ReluAndGelu) {
     s.dispatch("blocked", op, {c}, {y2});
     auto r = run(s, {x, x_finite});
     ASSERT_TRUE(r.ok()) << r.status().to_string();
-    const bool relu = std::string(op) == "Relu";
-    Tensor want_plain = relu ? ref_relu(x) : gelu(x);
-    EXPECT_TRUE(keeps_nan(r->outputs[0], want_plain)) << r->steps;
-    EXPECT_TRUE(keeps_nan(r->outputs[1], relu ? ref_relu(conv_of_x) : gelu(conv_of_x))) << r->steps;
+    const std::string type = op;
+    auto want = [&](const Tensor& t) {
+      if (type == "Relu") return ref_relu(t);
+      if (type == "Gelu") return gelu(t);
+      return map(t, type == "Sigmoid" ? +sigmoid : +tanh);
+    };
+    EXPECT_TRUE(keeps_nan(r->outputs[0], want(x))) << r->steps;
+    EXPECT_TRUE(keeps_nan(r->outputs[1], want(conv_of_x))) << r->steps;
     const auto plain = r->outputs[0].values<float>();
-    EXPECT_EQ(plain[11], kInf);
-    if (relu) {
+    if (type == "Relu") {
+      EXPECT_EQ(plain[11], kInf);
       EXPECT_EQ(plain[7], 0.0f);
-    } else {
+    } else if (type == "Gelu") {
+      EXPECT_EQ(plain[11], kInf);
       EXPECT_TRUE(std::isnan(plain[7]));
+    } else {
+      EXPECT_EQ(plain[11], 1.0f);
+      EXPECT_EQ(plain[7], type == "Sigmoid" ? 0.0f : -1.0f);
     }
   }
 }

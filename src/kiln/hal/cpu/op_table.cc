@@ -30,9 +30,11 @@ constexpr std::array kFastPaths = {
     OpPath{"RNN", check_recurrent, build_recurrent},
     OpPath{"Relu", check_eltwise, build_eltwise},
     OpPath{"Reshape", check_reshape, build_reshape},
+    OpPath{"Sigmoid", check_eltwise, build_eltwise},
     OpPath{"Softmax", check_softmax, build_softmax},
     OpPath{"Sub", check_binary, build_binary},
     OpPath{"Sum", check_sum, build_sum},
+    OpPath{"Tanh", check_eltwise, build_eltwise},
 };
 
 }  // namespace

@@ -341,7 +341,7 @@ TEST(CpuBatchNormTest, TrainingModeIsUnimplemented) {
 struct PlainAndAfterConv {
   std::vector<Tensor> outputs;  // op(x), op(conv(x))
   Tensor conv_of_x;             // the reference conv(x)
-  std::string blocked_kernel;   // the kernel line of the second op's dispatch
+  std::string blocked_kernel;   // the step lines of the second op's dispatch
 };
 
 StatusOr<PlainAndAfterConv> run_plain_and_after_conv(const std::string& op, const Attributes& a,
@@ -357,8 +357,7 @@ StatusOr<PlainAndAfterConv> run_plain_and_after_conv(const std::string& op, cons
   s.dispatch("blocked", op, {c}, {y2}, a);
   KILN_ASSIGN_OR_RETURN(auto exe, device()->prepare(s.spec()));
   PlainAndAfterConv r;
-  const auto lines = exe->describe_dispatch(2);
-  if (!lines.empty()) r.blocked_kernel = lines[0];
+  r.blocked_kernel = fmt::format("{}", fmt::join(exe->describe_dispatch(2), "\n"));
   KILN_ASSIGN_OR_RETURN(r.outputs, run_program(*exe, s.spec(), {x}));
   ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   r.conv_of_x = ref_conv(x, w, nullptr, nullptr, cr);
@@ -400,6 +399,36 @@ TEST(CpuGeluTest, PlainAndAfterConvWithBothApproximations) {
         << r->blocked_kernel;
     EXPECT_TRUE(all_close(r->outputs[0], ref_gelu(x, tanh_form)));
     EXPECT_TRUE(all_close(r->outputs[1], ref_gelu(r->conv_of_x, tanh_form)));
+  }
+}
+
+// Sigmoid and Tanh as oneDNN eltwise, plain and after a conv: 8 channels (a blocked layout without
+// padding) and 5 (padded blocks: Sigmoid(0) = 0.5 must not land in the padding, so it reads the
+// conv's output plain), against the functions computed here in double.
+TEST(CpuSigmoidTanhTest, PlainAndAfterConvMatchDouble) {
+  auto reference = [](const Tensor& x, bool sigmoid) {
+    Tensor y = Tensor::create(DType::kF32, x.shape()).value();
+    auto in = x.values<float>();
+    auto out = y.mutable_values<float>();
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double v = in[i];
+      out[i] = static_cast<float>(sigmoid ? 1 / (1 + std::exp(-v)) : std::tanh(v));
+    }
+    return y;
+  };
+  for (const char* op : {"Sigmoid", "Tanh"}) {
+    for (int64_t channels : {8, 5}) {
+      SCOPED_TRACE(fmt::format("{} channels {}", op, channels));
+      Tensor x = random_tensor({2, channels, 5, 5}, 25, -6.0f, 6.0f);
+      Tensor w = random_tensor({channels, channels, 1, 1}, 26);
+      auto r = run_plain_and_after_conv(op, {}, x, w);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      const bool sigmoid = std::string(op) == "Sigmoid";
+      EXPECT_NE(r->blocked_kernel.find(sigmoid ? "sigmoid jit" : "tanh jit"), std::string::npos)
+          << r->blocked_kernel;
+      EXPECT_TRUE(all_close(r->outputs[0], reference(x, sigmoid)));
+      EXPECT_TRUE(all_close(r->outputs[1], reference(r->conv_of_x, sigmoid)));
+    }
   }
 }
 
