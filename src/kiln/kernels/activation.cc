@@ -7,9 +7,10 @@
 namespace kiln::kernels {
 namespace {
 
-StatusOr<double> read_bound(const Attributes& attributes, const char* name, double unbounded) {
-  if (!attributes.has(name)) return unbounded;
-  KILN_ASSIGN_OR_RETURN(double v, attributes.get_float(name, unbounded));
+// A finite float attribute, `absent` when it is not there.
+StatusOr<double> read_bound(const Attributes& attributes, const char* name, double absent) {
+  if (!attributes.has(name)) return absent;
+  KILN_ASSIGN_OR_RETURN(double v, attributes.get_float(name, absent));
   if (!std::isfinite(v)) {
     return invalid_argument("attribute '{}' must be finite, got {}", name, v);
   }
@@ -37,19 +38,30 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes) {
                               kActivationAttribute, name);
     }
   }
+  if (name == "leaky_relu") {
+    a.kind = FusedActivation::Kind::kLeakyRelu;
+    KILN_ASSIGN_OR_RETURN(a.alpha, read_bound(attributes, kActivationAlphaAttribute, a.alpha));
+    return a;
+  }
+  if (attributes.has(kActivationAlphaAttribute)) {
+    return invalid_argument("attribute '{}' is given but '{}' is \"{}\", not \"leaky_relu\"",
+                            kActivationAlphaAttribute, kActivationAttribute, name);
+  }
   if (name.empty()) return a;
   if (name == "relu") {
     a.kind = FusedActivation::Kind::kRelu;
     return a;
   }
-  return invalid_argument("attribute '{}' must be \"\", \"relu\" or \"clip\", got \"{}\"",
-                          kActivationAttribute, name);
+  return invalid_argument(
+      "attribute '{}' must be \"\", \"relu\", \"clip\" or \"leaky_relu\", got \"{}\"",
+      kActivationAttribute, name);
 }
 
 void set_fused_activation(Attributes& attributes, const FusedActivation& activation) {
   attributes.erase(kActivationAttribute);
   attributes.erase(kActivationMinAttribute);
   attributes.erase(kActivationMaxAttribute);
+  attributes.erase(kActivationAlphaAttribute);
   switch (activation.kind) {
     case FusedActivation::Kind::kNone: return;
     case FusedActivation::Kind::kRelu:
@@ -60,6 +72,10 @@ void set_fused_activation(Attributes& attributes, const FusedActivation& activat
       if (std::isfinite(activation.min)) attributes.set(kActivationMinAttribute, activation.min);
       if (std::isfinite(activation.max)) attributes.set(kActivationMaxAttribute, activation.max);
       return;
+    case FusedActivation::Kind::kLeakyRelu:
+      attributes.set(kActivationAttribute, std::string("leaky_relu"));
+      attributes.set(kActivationAlphaAttribute, activation.alpha);
+      return;
   }
 }
 
@@ -69,15 +85,17 @@ std::string describe(const FusedActivation& activation) {
     case FusedActivation::Kind::kRelu: return "relu";
     case FusedActivation::Kind::kClip:
       return fmt::format("clip({}, {})", activation.min, activation.max);
+    case FusedActivation::Kind::kLeakyRelu: return fmt::format("leaky_relu({})", activation.alpha);
   }
   return "";
 }
 
 StatusOr<bool> read_fused_relu(const Attributes& attributes) {
   KILN_ASSIGN_OR_RETURN(FusedActivation a, read_fused_activation(attributes));
-  if (a.kind == FusedActivation::Kind::kClip) {
-    return unimplemented("attribute '{}' = \"clip\" is not supported on this op (only \"relu\")",
-                         kActivationAttribute);
+  if (a.kind == FusedActivation::Kind::kClip || a.kind == FusedActivation::Kind::kLeakyRelu) {
+    return unimplemented("attribute '{}' = \"{}\" is not supported on this op (only \"relu\")",
+                         kActivationAttribute,
+                         a.kind == FusedActivation::Kind::kClip ? "clip" : "leaky_relu");
   }
   return a.kind == FusedActivation::Kind::kRelu;
 }

@@ -7,6 +7,8 @@
 //                                   the float attributes "kiln_activation_min" and
 //                                   "kiln_activation_max" as bounds (finite, min <= max; an
 //                                   absent bound is unbounded). ReLU6 is clip(0, 6).
+//   "kiln_activation" = "leaky_relu" v < 0 ? alpha * v : v, ONNX LeakyRelu with the float
+//                                   attribute "kiln_activation_alpha" (finite; default 0.01).
 //
 // NaN stays NaN, on every path: the portable and reference kernels use apply(); the CPU backend
 // never hands relu or clip to oneDNN (whose max(x, bound) maps a NaN to the bound) but applies
@@ -23,10 +25,11 @@
 namespace kiln::kernels {
 
 struct FusedActivation {
-  enum class Kind { kNone, kRelu, kClip };
+  enum class Kind { kNone, kRelu, kClip, kLeakyRelu };
   Kind kind = Kind::kNone;
   double min = -std::numeric_limits<double>::infinity();  // kClip only
   double max = std::numeric_limits<double>::infinity();   // kClip only
+  double alpha = 0.01;                                    // kLeakyRelu only
 
   template <typename T>
   T apply(T v) const {
@@ -37,6 +40,8 @@ struct FusedActivation {
         if (v < static_cast<T>(min)) return static_cast<T>(min);
         if (v > static_cast<T>(max)) return static_cast<T>(max);
         return v;
+      case Kind::kLeakyRelu:
+        return v < T(0) ? static_cast<T>(alpha) * v : v;  // as LeakyRelu's kernel
     }
     return v;
   }
@@ -47,15 +52,17 @@ struct FusedActivation {
 inline constexpr const char* kActivationAttribute = "kiln_activation";
 inline constexpr const char* kActivationMinAttribute = "kiln_activation_min";
 inline constexpr const char* kActivationMaxAttribute = "kiln_activation_max";
+inline constexpr const char* kActivationAlphaAttribute = "kiln_activation_alpha";
 
-// Reads and validates the fused activation: an unknown name, a bound that is not finite,
-// min > max, or bounds without "clip" are InvalidArgument naming the attribute.
+// Reads and validates the fused activation: an unknown name, a bound or alpha that is not finite,
+// min > max, bounds without "clip" or alpha without "leaky_relu" are InvalidArgument naming the
+// attribute.
 StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes);
 
 // Sets the attributes that read_fused_activation reads back as `activation`.
 void set_fused_activation(Attributes& attributes, const FusedActivation& activation);
 
-// "relu", "clip(0, 6)"; "" for none.
+// "relu", "clip(0, 6)", "leaky_relu(0.1)"; "" for none.
 std::string describe(const FusedActivation& activation);
 
 // For ops that fuse only ReLU (BatchNormalization): Unimplemented naming the activation

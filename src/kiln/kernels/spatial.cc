@@ -173,8 +173,9 @@ Status check_output_shaped(const ValueType& v, size_t index, std::string_view na
 
 Status infer_conv(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(
-      args.attributes, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
-                        "kiln_activation", "kiln_activation_min", "kiln_activation_max"}));
+      args.attributes,
+      {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", kActivationAttribute,
+       kActivationMinAttribute, kActivationMaxAttribute, kActivationAlphaAttribute}));
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
   KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "X"));
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "X", float_dtypes()));

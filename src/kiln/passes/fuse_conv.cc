@@ -35,10 +35,19 @@ std::optional<double> clip_bound(const ir::Graph& graph, const ir::Node& clip, s
   return bound;
 }
 
-// The activation an elementwise node computes, when the fused form computes the same: Relu, and
-// f32/f16/bf16 Clip with constant finite bounds min <= max.
+// The activation an elementwise node computes, when the fused form computes the same: Relu,
+// f32/f16/bf16 LeakyRelu with a finite alpha, and f32/f16/bf16 Clip with constant finite bounds
+// min <= max.
 std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::Node& node) {
   if (node.op_type == "Relu") return FusedActivation{FusedActivation::Kind::kRelu};
+  if (node.op_type == "LeakyRelu" && !node.inputs.empty() &&
+      clip_fusable_dtype(graph.value(node.inputs[0]).dtype)) {
+    auto alpha = node.attributes.get_float("alpha", 0.01);
+    if (!alpha.ok() || !std::isfinite(*alpha)) return std::nullopt;
+    FusedActivation a{FusedActivation::Kind::kLeakyRelu};
+    a.alpha = *alpha;
+    return a;
+  }
   if (node.op_type != "Clip" || node.inputs.empty() ||
       !clip_fusable_dtype(graph.value(node.inputs[0]).dtype)) {
     return std::nullopt;
@@ -52,8 +61,8 @@ std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::N
   return a;
 }
 
-// Relu or Clip after a Conv, or Relu after a standalone BatchNormalization, becomes the
-// producer's activation.
+// Relu, LeakyRelu or Clip after a Conv, or Relu after a standalone BatchNormalization, becomes
+// the producer's activation.
 bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                      ir::NodeId id) {
   const ir::Node& node = graph.node(id);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -294,9 +295,11 @@ TEST(Passes, HalfPrecisionClipBecomesTheConvActivation) {
 
 TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
   using kernels::FusedActivation;
-  for (FusedActivation a : {FusedActivation{}, FusedActivation{FusedActivation::Kind::kRelu},
-                            FusedActivation{FusedActivation::Kind::kClip, 0.0, 6.0},
-                            FusedActivation{FusedActivation::Kind::kClip, -1.5}}) {
+  for (FusedActivation a :
+       {FusedActivation{}, FusedActivation{FusedActivation::Kind::kRelu},
+        FusedActivation{FusedActivation::Kind::kClip, 0.0, 6.0},
+        FusedActivation{FusedActivation::Kind::kClip, -1.5},
+        FusedActivation{.kind = FusedActivation::Kind::kLeakyRelu, .alpha = 0.125}}) {
     Attributes attributes;
     kernels::set_fused_activation(attributes, a);
     auto back = kernels::read_fused_activation(attributes);
@@ -324,6 +327,39 @@ TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
   Attributes clip;
   kernels::set_fused_activation(clip, FusedActivation{FusedActivation::Kind::kClip, 0.0, 6.0});
   EXPECT_EQ(kernels::read_fused_relu(clip).status().code(), StatusCode::kUnimplemented);
+  Attributes stray_alpha;
+  stray_alpha.set("kiln_activation", std::string("relu"));
+  stray_alpha.set("kiln_activation_alpha", 0.1);
+  EXPECT_NE(error_of(stray_alpha).find("not \"leaky_relu\""), std::string::npos);
+  Attributes inf_alpha;
+  inf_alpha.set("kiln_activation", std::string("leaky_relu"));
+  inf_alpha.set("kiln_activation_alpha", std::numeric_limits<double>::infinity());
+  EXPECT_NE(error_of(inf_alpha).find("'kiln_activation_alpha' must be finite"), std::string::npos);
+}
+
+// LeakyRelu after a Conv becomes its activation, with its alpha (default 0.01).
+TEST(Passes, LeakyReluBecomesTheConvActivation) {
+  for (bool default_alpha : {false, true}) {
+    SCOPED_TRACE(default_alpha ? "default alpha" : "alpha 0.2");
+    std::mt19937 rng(6);
+    Graph g;
+    ValueId x = g.add_input("x", DType::kF32, {1, 4, 6, 6});
+    ValueId w = g.add_constant("w", random_tensor({4, 4, 3, 3}, rng));
+    ValueId y = g.add_value({"y", DType::kF32, {}, {}, {}});
+    g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
+    ValueId out = g.add_value({"out", DType::kF32, {}, {}, {}});
+    Attributes a;
+    if (!default_alpha) a.set("alpha", 0.2);
+    g.add_node({"leaky", "LeakyRelu", {y}, {out}, a, {}});
+    g.add_output(out);
+    ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+    EXPECT_EQ(fuse_conv(g).value(), 1);
+    ASSERT_EQ(g.nodes().size(), 1u);
+    auto activation = kernels::read_fused_activation(g.node(0).attributes);
+    ASSERT_TRUE(activation.ok()) << activation.status().to_string();
+    EXPECT_EQ(activation->kind, kernels::FusedActivation::Kind::kLeakyRelu);
+    EXPECT_EQ(activation->alpha, default_alpha ? 0.01 : 0.2);
+  }
 }
 
 // x [2, 3, 8] -> GELU written out; `variant` 0: Div(x, sqrt 2) ... Mul(Mul(x, a), 0.5);

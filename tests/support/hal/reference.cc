@@ -44,6 +44,11 @@ Tensor reference_activation(const Tensor& x, const kernels::FusedActivation& act
     case Kind::kClip:
       return reference("Clip", {x, std::isinf(activation.min) ? Tensor() : bound(x, activation.min),
                                 std::isinf(activation.max) ? Tensor() : bound(x, activation.max)});
+    case Kind::kLeakyRelu: {
+      Attributes a;
+      a.set("alpha", activation.alpha);
+      return reference("LeakyRelu", {x}, a);
+    }
   }
   return x;
 }

@@ -19,7 +19,7 @@ namespace kiln::testing {
 // output.
 Tensor reference(const std::string& op_type, const std::vector<Tensor>& inputs,
                  const Attributes& attributes = {});
-// The fused activation as its ONNX op (Relu, Clip); x itself for none.
+// The fused activation as its ONNX op (Relu, Clip, LeakyRelu); x itself for none.
 Tensor reference_activation(const Tensor& x, const kernels::FusedActivation& activation);
 
 struct ConvRef {

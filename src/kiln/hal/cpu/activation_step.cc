@@ -32,7 +32,15 @@ KILN_AVX2 void activate_avx2(const kernels::FusedActivation& a, const float* in,
   const __m256 lo = _mm256_set1_ps(a.kind == Kind::kRelu ? 0.0f : static_cast<float>(a.min));
   const __m256 hi = _mm256_set1_ps(static_cast<float>(a.max));
   int64_t i = 0;
-  if (a.kind == Kind::kRelu) {
+  if (a.kind == Kind::kLeakyRelu) {
+    // x < 0 is false for NaN and -0, which stay as they are.
+    const __m256 alpha = _mm256_set1_ps(static_cast<float>(a.alpha));
+    for (; i + kVec <= n; i += kVec) {
+      const __m256 x = _mm256_loadu_ps(in + i);
+      const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+      _mm256_storeu_ps(out + i, _mm256_blendv_ps(x, _mm256_mul_ps(alpha, x), negative));
+    }
+  } else if (a.kind == Kind::kRelu) {
     for (; i + kVec <= n; i += kVec) {
       _mm256_storeu_ps(out + i, _mm256_max_ps(lo, _mm256_loadu_ps(in + i)));
     }

@@ -9,11 +9,11 @@
 // result is rounded to f16/bf16 once, after bias, residual and activation (conv_common.h), as
 // ONNX Runtime's f32-computing f16 conv rounds it. The choice depends on the dtype and the
 // machine only. Bias and kiln's residual (a sum post-op over the
-// destination pre-filled with the residual) are fused; the activation (relu or clip) runs as
-// kiln's ActivationStep right after, in place, because oneDNN's eltwise post-op maps a NaN to the
-// lower bound (activation_step.h). When nothing reads the residual afterwards and it is stored in
-// the destination's layout, the destination offers to take over its bytes, and the pre-fill copy
-// then does nothing.
+// destination pre-filled with the residual) are fused; the activation (relu, clip or leaky relu)
+// runs as kiln's ActivationStep right after, in place, because oneDNN's eltwise post-op maps a NaN
+// to the lower bound (activation_step.h). When nothing reads the residual afterwards and it is
+// stored in the destination's layout, the destination offers to take over its bytes, and the
+// pre-fill copy then does nothing.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/conv_common.h"

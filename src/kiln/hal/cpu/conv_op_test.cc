@@ -219,6 +219,19 @@ INSTANTIATE_TEST_SUITE_P(
                     c.residual = true;
                     c.activation = {kernels::FusedActivation::Kind::kClip, -0.5, 0.75};
                   }),
+        make_case("pointwise_residual_leaky_relu", {2, 32, 6, 6}, {16, 32, 1, 1},
+                  [](ConvCase& c) {
+                    c.residual = true;
+                    c.activation = {.kind = kernels::FusedActivation::Kind::kLeakyRelu,
+                                    .alpha = 0.1};
+                  }),
+        make_case("winograd_leaky_relu", {2, 16, 8, 8}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                    c.activation = {.kind = kernels::FusedActivation::Kind::kLeakyRelu,
+                                    .alpha = 0.2};
+                  }),
         make_case("winograd_odd_sizes_batch3", {3, 8, 7, 9}, {32, 8, 3, 3},
                   [](ConvCase& c) {
                     c.pads = {1, 1, 1, 1};

@@ -1,9 +1,9 @@
-// Relu (kiln's ActivationStep, which keeps NaN, unlike oneDNN's relu) and Gelu, Sigmoid and Tanh
-// (oneDNN eltwise, then EltwiseEdgeStep for non-finite inputs), in the input's layout (Sigmoid on
-// a padded blocked layout reads it plain), Add/Sub/Mul/Div (oneDNN binary
-// when the first operand has the output's shape — both operands then share its layout, blocked or
-// plain — else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal
-// shapes, else a chain of kiln broadcasting adds).
+// Relu and LeakyRelu (kiln's ActivationStep, which keeps NaN, unlike oneDNN's relu), Gelu, Sigmoid
+// and Tanh (oneDNN eltwise, then EltwiseEdgeStep for non-finite inputs), in the input's layout
+// (Sigmoid on a padded blocked layout reads it plain), Add/Sub/Mul/Div (oneDNN binary when the
+// first operand has the output's shape — both operands then share its layout, blocked or plain —
+// else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal shapes,
+// else a chain of kiln broadcasting adds).
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/activation_step.h"
@@ -69,7 +69,9 @@ struct Eltwise {
 // Relu, Sigmoid, Tanh, and Gelu with approximate "none" (erf) or "tanh".
 StatusOr<Eltwise> eltwise_of(const OpReader& op) {
   const std::string& type = op.dispatch().op_type;
-  if (type == "Relu") return Eltwise{dnnl::algorithm::eltwise_relu, "relu"};
+  if (type == "Relu" || type == "LeakyRelu") {  // kiln's ActivationStep, not oneDNN's
+    return Eltwise{dnnl::algorithm::eltwise_relu, "relu"};
+  }
   if (type == "Sigmoid") {
     return Eltwise{dnnl::algorithm::eltwise_logistic, "sigmoid", EdgeRule::kSigmoid};
   }
@@ -93,10 +95,14 @@ Status build_eltwise(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(Eltwise eltwise, eltwise_of(op));
   const int32_t x = op.input_index(0);
   const dnnl_desc src = b.layout(x);
-  if (op.dispatch().op_type == "Relu") {
+  if (op.dispatch().op_type == "Relu" || op.dispatch().op_type == "LeakyRelu") {
+    kernels::FusedActivation activation{kernels::FusedActivation::Kind::kRelu};
+    if (op.dispatch().op_type == "LeakyRelu") {
+      activation.kind = kernels::FusedActivation::Kind::kLeakyRelu;
+      KILN_ASSIGN_OR_RETURN(activation.alpha, op.attributes().get_float("alpha", 0.01));
+    }
     KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), src));
-    add_activation(b, BufferRef::of_value(x), dst, src,
-                   kernels::FusedActivation{kernels::FusedActivation::Kind::kRelu});
+    add_activation(b, BufferRef::of_value(x), dst, src, activation);
     return ok_status();
   }
   // Sigmoid(0) is not 0: on a blocked layout with padding it would fill the padding, so such an

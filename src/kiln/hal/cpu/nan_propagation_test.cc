@@ -30,6 +30,7 @@ using Kind = kernels::FusedActivation::Kind;
 const kernels::FusedActivation kRelu{Kind::kRelu};
 const kernels::FusedActivation kRelu6{Kind::kClip, 0.0, 6.0};
 const kernels::FusedActivation kClipAboveZero{Kind::kClip, 0.25, 2.0};  // moves padding zeros
+const kernels::FusedActivation kLeakyRelu{.kind = Kind::kLeakyRelu, .alpha = 0.1};
 
 std::unique_ptr<Device> device() {
   auto d = create_cpu_device({});
@@ -168,6 +169,13 @@ INSTANTIATE_TEST_SUITE_P(
                                 }),
                       conv_case("direct_odd_channels_clip_above_zero", {1, 5, 6, 6}, {7, 5, 1, 1},
                                 kClipAboveZero),
+                      conv_case("direct_residual_leaky_relu", {2, 16, 6, 6}, {16, 16, 1, 1},
+                                kLeakyRelu, [](ConvCase& c) { c.residual = true; }),
+                      conv_case("winograd_leaky_relu", {2, 16, 8, 8}, {16, 16, 3, 3}, kLeakyRelu,
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.winograd = true;
+                                }),
                       conv_case("winograd_relu", {2, 16, 8, 8}, {16, 16, 3, 3}, kRelu,
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};

@@ -22,6 +22,7 @@ constexpr std::array kFastPaths = {
     OpPath{"GlobalMaxPool", check_pool, build_pool},
     OpPath{"Identity", check_identity, build_identity},
     OpPath{"LSTM", check_recurrent, build_recurrent},
+    OpPath{"LeakyRelu", check_eltwise, build_eltwise},
     OpPath{"MatMul", check_matmul, build_matmul},
     OpPath{"MaxPool", check_pool, build_pool},
     OpPath{"Mul", check_binary, build_binary},

@@ -178,6 +178,9 @@ KILN_AVX2 __m256 activate(__m256 y, const kernels::FusedActivation& a) {
     case Kind::kClip:
       return _mm256_min_ps(_mm256_set1_ps(static_cast<float>(a.max)),
                            _mm256_max_ps(_mm256_set1_ps(static_cast<float>(a.min)), y));
+    case Kind::kLeakyRelu:  // y < 0 is false for NaN and -0
+      return _mm256_blendv_ps(y, _mm256_mul_ps(_mm256_set1_ps(static_cast<float>(a.alpha)), y),
+                              _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_LT_OQ));
   }
   return y;
 }

@@ -125,7 +125,8 @@ TEST_P(WinogradConvTest, AgreesWithFloat64DirectConvolution) {
 
   for (const kernels::FusedActivation& act :
        {kernels::FusedActivation{}, kernels::FusedActivation{Kind::kRelu},
-        kernels::FusedActivation{Kind::kClip, -0.5, 0.75}}) {
+        kernels::FusedActivation{Kind::kClip, -0.5, 0.75},
+        kernels::FusedActivation{.kind = Kind::kLeakyRelu, .alpha = 0.1}}) {
     for (bool accumulate : {false, true}) {
       std::vector<float> y = accumulate ? residual : std::vector<float>(p.out_size(), NAN);
       Epilogue e{p.bias.data(), accumulate, act};
@@ -141,6 +142,7 @@ TEST_P(WinogradConvTest, AgreesWithFloat64DirectConvolution) {
           if (accumulate) expected += blocked_at(residual, hw, nm, i);
           if (act.kind == Kind::kRelu) expected = std::max(expected, 0.0);
           if (act.kind == Kind::kClip) expected = std::clamp(expected, act.min, act.max);
+          if (act.kind == Kind::kLeakyRelu && expected < 0) expected *= act.alpha;
           const double got = blocked_at(y, hw, nm, i);
           // A few f32 roundings of the terms' magnitude: a wrong tap or tile is off by O(1).
           const double bound = 1e-6 * (magnitude + (accumulate ? 4.0 : 0.0));
@@ -220,7 +222,8 @@ TEST(WinogradConv, FusedActivationsKeepNaN) {
   p.x[(3 * k.h + 2) * k.w + 2] = std::numeric_limits<float>::quiet_NaN();
   p.x_blocked = to_blocked(p.x, k.c, k.h * k.w);
   for (const kernels::FusedActivation& act :
-       {kernels::FusedActivation{Kind::kRelu}, kernels::FusedActivation{Kind::kClip, 0.0, 6.0}}) {
+       {kernels::FusedActivation{Kind::kRelu}, kernels::FusedActivation{Kind::kClip, 0.0, 6.0},
+        kernels::FusedActivation{.kind = Kind::kLeakyRelu, .alpha = 0.1}}) {
     std::vector<float> y(p.out_size());
     p.run_into(y, Epilogue{p.bias.data(), false, act});
     const int64_t hw = p.s.out_h * p.s.out_w;

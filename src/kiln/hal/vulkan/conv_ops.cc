@@ -24,6 +24,7 @@ uint32_t activation_code(const kernels::FusedActivation& a) {
     case kernels::FusedActivation::Kind::kNone: return 0;
     case kernels::FusedActivation::Kind::kRelu: return 1;
     case kernels::FusedActivation::Kind::kClip: return 2;
+    case kernels::FusedActivation::Kind::kLeakyRelu: return 3;
   }
   return 0;
 }
@@ -95,7 +96,9 @@ Status build_conv(KernelBuilder& b) {
   }
   const std::vector<uint32_t> specialization = {has_bias ? 1u : 0u, has_residual ? 1u : 0u,
                                                 activation_code(a.activation)};
-  const uint32_t lo = KernelBuilder::bits(static_cast<float>(a.activation.min));
+  const bool leaky = a.activation.kind == kernels::FusedActivation::Kind::kLeakyRelu;
+  const uint32_t lo =
+      KernelBuilder::bits(static_cast<float>(leaky ? a.activation.alpha : a.activation.min));
   const uint32_t hi = KernelBuilder::bits(static_cast<float>(a.activation.max));
   const std::vector<Operand> operands = {x, weights, bias, residual, y};
   const std::string fused =

@@ -62,6 +62,9 @@ kernels::FusedActivation relu() { return {.kind = kernels::FusedActivation::Kind
 kernels::FusedActivation clip(double lo, double hi) {
   return {.kind = kernels::FusedActivation::Kind::kClip, .min = lo, .max = hi};
 }
+kernels::FusedActivation leaky_relu(double alpha) {
+  return {.kind = kernels::FusedActivation::Kind::kLeakyRelu, .alpha = alpha};
+}
 
 // A 3x3 conv, stride 1, pads 1.
 ConvCase same_3x3(std::string name, ConcreteShape x, int64_t cout, bool bias, bool residual,
@@ -207,6 +210,10 @@ INSTANTIATE_TEST_SUITE_P(
                  {1, 1}, 1, true, true, relu(), "direct"},
         ConvCase{"DirectGroupsDilated", {1, 8, 10, 10}, 8, {3, 3}, {1, 1}, {0, 2}, {2, 0},
                  {2, 2}, 4, false, false, {}, "direct"},
+        ConvCase{"TiledLeakyRelu", {2, 16, 9, 9}, 24, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1,
+                 true, true, leaky_relu(0.1)},
+        ConvCase{"DirectDepthwiseLeakyRelu", {1, 8, 9, 9}, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1},
+                 {1, 1}, 8, true, false, leaky_relu(0.2), "direct"},
         ConvCase{"Direct1DWeightsInput", {1, 5, 9}, 3, {3}, {1}, {1}, {1}, {1}, 1, true, false,
                  {}, "direct", true}),
     [](const auto& info) { return info.param.name; });

@@ -13,13 +13,14 @@ layout(buffer_reference, std430, buffer_reference_align = 8) buffer U64 { uvec2 
 // 65535-wide grid, and runs a loop around the element 60x slower than one element per invocation.
 uint element_index(uint base) { return base + gl_GlobalInvocationID.x; }
 
-// kiln's fused activation (kernels/activation.h): 0 none, 1 relu, 2 clip(lo, hi). NaN stays NaN:
-// the comparisons are false for it.
+// kiln's fused activation (kernels/activation.h): 0 none, 1 relu, 2 clip(lo, hi), 3 leaky relu
+// (alpha in lo). NaN stays NaN: the comparisons are false for it.
 float fused_activation(float v, uint kind, float lo, float hi) {
   if (kind == 1u) return v < 0.0 ? 0.0 : v;
   if (kind == 2u) {
     if (v < lo) return lo;
     if (v > hi) return hi;
   }
+  if (kind == 3u) return v < 0.0 ? lo * v : v;  // leaky relu: lo holds alpha
   return v;
 }
