@@ -10,6 +10,7 @@
 
 #include "onnx/onnx_pb.h"
 
+#include "kiln/onnx/domains.h"
 #include "kiln/onnx/graph_builder.h"
 #include "kiln/onnx/inline_if.h"
 #include "kiln/onnx/legacy_scan.h"
@@ -26,15 +27,6 @@ bool is_default_domain(const std::string& domain) { return domain.empty() || dom
 // protobuf cannot parse a message of 2 GiB or more.
 uint64_t effective_limit(const ImportOptions& options) {
   return std::min<uint64_t>(options.max_model_bytes, static_cast<uint64_t>(INT_MAX));
-}
-
-// The one non-default domain kiln accepts, and the ops of it kiln defines (version 1).
-constexpr std::string_view kTrainingDomain = "ai.onnx.preview.training";
-constexpr std::string_view kTrainingOps[] = {"Adagrad", "Adam", "Momentum"};
-
-bool is_training_op(const std::string& op_type) {
-  return std::find(std::begin(kTrainingOps), std::end(kTrainingOps), op_type) !=
-         std::end(kTrainingOps);
 }
 
 // Default-domain nodes, and ai.onnx.preview.training nodes of the ops kiln defines there, pass;
@@ -54,9 +46,10 @@ Status check_domains(const onnx::ModelProto& model) {
     foreign[domain].push_back(fmt::format("node {} ({})", name, node.op_type()));
   }
   for (const auto& entry : model.opset_import()) {
-    if (entry.domain() == kTrainingDomain && entry.version() != 1) {
-      return unimplemented("model imports {} version {}; kiln supports version 1 ({})",
-                           kTrainingDomain, entry.version(), fmt::join(kTrainingOps, ", "));
+    if (entry.domain() == kTrainingDomain && entry.version() != kTrainingDomainVersion) {
+      return unimplemented("model imports {} version {}; kiln supports version {} ({})",
+                           kTrainingDomain, entry.version(), kTrainingDomainVersion,
+                           fmt::join(kTrainingOps, ", "));
     }
   }
   if (foreign.empty()) return ok_status();
