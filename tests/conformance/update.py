@@ -41,6 +41,17 @@ DELIBERATE = {
     for name in ["test_resize_downsample_scales_cubic_align_corners",
                  "test_resize_downsample_scales_linear_align_corners"]
 }
+DELIBERATE.update({
+    name: "deliberate: the expected data come from NumPy's generator (np.random.seed(0), uniform "
+          "draws); kiln's training Dropout draws its own counter-based stream "
+          "(src/kiln/kernels/random.h), so its mask differs; ratio 0 cases pass"
+    for name in ["test_training_dropout", "test_training_dropout_default",
+                 "test_training_dropout_default_mask", "test_training_dropout_mask"]
+})
+DELIBERATE["test_adam_multiple"] = (
+    "deliberate: the expected data were computed with epsilon 1e-2, but the model's Adam node "
+    "omits 'epsilon' (default 1e-6; onnx/backend/test/case/node/adam.py export_adam_multiple); "
+    "kiln follows the model")
 
 
 def run_suite(kiln, folder, backend, jobs):
@@ -128,7 +139,8 @@ def main():
                 if outcome == "pass":
                     expect[backend] = "pass"
                 else:
-                    expect[backend] = {"outcome": outcome, "reason": reason}
+                    why = f"{DELIBERATE[name]}; {reason}" if name in DELIBERATE else reason
+                    expect[backend] = {"outcome": outcome, "reason": why}
             group = group_of(suite, name, case_dir, ops_by_case)
             setup_error = next((r for o, r in result.values() if o == "error"), None)
             if setup_error is not None:

@@ -155,14 +155,17 @@ const char* const kPassing[] = {
     "test_simple_rnn_defaults",
     "test_simple_rnn_with_initial_bias",
     "test_simple_rnn_batchwise",
+    "test_batchnorm_example_training_mode",
+    "test_batchnorm_epsilon_training_mode",
+    "test_training_dropout_zero_ratio",
+    "test_training_dropout_zero_ratio_mask",
+    "test_tfidfvectorizer_tf_uniandbigrams_skip5",
+    "test_tfidfvectorizer_tf_batch_onlybigrams_skip5",
 };
 
 // Valid models that kiln refuses, with the code it must give.
 const std::pair<const char*, StatusCode> kRefused[] = {
-    {"test_batchnorm_example_training_mode", StatusCode::kUnimplemented},
-    {"test_batchnorm_epsilon_training_mode", StatusCode::kUnimplemented},
-    {"test_training_dropout", StatusCode::kUnimplemented},
-    {"test_training_dropout_mask", StatusCode::kUnimplemented},
+    {"test_bernoulli_seed", StatusCode::kUnimplemented},
 };
 
 struct Loaded {

@@ -118,14 +118,17 @@ TEST(BatchNormalization, BadInputs) {
   }
   {
     OpGraph g = spatial_bn(DType::kF32, {2, 3, 2, 2});
-    g.attr("training_mode", int64_t{1});
-    EXPECT_TRUE(has_error(g.infer(), StatusCode::kUnimplemented, {"attribute 'training_mode'"}));
+    g.attr("training_mode", int64_t{3});
+    EXPECT_TRUE(has_error(
+        g.infer(), StatusCode::kInvalidArgument,
+        {"attribute 'training_mode' must be 0 or 1, got 3", "in node 'n0' (BatchNormalization)"}));
   }
   {
     OpGraph g = spatial_bn(DType::kF32, {2, 3, 2, 2});
     g.outputs(3);
-    EXPECT_TRUE(has_error(g.infer(), StatusCode::kUnimplemented,
-                          {"3 outputs", "outputs 1 and 2", "only in training mode"}));
+    EXPECT_TRUE(has_error(g.infer(), StatusCode::kInvalidArgument,
+                          {"3 outputs", "outputs 1 and 2", "only in training mode",
+                           "in node 'n0' (BatchNormalization)"}));
   }
   {
     OpGraph g = spatial_bn(DType::kF32, {2, 3, 2, 2});

@@ -55,6 +55,10 @@ void register_signal_kernels(std::vector<OpDef>& table);
 void register_recurrent_kernels(std::vector<OpDef>& table);
 // loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (inference).
 void register_loss_kernels(std::vector<OpDef>& table);
+// text.cc: TfIdfVectorizer (integer pools).
+void register_text_kernels(std::vector<OpDef>& table);
+// training.cc: the ai.onnx.preview.training optimizers Adagrad, Adam, Momentum.
+void register_training_kernels(std::vector<OpDef>& table);
 // quantize.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear (the arithmetic they share
 // with QLinearConv and QLinearMatMul: quantize.h).
 void register_quantize_kernels(std::vector<OpDef>& table);

@@ -1,8 +1,9 @@
 // Ops that move or relabel data without arithmetic: Transpose, Concat, Split, Slice, Squeeze,
-// Unsqueeze, Flatten, Reshape, Identity, Dropout (inference), Expand, ReverseSequence. They accept
-// every dtype and run on bytes (strided_copy.h). Those that carry small integer tensors (shape
-// computations such as Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))) also pass the
-// element values through, so symbolic dims survive them.
+// Unsqueeze, Flatten, Reshape, Identity, Dropout, Expand, ReverseSequence. They accept
+// every dtype and run on bytes (strided_copy.h); Dropout in training mode scales what it keeps.
+// Those that carry small integer tensors (shape computations such as Reshape(x,
+// Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))) also pass the element values through, so symbolic
+// dims survive them.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/movement_util.h"
+#include "kiln/kernels/random.h"
 #include "kiln/kernels/strided_copy.h"
 
 namespace kiln::kernels {
@@ -48,10 +50,24 @@ Status infer_identity(InferArgs& args) {
   return ok_status();
 }
 
+// Dropout: at inference (training_mode absent or false) the output is the input and the mask
+// all true. In training mode each element is kept with probability 1 - ratio (kiln's
+// CounterRandom: element i is kept when uniform(i) >= ratio), kept elements are scaled by
+// 1 / (1 - ratio) and the mask says which were kept; ratio 0 keeps everything. The 'seed'
+// attribute fixes the draws (the same mask on every run); without it every run draws anew.
+// ratio (default 0.5) must lie in [0, 1): checked here when it is a constant, else when it runs.
+Status check_dropout_ratio(double ratio) {
+  if (!(ratio >= 0 && ratio < 1)) {
+    return invalid_argument("input 1 'ratio' must be in [0, 1) in training mode, got {}", ratio);
+  }
+  return ok_status();
+}
+
 Status infer_dropout(InferArgs& args) {
   // 'ratio' is the attribute of opsets 7-11, which models converted to opset 17 may still carry;
-  // inference ignores it like the ratio input.
+  // the ratio input replaced it.
   KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {"seed", "ratio"}));
+  KILN_RETURN_IF_ERROR(args.attributes.get_int("seed", 0).status());
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 3, 1, 2));
   KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "data"));
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "data", float_dtypes()));
@@ -59,18 +75,21 @@ Status infer_dropout(InferArgs& args) {
     KILN_RETURN_IF_ERROR(check_dtype(*ratio, 1, "ratio", float_dtypes()));
     KILN_RETURN_IF_ERROR(check_rank(*ratio, 1, "ratio", 0));
   }
-  if (const ValueType* training = optional_input(args, 2)) {
-    KILN_RETURN_IF_ERROR(check_dtype(*training, 2, "training_mode", {DType::kBool}));
-    KILN_RETURN_IF_ERROR(check_rank(*training, 2, "training_mode", 0));
+  bool training = false;
+  if (const ValueType* mode = optional_input(args, 2)) {
+    KILN_RETURN_IF_ERROR(check_dtype(*mode, 2, "training_mode", {DType::kBool}));
+    KILN_RETURN_IF_ERROR(check_rank(*mode, 2, "training_mode", 0));
     if (const Tensor* t = constant_input(args, 2)) {
       if (t->dtype() != DType::kBool || t->element_count() != 1) {
         return invalid_argument("input 2 'training_mode' must be a single bool, got {} {}",
                                 dtype_name(t->dtype()), shape_to_string(t->shape()));
       }
-      if (element_as_int64(*t, 0) != 0) {
-        return unimplemented(
-            "input 2 'training_mode' is true; only inference Dropout is supported");
-      }
+      training = element_as_int64(*t, 0) != 0;
+    }
+  }
+  if (training) {
+    if (const Tensor* r = constant_input(args, 1); r != nullptr && r->element_count() == 1) {
+      KILN_RETURN_IF_ERROR(check_dropout_ratio(element_as_double(*r, 0)));
     }
   }
   args.outputs = {x};
@@ -78,26 +97,63 @@ Status infer_dropout(InferArgs& args) {
   return ok_status();
 }
 
-// Inference Dropout: the output is the input, the mask is all true. A training_mode computed at
-// run time is checked here.
 class DropoutKernel : public Kernel {
  public:
+  explicit DropoutKernel(std::optional<int64_t> seed) : seed_(seed) {}
+
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    if (in.size() > 2 && in[2].data != nullptr && in[2].element_count() > 0 &&
-        in[2].as<uint8_t>()[0] != 0) {
-      return unimplemented("input 2 'training_mode' is true; only inference Dropout is supported");
-    }
     const int64_t n = out[0].element_count();
-    if (n > 0) {
-      std::memcpy(out[0].data, in[0].data, static_cast<size_t>(n) * dtype_size(out[0].dtype));
-      if (out.size() > 1 && out[1].data != nullptr) std::memset(out[1].data, 1, n);
+    uint8_t* mask = out.size() > 1 && out[1].data != nullptr ? out[1].as<uint8_t>() : nullptr;
+    const bool training = in.size() > 2 && in[2].data != nullptr && in[2].element_count() > 0 &&
+                          in[2].as<uint8_t>()[0] != 0;
+    double ratio = 0.5;
+    if (in.size() > 1 && in[1].data != nullptr && in[1].element_count() > 0) {
+      ratio = visit_dtype(in[1].dtype, [&]<typename R>() {
+        if constexpr (is_float_storage_v<R>) {
+          return static_cast<double>(load(in[1].as<R>(), 0));
+        } else {
+          return 0.5;  // infer accepts float ratios only
+        }
+      });
     }
-    return ok_status();
+    if (training) KILN_RETURN_IF_ERROR(check_dropout_ratio(ratio));
+    if (!training || ratio == 0) {
+      if (n > 0) {
+        std::memcpy(out[0].data, in[0].data, static_cast<size_t>(n) * dtype_size(out[0].dtype));
+        if (mask != nullptr) std::memset(mask, 1, static_cast<size_t>(n));
+      }
+      return ok_status();
+    }
+    const CounterRandom random(seed_ ? static_cast<uint64_t>(*seed_) : fresh_seed());
+    const double scale = 1 / (1 - ratio);
+    return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
+      if constexpr (is_float_storage_v<T>) {
+        const T* x = in[0].as<T>();
+        T* y = out[0].as<T>();
+        for (int64_t i = 0; i < n; ++i) {
+          const bool keep = random.uniform(static_cast<uint64_t>(i)) >= ratio;
+          const double v = keep ? static_cast<double>(load(x, i)) * scale : 0.0;
+          store(y, i, static_cast<compute_t<T>>(v));
+          if (mask != nullptr) mask[i] = keep ? 1 : 0;
+        }
+        return ok_status();
+      } else {
+        return internal_error("Dropout of dtype {}", dtype_name(in[0].dtype));
+      }
+    });
   }
+
+ private:
+  std::optional<int64_t> seed_;
 };
 
-StatusOr<std::unique_ptr<Kernel>> make_dropout(const MakeArgs&) {
-  return std::unique_ptr<Kernel>(std::make_unique<DropoutKernel>());
+StatusOr<std::unique_ptr<Kernel>> make_dropout(const MakeArgs& args) {
+  std::optional<int64_t> seed;
+  if (args.attributes.has("seed")) {
+    KILN_ASSIGN_OR_RETURN(int64_t s, args.attributes.get_int("seed", 0));
+    seed = s;
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<DropoutKernel>(seed));
 }
 
 // ---- Flatten, Reshape, Squeeze, Unsqueeze ----

@@ -511,16 +511,58 @@ TEST(IdentityDropout, CopyMaskAndTraining) {
   EXPECT_EQ(values_of((*out)[0]), (std::vector<double>{1, -2}));
   EXPECT_EQ((*out)[1].dtype(), DType::kBool);
   EXPECT_EQ(values_of((*out)[1]), (std::vector<double>{1, 1}));
-  EXPECT_TRUE(has_error(
-      run_op("Dropout", {f32({2}, {1, 2}), absent(), make(DType::kBool, {}, {1})}).status(),
-      StatusCode::kUnimplemented, {"input 2 'training_mode' is true"}));
-  // Known only at run time.
-  EXPECT_TRUE(has_error(
-      run_op("Dropout", {f32({2}, {1, 2}), absent(), runtime(make(DType::kBool, {}, {1}))})
-          .status(),
-      StatusCode::kUnimplemented, {"training_mode"}));
   expect_tensor(run1("Dropout", {f32({2}, {1, 2}), absent(), runtime(make(DType::kBool, {}, {0}))}),
                 {2}, {1, 2});
+}
+
+// Training mode: ratio 0 is the identity with an all-true mask; otherwise each element is either
+// dropped (0, mask false) or scaled by 1 / (1 - ratio) (mask true), the same on every run for one
+// seed.
+TEST(IdentityDropout, Training) {
+  const Tensor on = make(DType::kBool, {}, {1});
+  auto zero = run_op("Dropout", {f32({3}, {1, -2, 3}), f32({}, {0}), on}, {}, 2);
+  ASSERT_TRUE(zero.ok()) << zero.status().to_string();
+  EXPECT_EQ(values_of((*zero)[0]), (std::vector<double>{1, -2, 3}));
+  EXPECT_EQ(values_of((*zero)[1]), (std::vector<double>{1, 1, 1}));
+
+  std::vector<double> xs = iota(256);
+  const Attributes seed7 = attrs({{"seed", int64_t{7}}});
+  auto a = run_op("Dropout", {f32({256}, xs), f32({}, {0.75}), on}, seed7, 2);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  const std::vector<double> y = values_of((*a)[0]), mask = values_of((*a)[1]);
+  int kept = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_EQ(y[i], mask[i] != 0 ? xs[i] * 4 : 0.0) << "element " << i;
+    kept += mask[i] != 0;
+  }
+  // 64 expected of 256; far outside [32, 96] would mean a broken draw.
+  EXPECT_GT(kept, 32);
+  EXPECT_LT(kept, 96);
+  // The same seed draws the same mask (a runtime ratio too); another seed another one.
+  auto again = run_op("Dropout", {f32({256}, xs), runtime(f32({}, {0.75})), runtime(on)}, seed7, 2);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(values_of((*again)[1]), mask);
+  auto other =
+      run_op("Dropout", {f32({256}, xs), f32({}, {0.75}), on}, attrs({{"seed", int64_t{8}}}), 2);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  EXPECT_NE(values_of((*other)[1]), mask);
+  // Default ratio 0.5: kept elements double.
+  auto half = run_op("Dropout", {f32({4}, {1, 2, 3, 4}), absent(), on}, seed7, 2);
+  ASSERT_TRUE(half.ok()) << half.status().to_string();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(element_as_double((*half)[0], i),
+              element_as_double((*half)[1], i) != 0 ? 2.0 * (i + 1) : 0.0);
+  }
+  // ratio must lie in [0, 1): a constant at inference, a runtime one when the kernel runs.
+  EXPECT_TRUE(has_error(run_op("Dropout", {f32({2}, {1, 2}), f32({}, {1}), on}).status(),
+                        StatusCode::kInvalidArgument,
+                        {"input 1 'ratio' must be in [0, 1) in training mode, got 1"}));
+  EXPECT_TRUE(has_error(
+      run_op("Dropout", {f32({2}, {1, 2}), runtime(f32({}, {-0.5})), runtime(on)}).status(),
+      StatusCode::kInvalidArgument, {"input 1 'ratio' must be in [0, 1)"}));
+  // Out of training mode the ratio is not used.
+  expect_tensor(run1("Dropout", {f32({2}, {1, 2}), f32({}, {1}), make(DType::kBool, {}, {0})}), {2},
+                {1, 2});
 }
 
 TEST(Expand, BidirectionalBroadcast) {

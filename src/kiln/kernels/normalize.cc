@@ -2,7 +2,7 @@
 // 1-12: the input coerced to 2-D [prod(dims before axis), prod(dims from axis)], default axis 1,
 // each row normalized; the importer rewrites the old form where the two differ),
 // LayerNormalization, InstanceNormalization, LpNormalization, LRN, MeanVarianceNormalization and
-// BatchNormalization (inference).
+// BatchNormalization (inference and training mode).
 //
 // Every statistic (max, sum of exponentials, mean, variance, norm) and every output is computed
 // in double whatever the storage type (f16, bf16, f32, f64), then rounded once to the output
@@ -18,9 +18,11 @@
 //   - LpNormalization: a row whose norm is 0 gives 0 (as ONNX Runtime), not 0/0.
 //   - MeanVarianceNormalization: (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9) as the ONNX
 //     function body, with a negative rounding residue of the variance clamped to 0.
-//   - BatchNormalization: inference only; parameters may have float dtypes other than X's
-//     (opset 15); kiln's fused attribute kiln_activation = "relu" applies ReLU last; opset 7's
-//     spatial = 0 takes per-feature parameters of shape X.shape[1:].
+//   - BatchNormalization: parameters may have float dtypes other than X's (opset 15); kiln's
+//     fused attribute kiln_activation = "relu" applies ReLU last; opset 7's spatial = 0 takes
+//     per-feature parameters of shape X.shape[1:]. training_mode = 1 normalizes with the batch's
+//     mean and population variance (ONNX's reference) and gives running_mean and running_var
+//     (input * momentum + batch * (1 - momentum), input_mean's dtype) as outputs 1 and 2.
 #include <cmath>
 #include <limits>
 
@@ -398,23 +400,56 @@ StatusOr<std::unique_ptr<Kernel>> make_instance_norm(const MakeArgs& args) {
       dims[1], dims[0] * dims[1], product(std::span(dims).subspan(2)), epsilon));
 }
 
+// BatchNormalization's attributes with its mode. read_batch_norm_attributes (op_attributes.h)
+// is the inference contract the backends' fast paths read, and refuses training_mode = 1, so
+// those decline a training dispatch and the portable kernel below runs it.
+struct BatchNormMode {
+  BatchNormAttributes o;
+  bool training = false;
+  double momentum = 0.9;
+};
+
+StatusOr<BatchNormMode> read_batch_norm_mode(const Attributes& a) {
+  BatchNormMode m;
+  KILN_ASSIGN_OR_RETURN(int64_t training, a.get_int("training_mode", 0));
+  if (training != 0 && training != 1) {
+    return invalid_argument("attribute 'training_mode' must be 0 or 1, got {}", training);
+  }
+  m.training = training == 1;
+  if (m.training) {
+    Attributes inference = a;
+    inference.erase("training_mode");
+    KILN_ASSIGN_OR_RETURN(m.o, read_batch_norm_attributes(inference));
+  } else {
+    KILN_ASSIGN_OR_RETURN(m.o, read_batch_norm_attributes(a));
+  }
+  KILN_ASSIGN_OR_RETURN(m.momentum, a.get_float("momentum", 0.9));
+  return m;
+}
+
 Status infer_batch_norm(InferArgs& args) {
-  KILN_ASSIGN_OR_RETURN(BatchNormAttributes o, read_batch_norm_attributes(args.attributes));
-  KILN_RETURN_IF_ERROR(check_arity(args, 5, 5, 1, 5));
-  if (args.output_count > 1) {
-    return unimplemented(
-        "{} outputs: the running statistics (outputs 1 and 2) exist only in training mode; kiln "
-        "supports output 0 'Y' only",
+  KILN_ASSIGN_OR_RETURN(BatchNormMode m, read_batch_norm_mode(args.attributes));
+  KILN_RETURN_IF_ERROR(check_arity(args, 5, 5, 1, 3));
+  if (args.output_count > 1 && !m.training) {
+    return invalid_argument(
+        "{} outputs: the running statistics (outputs 1 and 2) exist only in training mode "
+        "(training_mode = 1)",
         args.output_count);
   }
   KILN_ASSIGN_OR_RETURN(ValueType x, channels_input(args, "X"));
-  const Shape expected = o.spatial ? Shape{x.shape[1]} : Shape(x.shape.begin() + 1, x.shape.end());
-  const char* what = o.spatial ? "channels of X" : "X.shape[1:] for spatial = 0";
+  const Shape expected =
+      m.o.spatial ? Shape{x.shape[1]} : Shape(x.shape.begin() + 1, x.shape.end());
+  const char* what = m.o.spatial ? "channels of X" : "X.shape[1:] for spatial = 0";
   const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
   for (size_t i = 1; i < 5; ++i) {
     KILN_RETURN_IF_ERROR(check_channel_param(args, i, names[i], expected, what));
   }
   args.outputs = {x};
+  // running_mean and running_var: input_mean's dtype, the parameters' shape.
+  const ValueType& mean = *args.inputs[3];
+  for (size_t i = 1; i < args.output_count; ++i) {
+    args.outputs.push_back(ValueType{mean.dtype, expected});
+  }
   return ok_status();
 }
 
@@ -422,16 +457,35 @@ class BatchNormKernel : public Kernel {
  public:
   // Parameter p of element i is at (i / size) % params: per channel (size = spatial size) or
   // per feature (size 1, params = C * spatial size).
-  BatchNormKernel(int64_t params, int64_t size, BatchNormAttributes o)
-      : params_(params), size_(size), o_(o) {}
+  BatchNormKernel(int64_t params, int64_t size, BatchNormMode m)
+      : params_(params), size_(size), m_(m) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     const std::vector<double> scale = to_doubles(in[1]);
     const std::vector<double> bias = to_doubles(in[2]);
-    const std::vector<double> mean = to_doubles(in[3]);
-    const std::vector<double> var = to_doubles(in[4]);
-    std::vector<double> a(scale.size());
-    for (size_t p = 0; p < a.size(); ++p) a[p] = scale[p] / std::sqrt(var[p] + o_.epsilon);
+    std::vector<double> mean = to_doubles(in[3]);
+    std::vector<double> var = to_doubles(in[4]);
     const int64_t rows = in[0].element_count() / std::max<int64_t>(size_, 1);
+    if (m_.training) {
+      // The batch's own statistics (population variance, as ONNX's reference), then the
+      // running ones: input * momentum + batch * (1 - momentum).
+      KILN_ASSIGN_OR_RETURN(BatchStats batch, batch_stats(in[0], rows));
+      for (size_t i = 1; i < out.size() && i < 3; ++i) {
+        if (out[i].data == nullptr) continue;
+        const std::vector<double>& given = i == 1 ? mean : var;
+        const std::vector<double>& seen = i == 1 ? batch.mean : batch.var;
+        KILN_RETURN_IF_ERROR(visit_float(out[i].dtype, [&]<typename U>() {
+          U* r = out[i].as<U>();
+          for (size_t p = 0; p < given.size(); ++p) {
+            store(r, static_cast<int64_t>(p),
+                  static_cast<compute_t<U>>(given[p] * m_.momentum + seen[p] * (1 - m_.momentum)));
+          }
+        }));
+      }
+      mean = std::move(batch.mean);
+      var = std::move(batch.var);
+    }
+    std::vector<double> a(scale.size());
+    for (size_t p = 0; p < a.size(); ++p) a[p] = scale[p] / std::sqrt(var[p] + m_.o.epsilon);
     return visit_float(in[0].dtype, [&]<typename T>() {
       const T* x = in[0].as<T>();
       T* y = out[0].as<T>();
@@ -440,7 +494,7 @@ class BatchNormKernel : public Kernel {
           const int64_t p = r % params_;
           for (int64_t j = r * size_; j < (r + 1) * size_; ++j) {
             double v = (static_cast<double>(load(x, j)) - mean[p]) * a[p] + bias[p];
-            if (o_.relu && v < 0) v = 0;
+            if (m_.o.relu && v < 0) v = 0;
             store(y, j, static_cast<compute_t<T>>(v));
           }
         }
@@ -449,18 +503,52 @@ class BatchNormKernel : public Kernel {
   }
 
  private:
+  struct BatchStats {
+    std::vector<double> mean, var;
+  };
+  // Mean and population variance of each parameter's elements (rows r with r % params == p),
+  // two passes in index order.
+  StatusOr<BatchStats> batch_stats(const ConstBuffer& xb, int64_t rows) const {
+    BatchStats s{std::vector<double>(params_, 0.0), std::vector<double>(params_, 0.0)};
+    const int64_t count = (rows / std::max<int64_t>(params_, 1)) * size_;
+    KILN_RETURN_IF_ERROR(visit_float(xb.dtype, [&]<typename T>() {
+      const T* x = xb.as<T>();
+      parallel_ranges(params_, count, [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p) {
+          double sum = 0;
+          for (int64_t r = p; r < rows; r += params_) {
+            for (int64_t j = r * size_; j < (r + 1) * size_; ++j) {
+              sum += static_cast<double>(load(x, j));
+            }
+          }
+          const double mean = sum / static_cast<double>(count);
+          double squares = 0;
+          for (int64_t r = p; r < rows; r += params_) {
+            for (int64_t j = r * size_; j < (r + 1) * size_; ++j) {
+              const double d = static_cast<double>(load(x, j)) - mean;
+              squares += d * d;
+            }
+          }
+          s.mean[p] = mean;
+          s.var[p] = squares / static_cast<double>(count);
+        }
+      });
+    }));
+    return s;
+  }
+
   int64_t params_, size_;
-  BatchNormAttributes o_;
+  BatchNormMode m_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_batch_norm(const MakeArgs& args) {
-  KILN_ASSIGN_OR_RETURN(BatchNormAttributes o, read_batch_norm_attributes(args.attributes));
+  KILN_ASSIGN_OR_RETURN(BatchNormMode m, read_batch_norm_mode(args.attributes));
   const ConcreteShape dims = args.input_dims(0);
   const int64_t spatial_size = product(std::span(dims).subspan(2));
-  if (o.spatial) {
-    return std::unique_ptr<Kernel>(std::make_unique<BatchNormKernel>(dims[1], spatial_size, o));
+  if (m.o.spatial) {
+    return std::unique_ptr<Kernel>(std::make_unique<BatchNormKernel>(dims[1], spatial_size, m));
   }
-  return std::unique_ptr<Kernel>(std::make_unique<BatchNormKernel>(dims[1] * spatial_size, 1, o));
+  return std::unique_ptr<Kernel>(std::make_unique<BatchNormKernel>(dims[1] * spatial_size, 1, m));
 }
 
 // ---- LRN: across channels (axis 1) of X [N, C, ...].

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "tests/support/expect.h"
 #include "tests/support/kernels/run_op.h"
 
 namespace kiln::kernels {
@@ -236,6 +237,40 @@ TEST(BatchNormKernels, InferenceWithMixedParameterTypesAndRelu) {
   expect_near(values_of<float>((*flat)[0]), {1, 0});
 }
 
+// Training mode, worked by hand: X [N=2, C=2, 1, 2]; channel 0 holds 1, 3, 5, 7 (mean 4,
+// population variance 5), channel 1 holds 0, 0, 2, 2 (mean 1, variance 1). epsilon 0,
+// momentum 0.5, input_mean 0 and input_var 1: running_mean = 0.5 * (0, 0) + 0.5 * (4, 1),
+// running_var = 0.5 * (1, 1) + 0.5 * (5, 1).
+TEST(BatchNormKernels, TrainingModeUsesBatchStatistics) {
+  const double r5 = 1 / std::sqrt(5.0);
+  const Attributes a = attrs({{"training_mode", int64_t{1}}, {"epsilon", 0.0}, {"momentum", 0.5}});
+  auto y = run_op("BatchNormalization",
+                  {value(f32({2, 2, 1, 2}, {1, 3, 0, 0, 5, 7, 2, 2})), value(f32({2}, {1, 2})),
+                   value(f32({2}, {0, 1})), value(f64({2}, {0, 0})), value(f64({2}, {1, 1}))},
+                  a, 3);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  expect_close((*y)[0], {2, 2, 1, 2}, {-3 * r5, -r5, -1, -1, r5, 3 * r5, 3, 3}, 1e-6);
+  EXPECT_EQ((*y)[1].dtype(), DType::kF64);
+  expect_close((*y)[1], {2}, {2, 0.5}, 1e-12);
+  expect_close((*y)[2], {2}, {3, 1}, 1e-12);
+  // Y alone (the running statistics are optional outputs).
+  auto only = run_op("BatchNormalization",
+                     {value(f32({2, 2, 1, 2}, {1, 3, 0, 0, 5, 7, 2, 2})), value(f32({2}, {1, 2})),
+                      value(f32({2}, {0, 1})), value(f32({2}, {0, 0})), value(f32({2}, {1, 1}))},
+                     a, 1);
+  ASSERT_TRUE(only.ok()) << only.status().to_string();
+  expect_close((*only)[0], {2, 2, 1, 2}, {-3 * r5, -r5, -1, -1, r5, 3 * r5, 3, 3}, 1e-6);
+  // NaN in a channel spreads to that channel's outputs and statistics only.
+  auto nan = run_op("BatchNormalization",
+                    {value(f32({1, 2, 1, 2}, {std::nan(""), 1, 2, 4})), value(f32({2}, {1, 1})),
+                     value(f32({2}, {0, 0})), value(f32({2}, {0, 0})), value(f32({2}, {1, 1}))},
+                    a, 3);
+  ASSERT_TRUE(nan.ok()) << nan.status().to_string();
+  EXPECT_TRUE(std::isnan(element_as_double((*nan)[0], 1)));
+  EXPECT_TRUE(std::isnan(element_as_double((*nan)[1], 0)));
+  EXPECT_NEAR(element_as_double((*nan)[1], 1), 1.5, 1e-6);
+}
+
 TEST(BatchNormKernels, RejectsTrainingAndBadShapes) {
   std::vector<std::optional<ValueType>> types = {type(DType::kF32, {sym("N"), 3, 4}),
                                                  type(DType::kF32, {3}), type(DType::kF32, {3}),
@@ -243,11 +278,21 @@ TEST(BatchNormKernels, RejectsTrainingAndBadShapes) {
   auto ok = infer_op("BatchNormalization", types);
   ASSERT_TRUE(ok.ok()) << ok.status().to_string();
   EXPECT_EQ((*ok)[0].shape, (Shape{sym("N"), 3, 4}));
-  auto training = infer_op("BatchNormalization", types, attrs({{"training_mode", int64_t{1}}}));
-  ASSERT_FALSE(training.ok());
-  EXPECT_EQ(training.status().code(), StatusCode::kUnimplemented);
+  types[3] = type(DType::kF64, {3});
+  auto training = infer_op("BatchNormalization", types, attrs({{"training_mode", int64_t{1}}}), 3);
+  ASSERT_TRUE(training.ok()) << training.status().to_string();
+  ASSERT_EQ(training->size(), 3u);
+  EXPECT_EQ((*training)[0].shape, (Shape{sym("N"), 3, 4}));
+  EXPECT_EQ((*training)[1].dtype, DType::kF64);
+  EXPECT_EQ((*training)[2].shape, (Shape{3}));
+  auto mode = infer_op("BatchNormalization", types, attrs({{"training_mode", int64_t{2}}}));
+  EXPECT_TRUE(contains(error_of(mode), "attribute 'training_mode' must be 0 or 1, got 2"))
+      << error_of(mode);
   auto outputs = infer_op("BatchNormalization", types, {}, 3);
-  EXPECT_EQ(outputs.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(outputs.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contains(error_of(outputs), "exist only in training mode")) << error_of(outputs);
+  auto four = infer_op("BatchNormalization", types, attrs({{"training_mode", int64_t{1}}}), 4);
+  EXPECT_FALSE(four.ok());
   auto act =
       infer_op("BatchNormalization", types, attrs({{"kiln_activation", std::string("tanh")}}));
   EXPECT_TRUE(contains(error_of(act), "got \"tanh\"")) << error_of(act);

@@ -43,7 +43,7 @@ StatusOr<PoolAttributes> read_pool_attributes(std::string_view op_type,
                                               std::span<const int64_t> x);
 
 // BatchNormalization (inference): epsilon, opset 7's spatial (false: per-feature parameters of
-// shape X.shape[1:]) and kiln's fused ReLU. training_mode = 1 is Unimplemented.
+// shape X.shape[1:]), fused ReLU. training_mode = 1 is Unimplemented (normalize.cc runs it).
 struct BatchNormAttributes {
   double epsilon = 1e-5;
   bool spatial = true;

@@ -24,6 +24,8 @@ void register_all(std::vector<OpDef>& table) {
   register_signal_kernels(table);
   register_loss_kernels(table);
   register_quantize_kernels(table);
+  register_text_kernels(table);
+  register_training_kernels(table);
 }
 
 }  // namespace kiln::kernels

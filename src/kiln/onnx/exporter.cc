@@ -7,6 +7,7 @@
 #include "onnx/onnx_pb.h"
 
 #include "kiln/base/file_util.h"
+#include "kiln/onnx/domains.h"
 #include "kiln/onnx/tensor_proto.h"
 
 namespace kiln::onnx_import {
@@ -108,6 +109,7 @@ Status export_nodes(const ir::Graph& graph, std::span<const ir::NodeId> nodes,
   out->set_name(graph_name);
 
   std::set<ir::ValueId> produced, declared;
+  bool training_domain = false;  // its opset import written
   for (ir::NodeId id : nodes) {
     if (id < 0 || id >= node_count) return invalid_argument("node id {} is out of range", id);
     const ir::Node& node = graph.node(id);
@@ -118,6 +120,15 @@ Status export_nodes(const ir::Graph& graph, std::span<const ir::NodeId> nodes,
       onnx::NodeProto* proto = out->add_node();
       proto->set_name(node.name);
       proto->set_op_type(node.op_type);
+      if (is_training_op(node.op_type)) {
+        proto->set_domain(std::string(kTrainingDomain));
+        if (!training_domain) {
+          training_domain = true;
+          auto* training = model.add_opset_import();
+          training->set_domain(std::string(kTrainingDomain));
+          training->set_version(kTrainingDomainVersion);
+        }
+      }
       for (ir::ValueId in : node.inputs) {
         if (in == ir::kAbsent) {
           proto->add_input("");

@@ -10,6 +10,7 @@
 
 #include "onnx/onnx_pb.h"
 
+#include "kiln/onnx/domains.h"
 #include "kiln/onnx/graph_builder.h"
 #include "kiln/onnx/inline_if.h"
 #include "kiln/onnx/legacy_scan.h"
@@ -28,13 +29,28 @@ uint64_t effective_limit(const ImportOptions& options) {
   return std::min<uint64_t>(options.max_model_bytes, static_cast<uint64_t>(INT_MAX));
 }
 
+// Default-domain nodes, and ai.onnx.preview.training nodes of the ops kiln defines there, pass;
+// every other node is listed by domain. An optimizer's name in the default domain is not an ONNX
+// op there, so it is listed too (kiln knows its ops by name alone).
 Status check_domains(const onnx::ModelProto& model) {
   std::map<std::string, std::vector<std::string>> foreign;
   for (int i = 0; i < model.graph().node_size(); ++i) {
     const onnx::NodeProto& node = model.graph().node(i);
-    if (is_default_domain(node.domain())) continue;
+    const bool training = is_training_op(node.op_type());
+    if (is_default_domain(node.domain()) ? !training
+                                         : (node.domain() == kTrainingDomain && training)) {
+      continue;
+    }
     std::string name = node.name().empty() ? fmt::format("#{}", i) : "'" + node.name() + "'";
-    foreign[node.domain()].push_back(fmt::format("node {} ({})", name, node.op_type()));
+    const std::string domain = is_default_domain(node.domain()) ? "ai.onnx" : node.domain();
+    foreign[domain].push_back(fmt::format("node {} ({})", name, node.op_type()));
+  }
+  for (const auto& entry : model.opset_import()) {
+    if (entry.domain() == kTrainingDomain && entry.version() != kTrainingDomainVersion) {
+      return unimplemented("model imports {} version {}; kiln supports version {} ({})",
+                           kTrainingDomain, entry.version(), kTrainingDomainVersion,
+                           fmt::join(kTrainingOps, ", "));
+    }
   }
   if (foreign.empty()) return ok_status();
   std::vector<std::string> parts;
@@ -43,8 +59,8 @@ Status check_domains(const onnx::ModelProto& model) {
   }
   return unimplemented(
       "model uses operators from non-default domains, which kiln does not "
-      "support: {}",
-      fmt::join(parts, "; "));
+      "support: {} (of other domains kiln accepts only {} version 1: {})",
+      fmt::join(parts, "; "), kTrainingDomain, fmt::join(kTrainingOps, ", "));
 }
 
 bool is_body_attribute(const onnx::NodeProto& node, const onnx::AttributeProto& attribute) {
@@ -110,7 +126,8 @@ Status check_wiring(const onnx::GraphProto& graph, std::set<std::string> defined
   return ok_status();
 }
 
-StatusOr<int64_t> default_opset(const onnx::ModelProto& model) {
+// The default domain's opset; nullopt for a model without default-domain nodes that declares none.
+StatusOr<std::optional<int64_t>> default_opset(const onnx::ModelProto& model) {
   std::optional<int64_t> opset;
   for (const auto& entry : model.opset_import()) {
     if (!is_default_domain(entry.domain())) continue;
@@ -120,15 +137,26 @@ StatusOr<int64_t> default_opset(const onnx::ModelProto& model) {
     }
     opset = entry.version();
   }
-  if (!opset) return invalid_argument("model declares no opset for the default ONNX domain");
+  if (!opset) {
+    // A model of ai.onnx.preview.training ops alone (ONNX's own optimizer tests) need not
+    // declare the default domain: it has nothing to convert.
+    const auto& nodes = model.graph().node();
+    if (!nodes.empty() && std::none_of(nodes.begin(), nodes.end(), [](const auto& node) {
+          return is_default_domain(node.domain());
+        })) {
+      return std::optional<int64_t>();
+    }
+    return invalid_argument("model declares no opset for the default ONNX domain");
+  }
   if (*opset < 1) return invalid_argument("model declares default opset {}", *opset);
-  return *opset;
+  return std::optional<int64_t>(*opset);
 }
 
 StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& model_dir,
                                  const ImportOptions& options) {
   KILN_RETURN_IF_ERROR(check_domains(model));
-  KILN_ASSIGN_OR_RETURN(int64_t opset, default_opset(model));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> declared, default_opset(model));
+  const int64_t opset = declared.value_or(options.target_opset);
   if (opset > options.target_opset) {
     return invalid_argument("model opset {} is newer than the target opset {}; kiln only upgrades",
                             opset, options.target_opset);

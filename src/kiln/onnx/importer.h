@@ -5,7 +5,10 @@
 //   1. parses the ModelProto (refusing files larger than max_model_bytes, and any over 2 GiB,
 //      before parsing);
 //   2. rejects operators from non-default domains (ai.onnx.ml, com.microsoft, ...), listing each
-//      domain with its nodes; domains only declared in opset_import and never used are ignored;
+//      domain with its nodes; domains only declared in opset_import and never used are ignored.
+//      The one exception is ai.onnx.preview.training version 1 for its optimizers Adagrad, Adam
+//      and Momentum (kernels/training.cc); a model of those alone need not declare the default
+//      domain;
 //   3. rejects every op type the registry (graph_eval::default_registry()) lacks in ONE error that
 //   lists
 //      each with its node names;

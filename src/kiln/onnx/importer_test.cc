@@ -700,6 +700,76 @@ TEST(Importer, RejectsNonDefaultDomains) {
                                           HasSubstr("com.microsoft"), HasSubstr("'fg'")));
 }
 
+// ai.onnx.preview.training version 1 is accepted for Adagrad, Adam and Momentum, next to
+// default-domain ops of an older opset (which the converter upgrades) or alone, without a
+// default opset.
+TEST(Importer, AcceptsTrainingDomainOptimizers) {
+  ModelBuilder b(13);
+  auto* training = b.model.add_opset_import();
+  training->set_domain("ai.onnx.preview.training");
+  training->set_version(1);
+  b.input("r", kFloat, {});
+  b.input("t", kInt64, {});
+  for (const char* name : {"x", "g", "v"}) b.input(name, kFloat, {std::string("N"), int64_t{3}});
+  b.node("Relu", {"g"}, {"g_pos"}, "relu");
+  auto* m = b.node("Momentum", {"r", "t", "x", "g_pos", "v"}, {"x_new", "v_new"}, "momentum");
+  m->set_domain("ai.onnx.preview.training");
+  attr_float(m, "alpha", 0.9f);
+  attr_float(m, "beta", 0.1f);
+  attr_float(m, "norm_coefficient", 0.0f);
+  testing::attr_string(m, "mode", "standard");
+  b.output("x_new");
+  b.output("v_new");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(shape_of(*g, "x_new"), "f32[N,3]");
+  EXPECT_EQ(shape_of(*g, "v_new"), "f32[N,3]");
+
+  ModelBuilder alone;
+  alone.model.clear_opset_import();
+  training = alone.model.add_opset_import();
+  training->set_domain("ai.onnx.preview.training");
+  training->set_version(1);
+  alone.input("r", kFloat, {});
+  alone.input("t", kInt64, {});
+  for (const char* name : {"x", "g", "h"}) alone.input(name, kFloat, {int64_t{2}});
+  alone.node("Adagrad", {"r", "t", "x", "g", "h"}, {"x_new", "h_new"}, "adagrad")
+      ->set_domain("ai.onnx.preview.training");
+  alone.output("x_new");
+  alone.output("h_new");
+  auto a = import(alone);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(shape_of(*a, "h_new"), "f32[2]");
+
+  // Another version of the domain is refused, naming it.
+  training->set_version(2);
+  auto v2 = import(alone);
+  ASSERT_FALSE(v2.ok());
+  EXPECT_EQ(v2.status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(v2.status().message(),
+              AllOf(HasSubstr("ai.onnx.preview.training version 2"), HasSubstr("version 1")));
+}
+
+// Other ops of the training domain, and the optimizers' names in the default domain, are refused
+// like any foreign operator.
+TEST(Importer, RejectsOtherTrainingDomainOps) {
+  ModelBuilder b;
+  auto* training = b.model.add_opset_import();
+  training->set_domain("ai.onnx.preview.training");
+  training->set_version(1);
+  b.input("x", kFloat, {int64_t{2}});
+  b.node("Gradient", {"x"}, {"a"}, "grad")->set_domain("ai.onnx.preview.training");
+  b.node("Adam", {"a"}, {"y"}, "adam");
+  b.output("y");
+  auto g = import(b);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(g.status().message(),
+              AllOf(HasSubstr("non-default domains"),
+                    HasSubstr("ai.onnx.preview.training (node 'grad' (Gradient))"),
+                    HasSubstr("ai.onnx (node 'adam' (Adam))")));
+}
+
 TEST(Importer, DeclaredButUnusedDomainIsIgnored) {
   ModelBuilder b = conv_relu_model();
   auto* ml = b.model.add_opset_import();

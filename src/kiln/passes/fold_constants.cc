@@ -47,6 +47,8 @@ class Folder {
       const ir::Node& node = graph_.node(id);
       // Control flow runs at run time: a loop's work is not the compiler's to do.
       if (!node.bodies.empty()) continue;
+      // A Dropout without a seed draws a new mask on every run (in training mode).
+      if (node.op_type == "Dropout" && !node.attributes.has("seed")) continue;
       std::vector<Tensor> inputs;
       bool from_sizes = false;
       if (!constant_inputs(node, inputs, from_sizes)) continue;

@@ -135,6 +135,38 @@ TEST(Passes, FoldConstantsEvaluatesConstantSubgraphs) {
   EXPECT_EQ(folded.constant->values<float>()[1], 4.0f);
 }
 
+// A Dropout is bypassed only at inference; in training mode it draws a mask, and without a seed
+// a new one every run, so folding must not freeze one draw into a constant.
+TEST(Passes, TrainingDropoutIsNeitherBypassedNorFolded) {
+  Tensor on = Tensor::create(DType::kBool, {}).value();
+  on.mutable_values<uint8_t>()[0] = 1;
+  Tensor off = Tensor::create(DType::kBool, {}).value();
+  off.mutable_values<uint8_t>()[0] = 0;
+  for (bool training : {false, true}) {
+    Graph g;
+    ValueId x = g.add_input("x", DType::kF32, {4});
+    ValueId mode = g.add_constant("mode", training ? on : off);
+    ValueId d = add_intermediate(g, "d");
+    g.add_node({"drop", "Dropout", {x, ir::kAbsent, mode}, {d}, {}, {}});
+    ValueId y = add_intermediate(g, "y");
+    g.add_node({"neg", "Neg", {d}, {y}, {}, {}});
+    g.add_output(y);
+    ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+    EXPECT_EQ(simplify(g).value(), training ? 0 : 1) << training;
+    EXPECT_EQ(count_op(g, "Dropout"), training ? 1 : 0) << training;
+  }
+  Graph g;
+  Tensor data = Tensor::create(DType::kF32, {4}).value();
+  ValueId c = g.add_constant("c", data);
+  ValueId mode = g.add_constant("mode", on);
+  ValueId d = add_intermediate(g, "d");
+  g.add_node({"drop", "Dropout", {c, ir::kAbsent, mode}, {d}, {}, {}});
+  g.add_output(d);
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+  EXPECT_EQ(fold_constants(g).value(), 0);
+  EXPECT_EQ(count_op(g, "Dropout"), 1);
+}
+
 TEST(Passes, ConvFeedingTwoConsumersIsNotFolded) {
   std::mt19937 rng(2);
   Graph g;

@@ -4,12 +4,25 @@
 
 namespace kiln::passes {
 
+namespace {
+
+// A Dropout is the identity when its training_mode is absent or a constant false; in training
+// mode it draws a mask.
+bool inference_dropout(const ir::Graph& graph, const ir::Node& node) {
+  if (node.op_type != "Dropout" || node.outputs.size() != 1) return false;
+  if (node.inputs.size() < 3 || node.inputs[2] == ir::kAbsent) return true;
+  if (!graph.is_constant(node.inputs[2])) return false;
+  const Tensor& mode = *graph.value(node.inputs[2]).constant;
+  return mode.element_count() == 1 && element_as_int64(mode, 0) == 0;
+}
+
+}  // namespace
+
 StatusOr<int> simplify(ir::Graph& graph) {
   int rewrites = 0;
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
     const ir::Node& node = graph.node(id);
-    bool pass_through =
-        node.op_type == "Identity" || (node.op_type == "Dropout" && node.outputs.size() == 1);
+    bool pass_through = node.op_type == "Identity" || inference_dropout(graph, node);
     if (!pass_through || node.inputs.empty() || node.inputs[0] == ir::kAbsent) continue;
     ir::ValueId in = node.inputs[0];
     ir::ValueId out = node.outputs[0];

@@ -402,16 +402,29 @@ TEST(CpuIdentityTest, IdentityAndDropoutAfterConv) {
   }
 }
 
-TEST(CpuIdentityTest, DropoutTrainingModeIsUnimplemented) {
+// A constant training_mode = true: the copy path declines it and the definition's kernel runs
+// it (default ratio 0.5: each element dropped or doubled, the mask saying which).
+TEST(CpuIdentityTest, DropoutTrainingModeRunsThePortableKernel) {
   SpecBuilder s;
-  const int32_t x = s.input("x", {4});
+  const int32_t x = s.input("x", {64});
   auto mode = Tensor::create(DType::kBool, {});
   mode->mutable_values<uint8_t>()[0] = 1;
-  const int32_t y = s.output("y", {4});
-  s.dispatch("drop", "Dropout", {x, -1, s.constant("training_mode", *mode)}, {y});
-  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
-  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(st.to_string().find("training_mode"), std::string::npos) << st.to_string();
+  const int32_t y = s.output("y", {64});
+  const int32_t mask = s.output("mask", {64}, DType::kBool);
+  s.dispatch("drop", "Dropout", {x, -1, s.constant("training_mode", *mode)}, {y, mask},
+             attrs({{"seed", int64_t{5}}}));
+  ASSERT_TRUE(device()->supports(s.spec().dispatches[0], s.spec().values).ok());
+  const Tensor in = random_tensor({64}, 3);
+  auto out = prepare_and_run(s, {in});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  int kept = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    const bool keep = (*out)[1].values<uint8_t>()[i] != 0;
+    kept += keep;
+    EXPECT_EQ((*out)[0].values<float>()[i], keep ? 2 * in.values<float>()[i] : 0.0f) << i;
+  }
+  EXPECT_GT(kept, 8);
+  EXPECT_LT(kept, 56);
 }
 
 }  // namespace

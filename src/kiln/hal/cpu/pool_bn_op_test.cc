@@ -325,16 +325,28 @@ TEST(CpuPoolTest, EdgeWindowsMatchOnnxRuntime) {
   }
 }
 
-TEST(CpuBatchNormTest, TrainingModeIsUnimplemented) {
+// Training mode: oneDNN's inference path declines it and the definition's kernel runs it, with
+// the running statistics (the hand-worked case of kernels/normalize_test.cc).
+TEST(CpuBatchNormTest, TrainingModeRunsThePortableKernel) {
   SpecBuilder s;
-  const int32_t x = s.input("x", {1, 2, 2, 2});
-  std::vector<int32_t> ins{x};
-  for (const char* n : {"s", "b", "m", "v"}) ins.push_back(s.constant(n, random_tensor({2}, 1)));
-  const int32_t y = s.output("y", {1, 2, 2, 2});
-  s.dispatch("bn", "BatchNormalization", ins, {y}, attrs({{"training_mode", int64_t{1}}}));
-  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
-  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(st.to_string().find("training_mode"), std::string::npos);
+  const int32_t x = s.input("x", {2, 2, 1, 2});
+  std::vector<int32_t> ins{x, s.constant("s", f32({2}, {1, 2})), s.constant("b", f32({2}, {0, 1})),
+                           s.constant("m", f32({2}, {0, 0})), s.constant("v", f32({2}, {1, 1}))};
+  const int32_t y = s.output("y", {2, 2, 1, 2});
+  const int32_t rm = s.output("running_mean", {2});
+  const int32_t rv = s.output("running_var", {2});
+  s.dispatch("bn", "BatchNormalization", ins, {y, rm, rv},
+             attrs({{"training_mode", int64_t{1}}, {"epsilon", 0.0}, {"momentum", 0.5}}));
+  ASSERT_TRUE(device()->supports(s.spec().dispatches[0], s.spec().values).ok());
+  auto dev = device();
+  auto exe = dev->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = run_program(**exe, s.spec(), {f32({2, 2, 1, 2}, {1, 3, 0, 0, 5, 7, 2, 2})});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const double r5 = 1 / std::sqrt(5.0);
+  EXPECT_TRUE(all_close((*out)[0], f32({2, 2, 1, 2}, {-3 * r5, -r5, -1, -1, r5, 3 * r5, 3, 3})));
+  EXPECT_TRUE(all_close((*out)[1], f32({2}, {2, 0.5})));
+  EXPECT_TRUE(all_close((*out)[2], f32({2}, {3, 1})));
 }
 
 // A unary op run twice in one program: on the plain input, and on a 1x1 conv's blocked output.

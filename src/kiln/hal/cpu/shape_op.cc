@@ -45,8 +45,8 @@ Status build_reshape(ProgramBuilder& b) {
   return copy_value(b, b.op().input_index(0), b.op().output_index(0), /*plain=*/true);
 }
 
-// Dropout runs here only in inference, which a training_mode input must say as a constant (the
-// definition accepts a training_mode it can only check at run time).
+// Dropout runs here (a copy) only in inference, which a training_mode input must say as a
+// constant; otherwise the definition's kernel runs it (training mode draws a mask).
 Status check_identity(const OpReader& op) {
   if (op.dispatch().op_type == "Identity" || !op.has_input(2)) return ok_status();
   const ValueSpec& mode = op.input(2);
@@ -55,7 +55,7 @@ Status check_identity(const OpReader& op) {
     return unimplemented("input 2 'training_mode' must be a constant scalar");
   }
   if (element_as_int64(*mode.constant, 0) != 0) {
-    return unimplemented("training_mode=true is not supported");
+    return unimplemented("training_mode=true draws a mask (the portable kernel runs it)");
   }
   return ok_status();
 }

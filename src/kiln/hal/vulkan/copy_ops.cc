@@ -1,6 +1,6 @@
 // Ops whose output is their first input's bytes unchanged (Reshape, Flatten, Squeeze, Unsqueeze,
 // Identity, Dropout at inference): one device copy, any dtype. A Dropout whose training_mode is
-// computed at run time runs on the CPU, which refuses it when it is true, as the definition does.
+// true or computed at run time runs on the CPU, whose kernel draws the dropout mask.
 #include <fmt/format.h>
 
 #include "kiln/hal/vulkan/kernel_builder.h"
@@ -12,8 +12,8 @@ Status build_reshape_copy(KernelBuilder& b) {
   if (b.output_count() > 1) {
     return unimplemented("{} with its mask output runs on the CPU", b.dispatch().op_type);
   }
-  // Dropout is a copy at inference only; a training_mode that is not a constant false runs (and is
-  // refused, or computed) where the CPU backend decides.
+  // Dropout is a copy at inference only; a training_mode that is not a constant false runs on the
+  // CPU fallback.
   if (b.dispatch().op_type == "Dropout" && b.has_input(2)) {
     const ValueSpec& mode = b.input(2);
     if (mode.role != ValueRole::kConstant || mode.constant == nullptr ||
