@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -267,6 +268,30 @@ void parallel_elements(int64_t n, Body&& body) {
   for (int64_t i = 0; i < n; ++i) body(i);
 }
 
+// Calls body(begin, end, c) over runs of elements that share parameter channel c (a whole
+// per-tensor tensor, or one channel's `inner` elements), cut into pieces of at most kPiece
+// elements; in parallel over the pieces when the tensor is large. The loop over a run has
+// hoisted parameters and no index arithmetic, so it vectorizes.
+template <typename Body>
+void for_channel_runs(int64_t n, const ParameterLayout& p, Body&& body) {
+  constexpr int64_t kPiece = 16384;
+  const int64_t run = p.channels == 1 ? n : p.inner;
+  if (n <= 0 || run <= 0) return;
+  const int64_t pieces = (run + kPiece - 1) / kPiece;
+  const int64_t tasks = n / run * pieces;
+  auto task = [&](int64_t t) {
+    const int64_t r = t / pieces;
+    const int64_t begin = r * run + t % pieces * kPiece;
+    body(begin, std::min(begin + kPiece, (r + 1) * run), p.channels == 1 ? 0 : r % p.channels);
+  };
+  if (n < 65536) {
+    for (int64_t t = 0; t < tasks; ++t) task(t);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < tasks; ++t) task(t);
+}
+
 // Each channel's scale (input 1) and zero point (input 2, 0 when absent) of a Quantize- or
 // DequantizeLinear.
 std::pair<std::vector<float>, std::vector<int32_t>> channel_parameters(
@@ -281,6 +306,25 @@ std::pair<std::vector<float>, std::vector<int32_t>> channel_parameters(
   return {std::move(scales), std::move(zeros)};
 }
 
+// One run of elements with the same parameters, as separate functions with restrict pointers:
+// the u8/i8 stores may otherwise alias anything, and the loops would not vectorize.
+template <typename X, typename Q>
+void quantize_run(const X* __restrict x, Q* __restrict y, int64_t n, float scale, int32_t zero,
+                  QuantRange range) {
+  const int32_t lo = range.lo, hi = range.hi;
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<Q>(quantize_scaled(static_cast<float>(x[i]) / scale, zero, lo, hi));
+  }
+}
+
+template <typename Q>
+void dequantize_run(const Q* __restrict x, float* __restrict y, int64_t n, float scale,
+                    int32_t zero) {
+  // int32 data minus its zero point can leave int32: int64 there.
+  using Wide = std::conditional_t<sizeof(Q) < 4, int32_t, int64_t>;
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<Wide>(x[i]) - zero) * scale;
+}
+
 class QuantizeLinearKernel : public Kernel {
  public:
   explicit QuantizeLinearKernel(ParameterLayout p) : p_(p) {}
@@ -291,10 +335,14 @@ class QuantizeLinearKernel : public Kernel {
     const QuantRange range = quant_range(out[0].dtype);
     const bool ints = in[0].dtype == DType::kI32;
     auto quantize = [&]<typename Q>(Q* y) {
-      parallel_elements(out[0].element_count(), [&](int64_t i) {
-        const int64_t c = p_.channels == 1 ? 0 : (i / p_.inner) % p_.channels;
-        const float x = ints ? static_cast<float>(in[0].as<int32_t>()[i]) : in[0].as<float>()[i];
-        y[i] = static_cast<Q>(quantize_scaled(x / scales[c], zeros[c], range.lo, range.hi));
+      for_channel_runs(out[0].element_count(), p_, [&](int64_t begin, int64_t end, int64_t c) {
+        if (ints) {
+          quantize_run(in[0].as<int32_t>() + begin, y + begin, end - begin, scales[c], zeros[c],
+                       range);
+        } else {
+          quantize_run(in[0].as<float>() + begin, y + begin, end - begin, scales[c], zeros[c],
+                       range);
+        }
       });
     };
     if (out[0].dtype == DType::kI8) {
@@ -322,17 +370,16 @@ class DequantizeLinearKernel : public Kernel {
     const std::vector<float>& scales = parameters.first;
     const std::vector<int32_t>& zeros = parameters.second;
     float* y = out[0].as<float>();
-    const ConstBuffer& x = in[0];
-    parallel_elements(out[0].element_count(), [&](int64_t i) {
-      const int64_t c = p_.channels == 1 ? 0 : (i / p_.inner) % p_.channels;
-      int64_t q = 0;
-      switch (x.dtype) {
-        case DType::kU8: q = x.as<uint8_t>()[i]; break;
-        case DType::kI8: q = x.as<int8_t>()[i]; break;
-        default: q = x.as<int32_t>()[i]; break;
-      }
-      y[i] = static_cast<float>(q - zeros[c]) * scales[c];
-    });
+    auto dequantize = [&]<typename Q>(const Q* x) {
+      for_channel_runs(out[0].element_count(), p_, [&](int64_t begin, int64_t end, int64_t c) {
+        dequantize_run(x + begin, y + begin, end - begin, scales[c], zeros[c]);
+      });
+    };
+    switch (in[0].dtype) {
+      case DType::kU8: dequantize(in[0].as<uint8_t>()); break;
+      case DType::kI8: dequantize(in[0].as<int8_t>()); break;
+      default: dequantize(in[0].as<int32_t>()); break;
+    }
     return ok_status();
   }
 
