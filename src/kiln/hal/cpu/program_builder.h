@@ -86,6 +86,16 @@ class ProgramBuilder {
   StatusOr<BufferRef> output_over(int32_t out, int32_t in, const dnnl_desc& layout);
   // The value's own buffer for a plain output of any dtype (element_count * dtype size bytes).
   BufferRef plain_output(int32_t v);
+  // Int8 values between int8 convolutions: whether intermediate `v` is read only as input 0 of
+  // QLinearConv dispatches that take the int8 fast path (qlinear_op.cc, which reads its input
+  // channels-last). Its producer may then store it in `layout` (a dense u8/s8 layout of its
+  // shape, same bytes as plain) with int8_output, and those readers find it with stored_as.
+  bool read_only_as_int8_conv_input(int32_t v) const;
+  BufferRef int8_output(int32_t v, const dnnl_desc& layout);
+  // Whether value `v` is stored in `layout` (any dtype with a layout).
+  bool stored_as(int32_t v, const dnnl_desc& layout) const {
+    return layouts_[v] && *layouts_[v] == layout;
+  }
   // A per-dispatch temporary of `bytes` (64-byte aligned, valid only during this dispatch).
   BufferRef temp(size_t bytes);
 
@@ -107,7 +117,8 @@ class ProgramBuilder {
 
   const ProgramSpec& spec_;
   std::shared_ptr<DeviceState> device_;
-  std::vector<std::optional<dnnl_desc>> layouts_;  // f32/f16/bf16 values once available
+  // f32/f16/bf16 values once available; u8/s8 values only when int8_output stored them.
+  std::vector<std::optional<dnnl_desc>> layouts_;
   std::vector<bool> available_;
   std::vector<size_t> storage_;          // intermediates' bytes
   std::vector<int32_t> last_reader_;     // per value: index of the last dispatch reading it

@@ -13,8 +13,10 @@
 //
 // QLinearConv steps: the activation zero point as s32, x reordered to channels-last, the int8
 // convolution into s32 channels-last, requantization (channel = innermost dim), and a reorder of
-// the u8/s8 result into the plain output. Integer sums are exact, so the result does not depend
-// on the batch size or the threads.
+// the u8/s8 result into the plain output. An output read only by other QLinearConvs on this path
+// (a ResNet bottleneck's first two convs) stays channels-last, and those read it without the
+// reorders (ProgramBuilder::read_only_as_int8_conv_input). Integer sums are exact, so the result
+// does not depend on the batch size or the threads.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -224,8 +226,12 @@ Status build_qlinear_conv(ProgramBuilder& b) {
     }
     KILN_ASSIGN_OR_RETURN(BufferRef wei,
                           weights_as(b, dnnl_desc(wei_dims, dt::s8, wei_tag), pd.weights_desc()));
-    BufferRef x_last = b.temp(src.get_size());
-    b.add_reorder(BufferRef::of_value(op.input_index(0)), src_plain, x_last, src);
+    // An input another int8 conv wrote channels-last is read as it is.
+    BufferRef x_last = BufferRef::of_value(op.input_index(0));
+    if (!b.stored_as(op.input_index(0), src)) {
+      x_last = b.temp(src.get_size());
+      b.add_reorder(BufferRef::of_value(op.input_index(0)), src_plain, x_last, src);
+    }
     BufferRef sums = b.temp(acc.get_size());
     PrimitiveStep& step =
         b.add_primitive(b.label(fmt::format("int8 conv {} {} -> s32 {}", impl_name(pd),
@@ -235,12 +241,15 @@ Status build_qlinear_conv(ProgramBuilder& b) {
     step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei);
     step.bind(DNNL_ARG_DST, pd.dst_desc(), sums);
     step.bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, dnnl_desc({1}, dt::s32, tag::a), zp);
-    // Requantize channels-last: the channel is the innermost dim.
-    BufferRef q = b.temp(out_last.get_size());
+    // Requantize channels-last (the channel is the innermost dim): into the output itself when
+    // only int8 convs read it, else into a temporary reordered to the plain output.
+    const int32_t out = op.output_index(0);
+    const bool keep_last = b.read_only_as_int8_conv_input(out);
+    BufferRef q = keep_last ? b.int8_output(out, out_last) : b.temp(out_last.get_size());
     b.add(std::make_unique<RequantizeStep>(b.label("requantize (kiln)"),
                                            requantize_operands(op, op.dispatch().inputs.size() > 8),
                                            sums, q, op.output(0).dtype, y, y[1], 1));
-    b.add_reorder(q, out_last, b.plain_output(op.output_index(0)), out_plain);
+    if (!keep_last) b.add_reorder(q, out_last, b.plain_output(out), out_plain);
     return ok_status();
   });
 }

@@ -243,5 +243,71 @@ INSTANTIATE_TEST_SUITE_P(
         QMatMulCase{"s8_3d_per_column_i8_out", {2, 5, 48}, {48, 16}, DType::kI8, DType::kI8, true},
         QMatMulCase{"ties", {4, 8}, {8, 8}, DType::kU8, DType::kU8, false, true}));
 
+// Two QLinearConvs in a row (a 1x1 then a 3x3, as in a ResNet bottleneck): the intermediate u8
+// value stays channels-last between them when only the second conv reads it (no reorder out of
+// the first conv, none into the second), and is plain when a DequantizeLinear also reads it; the
+// results are the portable kernels' chained, bit for bit, either way.
+TEST(CpuQLinearConvChain, IntermediateStaysChannelsLastBetweenInt8Convs) {
+  const ConcreteShape x_shape = {2, 16, 7, 7};
+  const Tensor x = random_int8(DType::kU8, x_shape, 11);
+  const Tensor w1 = random_int8(DType::kI8, {24, 16, 1, 1}, 12);
+  const Tensor w2 = random_int8(DType::kI8, {8, 24, 3, 3}, 13);
+  const Tensor xs = scalar_f32(0.02f), xz = zero_point(DType::kU8, 131);
+  const Tensor ws1 = scalar_f32(0.01f), ws2 = scalar_f32(0.015f), wz = zero_point(DType::kI8, 0);
+  const Tensor ms = scalar_f32(0.05f), mz = zero_point(DType::kU8, 7);
+  const Tensor ys = scalar_f32(0.3f), yz = zero_point(DType::kU8, 120);
+  Attributes a2;
+  a2.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  auto mid = run_op(
+      "QLinearConv",
+      {value(x), value(xs), value(xz), value(w1), value(ws1), value(wz), value(ms), value(mz)}, {});
+  ASSERT_TRUE(mid.ok()) << mid.status().to_string();
+  auto want = run_op("QLinearConv",
+                     {value((*mid)[0]), value(ms), value(mz), value(w2), value(ws2), value(wz),
+                      value(ys), value(yz)},
+                     a2);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  auto want_mid = run_op("DequantizeLinear", {value((*mid)[0]), value(ms), value(mz)}, {});
+  ASSERT_TRUE(want_mid.ok()) << want_mid.status().to_string();
+
+  for (const bool also_dequantized : {false, true}) {
+    SCOPED_TRACE(also_dequantized ? "mid also dequantized" : "mid read by the conv alone");
+    SpecBuilder s;
+    const int32_t in = s.input("x", x_shape, DType::kU8);
+    const int32_t m = s.value("mid", (*mid)[0].shape(), DType::kU8);
+    const int32_t ms_id = s.constant("ms", ms), mz_id = s.constant("mz", mz);
+    const int32_t wz_id = s.constant("wz", wz);
+    s.dispatch("conv1", "QLinearConv",
+               {in, s.constant("xs", xs), s.constant("xz", xz), s.constant("w1", w1),
+                s.constant("ws1", ws1), wz_id, ms_id, mz_id},
+               {m}, {});
+    const int32_t y = s.output("y", (*want)[0].shape(), DType::kU8);
+    s.dispatch("conv2", "QLinearConv",
+               {m, ms_id, mz_id, s.constant("w2", w2), s.constant("ws2", ws2), wz_id,
+                s.constant("ys", ys), s.constant("yz", yz)},
+               {y}, a2);
+    if (also_dequantized) {
+      const int32_t f = s.output("f", (*mid)[0].shape(), DType::kF32);
+      s.dispatch("dq", "DequantizeLinear", {m, ms_id, mz_id}, {f}, {});
+    }
+    auto device = create_cpu_device({});
+    ASSERT_TRUE(device.ok()) << device.status().to_string();
+    auto exe = (*device)->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    const std::string first = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
+    const std::string second = fmt::format("{}", fmt::join((*exe)->describe_dispatch(1), "\n"));
+    if (vnni()) {
+      EXPECT_EQ(first.find("-> u8 plain") != std::string::npos, also_dequantized) << first;
+      EXPECT_EQ(second.find("reorder u8 plain") != std::string::npos, also_dequantized) << second;
+    }
+    auto out = run_program(**exe, s.spec(), {x});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(values_of((*out)[0]), values_of((*want)[0])) << first << "\n" << second;
+    if (also_dequantized) {
+      EXPECT_EQ(values_of((*out)[1]), values_of((*want_mid)[0]));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::hal::cpu
