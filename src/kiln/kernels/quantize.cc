@@ -440,6 +440,34 @@ StatusOr<std::unique_ptr<Kernel>> make_dynamic_quantize_linear(const MakeArgs&) 
 
 }  // namespace
 
+void quantize_per_tensor(const float* x, DType y_dtype, void* y, int64_t n, float scale,
+                         int32_t zero_point) {
+  const QuantRange range = quant_range(y_dtype);
+  for_channel_runs(n, ParameterLayout{}, [&](int64_t begin, int64_t end, int64_t) {
+    if (y_dtype == DType::kI8) {
+      quantize_run(x + begin, static_cast<int8_t*>(y) + begin, end - begin, scale, zero_point,
+                   range);
+    } else {
+      quantize_run(x + begin, static_cast<uint8_t*>(y) + begin, end - begin, scale, zero_point,
+                   range);
+    }
+  });
+}
+
+void dequantize_per_tensor(DType x_dtype, const void* x, float* y, int64_t n, float scale,
+                           int32_t zero_point) {
+  auto run = [&]<typename Q>(const Q* q) {
+    for_channel_runs(n, ParameterLayout{}, [&](int64_t begin, int64_t end, int64_t) {
+      dequantize_run(q + begin, y + begin, end - begin, scale, zero_point);
+    });
+  };
+  switch (x_dtype) {
+    case DType::kU8: run(static_cast<const uint8_t*>(x)); break;
+    case DType::kI8: run(static_cast<const int8_t*>(x)); break;
+    default: run(static_cast<const int32_t*>(x)); break;
+  }
+}
+
 void register_quantize_kernels(std::vector<OpDef>& table) {
   table.push_back(OpDef{"DequantizeLinear", infer_dequantize_linear, make_dequantize_linear});
   table.push_back(

@@ -206,7 +206,7 @@ StatusOr<BufferRef> ProgramBuilder::output_over(int32_t out, int32_t in, const d
   return BufferRef::of_value(out);
 }
 
-bool ProgramBuilder::read_only_as_int8_conv_input(int32_t v) const {
+bool ProgramBuilder::int8_readers_take_channels_last(int32_t v) const {
   if (spec_.values[v].role != ValueRole::kIntermediate) return false;
   bool read = false;
   for (size_t d = dispatch_index_ + 1; d < spec_.dispatches.size(); ++d) {
@@ -217,7 +217,10 @@ bool ProgramBuilder::read_only_as_int8_conv_input(int32_t v) const {
     const OpReader op(reader, spec_.values);
     if (!op.check_indices().ok()) return false;
     const StatusOr<const OpPath*> path = select_path(op);
-    if (!path.ok() || (*path)->op_type != "QLinearConv") return false;
+    if (!path.ok() ||
+        ((*path)->op_type != "QLinearConv" && (*path)->op_type != "DequantizeLinear")) {
+      return false;
+    }
     read = true;
   }
   return read;
