@@ -107,14 +107,39 @@ namespace {
 // Runtime, the int32 sum (with the bias, wrapping) converted to f32, times the multiplier.
 // Plain restrict pointers and values, so the compiler vectorizes it.
 template <typename Q, typename Acc>
-void requantize_run(const Acc* __restrict a, Q* __restrict out, int64_t n,
-                    const int32_t* __restrict bias, const float* __restrict m, int64_t stride,
-                    int32_t zero_point, int32_t lo, int32_t hi) {
+inline __attribute__((always_inline)) void requantize_loop(
+    const Acc* __restrict a, Q* __restrict out, int64_t n, const int32_t* __restrict bias,
+    const float* __restrict m, int64_t stride, int32_t zero_point, int32_t lo, int32_t hi) {
   for (int64_t i = 0; i < n; ++i) {
     const auto sum = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(a[i])) +
                                           static_cast<uint32_t>(bias[i * stride]));
     out[i] = static_cast<Q>(
         quantize_scaled(static_cast<float>(sum) * m[i * stride], zero_point, lo, hi));
+  }
+}
+
+// The element loops below also exist compiled for AVX2 (twice the lanes of the baseline's SSE2),
+// taken when the CPU has it: the same IEEE operations in the same order, so the same results.
+bool have_avx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+}
+
+template <typename Q, typename Acc>
+__attribute__((target("avx2"))) void requantize_loop_avx2(
+    const Acc* __restrict a, Q* __restrict out, int64_t n, const int32_t* __restrict bias,
+    const float* __restrict m, int64_t stride, int32_t zero_point, int32_t lo, int32_t hi) {
+  requantize_loop(a, out, n, bias, m, stride, zero_point, lo, hi);
+}
+
+template <typename Q, typename Acc>
+void requantize_run(const Acc* __restrict a, Q* __restrict out, int64_t n,
+                    const int32_t* __restrict bias, const float* __restrict m, int64_t stride,
+                    int32_t zero_point, int32_t lo, int32_t hi) {
+  if (have_avx2()) {
+    requantize_loop_avx2(a, out, n, bias, m, stride, zero_point, lo, hi);
+  } else {
+    requantize_loop(a, out, n, bias, m, stride, zero_point, lo, hi);
   }
 }
 
@@ -309,20 +334,56 @@ std::pair<std::vector<float>, std::vector<int32_t>> channel_parameters(
 // One run of elements with the same parameters, as separate functions with restrict pointers:
 // the u8/i8 stores may otherwise alias anything, and the loops would not vectorize.
 template <typename X, typename Q>
-void quantize_run(const X* __restrict x, Q* __restrict y, int64_t n, float scale, int32_t zero,
-                  QuantRange range) {
-  const int32_t lo = range.lo, hi = range.hi;
+inline __attribute__((always_inline)) void quantize_loop(const X* __restrict x, Q* __restrict y,
+                                                         int64_t n, float scale, int32_t zero,
+                                                         int32_t lo, int32_t hi) {
   for (int64_t i = 0; i < n; ++i) {
     y[i] = static_cast<Q>(quantize_scaled(static_cast<float>(x[i]) / scale, zero, lo, hi));
   }
 }
 
+// Compiled for AVX2 too (8 divisions per instruction instead of 4; see have_avx2).
+template <typename X, typename Q>
+__attribute__((target("avx2"))) void quantize_loop_avx2(const X* __restrict x, Q* __restrict y,
+                                                        int64_t n, float scale, int32_t zero,
+                                                        int32_t lo, int32_t hi) {
+  quantize_loop(x, y, n, scale, zero, lo, hi);
+}
+
+template <typename X, typename Q>
+void quantize_run(const X* __restrict x, Q* __restrict y, int64_t n, float scale, int32_t zero,
+                  QuantRange range) {
+  if (have_avx2()) {
+    quantize_loop_avx2(x, y, n, scale, zero, range.lo, range.hi);
+  } else {
+    quantize_loop(x, y, n, scale, zero, range.lo, range.hi);
+  }
+}
+
 template <typename Q>
-void dequantize_run(const Q* __restrict x, float* __restrict y, int64_t n, float scale,
-                    int32_t zero) {
+inline __attribute__((always_inline)) void dequantize_loop(const Q* __restrict x,
+                                                           float* __restrict y, int64_t n,
+                                                           float scale, int32_t zero) {
   // int32 data minus its zero point can leave int32: int64 there.
   using Wide = std::conditional_t<sizeof(Q) < 4, int32_t, int64_t>;
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<Wide>(x[i]) - zero) * scale;
+}
+
+template <typename Q>
+__attribute__((target("avx2"))) void dequantize_loop_avx2(const Q* __restrict x,
+                                                          float* __restrict y, int64_t n,
+                                                          float scale, int32_t zero) {
+  dequantize_loop(x, y, n, scale, zero);
+}
+
+template <typename Q>
+void dequantize_run(const Q* __restrict x, float* __restrict y, int64_t n, float scale,
+                    int32_t zero) {
+  if (have_avx2()) {
+    dequantize_loop_avx2(x, y, n, scale, zero);
+  } else {
+    dequantize_loop(x, y, n, scale, zero);
+  }
 }
 
 class QuantizeLinearKernel : public Kernel {
