@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 60
 # first input: in `make fuzz` and in `make test`'s small run (shape_fuzz_smoke, via CMake).
 SHAPE_FUZZ_PLANT_NAN ?= 0.25
 
-.PHONY: all setup configure build models test test-gpu suite demo bench sanitize fuzz install clean
+.PHONY: all setup configure build models models-qdq-resnet test test-gpu suite demo bench sanitize fuzz install clean
 
 all: build
 
@@ -30,6 +30,11 @@ models: setup
 	@$(PY) tests/models/gen_torch_models.py --out $(MODELS)
 	@$(PY) tests/models/gen_qdq_models.py --out $(MODELS)
 
+# The QDQ (int8) ResNet-50 from the float replica with ONNX Runtime's int8 outputs: about a minute,
+# so not in `make models`; `make bench` (its int8 part) uses it.
+models-qdq-resnet: models
+	@$(PY) tests/models/gen_qdq_resnet.py --models $(MODELS)
+
 test: build models
 	@KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
 
@@ -48,7 +53,7 @@ suite: build models
 	@$(BUILD)/tools/kiln test-suite tests/suite/kiln_models.json --model-dir $(abspath $(MODELS)) \
 	  -j$(JOBS) --junit $(BUILD)/kiln_models.junit.xml --report $(BUILD)/kiln_models_report.html
 
-bench: build models
+bench: build models models-qdq-resnet
 	@bench/vs_onnxruntime.sh $(BUILD) $(MODELS)
 
 # The unit and conformance tests again, built by clang with AddressSanitizer +

@@ -13,8 +13,20 @@ first; the figure is the median over rounds of each round's median ratio of adja
 compile and load time, the cold (first) run at each batch, and peak RSS at batch 1 against the
 module size. The targets of the performance issue are checked at the end.
 
+The int8 part (--part int8, also in all) times the QDQ ResNet-50 (MODELS/qdq/resnet50-v1-12-qdq
+.onnx, from `make models-qdq-resnet`) at batch 1 and 8: kiln against ONNX Runtime on the same QDQ
+file (ORT fuses the QDQ patterns into its own int8 kernels), and kiln's int8 module against
+kiln's float resnet50-v1-12 module in one `kiln bench --against` process per round (as the
+dynamic/bound pair above). It names the CPU, its VNNI flags and the ISA of the oneDNN int8
+convolution kiln ran.
+
+The fp16 part (--part fp16, also in all) converts resnet50-v1-12 to f16 (bench/to_float16.py)
+and times kiln's f16 module against its f32 one at batch 1 and 8 (alternating processes), and,
+from one `kiln bench --per-dispatch` run of each, the time of their 53 convolutions (f16 on a CPU
+without f16 arithmetic computes in f32 with conversions): f16 conv throughput / f32.
+
 Usage: bench/vs_onnxruntime.py --build BUILD --models MODELS [--pairs 10] [--threads 2]
-       [--quick] [--part all|resnet|suite] [--json OUT.json]
+       [--quick] [--part all|resnet|int8|fp16|suite] [--json OUT.json]
 (bench/vs_onnxruntime.sh builds what it needs first and runs this.)
 """
 import argparse
@@ -142,6 +154,129 @@ def med(results, key="median_ms"):
     return statistics.median(r[key] for r in results)
 
 
+def cpu_description():
+    """The CPU's model name and its VNNI/AMX flags (what the int8 kernels can use)."""
+    name, flags = "unknown CPU", set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == "unknown CPU":
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    found = [f for f in ("avx512_vnni", "avx_vnni", "amx_int8") if f in flags]
+    return f"{name}; {', '.join(found) or 'no VNNI'}"
+
+
+def int8_rows(bench, summary):
+    """The QDQ ResNet-50: kiln vs ORT on the same file, and kiln int8 vs kiln float."""
+    args = bench.args
+    qmodel = os.path.join(args.models, "qdq", "resnet50-v1-12-qdq.onnx")
+    fmodel = os.path.join(args.models, "resnet50-v1-12.onnx")
+    if not os.path.exists(qmodel):
+        sys.exit(f"vs_onnxruntime: {qmodel} missing; run `make models-qdq-resnet` "
+                 f"(tests/models/gen_qdq_resnet.py --models {args.models})")
+    qmodule = os.path.join(bench.work, "resnet50-v1-12-qdq.kmod")
+    fmodule = os.path.join(bench.work, "resnet50-v1-12.kmod")
+    bench.compile(qmodel, qmodule)
+    bench.compile(fmodel, fmodule)
+    image_bytes = 3 * 224 * 224 * 4
+    data1 = bench.input_file(os.path.join(args.models, "input_b8.bin"), 1, image_bytes)
+    # oneDNN names the implementation (and so the ISA) of each int8 convolution it runs.
+    verbose = run([bench.kiln, "bench", f"--module={qmodule}", f"--input=1x3x224x224xf32=@{data1}",
+                   f"--threads={args.threads}", "--warmup=0", "--repeat=1"],
+                  env=dict(os.environ, ONEDNN_VERBOSE="1"))
+    kernels = sorted({f[4] for f in (line.split(",") for line in verbose.splitlines())
+                      if len(f) > 6 and f[1:4] == ["exec", "cpu", "convolution"]
+                      and ("src_u8" in f[6] or "src_s8" in f[6])})
+    summary["int8_cpu"] = cpu_description()
+    summary["int8_conv_kernels"] = kernels
+    print(f"\nresnet50-v1-12-qdq (int8): {summary['int8_cpu']}; kiln's int8 convolutions: "
+          f"{', '.join(kernels) or 'none (portable path)'}", flush=True)
+    rows = []
+    for batch in (1, 8):
+        data = bench.input_file(os.path.join(args.models, "input_b8.bin"), batch, image_bytes)
+        shape = [batch, 3, 224, 224]
+        spec = f"{batch}x3x224x224xf32=@{data}"
+        warmup, repeat = (3, 10) if batch == 1 else (1, 4)
+        res = bench.alternate({
+            "kiln_int8": lambda w, r: bench.kiln_bench(qmodule, spec, w, r),
+            "ort_int8": lambda w, r: bench.ort_time(qmodel, "data", shape, data, w, r),
+            "int8_vs_float": bench.kiln_pair(qmodule, fmodule, spec),
+        }, warmup, repeat)
+        k, o = med(res["kiln_int8"]), med(res["ort_int8"])
+        row = {"model": "resnet50-v1-12-qdq", "batch": batch, "kiln_ms": k, "ort_shipped_ms": o,
+               "ratio_shipped": k / o, "kiln_float_ms": med(res["int8_vs_float"], "other_ms"),
+               "int8_vs_float": med(res["int8_vs_float"], "ratio"),
+               "rounds_ms": {name: [r["median_ms"] for r in results]
+                             for name, results in res.items()}}
+        rows.append(row)
+        print(f"  batch {batch}: kiln int8 {k:.1f} ms | ORT int8 {o:.1f} ms -> kiln/ORT {k / o:.3f} | "
+              f"kiln float {row['kiln_float_ms']:.1f} ms -> kiln int8/float "
+              f"{row['int8_vs_float']:.3f}", flush=True)
+    return rows
+
+
+def conv_ms(per_dispatch):
+    """The summed median times of the Conv rows of `kiln bench --per-dispatch`'s table."""
+    total = 0.0
+    for line in per_dispatch.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[0].isdigit() and "Conv" in fields[4:6]:
+            total += float(fields[1])
+    return total
+
+
+def fp16_rows(bench):
+    """ResNet-50 v1 in f16 against f32 in kiln: whole-model time and convolution throughput."""
+    args = bench.args
+    fmodel = os.path.join(args.models, "resnet50-v1-12.onnx")
+    hmodel = os.path.join(bench.work, "resnet50-v1-12-f16.onnx")
+    if not os.path.exists(hmodel) or os.path.getmtime(hmodel) < os.path.getmtime(fmodel):
+        run(["/usr/bin/python3", os.path.join(ROOT, "bench", "to_float16.py"), fmodel, hmodel])
+    fmodule = os.path.join(bench.work, "resnet50-v1-12.kmod")
+    hmodule = os.path.join(bench.work, "resnet50-v1-12-f16.kmod")
+    bench.compile(fmodel, fmodule)
+    bench.compile(hmodel, hmodule)
+    image_bytes = 3 * 224 * 224 * 4
+    print("\nresnet50-v1-12 in f16 (bench/to_float16.py) against f32, kiln only", flush=True)
+    rows = []
+    for batch in (1, 8):
+        data = bench.input_file(os.path.join(args.models, "input_b8.bin"), batch, image_bytes)
+        half = data[:-4] + ".f16.bin"
+        with open(data, "rb") as f, open(half, "wb") as g:
+            g.write(array_f32_to_f16(f.read()))
+        fspec = f"{batch}x3x224x224xf32=@{data}"
+        hspec = f"{batch}x3x224x224xf16=@{half}"
+        warmup, repeat = (3, 10) if batch == 1 else (1, 4)
+        res = bench.alternate({
+            "kiln_f16": lambda w, r: bench.kiln_bench(hmodule, hspec, w, r),
+            "kiln_f32": lambda w, r: bench.kiln_bench(fmodule, fspec, w, r),
+        }, warmup, repeat)
+        convs = {}
+        for name, module, spec in (("f16", hmodule, hspec), ("f32", fmodule, fspec)):
+            convs[name] = conv_ms(run([bench.kiln, "bench", f"--module={module}", f"--input={spec}",
+                                       f"--threads={args.threads}", f"--warmup={warmup}",
+                                       f"--repeat={repeat}", "--per-dispatch"]))
+        h, f = med(res["kiln_f16"]), med(res["kiln_f32"])
+        row = {"model": "resnet50-v1-12-f16", "batch": batch, "kiln_ms": h, "kiln_f32_ms": f,
+               "f16_vs_f32": h / f, "conv_ms_f16": convs["f16"], "conv_ms_f32": convs["f32"],
+               "conv_throughput_ratio": convs["f32"] / convs["f16"],
+               "rounds_ms": {name: [r["median_ms"] for r in results]
+                             for name, results in res.items()}}
+        rows.append(row)
+        print(f"  batch {batch}: kiln f16 {h:.1f} ms | kiln f32 {f:.1f} ms -> f16/f32 {h / f:.3f} | "
+              f"convs f16 {convs['f16']:.1f} ms, f32 {convs['f32']:.1f} ms -> f16 conv throughput "
+              f"/ f32 {row['conv_throughput_ratio']:.3f}", flush=True)
+    return rows
+
+
+def array_f32_to_f16(data):
+    """Little-endian f32 bytes as little-endian f16 bytes (round to nearest even)."""
+    import numpy as np  # only this part needs numpy
+    return np.frombuffer(data, "<f4").astype("<f2").tobytes()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", required=True)
@@ -150,8 +285,10 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="v1 only, batch 1 and 8, 3 pairs")
     parser.add_argument("--json", help="also write every figure here")
-    parser.add_argument("--part", choices=("all", "resnet", "suite"), default="all",
-                        help="the ResNet-50 replicas, the suite's other models, or both")
+    parser.add_argument("--part", choices=("all", "resnet", "int8", "fp16", "suite"),
+                        default="all",
+                        help="the ResNet-50 replicas, the QDQ (int8) ResNet-50, ResNet-50 in f16 "
+                             "against f32, the suite's other models, or all")
     args = parser.parse_args()
     if args.quick:
         args.pairs = min(args.pairs, 3)
@@ -165,7 +302,7 @@ def main():
           f"{peak_start['avx512_gflops'] or 0:.1f} GFLOP/s ({args.threads} threads)", flush=True)
 
     rows, checks = [], []
-    models = [] if args.part == "suite" else RESNETS[:1] if args.quick else RESNETS
+    models = [] if args.part in ("suite", "int8", "fp16") else RESNETS[:1] if args.quick else RESNETS
     image_bytes = 3 * 224 * 224 * 4
     for model in models:
         shipped = os.path.join(args.models, f"{model}.onnx")
@@ -214,10 +351,15 @@ def main():
                   f"{row['cold_ms']:.0f} ms, load {row['load_ms']:.1f} ms, peak RSS "
                   f"{row['peak_rss_mib']:.0f} MiB (module {module_mib:.0f} MiB)", flush=True)
 
+    if args.part in ("all", "int8"):
+        rows += int8_rows(bench, summary)
+    if args.part in ("all", "fp16"):
+        rows += fp16_rows(bench)
+
     # The other models of the suite (their weights are not graph inputs), two sizes each.
     for name, path, input_name, dtype, sizes in SUITE_MODELS:
         model = os.path.join(args.models, path)
-        if not os.path.exists(model) or args.quick or args.part == "resnet":
+        if not os.path.exists(model) or args.quick or args.part in ("resnet", "int8", "fp16"):
             continue
         module = os.path.join(bench.work, f"{name}.kmod")
         bench.compile(model, module)
@@ -253,7 +395,14 @@ def main():
     print(f"{'model':<20}{'batch':>6}{'kiln ms':>10}{'ORT ms':>10}{'k/ORT':>8}{'ORT best':>10}"
           f"{'k/best':>8}{'dyn/bound':>10}{'GFLOP/s':>9}{'% peak':>8}")
     for r in rows:
-        if "ort_best_ms" in r:
+        if "f16_vs_f32" in r:
+            print(f"{r['model']:<20}{r['batch']:>6}{r['kiln_ms']:>10.2f}   kiln f32 "
+                  f"{r['kiln_f32_ms']:.2f} ms, f16/f32 time {r['f16_vs_f32']:.3f}, f16 conv "
+                  f"throughput / f32 {r['conv_throughput_ratio']:.3f}")
+        elif "int8_vs_float" in r:
+            print(f"{r['model']:<20}{r['batch']:>6}{r['kiln_ms']:>10.2f}{r['ort_shipped_ms']:>10.2f}"
+                  f"{r['ratio_shipped']:>8.3f}   kiln int8/float {r['int8_vs_float']:.3f}")
+        elif "ort_best_ms" in r:
             print(f"{r['model']:<20}{r['batch']:>6}{r['kiln_ms']:>10.2f}{r['ort_shipped_ms']:>10.2f}"
                   f"{r['ratio_shipped']:>8.3f}{r['ort_best_ms']:>10.2f}{r['ratio_best']:>8.3f}"
                   f"{r['dynamic_vs_bound']:>10.3f}{r['kiln_gflop_per_s']:>9.1f}"
@@ -269,6 +418,17 @@ def main():
 
     print("\ntargets:")
     for r in rows:
+        if "f16_vs_f32" in r:
+            ok = r["conv_throughput_ratio"] >= 0.5
+            checks.append({"target": f"{r['model']} b{r['batch']} f16 conv throughput / f32",
+                           "value": r["conv_throughput_ratio"], "limit": 0.5, "met": ok})
+            print(f"  [{'x' if ok else ' '}] {r['model']} b{r['batch']} f16 conv throughput / f32: "
+                  f"{r['conv_throughput_ratio']:.3f} (target >= 0.500)")
+            continue
+        if "int8_vs_float" in r:
+            check(f"{r['model']} b{r['batch']} kiln int8/kiln float", r["int8_vs_float"], 1.0)
+            check(f"{r['model']} b{r['batch']} kiln int8/ORT int8", r["ratio_shipped"], 1.0)
+            continue
         if "ort_best_ms" not in r:
             check(f"{r['model']} b{r['batch']} kiln/ORT", r["ratio_shipped"], 1.0)
             continue

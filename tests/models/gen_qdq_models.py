@@ -9,21 +9,21 @@ Run with Debian's python (it sees python3-onnx and python3-numpy):
 
 Writes into DIR/qdq/:
 
-  qdq_cnn.onnx                input f32 [N,3,32,32] -> output f32 [N,32,8,8]
-  qdq_cnn.input_n{N}.bin, qdq_cnn.ref_n{N}.bin          N in {1,3}
-  manifest.json               scales, zero points, the output's quantization step
+  qdq_cnn.onnx                input f32 [N,3,32,32] -> output f32 [N,32,8,8], logits f32 [N,10]
+  qdq_cnn.input_n{N}.bin, qdq_cnn.ref_n{N}.bin (output), qdq_cnn.logits_n{N}.bin    N in {1,3}
+  manifest.json               scales, zero points, each output's quantization step
 
 The float model: conv 3->16 (3x3, pad 1) + Relu, conv 16->32 (3x3, stride 2) + Relu, depthwise conv
-32 (3x3, stride 2) + Relu. Quantized as the quantizer does it (onnxruntime's Python package is not
-available here, so the pairs are inserted with onnx.helper): the input and every activation get
-QuantizeLinear -> DequantizeLinear (u8, asymmetric min/max ranges calibrated on the N=3 input;
-after a Relu the range starts at 0, zero point 0, and the Relu is dropped since the u8 range clips
-at 0, as the quantizer's Conv+Relu fusion does); weights are int8 initializers, symmetric per
-output channel, through DequantizeLinear(axis=0); biases int32 initializers with scale
-x_scale * w_scale. The output is the last activation's DequantizeLinear, so results are
-multiples of its scale: kiln (QLinearConv after its fuse_qdq pass) and ONNX Runtime (its own QDQ
-fusion into int8 kernels) agree exactly or within one quantization step (`output_step`).
-Seeded, deterministic; cached by a stamp file (SHA-256 of this script and of the ORT runner).
+32 (3x3, stride 2) + Relu, a residual block (conv 32->32 3x3, Add of the block's input, Relu:
+`output`), MaxPool 2x2, GlobalAveragePool, Flatten, Gemm 32->10 (`logits`). qdq_quantize.py
+quantizes it as ORT's quantizer does (u8 activations calibrated on the N=3 input, Relus after
+Conv/Add dropped into the u8 range, int8 per-channel weights, int32 biases, QDQ around Add,
+MaxPool with its input's parameters, GlobalAveragePool, Gemm). Each output is a
+DequantizeLinear's output, so results are multiples of its scale: kiln (QLinearConv after its
+fuse_qdq pass) and ONNX Runtime (its own QDQ fusion into int8 kernels) agree exactly or within
+one quantization step (manifest `output_steps`).
+Seeded, deterministic; cached by a stamp file (SHA-256 of this script, qdq_quantize.py and the
+ORT runner).
 """
 
 import argparse
@@ -42,11 +42,12 @@ try:
 except ImportError as e:  # pragma: no cover
     sys.exit(f"gen_qdq_models.py: cannot import onnx ({e}); run it with /usr/bin/python3")
 
-from gen_models import np_conv  # noqa: E402
+from qdq_quantize import quantize  # noqa: E402
 
 SUBDIR = "qdq"
 STAMP = ".gen_qdq_models.stamp"
 SIZES_N = (1, 3)
+CLASSES = 10
 # (name, out channels, kernel, stride, group: 0 means depthwise)
 LAYERS = (("conv1", 16, 3, 1, 1), ("conv2", 32, 3, 2, 1), ("conv3", 32, 3, 2, 0))
 
@@ -59,69 +60,50 @@ def model_input(n):
     return np.random.default_rng(7).standard_normal((3, 3, 32, 32)).astype(np.float32)[:n]
 
 
-def u8_params(lo, hi):
-    """Asymmetric u8 scale and zero point of [min(lo, 0), max(hi, 0)] (the quantizer's MinMax)."""
-    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
-    scale = np.float32((hi - lo) / 255.0) if hi > lo else np.float32(1.0)
-    zero = int(np.clip(np.rint(-lo / scale), 0, 255))
-    return scale, zero
-
-
 def build():
+    """The float CNN, then quantized by qdq_quantize (calibrated on the N=3 input)."""
     rng = np.random.default_rng(2024)
     nodes, inits = [], []
 
     def init(name, arr):
-        inits.append(numpy_helper.from_array(arr, name))
+        inits.append(numpy_helper.from_array(arr.astype(np.float32), name))
         return name
 
-    def qdq(value, scale, zero, tag):
-        q = f"{tag}_q"
-        nodes.append(helper.make_node("QuantizeLinear", [value, init(f"{tag}_scale", np.float32(scale)),
-                                                        init(f"{tag}_zero", np.uint8(zero))], [q], name=q))
-        dq = f"{tag}_dq"
-        nodes.append(helper.make_node("DequantizeLinear", [q, f"{tag}_scale", f"{tag}_zero"], [dq], name=dq))
-        return dq
-
-    calib = model_input(3).astype(np.float64)
-    x_scale, x_zero = u8_params(calib.min(), calib.max())
-    params = {"input": {"scale": float(x_scale), "zero_point": x_zero}}
-    cur = qdq("input", x_scale, x_zero, "input")
-    act = calib
-    cin = 3
-    for name, cout, k, stride, group in LAYERS:
+    def conv(x, name, cin, cout, k, stride, group, relu=True):
         group = cin if group == 0 else group
         w = rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / (cin // group * k * k))
         b = rng.uniform(-0.1, 0.1, cout)
-        w_scale = (np.abs(w).reshape(cout, -1).max(axis=1) / 127.0).astype(np.float32)
-        w_q = np.clip(np.rint(w / w_scale.reshape(-1, 1, 1, 1)), -127, 127).astype(np.int8)
-        b_scale = (np.float32(x_scale) * w_scale).astype(np.float32)
-        b_q = np.rint(b / b_scale).astype(np.int32)
-        nodes.append(helper.make_node("DequantizeLinear", [init(f"{name}_w_q", w_q), init(f"{name}_w_scale", w_scale),
-                                                          init(f"{name}_w_zero", np.zeros(cout, np.int8))],
-                                      [f"{name}_w"], name=f"{name}_w_dq", axis=0))
-        nodes.append(helper.make_node("DequantizeLinear", [init(f"{name}_b_q", b_q), init(f"{name}_b_scale", b_scale)],
-                                      [f"{name}_b"], name=f"{name}_b_dq", axis=0))
-        pad = k // 2
-        nodes.append(helper.make_node("Conv", [cur, f"{name}_w", f"{name}_b"], [name], name=name,
-                                      kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4, group=group))
-        # Calibrate on the float model (dequantized weights), after the Relu the quantizer fuses.
-        wd = w_q.astype(np.float64) * w_scale.reshape(-1, 1, 1, 1)
-        act = np.maximum(np_conv(act, wd, b_q * b_scale.astype(np.float64), [stride] * 2, [pad] * 4, group), 0)
-        x_scale, x_zero = u8_params(0.0, act.max())
-        params[name] = {"scale": float(x_scale), "zero_point": x_zero}
-        cur = qdq(name, x_scale, x_zero, f"{name}_out")
+        nodes.append(helper.make_node("Conv", [x, init(f"{name}_w", w), init(f"{name}_b", b)], [name], name=name,
+                                      kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, group=group))
+        if not relu:
+            return name
+        nodes.append(helper.make_node("Relu", [name], [f"{name}_relu"], name=f"{name}_relu"))
+        return f"{name}_relu"
+
+    cur, cin = "input", 3
+    for name, cout, k, stride, group in LAYERS:
+        cur = conv(cur, name, cin, cout, k, stride, group)
         cin = cout
-    nodes.append(helper.make_node("Identity", [cur], ["output"], name="output"))
+    res = conv(cur, "conv4", cin, cin, 3, 1, 1, relu=False)
+    nodes.append(helper.make_node("Add", [res, cur], ["residual"], name="residual"))
+    nodes.append(helper.make_node("Relu", ["residual"], ["output"], name="residual_relu"))
+    nodes.append(helper.make_node("MaxPool", ["output"], ["pool"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
+    nodes.append(helper.make_node("GlobalAveragePool", ["pool"], ["gap"], name="gap"))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["flat"], name="flat", axis=1))
+    w = rng.standard_normal((CLASSES, cin)) * np.sqrt(1.0 / cin)
+    nodes.append(helper.make_node("Gemm", ["flat", init("dense_w", w), init("dense_b", rng.uniform(-0.1, 0.1, CLASSES))],
+                                  ["logits"], name="dense", transB=1))
     graph = helper.make_graph(nodes, "qdq_cnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 32, 32])],
-                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 32, 8, 8])], inits)
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 32, 8, 8]),
+                               helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", CLASSES])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="kiln gen_qdq_models.py")
     model.ir_version = 7
-    return model, params, float(x_scale)
+    return quantize(model, {"input": model_input(3)})
 
 
 def stamp_key(with_ref):
-    key = {"gen_qdq_models.py": file_sha256(os.path.abspath(__file__))}
+    here = os.path.dirname(os.path.abspath(__file__))
+    key = {name: file_sha256(os.path.join(here, name)) for name in ("gen_qdq_models.py", "qdq_quantize.py")}
     if with_ref:
         key.update({"run_ort.js": file_sha256(RUN_ORT), "package-lock.json": file_sha256(ORT_LOCK)})
     return key
@@ -141,7 +123,7 @@ def main():
     stamp_path = os.path.join(out, STAMP)
     files = ["qdq_cnn.onnx", "manifest.json"] + [f"qdq_cnn.input_n{n}.bin" for n in SIZES_N]
     if with_ref:
-        files += [f"qdq_cnn.ref_n{n}.bin" for n in SIZES_N]
+        files += [f"qdq_cnn.{kind}_n{n}.bin" for n in SIZES_N for kind in ("ref", "logits")]
     if not args.force and os.path.exists(stamp_path):
         with open(stamp_path) as f:
             if json.load(f) == stamp_key(with_ref) and all(os.path.exists(os.path.join(out, p)) for p in files):
@@ -153,11 +135,12 @@ def main():
     if os.path.exists(stamp_path):
         os.remove(stamp_path)
 
-    model, params, step = build()
+    model, params = build()
     onnx.checker.check_model(onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True))
     path = os.path.join(out, "qdq_cnn.onnx")
     onnx.save(model, path)
-    manifest = {"generator": "tests/models/gen_qdq_models.py", "quantization": params, "output_step": step,
+    steps = {"output": params["output"]["scale"], "logits": params["logits"]["scale"]}
+    manifest = {"generator": "tests/models/gen_qdq_models.py", "quantization": params, "output_steps": steps,
                 "references": []}
     for n in SIZES_N:
         x = model_input(n)
@@ -165,21 +148,23 @@ def main():
         x.astype("<f4").tofile(inp)
         if not with_ref:
             continue
-        got = run_ort(args.node, path, {"input": (x, inp)}, args.threads, "gen_qdq_models.py")["output"]
-        levels = np.rint(got / step)
-        if got.shape != (n, 32, 8, 8) or np.abs(got - levels * step).max() > 1e-3 * step:
-            sys.exit(f"gen_qdq_models.py: ORT output at N={n} is not on the output's quantization grid")
-        got.astype("<f4").tofile(os.path.join(out, f"qdq_cnn.ref_n{n}.bin"))
-        manifest["references"].append({"N": n, "file": f"qdq_cnn.ref_n{n}.bin", "shape": list(got.shape),
-                                       "nonzero_levels": int((levels != 0).sum()), "max_level": int(levels.max())})
-        log(f"qdq_cnn.ref_n{n}.bin: shape {list(got.shape)}, {int((levels != 0).sum())} non-zero levels, "
-            f"max level {int(levels.max())}")
+        got = run_ort(args.node, path, {"input": (x, inp)}, args.threads, "gen_qdq_models.py")
+        for name, kind, shape in (("output", "ref", (n, 32, 8, 8)), ("logits", "logits", (n, CLASSES))):
+            levels = np.rint(got[name] / steps[name])
+            if got[name].shape != shape or np.abs(got[name] - levels * steps[name]).max() > 1e-3 * steps[name]:
+                sys.exit(f"gen_qdq_models.py: ORT {name} at N={n} is not on its quantization grid")
+            got[name].astype("<f4").tofile(os.path.join(out, f"qdq_cnn.{kind}_n{n}.bin"))
+            manifest["references"].append({"N": n, "output": name, "file": f"qdq_cnn.{kind}_n{n}.bin",
+                                           "shape": list(shape), "nonzero_levels": int((levels != 0).sum()),
+                                           "max_level": int(np.abs(levels).max())})
+            log(f"qdq_cnn.{kind}_n{n}.bin: shape {list(shape)}, {int((levels != 0).sum())} non-zero levels, "
+                f"max level {int(np.abs(levels).max())}")
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
     with open(stamp_path, "w") as f:
         json.dump(stamp_key(with_ref), f)
-    log(f"done -> {out} (output step {step:.6g})")
+    log(f"done -> {out} (output steps {steps})")
     return 0
 
 

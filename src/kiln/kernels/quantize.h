@@ -105,4 +105,12 @@ Requantization make_requantization(const ConstBuffer& a_scale, const ConstBuffer
 void requantize(const Requantization& r, const int64_t* acc, const MutableBuffer& y);
 void requantize(const Requantization& r, const int32_t* acc, const MutableBuffer& y);
 
+// Per-tensor QuantizeLinear / DequantizeLinear over `n` contiguous elements, as the kernels
+// compute them (the CPU backend's element-wise fast paths, which run them in any dense layout).
+// y_dtype / x_dtype: u8 or i8 (x_dtype also i32).
+void quantize_per_tensor(const float* x, DType y_dtype, void* y, int64_t n, float scale,
+                         int32_t zero_point);
+void dequantize_per_tensor(DType x_dtype, const void* x, float* y, int64_t n, float scale,
+                           int32_t zero_point);
+
 }  // namespace kiln::kernels

@@ -4,6 +4,7 @@
 // rounds ties to even, then + zero point, then np.clip), noted at each case.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -125,6 +126,48 @@ TEST(QuantizeLinear, SymbolicShapeAndBadInputs) {
   EXPECT_TRUE(contains(error_of(zd), "input 2 'y_zero_point' must have dtype")) << error_of(zd);
   auto rank = infer_op("QuantizeLinear", {type(DType::kF32, {2, 2}), type(DType::kF32, {2, 2})});
   EXPECT_TRUE(contains(error_of(rank), "must be a scalar or 1-D")) << error_of(rank);
+}
+
+// Tensors large enough for the parallel runs (over 65536 elements, runs of one channel's
+// elements cut into pieces), per tensor and along axis 1, against the formula evaluated here
+// element by element (std::nearbyint rounds ties to even in the default rounding mode); NaN
+// quantizes to the zero point, out-of-range values saturate. DequantizeLinear inverts exactly,
+// and int32 data far from its zero point does not wrap.
+TEST(QuantizeLinear, LargePerTensorAndPerAxisTensors) {
+  const ConcreteShape shape = {2, 3, 150, 170};  // 153000 elements; 25500 per channel
+  const int64_t n = product(shape), inner = 150 * 170;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 37) % 1001 - 500) * 0.25f;
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  x[70000] = std::numeric_limits<float>::infinity();
+  const std::vector<float> scales = {0.5f, 2.0f, 1.25f};
+  const std::vector<uint8_t> zeros = {100, 3, 250};
+  for (const bool per_axis : {false, true}) {
+    SCOPED_TRACE(per_axis ? "per axis" : "per tensor");
+    auto y = per_axis
+                 ? run_one("QuantizeLinear", {f32s(shape, x), f32s({3}, scales), u8({3}, zeros)})
+                 : run_one("QuantizeLinear", {f32s(shape, x), f32s({}, {0.5f}), u8({}, {100})});
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    const std::vector<uint8_t> got = values_of<uint8_t>(*y);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t c = per_axis ? static_cast<size_t>((i / inner) % 3) : 0;
+      const float v = x[i] / scales[c] == x[i] / scales[c] ? x[i] / scales[c] : 0.0f;
+      const double q = std::clamp(std::nearbyint(double(v)) + zeros[c], 0.0, 255.0);
+      wrong += got[static_cast<size_t>(i)] != static_cast<uint8_t>(q);
+    }
+    EXPECT_EQ(wrong, 0);
+    EXPECT_EQ(got[5], per_axis ? zeros[0] : 100);
+    EXPECT_EQ(got[70000], 255);
+  }
+  std::vector<int32_t> big(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) big[i] = i % 2 ? std::numeric_limits<int32_t>::max() : -5;
+  auto d = run_one("DequantizeLinear", {i32(shape, big), f32s({}, {1.0f}), i32({}, {-10})});
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  const std::vector<float> back = values_of<float>(*d);
+  EXPECT_EQ(back[0], 5.0f);
+  EXPECT_EQ(back[1], 2147483648.0f);  // 2^31 - 1 + 10 rounded to f32 (2^31): no int32 wrap
+  EXPECT_EQ(back[static_cast<size_t>(n - 1)], 2147483648.0f);
 }
 
 TEST(DequantizeLinear, OnnxExamplesAndInt32) {

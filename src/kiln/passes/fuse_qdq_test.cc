@@ -208,5 +208,47 @@ TEST(FuseQdq, MatMulBecomesQLinearMatMul) {
   expect_within_one_step((*before)[0], (*after)[0]);
 }
 
+// A residual block as ONNX Runtime's quantizer writes it: the conv fuses; the Add between its
+// inputs' DequantizeLinears and its output's QuantizeLinear (which ORT runs as QLinearAdd) stays
+// in f32 with every node of its QDQ pattern, and the block's output stays within one step of
+// the unfused graph's (only the conv's int32 requantization differs).
+TEST(FuseQdq, ResidualAddKeepsItsQdqNodesAndOnlyTheConvFuses) {
+  std::mt19937 rng(23);
+  Graph g;
+  g.name = "qdq_residual";
+  ValueId xq = g.add_input("x_q", DType::kU8, {DimExpr::symbol("N"), 4, 6, 6});
+  ValueId cq = add_qdq_conv(g, xq, "c_", rng, Bias::kQuantized);
+  auto scalar = [&](const std::string& name, float v) {
+    return g.add_constant(name, tensor_of(DType::kF32, {}, std::vector<float>{v}));
+  };
+  auto zero = [&](const std::string& name, uint8_t v) {
+    return g.add_constant(name, tensor_of(DType::kU8, {}, std::vector<uint8_t>{v}));
+  };
+  ValueId c = dequantize(g, "dq_c", cq, scalar("cs", 0.05f), zero("cz", 120));
+  ValueId x = dequantize(g, "dq_x", xq, scalar("xs2", 0.02f), zero("xz2", 128));
+  ValueId sum = intermediate(g, "sum");
+  g.add_node(Node{"add", "Add", {c, x}, {sum}, {}, {}});
+  ValueId y = g.add_value({"y", DType::kU8, {}, {}, {}});
+  g.add_node(
+      Node{"q_sum", "QuantizeLinear", {sum, scalar("ys2", 0.06f), zero("yz2", 0)}, {y}, {}, {}});
+  g.add_output(y);
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+  Tensor in = random_ints<uint8_t>(DType::kU8, {2, 4, 6, 6}, 0, 255, rng);
+  auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&in, 1));
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+  auto fused = fuse_qdq(g);
+  ASSERT_TRUE(fused.ok()) << fused.status().to_string();
+  EXPECT_EQ(*fused, 1);
+  ASSERT_TRUE(ir::verify_graph(g).ok()) << ir::verify_graph(g).to_string();
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+  EXPECT_EQ(count_op(g, "QLinearConv"), 1);
+  EXPECT_EQ(count_op(g, "Add"), 1);
+  EXPECT_EQ(count_op(g, "DequantizeLinear"), 2);
+  EXPECT_EQ(count_op(g, "QuantizeLinear"), 1);
+  auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&in, 1));
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  expect_within_one_step((*before)[0], (*after)[0]);
+}
+
 }  // namespace
 }  // namespace kiln::passes

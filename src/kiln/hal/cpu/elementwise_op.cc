@@ -4,6 +4,13 @@
 // first operand has the output's shape — both operands then share its layout, blocked or plain —
 // else kiln's broadcasting kernel on plain data) and variadic Sum (oneDNN sum for equal shapes,
 // else a chain of kiln broadcasting adds).
+//
+// f16 and bf16 Relu and same-shape Add/Sub/Mul/Div compute in f32 in the stored layout: the
+// inputs are converted into f32 temporaries, and the result is rounded to f16/bf16 once (as the
+// portable kernels, which load into float and round each result, and as ONNX Runtime's f16
+// element-wise ops compute on a CPU without f16 arithmetic). So a ResNet's residual Adds and
+// Relus between f16 convolutions keep the convolutions' blocked layouts instead of leaving them
+// for the portable path's plain f16.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/activation_step.h"
@@ -21,6 +28,34 @@ Status check_all_f32(const OpReader& op) {
     KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, DType::kF32));
   }
   return op.expect_output_dtype(0, DType::kF32);
+}
+
+// Every input and the output of one stored dtype (f32, f16 or bf16): that dtype's oneDNN type.
+StatusOr<dnnl::memory::data_type> one_stored_type(const OpReader& op) {
+  const DType dtype = op.output(0).dtype;
+  const std::optional<dnnl::memory::data_type> type = stored_data_type(dtype);
+  if (!type) {
+    return unimplemented("output 0 '{}' must be f32, f16 or bf16, got {}", op.output(0).name,
+                         dtype_name(dtype));
+  }
+  for (size_t i = 0; i < op.input_count(); ++i) {
+    if (!op.has_input(i)) return invalid_argument("input {} is absent", i);
+    KILN_RETURN_IF_ERROR(op.expect_input_dtype(i, dtype));
+  }
+  return *type;
+}
+
+// Where an f16/bf16 op's f32 result (`computed`, in layout `f32_layout`) goes: converted into
+// the output, stored in that layout in its own type (plain when it must be).
+Status store_rounded(ProgramBuilder& b, int32_t y, const BufferRef& computed,
+                     const dnnl_desc& f32_layout) {
+  const ValueSpec& value = b.value(y);
+  const dnnl::memory::data_type type = *stored_data_type(value.dtype);
+  const dnnl_desc stored =
+      b.requires_plain(y) ? plain_desc(value.shape, type) : with_data_type(f32_layout, type);
+  KILN_ASSIGN_OR_RETURN(BufferRef y_ref, b.output(y, stored));
+  b.add_reorder(computed, f32_layout, y_ref, stored);
+  return ok_status();
 }
 
 BinaryOp binary_op(const std::string& type) {
@@ -83,10 +118,12 @@ StatusOr<Eltwise> eltwise_of(const OpReader& op) {
 
 }  // namespace
 
-// The fast paths below run f32 only (and, for the binary ops and Sum, the broadcasts the
-// broadcast steps can do); the definitions have checked the rest (select_path).
+// The fast paths below run f32 (and, for the binary ops and Sum, the broadcasts the broadcast
+// steps can do), and f16/bf16 Relu and binary ops of operands of the output's shape; the
+// definitions have checked the rest (select_path).
 Status check_eltwise(const OpReader& op) {
   KILN_RETURN_IF_ERROR(eltwise_of(op).status());
+  if (op.dispatch().op_type == "Relu") return one_stored_type(op).status();
   return check_all_f32(op);
 }
 
@@ -95,6 +132,14 @@ Status build_eltwise(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(Eltwise eltwise, eltwise_of(op));
   const int32_t x = op.input_index(0);
   const dnnl_desc src = b.layout(x);
+  if (op.dispatch().op_type == "Relu" && src.data_type() != dnnl::memory::data_type::f32) {
+    const dnnl_desc f32_layout = with_data_type(src, dnnl::memory::data_type::f32);
+    KILN_ASSIGN_OR_RETURN(BufferRef in, b.input_as(x, f32_layout));
+    const BufferRef out = b.temp(f32_layout.get_size());
+    add_activation(b, in, out, f32_layout,
+                   kernels::FusedActivation{kernels::FusedActivation::Kind::kRelu});
+    return store_rounded(b, op.output_index(0), out, f32_layout);
+  }
   if (op.dispatch().op_type == "Relu" || op.dispatch().op_type == "LeakyRelu") {
     kernels::FusedActivation activation{kernels::FusedActivation::Kind::kRelu};
     if (op.dispatch().op_type == "LeakyRelu") {
@@ -130,7 +175,11 @@ Status build_eltwise(ProgramBuilder& b) {
 }
 
 Status check_binary(const OpReader& op) {
-  KILN_RETURN_IF_ERROR(check_all_f32(op));
+  KILN_ASSIGN_OR_RETURN(dnnl::memory::data_type type, one_stored_type(op));
+  if (type != dnnl::memory::data_type::f32 &&
+      (op.input(0).shape != op.output(0).shape || op.input(1).shape != op.output(0).shape)) {
+    return unimplemented("f16 and bf16 operands must have the output's shape (no broadcast)");
+  }
   return make_broadcast_plan(op.output(0).shape, op.input(0).shape, op.input(1).shape).status();
 }
 
@@ -147,8 +196,9 @@ Status build_binary(ProgramBuilder& b) {
   if (b.value(a).shape != ys) return add_plain_broadcast(b, kind, a, c, y);
 
   // oneDNN binary: src0 and dst in A's layout; B in the same layout when it has the full shape,
-  // else plain with broadcast dims of 1.
-  const dnnl_desc src0 = b.layout(a);
+  // else plain with broadcast dims of 1. f16/bf16 (same shapes): all in f32, then rounded.
+  const bool f32 = b.layout(a).data_type() == dnnl::memory::data_type::f32;
+  const dnnl_desc src0 = with_data_type(b.layout(a), dnnl::memory::data_type::f32);
   const bool same_shape = b.value(c).shape == ys;
   const dnnl_desc src1 =
       same_shape ? src0 : plain_desc(padded_dims(b.value(c).shape, src0.dims().size()));
@@ -157,18 +207,25 @@ Status build_binary(ProgramBuilder& b) {
     dnnl::binary::desc desc(binary_algorithm(kind), src0, src1, src0);
     pd = dnnl::binary::primitive_desc(desc, b.attr(), b.engine());
   } catch (const dnnl::error&) {
-    // oneDNN lacks this broadcast for this layout.
+    // oneDNN lacks this broadcast for this layout (f16/bf16 operands have the output's shape).
+    if (!f32) throw;
     return add_plain_broadcast(b, kind, a, c, y);
   }
   KILN_ASSIGN_OR_RETURN(BufferRef a_ref, b.input_as(a, src0));
   KILN_ASSIGN_OR_RETURN(BufferRef c_ref, b.input_as(c, src1));
-  KILN_ASSIGN_OR_RETURN(BufferRef y_ref, b.output(y, pd.dst_desc()));
+  BufferRef y_ref;
+  if (f32) {
+    KILN_ASSIGN_OR_RETURN(y_ref, b.output(y, pd.dst_desc()));
+  } else {
+    y_ref = b.temp(pd.dst_desc().get_size());
+  }
   PrimitiveStep& step = b.add_primitive(
       b.label(fmt::format("binary {} {} {}", impl_name(pd), describe(src0), describe(src1))), pd,
       dnnl::binary(pd));
   step.bind(DNNL_ARG_SRC_0, src0, a_ref);
   step.bind(DNNL_ARG_SRC_1, src1, c_ref);
   step.bind(DNNL_ARG_DST, pd.dst_desc(), y_ref);
+  if (!f32) return store_rounded(b, y, y_ref, pd.dst_desc());
   return ok_status();
 }
 

@@ -245,6 +245,54 @@ TEST(CpuHalfConvTest, BlockedIntermediateFeedsConvPoolAndPortableOp) {
   }
 }
 
+// A residual block's f16/bf16 Relu and Add (operands of the output's shape) run in f32 in the
+// conv's blocked layout and round once, as the portable kernels do: no trip through plain f16.
+// An Add that broadcasts stays on the portable kernel.
+TEST(CpuHalfConvTest, ReluAndSameShapeAddKeepTheBlockedLayout) {
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor x = random_of(dtype, {2, 16, 8, 8}, 4);
+    Tensor w = random_of(dtype, {16, 16, 3, 3}, 5);
+    Tensor bias = random_of(dtype, {1, 16, 1, 1}, 6);
+    ConvRef ref;
+    ref.strides = {1, 1};
+    ref.dilations = {1, 1};
+    ref.pads_begin = ref.pads_end = {1, 1};
+    Tensor h = ref_conv(x, w, nullptr, nullptr, ref);
+    Tensor r = reference("Relu", {h});
+    Tensor sum = reference("Add", {r, h});
+    Tensor expected = reference("Add", {sum, bias});
+
+    SpecBuilder s;
+    const int32_t xi = s.input("x", x.shape(), dtype);
+    const int32_t hi = s.value("h", h.shape(), dtype);
+    const int32_t ri = s.value("r", r.shape(), dtype);
+    const int32_t si = s.value("s", sum.shape(), dtype);
+    const int32_t y = s.output("y", expected.shape(), dtype);
+    s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {hi},
+               attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+    s.dispatch("relu", "Relu", {hi}, {ri});
+    s.dispatch("add", "Add", {ri, hi}, {si});
+    s.dispatch("bias", "Add", {si, s.constant("b", bias)}, {y});
+    auto device = create_cpu_device({});
+    ASSERT_TRUE(device.ok()) << device.status().to_string();
+    auto exe = (*device)->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    auto out = run_program(**exe, s.spec(), {x});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(all_close((*out)[0], expected, tolerance_for(dtype)));
+    const std::string relu = fmt::format("{}", fmt::join((*exe)->describe_dispatch(1), "\n"));
+    EXPECT_NE(relu.find("relu (kiln"), std::string::npos) << relu;
+    EXPECT_EQ(relu.find("portable"), std::string::npos) << relu;
+    EXPECT_EQ(relu.find("plain"), std::string::npos) << relu;
+    const std::string add = fmt::format("{}", fmt::join((*exe)->describe_dispatch(2), "\n"));
+    expect_onednn(add, "binary");
+    EXPECT_EQ(add.find("plain"), std::string::npos) << add;
+    const std::string broadcast = fmt::format("{}", fmt::join((*exe)->describe_dispatch(3), "\n"));
+    EXPECT_NE(broadcast.find("portable Add"), std::string::npos) << broadcast;
+  }
+}
+
 // An f16 conv takes the oneDNN path, computing in f16 only where oneDNN has kernels for it;
 // bf16 computes in bf16 on CPUs with AVX-512 bf16 instructions (oneDNN's avx512_core_bf16).
 TEST(CpuHalfConvTest, F16AndBf16ConvsTakeTheOneDnnPath) {

@@ -57,6 +57,10 @@ Status check_qlinear_conv(const OpReader& op);  // qlinear_op.cc: oneDNN int8
 Status build_qlinear_conv(ProgramBuilder& b);
 Status check_qlinear_matmul(const OpReader& op);
 Status build_qlinear_matmul(ProgramBuilder& b);
+Status check_quantize_linear(const OpReader& op);  // qlinear_op.cc: element-wise, any layout
+Status build_quantize_linear(ProgramBuilder& b);
+Status check_dequantize_linear(const OpReader& op);
+Status build_dequantize_linear(ProgramBuilder& b);
 Status check_softmax(const OpReader& op);
 Status build_softmax(ProgramBuilder& b);
 Status check_reshape(const OpReader& op);  // Reshape and Flatten

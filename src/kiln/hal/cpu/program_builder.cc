@@ -206,6 +206,32 @@ StatusOr<BufferRef> ProgramBuilder::output_over(int32_t out, int32_t in, const d
   return BufferRef::of_value(out);
 }
 
+bool ProgramBuilder::int8_readers_take_channels_last(int32_t v) const {
+  if (spec_.values[v].role != ValueRole::kIntermediate) return false;
+  bool read = false;
+  for (size_t d = dispatch_index_ + 1; d < spec_.dispatches.size(); ++d) {
+    const DispatchSpec& reader = spec_.dispatches[d];
+    const auto slots = std::count(reader.inputs.begin(), reader.inputs.end(), v);
+    if (slots == 0) continue;
+    if (slots != 1 || reader.inputs[0] != v) return false;
+    const OpReader op(reader, spec_.values);
+    if (!op.check_indices().ok()) return false;
+    const StatusOr<const OpPath*> path = select_path(op);
+    if (!path.ok() ||
+        ((*path)->op_type != "QLinearConv" && (*path)->op_type != "DequantizeLinear")) {
+      return false;
+    }
+    read = true;
+  }
+  return read;
+}
+
+BufferRef ProgramBuilder::int8_output(int32_t v, const dnnl_desc& layout) {
+  BufferRef ref = plain_output(v);
+  layouts_[v] = layout;
+  return ref;
+}
+
 BufferRef ProgramBuilder::plain_output(int32_t v) {
   const ValueSpec& value = spec_.values[v];
   if (auto type = stored_data_type(value.dtype)) layouts_[v] = plain_desc(value.shape, *type);

@@ -86,6 +86,19 @@ class ProgramBuilder {
   StatusOr<BufferRef> output_over(int32_t out, int32_t in, const dnnl_desc& layout);
   // The value's own buffer for a plain output of any dtype (element_count * dtype size bytes).
   BufferRef plain_output(int32_t v);
+  // Int8 values between int8 ops: whether intermediate `v` is read only as input 0 of dispatches
+  // that take these fast paths (qlinear_op.cc): QLinearConv's int8 convolution, which reads its
+  // input channels-last, and per-tensor DequantizeLinear, element-wise in any dense layout. Its
+  // producer may then store it in `layout` (a dense u8/s8 layout of its shape, same bytes as
+  // plain) with int8_output; readers find it with stored_as / int8_layout.
+  bool int8_readers_take_channels_last(int32_t v) const;
+  BufferRef int8_output(int32_t v, const dnnl_desc& layout);
+  // The layout int8_output gave u8/s8 value `v`; nullopt when it is plain.
+  std::optional<dnnl_desc> int8_layout(int32_t v) const { return layouts_[v]; }
+  // Whether value `v` is stored in `layout` (any dtype with a layout).
+  bool stored_as(int32_t v, const dnnl_desc& layout) const {
+    return layouts_[v] && *layouts_[v] == layout;
+  }
   // A per-dispatch temporary of `bytes` (64-byte aligned, valid only during this dispatch).
   BufferRef temp(size_t bytes);
 
@@ -107,7 +120,8 @@ class ProgramBuilder {
 
   const ProgramSpec& spec_;
   std::shared_ptr<DeviceState> device_;
-  std::vector<std::optional<dnnl_desc>> layouts_;  // f32/f16/bf16 values once available
+  // f32/f16/bf16 values once available; u8/s8 values only when int8_output stored them.
+  std::vector<std::optional<dnnl_desc>> layouts_;
   std::vector<bool> available_;
   std::vector<size_t> storage_;          // intermediates' bytes
   std::vector<int32_t> last_reader_;     // per value: index of the last dispatch reading it

@@ -1,4 +1,6 @@
-// QLinearConv and QLinearMatMul on oneDNN's int8 convolution and matmul. oneDNN computes only
+// QLinearConv and QLinearMatMul on oneDNN's int8 convolution and matmul, and per-tensor
+// QuantizeLinear / DequantizeLinear element by element in the layout of the int8 values
+// (kernels/quantize.h's loops, so bit for bit the portable kernels). oneDNN computes only
 // the exact int32 sums (u8 or s8 activations minus their zero point, times s8 weights); kiln's own
 // requantization (kernels/quantize.h, the definitions' code) turns them into the output, so the
 // fast path is bit for bit the portable kernel: oneDNN's output scales and destination zero
@@ -13,12 +15,15 @@
 //
 // QLinearConv steps: the activation zero point as s32, x reordered to channels-last, the int8
 // convolution into s32 channels-last, requantization (channel = innermost dim), and a reorder of
-// the u8/s8 result into the plain output. Integer sums are exact, so the result does not depend
-// on the batch size or the threads.
+// the u8/s8 result into the plain output. An output read only by other QLinearConvs on this path
+// (a ResNet bottleneck's first two convs) stays channels-last, and those read it without the
+// reorders (ProgramBuilder::int8_readers_take_channels_last). Integer sums are exact, so the result
+// does not depend on the batch size or the threads.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
@@ -172,7 +177,127 @@ StatusOr<BufferRef> weights_as(ProgramBuilder& b, const dnnl_desc& source,
 tag channels_last(size_t rank) { return rank == 3 ? tag::acb : rank == 4 ? tag::acdb : tag::acdeb; }
 tag plain_tag(size_t rank) { return rank == 3 ? tag::abc : rank == 4 ? tag::abcd : tag::abcde; }
 
+// Per-tensor QuantizeLinear (f32 -> u8/s8) or DequantizeLinear (u8/s8 -> f32) over `count`
+// elements of a dense buffer, whatever its layout (both sides share it); the scale and zero
+// point are read at run time.
+class QuantizeElementsStep : public Step {
+ public:
+  QuantizeElementsStep(std::string label, bool quantize, BufferRef x, BufferRef y, DType int_type,
+                       BufferRef scale, std::optional<BufferRef> zero, int64_t count)
+      : label_(std::move(label)),
+        quantize_(quantize),
+        x_(x),
+        y_(y),
+        int_type_(int_type),
+        scale_(scale),
+        zero_(zero),
+        count_(count) {}
+  Status run(const ExecContext& ctx) override {
+    float scale = 0.0f;
+    std::memcpy(&scale, ctx.resolve(scale_), sizeof scale);
+    int32_t zero = 0;
+    if (zero_) {
+      const std::byte* z = ctx.resolve(*zero_);
+      zero = int_type_ == DType::kI8 ? int32_t{*reinterpret_cast<const int8_t*>(z)}
+                                     : int32_t{*reinterpret_cast<const uint8_t*>(z)};
+    }
+    if (quantize_) {
+      kernels::quantize_per_tensor(reinterpret_cast<const float*>(ctx.resolve(x_)), int_type_,
+                                   ctx.resolve(y_), count_, scale, zero);
+    } else {
+      kernels::dequantize_per_tensor(int_type_, ctx.resolve(x_),
+                                     reinterpret_cast<float*>(ctx.resolve(y_)), count_, scale,
+                                     zero);
+    }
+    return ok_status();
+  }
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  bool quantize_;
+  BufferRef x_, y_;
+  DType int_type_;
+  BufferRef scale_;
+  std::optional<BufferRef> zero_;
+  int64_t count_;
+};
+
+// The shared requirements of the element-wise Quantize/DequantizeLinear: the integer side u8 or
+// i8, QuantizeLinear's x f32, x of rank >= 1, per-tensor scale and zero point.
+Status check_per_tensor_quantization(const OpReader& op, bool quantize) {
+  const DType int_type = quantize ? op.output(0).dtype : op.input(0).dtype;
+  if (int_type != DType::kU8 && int_type != DType::kI8) {
+    return unimplemented("the integer side must be u8 or i8, got {}", dtype_name(int_type));
+  }
+  if (quantize) KILN_RETURN_IF_ERROR(op.expect_input_dtype(0, DType::kF32));
+  if (op.input(0).shape.empty()) return unimplemented("input 0 'x' must have rank >= 1");
+  if (kernels::product(op.input(1).shape) != 1 ||
+      (op.has_input(2) && kernels::product(op.input(2).shape) != 1)) {
+    return unimplemented("the scale and zero point must be per tensor");
+  }
+  return ok_status();
+}
+
+std::optional<BufferRef> zero_point_ref(const OpReader& op) {
+  if (op.input_count() < 3 || !op.has_input(2)) return std::nullopt;
+  return BufferRef::of_value(op.input_index(2));
+}
+
 }  // namespace
+
+Status check_quantize_linear(const OpReader& op) { return check_per_tensor_quantization(op, true); }
+
+// x's f32 layout when it is channels-last and every reader of y takes int8 channels-last (y is
+// then written so, element by element); else x plain and y plain.
+Status build_quantize_linear(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_RETURN_IF_ERROR(check_quantize_linear(op));
+  const int32_t x = op.input_index(0), y = op.output_index(0);
+  const ConcreteShape& shape = op.input(0).shape;
+  const size_t rank = shape.size();
+  BufferRef src, out;
+  std::string layout = "plain";
+  if (rank >= 3 && rank <= 5 &&
+      b.stored_as(x, dnnl_desc(to_dnnl_dims(shape), dt::f32, channels_last(rank))) &&
+      b.int8_readers_take_channels_last(y)) {
+    src = BufferRef::of_value(x);
+    out = b.int8_output(
+        y, dnnl_desc(to_dnnl_dims(shape), int8_type(op.output(0).dtype), channels_last(rank)));
+    layout = "channels-last";
+  } else {
+    KILN_ASSIGN_OR_RETURN(src, b.input_as(x, plain_desc(shape, dt::f32)));
+    out = b.plain_output(y);
+  }
+  b.add(std::make_unique<QuantizeElementsStep>(
+      b.label(fmt::format("quantize (kiln) {} {} [{}]", dtype_name(op.output(0).dtype), layout,
+                          fmt::join(shape, "x"))),
+      true, src, out, op.output(0).dtype, BufferRef::of_value(op.input_index(1)),
+      zero_point_ref(op), kernels::product(shape)));
+  return ok_status();
+}
+
+Status check_dequantize_linear(const OpReader& op) {
+  return check_per_tensor_quantization(op, false);
+}
+
+// y in x's layout (int8 channels-last from an int8 conv or QuantizeLinear, else plain).
+Status build_dequantize_linear(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_RETURN_IF_ERROR(check_dequantize_linear(op));
+  const int32_t x = op.input_index(0), y = op.output_index(0);
+  const ConcreteShape& shape = op.input(0).shape;
+  const std::optional<dnnl_desc> in_layout = b.int8_layout(x);
+  const dnnl_desc out_layout =
+      in_layout ? with_data_type(*in_layout, dt::f32) : plain_desc(shape, dt::f32);
+  KILN_ASSIGN_OR_RETURN(BufferRef out, b.output(y, out_layout));
+  b.add(std::make_unique<QuantizeElementsStep>(
+      b.label(fmt::format("dequantize (kiln) {} -> {}", dtype_name(op.input(0).dtype),
+                          describe(out_layout))),
+      false, BufferRef::of_value(x), out, op.input(0).dtype, BufferRef::of_value(op.input_index(1)),
+      zero_point_ref(op), kernels::product(shape)));
+  return ok_status();
+}
 
 Status check_qlinear_conv(const OpReader& op) {
   KILN_RETURN_IF_ERROR(check_int8_operands(op));
@@ -224,8 +349,12 @@ Status build_qlinear_conv(ProgramBuilder& b) {
     }
     KILN_ASSIGN_OR_RETURN(BufferRef wei,
                           weights_as(b, dnnl_desc(wei_dims, dt::s8, wei_tag), pd.weights_desc()));
-    BufferRef x_last = b.temp(src.get_size());
-    b.add_reorder(BufferRef::of_value(op.input_index(0)), src_plain, x_last, src);
+    // An input another int8 conv wrote channels-last is read as it is.
+    BufferRef x_last = BufferRef::of_value(op.input_index(0));
+    if (!b.stored_as(op.input_index(0), src)) {
+      x_last = b.temp(src.get_size());
+      b.add_reorder(BufferRef::of_value(op.input_index(0)), src_plain, x_last, src);
+    }
     BufferRef sums = b.temp(acc.get_size());
     PrimitiveStep& step =
         b.add_primitive(b.label(fmt::format("int8 conv {} {} -> s32 {}", impl_name(pd),
@@ -235,12 +364,15 @@ Status build_qlinear_conv(ProgramBuilder& b) {
     step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei);
     step.bind(DNNL_ARG_DST, pd.dst_desc(), sums);
     step.bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, dnnl_desc({1}, dt::s32, tag::a), zp);
-    // Requantize channels-last: the channel is the innermost dim.
-    BufferRef q = b.temp(out_last.get_size());
+    // Requantize channels-last (the channel is the innermost dim): into the output itself when
+    // only int8 convs read it, else into a temporary reordered to the plain output.
+    const int32_t out = op.output_index(0);
+    const bool keep_last = b.int8_readers_take_channels_last(out);
+    BufferRef q = keep_last ? b.int8_output(out, out_last) : b.temp(out_last.get_size());
     b.add(std::make_unique<RequantizeStep>(b.label("requantize (kiln)"),
                                            requantize_operands(op, op.dispatch().inputs.size() > 8),
                                            sums, q, op.output(0).dtype, y, y[1], 1));
-    b.add_reorder(q, out_last, b.plain_output(op.output_index(0)), out_plain);
+    if (!keep_last) b.add_reorder(q, out_last, b.plain_output(out), out_plain);
     return ok_status();
   });
 }

@@ -243,5 +243,149 @@ INSTANTIATE_TEST_SUITE_P(
         QMatMulCase{"s8_3d_per_column_i8_out", {2, 5, 48}, {48, 16}, DType::kI8, DType::kI8, true},
         QMatMulCase{"ties", {4, 8}, {8, 8}, DType::kU8, DType::kU8, false, true}));
 
+// Int8 values between int8 ops. Two QLinearConvs in a row (a 1x1 then a 3x3, as in a ResNet
+// bottleneck): the intermediate u8 value stays channels-last between them when only the second
+// conv and per-tensor DequantizeLinears read it (no reorder out of the first conv, none into the
+// second), and is plain when a portable op (Cast) also reads it. Then a residual-style chain,
+// conv -> DequantizeLinear -> QuantizeLinear -> conv, channels-last all the way. The results are
+// the portable kernels' chained, bit for bit, in every case.
+struct ChainOperands {
+  Tensor x = random_int8(DType::kU8, {2, 16, 7, 7}, 11);
+  Tensor w1 = random_int8(DType::kI8, {24, 16, 1, 1}, 12);
+  Tensor w2 = random_int8(DType::kI8, {8, 24, 3, 3}, 13);
+  Tensor xs = scalar_f32(0.02f), xz = zero_point(DType::kU8, 131);
+  Tensor ws1 = scalar_f32(0.01f), ws2 = scalar_f32(0.015f), wz = zero_point(DType::kI8, 0);
+  Tensor ms = scalar_f32(0.05f), mz = zero_point(DType::kU8, 7);
+  Tensor qs = scalar_f32(0.07f), qz = zero_point(DType::kU8, 3);
+  Tensor ys = scalar_f32(0.3f), yz = zero_point(DType::kU8, 120);
+  Attributes a2 = [] {
+    Attributes a;
+    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    return a;
+  }();
+};
+
+std::string steps_of(const Executable& exe, int32_t d) {
+  return fmt::format("{}", fmt::join(exe.describe_dispatch(d), "\n"));
+}
+
+TEST(CpuQLinearConvChain, IntermediateStaysChannelsLastBetweenInt8Ops) {
+  const ChainOperands o;
+  auto mid = run_op("QLinearConv",
+                    {value(o.x), value(o.xs), value(o.xz), value(o.w1), value(o.ws1), value(o.wz),
+                     value(o.ms), value(o.mz)},
+                    {});
+  ASSERT_TRUE(mid.ok()) << mid.status().to_string();
+  auto want = run_op("QLinearConv",
+                     {value((*mid)[0]), value(o.ms), value(o.mz), value(o.w2), value(o.ws2),
+                      value(o.wz), value(o.ys), value(o.yz)},
+                     o.a2);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  auto want_dq = run_op("DequantizeLinear", {value((*mid)[0]), value(o.ms), value(o.mz)}, {});
+  ASSERT_TRUE(want_dq.ok()) << want_dq.status().to_string();
+  Attributes to_f32;
+  to_f32.set("to", int64_t{1});
+  auto want_cast = run_op("Cast", {value((*mid)[0])}, to_f32);
+  ASSERT_TRUE(want_cast.ok()) << want_cast.status().to_string();
+
+  for (const std::string other : {"", "DequantizeLinear", "Cast"}) {
+    SCOPED_TRACE(other.empty() ? "mid read by the conv alone" : "mid also read by " + other);
+    SpecBuilder s;
+    const int32_t in = s.input("x", o.x.shape(), DType::kU8);
+    const int32_t m = s.value("mid", (*mid)[0].shape(), DType::kU8);
+    const int32_t ms_id = s.constant("ms", o.ms), mz_id = s.constant("mz", o.mz);
+    const int32_t wz_id = s.constant("wz", o.wz);
+    s.dispatch("conv1", "QLinearConv",
+               {in, s.constant("xs", o.xs), s.constant("xz", o.xz), s.constant("w1", o.w1),
+                s.constant("ws1", o.ws1), wz_id, ms_id, mz_id},
+               {m}, {});
+    const int32_t y = s.output("y", (*want)[0].shape(), DType::kU8);
+    s.dispatch("conv2", "QLinearConv",
+               {m, ms_id, mz_id, s.constant("w2", o.w2), s.constant("ws2", o.ws2), wz_id,
+                s.constant("ys", o.ys), s.constant("yz", o.yz)},
+               {y}, o.a2);
+    if (other == "DequantizeLinear") {
+      const int32_t f = s.output("f", (*mid)[0].shape(), DType::kF32);
+      s.dispatch("dq", "DequantizeLinear", {m, ms_id, mz_id}, {f}, {});
+    } else if (other == "Cast") {
+      const int32_t f = s.output("f", (*mid)[0].shape(), DType::kF32);
+      s.dispatch("cast", "Cast", {m}, {f}, to_f32);
+    }
+    auto device = create_cpu_device({});
+    ASSERT_TRUE(device.ok()) << device.status().to_string();
+    auto exe = (*device)->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    const std::string first = steps_of(**exe, 0), second = steps_of(**exe, 1);
+    if (vnni()) {
+      const bool plain = other == "Cast";
+      EXPECT_EQ(first.find("-> u8 plain") != std::string::npos, plain) << first;
+      EXPECT_EQ(second.find("reorder u8 plain") != std::string::npos, plain) << second;
+    }
+    auto out = run_program(**exe, s.spec(), {o.x});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(values_of((*out)[0]), values_of((*want)[0])) << first << "\n" << second;
+    if (other == "DequantizeLinear") {
+      EXPECT_EQ(values_of((*out)[1]), values_of((*want_dq)[0])) << steps_of(**exe, 2);
+    } else if (other == "Cast") {
+      EXPECT_EQ(values_of((*out)[1]), values_of((*want_cast)[0]));
+    }
+  }
+}
+
+TEST(CpuQLinearConvChain, DequantizeQuantizeBetweenConvsStayChannelsLast) {
+  const ChainOperands o;
+  auto mid = run_op("QLinearConv",
+                    {value(o.x), value(o.xs), value(o.xz), value(o.w1), value(o.ws1), value(o.wz),
+                     value(o.ms), value(o.mz)},
+                    {});
+  ASSERT_TRUE(mid.ok()) << mid.status().to_string();
+  auto f = run_op("DequantizeLinear", {value((*mid)[0]), value(o.ms), value(o.mz)}, {});
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto q = run_op("QuantizeLinear", {value((*f)[0]), value(o.qs), value(o.qz)}, {});
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  auto want = run_op("QLinearConv",
+                     {value((*q)[0]), value(o.qs), value(o.qz), value(o.w2), value(o.ws2),
+                      value(o.wz), value(o.ys), value(o.yz)},
+                     o.a2);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+
+  SpecBuilder s;
+  const int32_t in = s.input("x", o.x.shape(), DType::kU8);
+  const int32_t m = s.value("mid", (*mid)[0].shape(), DType::kU8);
+  const int32_t fi = s.value("f", (*f)[0].shape(), DType::kF32);
+  const int32_t qi = s.value("q", (*q)[0].shape(), DType::kU8);
+  const int32_t ms_id = s.constant("ms", o.ms), mz_id = s.constant("mz", o.mz);
+  const int32_t qs_id = s.constant("qs", o.qs), qz_id = s.constant("qz", o.qz);
+  const int32_t wz_id = s.constant("wz", o.wz);
+  s.dispatch("conv1", "QLinearConv",
+             {in, s.constant("xs", o.xs), s.constant("xz", o.xz), s.constant("w1", o.w1),
+              s.constant("ws1", o.ws1), wz_id, ms_id, mz_id},
+             {m}, {});
+  s.dispatch("dq", "DequantizeLinear", {m, ms_id, mz_id}, {fi}, {});
+  s.dispatch("q", "QuantizeLinear", {fi, qs_id, qz_id}, {qi}, {});
+  const int32_t y = s.output("y", (*want)[0].shape(), DType::kU8);
+  s.dispatch("conv2", "QLinearConv",
+             {qi, qs_id, qz_id, s.constant("w2", o.w2), s.constant("ws2", o.ws2), wz_id,
+              s.constant("ys", o.ys), s.constant("yz", o.yz)},
+             {y}, o.a2);
+  auto device = create_cpu_device({});
+  ASSERT_TRUE(device.ok()) << device.status().to_string();
+  auto exe = (*device)->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  const std::string all = fmt::format("{}\n{}\n{}\n{}", steps_of(**exe, 0), steps_of(**exe, 1),
+                                      steps_of(**exe, 2), steps_of(**exe, 3));
+  EXPECT_NE(steps_of(**exe, 1).find("dequantize (kiln)"), std::string::npos) << all;
+  if (vnni()) {
+    EXPECT_EQ(steps_of(**exe, 0).find("-> u8 plain"), std::string::npos) << all;
+    EXPECT_EQ(steps_of(**exe, 1).find("plain"), std::string::npos) << all;
+    EXPECT_EQ(steps_of(**exe, 3).find("reorder u8 plain"), std::string::npos) << all;
+    EXPECT_NE(steps_of(**exe, 2).find("quantize (kiln) u8 channels-last"), std::string::npos)
+        << all;
+  }
+  auto out = run_program(**exe, s.spec(), {o.x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(values_of((*out)[0]), values_of((*want)[0])) << all;
+}
+
 }  // namespace
 }  // namespace kiln::hal::cpu
