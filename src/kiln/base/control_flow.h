@@ -4,8 +4,9 @@
 // how to run a body; this file owns everything ONNX says around it: the trip count and the
 // condition, loop-carried values, slicing scan inputs, stacking scan outputs, and the checks.
 //
-// Node inputs are passed as tensors in the node's order; an omitted optional input is an empty
-// (default-constructed) Tensor. A body's inputs are the op's formal body inputs followed by the
+// Node inputs are passed as host values in the node's order (base/host_value.h: a loop-carried
+// value may be a sequence or an optional); an omitted optional input is an empty
+// (default-constructed) value. A body's inputs are the op's formal body inputs followed by the
 // captures (outer-scope values the body reads, which the node lists as its last inputs, in the
 // same order). Each `BodyRunner` call gets the body's inputs and returns its outputs.
 //
@@ -21,7 +22,7 @@
 //
 // Errors (InvalidArgument unless said): a trip count that is not one int64 element or is
 // negative, or over kMaxLoopIterations (OutOfRange); a condition that is not one bool element;
-// a body that returns another number of outputs, another dtype for a carried value, or scan
+// a body that returns another number of outputs, another form or dtype for a carried value, or scan
 // output slices whose shapes differ between iterations; scan outputs over `max_bytes`
 // (OutOfRange); scan inputs whose lengths differ. Each names the node (`where`).
 #pragma once
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "kiln/base/attributes.h"
+#include "kiln/base/host_value.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 
@@ -42,7 +44,7 @@ namespace kiln::control_flow {
 // must not keep a run busy for days.
 inline constexpr int64_t kMaxLoopIterations = int64_t{1} << 31;
 
-using BodyRunner = std::function<StatusOr<std::vector<Tensor>>(std::vector<Tensor> inputs)>;
+using BodyRunner = std::function<StatusOr<std::vector<HostValue>>(std::vector<HostValue> inputs)>;
 // The dtype and dims of scan output `index` per iteration when the loop ran zero times (the body
 // never said): the caller knows them from shape inference, or fails naming the output.
 struct SliceType {
@@ -60,7 +62,7 @@ struct LoopArgs {
   EmptyScanShape empty_scan_shape;
 };
 
-StatusOr<std::vector<Tensor>> run_loop(std::span<const Tensor> inputs, const LoopArgs& args);
+StatusOr<std::vector<HostValue>> run_loop(std::span<const HostValue> inputs, const LoopArgs& args);
 
 // Scan's attributes, checked against the node: num_scan_inputs M in [1, inputs], each list of
 // axes/directions as long as the inputs or outputs it describes, directions 0 or 1. Axes are
@@ -76,8 +78,8 @@ StatusOr<ScanAttributes> parse_scan_attributes(const Attributes& attributes, siz
 StatusOr<int64_t> normalize_axis(int64_t axis, int64_t rank, std::string_view what);
 
 // `attributes`: the Scan node's (num_scan_inputs and the axes/directions above).
-StatusOr<std::vector<Tensor>> run_scan(std::span<const Tensor> inputs, const Attributes& attributes,
-                                       const LoopArgs& args);
+StatusOr<std::vector<HostValue>> run_scan(std::span<const HostValue> inputs,
+                                          const Attributes& attributes, const LoopArgs& args);
 
 // A condition (If's, Loop's): one bool element, any rank. `what` names it in errors.
 StatusOr<bool> read_condition(const Tensor& condition, std::string_view what);

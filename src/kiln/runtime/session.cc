@@ -55,6 +55,10 @@ StatusOr<std::unique_ptr<Session>> Session::create(
 }
 
 StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
+  return bind_inputs(*module_, tensor_values(inputs));
+}
+
+StatusOr<Bindings> Session::bind_values(std::span<const HostValue> inputs) const {
   return bind_inputs(*module_, inputs);
 }
 
@@ -151,7 +155,23 @@ StatusOr<std::vector<std::vector<std::string>>> Session::describe_dispatches(
 // the changed bytes).
 StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
                                            hal::RunObserver* observer, Bindings* bound) {
-  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
+  for (int32_t out : module_->outputs) {
+    const module::ModuleValue& value = module_->values[out];
+    if (value.form != ValueForm::kTensor) {
+      return invalid_argument(
+          "output '{}' is a {}; run_values takes and gives sequences and "
+          "optionals",
+          value.name, value_form_name(value.form));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<HostValue> outputs,
+                        run_values(tensor_values(inputs), observer, bound));
+  return value_tensors(std::move(outputs), "output");
+}
+
+StatusOr<std::vector<HostValue>> Session::run_values(std::span<const HostValue> inputs,
+                                                     hal::RunObserver* observer, Bindings* bound) {
+  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind_values(inputs));
   KILN_RETURN_IF_ERROR(check_module_file());
   auto outputs = with_state(
       [&](RunState& state) { return state.run(inputs, std::move(bindings), observer, bound); });
@@ -171,8 +191,9 @@ Status Session::run_into(std::span<const Tensor> inputs, std::span<Tensor> outpu
     KILN_RETURN_IF_ERROR(check_output_tensor(*module_, i, shape, outputs[i]));
   }
   KILN_RETURN_IF_ERROR(check_module_file());
+  const std::vector<HostValue> values = tensor_values(inputs);
   Status ran = with_state([&](RunState& state) {
-    return state.run(inputs, std::move(bindings), nullptr, nullptr, outputs).status();
+    return state.run(values, std::move(bindings), nullptr, nullptr, outputs).status();
   });
   KILN_RETURN_IF_ERROR(check_module_file());
   return ran;
