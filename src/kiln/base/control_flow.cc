@@ -147,10 +147,13 @@ StatusOr<Tensor> stack_along(std::span<const Tensor> slices, int64_t axis, DType
 
 namespace {
 
-// A carried or state value the body returned, checked against the one it took.
+// A carried or state value the body returned, checked against the one it took (an optional may
+// come back as what it holds).
 Status check_carried(const HostValue& in, const HostValue& out, std::string_view what, size_t v,
                      std::string_view where, int64_t iteration) {
-  if (out.form() == in.form() && out.dtype() == in.dtype()) return ok_status();
+  const bool same_form =
+      out.form() == in.form() || (is_optional(in.form()) && out.form() == element_form(in.form()));
+  if (same_form && out.dtype() == in.dtype()) return ok_status();
   return invalid_argument("{}: {} {} is {} but the body returned {} at iteration {}", where, what,
                           v, in.describe(), out.describe(), iteration);
 }
@@ -210,6 +213,10 @@ StatusOr<std::vector<HostValue>> run_loop(std::span<const HostValue> inputs, con
   int64_t i = 0;
   for (; i < max_trips && cond; ++i) {
     std::vector<HostValue> body_inputs;
+    // A carried optional the body filled enters again as an optional.
+    for (size_t v = 0; v < carried; ++v) {
+      if (values[v].form() != inputs[2 + v].form()) values[v] = HostValue::optional_of(values[v]);
+    }
     KILN_ASSIGN_OR_RETURN(Tensor iteration, scalar_i64(i));
     KILN_ASSIGN_OR_RETURN(Tensor cond_in, scalar_bool(cond));
     body_inputs.push_back(std::move(iteration));
@@ -225,13 +232,27 @@ StatusOr<std::vector<HostValue>> run_loop(std::span<const HostValue> inputs, con
     }
     for (size_t v = 0; v < carried; ++v) {
       KILN_RETURN_IF_ERROR(
-          check_carried(values[v], outputs[1 + v], "loop-carried value", v, where, i));
+          check_carried(inputs[2 + v], outputs[1 + v], "loop-carried value", v, where, i));
       values[v] = outputs[1 + v].clone();
     }
     for (size_t k = 0; k < scans; ++k) {
       KILN_ASSIGN_OR_RETURN(Tensor slice, scan_slice(outputs[1 + carried + k], k, where, i));
       KILN_RETURN_IF_ERROR(scan.add(k, slice, i));
     }
+  }
+  for (size_t v = 0; v < carried && v < args.carried_forms.size(); ++v) {
+    if (values[v].form() == args.carried_forms[v]) continue;
+    if (!is_optional(values[v].form()) || element_form(values[v].form()) != args.carried_forms[v]) {
+      return internal_error("{}: loop-carried value {} is {}, but the node gives a {}", where, v,
+                            values[v].describe(), value_form_name(args.carried_forms[v]));
+    }
+    if (!values[v].has_element()) {
+      return invalid_argument(
+          "{}: loop-carried value {} is an empty optional after {} iterations, but the loop gives "
+          "a {}",
+          where, v, i, value_form_name(args.carried_forms[v]));
+    }
+    values[v] = values[v].element();
   }
   std::vector<HostValue> results = std::move(values);
   for (size_t k = 0; k < scans; ++k) {

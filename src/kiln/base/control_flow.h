@@ -14,7 +14,8 @@
 //         v..., captures...) -> (cond_out, v..., scan...); outputs (v_final..., scan...), each
 //         scan output its per-iteration values stacked along a new axis 0. M absent: no bound;
 //         cond absent: the body's cond_out is ignored (ONNX). Both absent is an error (kiln does
-//         not run unbounded loops). Carried values keep their dtype; their shapes may change.
+//         not run unbounded loops). Carried values keep their form and dtype (an optional may
+//         become what it holds, LoopArgs::carried_forms); their shapes may change.
 //   Scan  inputs (state..., scan_input..., captures...) with attributes num_scan_inputs,
 //         scan_input_axes/directions, scan_output_axes/directions (opset 9+ semantics); body
 //         (state..., scan slices..., captures...) -> (state..., scan output slices...).
@@ -60,6 +61,11 @@ struct LoopArgs {
   uint64_t max_bytes = UINT64_MAX;
   BodyRunner body;
   EmptyScanShape empty_scan_shape;
+  // Loop: the forms of the node's carried outputs, when known (empty: each keeps its input's).
+  // A carried optional the body returns as what it holds (ONNX's test_loop16_seq_none: an empty
+  // optional sequence that the first iteration fills) enters every iteration as an optional and
+  // leaves the loop as what it holds; an empty one left by zero iterations is an error.
+  std::vector<ValueForm> carried_forms;
 };
 
 StatusOr<std::vector<HostValue>> run_loop(std::span<const HostValue> inputs, const LoopArgs& args);

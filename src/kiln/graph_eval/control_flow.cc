@@ -145,7 +145,9 @@ class BodyInference {
       for (size_t v = 0; v < n; ++v) {
         FlowType& in = types[in0 + v];
         const FlowType out = body_output(0, out0 + v);
-        if (out.dtype != in.dtype || out.shape.size() != in.shape.size() || out.form != in.form) {
+        const bool fills = is_optional(in.form) && out.form == element_form(in.form);
+        if (out.dtype != in.dtype || out.shape.size() != in.shape.size() ||
+            (out.form != in.form && !fills)) {
           return invalid_argument(
               "loop-carried value {} enters the body as {} and leaves it as {}; its form, dtype "
               "and rank must not change",
@@ -268,6 +270,8 @@ Status infer_loop(BodyInference& inference) {
   for (size_t v = 0; v < carried; ++v) {
     outputs.push_back(inference.carried_output(2 + v, varying[v]));
     outputs.back().element_rank = types[2 + v].element_rank;
+    // A carried optional the body returns as what it holds leaves the loop as that.
+    outputs.back().form = inference.body_output(0, 1 + v).form;
   }
   std::optional<DimExpr> count;
   for (size_t k = 0; k < scans; ++k) {
@@ -514,6 +518,9 @@ StatusOr<std::vector<HostValue>> evaluate_control_flow(const ir::Graph& graph, i
     args.body = runner(0);
     const size_t states = node.inputs.size() - args.captures - (node.op_type == "Loop" ? 2 : 0);
     if (node.op_type == "Loop") {
+      for (size_t v = 0; v < states; ++v) {
+        args.carried_forms.push_back(graph.value(node.outputs.at(v)).form);
+      }
       args.empty_scan_shape = [&](size_t k) {
         return empty_slice(graph.value(node.outputs.at(states + k)), 0);
       };

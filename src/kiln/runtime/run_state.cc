@@ -511,6 +511,9 @@ Status RunState::run_control(const Stage& stage, std::map<int32_t, HostValue>& h
     outputs = runner(cond ? 0 : 1)(std::move(taken));
   } else if (dispatch.op_type == "Loop") {
     const size_t carried = inputs.size() - 2 - args.captures;
+    for (size_t v = 0; v < carried && v < dispatch.outputs.size(); ++v) {
+      args.carried_forms.push_back(module.values[dispatch.outputs[v]].form);
+    }
     args.body = runner(0);
     args.empty_scan_shape = [&](size_t k) {
       return empty_slice(module.values[dispatch.outputs.at(carried + k)], 0, bindings);
