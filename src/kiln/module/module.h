@@ -43,9 +43,6 @@ struct ModuleValue {
   std::string name;
   DType dtype = DType::kF32;  // a sequence's or optional's: its tensors' dtype
   Shape shape;  // symbolic dims over ModuleContents::symbols; empty for a sequence or optional
-  // A tensor, or a sequence or optional, which lives on the host: only host dispatches
-  // (is_host_dispatch) read or write one, and it is never a constant.
-  ValueForm form = ValueForm::kTensor;
   ValueKind kind = ValueKind::kIntermediate;
   Tensor constant;  // kConstant only: the data (borrowed from the mapped file when loaded)
   // Shape computation: for a non-constant value of rank <= 1 (integer, bool, or f32/f64 holding
@@ -53,6 +50,9 @@ struct ModuleValue {
   // of the symbols (e.g. Shape(x)), one per element; empty when unknown. The runtime evaluates
   // them per binding so backends can plan ops that need those values (ValueSpec::known_value).
   std::vector<DimExpr> known_values;
+  // A tensor, or a sequence or optional, which lives on the host: only host dispatches
+  // (is_host_dispatch) read or write one, and it is never a constant.
+  ValueForm form = ValueForm::kTensor;
 };
 
 struct ModuleContents;
