@@ -592,7 +592,12 @@ TEST(Sequences, OneModuleRunsASequenceCarryingLoopAtAnyTripCount) {
   // The tensor-only interfaces refuse the sequence output by name.
   auto tensors = session->run(std::vector<Tensor>{i64(2)});
   ASSERT_FALSE(tensors.ok());
-  EXPECT_THAT(tensors.status().message(), HasSubstr("output 'seq' is a sequence"));
+  EXPECT_THAT(tensors.status().message(), HasSubstr("output 0 'seq' is a sequence"));
+  EXPECT_FALSE(session->output_shapes(std::vector<Tensor>{i64(2)}).ok());
+  std::vector<Tensor> into = {Tensor::create(DType::kF32, {2}).value(),
+                              Tensor::create(DType::kF32, {2}).value()};
+  EXPECT_THAT(session->run_into(std::vector<Tensor>{i64(2)}, into).message(),
+              HasSubstr("output 0 'seq' is a sequence"));
 }
 
 TEST(Sequences, SequenceAtOutOfRangeAndWrongFormsAreRunTimeErrors) {

@@ -3,6 +3,17 @@
 #include <unistd.h>
 
 namespace kiln::runtime {
+namespace {
+
+// The tensor interfaces (run, run_into, output_shapes) refuse a sequence or optional output.
+Status check_tensor_output(const module::ModuleValue& value, size_t index) {
+  if (value.form == ValueForm::kTensor) return ok_status();
+  return invalid_argument(
+      "output {} '{}' is a {}; run_values takes and gives sequences and optionals", index,
+      value.name, value_form_name(value.form));
+}
+
+}  // namespace
 
 uint64_t default_max_memory_bytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -86,6 +97,7 @@ StatusOr<std::vector<ConcreteShape>> Session::output_shapes(std::span<const Tens
   std::vector<ConcreteShape> shapes;
   for (size_t i = 0; i < module_->outputs.size(); ++i) {
     const module::ModuleValue& value = module_->values[module_->outputs[i]];
+    KILN_RETURN_IF_ERROR(check_tensor_output(value, i));
     const std::string symbol = data_symbol_of(value);
     if (!symbol.empty()) {
       return failed_precondition(
@@ -155,14 +167,8 @@ StatusOr<std::vector<std::vector<std::string>>> Session::describe_dispatches(
 // the changed bytes).
 StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
                                            hal::RunObserver* observer, Bindings* bound) {
-  for (int32_t out : module_->outputs) {
-    const module::ModuleValue& value = module_->values[out];
-    if (value.form != ValueForm::kTensor) {
-      return invalid_argument(
-          "output '{}' is a {}; run_values takes and gives sequences and "
-          "optionals",
-          value.name, value_form_name(value.form));
-    }
+  for (size_t i = 0; i < module_->outputs.size(); ++i) {
+    KILN_RETURN_IF_ERROR(check_tensor_output(module_->values[module_->outputs[i]], i));
   }
   KILN_ASSIGN_OR_RETURN(std::vector<HostValue> outputs,
                         run_values(tensor_values(inputs), observer, bound));
@@ -186,6 +192,7 @@ Status Session::run_into(std::span<const Tensor> inputs, std::span<Tensor> outpu
   // others once their stage knows them.
   for (size_t i = 0; i < outputs.size(); ++i) {
     const module::ModuleValue& value = module_->values[module_->outputs[i]];
+    KILN_RETURN_IF_ERROR(check_tensor_output(value, i));
     if (!data_symbol_of(value).empty()) continue;
     KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
     KILN_RETURN_IF_ERROR(check_output_tensor(*module_, i, shape, outputs[i]));
