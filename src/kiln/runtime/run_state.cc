@@ -108,7 +108,7 @@ StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
                               value_form_name(expected.form), dtype_name(expected.dtype),
                               values[i].describe());
     }
-    // Non-tensors stand in as a scalar of their dtype for the checks below, which skip them.
+    // A sequence or optional stands in as an empty tensor for the checks below, which skip it.
     inputs.push_back(expected.form == ValueForm::kTensor ? values[i].tensor() : Tensor());
   }
   inputs.resize(values.size());
