@@ -29,7 +29,7 @@ TEST(KilnCliVersion, VersionNamesKilnOneDnnAndTheModuleFormat) {
   ASSERT_NE(onednn, std::string::npos) << version.output;
   EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(version.output[onednn + 8])))
       << version.output;
-  EXPECT_NE(version.output.find("\nmodule format 2"), std::string::npos) << version.output;
+  EXPECT_NE(version.output.find("\nmodule format 3"), std::string::npos) << version.output;
   auto help = testing::run_kiln("--help");
   EXPECT_EQ(help.exit_code, 0) << help.output;
   EXPECT_NE(help.output.find("kiln 0.1.0"), std::string::npos) << help.output;
@@ -51,12 +51,12 @@ TEST(KilnCliInfo, AModuleShowsItsSignatureAndContents) {
   auto text = testing::run_kiln("info " + module);
   ASSERT_EQ(text.exit_code, 0) << text.output;
   for (const char* fragment : {"data: f32[N,3,8,8]", "prob: f32[N,10]", "symbols: N",
-                               "dispatches: 8", "format 2", "bytes"}) {
+                               "dispatches: 8", "format 3", "bytes"}) {
     EXPECT_NE(text.output.find(fragment), std::string::npos) << fragment << " in\n" << text.output;
   }
   const auto info = info_json(module);
   EXPECT_EQ(info["kind"], "module");
-  EXPECT_EQ(info["format_version"], 2);
+  EXPECT_EQ(info["format_version"], 3);
   EXPECT_EQ(info["producer"].get<std::string>().rfind("kiln ", 0), 0u);
   ASSERT_EQ(info["inputs"].size(), 1u);
   EXPECT_EQ(info["inputs"][0]["name"], "data");

@@ -336,11 +336,11 @@ TEST_F(KilnCli, CorruptedModuleIsRefused) {
 
 TEST_F(KilnCli, ModuleOfAnotherFormatVersionIsRefused) {
   std::string bytes = read_bytes(module_);
-  bytes[8] = 3;  // u32 format version at offset 8
-  std::string path = dir_ + "/v3.kmod";
+  bytes[8] = 2;  // u32 format version at offset 8: the one before value forms
+  std::string path = dir_ + "/v2.kmod";
   write_bytes(path, bytes);
   expect_error(run_kiln("run --module=" + path + " --input=" + tiny_input(1)),
-               {"version 3", "recompile"});
+               {"version 2", "recompile"});
 }
 
 TEST_F(KilnCli, ExternalDataInsideTheModelDirectoryWorks) {

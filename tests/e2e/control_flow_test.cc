@@ -1,4 +1,5 @@
-// Control flow (Loop, Scan, a large If) end to end: ONNX models built in memory, imported with
+// Control flow (Loop, Scan, a large If) end to end, and sequences and optionals, which live on the
+// host and cross Loops and If branches: ONNX models built in memory, imported with
 // their bodies, compiled to a module whose control-flow dispatches carry nested programs, written
 // and loaded back, and run by the Session on the CPU, each body as a nested program on the same
 // device. Expected values are worked out by hand from the ONNX spec, and every run is also
@@ -511,6 +512,131 @@ TEST(ControlFlow, ModulesNestingBodiesTooDeepAreRefused) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   EXPECT_EQ((*loaded)->dispatches[0].bodies[0]->dispatches[0].bodies[0]->dispatches[0].name,
             "loop0");
+}
+
+// A graph input that is a sequence of f32 tensors of rank 1.
+void sequence_input(ModelBuilder& m, const std::string& name) {
+  onnx::ValueInfoProto* in = m.graph().add_input();
+  in->set_name(name);
+  auto* tensor =
+      in->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type();
+  tensor->set_elem_type(kFloat);
+  tensor->mutable_shape()->add_dim()->set_dim_param("L");
+}
+
+HostValue f32_sequence(std::vector<Tensor> elements) {
+  return HostValue::sequence(DType::kF32, std::move(elements)).value();
+}
+
+// seq = Loop(M) { s = SequenceInsert(s, [float(i)]) } from SequenceEmpty, and
+// joined = ConcatFromSequence(seq, axis 0): a sequence whose length, and a tensor whose dim, only
+// the run knows.
+ModelBuilder sequence_loop() {
+  ModelBuilder m;
+  m.input("M", kInt64, {});
+  attr_int(m.node("SequenceEmpty", {}, {"empty"}, "empty"), "dtype", kFloat);
+  Body body;
+  body.input("i");
+  body.input("cond_in");
+  body.input("s_in");
+  body.iteration_as_float("i", "i_f");
+  body.node("SequenceInsert", {"s_in", "i_f"}, {"s_out"});
+  body.node("Identity", {"cond_in"}, {"cond_out"});
+  body.output("cond_out");
+  body.output("s_out");
+  set_body(m.node("Loop", {"M", "", "empty"}, {"seq"}, "loop"), "body", body);
+  attr_int(m.node("ConcatFromSequence", {"seq"}, {"joined"}, "concat"), "axis", 0);
+  m.graph().add_output()->set_name("seq");
+  m.output("joined");
+  return m;
+}
+
+TEST(Sequences, OneModuleRunsASequenceCarryingLoopAtAnyTripCount) {
+  auto compiled = compile(sequence_loop());
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  // The forms survive the module file: the loop carries a sequence, the first output is one.
+  const module::ModuleContents& module = *compiled->module;
+  EXPECT_EQ(module.values[module.outputs[0]].form, ValueForm::kSequence);
+  EXPECT_EQ(module.values[module.outputs[1]].form, ValueForm::kTensor);
+  const module::Dispatch& loop = module.dispatches[1];
+  ASSERT_EQ(loop.op_type, "Loop");
+  EXPECT_EQ(loop.bodies[0]->values[loop.bodies[0]->inputs[2]].form, ValueForm::kSequence);
+  auto session = open(*compiled);
+  for (int64_t m : {3, 5, 1}) {
+    const std::vector<HostValue> inputs = {i64(m)};
+    auto out = session->run_values(inputs);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    ASSERT_EQ(out->size(), 2u);
+    const HostValue& seq = (*out)[0];
+    ASSERT_EQ(seq.form(), ValueForm::kSequence);
+    ASSERT_EQ(seq.elements().size(), static_cast<size_t>(m)) << "M=" << m;
+    std::vector<float> expected;
+    for (int64_t i = 0; i < m; ++i) {
+      EXPECT_EQ(floats(seq.elements()[i]), std::vector<float>{static_cast<float>(i)});
+      expected.push_back(static_cast<float>(i));
+    }
+    EXPECT_EQ((*out)[1].tensor().shape(), (ConcreteShape{m})) << "M=" << m;
+    EXPECT_EQ(floats((*out)[1].tensor()), expected) << "M=" << m;
+    // The float64 reference agrees.
+    auto reference = graph_eval::evaluate_graph_values(compiled->graph, inputs);
+    ASSERT_TRUE(reference.ok()) << reference.status().to_string();
+    EXPECT_EQ((*reference)[0].elements().size(), static_cast<size_t>(m));
+    EXPECT_EQ(floats((*reference)[1].tensor()), expected);
+  }
+  // Zero iterations leave an empty sequence, which ConcatFromSequence refuses by name.
+  const std::vector<HostValue> zero = {i64(0)};
+  auto empty = session->run_values(zero);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.status().message(),
+              HasSubstr("dispatch 'd2_concat' (ConcatFromSequence): the sequence is empty"));
+  // The tensor-only interfaces refuse the sequence output by name.
+  auto tensors = session->run(std::vector<Tensor>{i64(2)});
+  ASSERT_FALSE(tensors.ok());
+  EXPECT_THAT(tensors.status().message(), HasSubstr("output 0 'seq' is a sequence"));
+  EXPECT_FALSE(session->output_shapes(std::vector<Tensor>{i64(2)}).ok());
+  std::vector<Tensor> into = {Tensor::create(DType::kF32, {2}).value(),
+                              Tensor::create(DType::kF32, {2}).value()};
+  EXPECT_THAT(session->run_into(std::vector<Tensor>{i64(2)}, into).message(),
+              HasSubstr("output 0 'seq' is a sequence"));
+}
+
+TEST(Sequences, SequenceAtOutOfRangeAndWrongFormsAreRunTimeErrors) {
+  ModelBuilder m;
+  sequence_input(m, "s");
+  m.input("p", kInt64, {});
+  m.node("SequenceAt", {"s", "p"}, {"y"}, "at");
+  m.output("y");
+  auto compiled = compile(m);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  auto session = open(*compiled);
+  const HostValue s = f32_sequence({f32({2}, {1, 2}), f32({3}, {3, 4, 5})});
+  // The element's dims are bound from the data: [3] here.
+  auto out = session->run_values(std::vector<HostValue>{s, i64(-1)});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ((*out)[0].tensor().shape(), (ConcreteShape{3}));
+  EXPECT_EQ(floats((*out)[0].tensor()), (std::vector<float>{3, 4, 5}));
+  auto beyond = session->run_values(std::vector<HostValue>{s, i64(2)});
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_THAT(beyond.status().message(),
+              HasSubstr("(SequenceAt): position 2 is out of range [-2, 1] for a sequence of 2"));
+  auto tensor_for_sequence = session->run_values(std::vector<HostValue>{f32({2}, {1, 2}), i64(0)});
+  ASSERT_FALSE(tensor_for_sequence.ok());
+  EXPECT_THAT(tensor_for_sequence.status().message(),
+              HasSubstr("input 0 's': expected a sequence of f32, got f32 [2]"));
+  auto wrong_dtype = session->run_values(
+      std::vector<HostValue>{HostValue::sequence(DType::kI64, {}).value(), i64(0)});
+  ASSERT_FALSE(wrong_dtype.ok());
+  EXPECT_THAT(wrong_dtype.status().message(), HasSubstr("got sequence of 0 i64 tensors"));
+
+  // The verifier: a sequence read by a device dispatch, and an unknown form code.
+  module::ModuleContents bad = *compiled->module;
+  bad.dispatches[0].op_type = "Relu";
+  Status device = module::verify_contents(bad);
+  ASSERT_FALSE(device.ok());
+  EXPECT_THAT(device.message(), HasSubstr("Relu reads or writes a sequence or optional"));
+  bad = *compiled->module;
+  bad.values[bad.inputs[0]].form = static_cast<ValueForm>(9);
+  EXPECT_THAT(module::verify_contents(bad).message(), HasSubstr("invalid form code 9"));
 }
 
 }  // namespace

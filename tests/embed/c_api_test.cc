@@ -255,6 +255,24 @@ TEST(CApiBasics, UnknownDeviceListsTheDevices) {
   kiln_module_release(module);
 }
 
+// The C API passes tensors only: a module with a sequence input or output is refused by name when
+// the session is created (C++ programs run it through Session::run_values).
+TEST(CApiBasics, SequenceValuedModulesAreRefusedByName) {
+  std::vector<char> onnx =
+      read_bytes("/usr/share/libonnx-testdata/data/node/test_identity_sequence/model.onnx");
+  ASSERT_FALSE(onnx.empty());
+  kiln_bytes bytes{};
+  EXPECT_KILN_OK(kiln_compile_memory(onnx.data(), onnx.size(), nullptr, &bytes));
+  kiln_module* module = nullptr;
+  EXPECT_KILN_OK(kiln_module_load_memory(bytes.data, bytes.size, nullptr, &module));
+  kiln_bytes_release(&bytes);
+  kiln_session* session = nullptr;
+  EXPECT_THAT(message_of(kiln_session_create(module, nullptr, &session)),
+              HasSubstr("the module's input 'x' is a sequence; the C API takes and gives tensors"));
+  EXPECT_EQ(session, nullptr);
+  kiln_module_release(module);
+}
+
 TEST(CApiBasics, CompileFileBindsSymbolsAndReportsBadOptions) {
   const std::string dir = kiln::testing::make_temp_dir("c_api_compile");
   const std::string model = kiln::testing::model_path("small/tiny_cnn.onnx");

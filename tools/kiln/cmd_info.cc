@@ -40,18 +40,27 @@ Json dims_json(const Shape& shape) {
   return dims;
 }
 
-Json tensor_json(const std::string& name, DType dtype, const Shape& shape) {
-  return Json{
-      {"name", name}, {"dtype", std::string(dtype_name(dtype))}, {"shape", dims_json(shape)}};
+// A sequence or optional also says its form ("sequence", "optional tensor", ...); its dtype is its
+// tensors'.
+Json tensor_json(const std::string& name, DType dtype, const Shape& shape, ValueForm form) {
+  Json out{{"name", name}, {"dtype", std::string(dtype_name(dtype))}, {"shape", dims_json(shape)}};
+  if (form != ValueForm::kTensor) out["form"] = std::string(value_form_name(form));
+  return out;
 }
 
-// "  data: f32[N,3,224,224]" for each of `tensors`.
+// "  data: f32[N,3,224,224]" for each of `tensors` ("  s: sequence of f32" for a sequence).
 void print_tensors(const char* title, const Json& tensors) {
   std::printf("%s:\n", title);
   for (const Json& tensor : tensors) {
     std::string dims;
     for (const Json& dim : tensor["shape"]) {
       dims += (dims.empty() ? "" : ",") + (dim.is_string() ? dim.get<std::string>() : dim.dump());
+    }
+    if (tensor.contains("form")) {
+      std::printf("  %s: %s of %s\n", tensor["name"].get<std::string>().c_str(),
+                  tensor["form"].get<std::string>().c_str(),
+                  tensor["dtype"].get<std::string>().c_str());
+      continue;
     }
     std::printf("  %s: %s[%s]\n", tensor["name"].get<std::string>().c_str(),
                 tensor["dtype"].get<std::string>().c_str(), dims.c_str());
@@ -68,11 +77,11 @@ StatusOr<Json> module_info(const std::string& path) {
   Json inputs = Json::array(), outputs = Json::array();
   for (int32_t id : module->inputs) {
     const module::ModuleValue& value = module->values[id];
-    inputs.push_back(tensor_json(value.name, value.dtype, value.shape));
+    inputs.push_back(tensor_json(value.name, value.dtype, value.shape, value.form));
   }
   for (int32_t id : module->outputs) {
     const module::ModuleValue& value = module->values[id];
-    outputs.push_back(tensor_json(value.name, value.dtype, value.shape));
+    outputs.push_back(tensor_json(value.name, value.dtype, value.shape, value.form));
   }
   info["inputs"] = std::move(inputs);
   info["outputs"] = std::move(outputs);
@@ -101,11 +110,11 @@ StatusOr<Json> model_info(const std::string& path) {
   Json inputs = Json::array(), outputs = Json::array();
   for (ir::ValueId id : graph.inputs()) {
     const ir::Value& value = graph.value(id);
-    inputs.push_back(tensor_json(value.name, value.dtype, value.shape));
+    inputs.push_back(tensor_json(value.name, value.dtype, value.shape, value.form));
   }
   for (ir::ValueId id : graph.outputs()) {
     const ir::Value& value = graph.value(id);
-    outputs.push_back(tensor_json(value.name, value.dtype, value.shape));
+    outputs.push_back(tensor_json(value.name, value.dtype, value.shape, value.form));
   }
   info["inputs"] = std::move(inputs);
   info["outputs"] = std::move(outputs);

@@ -34,7 +34,7 @@ StatusOr<Tensor> scalar_bool(bool value) {
   return t;
 }
 
-Status check_body_outputs(const std::vector<Tensor>& outputs, size_t expected,
+Status check_body_outputs(const std::vector<HostValue>& outputs, size_t expected,
                           std::string_view where, int64_t iteration) {
   if (outputs.size() == expected) return ok_status();
   return invalid_argument("{}: the body returned {} outputs at iteration {}, expected {}", where,
@@ -145,7 +145,30 @@ StatusOr<Tensor> stack_along(std::span<const Tensor> slices, int64_t axis, DType
   return out;
 }
 
-StatusOr<std::vector<Tensor>> run_loop(std::span<const Tensor> inputs, const LoopArgs& args) {
+namespace {
+
+// A carried or state value the body returned, checked against the one it took (an optional may
+// come back as what it holds).
+Status check_carried(const HostValue& in, const HostValue& out, std::string_view what, size_t v,
+                     std::string_view where, int64_t iteration) {
+  const bool same_form =
+      out.form() == in.form() || (is_optional(in.form()) && out.form() == element_form(in.form()));
+  if (same_form && out.dtype() == in.dtype()) return ok_status();
+  return invalid_argument("{}: {} {} is {} but the body returned {} at iteration {}", where, what,
+                          v, in.describe(), out.describe(), iteration);
+}
+
+// A scan output slice the body returned: a tensor.
+StatusOr<Tensor> scan_slice(const HostValue& out, size_t k, std::string_view where,
+                            int64_t iteration) {
+  if (out.is_tensor()) return out.tensor();
+  return invalid_argument("{}: scan output {} is {} at iteration {}; scan outputs are tensors",
+                          where, k, out.describe(), iteration);
+}
+
+}  // namespace
+
+StatusOr<std::vector<HostValue>> run_loop(std::span<const HostValue> inputs, const LoopArgs& args) {
   const std::string& where = args.where;
   if (inputs.size() < 2 + args.captures) {
     return invalid_argument("{}: has {} inputs, fewer than M, cond and {} captures", where,
@@ -157,8 +180,11 @@ StatusOr<std::vector<Tensor>> run_loop(std::span<const Tensor> inputs, const Loo
                             args.output_count, carried);
   }
   const size_t scans = args.output_count - carried;
-  const Tensor& trip = inputs[0];
-  const Tensor& cond_input = inputs[1];
+  if (!inputs[0].is_tensor() || !inputs[1].is_tensor()) {
+    return invalid_argument("{}: the trip count and the condition must be tensors", where);
+  }
+  const Tensor& trip = inputs[0].tensor();
+  const Tensor& cond_input = inputs[1].tensor();
   if (trip.empty_storage() && cond_input.empty_storage()) {
     return invalid_argument(
         "{}: has neither a trip count nor a condition; kiln does not run unbounded loops", where);
@@ -182,36 +208,53 @@ StatusOr<std::vector<Tensor>> run_loop(std::span<const Tensor> inputs, const Loo
   if (!cond_input.empty_storage()) {
     KILN_ASSIGN_OR_RETURN(cond, read_condition(cond_input, where + ": the condition"));
   }
-  std::vector<Tensor> values(inputs.begin() + 2, inputs.begin() + 2 + carried);
+  std::vector<HostValue> values(inputs.begin() + 2, inputs.begin() + 2 + carried);
   ScanCollector scan(scans, args.max_bytes, where);
   int64_t i = 0;
   for (; i < max_trips && cond; ++i) {
-    std::vector<Tensor> body_inputs;
+    std::vector<HostValue> body_inputs;
+    // A carried optional the body filled enters again as an optional.
+    for (size_t v = 0; v < carried; ++v) {
+      if (values[v].form() != inputs[2 + v].form()) values[v] = HostValue::optional_of(values[v]);
+    }
     KILN_ASSIGN_OR_RETURN(Tensor iteration, scalar_i64(i));
     KILN_ASSIGN_OR_RETURN(Tensor cond_in, scalar_bool(cond));
     body_inputs.push_back(std::move(iteration));
     body_inputs.push_back(std::move(cond_in));
-    for (const Tensor& v : values) body_inputs.push_back(v);
+    for (const HostValue& v : values) body_inputs.push_back(v);
     for (size_t c = 0; c < args.captures; ++c) body_inputs.push_back(inputs[2 + carried + c]);
-    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, args.body(std::move(body_inputs)));
+    KILN_ASSIGN_OR_RETURN(std::vector<HostValue> outputs, args.body(std::move(body_inputs)));
     KILN_RETURN_IF_ERROR(check_body_outputs(outputs, 1 + carried + scans, where, i));
     if (!cond_input.empty_storage()) {
-      KILN_ASSIGN_OR_RETURN(
-          cond, read_condition(outputs[0], fmt::format("{}: the body's condition output", where)));
+      const std::string what = fmt::format("{}: the body's condition output", where);
+      KILN_ASSIGN_OR_RETURN(Tensor cond_out, scan_slice(outputs[0], 0, what, i));
+      KILN_ASSIGN_OR_RETURN(cond, read_condition(cond_out, what));
     }
     for (size_t v = 0; v < carried; ++v) {
-      if (outputs[1 + v].dtype() != values[v].dtype()) {
-        return invalid_argument(
-            "{}: loop-carried value {} is {} but the body returned {} at iteration {}", where, v,
-            dtype_name(values[v].dtype()), dtype_name(outputs[1 + v].dtype()), i);
-      }
+      KILN_RETURN_IF_ERROR(
+          check_carried(inputs[2 + v], outputs[1 + v], "loop-carried value", v, where, i));
       values[v] = outputs[1 + v].clone();
     }
     for (size_t k = 0; k < scans; ++k) {
-      KILN_RETURN_IF_ERROR(scan.add(k, outputs[1 + carried + k], i));
+      KILN_ASSIGN_OR_RETURN(Tensor slice, scan_slice(outputs[1 + carried + k], k, where, i));
+      KILN_RETURN_IF_ERROR(scan.add(k, slice, i));
     }
   }
-  std::vector<Tensor> results = std::move(values);
+  for (size_t v = 0; v < carried && v < args.carried_forms.size(); ++v) {
+    if (values[v].form() == args.carried_forms[v]) continue;
+    if (!is_optional(values[v].form()) || element_form(values[v].form()) != args.carried_forms[v]) {
+      return internal_error("{}: loop-carried value {} is {}, but the node gives a {}", where, v,
+                            values[v].describe(), value_form_name(args.carried_forms[v]));
+    }
+    if (!values[v].has_element()) {
+      return invalid_argument(
+          "{}: loop-carried value {} is an empty optional after {} iterations, but the loop gives "
+          "a {}",
+          where, v, i, value_form_name(args.carried_forms[v]));
+    }
+    values[v] = values[v].element();
+  }
+  std::vector<HostValue> results = std::move(values);
   for (size_t k = 0; k < scans; ++k) {
     KILN_ASSIGN_OR_RETURN(Tensor stacked, scan.stacked(k, 0, false, args.empty_scan_shape));
     results.push_back(std::move(stacked));
@@ -254,8 +297,8 @@ StatusOr<ScanAttributes> parse_scan_attributes(const Attributes& attributes, siz
   return out;
 }
 
-StatusOr<std::vector<Tensor>> run_scan(std::span<const Tensor> inputs, const Attributes& attributes,
-                                       const LoopArgs& args) {
+StatusOr<std::vector<HostValue>> run_scan(std::span<const HostValue> inputs,
+                                          const Attributes& attributes, const LoopArgs& args) {
   const std::string& where = args.where;
   if (inputs.size() < args.captures) {
     return invalid_argument("{}: has {} inputs for {} captures", where, inputs.size(),
@@ -270,8 +313,10 @@ StatusOr<std::vector<Tensor>> run_scan(std::span<const Tensor> inputs, const Att
   std::vector<int64_t> axes(m);
   int64_t length = -1;
   for (size_t j = 0; j < m; ++j) {
-    const Tensor& x = inputs[states + j];
-    if (x.empty_storage()) return invalid_argument("{}: scan input {} is absent", where, j);
+    const Tensor& x = inputs[states + j].tensor();
+    if (!inputs[states + j].is_tensor() || x.empty_storage()) {
+      return invalid_argument("{}: scan input {} is absent or not a tensor", where, j);
+    }
     KILN_ASSIGN_OR_RETURN(axes[j],
                           normalize_axis(attrs.input_axes[j], x.rank(),
                                          fmt::format("{}: scan_input_axes[{}]", where, j)));
@@ -282,28 +327,27 @@ StatusOr<std::vector<Tensor>> run_scan(std::span<const Tensor> inputs, const Att
     }
     length = n;
   }
-  std::vector<Tensor> values(inputs.begin(), inputs.begin() + states);
+  std::vector<HostValue> values(inputs.begin(), inputs.begin() + states);
   ScanCollector scan(scans, args.max_bytes, where);
   for (int64_t i = 0; i < length; ++i) {
-    std::vector<Tensor> body_inputs = values;
+    std::vector<HostValue> body_inputs = values;
     for (size_t j = 0; j < m; ++j) {
       const int64_t at = attrs.input_directions[j] == 1 ? length - 1 - i : i;
-      body_inputs.push_back(slice_along(inputs[states + j], axes[j], at));
+      body_inputs.push_back(slice_along(inputs[states + j].tensor(), axes[j], at));
     }
     for (size_t c = 0; c < args.captures; ++c) body_inputs.push_back(inputs[formal + c]);
-    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, args.body(std::move(body_inputs)));
+    KILN_ASSIGN_OR_RETURN(std::vector<HostValue> outputs, args.body(std::move(body_inputs)));
     KILN_RETURN_IF_ERROR(check_body_outputs(outputs, states + scans, where, i));
     for (size_t v = 0; v < states; ++v) {
-      if (outputs[v].dtype() != values[v].dtype()) {
-        return invalid_argument("{}: state value {} is {} but the body returned {} at iteration {}",
-                                where, v, dtype_name(values[v].dtype()),
-                                dtype_name(outputs[v].dtype()), i);
-      }
+      KILN_RETURN_IF_ERROR(check_carried(values[v], outputs[v], "state value", v, where, i));
       values[v] = outputs[v].clone();
     }
-    for (size_t k = 0; k < scans; ++k) KILN_RETURN_IF_ERROR(scan.add(k, outputs[states + k], i));
+    for (size_t k = 0; k < scans; ++k) {
+      KILN_ASSIGN_OR_RETURN(Tensor slice, scan_slice(outputs[states + k], k, where, i));
+      KILN_RETURN_IF_ERROR(scan.add(k, slice, i));
+    }
   }
-  std::vector<Tensor> results = std::move(values);
+  std::vector<HostValue> results = std::move(values);
   for (size_t k = 0; k < scans; ++k) {
     KILN_ASSIGN_OR_RETURN(Tensor stacked,
                           scan.stacked(k, attrs.output_axes[k], attrs.output_directions[k] == 1,

@@ -4,8 +4,9 @@
 // how to run a body; this file owns everything ONNX says around it: the trip count and the
 // condition, loop-carried values, slicing scan inputs, stacking scan outputs, and the checks.
 //
-// Node inputs are passed as tensors in the node's order; an omitted optional input is an empty
-// (default-constructed) Tensor. A body's inputs are the op's formal body inputs followed by the
+// Node inputs are passed as host values in the node's order (base/host_value.h: a loop-carried
+// value may be a sequence or an optional); an omitted optional input is an empty
+// (default-constructed) value. A body's inputs are the op's formal body inputs followed by the
 // captures (outer-scope values the body reads, which the node lists as its last inputs, in the
 // same order). Each `BodyRunner` call gets the body's inputs and returns its outputs.
 //
@@ -13,7 +14,8 @@
 //         v..., captures...) -> (cond_out, v..., scan...); outputs (v_final..., scan...), each
 //         scan output its per-iteration values stacked along a new axis 0. M absent: no bound;
 //         cond absent: the body's cond_out is ignored (ONNX). Both absent is an error (kiln does
-//         not run unbounded loops). Carried values keep their dtype; their shapes may change.
+//         not run unbounded loops). Carried values keep their form and dtype (an optional may
+//         become what it holds, LoopArgs::carried_forms); their shapes may change.
 //   Scan  inputs (state..., scan_input..., captures...) with attributes num_scan_inputs,
 //         scan_input_axes/directions, scan_output_axes/directions (opset 9+ semantics); body
 //         (state..., scan slices..., captures...) -> (state..., scan output slices...).
@@ -21,7 +23,7 @@
 //
 // Errors (InvalidArgument unless said): a trip count that is not one int64 element or is
 // negative, or over kMaxLoopIterations (OutOfRange); a condition that is not one bool element;
-// a body that returns another number of outputs, another dtype for a carried value, or scan
+// a body that returns another number of outputs, another form or dtype for a carried value, or scan
 // output slices whose shapes differ between iterations; scan outputs over `max_bytes`
 // (OutOfRange); scan inputs whose lengths differ. Each names the node (`where`).
 #pragma once
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "kiln/base/attributes.h"
+#include "kiln/base/host_value.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 
@@ -42,7 +45,7 @@ namespace kiln::control_flow {
 // must not keep a run busy for days.
 inline constexpr int64_t kMaxLoopIterations = int64_t{1} << 31;
 
-using BodyRunner = std::function<StatusOr<std::vector<Tensor>>(std::vector<Tensor> inputs)>;
+using BodyRunner = std::function<StatusOr<std::vector<HostValue>>(std::vector<HostValue> inputs)>;
 // The dtype and dims of scan output `index` per iteration when the loop ran zero times (the body
 // never said): the caller knows them from shape inference, or fails naming the output.
 struct SliceType {
@@ -58,9 +61,14 @@ struct LoopArgs {
   uint64_t max_bytes = UINT64_MAX;
   BodyRunner body;
   EmptyScanShape empty_scan_shape;
+  // Loop: the forms of the node's carried outputs, when known (empty: each keeps its input's).
+  // A carried optional the body returns as what it holds (ONNX's test_loop16_seq_none: an empty
+  // optional sequence that the first iteration fills) enters every iteration as an optional and
+  // leaves the loop as what it holds; an empty one left by zero iterations is an error.
+  std::vector<ValueForm> carried_forms;
 };
 
-StatusOr<std::vector<Tensor>> run_loop(std::span<const Tensor> inputs, const LoopArgs& args);
+StatusOr<std::vector<HostValue>> run_loop(std::span<const HostValue> inputs, const LoopArgs& args);
 
 // Scan's attributes, checked against the node: num_scan_inputs M in [1, inputs], each list of
 // axes/directions as long as the inputs or outputs it describes, directions 0 or 1. Axes are
@@ -76,8 +84,8 @@ StatusOr<ScanAttributes> parse_scan_attributes(const Attributes& attributes, siz
 StatusOr<int64_t> normalize_axis(int64_t axis, int64_t rank, std::string_view what);
 
 // `attributes`: the Scan node's (num_scan_inputs and the axes/directions above).
-StatusOr<std::vector<Tensor>> run_scan(std::span<const Tensor> inputs, const Attributes& attributes,
-                                       const LoopArgs& args);
+StatusOr<std::vector<HostValue>> run_scan(std::span<const HostValue> inputs,
+                                          const Attributes& attributes, const LoopArgs& args);
 
 // A condition (If's, Loop's): one bool element, any rank. `what` names it in errors.
 StatusOr<bool> read_condition(const Tensor& condition, std::string_view what);

@@ -64,6 +64,20 @@ kiln_status* kiln_session_create(const kiln_module* module, const kiln_session_o
     if (module == nullptr || out_session == nullptr) {
       return kiln::invalid_argument("kiln_session_create: module and out_session must be set");
     }
+    // The C API (and Python on it) passes tensors only; sequences and optionals go through the
+    // C++ Session::run_values.
+    const kiln::module::ModuleContents& contents = *module->loaded->contents;
+    for (const auto* ports : {&contents.inputs, &contents.outputs}) {
+      for (int32_t id : *ports) {
+        const kiln::module::ModuleValue& value = contents.values[static_cast<size_t>(id)];
+        if (value.form == kiln::ValueForm::kTensor) continue;
+        return kiln::unimplemented(
+            "kiln_session_create: the module's {} '{}' is a {}; the C API takes and gives tensors "
+            "only (C++: kiln::runtime::Session::run_values)",
+            ports == &contents.inputs ? "input" : "output", value.name,
+            kiln::value_form_name(value.form));
+      }
+    }
     kiln::backends::register_builtin_backends();
     kiln::runtime::SessionOptions session_options;
     if (options != nullptr) {

@@ -50,6 +50,7 @@ StatusOr<module::ModuleContents> emit_module(const ir::Graph& graph) {
     out.name = value.name;
     out.dtype = value.dtype;
     out.shape = value.shape;
+    out.form = value.form;
     if (is_input[v]) {
       out.kind = module::ValueKind::kInput;
     } else if (value.constant) {

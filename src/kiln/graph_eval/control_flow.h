@@ -1,5 +1,8 @@
 // Internal to kiln_graph_eval: shape inference and reference evaluation of control-flow nodes
-// (ir::Node::bodies: Loop, Scan, If), which infer_node and evaluate_node hand over here. The
+// (ir::Node::bodies: Loop, Scan, If, and SequenceMap, whose semantics are
+// base/sequence_ops.h's), which infer_node and evaluate_node hand over here. A loop-carried value,
+// a captured value and an If output may be a sequence or an optional (ir::Value::form): its form
+// must not change, and its element rank is what every iteration or branch agrees on. The
 // semantics around a body run are kiln/base/control_flow.h's, shared with the runtime.
 //
 // Inference gives each body its input types and infers it (recursively):
@@ -25,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "kiln/base/host_value.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 #include "kiln/ir/graph.h"
@@ -38,8 +42,8 @@ inline bool is_control_flow(const ir::Node& node) { return !node.bodies.empty();
 
 Status infer_control_flow(ir::Graph& graph, ir::NodeId id, const Registry& registry);
 
-StatusOr<std::vector<Tensor>> evaluate_control_flow(const ir::Graph& graph, ir::NodeId id,
-                                                    std::span<const Tensor> inputs,
-                                                    const Registry& registry);
+StatusOr<std::vector<HostValue>> evaluate_control_flow(const ir::Graph& graph, ir::NodeId id,
+                                                       std::span<const HostValue> inputs,
+                                                       const Registry& registry);
 
 }  // namespace kiln::graph_eval

@@ -1,6 +1,9 @@
 // evaluate_graph (declared in registry.h): binds symbols from the inputs, then runs each node's
 // reference evaluation in order.
+#include "kiln/graph_eval/control_flow.h"
 #include "kiln/graph_eval/graph_eval.h"
+#include "kiln/graph_eval/lookup.h"
+#include "kiln/graph_eval/sequence.h"
 
 namespace kiln::graph_eval {
 namespace {
@@ -33,15 +36,25 @@ Status check_ids(const ir::Graph& graph) {
   return ok_status();
 }
 
-Status bind_inputs(const ir::Graph& graph, std::span<const Tensor> inputs, Bindings& bindings) {
+Status bind_inputs(const ir::Graph& graph, std::span<const HostValue> inputs, Bindings& bindings) {
   if (inputs.size() != graph.inputs().size()) {
     return invalid_argument("graph '{}' has {} inputs, got {} tensors", graph.name,
                             graph.inputs().size(), inputs.size());
   }
+  // Sequences and optionals: their form and dtype (their tensors' dims are their own).
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Value& v = graph.value(graph.inputs()[i]);
+    if (v.form == inputs[i].form() &&
+        (v.form == ValueForm::kTensor || v.dtype == inputs[i].dtype()))
+      continue;
+    return invalid_argument("graph input {} '{}' must be a {} of {}, got {}", i, v.name,
+                            value_form_name(v.form), dtype_name(v.dtype), inputs[i].describe());
+  }
   // Bind plain symbols first so that a later dim such as 2*N can be checked whatever the order.
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::Value& v = graph.value(graph.inputs()[i]);
-    const Tensor& t = inputs[i];
+    if (v.form != ValueForm::kTensor) continue;
+    const Tensor& t = inputs[i].tensor();
     if (t.empty_storage()) return invalid_argument("graph input {} '{}' has no data", i, v.name);
     if (t.dtype() != v.dtype) {
       return invalid_argument("graph input {} '{}' must have dtype {}, got {}", i, v.name,
@@ -65,17 +78,19 @@ Status bind_inputs(const ir::Graph& graph, std::span<const Tensor> inputs, Bindi
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::Value& v = graph.value(graph.inputs()[i]);
+    if (v.form != ValueForm::kTensor) continue;
+    const Tensor& t = inputs[i].tensor();
     for (size_t d = 0; d < v.shape.size(); ++d) {
       auto expected = v.shape[d].evaluate(bindings);
       if (!expected.ok()) {
         return std::move(expected).status().with_note(
             fmt::format("in dim {} of graph input {} '{}'", d, i, v.name));
       }
-      if (*expected != inputs[i].shape()[d]) {
+      if (*expected != t.shape()[d]) {
         return invalid_argument(
             "graph input {} '{}' must have shape {}, got {}: dim {} ({}) "
             "must be {}",
-            i, v.name, shape_to_string(v.shape), shape_to_string(inputs[i].shape()), d,
+            i, v.name, shape_to_string(v.shape), shape_to_string(t.shape()), d,
             v.shape[d].to_string(), *expected);
       }
     }
@@ -83,16 +98,33 @@ Status bind_inputs(const ir::Graph& graph, std::span<const Tensor> inputs, Bindi
   return ok_status();
 }
 
-}  // namespace
+// One node on host values: control flow, a sequence op, or an op definition on tensors.
+StatusOr<std::vector<HostValue>> evaluate_node_values(const ir::Graph& graph, ir::NodeId id,
+                                                      std::span<const HostValue> inputs,
+                                                      const Registry& registry) {
+  const ir::Node& node = graph.node(id);
+  if (is_control_flow(node)) return evaluate_control_flow(graph, id, inputs, registry);
+  if (is_sequence_node(graph, node)) return evaluate_sequence_node(graph, id, inputs);
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].is_tensor()) {
+      return with_node_note(
+          invalid_argument("input {} is {}; the op takes tensors", i, inputs[i].describe()), node);
+    }
+    tensors.push_back(inputs[i].tensor());
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, evaluate_node(graph, id, tensors, registry));
+  return tensor_values(outputs);
+}
 
-StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<const Tensor> inputs,
-                                             std::map<ir::ValueId, Tensor>* intermediates,
-                                             const Registry& registry) {
+StatusOr<std::vector<HostValue>> evaluate(const ir::Graph& graph, std::span<const HostValue> inputs,
+                                          std::map<ir::ValueId, Tensor>* intermediates,
+                                          const Registry& registry) {
   KILN_RETURN_IF_ERROR(check_ids(graph));
   Bindings bindings;
   KILN_RETURN_IF_ERROR(bind_inputs(graph, inputs, bindings));
   size_t value_count = graph.values().size();
-  std::vector<std::optional<Tensor>> computed(value_count);
+  std::vector<std::optional<HostValue>> computed(value_count);
   for (size_t i = 0; i < inputs.size(); ++i) computed[graph.inputs()[i]] = inputs[i];
 
   // Remaining reads of each value, so that intermediates can be freed early (ResNet-sized
@@ -108,7 +140,7 @@ StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<c
 
   for (size_t n = 0; n < graph.nodes().size(); ++n) {
     const ir::Node& node = graph.node(static_cast<ir::NodeId>(n));
-    std::vector<Tensor> args;
+    std::vector<HostValue> args;
     args.reserve(node.inputs.size());
     for (ir::ValueId in : node.inputs) {
       if (in == ir::kAbsent) {
@@ -125,12 +157,12 @@ StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<c
             .with_note("in " + node.describe());
       }
     }
-    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
-                          evaluate_node(graph, static_cast<ir::NodeId>(n), args, registry));
-    for (size_t i = 0; i < outs.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(std::vector<HostValue> outs,
+                          evaluate_node_values(graph, static_cast<ir::NodeId>(n), args, registry));
+    for (size_t i = 0; i < outs.size() && i < node.outputs.size(); ++i) {
       ir::ValueId out = node.outputs[i];
       if (out == ir::kAbsent) continue;
-      if (intermediates != nullptr) (*intermediates)[out] = outs[i];
+      if (intermediates != nullptr && outs[i].is_tensor()) (*intermediates)[out] = outs[i].tensor();
       computed[out] = std::move(outs[i]);
     }
     if (intermediates == nullptr) {
@@ -141,7 +173,7 @@ StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<c
     }
   }
 
-  std::vector<Tensor> results;
+  std::vector<HostValue> results;
   for (ir::ValueId out : graph.outputs()) {
     if (computed[out]) {
       results.push_back(*computed[out]);
@@ -152,6 +184,22 @@ StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<c
     }
   }
   return results;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<const Tensor> inputs,
+                                             std::map<ir::ValueId, Tensor>* intermediates,
+                                             const Registry& registry) {
+  KILN_ASSIGN_OR_RETURN(std::vector<HostValue> outputs,
+                        evaluate(graph, tensor_values(inputs), intermediates, registry));
+  return value_tensors(std::move(outputs), "graph output");
+}
+
+StatusOr<std::vector<HostValue>> evaluate_graph_values(const ir::Graph& graph,
+                                                       std::span<const HostValue> inputs,
+                                                       const Registry& registry) {
+  return evaluate(graph, inputs, nullptr, registry);
 }
 
 }  // namespace kiln::graph_eval

@@ -7,6 +7,7 @@
 #include "kiln/graph_eval/control_flow.h"
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/graph_eval/lookup.h"
+#include "kiln/graph_eval/sequence.h"
 #include "kiln/kernels/kernel.h"
 
 namespace kiln::graph_eval {
@@ -139,8 +140,15 @@ StatusOr<std::vector<Tensor>> evaluate_node(const ir::Graph& graph, ir::NodeId i
                                             std::span<const Tensor> inputs,
                                             const Registry& registry) {
   if (id >= 0 && static_cast<size_t>(id) < graph.nodes().size() &&
-      is_control_flow(graph.node(id))) {
-    return evaluate_control_flow(graph, id, inputs, registry);
+      (is_control_flow(graph.node(id)) || is_sequence_node(graph, graph.node(id)))) {
+    const ir::Node& node = graph.node(id);
+    const std::vector<HostValue> values = tensor_values(inputs);
+    auto outputs = is_control_flow(node) ? evaluate_control_flow(graph, id, values, registry)
+                                         : evaluate_sequence_node(graph, id, values);
+    if (!outputs.ok()) return std::move(outputs).status();
+    auto tensors = value_tensors(std::move(outputs).value(), "output");
+    if (!tensors.ok()) return with_node_note(std::move(tensors).status(), node);
+    return tensors;
   }
   KILN_ASSIGN_OR_RETURN(const OpDef* def, lookup(graph, id, registry));
   const ir::Node& node = graph.node(id);

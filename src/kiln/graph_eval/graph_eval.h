@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/base/host_value.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 #include "kiln/ir/graph.h"
@@ -74,11 +75,18 @@ std::vector<std::string> unsupported_ops(const ir::Graph& graph,
 // Reference evaluation of the whole graph. `inputs` are in graph.inputs() order; each must have
 // its graph input's dtype and rank, constant dims must match, and symbolic dims must bind
 // consistently (N is the same wherever it occurs). Constants come from Value::constant. Returns
-// the graph outputs. When `intermediates` is non-null, every value computed is stored there by
-// id. Errors carry "in node 'X' (Op)".
+// the graph outputs. When `intermediates` is non-null, every tensor computed is stored there by
+// id. Errors carry "in node 'X' (Op)"; a graph with a sequence or optional input or output is an
+// error here (evaluate_graph_values takes them).
 StatusOr<std::vector<Tensor>> evaluate_graph(const ir::Graph& graph, std::span<const Tensor> inputs,
                                              std::map<ir::ValueId, Tensor>* intermediates = nullptr,
                                              const Registry& registry = default_registry());
+// evaluate_graph for a graph whose inputs or outputs may be sequences or optionals
+// (ir::Value::form): each input must have its graph input's form and dtype (and a tensor its
+// dims, as above). Returns the graph outputs.
+StatusOr<std::vector<HostValue>> evaluate_graph_values(
+    const ir::Graph& graph, std::span<const HostValue> inputs,
+    const Registry& registry = default_registry());
 // Evaluates a single node given its input tensors (one per node input; a default-constructed
 // Tensor for an absent optional input). Every op re-checks its inputs' concrete shapes with its
 // infer function first, so bad tensors give a Status, never a crash.

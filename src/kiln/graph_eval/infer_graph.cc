@@ -5,6 +5,7 @@
 #include "kiln/graph_eval/control_flow.h"
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/graph_eval/lookup.h"
+#include "kiln/graph_eval/sequence.h"
 #include "kiln/shape/assumption.h"
 
 namespace kiln::graph_eval {
@@ -14,6 +15,10 @@ std::string data_symbol_name(std::string_view node_name, size_t index) {
 }
 
 Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
+  if (id >= 0 && static_cast<size_t>(id) < graph.nodes().size() &&
+      is_sequence_node(graph, graph.node(id))) {
+    return infer_sequence_node(graph, id);
+  }
   if (id >= 0 && static_cast<size_t>(id) < graph.nodes().size() &&
       is_control_flow(graph.node(id))) {
     return infer_control_flow(graph, id, registry);
@@ -37,6 +42,11 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
       return with_node_note(internal_error("input value id {} is out of range", in), node);
     }
     const ir::Value& v = graph.value(in);
+    if (v.form != ValueForm::kTensor) {
+      return with_node_note(invalid_argument("input '{}' is a {}; {} takes tensors", v.name,
+                                             value_form_name(v.form), node.op_type),
+                            node);
+    }
     args.inputs.emplace_back(ValueType{v.dtype, v.shape});
     args.constants.push_back(v.constant ? &*v.constant : nullptr);
     args.values.push_back(v.dim_values.empty() ? nullptr : &v.dim_values);
@@ -74,6 +84,8 @@ Status infer_node(ir::Graph& graph, ir::NodeId id, const Registry& registry) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i] == ir::kAbsent) continue;
     ir::Value& v = graph.value(outputs[i]);
+    v.form = ValueForm::kTensor;
+    v.element_rank = -1;
     v.dtype = args.outputs[i].dtype;
     v.shape = std::move(args.outputs[i].shape);
     v.dim_values.clear();

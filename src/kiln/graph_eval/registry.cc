@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "kiln/base/sequence_ops.h"
 #include "kiln/graph_eval/control_flow.h"
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/graph_eval/lookup.h"
@@ -69,7 +70,10 @@ void collect_unsupported(const ir::Graph& graph, const Registry& registry,
       }
       continue;
     }
-    if (registry.find(node.op_type, graph.opset) != nullptr) continue;
+    if (registry.find(node.op_type, graph.opset) != nullptr ||
+        sequence_ops::is_sequence_op(node.op_type)) {
+      continue;
+    }
     auto it = std::find_if(missing.begin(), missing.end(),
                            [&](const auto& entry) { return entry.first == node.op_type; });
     if (it == missing.end()) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/base/attributes.h"
+#include "kiln/base/host_value.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 #include "kiln/shape/assumption.h"
@@ -32,8 +33,9 @@ inline constexpr ValueId kAbsent = -1;
 
 struct Value {
   std::string name;
-  DType dtype = DType::kF32;
-  Shape shape;
+  DType dtype = DType::kF32;  // a sequence's or optional's: its tensors' dtype
+  Shape shape;                // empty for a sequence or an optional
+
   std::optional<Tensor> constant;  // set for weights and folded values
   std::optional<NodeId> producer;  // set for node outputs
   // Shape computation: for a small tensor whose elements are known as expressions of the symbols
@@ -44,6 +46,12 @@ struct Value {
   // Element i is dim_values[i] / dim_values_denominator: a power of two above 1 for a
   // floating-point shape computation that is not whole (int(S * 0.5) before its Floor or Cast).
   int64_t dim_values_denominator = 1;
+  // A tensor, or a sequence or optional (base/host_value.h), which lives on the host: only the
+  // sequence ops (base/sequence_ops.h), Identity and control flow read or make one.
+  ValueForm form = ValueForm::kTensor;
+  // A sequence's or optional's tensors' rank when every one has it (what SequenceAt,
+  // ConcatFromSequence and OptionalGetElement give a tensor); -1 when not known.
+  int64_t element_rank = -1;
 };
 
 class Graph;

@@ -180,6 +180,10 @@ Status check_representable(const Graph& graph) {
     if (value.constant && value.constant->empty_storage() && value.constant->byte_size() > 0) {
       return invalid_argument("constant '{}' has no data", value.name);
     }
+    if (value.form != ValueForm::kTensor) {
+      return unimplemented("value '{}' is a {}, which .kir cannot hold", value.name,
+                           value_form_name(value.form));
+    }
     if (!names.insert(graph.value(id).name).second) {
       return invalid_argument("two values are named '{}'; .kir refers to values by name",
                               graph.value(id).name);

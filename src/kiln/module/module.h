@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kiln/base/attributes.h"
+#include "kiln/base/host_value.h"
 #include "kiln/base/mapped_file.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
@@ -29,8 +30,9 @@
 
 namespace kiln::module {
 
-// 2: dispatches carry bodies (control flow run as nested programs).
-inline constexpr uint32_t kFormatVersion = 2;
+// 2: dispatches carry bodies (control flow run as nested programs). 3: values carry their form
+// (tensor, sequence, optional; ModuleValue::form).
+inline constexpr uint32_t kFormatVersion = 3;
 // Bodies nest at most this deep (a Loop in an If in a Loop ... counts each level).
 inline constexpr int kMaxBodyDepth = 16;
 inline constexpr int32_t kAbsentValue = -1;
@@ -39,8 +41,8 @@ enum class ValueKind : uint8_t { kInput = 0, kConstant = 1, kIntermediate = 2 };
 
 struct ModuleValue {
   std::string name;
-  DType dtype = DType::kF32;
-  Shape shape;  // symbolic dims over ModuleContents::symbols
+  DType dtype = DType::kF32;  // a sequence's or optional's: its tensors' dtype
+  Shape shape;  // symbolic dims over ModuleContents::symbols; empty for a sequence or optional
   ValueKind kind = ValueKind::kIntermediate;
   Tensor constant;  // kConstant only: the data (borrowed from the mapped file when loaded)
   // Shape computation: for a non-constant value of rank <= 1 (integer, bool, or f32/f64 holding
@@ -48,6 +50,9 @@ struct ModuleValue {
   // of the symbols (e.g. Shape(x)), one per element; empty when unknown. The runtime evaluates
   // them per binding so backends can plan ops that need those values (ValueSpec::known_value).
   std::vector<DimExpr> known_values;
+  // A tensor, or a sequence or optional, which lives on the host: only host dispatches
+  // (is_host_dispatch) read or write one, and it is never a constant.
+  ValueForm form = ValueForm::kTensor;
 };
 
 struct ModuleContents;
@@ -91,6 +96,11 @@ struct ModuleContents {
   std::shared_ptr<const MappedFile> source_file;
 };
 
+// Whether `dispatch` runs on the host rather than on a device: control flow (it has bodies), a
+// sequence or optional op (base/sequence_ops.h), or any dispatch that reads or writes a sequence or
+// an optional (Identity on one). Its indices must be valid (verify_contents).
+bool is_host_dispatch(const ModuleContents& contents, const Dispatch& dispatch);
+
 struct LoadOptions {
   bool verify_checksum = true;  // false for `--trust-module`
 };
@@ -115,7 +125,9 @@ StatusOr<std::shared_ptr<const ModuleContents>> load_module_from_bytes(const voi
 // Checks semantic consistency shared by writer and loader: value indices in range, each
 // non-input non-constant value produced exactly once and before use, symbols in dims and
 // assumptions declared (a data symbol only on values produced once it is bound),
-// constant data matching dtype and shape; for a dispatch with bodies, the op (Loop, Scan, If),
+// constant data matching dtype and shape; forms valid, a sequence or optional never a constant,
+// without dims or known values, and read or written by host dispatches only; for a dispatch with
+// bodies, the op (Loop, Scan, If, SequenceMap),
 // the number of bodies, their input and output counts against the dispatch's inputs, outputs and
 // captures, each body recursively, nested at most kMaxBodyDepth deep.
 Status verify_contents(const ModuleContents& contents);

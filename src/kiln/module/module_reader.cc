@@ -204,6 +204,10 @@ class Converter {
       return invalid_argument("invalid kind code {}", static_cast<int>(in.kind()));
     }
     out.kind = static_cast<ValueKind>(in.kind());
+    if (in.form() >= kValueFormCount) {
+      return invalid_argument("invalid form code {}", static_cast<int>(in.form()));
+    }
+    out.form = static_cast<ValueForm>(in.form());
     KILN_ASSIGN_OR_RETURN(out.shape, read_dims(in.dims(), "dim"));
     KILN_ASSIGN_OR_RETURN(out.known_values, read_dims(in.values(), "known value"));
     if (out.kind != ValueKind::kConstant) {

@@ -377,7 +377,7 @@ TEST(ModuleReader, BodiesNestedTooDeepOrOnTheWrongOpAreRefused) {
   auto refused = load_module_from_bytes(wrong.data(), wrong.size());
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(),
-              HasSubstr("only Loop, Scan and If dispatches have bodies"));
+              HasSubstr("only Loop, Scan, If and SequenceMap dispatches have bodies"));
 }
 
 }  // namespace

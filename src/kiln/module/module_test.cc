@@ -303,14 +303,14 @@ TEST(Module, ChecksumMismatchIsDataLoss) {
 TEST(Module, OtherFormatVersionIsRefused) {
   ScratchDir dir;
   std::string bytes = sample_bytes(dir);
-  bytes[8] = 3;
-  std::string path = dir.file("v3.kmod");
+  bytes[8] = 2;  // the version before values had forms
+  std::string path = dir.file("v2.kmod");
   ASSERT_TRUE(write_file_atomically(path, bytes).ok());
   auto loaded = load_module(path);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(loaded.status().message(),
-              HasSubstr("module format version 3, this kiln reads version 2; recompile the model"));
+              HasSubstr("module format version 2, this kiln reads version 3; recompile the model"));
   EXPECT_THAT(loaded.status().message(), HasSubstr(path));
 
   // A future version may have a different layout: the version is judged before anything else.

@@ -199,7 +199,8 @@ fbs::Offset<fb::Module> build_module(fbs::FlatBufferBuilder& builder,
     const ConstantPlacement& placement = placements[first + i];
     values.push_back(fb::CreateValue(builder, name, static_cast<uint8_t>(value.dtype), dims_offset,
                                      static_cast<uint8_t>(value.kind), placement.offset,
-                                     placement.size, known_offset));
+                                     placement.size, known_offset,
+                                     static_cast<uint8_t>(value.form)));
   }
   std::vector<fbs::Offset<fb::Dispatch>> dispatches;
   dispatches.reserve(contents.dispatches.size());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/base/checked_math.h"
+#include "kiln/base/sequence_ops.h"
 #include "kiln/module/module.h"
 #include "kiln/module/module_header.h"
 
@@ -68,6 +69,17 @@ Status verify_constant(const ModuleValue& value) {
 Status verify_value(const ModuleValue& value, const std::set<std::string, std::less<>>& symbols) {
   if (!is_valid_dtype_code(static_cast<int>(value.dtype))) {
     return invalid_argument("invalid dtype code {}", static_cast<int>(value.dtype));
+  }
+  if (static_cast<uint8_t>(value.form) >= kValueFormCount) {
+    return invalid_argument("invalid form code {}", static_cast<int>(value.form));
+  }
+  if (value.form != ValueForm::kTensor &&
+      (value.kind == ValueKind::kConstant || !value.shape.empty() || !value.known_values.empty())) {
+    return invalid_argument(
+        "a {} is {} with {} dims and {} known values; it must be a "
+        "non-constant without either",
+        value_form_name(value.form), kind_name(value.kind), value.shape.size(),
+        value.known_values.size());
   }
   if (static_cast<uint8_t>(value.kind) > static_cast<uint8_t>(ValueKind::kIntermediate)) {
     return invalid_argument("invalid kind code {}", static_cast<int>(value.kind));
@@ -165,11 +177,12 @@ Status verify_module(const ModuleContents& contents, int depth);
 
 // A dispatch's bodies against its op, inputs, outputs and captures, then each body.
 Status verify_bodies(const Dispatch& dispatch, const std::string& label, int depth) {
-  const size_t expected = dispatch.op_type == "If"                                   ? 2
-                          : dispatch.op_type == "Loop" || dispatch.op_type == "Scan" ? 1
-                                                                                     : 0;
+  const bool one_body =
+      dispatch.op_type == "Loop" || dispatch.op_type == "Scan" || dispatch.op_type == "SequenceMap";
+  const size_t expected = dispatch.op_type == "If" ? 2 : one_body ? 1 : 0;
   if (expected == 0) {
-    return invalid_argument("{}: only Loop, Scan and If dispatches have bodies", label);
+    return invalid_argument("{}: only Loop, Scan, If and SequenceMap dispatches have bodies",
+                            label);
   }
   if (dispatch.bodies.size() != expected) {
     return invalid_argument("{}: has {} bodies, {} takes {}", label, dispatch.bodies.size(),
@@ -202,7 +215,7 @@ Status verify_bodies(const Dispatch& dispatch, const std::string& label, int dep
   };
   if (dispatch.op_type == "Loop") {
     KILN_RETURN_IF_ERROR(count(0, inputs, 1 + outputs));
-  } else if (dispatch.op_type == "Scan") {
+  } else if (dispatch.op_type == "Scan" || dispatch.op_type == "SequenceMap") {
     KILN_RETURN_IF_ERROR(count(0, inputs, outputs));
   } else {
     if (inputs != 1 + captures) {
@@ -335,6 +348,15 @@ Status verify_module(const ModuleContents& contents, int depth) {
       produced_by = d;
     }
     if (!dispatch.bodies.empty()) KILN_RETURN_IF_ERROR(verify_bodies(dispatch, label, depth));
+    if (!is_host_dispatch(contents, dispatch)) continue;
+    if (!dispatch.bodies.empty() || sequence_ops::is_sequence_op(dispatch.op_type) ||
+        dispatch.op_type == "Identity") {
+      continue;
+    }
+    return invalid_argument(
+        "{}: {} reads or writes a sequence or optional, which only the "
+        "sequence and optional ops, Identity and control flow take",
+        label, dispatch.op_type);
   }
   for (size_t i = 0; i < contents.values.size(); ++i) {
     if (contents.values[i].kind == ValueKind::kIntermediate && producer[i] == kNotProduced) {
@@ -350,6 +372,19 @@ Status verify_module(const ModuleContents& contents, int depth) {
 }
 
 }  // namespace
+
+bool is_host_dispatch(const ModuleContents& contents, const Dispatch& dispatch) {
+  if (!dispatch.bodies.empty() || sequence_ops::is_sequence_op(dispatch.op_type)) return true;
+  for (const auto* ids : {&dispatch.inputs, &dispatch.outputs}) {
+    for (int32_t v : *ids) {
+      if (v >= 0 && static_cast<size_t>(v) < contents.values.size() &&
+          contents.values[static_cast<size_t>(v)].form != ValueForm::kTensor) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
 
 Status verify_contents(const ModuleContents& contents) { return verify_module(contents, 0); }
 

@@ -117,6 +117,15 @@ Status export_nodes(const ir::Graph& graph, std::span<const ir::NodeId> nodes,
       if (!node.bodies.empty()) {
         return unimplemented("it has bodies (control flow), which the exporter does not write");
       }
+      for (const auto* ids : {&node.inputs, &node.outputs}) {
+        for (ir::ValueId v : *ids) {
+          if (v >= 0 && static_cast<size_t>(v) < graph.values().size() &&
+              graph.value(v).form != ValueForm::kTensor) {
+            return unimplemented("value '{}' is a {}, which the exporter does not write",
+                                 graph.value(v).name, value_form_name(graph.value(v).form));
+          }
+        }
+      }
       onnx::NodeProto* proto = out->add_node();
       proto->set_name(node.name);
       proto->set_op_type(node.op_type);

@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "kiln/base/sequence_ops.h"
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/onnx/tensor_proto.h"
 
@@ -78,9 +79,46 @@ StatusOr<Tensor> vector_tensor(DType dtype, const Field& values) {
 // The body attributes of the control-flow ops kiln runs as nested programs, in the order of
 // ir::Node::bodies.
 std::vector<std::string> body_attribute_names(const std::string& op_type) {
-  if (op_type == "Loop" || op_type == "Scan") return {"body"};
+  if (op_type == "Loop" || op_type == "Scan" || op_type == "SequenceMap") return {"body"};
   if (op_type == "If") return {"then_branch", "else_branch"};
   return {};
+}
+
+// A sequence's or optional's form, dtype and tensors' rank (-1: not declared) from its ONNX type.
+struct NonTensorType {
+  ValueForm form = ValueForm::kSequence;
+  DType dtype = DType::kF32;
+  int64_t element_rank = -1;
+};
+
+StatusOr<NonTensorType> non_tensor_type(const onnx::TypeProto& type, const std::string& what) {
+  NonTensorType out;
+  const onnx::TypeProto* inner = &type;
+  if (type.has_optional_type()) {
+    inner = &type.optional_type().elem_type();
+    out.form =
+        inner->has_sequence_type() ? ValueForm::kOptionalSequence : ValueForm::kOptionalTensor;
+    if (!inner->has_sequence_type() && !inner->has_tensor_type()) {
+      return unimplemented("{} is an optional of neither a tensor nor a sequence", what);
+    }
+  } else if (!type.has_sequence_type()) {
+    return unimplemented("{} is not a tensor, a sequence or an optional (maps are unsupported)",
+                         what);
+  }
+  if (inner->has_sequence_type()) inner = &inner->sequence_type().elem_type();
+  if (!inner->has_tensor_type()) {
+    return unimplemented(
+        "{} holds something other than tensors (kiln supports sequences of tensors)", what);
+  }
+  const auto& tensor = inner->tensor_type();
+  if (tensor.elem_type() == 0) return invalid_argument("{} has no element type", what);
+  KILN_ASSIGN_OR_RETURN(out.dtype, dtype_from_onnx(tensor.elem_type(), what));
+  if (tensor.has_shape()) out.element_rank = tensor.shape().dim_size();
+  return out;
+}
+
+bool is_non_tensor(const onnx::TypeProto& type) {
+  return type.value_case() != onnx::TypeProto::VALUE_NOT_SET && !type.has_tensor_type();
 }
 
 class Builder {
@@ -108,11 +146,10 @@ class Builder {
       if (input.type().has_tensor_type() && input.type().tensor_type().elem_type() != 0) {
         KILN_ASSIGN_OR_RETURN(dtype, dtype_from_onnx(input.type().tensor_type().elem_type(),
                                                      fmt::format("body input '{}'", input.name())));
-      } else if (input.has_type() && !input.type().has_tensor_type()) {
-        return unimplemented(
-            "body input '{}' is not a tensor (sequence, map and optional values are "
-            "unsupported)",
-            input.name());
+      } else if (input.has_type() && is_non_tensor(input.type())) {
+        // The node's inference gives it its form and dtype; only check that kiln can hold it.
+        KILN_RETURN_IF_ERROR(
+            non_tensor_type(input.type(), fmt::format("body input '{}'", input.name())).status());
       }
       KILN_RETURN_IF_ERROR(
           define(input.name(), graph_.add_input(input.name(), dtype, {}), "a body input"));
@@ -308,6 +345,16 @@ class Builder {
         declared_constant_types_[input.name()] = &input;
         continue;
       }
+      if (initializer == nullptr && is_non_tensor(input.type())) {
+        KILN_ASSIGN_OR_RETURN(
+            NonTensorType type,
+            non_tensor_type(input.type(), fmt::format("graph input '{}'", input.name())));
+        ir::ValueId id = graph_.add_input(input.name(), type.dtype, {});
+        graph_.value(id).form = type.form;
+        graph_.value(id).element_rank = type.element_rank;
+        KILN_RETURN_IF_ERROR(define(input.name(), id, "a graph input"));
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(graph_eval::ValueType type, input_type(input, initializer));
       ir::ValueId id = graph_.add_input(input.name(), type.dtype, std::move(type.shape));
       KILN_RETURN_IF_ERROR(define(input.name(), id, "a graph input"));
@@ -424,6 +471,36 @@ class Builder {
     return ok_status();
   }
 
+  // SequenceEmpty's `dtype` (an ONNX element type) and Optional's `type` (a TypeProto) as kiln's
+  // attributes kiln_dtype (a dtype name) and kiln_form (base/sequence_ops.h).
+  Status convert_value_type(const AttributeProto& attr, const std::string& desc, ir::Node& node) {
+    const std::string what = fmt::format("{} attribute '{}'", desc, attr.name());
+    if (attr.name() == "dtype" && node.op_type == "SequenceEmpty") {
+      KILN_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(static_cast<int>(attr.i()), what));
+      node.attributes.set(sequence_ops::kDtypeAttribute, std::string(dtype_name(dtype)));
+      return ok_status();
+    }
+    if (attr.name() == "type" && node.op_type == "Optional") {
+      if (!attr.has_tp()) return invalid_argument("{} must be a type", what);
+      DType dtype = DType::kF32;
+      ValueForm form = ValueForm::kOptionalTensor;
+      if (attr.tp().has_tensor_type()) {
+        KILN_ASSIGN_OR_RETURN(dtype, dtype_from_onnx(attr.tp().tensor_type().elem_type(), what));
+      } else {
+        KILN_ASSIGN_OR_RETURN(NonTensorType type, non_tensor_type(attr.tp(), what));
+        if (type.form != ValueForm::kSequence) {
+          return unimplemented("{}: an optional holds a tensor or a sequence", what);
+        }
+        dtype = type.dtype;
+        form = ValueForm::kOptionalSequence;
+      }
+      node.attributes.set(sequence_ops::kDtypeAttribute, std::string(dtype_name(dtype)));
+      node.attributes.set(sequence_ops::kFormAttribute, static_cast<int64_t>(form));
+      return ok_status();
+    }
+    return invalid_argument("{} is not an attribute of {}", what, node.op_type);
+  }
+
   Status add_constant_node(const onnx::NodeProto& node, const std::string& desc) {
     if (node.input_size() != 0 || node.output_size() != 1 || node.output(0).empty()) {
       return invalid_argument("{}: Constant needs no inputs and one named output, got {} and {}",
@@ -475,7 +552,9 @@ class Builder {
         node.outputs.push_back(id);
       }
       // Attributes of unsupported ops are not converted: those ops are reported together below.
-      if (registry.find(node.op_type, graph_.opset) != nullptr || !body_names.empty()) {
+      const bool sequence_op = sequence_ops::is_sequence_op(node.op_type);
+      if (registry.find(node.op_type, graph_.opset) != nullptr || !body_names.empty() ||
+          sequence_op) {
         for (const AttributeProto& attr : proto.attribute()) {
           if (std::find(body_names.begin(), body_names.end(), attr.name()) != body_names.end())
             continue;
@@ -488,6 +567,10 @@ class Builder {
           }
           if (node.op_type == "ConstantOfShape" && attr.name() == "value") {
             KILN_RETURN_IF_ERROR(convert_fill_value(attr, desc, node.attributes));
+            continue;
+          }
+          if (sequence_op && (attr.name() == "dtype" || attr.name() == "type")) {
+            KILN_RETURN_IF_ERROR(convert_value_type(attr, desc, node));
             continue;
           }
           KILN_ASSIGN_OR_RETURN(Attribute value, convert_attribute(attr, desc));
@@ -537,6 +620,22 @@ class Builder {
             "graph output '{}' is not a graph input, initializer or node output", output.name());
       }
       const ir::Value& value = graph_.value(it->second);
+      if (is_non_tensor(output.type()) || value.form != ValueForm::kTensor) {
+        std::string what = fmt::format("graph output '{}'", output.name());
+        if (output.has_type() && is_non_tensor(output.type())) {
+          KILN_ASSIGN_OR_RETURN(NonTensorType type, non_tensor_type(output.type(), what));
+          if (type.form != value.form || type.dtype != value.dtype) {
+            return invalid_argument("{} is declared a {} of {} but inference gives a {} of {}",
+                                    what, value_form_name(type.form), dtype_name(type.dtype),
+                                    value_form_name(value.form), dtype_name(value.dtype));
+          }
+        } else if (output.type().has_tensor_type()) {
+          return invalid_argument("{} is declared a tensor but inference gives a {}", what,
+                                  value_form_name(value.form));
+        }
+        graph_.add_output(it->second);
+        continue;
+      }
       const auto& declared = output.type().tensor_type();
       if (output.type().has_tensor_type()) {
         std::string what = fmt::format("graph output '{}'", output.name());

@@ -65,7 +65,9 @@ Status check_domains(const onnx::ModelProto& model) {
 
 bool is_body_attribute(const onnx::NodeProto& node, const onnx::AttributeProto& attribute) {
   if (!is_default_domain(node.domain())) return false;
-  if (node.op_type() == "Loop" || node.op_type() == "Scan") return attribute.name() == "body";
+  if (node.op_type() == "Loop" || node.op_type() == "Scan" || node.op_type() == "SequenceMap") {
+    return attribute.name() == "body";
+  }
   if (node.op_type() == "If")
     return attribute.name() == "then_branch" || attribute.name() == "else_branch";
   return false;
@@ -98,7 +100,7 @@ Status check_wiring(const onnx::GraphProto& graph, std::set<std::string> defined
         if (!is_body_attribute(node, attribute) || !attribute.has_g()) {
           return unimplemented(
               "{}: attribute '{}' holds a subgraph; of the control-flow ops kiln supports "
-              "only Loop, Scan and If",
+              "only Loop, Scan, If and SequenceMap",
               where, attribute.name());
         }
         if (depth >= ir::kMaxBodyDepth) {
@@ -124,6 +126,26 @@ Status check_wiring(const onnx::GraphProto& graph, std::set<std::string> defined
     }
   }
   return ok_status();
+}
+
+// The declared types of the graph's inputs and outputs that are not tensors, by name.
+std::map<std::string, onnx::TypeProto> non_tensor_types(const onnx::GraphProto& graph) {
+  std::map<std::string, onnx::TypeProto> types;
+  for (const auto* infos : {&graph.input(), &graph.output()}) {
+    for (const auto& info : *infos) {
+      if (info.has_type() && !info.type().has_tensor_type()) types[info.name()] = info.type();
+    }
+  }
+  return types;
+}
+
+void restore_types(onnx::GraphProto& graph, const std::map<std::string, onnx::TypeProto>& types) {
+  for (auto* infos : {graph.mutable_input(), graph.mutable_output()}) {
+    for (auto& info : *infos) {
+      auto it = types.find(info.name());
+      if (it != types.end()) *info.mutable_type() = it->second;
+    }
+  }
 }
 
 // The default domain's opset; nullopt for a model without default-domain nodes that declares none.
@@ -166,15 +188,8 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
   // All unsupported ops in one error, before the converter can fail on the first of them.
   KILN_RETURN_IF_ERROR(check_supported_ops(model.graph(), options.target_opset));
   KILN_RETURN_IF_ERROR(check_wiring(model.graph()));
-  // Before conversion too: the converter drops the types it cannot represent.
-  for (const auto& input : model.graph().input()) {
-    if (input.has_type() && !input.type().has_tensor_type()) {
-      return unimplemented(
-          "graph input '{}' is not a tensor (sequence, map and optional inputs "
-          "are unsupported)",
-          input.name());
-    }
-  }
+  // The converter drops the types it cannot represent (sequences, optionals): kept and put back.
+  const std::map<std::string, onnx::TypeProto> kept_types = non_tensor_types(model.graph());
   KILN_RETURN_IF_ERROR(spell_out_legacy_scan(*model.mutable_graph(), opset));
   spell_out_legacy_axis_ops(model, opset);
   if (opset < options.target_opset) {
@@ -185,6 +200,7 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
       if (tensor.data_location() == onnx::TensorProto::EXTERNAL) external[tensor.name()] = tensor;
     }
     KILN_ASSIGN_OR_RETURN(model, upgrade_opset(std::move(model), opset, options.target_opset));
+    restore_types(*model.mutable_graph(), kept_types);
     for (auto& tensor : *model.mutable_graph()->mutable_initializer()) {
       if (auto it = external.find(tensor.name()); it != external.end()) tensor = it->second;
     }

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/base/sequence_ops.h"
+
 namespace kiln::onnx_import {
 namespace {
 
@@ -30,12 +32,18 @@ void collect_names(const onnx::GraphProto& graph, std::set<std::string>& names) 
   }
 }
 
-// Nodes in `graph` and its subgraphs; `loops` is set when one of them is a Loop or Scan.
+// Nodes in `graph` and its subgraphs; `loops` is set when one of them is a Loop, a Scan or a
+// sequence or optional op, or when the graph outputs a sequence or an optional: Where cannot select
+// between those, which live on the host.
 int count_nodes(const onnx::GraphProto& graph, bool& loops) {
   int count = 0;
+  for (const auto& output : graph.output()) {
+    loops = loops || output.type().has_sequence_type() || output.type().has_optional_type();
+  }
   for (const auto& node : graph.node()) {
     ++count;
-    loops = loops || node.op_type() == "Loop" || node.op_type() == "Scan";
+    loops = loops || node.op_type() == "Loop" || node.op_type() == "Scan" ||
+            sequence_ops::is_sequence_op(node.op_type());
     for (const auto& attribute : node.attribute()) {
       if (attribute.has_g()) count += count_nodes(attribute.g(), loops);
       for (const auto& g : attribute.graphs()) count += count_nodes(g, loops);

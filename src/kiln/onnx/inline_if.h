@@ -1,7 +1,8 @@
 // Small Ifs as dataflow. Internal to kiln_onnx; the importer runs it before opset conversion.
 //
 // The size rule: an If whose two branches together hold at most kMaxInlinedIfNodes nodes
-// (counting the nodes of subgraphs inside them) and no Loop or Scan is inlined as below; any
+// (counting the nodes of subgraphs inside them), no Loop, Scan or sequence or optional op
+// (base/sequence_ops.h) and no sequence or optional output is inlined as below; any
 // other If stays an If node whose branches the importer builds as bodies (ir::Node::bodies),
 // and the runtime runs only the branch the condition takes, as a nested program. The rule counts
 // nodes, a property of the graph alone: a model with symbolic dims and the same model with them

@@ -274,7 +274,7 @@ TEST(InlineIf, SubgraphsOfOtherOpsAreRefusedNamingNodeAndAttribute) {
   ASSERT_FALSE(g.ok());
   EXPECT_THAT(g.status().message(),
               HasSubstr("node 'neg0' (Neg): attribute 'body' holds a subgraph; of the "
-                        "control-flow ops kiln supports only Loop, Scan and If"));
+                        "control-flow ops kiln supports only Loop, Scan, If and SequenceMap"));
 }
 
 }  // namespace

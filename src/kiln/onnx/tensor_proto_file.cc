@@ -7,6 +7,7 @@
 #include "kiln/base/checked_math.h"
 #include "kiln/base/file_util.h"
 #include "kiln/onnx/tensor_proto.h"
+#include "onnx/onnx-data_pb.h"
 
 namespace kiln::onnx_import {
 
@@ -39,6 +40,73 @@ StatusOr<TensorProtoFile> read_tensor_proto_file(const std::string& path, uint64
   KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path, max_bytes));
   std::string dir = std::filesystem::path(path).parent_path().string();
   return parse_tensor_proto(bytes, path, dir.empty() ? std::string(".") : dir);
+}
+
+namespace {
+
+StatusOr<HostValue> sequence_value(const onnx::SequenceProto& proto, DType dtype,
+                                   const std::string& path, const std::string& dir) {
+  if (proto.elem_type() != onnx::SequenceProto::TENSOR &&
+      !(proto.elem_type() == onnx::SequenceProto::UNDEFINED && proto.tensor_values_size() == 0)) {
+    return unimplemented(
+        "'{}' holds a sequence of element type {}; kiln reads sequences of tensors", path,
+        static_cast<int>(proto.elem_type()));
+  }
+  std::vector<Tensor> elements;
+  for (int i = 0; i < proto.tensor_values_size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(proto.tensor_values(i), dir,
+                                                      fmt::format("element {} in '{}'", i, path)));
+    elements.push_back(std::move(t));
+  }
+  const DType element_dtype = elements.empty() ? dtype : elements.front().dtype();
+  auto value = HostValue::sequence(element_dtype, std::move(elements));
+  if (!value.ok()) return std::move(value).status().with_note(fmt::format("in '{}'", path));
+  return value;
+}
+
+}  // namespace
+
+StatusOr<HostValue> read_value_proto_file(const std::string& path, ValueForm form, DType dtype,
+                                          uint64_t max_bytes) {
+  if (form == ValueForm::kTensor) {
+    KILN_ASSIGN_OR_RETURN(TensorProtoFile file, read_tensor_proto_file(path, max_bytes));
+    return HostValue(std::move(file.tensor));
+  }
+  KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path, max_bytes));
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return out_of_range("'{}' is {} bytes, over protobuf's 2 GiB limit", path, bytes.size());
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (form == ValueForm::kSequence) {
+    onnx::SequenceProto proto;
+    if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return data_loss("'{}' is not a valid SequenceProto (truncated or corrupt)", path);
+    }
+    return sequence_value(proto, dtype, path, dir);
+  }
+  onnx::OptionalProto proto;
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return data_loss("'{}' is not a valid OptionalProto (truncated or corrupt)", path);
+  }
+  if (proto.has_tensor_value()) {
+    if (form != ValueForm::kOptionalTensor) {
+      return invalid_argument("'{}' holds an optional tensor, but a {} is needed", path,
+                              value_form_name(form));
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(proto.tensor_value(), dir,
+                                                      fmt::format("the tensor in '{}'", path)));
+    return HostValue::optional_of(HostValue(std::move(t)));
+  }
+  if (proto.has_sequence_value()) {
+    if (form != ValueForm::kOptionalSequence) {
+      return invalid_argument("'{}' holds an optional sequence, but a {} is needed", path,
+                              value_form_name(form));
+    }
+    KILN_ASSIGN_OR_RETURN(HostValue seq, sequence_value(proto.sequence_value(), dtype, path, dir));
+    return HostValue::optional_of(seq);
+  }
+  return HostValue::none(form, dtype);
 }
 
 StatusOr<std::string> serialize_tensor_proto(const Tensor& tensor, std::string_view name) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/base/host_value.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 
@@ -35,6 +36,14 @@ StatusOr<TensorProtoFile> parse_tensor_proto(std::string_view bytes, std::string
 // Reads and parses the .pb file at `path`.
 StatusOr<TensorProtoFile> read_tensor_proto_file(const std::string& path,
                                                  uint64_t max_bytes = uint64_t{1} << 31);
+
+// A value file of the ONNX backend test data: a TensorProto for a tensor, a SequenceProto of
+// TensorProtos for a sequence, an OptionalProto (holding a TensorProto or such a SequenceProto, or
+// nothing) for an optional; `form` says which the model takes there. The sequence's dtype is its
+// tensors'; an empty sequence or optional takes `dtype`. Errors as read_tensor_proto_file's, and
+// kUnimplemented for sequences of anything but tensors.
+StatusOr<HostValue> read_value_proto_file(const std::string& path, ValueForm form, DType dtype,
+                                          uint64_t max_bytes = uint64_t{1} << 31);
 
 // The serialized TensorProto holding `tensor` (with `name` when not empty). Error for a tensor
 // without valid storage.

@@ -45,8 +45,9 @@ class Folder {
         continue;
       }
       const ir::Node& node = graph_.node(id);
-      // Control flow runs at run time: a loop's work is not the compiler's to do.
-      if (!node.bodies.empty()) continue;
+      // Control flow runs at run time: a loop's work is not the compiler's to do. Sequences and
+      // optionals are never constants: their ops run on the host at run time.
+      if (!node.bodies.empty() || touches_non_tensor(node)) continue;
       // A Dropout without a seed draws a new mask on every run (in training mode).
       if (node.op_type == "Dropout" && !node.attributes.has("seed")) continue;
       std::vector<Tensor> inputs;
@@ -81,6 +82,15 @@ class Folder {
   }
 
  private:
+  bool touches_non_tensor(const ir::Node& node) const {
+    for (const auto* ids : {&node.inputs, &node.outputs}) {
+      for (ir::ValueId v : *ids) {
+        if (v != ir::kAbsent && graph_.value(v).form != ValueForm::kTensor) return true;
+      }
+    }
+    return false;
+  }
+
   // Whether every input is a constant (absent optional inputs aside), collecting them; sets
   // `from_sizes` when one of them was computed from graph input sizes.
   bool constant_inputs(const ir::Node& node, std::vector<Tensor>& inputs, bool& from_sizes) const {

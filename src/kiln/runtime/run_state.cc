@@ -7,6 +7,7 @@
 
 #include "kiln/base/checked_math.h"
 #include "kiln/base/control_flow.h"
+#include "kiln/base/sequence_ops.h"
 #include "kiln/hal/host_tensors.h"
 #include "kiln/runtime/memory_planner.h"
 
@@ -96,7 +97,21 @@ class StageObserver : public hal::RunObserver {
 }  // namespace
 
 StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
-                               std::span<const Tensor> inputs) {
+                               std::span<const HostValue> values) {
+  // Sequences and optionals: their form and dtype (their tensors' dims are their own).
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < values.size() && i < module.inputs.size(); ++i) {
+    const module::ModuleValue& expected = module.values[module.inputs[i]];
+    if (values[i].form() != expected.form ||
+        (expected.form != ValueForm::kTensor && values[i].dtype() != expected.dtype)) {
+      return invalid_argument("input {} '{}': expected a {} of {}, got {}", i, expected.name,
+                              value_form_name(expected.form), dtype_name(expected.dtype),
+                              values[i].describe());
+    }
+    // A sequence or optional stands in as an empty tensor for the checks below, which skip it.
+    inputs.push_back(expected.form == ValueForm::kTensor ? values[i].tensor() : Tensor());
+  }
+  inputs.resize(values.size());
   if (inputs.size() != module.inputs.size()) {
     std::vector<std::string> names;
     for (int32_t id : module.inputs) names.push_back("'" + module.values[id].name + "'");
@@ -108,6 +123,7 @@ StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
   for (size_t i = 0; i < inputs.size(); ++i) {
     const module::ModuleValue& expected = module.values[module.inputs[i]];
     const Tensor& actual = inputs[i];
+    if (expected.form != ValueForm::kTensor) continue;
     if (actual.dtype() != expected.dtype) {
       return invalid_argument("input {} '{}': expected dtype {}, got {}", i, expected.name,
                               dtype_name(expected.dtype), dtype_name(actual.dtype()));
@@ -135,6 +151,7 @@ StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
   // Static and compound dims are checked once every symbol has a value.
   for (size_t i = 0; i < inputs.size(); ++i) {
     const module::ModuleValue& expected = module.values[module.inputs[i]];
+    if (expected.form != ValueForm::kTensor) continue;
     for (size_t d = 0; d < expected.shape.size(); ++d) {
       auto want = expected.shape[d].evaluate(bindings);
       if (!want.ok())
@@ -348,6 +365,14 @@ StatusOr<std::vector<std::vector<std::string>>> RunState::describe_dispatches(
   for (size_t s = 0; s < stages.size(); ++s) {
     if (stages[s].control) {
       const module::Dispatch& dispatch = context_.module->dispatches[stages[s].first];
+      if (dispatch.bodies.empty() || dispatch.op_type == "SequenceMap") {
+        out.push_back({fmt::format(
+            "host: {} runs on the host, where sequences and optionals live{}", dispatch.op_type,
+            dispatch.bodies.empty() ? ""
+                                    : "; its body runs per element as a nested program on "
+                                      "this device")});
+        continue;
+      }
       out.push_back({fmt::format(
           "control flow: {} runs its {} on the host, each as a nested "
           "program on this device",
@@ -362,7 +387,7 @@ StatusOr<std::vector<std::vector<std::string>>> RunState::describe_dispatches(
   return out;
 }
 
-Status RunState::bind_data_symbols(const Stage& stage, const std::map<int32_t, Tensor>& held,
+Status RunState::bind_data_symbols(const Stage& stage, const std::map<int32_t, HostValue>& held,
                                    Bindings& bindings) {
   const auto& module = *context_.module;
   const module::Dispatch& dispatch = module.dispatches[stage.first];
@@ -373,7 +398,7 @@ Status RunState::bind_data_symbols(const Stage& stage, const std::map<int32_t, T
     } else if (module.values[in].kind == module::ValueKind::kConstant) {
       inputs.push_back(module.values[in].constant);
     } else {
-      inputs.push_back(held.at(in));
+      inputs.push_back(held.at(in).tensor());
     }
   }
   // The module's value indices: data_sizes reads only how many there are.
@@ -431,14 +456,14 @@ StatusOr<control_flow::SliceType> empty_slice(const module::ModuleValue& value, 
 
 }  // namespace
 
-Status RunState::run_control(const Stage& stage, std::map<int32_t, Tensor>& held,
+Status RunState::run_control(const Stage& stage, std::map<int32_t, HostValue>& held,
                              Bindings& bindings, hal::RunObserver* observer) {
   const auto& module = *context_.module;
   const int32_t d = stage.first;
   const module::Dispatch& dispatch = module.dispatches[d];
   const std::string where = fmt::format("dispatch '{}' ({})", dispatch.name, dispatch.op_type);
   const auto started = std::chrono::steady_clock::now();
-  std::vector<Tensor> inputs;
+  std::vector<HostValue> inputs;
   for (int32_t in : dispatch.inputs) {
     if (in < 0) {
       inputs.emplace_back();
@@ -449,9 +474,9 @@ Status RunState::run_control(const Stage& stage, std::map<int32_t, Tensor>& held
     }
   }
   auto runner = [&](size_t b) -> control_flow::BodyRunner {
-    return [this, d, b](std::vector<Tensor> body_inputs) -> StatusOr<std::vector<Tensor>> {
+    return [this, d, b](std::vector<HostValue> body_inputs) -> StatusOr<std::vector<HostValue>> {
       Body& run = body(d, b);
-      auto result = [&]() -> StatusOr<std::vector<Tensor>> {
+      auto result = [&]() -> StatusOr<std::vector<HostValue>> {
         KILN_ASSIGN_OR_RETURN(Bindings body_bindings,
                               bind_inputs(*run.context.module, body_inputs));
         return run.state->run(body_inputs, std::move(body_bindings), nullptr, nullptr);
@@ -466,17 +491,29 @@ Status RunState::run_control(const Stage& stage, std::map<int32_t, Tensor>& held
   args.captures = static_cast<size_t>(captures);
   args.output_count = dispatch.outputs.size();
   args.max_bytes = context_.max_memory_bytes;
-  StatusOr<std::vector<Tensor>> outputs = std::vector<Tensor>{};
-  if (dispatch.op_type == "If") {
-    KILN_ASSIGN_OR_RETURN(bool cond,
-                          control_flow::read_condition(inputs.at(0), where + ": the condition"));
+  StatusOr<std::vector<HostValue>> outputs = std::vector<HostValue>{};
+  if (dispatch.bodies.empty() || dispatch.op_type == "SequenceMap") {
+    // A sequence or optional op, or Identity on one.
+    sequence_ops::OpArgs op;
+    op.where = where;
+    op.attributes = &dispatch.attributes;
+    for (int32_t out : dispatch.outputs) op.output_dtypes.push_back(module.values[out].dtype);
+    op.max_bytes = context_.max_memory_bytes;
+    if (!dispatch.bodies.empty()) op.body = runner(0);
+    outputs = sequence_ops::run(dispatch.op_type, inputs, op);
+  } else if (dispatch.op_type == "If") {
+    KILN_ASSIGN_OR_RETURN(
+        bool cond, control_flow::read_condition(inputs.at(0).tensor(), where + ": the condition"));
     const size_t then_inputs = dispatch.bodies[0]->inputs.size();
-    std::vector<Tensor> taken =
-        cond ? std::vector<Tensor>(inputs.begin() + 1, inputs.begin() + 1 + then_inputs)
-             : std::vector<Tensor>(inputs.begin() + 1 + then_inputs, inputs.end());
+    std::vector<HostValue> taken =
+        cond ? std::vector<HostValue>(inputs.begin() + 1, inputs.begin() + 1 + then_inputs)
+             : std::vector<HostValue>(inputs.begin() + 1 + then_inputs, inputs.end());
     outputs = runner(cond ? 0 : 1)(std::move(taken));
   } else if (dispatch.op_type == "Loop") {
     const size_t carried = inputs.size() - 2 - args.captures;
+    for (size_t v = 0; v < carried && v < dispatch.outputs.size(); ++v) {
+      args.carried_forms.push_back(module.values[dispatch.outputs[v]].form);
+    }
     args.body = runner(0);
     args.empty_scan_shape = [&](size_t k) {
       return empty_slice(module.values[dispatch.outputs.at(carried + k)], 0, bindings);
@@ -504,10 +541,21 @@ Status RunState::run_control(const Stage& stage, std::map<int32_t, Tensor>& held
     return internal_error("{}: gave {} outputs for {}", where, outputs->size(),
                           dispatch.outputs.size());
   }
+  // Sequences and optionals: their form and dtype, as the module says.
+  for (size_t k = 0; k < outputs->size(); ++k) {
+    const module::ModuleValue& value = module.values[dispatch.outputs[k]];
+    const HostValue& out = (*outputs)[k];
+    if (out.form() != value.form || out.dtype() != value.dtype) {
+      return invalid_argument("{}: output {} '{}' is {}, but the module says a {} of {}", where, k,
+                              value.name, out.describe(), value_form_name(value.form),
+                              dtype_name(value.dtype));
+    }
+  }
   // The data symbols from the outputs' dims, then every output checked against the module.
   for (size_t k = 0; k < outputs->size(); ++k) {
     const module::ModuleValue& value = module.values[dispatch.outputs[k]];
-    const Tensor& tensor = (*outputs)[k];
+    if (value.form != ValueForm::kTensor) continue;
+    const Tensor& tensor = (*outputs)[k].tensor();
     if (tensor.rank() != static_cast<int64_t>(value.shape.size())) continue;  // reported below
     for (size_t i = 0; i < value.shape.size(); ++i) {
       const DimExpr& dim = value.shape[i];
@@ -526,7 +574,8 @@ Status RunState::run_control(const Stage& stage, std::map<int32_t, Tensor>& held
   }
   for (size_t k = 0; k < outputs->size(); ++k) {
     const module::ModuleValue& value = module.values[dispatch.outputs[k]];
-    const Tensor& tensor = (*outputs)[k];
+    if (value.form != ValueForm::kTensor) continue;
+    const Tensor& tensor = (*outputs)[k].tensor();
     KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
     if (tensor.dtype() != value.dtype || tensor.shape() != shape) {
       return invalid_argument("{}: output {} '{}' is {} {}, but the module says {} {}", where, k,
@@ -543,7 +592,10 @@ Status RunState::run_control(const Stage& stage, std::map<int32_t, Tensor>& held
   if (observer != nullptr) {
     std::vector<Tensor> observed;
     if (observer->wants_outputs(d)) {
-      for (const Tensor& t : *outputs) observed.push_back(t.clone());
+      // A sequence or optional is seen as an empty tensor: observers compare tensors.
+      for (const HostValue& v : *outputs) {
+        observed.push_back(v.is_tensor() ? v.tensor().clone() : Tensor());
+      }
     }
     Status seen = observer->after_dispatch(d, elapsed_ms, observed);
     if (!seen.ok()) return std::move(seen).with_note("after " + where);
@@ -552,9 +604,9 @@ Status RunState::run_control(const Stage& stage, std::map<int32_t, Tensor>& held
   return ok_status();
 }
 
-StatusOr<std::vector<Tensor>> RunState::run(std::span<const Tensor> inputs, Bindings bindings,
-                                            hal::RunObserver* observer, Bindings* bound,
-                                            std::span<Tensor> into) {
+StatusOr<std::vector<HostValue>> RunState::run(std::span<const HostValue> inputs, Bindings bindings,
+                                               hal::RunObserver* observer, Bindings* bound,
+                                               std::span<Tensor> into) {
   const auto& module = *context_.module;
   const std::vector<Stage>& stages = *context_.stages;
   if (!into.empty()) KILN_RETURN_IF_ERROR(check_output_count(module, into));
@@ -564,7 +616,7 @@ StatusOr<std::vector<Tensor>> RunState::run(std::span<const Tensor> inputs, Bind
     for (size_t i = 0; i < module.outputs.size(); ++i) into_index.emplace(module.outputs[i], i);
   }
   // Graph inputs and the values stages hand over, by module value index.
-  std::map<int32_t, Tensor> held;
+  std::map<int32_t, HostValue> held;
   for (size_t i = 0; i < inputs.size(); ++i) held[module.inputs[i]] = inputs[i];
 
   for (size_t s = 0; s < stages.size(); ++s) {
@@ -580,7 +632,14 @@ StatusOr<std::vector<Tensor>> RunState::run(std::span<const Tensor> inputs, Bind
     KILN_ASSIGN_OR_RETURN(Prepared * prepared, prepare(s, bindings));
     KILN_RETURN_IF_ERROR(size_arena(*prepared));
     std::vector<Tensor> stage_inputs;
-    for (int32_t in : stage.inputs) stage_inputs.push_back(held.at(in));
+    for (int32_t in : stage.inputs) {
+      const HostValue& value = held.at(in);
+      if (!value.is_tensor()) {
+        return internal_error("value '{}' is a {}, read by a device stage", module.values[in].name,
+                              value_form_name(value.form()));
+      }
+      stage_inputs.push_back(value.tensor());
+    }
     // The stage's outputs: the caller's tensors for graph outputs run_into writes, else new ones.
     std::vector<Tensor> computed;
     for (size_t i = 0; i < stage.outputs.size(); ++i) {
@@ -622,12 +681,21 @@ StatusOr<std::vector<Tensor>> RunState::run(std::span<const Tensor> inputs, Bind
       held[stage.outputs[i]] = std::move(computed[i]);
   }
 
-  std::vector<Tensor> outputs;
+  std::vector<HostValue> outputs;
   for (size_t i = 0; i < module.outputs.size(); ++i) {
     const int32_t out = module.outputs[i];
     const module::ModuleValue& value = module.values[out];
+    if (value.form != ValueForm::kTensor) {
+      if (!into.empty()) {
+        return invalid_argument("output {} '{}' is a {}; run_into writes tensor outputs only", i,
+                                value.name, value_form_name(value.form));
+      }
+      const HostValue& result = held.at(out);
+      outputs.push_back(value.kind == module::ValueKind::kIntermediate ? result : result.clone());
+      continue;
+    }
     const Tensor& result =
-        value.kind == module::ValueKind::kConstant ? value.constant : held.at(out);
+        value.kind == module::ValueKind::kConstant ? value.constant : held.at(out).tensor();
     if (!into.empty()) {
       // Computed outputs are in place already; constants, graph inputs and a value listed twice
       // are copied.

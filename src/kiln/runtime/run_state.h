@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/base/host_value.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 #include "kiln/hal/device.h"
@@ -43,16 +44,18 @@ struct RunContext {
 };
 
 // Symbol values implied by the shapes of `inputs` (module.inputs order), checked against every
-// input's dtype and dims and the module's assumptions (Session::bind; a body's inputs each time
-// it runs).
+// input's form, dtype and dims (a sequence's or optional's form and dtype) and the module's
+// assumptions (Session::bind; a body's inputs each time it runs).
 StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
-                               std::span<const Tensor> inputs);
+                               std::span<const HostValue> inputs);
 
 // The concrete dims of `value` for `bindings`. Errors name the value.
 StatusOr<ConcreteShape> concrete_shape(const module::ModuleValue& value, const Bindings& bindings);
 
-// RunState runs a control-flow stage (stages.h) itself: it reads the dispatch's inputs, runs
-// the op's semantics on the host (kiln/base/control_flow.h) and each body run as a nested module
+// RunState runs a host stage (stages.h) itself: it reads the dispatch's inputs, runs the op's
+// semantics on the host (kiln/base/control_flow.h, kiln/base/sequence_ops.h; sequences and
+// optionals are held there as host tensors, and a tensor crossing into a sequence or out of one is
+// a host tensor like any value crossing a stage boundary) and each body run as a nested module
 // on a run state of its own (made on first use, one per body, with its own plans and arena, kept
 // as long as this state), binds the dispatch's data symbols from the outputs' dims and checks
 // every output's dims and the assumptions against them. Only the If branch taken runs (and is
@@ -71,9 +74,10 @@ class RunState {
   // checked once its stage knows them) and writable bytes; then the result is empty. On the CPU
   // an output's tensor is bound as the run's output buffer (no copy). `observer` and `bound` as
   // Session::run.
-  StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs, Bindings bindings,
-                                    hal::RunObserver* observer, Bindings* bound,
-                                    std::span<Tensor> into = {});
+  // A sequence or optional output is never written into `into` (an error names it).
+  StatusOr<std::vector<HostValue>> run(std::span<const HostValue> inputs, Bindings bindings,
+                                       hal::RunObserver* observer, Bindings* bound,
+                                       std::span<Tensor> into = {});
 
   // Session::describe_dispatches on this state's plans.
   StatusOr<std::vector<std::vector<std::string>>> describe_dispatches(const Bindings& bindings);
@@ -91,10 +95,10 @@ class RunState {
   StatusOr<Prepared*> prepare(size_t stage, const Bindings& bindings);
   // Makes the arena fit `prepared` and, after an eviction, no larger than the held plans need.
   Status size_arena(const Prepared& prepared);
-  Status bind_data_symbols(const Stage& stage, const std::map<int32_t, Tensor>& held,
+  Status bind_data_symbols(const Stage& stage, const std::map<int32_t, HostValue>& held,
                            Bindings& bindings);
-  // Runs control-flow stage `stage`, adding its outputs to `held` and its symbols to `bindings`.
-  Status run_control(const Stage& stage, std::map<int32_t, Tensor>& held, Bindings& bindings,
+  // Runs host stage `stage`, adding its outputs to `held` and its symbols to `bindings`.
+  Status run_control(const Stage& stage, std::map<int32_t, HostValue>& held, Bindings& bindings,
                      hal::RunObserver* observer);
   // The run state of body `b` of dispatch `dispatch`.
   Body& body(int32_t dispatch, size_t b);

@@ -3,6 +3,17 @@
 #include <unistd.h>
 
 namespace kiln::runtime {
+namespace {
+
+// The tensor interfaces (run, run_into, output_shapes) refuse a sequence or optional output.
+Status check_tensor_output(const module::ModuleValue& value, size_t index) {
+  if (value.form == ValueForm::kTensor) return ok_status();
+  return invalid_argument(
+      "output {} '{}' is a {}; run_values takes and gives sequences and optionals", index,
+      value.name, value_form_name(value.form));
+}
+
+}  // namespace
 
 uint64_t default_max_memory_bytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -55,6 +66,10 @@ StatusOr<std::unique_ptr<Session>> Session::create(
 }
 
 StatusOr<Bindings> Session::bind(std::span<const Tensor> inputs) const {
+  return bind_inputs(*module_, tensor_values(inputs));
+}
+
+StatusOr<Bindings> Session::bind_values(std::span<const HostValue> inputs) const {
   return bind_inputs(*module_, inputs);
 }
 
@@ -82,6 +97,7 @@ StatusOr<std::vector<ConcreteShape>> Session::output_shapes(std::span<const Tens
   std::vector<ConcreteShape> shapes;
   for (size_t i = 0; i < module_->outputs.size(); ++i) {
     const module::ModuleValue& value = module_->values[module_->outputs[i]];
+    KILN_RETURN_IF_ERROR(check_tensor_output(value, i));
     const std::string symbol = data_symbol_of(value);
     if (!symbol.empty()) {
       return failed_precondition(
@@ -151,7 +167,17 @@ StatusOr<std::vector<std::vector<std::string>>> Session::describe_dispatches(
 // the changed bytes).
 StatusOr<std::vector<Tensor>> Session::run(std::span<const Tensor> inputs,
                                            hal::RunObserver* observer, Bindings* bound) {
-  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind(inputs));
+  for (size_t i = 0; i < module_->outputs.size(); ++i) {
+    KILN_RETURN_IF_ERROR(check_tensor_output(module_->values[module_->outputs[i]], i));
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<HostValue> outputs,
+                        run_values(tensor_values(inputs), observer, bound));
+  return value_tensors(std::move(outputs), "output");
+}
+
+StatusOr<std::vector<HostValue>> Session::run_values(std::span<const HostValue> inputs,
+                                                     hal::RunObserver* observer, Bindings* bound) {
+  KILN_ASSIGN_OR_RETURN(Bindings bindings, bind_values(inputs));
   KILN_RETURN_IF_ERROR(check_module_file());
   auto outputs = with_state(
       [&](RunState& state) { return state.run(inputs, std::move(bindings), observer, bound); });
@@ -166,13 +192,15 @@ Status Session::run_into(std::span<const Tensor> inputs, std::span<Tensor> outpu
   // others once their stage knows them.
   for (size_t i = 0; i < outputs.size(); ++i) {
     const module::ModuleValue& value = module_->values[module_->outputs[i]];
+    KILN_RETURN_IF_ERROR(check_tensor_output(value, i));
     if (!data_symbol_of(value).empty()) continue;
     KILN_ASSIGN_OR_RETURN(ConcreteShape shape, concrete_shape(value, bindings));
     KILN_RETURN_IF_ERROR(check_output_tensor(*module_, i, shape, outputs[i]));
   }
   KILN_RETURN_IF_ERROR(check_module_file());
+  const std::vector<HostValue> values = tensor_values(inputs);
   Status ran = with_state([&](RunState& state) {
-    return state.run(inputs, std::move(bindings), nullptr, nullptr, outputs).status();
+    return state.run(values, std::move(bindings), nullptr, nullptr, outputs).status();
   });
   KILN_RETURN_IF_ERROR(check_module_file());
   return ran;

@@ -92,6 +92,7 @@ class Session {
   // dtype, rank, a static dim that differs, a symbol bound to two different values, sizes that
   // break an assumption the compiler made (module().assumptions; kiln/shape/assumption.h).
   StatusOr<Bindings> bind(std::span<const Tensor> inputs) const;
+  StatusOr<Bindings> bind_values(std::span<const HostValue> inputs) const;
 
   // Runs the module. Inputs are plain row-major tensors in module().inputs order; outputs are
   // returned in module().outputs order. An `observer` (not owned) sees every dispatch as it
@@ -99,9 +100,17 @@ class Session {
   // data-dependent sizes runs in stages (stages.h): before each, the symbols its first dispatch
   // binds are computed from that dispatch's inputs. `bound` (optional) receives every symbol's
   // value in this run, data symbols included. Safe to call from many threads at once.
+  // A module with a sequence or optional input or output (module::ModuleValue::form) runs
+  // through run_values; run() refuses it naming the value.
   StatusOr<std::vector<Tensor>> run(std::span<const Tensor> inputs,
                                     hal::RunObserver* observer = nullptr,
                                     Bindings* bound = nullptr);
+  // run() for any module: inputs and outputs are host values (base/host_value.h), each a tensor,
+  // a sequence of tensors or an optional, of the form the module gives it. Errors as run()'s, and
+  // an input of another form or dtype names the input.
+  StatusOr<std::vector<HostValue>> run_values(std::span<const HostValue> inputs,
+                                              hal::RunObserver* observer = nullptr,
+                                              Bindings* bound = nullptr);
 
   // run(), writing the outputs into the caller's tensors: `outputs` has one per module output, in
   // module().outputs order, each with the dtype and dims that output has for these inputs

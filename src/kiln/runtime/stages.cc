@@ -8,7 +8,9 @@ namespace kiln::runtime {
 std::vector<Stage> plan_stages(const module::ModuleContents& module) {
   const auto dispatch_count = static_cast<int32_t>(module.dispatches.size());
   std::vector<Stage> stages(1);
-  auto is_control = [&](int32_t d) { return !module.dispatches[d].bodies.empty(); };
+  auto is_control = [&](int32_t d) {
+    return module::is_host_dispatch(module, module.dispatches[d]);
+  };
   for (int32_t d = 0; d < dispatch_count; ++d) {
     const bool starts =
         !module.dispatches[d].data_symbols.empty() || is_control(d) || (d > 0 && is_control(d - 1));

@@ -4,9 +4,11 @@
 // first dispatch) and runs up to the next one. Values that cross a stage boundary are handed
 // over as plain tensors. A module without data symbols is one stage.
 //
-// A control-flow dispatch (one with bodies: Loop, Scan, If; module::Dispatch::bodies) is a stage
-// of its own: the run state runs it on the host (kiln/base/control_flow.h), each body as a nested
-// program on the same device, and binds the dispatch's data symbols from the outputs' dims.
+// A host dispatch (module::is_host_dispatch) is a stage of its own: the run state runs it on the
+// host, a control-flow dispatch (one with bodies: Loop, Scan, If, SequenceMap;
+// module::Dispatch::bodies) through kiln/base/control_flow.h with each body as a nested program
+// on the same device, a sequence or optional op through kiln/base/sequence_ops.h (sequences and
+// optionals live on the host), and binds the dispatch's data symbols from the outputs' dims.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +33,8 @@ struct Stage {
   // The symbols the stage's plan depends on: those of its values' dims and known values and of
   // its dispatches' data sizes, sorted. Its plan is keyed by their values alone.
   std::vector<std::string> symbols;
-  // Whether the stage is one control-flow dispatch, run through its bodies rather than prepared.
+  // Whether the stage is one host dispatch (control flow, a sequence or optional op), run on the
+  // host rather than prepared for the device.
   bool control = false;
 };
 

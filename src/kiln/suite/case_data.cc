@@ -90,7 +90,7 @@ ModelIo model_io(const ir::Graph& graph) {
   std::set<std::string> seen;
   for (ir::ValueId id : graph.inputs()) {
     const ir::Value& value = graph.value(id);
-    io.inputs.push_back({value.name, value.dtype, value.shape});
+    io.inputs.push_back({value.name, value.dtype, value.shape, value.form});
     for (const DimExpr& dim : value.shape) {
       for (const std::string& symbol : dim.symbols()) {
         if (seen.insert(symbol).second) io.symbols.push_back(symbol);
@@ -99,9 +99,18 @@ ModelIo model_io(const ir::Graph& graph) {
   }
   for (ir::ValueId id : graph.outputs()) {
     const ir::Value& value = graph.value(id);
-    io.outputs.push_back({value.name, value.dtype, value.shape});
+    io.outputs.push_back({value.name, value.dtype, value.shape, value.form});
   }
   return io;
+}
+
+bool ModelIo::has_non_tensor() const {
+  for (const auto* ports : {&inputs, &outputs}) {
+    for (const Port& port : *ports) {
+      if (port.form != ValueForm::kTensor) return true;
+    }
+  }
+  return false;
 }
 
 Status check_spec_against_model(const ModelSpec& spec, const ModelIo& io) {
@@ -162,15 +171,24 @@ std::vector<Bindings> size_combinations(const ModelSpec& spec, const ModelIo& io
   return out;
 }
 
-StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const ModelIo& io,
-                                                   Bindings& sizes) {
-  std::vector<NamedTensor> out;
+StatusOr<std::vector<HostValue>> data_set_values(const DataSet& set, const ModelIo& io,
+                                                 Bindings& sizes) {
+  std::vector<HostValue> out;
   for (size_t k = 0; k < io.inputs.size() && k < set.inputs.size(); ++k) {
     const Port& port = io.inputs[k];
-    KILN_ASSIGN_OR_RETURN(onnx_import::TensorProtoFile file,
-                          onnx_import::read_tensor_proto_file(set.inputs[k]));
-    const Tensor tensor = backend_test_dtype(std::move(file.tensor), port.dtype);
+    KILN_ASSIGN_OR_RETURN(HostValue value,
+                          onnx_import::read_value_proto_file(set.inputs[k], port.form, port.dtype));
     const std::string what = fmt::format("'{}' (input '{}')", set.inputs[k], port.name);
+    if (port.form != ValueForm::kTensor) {
+      if (value.dtype() != port.dtype) {
+        return invalid_argument("{} holds {}, but the model takes a {} of {}", what,
+                                value.describe(), value_form_name(port.form),
+                                dtype_name(port.dtype));
+      }
+      out.push_back(std::move(value));
+      continue;
+    }
+    const Tensor tensor = backend_test_dtype(value.tensor(), port.dtype);
     if (tensor.dtype() != port.dtype || tensor.rank() != static_cast<int64_t>(port.shape.size())) {
       return invalid_argument("{} holds {}, but the model takes {} {}", what,
                               format_tensor_type(tensor.dtype(), tensor.shape()),
@@ -186,14 +204,36 @@ StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const Mod
                                 symbol, tensor.shape()[d], d, symbol, it->second);
       }
     }
-    out.push_back({port.name, tensor});
+    out.push_back(tensor);
   }
   for (size_t k = 0; k < out.size(); ++k) {
+    if (io.inputs[k].form != ValueForm::kTensor) continue;
     KILN_ASSIGN_OR_RETURN(ConcreteShape shape,
                           shape_at(io.inputs[k].shape, sizes, "input '" + io.inputs[k].name + "'"));
     KILN_RETURN_IF_ERROR(
-        check_type(out[k].tensor, io.inputs[k].dtype, shape,
+        check_type(out[k].tensor(), io.inputs[k].dtype, shape,
                    fmt::format("'{}' (input '{}')", set.inputs[k], io.inputs[k].name)));
+  }
+  return out;
+}
+
+StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const ModelIo& io,
+                                                   Bindings& sizes) {
+  KILN_ASSIGN_OR_RETURN(std::vector<HostValue> values, data_set_values(set, io, sizes));
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, value_tensors(std::move(values), "input"));
+  std::vector<NamedTensor> out;
+  for (size_t k = 0; k < tensors.size(); ++k) out.push_back({io.inputs[k].name, tensors[k]});
+  return out;
+}
+
+StatusOr<std::vector<HostValue>> data_set_outputs(const DataSet& set, const ModelIo& io) {
+  std::vector<HostValue> out;
+  for (size_t k = 0; k < io.outputs.size() && k < set.outputs.size(); ++k) {
+    const Port& port = io.outputs[k];
+    KILN_ASSIGN_OR_RETURN(
+        HostValue value, onnx_import::read_value_proto_file(set.outputs[k], port.form, port.dtype));
+    if (value.is_tensor()) value = backend_test_dtype(value.tensor(), port.dtype);
+    out.push_back(std::move(value));
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/base/host_value.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 #include "kiln/ir/graph.h"
@@ -19,8 +20,9 @@ namespace kiln::suite {
 
 struct Port {
   std::string name;
-  DType dtype = DType::kF32;
-  Shape shape;
+  DType dtype = DType::kF32;  // a sequence's or optional's: its tensors'
+  Shape shape;                // empty for a sequence or optional
+  ValueForm form = ValueForm::kTensor;
 };
 
 // The runtime inputs and the outputs of an imported model.
@@ -28,6 +30,9 @@ struct ModelIo {
   std::vector<Port> inputs;
   std::vector<Port> outputs;
   std::vector<std::string> symbols;  // of the inputs' dims, in order of first appearance
+
+  // Whether an input or output is a sequence or an optional (run with host values).
+  bool has_non_tensor() const;
 };
 
 ModelIo model_io(const ir::Graph& graph);
@@ -46,6 +51,13 @@ std::vector<Bindings> size_combinations(const ModelSpec& spec, const ModelIo& io
 // one symbol would take two sizes.
 StatusOr<std::vector<NamedTensor>> data_set_inputs(const DataSet& set, const ModelIo& io,
                                                    Bindings& sizes);
+
+// data_set_inputs for a model with sequence or optional ports: each file read as the value its
+// port takes (onnx_import::read_value_proto_file), tensors checked and binding sizes as there.
+StatusOr<std::vector<HostValue>> data_set_values(const DataSet& set, const ModelIo& io,
+                                                 Bindings& sizes);
+// The data set's expected outputs (output_K.pb), each read as the value its port gives.
+StatusOr<std::vector<HostValue>> data_set_outputs(const DataSet& set, const ModelIo& io);
 
 // The inputs at `sizes` from the manifest: files (with {SYMBOL} expanded) or generators; inputs
 // the manifest does not name are generated with the default generator. Error when a file's dtype

@@ -96,7 +96,17 @@ class ModelRun {
       model_level_failure(Outcome::kError, checked.to_string(), import_seconds_);
       return std::move(results_);
     }
-    if (!data_sets_.empty()) {
+    if (io_.has_non_tensor()) {
+      if (data_sets_.empty()) {
+        model_level_failure(Outcome::kError,
+                            "the model takes or gives sequences or optionals, which only data "
+                            "sets (.pb files) supply",
+                            import_seconds_);
+      }
+      for (const DataSet& set : data_sets_) {
+        run_value_set(set, data_sets_.size() > 1 ? set.name : "");
+      }
+    } else if (!data_sets_.empty()) {
       for (const DataSet& set : data_sets_) {
         run_sizes(&set, data_sets_.size() > 1 ? set.name : "", {});
       }
@@ -424,6 +434,116 @@ class ModelRun {
     }
     bound.seconds = seconds_since(start);
     finish(bound);
+  }
+
+  // A data set of a model with sequence or optional inputs or outputs: the values run through
+  // Session::run_values (graph_eval::evaluate_graph_values on the reference backend) and compare
+  // with the expected files value by value (compare_values, the one comparator's rule). The bound
+  // variant must equal the dynamic one bit for bit. Batch invariance and tampering hooks take
+  // tensor outputs and are not applied here.
+  void run_value_set(const DataSet& set, const std::string& set_name) {
+    Bindings sizes;
+    auto inputs = data_set_values(set, io_, sizes);
+    const bool symbolic = !io_.symbols.empty();
+    const std::string size_text = format_sizes(sizes, io_.symbols);
+    const bool reference = ctx_.backend == kReferenceBackend;
+    CaseResult first = make_case(set_name,
+                                 reference  ? "reference"
+                                 : symbolic ? "dynamic"
+                                            : "static",
+                                 size_text);
+    CaseResult bound = make_case(set_name, "bound", size_text);
+    const bool run_first = selected(first.name);
+    const bool run_bound = !reference && symbolic && selected(bound.name);
+    if (!run_first && !run_bound) return;
+    auto check = [&](CaseResult& c, const std::vector<HostValue>& outputs) {
+      if (!ctx_.compare_results) {
+        c.details.push_back(fmt::format(
+            "outputs not compared: device '{}' computes placeholders, not results", ctx_.backend));
+        return;
+      }
+      auto expected = data_set_outputs(set, io_);
+      if (!expected.ok()) {
+        fail(c, Outcome::kError,
+             "cannot read the reference outputs: " + expected.status().to_string());
+        return;
+      }
+      compare_value_outputs(c, outputs, *expected, fmt::format("file of data set '{}'", set.name));
+    };
+    std::optional<std::vector<HostValue>> dynamic_outputs;
+    {
+      if (ctx_.on_start && run_first) ctx_.on_start(first.name);
+      const auto start = Clock::now();
+      if (!inputs.ok()) {
+        fail(first, Outcome::kError, "cannot set up the inputs: " + inputs.status().to_string());
+      } else if (reference) {
+        auto outputs = graph_eval::evaluate_graph_values(graph_, *inputs);
+        if (!outputs.ok()) {
+          fail(first, Outcome::kFailRun, outputs.status().to_string());
+        } else {
+          check(first, *outputs);
+        }
+      } else if (auto session = dynamic_session(first); !session.ok()) {
+        fail(first, Outcome::kFailCompile, session.status().to_string());
+      } else if (auto outputs = (*session)->run_values(*inputs); !outputs.ok()) {
+        fail(first, Outcome::kFailRun, outputs.status().to_string());
+      } else {
+        dynamic_outputs = *outputs;
+        check(first, *outputs);
+      }
+      first.seconds = seconds_since(start);
+      if (run_first) finish(first);
+    }
+    if (!run_bound) return;
+    if (ctx_.on_start) ctx_.on_start(bound.name);
+    const auto start = Clock::now();
+    auto session = compile_session(sizes);
+    if (!inputs.ok()) {
+      fail(bound, Outcome::kError, "cannot set up the inputs: " + inputs.status().to_string());
+    } else if (!session.ok()) {
+      fail(bound, Outcome::kFailCompile, session.status().to_string());
+    } else if (auto outputs = (*session)->run_values(*inputs); !outputs.ok()) {
+      fail(bound, Outcome::kFailRun, outputs.status().to_string());
+    } else {
+      check(bound, *outputs);
+      if (ctx_.compare_results && dynamic_outputs) {
+        for (size_t k = 0; k < outputs->size() && k < dynamic_outputs->size(); ++k) {
+          auto same = compare_values((*outputs)[k], (*dynamic_outputs)[k], Tolerance{0, 0, true});
+          if (same.ok() && same->passed()) continue;
+          fail(bound, Outcome::kFailCompare,
+               fmt::format("output '{}': the module bound to {} differs from the dynamic module "
+                           "({}); invariant 1 requires them equal",
+                           io_.outputs[k].name, size_text,
+                           same.ok() ? format_compare_result(*same, Tolerance{0, 0, true})
+                                     : same.status().to_string()));
+        }
+      }
+    }
+    bound.seconds = seconds_since(start);
+    finish(bound);
+  }
+
+  void compare_value_outputs(CaseResult& c, const std::vector<HostValue>& outputs,
+                             const std::vector<HostValue>& expected, const std::string& source) {
+    for (size_t k = 0; k < io_.outputs.size() && k < outputs.size() && k < expected.size(); ++k) {
+      OutputReport report;
+      report.name = io_.outputs[k].name;
+      report.reference = source;
+      report.tolerance = spec_.tolerance_for(report.name);
+      auto result = compare_values(outputs[k], expected[k], report.tolerance);
+      if (!result.ok()) {
+        report.message = result.status().to_string();
+      } else {
+        report.compare = *result;
+        report.passed = result->passed();
+        report.message = format_compare_result(*result, report.tolerance);
+      }
+      if (!report.passed) {
+        fail(c, Outcome::kFailCompare,
+             fmt::format("output '{}' vs {}: {}", report.name, report.reference, report.message));
+      }
+      c.outputs.push_back(std::move(report));
+    }
   }
 
   // The "reference" backend: the imported graph evaluated by graph_eval::evaluate_graph (float64

@@ -210,10 +210,64 @@ std::string format_index(int64_t flat, const ConcreteShape& shape) {
   return fmt::format("[{}]", fmt::join(index, ","));
 }
 
+StatusOr<CompareResult> compare_values(const HostValue& actual, const HostValue& expected,
+                                       const Tolerance& tolerance) {
+  if (actual.form() != expected.form() || actual.dtype() != expected.dtype() ||
+      actual.has_element() != expected.has_element()) {
+    return invalid_argument("actual is {}, expected {}", actual.describe(), expected.describe());
+  }
+  if (actual.form() == ValueForm::kTensor || actual.form() == ValueForm::kOptionalTensor) {
+    if (!actual.has_element()) return CompareResult{};
+    return compare_tensors(actual.tensor(), expected.tensor(), tolerance);
+  }
+  const std::vector<Tensor>& a = actual.elements();
+  const std::vector<Tensor>& e = expected.elements();
+  if (a.size() != e.size()) {
+    return invalid_argument("actual is a sequence of {} tensors, expected {}", a.size(), e.size());
+  }
+  CompareResult total;
+  total.dtype = expected.dtype();
+  bool detailed = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto r = compare_tensors(a[i], e[i], tolerance);
+    if (!r.ok()) {
+      return std::move(r).status().with_note(fmt::format("comparing sequence element {}", i));
+    }
+    if (!detailed && (!r->passed() || i + 1 == a.size())) {
+      const int64_t count = total.count, mismatches = total.mismatches;
+      const int64_t nan = total.nan_mismatches, inf = total.inf_mismatches;
+      const int64_t an = total.actual_nan, ai = total.actual_inf;
+      const int64_t en = total.expected_nan, ei = total.expected_inf;
+      total = *r;
+      total.element = static_cast<int64_t>(i);
+      total.count += count;
+      total.mismatches += mismatches;
+      total.nan_mismatches += nan;
+      total.inf_mismatches += inf;
+      total.actual_nan += an;
+      total.actual_inf += ai;
+      total.expected_nan += en;
+      total.expected_inf += ei;
+      detailed = !r->passed();
+      if (detailed || i + 1 == a.size()) continue;
+    }
+    total.count += r->count;
+    total.mismatches += r->mismatches;
+    total.nan_mismatches += r->nan_mismatches;
+    total.inf_mismatches += r->inf_mismatches;
+    total.actual_nan += r->actual_nan;
+    total.actual_inf += r->actual_inf;
+    total.expected_nan += r->expected_nan;
+    total.expected_inf += r->expected_inf;
+  }
+  return total;
+}
+
 std::string format_compare_result(const CompareResult& r, const Tolerance& t) {
   std::string out =
       fmt::format("{}: {}/{} mismatches (atol {}, rtol {}{})", r.passed() ? "PASS" : "FAIL",
                   r.mismatches, r.count, t.atol, t.rtol, t.nan_equal ? ", NaN equal" : "");
+  if (r.element) out += fmt::format(" over the sequence, details of element {}", *r.element);
   if (is_float(r.dtype)) {
     if (!r.passed()) {
       out += fmt::format(": {} NaN, {} Inf, {} beyond tolerance", r.nan_mismatches,

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "kiln/base/host_value.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 
@@ -46,6 +47,8 @@ struct CompareResult {
   double first_actual = 0, first_expected = 0;
   DType dtype = DType::kF32;  // of both tensors; decides how values are printed
   ConcreteShape shape;
+  // compare_values on a sequence: the tensor the details above describe (the first failing one).
+  std::optional<int64_t> element;
 
   bool passed() const { return mismatches == 0; }
   int64_t tolerance_mismatches() const { return mismatches - nan_mismatches - inf_mismatches; }
@@ -56,6 +59,14 @@ struct CompareResult {
 // default-constructed Tensor).
 StatusOr<CompareResult> compare_tensors(const Tensor& actual, const Tensor& expected,
                                         const Tolerance& tolerance);
+
+// compare_tensors for host values (base/host_value.h), under the same rule: the forms, an
+// optional's presence and a sequence's length must agree (an error names what differs), then
+// every tensor is compared in order. The counts are summed over the tensors; the mismatch details
+// (first mismatch, largest errors, dtype, dims) are those of the first tensor that fails, with
+// `element` its index in the sequence. An empty sequence or optional matches an empty one.
+StatusOr<CompareResult> compare_values(const HostValue& actual, const HostValue& expected,
+                                       const Tolerance& tolerance);
 
 // One line, e.g.
 // "FAIL: 3/4000 mismatches (atol 2e-05, rtol 1e-05): 1 NaN, 0 Inf, 2 beyond tolerance; actual NaN

@@ -363,5 +363,37 @@ TEST(Comparator, MaxAbsDifference) {
             0x1p63);
 }
 
+TEST(Comparator, SequencesCompareTensorByTensorUnderTheSameRule) {
+  auto sequence = [](std::vector<Tensor> elements) {
+    return HostValue::sequence(DType::kF32, std::move(elements)).value();
+  };
+  const HostValue expected = sequence({f32({2}, {1, 2}), f32({1}, {3})});
+  auto same = compare_values(sequence({f32({2}, {1, 2}), f32({1}, {3})}), expected, {});
+  ASSERT_TRUE(same.ok()) << same.status().to_string();
+  EXPECT_TRUE(same->passed());
+  EXPECT_EQ(same->count, 3);
+  // NaN in one element fails however large the tolerance, and the details name the element.
+  auto nan = compare_values(sequence({f32({2}, {1, 2}), f32({1}, {kNan})}), expected,
+                            Tolerance{1e9, 1e9, false});
+  ASSERT_TRUE(nan.ok());
+  EXPECT_FALSE(nan->passed());
+  EXPECT_EQ(nan->nan_mismatches, 1);
+  EXPECT_EQ(nan->count, 3);
+  EXPECT_EQ(nan->element, 1);
+  EXPECT_NE(format_compare_result(*nan, {}).find("details of element 1"), std::string::npos);
+  // Lengths, forms and an optional's presence must agree.
+  EXPECT_FALSE(compare_values(sequence({f32({2}, {1, 2})}), expected, {}).ok());
+  EXPECT_FALSE(compare_values(f32({2}, {1, 2}), expected, {}).ok());
+  const HostValue none = HostValue::none(ValueForm::kOptionalTensor, DType::kF32);
+  const HostValue some = HostValue::optional_of(f32({1}, {1}));
+  EXPECT_FALSE(compare_values(none, some, {}).ok());
+  auto both_empty = compare_values(none, none, {});
+  ASSERT_TRUE(both_empty.ok());
+  EXPECT_TRUE(both_empty->passed());
+  auto optional_nan = compare_values(HostValue::optional_of(f32({1}, {kNan})), some, {});
+  ASSERT_TRUE(optional_nan.ok());
+  EXPECT_FALSE(optional_nan->passed());
+}
+
 }  // namespace
 }  // namespace kiln
