@@ -52,6 +52,27 @@ DELIBERATE["test_adam_multiple"] = (
     "deliberate: the expected data were computed with epsilon 1e-2, but the model's Adam node "
     "omits 'epsilon' (default 1e-6; onnx/backend/test/case/node/adam.py export_adam_multiple); "
     "kiln follows the model")
+# Cases kiln does not run on purpose, with why (printed in the doc like the ones above).
+DELIBERATE.update({
+    name: "out of scope: kiln has no string tensors (strings are tokenizer and feature-engineering "
+          "data, not tensor computation)"
+    for name in ["test_cast_FLOAT_to_STRING", "test_cast_STRING_to_FLOAT",
+                 "test_castlike_FLOAT_to_STRING", "test_castlike_FLOAT_to_STRING_expanded",
+                 "test_castlike_STRING_to_FLOAT", "test_castlike_STRING_to_FLOAT_expanded",
+                 "test_strnormalizer_export_monday_casesensintive_lower",
+                 "test_strnormalizer_export_monday_casesensintive_nochangecase",
+                 "test_strnormalizer_export_monday_casesensintive_upper",
+                 "test_strnormalizer_export_monday_empty_output",
+                 "test_strnormalizer_export_monday_insensintive_upper_twodim",
+                 "test_strnormalizer_nostopwords_nochangecase"]
+})
+DELIBERATE.update({
+    name: "out of scope: random sampling (Bernoulli, RandomUniformLike) whose expected data come "
+          "from NumPy's generator, which no other engine reproduces; no inference model kiln "
+          "targets samples at run time"
+    for name in ["test_bernoulli", "test_bernoulli_double", "test_bernoulli_double_expanded",
+                 "test_bernoulli_expanded", "test_bernoulli_seed", "test_bernoulli_seed_expanded"]
+})
 
 
 def run_suite(kiln, folder, backend, jobs):
