@@ -220,24 +220,35 @@ class ModelRun {
     return session.run(tensors);
   }
 
+  // Output k compared with its reference by compare(tolerance) -> StatusOr<CompareResult>, as a
+  // report; a failed comparison fails the case, naming the output and the reference.
+  template <typename Compare>
+  OutputReport compare_output(CaseResult& c, size_t k, const std::string& reference,
+                              Compare&& compare) {
+    OutputReport report;
+    report.name = io_.outputs[k].name;
+    report.reference = reference;
+    report.tolerance = spec_.tolerance_for(report.name);
+    StatusOr<CompareResult> result = compare(report.tolerance);
+    if (!result.ok()) {
+      report.message = result.status().to_string();
+    } else {
+      report.compare = *result;
+      report.passed = result->passed();
+      report.message = format_compare_result(*result, report.tolerance);
+    }
+    if (!report.passed) {
+      fail(c, Outcome::kFailCompare,
+           fmt::format("output '{}' vs {}: {}", report.name, report.reference, report.message));
+    }
+    return report;
+  }
+
   void compare_outputs(CaseResult& c, const std::vector<Tensor>& outputs, const References& refs) {
     for (size_t k = 0; k < io_.outputs.size() && k < outputs.size(); ++k) {
-      OutputReport report;
-      report.name = io_.outputs[k].name;
-      report.reference = refs.sources[k];
-      report.tolerance = spec_.tolerance_for(report.name);
-      auto result = compare_tensors(outputs[k], refs.outputs[k], report.tolerance);
-      if (!result.ok()) {
-        report.message = result.status().to_string();
-      } else {
-        report.compare = *result;
-        report.passed = result->passed();
-        report.message = format_compare_result(*result, report.tolerance);
-      }
-      if (!report.passed) {
-        fail(c, Outcome::kFailCompare,
-             fmt::format("output '{}' vs {}: {}", report.name, report.reference, report.message));
-      }
+      OutputReport report = compare_output(c, k, refs.sources[k], [&](const auto& tolerance) {
+        return compare_tensors(outputs[k], refs.outputs[k], tolerance);
+      });
       if (report.compare && report.compare->actual_nan + report.compare->actual_inf > 0) {
         const CompareResult& r = *report.compare;
         std::string note =
@@ -526,23 +537,9 @@ class ModelRun {
   void compare_value_outputs(CaseResult& c, const std::vector<HostValue>& outputs,
                              const std::vector<HostValue>& expected, const std::string& source) {
     for (size_t k = 0; k < io_.outputs.size() && k < outputs.size() && k < expected.size(); ++k) {
-      OutputReport report;
-      report.name = io_.outputs[k].name;
-      report.reference = source;
-      report.tolerance = spec_.tolerance_for(report.name);
-      auto result = compare_values(outputs[k], expected[k], report.tolerance);
-      if (!result.ok()) {
-        report.message = result.status().to_string();
-      } else {
-        report.compare = *result;
-        report.passed = result->passed();
-        report.message = format_compare_result(*result, report.tolerance);
-      }
-      if (!report.passed) {
-        fail(c, Outcome::kFailCompare,
-             fmt::format("output '{}' vs {}: {}", report.name, report.reference, report.message));
-      }
-      c.outputs.push_back(std::move(report));
+      c.outputs.push_back(compare_output(c, k, source, [&](const auto& tolerance) {
+        return compare_values(outputs[k], expected[k], tolerance);
+      }));
     }
   }
 
