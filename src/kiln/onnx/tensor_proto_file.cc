@@ -29,6 +29,19 @@ StatusOr<TensorProtoFile> parse_tensor_proto(std::string_view bytes, std::string
   if (!proto.has_data_type()) {
     return data_loss("'{}' is not a valid TensorProto: it has no data_type", source);
   }
+  if (proto.has_segment()) {
+    // A SequenceProto of tensors reads as a TensorProto with a segment (field 3 of both): say
+    // what the file holds instead of refusing a segmented tensor.
+    onnx::SequenceProto sequence;
+    if (sequence.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) &&
+        sequence.elem_type() == onnx::SequenceProto::TENSOR && sequence.tensor_values_size() > 0) {
+      return unimplemented(
+          "'{}' holds a sequence of {} tensors (a SequenceProto) where a tensor is expected; "
+          "`kiln run` and `kiln bench` take tensors: run a model with sequence inputs through "
+          "`kiln test-suite` or the C++ Session::run_values",
+          source, sequence.tensor_values_size());
+    }
+  }
   const std::string what = proto.name().empty()
                                ? fmt::format("tensor in '{}'", source)
                                : fmt::format("tensor '{}' in '{}'", proto.name(), source);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <vector>
 
+#include "onnx/onnx-data_pb.h"
 #include "onnx/onnx_pb.h"
 
 namespace kiln::onnx_import {
@@ -160,6 +161,15 @@ TEST(TensorProtoFile, BadFilesAreErrorsNamingTheFile) {
   auto string_status = parse_tensor_proto(strings.SerializeAsString(), "s.pb", "").status();
   EXPECT_EQ(string_status.code(), StatusCode::kUnimplemented);
   EXPECT_NE(string_status.message().find("STRING"), std::string::npos) << string_status.message();
+
+  // A sequence given where a tensor is expected (kiln run --input @seq.pb) says so.
+  onnx::SequenceProto sequence;
+  sequence.set_elem_type(onnx::SequenceProto::TENSOR);
+  for (int i = 0; i < 2; ++i) *sequence.add_tensor_values() = short_data;
+  auto seq_status = parse_tensor_proto(sequence.SerializeAsString(), "seq.pb", "").status();
+  EXPECT_EQ(seq_status.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(seq_status.message().find("'seq.pb' holds a sequence of 2 tensors"), std::string::npos)
+      << seq_status.message();
   fs::remove_all(dir);
 }
 
