@@ -261,9 +261,10 @@ TEST(Binary, PowMixedTypes) {
                           StatusCode::kUnimplemented, "input 1 'Y' must have dtype"));
 }
 
-TEST(Binary, PowSquaringMatchesTheGeneralPathBitwise) {
-  // A scalar exponent of 2 takes the squaring path; a two-element exponent [2, 2] the general
-  // one. Edge values: subnormals, overflow to inf, inf, NaN, signed zeros.
+TEST(Binary, PowSquaringAndCubingMatchTheGeneralPathBitwise) {
+  // A scalar exponent of 2 or 3 takes the squaring or cubing path; a two-element exponent [e, e]
+  // the general one (std::pow in double). Edge values: subnormals, overflow to inf, inf, NaN,
+  // signed zeros.
   const float big = std::numeric_limits<float>::max();
   const float tiny = std::numeric_limits<float>::denorm_min();
   std::vector<float> xs{0.0f,          -0.0f, 1.5f, -3.25f, 1e-20f,
@@ -275,20 +276,23 @@ TEST(Binary, PowSquaringMatchesTheGeneralPathBitwise) {
   const int64_t n = static_cast<int64_t>(xs.size());
   std::vector<float> pairs;
   for (float v : xs) pairs.insert(pairs.end(), {v, v});
-  auto squared = run_one("Pow", {f32({n}, xs), f32({}, {2.0f})});
-  auto general = run_one("Pow", {f32({n, 2}, pairs), f32({2}, {2.0f, 2.0f})});
-  ASSERT_TRUE(squared.ok() && general.ok());
-  const auto sq = values_of<float>(*squared);
-  const auto gen = values_of<float>(*general);
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t a, b;
-    std::memcpy(&a, &sq[i], 4);
-    std::memcpy(&b, &gen[2 * i], 4);
-    EXPECT_EQ(a, b) << "x = " << xs[i];
+  for (float e : {2.0f, 3.0f}) {
+    SCOPED_TRACE(e);
+    auto fast = run_one("Pow", {f32({n}, xs), f32({}, {e})});
+    auto general = run_one("Pow", {f32({n, 2}, pairs), f32({2}, {e, e})});
+    ASSERT_TRUE(fast.ok() && general.ok());
+    const auto got = values_of<float>(*fast);
+    const auto gen = values_of<float>(*general);
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t a, b;
+      std::memcpy(&a, &got[i], 4);
+      std::memcpy(&b, &gen[2 * i], 4);
+      EXPECT_EQ(a, b) << "x = " << xs[i];
+    }
+    EXPECT_EQ(got[3], e == 2.0f ? 10.5625f : -34.328125f);
+    EXPECT_TRUE(std::isinf(got[7]));
+    EXPECT_TRUE(std::isnan(got[10]));
   }
-  EXPECT_EQ(sq[3], 10.5625f);
-  EXPECT_TRUE(std::isinf(sq[7]));
-  EXPECT_TRUE(std::isnan(sq[10]));
 }
 
 TEST(Binary, SymbolicShapes) {
