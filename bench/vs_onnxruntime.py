@@ -154,6 +154,21 @@ def med(results, key="median_ms"):
     return statistics.median(r[key] for r in results)
 
 
+def rounds_ms(res):
+    """Each contender's per-round medians, as the JSON rows keep them."""
+    return {name: [r["median_ms"] for r in results] for name, results in res.items()}
+
+
+IMAGE_BYTES = 3 * 224 * 224 * 4
+
+
+def image_batches(bench):
+    """For batch 1 and 8 of the ResNet image inputs: (batch, input file, warm-up runs, timed runs)."""
+    for batch in (1, 8):
+        data = bench.input_file(os.path.join(bench.args.models, "input_b8.bin"), batch, IMAGE_BYTES)
+        yield (batch, data) + ((3, 10) if batch == 1 else (1, 4))
+
+
 def cpu_description():
     """The CPU's model name and its VNNI/AMX flags (what the int8 kernels can use)."""
     name, flags = "unknown CPU", set()
@@ -180,8 +195,7 @@ def int8_rows(bench, summary):
     fmodule = os.path.join(bench.work, "resnet50-v1-12.kmod")
     bench.compile(qmodel, qmodule)
     bench.compile(fmodel, fmodule)
-    image_bytes = 3 * 224 * 224 * 4
-    data1 = bench.input_file(os.path.join(args.models, "input_b8.bin"), 1, image_bytes)
+    data1 = bench.input_file(os.path.join(args.models, "input_b8.bin"), 1, IMAGE_BYTES)
     # oneDNN names the implementation (and so the ISA) of each int8 convolution it runs.
     verbose = run([bench.kiln, "bench", f"--module={qmodule}", f"--input=1x3x224x224xf32=@{data1}",
                    f"--threads={args.threads}", "--warmup=0", "--repeat=1"],
@@ -194,11 +208,9 @@ def int8_rows(bench, summary):
     print(f"\nresnet50-v1-12-qdq (int8): {summary['int8_cpu']}; kiln's int8 convolutions: "
           f"{', '.join(kernels) or 'none (portable path)'}", flush=True)
     rows = []
-    for batch in (1, 8):
-        data = bench.input_file(os.path.join(args.models, "input_b8.bin"), batch, image_bytes)
+    for batch, data, warmup, repeat in image_batches(bench):
         shape = [batch, 3, 224, 224]
         spec = f"{batch}x3x224x224xf32=@{data}"
-        warmup, repeat = (3, 10) if batch == 1 else (1, 4)
         res = bench.alternate({
             "kiln_int8": lambda w, r: bench.kiln_bench(qmodule, spec, w, r),
             "ort_int8": lambda w, r: bench.ort_time(qmodel, "data", shape, data, w, r),
@@ -207,9 +219,7 @@ def int8_rows(bench, summary):
         k, o = med(res["kiln_int8"]), med(res["ort_int8"])
         row = {"model": "resnet50-v1-12-qdq", "batch": batch, "kiln_ms": k, "ort_shipped_ms": o,
                "ratio_shipped": k / o, "kiln_float_ms": med(res["int8_vs_float"], "other_ms"),
-               "int8_vs_float": med(res["int8_vs_float"], "ratio"),
-               "rounds_ms": {name: [r["median_ms"] for r in results]
-                             for name, results in res.items()}}
+               "int8_vs_float": med(res["int8_vs_float"], "ratio"), "rounds_ms": rounds_ms(res)}
         rows.append(row)
         print(f"  batch {batch}: kiln int8 {k:.1f} ms | ORT int8 {o:.1f} ms -> kiln/ORT {k / o:.3f} | "
               f"kiln float {row['kiln_float_ms']:.1f} ms -> kiln int8/float "
@@ -238,17 +248,14 @@ def fp16_rows(bench):
     hmodule = os.path.join(bench.work, "resnet50-v1-12-f16.kmod")
     bench.compile(fmodel, fmodule)
     bench.compile(hmodel, hmodule)
-    image_bytes = 3 * 224 * 224 * 4
     print("\nresnet50-v1-12 in f16 (bench/to_float16.py) against f32, kiln only", flush=True)
     rows = []
-    for batch in (1, 8):
-        data = bench.input_file(os.path.join(args.models, "input_b8.bin"), batch, image_bytes)
+    for batch, data, warmup, repeat in image_batches(bench):
         half = data[:-4] + ".f16.bin"
         with open(data, "rb") as f, open(half, "wb") as g:
             g.write(array_f32_to_f16(f.read()))
         fspec = f"{batch}x3x224x224xf32=@{data}"
         hspec = f"{batch}x3x224x224xf16=@{half}"
-        warmup, repeat = (3, 10) if batch == 1 else (1, 4)
         res = bench.alternate({
             "kiln_f16": lambda w, r: bench.kiln_bench(hmodule, hspec, w, r),
             "kiln_f32": lambda w, r: bench.kiln_bench(fmodule, fspec, w, r),
@@ -261,9 +268,7 @@ def fp16_rows(bench):
         h, f = med(res["kiln_f16"]), med(res["kiln_f32"])
         row = {"model": "resnet50-v1-12-f16", "batch": batch, "kiln_ms": h, "kiln_f32_ms": f,
                "f16_vs_f32": h / f, "conv_ms_f16": convs["f16"], "conv_ms_f32": convs["f32"],
-               "conv_throughput_ratio": convs["f32"] / convs["f16"],
-               "rounds_ms": {name: [r["median_ms"] for r in results]
-                             for name, results in res.items()}}
+               "conv_throughput_ratio": convs["f32"] / convs["f16"], "rounds_ms": rounds_ms(res)}
         rows.append(row)
         print(f"  batch {batch}: kiln f16 {h:.1f} ms | kiln f32 {f:.1f} ms -> f16/f32 {h / f:.3f} | "
               f"convs f16 {convs['f16']:.1f} ms, f32 {convs['f32']:.1f} ms -> f16 conv throughput "
@@ -303,7 +308,6 @@ def main():
 
     rows, checks = [], []
     models = [] if args.part in ("suite", "int8", "fp16") else RESNETS[:1] if args.quick else RESNETS
-    image_bytes = 3 * 224 * 224 * 4
     for model in models:
         shipped = os.path.join(args.models, f"{model}.onnx")
         best = os.path.join(bench.work, f"{model}-ort-best.onnx")
@@ -315,13 +319,11 @@ def main():
         module_mib = os.path.getsize(module) / 2**20
         print(f"\n{model}: compile {compile_ms:.0f} ms (median of 3), module {module_mib:.1f} MiB",
               flush=True)
-        for batch in (1, 8):
-            data = bench.input_file(os.path.join(args.models, "input_b8.bin"), batch, image_bytes)
+        for batch, data, warmup, repeat in image_batches(bench):
             shape = [batch, 3, 224, 224]
             spec = f"{batch}x3x224x224xf32=@{data}"
             bound = os.path.join(bench.work, f"{model}-N{batch}.kmod")
             bench.compile(shipped, bound, bind=f"N={batch}")
-            warmup, repeat = (3, 10) if batch == 1 else (1, 4)
             res = bench.alternate({
                 "kiln": lambda w, r: bench.kiln_bench(module, spec, w, r),
                 "ort_shipped": lambda w, r: bench.ort_time(shipped, "data", shape, data, w, r),
@@ -339,9 +341,7 @@ def main():
                 "kiln_gflop_per_s": gflop / (k / 1000), "compile_ms": compile_ms,
                 "load_ms": med(res["kiln"], "load_ms"), "cold_ms": med(res["kiln"], "cold_ms"),
                 "peak_rss_mib": med(res["kiln"], "peak_rss_mib"), "module_mib": module_mib,
-                "kiln_cpu_ms": med(res["kiln"], "cpu_median_ms"),
-                "rounds_ms": {name: [r["median_ms"] for r in results]
-                              for name, results in res.items()},
+                "kiln_cpu_ms": med(res["kiln"], "cpu_median_ms"), "rounds_ms": rounds_ms(res),
             }
             rows.append(row)
             print(f"  batch {batch}: kiln {k:.1f} ms | ORT shipped {o:.1f} ms -> kiln/ORT "
@@ -374,9 +374,7 @@ def main():
             }, 20, 200)
             k, o = med(res["kiln"]), med(res["ort_shipped"])
             rows.append({"model": name, "batch": dims, "kiln_ms": k, "ort_shipped_ms": o,
-                         "ratio_shipped": k / o,
-                         "rounds_ms": {n: [r["median_ms"] for r in results]
-                                       for n, results in res.items()}})
+                         "ratio_shipped": k / o, "rounds_ms": rounds_ms(res)})
             print(f"\n{name} {dims}: kiln {k * 1000:.1f} us | ORT {o * 1000:.1f} us -> "
                   f"kiln/ORT {k / o:.3f}", flush=True)
 

@@ -34,7 +34,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ort_outputs import ORT_LOCK, RUN_ORT, file_sha256, require_ort, run_ort  # noqa: E402
+from ort_outputs import require_ort, run_ort  # noqa: E402
 
 try:
     import onnx
@@ -42,7 +42,7 @@ try:
 except ImportError as e:  # pragma: no cover
     sys.exit(f"gen_qdq_models.py: cannot import onnx ({e}); run it with /usr/bin/python3")
 
-from qdq_quantize import quantize  # noqa: E402
+from qdq_quantize import generator_stamp, quantize  # noqa: E402
 
 SUBDIR = "qdq"
 STAMP = ".gen_qdq_models.stamp"
@@ -101,14 +101,6 @@ def build():
     return quantize(model, {"input": model_input(3)})
 
 
-def stamp_key(with_ref):
-    here = os.path.dirname(os.path.abspath(__file__))
-    key = {name: file_sha256(os.path.join(here, name)) for name in ("gen_qdq_models.py", "qdq_quantize.py")}
-    if with_ref:
-        key.update({"run_ort.js": file_sha256(RUN_ORT), "package-lock.json": file_sha256(ORT_LOCK)})
-    return key
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output directory (files go to OUT/qdq)")
@@ -126,7 +118,7 @@ def main():
         files += [f"qdq_cnn.{kind}_n{n}.bin" for n in SIZES_N for kind in ("ref", "logits")]
     if not args.force and os.path.exists(stamp_path):
         with open(stamp_path) as f:
-            if json.load(f) == stamp_key(with_ref) and all(os.path.exists(os.path.join(out, p)) for p in files):
+            if json.load(f) == generator_stamp("gen_qdq_models.py", with_ref) and all(os.path.exists(os.path.join(out, p)) for p in files):
                 log(f"up to date: {out}")
                 return 0
     if with_ref:
@@ -163,7 +155,7 @@ def main():
         json.dump(manifest, f, indent=1)
         f.write("\n")
     with open(stamp_path, "w") as f:
-        json.dump(stamp_key(with_ref), f)
+        json.dump(generator_stamp("gen_qdq_models.py", with_ref), f)
     log(f"done -> {out} (output steps {steps})")
     return 0
 

@@ -30,14 +30,14 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ort_outputs import ORT_LOCK, RUN_ORT, file_sha256, require_ort, run_ort  # noqa: E402
+from ort_outputs import file_sha256, require_ort, run_ort  # noqa: E402
 
 try:
     import onnx
 except ImportError as e:  # pragma: no cover
     sys.exit(f"gen_qdq_resnet.py: cannot import onnx ({e}); run it with /usr/bin/python3")
 
-from qdq_quantize import quantize  # noqa: E402
+from qdq_quantize import generator_stamp, quantize  # noqa: E402
 
 SOURCE = "resnet50-v1-12.onnx"
 STEM = "resnet50-v1-12-qdq"
@@ -58,11 +58,8 @@ def image_input(models, batch):
 
 
 def stamp_key(models, with_ref):
-    here = os.path.dirname(os.path.abspath(__file__))
-    key = {name: file_sha256(os.path.join(here, name)) for name in ("gen_qdq_resnet.py", "qdq_quantize.py")}
+    key = generator_stamp("gen_qdq_resnet.py", with_ref)
     key[SOURCE] = file_sha256(os.path.join(models, SOURCE))
-    if with_ref:
-        key.update({"run_ort.js": file_sha256(RUN_ORT), "package-lock.json": file_sha256(ORT_LOCK)})
     return key
 
 

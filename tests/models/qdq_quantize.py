@@ -30,13 +30,27 @@ quantized is the DequantizeLinear's output through an Identity keeping the outpu
 results are multiples of that output's scale.
 """
 
+import os
+
 import numpy as np
 from onnx import helper, numpy_helper
 
 from gen_models import np_conv  # noqa: E402
+from ort_outputs import ORT_LOCK, RUN_ORT, file_sha256  # noqa: E402
 
 QUANTIZED_OPS = ("Conv", "Gemm", "Add", "GlobalAveragePool", "MaxPool")
 RELU_PRODUCERS = ("Conv", "Add", "Gemm")
+
+
+def generator_stamp(script, with_ref):
+    """What a QDQ generator's cache stamp records: the SHA-256 of the generator `script` (a file
+    name in this folder) and of this quantizer, and of the ONNX Runtime runner when it writes
+    references."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    key = {name: file_sha256(os.path.join(here, name)) for name in (script, "qdq_quantize.py")}
+    if with_ref:
+        key.update({"run_ort.js": file_sha256(RUN_ORT), "package-lock.json": file_sha256(ORT_LOCK)})
+    return key
 
 
 def u8_params(lo, hi):
