@@ -306,7 +306,7 @@ class ModelRun {
     }
     auto bound = axes ? sizes.find(axes->symbol) : sizes.end();
     if (bound == sizes.end() || bound->second <= 1) return;
-    const std::string* symbol = &axes->symbol;
+    const std::string& symbol = axes->symbol;
     const int64_t batch = bound->second;
     double worst = 0;
     bool equal = true;
@@ -321,7 +321,7 @@ class ModelRun {
       auto single = run_session(session, alone);
       if (!single.ok()) {
         fail(c, Outcome::kFailRun,
-             fmt::format("batch invariance: running sample {} alone ({}=1): {}", i, *symbol,
+             fmt::format("batch invariance: running sample {} alone ({}=1): {}", i, symbol,
                          single.status().to_string()));
         return;
       }
@@ -340,13 +340,13 @@ class ModelRun {
     if (equal) {
       c.details.push_back(fmt::format(
           "batch invariance: every sample of {}={} equals the sample run alone, bit for bit",
-          *symbol, batch));
+          symbol, batch));
       return;
     }
     std::string text = fmt::format(
         "batch invariance: samples of {}={} differ from the samples run alone by up to "
         "{:.3g} (worst: {})",
-        *symbol, batch, worst, where);
+        symbol, batch, worst, where);
     if (spec_.batch_invariance == BatchInvariance::kEnforce) {
       fail(c, Outcome::kFailCompare, text);
     } else {
