@@ -130,12 +130,15 @@ class DropoutKernel : public Kernel {
       if constexpr (is_float_storage_v<T>) {
         const T* x = in[0].as<T>();
         T* y = out[0].as<T>();
-        for (int64_t i = 0; i < n; ++i) {
-          const bool keep = random.uniform(static_cast<uint64_t>(i)) >= ratio;
-          const double v = keep ? static_cast<double>(load(x, i)) * scale : 0.0;
-          store(y, i, static_cast<compute_t<T>>(v));
-          if (mask != nullptr) mask[i] = keep ? 1 : 0;
-        }
+        // Element i's draw depends on i alone, so the blocks may run on any threads.
+        parallel_blocks(n, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            const bool keep = random.uniform(static_cast<uint64_t>(i)) >= ratio;
+            const double v = keep ? static_cast<double>(load(x, i)) * scale : 0.0;
+            store(y, i, static_cast<compute_t<T>>(v));
+            if (mask != nullptr) mask[i] = keep ? 1 : 0;
+          }
+        });
         return ok_status();
       } else {
         return internal_error("Dropout of dtype {}", dtype_name(in[0].dtype));

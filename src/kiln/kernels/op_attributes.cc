@@ -120,6 +120,10 @@ StatusOr<bool> read_gelu_tanh_approximation(const Attributes& attributes) {
   return invalid_argument("attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"", text);
 }
 
+StatusOr<double> read_leaky_relu_alpha(const Attributes& attributes) {
+  return attributes.get_float("alpha", 0.01);
+}
+
 StatusOr<int64_t> read_softmax_axis(const Attributes& attributes, int64_t rank) {
   KILN_ASSIGN_OR_RETURN(int64_t axis, attributes.get_int("axis", -1));
   return normalize_axis(axis, rank, "attribute 'axis'");

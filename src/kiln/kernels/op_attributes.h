@@ -62,6 +62,9 @@ StatusOr<GemmAttributes> read_gemm_attributes(const Attributes& attributes, DTyp
 // Gelu's `approximate`: true for "tanh", false for "none".
 StatusOr<bool> read_gelu_tanh_approximation(const Attributes& attributes);
 
+// LeakyRelu's `alpha` (default 0.01).
+StatusOr<double> read_leaky_relu_alpha(const Attributes& attributes);
+
 // The opset-13 Softmax, LogSoftmax and Hardmax `axis` (default -1) for an input of `rank`, made
 // non-negative.
 StatusOr<int64_t> read_softmax_axis(const Attributes& attributes, int64_t rank);

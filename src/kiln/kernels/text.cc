@@ -178,54 +178,22 @@ Status infer_tfidf(InferArgs& args) {
 }
 
 class TfIdfKernel : public Kernel {
- public:
-  TfIdfKernel(TfIdfPlan plan, int64_t rows, int64_t columns)
-      : p_(std::move(plan)), rows_(rows), columns_(columns) {}
-
-  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
-    std::vector<int64_t> x(static_cast<size_t>(rows_ * columns_));
-    visit_dtype(in[0].dtype, [&]<typename T>() {
-      if constexpr (std::is_integral_v<T>) {
-        const T* src = in[0].as<T>();
-        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int64_t>(src[i]);
-      }
-    });
-    float* y = out[0].as<float>();
-    // Elements visited per row, saturated (a huge skip or gram length is bounded by the row).
-    const double visits = static_cast<double>(columns_) *
-                          static_cast<double>(std::min(p_.max_gram, columns_)) *
-                          static_cast<double>(distances());
-    const auto cost = static_cast<int64_t>(std::min(visits, 1e9));
-    parallel_ranges(rows_, cost, [&](int64_t b, int64_t e) {
-      std::vector<int64_t> counts(static_cast<size_t>(p_.output_size));
-      for (int64_t r = b; r < e; ++r) {
-        std::fill(counts.begin(), counts.end(), 0);
-        count_row(x.data() + r * columns_, counts);
-        float* row = y + r * p_.output_size;
-        for (int64_t s = 0; s < p_.output_size; ++s) {
-          const auto c = static_cast<double>(counts[s]);
-          double v = c;
-          if (p_.mode == TfIdfMode::kIdf) v = c > 0 ? p_.slot_weights[s] : 0.0;
-          if (p_.mode == TfIdfMode::kTfIdf) v = c * p_.slot_weights[s];
-          row[s] = static_cast<float>(v);
-        }
-      }
-    });
-    return ok_status();
-  }
-
+  // Member templates first: clang 14 leaves those defined after a lambda that calls them
+  // uninstantiated (undefined references at link time).
  private:
   // Skip distances beyond the row's length find no n-gram of two or more: bounded by columns.
   int64_t distances() const { return std::min(p_.max_skip, columns_) + 1; }
 
-  void count_row(const int64_t* x, std::vector<int64_t>& counts) const {
+  // Counts the pool n-grams of one row of X (int32 or int64 ids) into counts.
+  template <typename T>
+  void count_row(const T* x, std::vector<int64_t>& counts) const {
     int64_t first = p_.min_gram;
     for (int64_t d = 1; d <= distances(); ++d) {
       for (int64_t start = 0; start + d * (first - 1) < columns_; ++start) {
         int32_t node = 0;
         for (int64_t n = 1, at = start; n <= p_.max_gram && at < columns_; ++n, at += d) {
           const auto& next = p_.trie[node].next;
-          auto it = next.find(x[at]);
+          auto it = next.find(static_cast<int64_t>(x[at]));
           if (it == next.end()) break;
           node = it->second;
           if (n >= first && p_.trie[node].slot >= 0) ++counts[p_.trie[node].slot];
@@ -241,6 +209,43 @@ class TfIdfKernel : public Kernel {
 
   TfIdfPlan p_;
   int64_t rows_, columns_;
+
+ public:
+  TfIdfKernel(TfIdfPlan plan, int64_t rows, int64_t columns)
+      : p_(std::move(plan)), rows_(rows), columns_(columns) {}
+
+  Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
+    // X is int32 or int64 (the shape rule's check); the ids are read in place.
+    const bool wide = in[0].dtype == DType::kI64;
+    const int64_t* x64 = wide ? in[0].as<int64_t>() : nullptr;
+    const int32_t* x32 = wide ? nullptr : in[0].as<int32_t>();
+    float* y = out[0].as<float>();
+    // Elements visited per row, saturated (a huge skip or gram length is bounded by the row).
+    const double visits = static_cast<double>(columns_) *
+                          static_cast<double>(std::min(p_.max_gram, columns_)) *
+                          static_cast<double>(distances());
+    const auto cost = static_cast<int64_t>(std::min(visits, 1e9));
+    parallel_ranges(rows_, cost, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> counts(static_cast<size_t>(p_.output_size));
+      for (int64_t r = b; r < e; ++r) {
+        std::fill(counts.begin(), counts.end(), 0);
+        if (wide) {
+          count_row(x64 + r * columns_, counts);
+        } else {
+          count_row(x32 + r * columns_, counts);
+        }
+        float* row = y + r * p_.output_size;
+        for (int64_t s = 0; s < p_.output_size; ++s) {
+          const auto c = static_cast<double>(counts[s]);
+          double v = c;
+          if (p_.mode == TfIdfMode::kIdf) v = c > 0 ? p_.slot_weights[s] : 0.0;
+          if (p_.mode == TfIdfMode::kTfIdf) v = c * p_.slot_weights[s];
+          row[s] = static_cast<float>(v);
+        }
+      }
+    });
+    return ok_status();
+  }
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_tfidf(const MakeArgs& args) {

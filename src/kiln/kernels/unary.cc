@@ -113,7 +113,7 @@ StatusOr<Params> read_params(Fn f, const Attributes& a) {
   Params p;
   switch (f) {
     case Fn::kLeakyRelu: {
-      KILN_ASSIGN_OR_RETURN(p.alpha, a.get_float("alpha", 0.01));
+      KILN_ASSIGN_OR_RETURN(p.alpha, read_leaky_relu_alpha(a));
       break;
     }
     case Fn::kElu:

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "kiln/kernels/activation.h"
+#include "kiln/kernels/op_attributes.h"
 #include "kiln/passes/passes.h"
 #include "kiln/passes/pattern_util.h"
 
@@ -42,7 +43,7 @@ std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::N
   if (node.op_type == "Relu") return FusedActivation{FusedActivation::Kind::kRelu};
   if (node.op_type == "LeakyRelu" && !node.inputs.empty() &&
       clip_fusable_dtype(graph.value(node.inputs[0]).dtype)) {
-    auto alpha = node.attributes.get_float("alpha", 0.01);
+    auto alpha = kernels::read_leaky_relu_alpha(node.attributes);
     if (!alpha.ok() || !std::isfinite(*alpha)) return std::nullopt;
     FusedActivation a{FusedActivation::Kind::kLeakyRelu};
     a.alpha = *alpha;

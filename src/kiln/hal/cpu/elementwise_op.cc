@@ -132,19 +132,20 @@ Status build_eltwise(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(Eltwise eltwise, eltwise_of(op));
   const int32_t x = op.input_index(0);
   const dnnl_desc src = b.layout(x);
-  if (op.dispatch().op_type == "Relu" && src.data_type() != dnnl::memory::data_type::f32) {
-    const dnnl_desc f32_layout = with_data_type(src, dnnl::memory::data_type::f32);
-    KILN_ASSIGN_OR_RETURN(BufferRef in, b.input_as(x, f32_layout));
-    const BufferRef out = b.temp(f32_layout.get_size());
-    add_activation(b, in, out, f32_layout,
-                   kernels::FusedActivation{kernels::FusedActivation::Kind::kRelu});
-    return store_rounded(b, op.output_index(0), out, f32_layout);
-  }
   if (op.dispatch().op_type == "Relu" || op.dispatch().op_type == "LeakyRelu") {
+    // kiln's ActivationStep in the input's layout; f16/bf16 (Relu only) through an f32 temporary,
+    // rounded once.
     kernels::FusedActivation activation{kernels::FusedActivation::Kind::kRelu};
     if (op.dispatch().op_type == "LeakyRelu") {
       activation.kind = kernels::FusedActivation::Kind::kLeakyRelu;
-      KILN_ASSIGN_OR_RETURN(activation.alpha, op.attributes().get_float("alpha", 0.01));
+      KILN_ASSIGN_OR_RETURN(activation.alpha, kernels::read_leaky_relu_alpha(op.attributes()));
+    }
+    if (src.data_type() != dnnl::memory::data_type::f32) {
+      const dnnl_desc f32_layout = with_data_type(src, dnnl::memory::data_type::f32);
+      KILN_ASSIGN_OR_RETURN(BufferRef in, b.input_as(x, f32_layout));
+      const BufferRef out = b.temp(f32_layout.get_size());
+      add_activation(b, in, out, f32_layout, activation);
+      return store_rounded(b, op.output_index(0), out, f32_layout);
     }
     KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), src));
     add_activation(b, BufferRef::of_value(x), dst, src, activation);

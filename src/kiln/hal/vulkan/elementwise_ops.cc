@@ -55,7 +55,7 @@ Status build_unary(KernelBuilder& b) {
     KILN_ASSIGN_OR_RETURN(bool tanh_form, kernels::read_gelu_tanh_approximation(a));
     code = tanh_form ? kGeluTanh : kGeluErf;
   } else if (op == "LeakyRelu") {
-    KILN_ASSIGN_OR_RETURN(double v, a.get_float("alpha", 0.01));
+    KILN_ASSIGN_OR_RETURN(double v, kernels::read_leaky_relu_alpha(a));
     alpha = static_cast<float>(v);
   } else if (op == "Elu") {
     KILN_ASSIGN_OR_RETURN(double v, a.get_float("alpha", 1.0));
