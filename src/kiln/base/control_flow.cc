@@ -15,13 +15,6 @@ std::string shape_to_string(const ConcreteShape& shape) {
 
 uint64_t saturating_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
-// The product of dims [begin, end) (valid tensors: no overflow).
-int64_t span_product(const ConcreteShape& shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t i = begin; i < end; ++i) n *= shape[i];
-  return n;
-}
-
 StatusOr<Tensor> scalar_i64(int64_t value) {
   KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(DType::kI64, {}));
   t.mutable_values<int64_t>()[0] = value;
@@ -355,6 +348,12 @@ StatusOr<std::vector<HostValue>> run_scan(std::span<const HostValue> inputs,
     results.push_back(std::move(stacked));
   }
   return results;
+}
+
+int64_t span_product(const ConcreteShape& shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i) n *= shape[i];
+  return n;
 }
 
 }  // namespace kiln::control_flow

@@ -96,4 +96,8 @@ Tensor slice_along(const Tensor& tensor, int64_t axis, int64_t index);
 StatusOr<Tensor> stack_along(std::span<const Tensor> slices, int64_t axis, DType dtype,
                              const ConcreteShape& slice_shape);
 
+// The product of dims [begin, end) of a valid tensor's shape (no overflow); also the sequence
+// ops' (base/sequence_ops.h) split and concatenation strides.
+int64_t span_product(const ConcreteShape& shape, size_t begin, size_t end);
+
 }  // namespace kiln::control_flow

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/base/checked_math.h"
+#include "kiln/base/control_flow.h"
 
 namespace kiln::sequence_ops {
 namespace {
@@ -18,13 +19,6 @@ constexpr std::array<std::string_view, 12> kOps = {
 
 std::string dims_text(const ConcreteShape& shape) {
   return fmt::format("[{}]", fmt::join(shape, ","));
-}
-
-// The product of dims [begin, end).
-int64_t span_product(const ConcreteShape& shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t i = begin; i < end; ++i) n *= shape[i];
-  return n;
 }
 
 class Op {
@@ -238,8 +232,8 @@ class Op {
       }
     }
     const auto a = static_cast<size_t>(axis);
-    const int64_t outer = span_product(t.shape(), 0, a);
-    const int64_t inner = span_product(t.shape(), a + 1, t.shape().size()) *
+    const int64_t outer = control_flow::span_product(t.shape(), 0, a);
+    const int64_t inner = control_flow::span_product(t.shape(), a + 1, t.shape().size()) *
                           static_cast<int64_t>(dtype_size(t.dtype()));
     std::vector<Tensor> elements;
     int64_t start = 0;
@@ -312,8 +306,8 @@ class Op {
       out_shape[a] = total;
     }
     KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(seq->dtype(), out_shape));
-    const int64_t outer = span_product(out_shape, 0, a);
-    const int64_t row = span_product(out_shape, a + 1, out_shape.size()) *
+    const int64_t outer = control_flow::span_product(out_shape, 0, a);
+    const int64_t row = control_flow::span_product(out_shape, a + 1, out_shape.size()) *
                         static_cast<int64_t>(dtype_size(seq->dtype()));
     int64_t offset = 0;  // along the axis
     for (const Tensor& t : elements) {

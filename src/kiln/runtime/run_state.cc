@@ -98,8 +98,8 @@ class StageObserver : public hal::RunObserver {
 
 StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
                                std::span<const HostValue> values) {
-  // Sequences and optionals: their form and dtype (their tensors' dims are their own).
-  std::vector<Tensor> inputs;
+  // Sequences and optionals: their form and dtype (their tensors' dims are their own); the
+  // checks below are of tensors only.
   for (size_t i = 0; i < values.size() && i < module.inputs.size(); ++i) {
     const module::ModuleValue& expected = module.values[module.inputs[i]];
     if (values[i].form() != expected.form ||
@@ -108,22 +108,19 @@ StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
                               value_form_name(expected.form), dtype_name(expected.dtype),
                               values[i].describe());
     }
-    // A sequence or optional stands in as an empty tensor for the checks below, which skip it.
-    inputs.push_back(expected.form == ValueForm::kTensor ? values[i].tensor() : Tensor());
   }
-  inputs.resize(values.size());
-  if (inputs.size() != module.inputs.size()) {
+  if (values.size() != module.inputs.size()) {
     std::vector<std::string> names;
     for (int32_t id : module.inputs) names.push_back("'" + module.values[id].name + "'");
     return invalid_argument("the module takes {} input(s) ({}), got {}", module.inputs.size(),
-                            fmt::join(names, ", "), inputs.size());
+                            fmt::join(names, ", "), values.size());
   }
   Bindings bindings;
   std::map<std::string, std::string> bound_by;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i = 0; i < values.size(); ++i) {
     const module::ModuleValue& expected = module.values[module.inputs[i]];
-    const Tensor& actual = inputs[i];
     if (expected.form != ValueForm::kTensor) continue;
+    const Tensor& actual = values[i].tensor();
     if (actual.dtype() != expected.dtype) {
       return invalid_argument("input {} '{}': expected dtype {}, got {}", i, expected.name,
                               dtype_name(expected.dtype), dtype_name(actual.dtype()));
@@ -149,33 +146,35 @@ StatusOr<Bindings> bind_inputs(const module::ModuleContents& module,
     }
   }
   // Static and compound dims are checked once every symbol has a value.
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i = 0; i < values.size(); ++i) {
     const module::ModuleValue& expected = module.values[module.inputs[i]];
     if (expected.form != ValueForm::kTensor) continue;
+    const Tensor& actual = values[i].tensor();
     for (size_t d = 0; d < expected.shape.size(); ++d) {
       auto want = expected.shape[d].evaluate(bindings);
       if (!want.ok())
         return std::move(want).status().with_note(fmt::format("in input '{}'", expected.name));
-      if (*want != inputs[i].shape()[d]) {
+      if (*want != actual.shape()[d]) {
         return invalid_argument(
             "input {} '{}' dim {}: expected {} ({} in {}), got {} (input shape {})", i,
             expected.name, d, *want, expected.shape[d].to_string(), shape_to_string(expected.shape),
-            inputs[i].shape()[d], shape_to_string(inputs[i].shape()));
+            actual.shape()[d], shape_to_string(actual.shape()));
       }
     }
   }
   // An input whose elements are symbols (a body's iteration number) binds them from its data.
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i = 0; i < values.size(); ++i) {
     const module::ModuleValue& expected = module.values[module.inputs[i]];
-    if (expected.known_values.empty()) continue;
-    if (inputs[i].element_count() != static_cast<int64_t>(expected.known_values.size()) ||
-        !(is_integer(inputs[i].dtype()) || inputs[i].dtype() == DType::kBool)) {
+    if (expected.known_values.empty() || expected.form != ValueForm::kTensor) continue;
+    const Tensor& actual = values[i].tensor();
+    if (actual.element_count() != static_cast<int64_t>(expected.known_values.size()) ||
+        !(is_integer(actual.dtype()) || actual.dtype() == DType::kBool)) {
       return invalid_argument("input {} '{}': expected {} integer elements, got {} {}", i,
                               expected.name, expected.known_values.size(),
-                              dtype_name(inputs[i].dtype()), shape_to_string(inputs[i].shape()));
+                              dtype_name(actual.dtype()), shape_to_string(actual.shape()));
     }
     for (size_t e = 0; e < expected.known_values.size(); ++e) {
-      const int64_t got = element_as_int64(inputs[i], static_cast<int64_t>(e));
+      const int64_t got = element_as_int64(actual, static_cast<int64_t>(e));
       const DimExpr& element = expected.known_values[e];
       if (element.is_symbol()) {
         auto [it, inserted] = bindings.emplace(element.symbols()[0], got);

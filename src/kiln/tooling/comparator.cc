@@ -210,6 +210,22 @@ std::string format_index(int64_t flat, const ConcreteShape& shape) {
   return fmt::format("[{}]", fmt::join(index, ","));
 }
 
+namespace {
+
+// Adds `from`'s element counts (not its details) to `to`.
+void add_counts(CompareResult& to, const CompareResult& from) {
+  to.count += from.count;
+  to.mismatches += from.mismatches;
+  to.nan_mismatches += from.nan_mismatches;
+  to.inf_mismatches += from.inf_mismatches;
+  to.actual_nan += from.actual_nan;
+  to.actual_inf += from.actual_inf;
+  to.expected_nan += from.expected_nan;
+  to.expected_inf += from.expected_inf;
+}
+
+}  // namespace
+
 StatusOr<CompareResult> compare_values(const HostValue& actual, const HostValue& expected,
                                        const Tolerance& tolerance) {
   if (actual.form() != expected.form() || actual.dtype() != expected.dtype() ||
@@ -234,31 +250,16 @@ StatusOr<CompareResult> compare_values(const HostValue& actual, const HostValue&
       return std::move(r).status().with_note(fmt::format("comparing sequence element {}", i));
     }
     if (!detailed && (!r->passed() || i + 1 == a.size())) {
-      const int64_t count = total.count, mismatches = total.mismatches;
-      const int64_t nan = total.nan_mismatches, inf = total.inf_mismatches;
-      const int64_t an = total.actual_nan, ai = total.actual_inf;
-      const int64_t en = total.expected_nan, ei = total.expected_inf;
+      // The details are this element's (the first failing one, else the last); the counts stay
+      // the sums over the sequence.
+      const CompareResult sums = total;
       total = *r;
       total.element = static_cast<int64_t>(i);
-      total.count += count;
-      total.mismatches += mismatches;
-      total.nan_mismatches += nan;
-      total.inf_mismatches += inf;
-      total.actual_nan += an;
-      total.actual_inf += ai;
-      total.expected_nan += en;
-      total.expected_inf += ei;
+      add_counts(total, sums);
       detailed = !r->passed();
-      if (detailed || i + 1 == a.size()) continue;
+      continue;
     }
-    total.count += r->count;
-    total.mismatches += r->mismatches;
-    total.nan_mismatches += r->nan_mismatches;
-    total.inf_mismatches += r->inf_mismatches;
-    total.actual_nan += r->actual_nan;
-    total.actual_inf += r->actual_inf;
-    total.expected_nan += r->expected_nan;
-    total.expected_inf += r->expected_inf;
+    add_counts(total, *r);
   }
   return total;
 }
