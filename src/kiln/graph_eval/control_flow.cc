@@ -13,17 +13,6 @@
 namespace kiln::graph_eval {
 namespace {
 
-// A body input's or output's type: a tensor's dtype and dims, or a sequence's or optional's form,
-// dtype and element rank (ir::Value).
-struct FlowType {
-  DType dtype = DType::kF32;
-  Shape shape;
-  ValueForm form = ValueForm::kTensor;
-  int64_t element_rank = -1;
-};
-
-FlowType type_of(const ir::Value& v) { return {v.dtype, v.shape, v.form, v.element_rank}; }
-
 std::string describe(const FlowType& type) {
   if (type.form == ValueForm::kTensor) {
     return fmt::format("{}{}", dtype_name(type.dtype), shape_to_string(type.shape));
@@ -194,13 +183,7 @@ class BodyInference {
     const std::vector<ir::ValueId> outputs = node.outputs;
     for (size_t i = 0; i < outputs.size() && i < types.size(); ++i) {
       if (outputs[i] == ir::kAbsent) continue;
-      ir::Value& v = graph_.value(outputs[i]);
-      v.dtype = types[i].dtype;
-      v.shape = types[i].shape;
-      v.form = types[i].form;
-      v.element_rank = types[i].element_rank;
-      v.dim_values.clear();
-      v.dim_values_denominator = 1;
+      set_type(graph_.value(outputs[i]), types[i]);
     }
   }
 

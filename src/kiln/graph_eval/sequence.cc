@@ -20,15 +20,18 @@ bool is_sequence_node(const ir::Graph& graph, const ir::Node& node) {
          graph.value(node.inputs[0]).form != ValueForm::kTensor;
 }
 
-namespace {
+FlowType type_of(const ir::Value& v) { return {v.dtype, v.shape, v.form, v.element_rank}; }
 
-// The type inference gives one output.
-struct OutputType {
-  ValueForm form = ValueForm::kTensor;
-  DType dtype = DType::kF32;
-  Shape shape;
-  int64_t element_rank = -1;
-};
+void set_type(ir::Value& v, FlowType type) {
+  v.dtype = type.dtype;
+  v.shape = std::move(type.shape);
+  v.form = type.form;
+  v.element_rank = type.element_rank;
+  v.dim_values.clear();
+  v.dim_values_denominator = 1;
+}
+
+namespace {
 
 class SequenceInference {
  public:
@@ -45,11 +48,11 @@ class SequenceInference {
         return internal_error("input value id {} is out of range", in);
       }
     }
-    OutputType out;
+    FlowType out;
     if (op == "Identity") {
       KILN_RETURN_IF_ERROR(arity(1, 1));
       const ir::Value& v = input(0);
-      out = {v.form, v.dtype, v.shape, v.element_rank};
+      out = type_of(v);
     } else if (op == "SequenceEmpty") {
       KILN_RETURN_IF_ERROR(arity(0, 0));
       KILN_ASSIGN_OR_RETURN(out.dtype, dtype_attribute());
@@ -83,19 +86,19 @@ class SequenceInference {
                                 dtype_name(seq->dtype));
       }
       if (present(2)) KILN_RETURN_IF_ERROR(position(2));
-      out = {ValueForm::kSequence,
-             seq->dtype,
-             {},
-             merge_element_rank(seq->element_rank, static_cast<int64_t>(t->shape.size()))};
+      out = {.dtype = seq->dtype,
+             .form = ValueForm::kSequence,
+             .element_rank =
+                 merge_element_rank(seq->element_rank, static_cast<int64_t>(t->shape.size()))};
     } else if (op == "SequenceErase") {
       KILN_RETURN_IF_ERROR(arity(1, 2));
       KILN_ASSIGN_OR_RETURN(const ir::Value* seq, form_input(0, ValueForm::kSequence));
       if (present(1)) KILN_RETURN_IF_ERROR(position(1));
-      out = {ValueForm::kSequence, seq->dtype, {}, seq->element_rank};
+      out = {.dtype = seq->dtype, .form = ValueForm::kSequence, .element_rank = seq->element_rank};
     } else if (op == "SequenceLength") {
       KILN_RETURN_IF_ERROR(arity(1, 1));
       KILN_RETURN_IF_ERROR(form_input(0, ValueForm::kSequence).status());
-      out = {ValueForm::kTensor, DType::kI64, {}, -1};
+      out = {.dtype = DType::kI64};
     } else if (op == "SplitToSequence") {
       KILN_RETURN_IF_ERROR(split_to_sequence(out));
     } else if (op == "ConcatFromSequence") {
@@ -136,29 +139,23 @@ class SequenceInference {
       }
     } else if (op == "OptionalHasElement") {
       KILN_RETURN_IF_ERROR(arity(0, 1));
-      out = {ValueForm::kTensor, DType::kBool, {}, -1};
+      out = {.dtype = DType::kBool};
     } else if (op == "OptionalGetElement") {
       KILN_RETURN_IF_ERROR(arity(1, 1));
       const ir::Value& v = input(0);
       if (v.form == ValueForm::kOptionalTensor) {
         KILN_ASSIGN_OR_RETURN(out, element_tensor(v, 0));
       } else if (v.form == ValueForm::kOptionalSequence) {
-        out = {ValueForm::kSequence, v.dtype, {}, v.element_rank};
+        out = {.dtype = v.dtype, .form = ValueForm::kSequence, .element_rank = v.element_rank};
       } else {
-        out = {v.form, v.dtype, v.shape, v.element_rank};
+        out = type_of(v);
       }
     } else {
       return unimplemented("{} is not a sequence op", op);
     }
     ir::Node& writable = graph_.node(id_);
     writable.data_symbols = std::move(data_symbols_);
-    ir::Value& v = graph_.value(writable.outputs[0]);
-    v.form = out.form;
-    v.dtype = out.dtype;
-    v.shape = std::move(out.shape);
-    v.element_rank = out.element_rank;
-    v.dim_values.clear();
-    v.dim_values_denominator = 1;
+    set_type(graph_.value(writable.outputs[0]), std::move(out));
     return ok_status();
   }
 
@@ -211,14 +208,14 @@ class SequenceInference {
   }
 
   // A tensor of `v`'s elements' rank (plus `extra` dims), each dim a data-dependent size.
-  StatusOr<OutputType> element_tensor(const ir::Value& v, int64_t extra) {
+  StatusOr<FlowType> element_tensor(const ir::Value& v, int64_t extra) {
     if (v.element_rank < 0) {
       return invalid_argument(
           "the rank of the tensors in {} '{}' is not known (declare the element shape of the "
           "graph input or build it from tensors of one rank)",
           value_form_name(v.form), v.name);
     }
-    OutputType out{ValueForm::kTensor, v.dtype, {}, -1};
+    FlowType out{.dtype = v.dtype};
     for (int64_t d = 0; d < v.element_rank + extra; ++d) {
       data_symbols_.push_back(data_symbol_name(node().name, data_symbols_.size()));
       out.shape.push_back(DimExpr::symbol(data_symbols_.back()));
@@ -226,7 +223,7 @@ class SequenceInference {
     return out;
   }
 
-  Status split_to_sequence(OutputType& out) {
+  Status split_to_sequence(FlowType& out) {
     KILN_RETURN_IF_ERROR(arity(1, 2));
     KILN_ASSIGN_OR_RETURN(const ir::Value* t, tensor(0));
     KILN_ASSIGN_OR_RETURN(int64_t axis, node().attributes.get_int("axis", 0));
@@ -246,7 +243,9 @@ class SequenceInference {
                                 shape_to_string(split->shape));
       }
     }
-    out = {ValueForm::kSequence, t->dtype, {}, present(1) || keepdims == 1 ? rank : rank - 1};
+    out = {.dtype = t->dtype,
+           .form = ValueForm::kSequence,
+           .element_rank = present(1) || keepdims == 1 ? rank : rank - 1};
     return ok_status();
   }
 

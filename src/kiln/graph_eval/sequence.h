@@ -21,6 +21,18 @@
 
 namespace kiln::graph_eval {
 
+// A value's type as inference gives it: a tensor's dtype and dims, or a sequence's or optional's
+// form, dtype and element rank (ir::Value); shared with the control-flow inference.
+struct FlowType {
+  DType dtype = DType::kF32;
+  Shape shape;
+  ValueForm form = ValueForm::kTensor;
+  int64_t element_rank = -1;
+};
+FlowType type_of(const ir::Value& v);
+// Gives `v` the type `type`, with no known element values.
+void set_type(ir::Value& v, FlowType type);
+
 // ir::Value::element_rank of a sequence that holds nothing yet (SequenceEmpty, an empty optional):
 // any rank its tensors later have fits.
 inline constexpr int64_t kAnyRank = -2;

@@ -386,6 +386,38 @@ void dequantize_run(const Q* __restrict x, float* __restrict y, int64_t n, float
   }
 }
 
+// Quantizes n elements of x (f32 or i32) into y (u8 or s8, `y_dtype`), each run of elements with
+// its channel's scale and zero point (scales[c], zeros[c]; one of each per tensor).
+template <typename X>
+void quantize_into(const X* x, DType y_dtype, void* y, int64_t n, const ParameterLayout& p,
+                   const float* scales, const int32_t* zeros) {
+  const QuantRange range = quant_range(y_dtype);
+  for_channel_runs(n, p, [&](int64_t begin, int64_t end, int64_t c) {
+    if (y_dtype == DType::kI8) {
+      quantize_run(x + begin, static_cast<int8_t*>(y) + begin, end - begin, scales[c], zeros[c],
+                   range);
+    } else {
+      quantize_run(x + begin, static_cast<uint8_t*>(y) + begin, end - begin, scales[c], zeros[c],
+                   range);
+    }
+  });
+}
+
+// Dequantizes n elements of x (u8, s8 or i32, `x_dtype`) into y, as quantize_into.
+void dequantize_from(DType x_dtype, const void* x, float* y, int64_t n, const ParameterLayout& p,
+                     const float* scales, const int32_t* zeros) {
+  auto run = [&]<typename Q>(const Q* q) {
+    for_channel_runs(n, p, [&](int64_t begin, int64_t end, int64_t c) {
+      dequantize_run(q + begin, y + begin, end - begin, scales[c], zeros[c]);
+    });
+  };
+  switch (x_dtype) {
+    case DType::kU8: run(static_cast<const uint8_t*>(x)); break;
+    case DType::kI8: run(static_cast<const int8_t*>(x)); break;
+    default: run(static_cast<const int32_t*>(x)); break;
+  }
+}
+
 class QuantizeLinearKernel : public Kernel {
  public:
   explicit QuantizeLinearKernel(ParameterLayout p) : p_(p) {}
@@ -393,23 +425,13 @@ class QuantizeLinearKernel : public Kernel {
     const auto parameters = channel_parameters(in, p_);
     const std::vector<float>& scales = parameters.first;
     const std::vector<int32_t>& zeros = parameters.second;
-    const QuantRange range = quant_range(out[0].dtype);
-    const bool ints = in[0].dtype == DType::kI32;
-    auto quantize = [&]<typename Q>(Q* y) {
-      for_channel_runs(out[0].element_count(), p_, [&](int64_t begin, int64_t end, int64_t c) {
-        if (ints) {
-          quantize_run(in[0].as<int32_t>() + begin, y + begin, end - begin, scales[c], zeros[c],
-                       range);
-        } else {
-          quantize_run(in[0].as<float>() + begin, y + begin, end - begin, scales[c], zeros[c],
-                       range);
-        }
-      });
-    };
-    if (out[0].dtype == DType::kI8) {
-      quantize(out[0].as<int8_t>());
+    const int64_t n = out[0].element_count();
+    if (in[0].dtype == DType::kI32) {
+      quantize_into(in[0].as<int32_t>(), out[0].dtype, out[0].data, n, p_, scales.data(),
+                    zeros.data());
     } else {
-      quantize(out[0].as<uint8_t>());
+      quantize_into(in[0].as<float>(), out[0].dtype, out[0].data, n, p_, scales.data(),
+                    zeros.data());
     }
     return ok_status();
   }
@@ -430,17 +452,8 @@ class DequantizeLinearKernel : public Kernel {
     const auto parameters = channel_parameters(in, p_);
     const std::vector<float>& scales = parameters.first;
     const std::vector<int32_t>& zeros = parameters.second;
-    float* y = out[0].as<float>();
-    auto dequantize = [&]<typename Q>(const Q* x) {
-      for_channel_runs(out[0].element_count(), p_, [&](int64_t begin, int64_t end, int64_t c) {
-        dequantize_run(x + begin, y + begin, end - begin, scales[c], zeros[c]);
-      });
-    };
-    switch (in[0].dtype) {
-      case DType::kU8: dequantize(in[0].as<uint8_t>()); break;
-      case DType::kI8: dequantize(in[0].as<int8_t>()); break;
-      default: dequantize(in[0].as<int32_t>()); break;
-    }
+    dequantize_from(in[0].dtype, in[0].data, out[0].as<float>(), out[0].element_count(), p_,
+                    scales.data(), zeros.data());
     return ok_status();
   }
 
@@ -503,30 +516,12 @@ StatusOr<std::unique_ptr<Kernel>> make_dynamic_quantize_linear(const MakeArgs&) 
 
 void quantize_per_tensor(const float* x, DType y_dtype, void* y, int64_t n, float scale,
                          int32_t zero_point) {
-  const QuantRange range = quant_range(y_dtype);
-  for_channel_runs(n, ParameterLayout{}, [&](int64_t begin, int64_t end, int64_t) {
-    if (y_dtype == DType::kI8) {
-      quantize_run(x + begin, static_cast<int8_t*>(y) + begin, end - begin, scale, zero_point,
-                   range);
-    } else {
-      quantize_run(x + begin, static_cast<uint8_t*>(y) + begin, end - begin, scale, zero_point,
-                   range);
-    }
-  });
+  quantize_into(x, y_dtype, y, n, ParameterLayout{}, &scale, &zero_point);
 }
 
 void dequantize_per_tensor(DType x_dtype, const void* x, float* y, int64_t n, float scale,
                            int32_t zero_point) {
-  auto run = [&]<typename Q>(const Q* q) {
-    for_channel_runs(n, ParameterLayout{}, [&](int64_t begin, int64_t end, int64_t) {
-      dequantize_run(q + begin, y + begin, end - begin, scale, zero_point);
-    });
-  };
-  switch (x_dtype) {
-    case DType::kU8: run(static_cast<const uint8_t*>(x)); break;
-    case DType::kI8: run(static_cast<const int8_t*>(x)); break;
-    default: run(static_cast<const int32_t*>(x)); break;
-  }
+  dequantize_from(x_dtype, x, y, n, ParameterLayout{}, &scale, &zero_point);
 }
 
 void register_quantize_kernels(std::vector<OpDef>& table) {
