@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kiln/base/aligned_memory.h"
 #include "kiln/base/checked_math.h"
 #include "kiln/base/half.h"
 #include "kiln/base/mapped_file.h"
@@ -12,24 +13,29 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
-std::shared_ptr<std::byte> allocate_aligned(size_t bytes) {
+// `bytes` rounded up to the alignment; zero-filled when `zero`, else the caller writes them all.
+std::shared_ptr<std::byte> allocate_aligned(size_t bytes, bool zero) {
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) rounded = kAlignment;
-  void* raw = std::aligned_alloc(kAlignment, rounded);
+  void* raw = allocate_aligned_memory(rounded, kAlignment);
   if (raw == nullptr) return nullptr;
-  std::memset(raw, 0, rounded);
+  if (zero) {
+    std::memset(raw, 0, rounded);
+  } else if (rounded > bytes) {
+    std::memset(static_cast<std::byte*>(raw) + bytes, 0, rounded - bytes);  // the padding only
+  }
   return std::shared_ptr<std::byte>(static_cast<std::byte*>(raw),
                                     [](std::byte* p) { std::free(p); });
 }
 
 }  // namespace
 
-StatusOr<Tensor> Tensor::create(DType dtype, ConcreteShape shape) {
+StatusOr<Tensor> Tensor::allocate(DType dtype, ConcreteShape shape, bool zero) {
   auto count = checked_product(shape);
   if (!count) return out_of_range("tensor dims {} overflow or are negative", fmt::join(shape, "x"));
   auto bytes = checked_mul(*count, static_cast<int64_t>(dtype_size(dtype)));
   if (!bytes) return out_of_range("tensor of dims {} is too large", fmt::join(shape, "x"));
-  auto storage = allocate_aligned(static_cast<size_t>(*bytes));
+  auto storage = allocate_aligned(static_cast<size_t>(*bytes), zero);
   if (storage == nullptr) {
     return out_of_range("cannot allocate {} bytes for a tensor of dims {}", *bytes,
                         fmt::join(shape, "x"));
@@ -41,6 +47,14 @@ StatusOr<Tensor> Tensor::create(DType dtype, ConcreteShape shape) {
   out.data_ = storage.get();
   out.storage_ = std::move(storage);
   return out;
+}
+
+StatusOr<Tensor> Tensor::create(DType dtype, ConcreteShape shape) {
+  return allocate(dtype, std::move(shape), /*zero=*/true);
+}
+
+StatusOr<Tensor> Tensor::create_uninitialized(DType dtype, ConcreteShape shape) {
+  return allocate(dtype, std::move(shape), /*zero=*/false);
 }
 
 Tensor Tensor::borrow(DType dtype, ConcreteShape shape, const std::byte* data,
@@ -71,7 +85,7 @@ void Tensor::release_resident() const {
 }
 
 Tensor Tensor::clone() const {
-  auto copy = create(dtype_, shape_);
+  auto copy = create_uninitialized(dtype_, shape_);
   KILN_CHECK(copy.ok());
   if (byte_size() > 0) std::memcpy(copy->mutable_data(), data_, byte_size());
   return std::move(copy).value();

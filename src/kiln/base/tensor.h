@@ -21,6 +21,9 @@ class Tensor {
   Tensor() = default;
   // Zero-filled. Error if the byte size overflows or any dim is negative.
   static StatusOr<Tensor> create(DType dtype, ConcreteShape shape);
+  // create() without the zero fill, for a caller that writes every byte at once (a model's
+  // weights copied or read in: there the fill would cost as much as the copy).
+  static StatusOr<Tensor> create_uninitialized(DType dtype, ConcreteShape shape);
   // Wraps external memory without copying, read only; `keep_alive` owns it (e.g. an mmap'd
   // module) or is null when the caller keeps the memory alive itself.
   static Tensor borrow(DType dtype, ConcreteShape shape, const std::byte* data,
@@ -66,6 +69,8 @@ class Tensor {
   Tensor reshaped(ConcreteShape shape) const;
 
  private:
+  static StatusOr<Tensor> allocate(DType dtype, ConcreteShape shape, bool zero);
+
   DType dtype_ = DType::kF32;
   ConcreteShape shape_;
   int64_t element_count_ = 0;

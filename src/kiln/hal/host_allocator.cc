@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "kiln/base/aligned_memory.h"
+
 namespace kiln::hal {
 namespace {
 
@@ -29,7 +31,7 @@ StatusOr<std::unique_ptr<Buffer>> HostAllocator::allocate(size_t bytes, MemoryTy
   const size_t rounded = (bytes + 63) / 64 * 64;
   std::byte* data = nullptr;
   if (rounded > 0) {
-    data = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+    data = static_cast<std::byte*>(allocate_aligned_memory(rounded));
     if (data == nullptr) return out_of_range("cannot allocate a {}-byte buffer", bytes);
   }
   return std::unique_ptr<Buffer>(std::make_unique<OwnedHostBuffer>(data, bytes));

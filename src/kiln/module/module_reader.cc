@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kiln/base/aligned_memory.h"
 #include "kiln/base/checked_math.h"
 #include "kiln/base/mapped_file.h"
 #include "kiln/module/dim_text_guard.h"
@@ -405,7 +406,7 @@ StatusOr<std::shared_ptr<const ModuleContents>> load_module_from_bytes(const voi
   }
   if (size > 0) {
     size_t rounded = (size + kSegmentAlignment - 1) / kSegmentAlignment * kSegmentAlignment;
-    void* raw = std::aligned_alloc(kSegmentAlignment, rounded);
+    void* raw = allocate_aligned_memory(rounded, kSegmentAlignment);
     if (raw == nullptr) return out_of_range("cannot allocate {} bytes for a module copy", size);
     std::memcpy(raw, data, size);
     copy.reset(static_cast<std::byte*>(raw), [](std::byte* p) { std::free(p); });

@@ -3,15 +3,16 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <vector>
 
 #include "onnx/onnx_pb.h"
 
+#include "kiln/base/mapped_file.h"
 #include "kiln/onnx/domains.h"
 #include "kiln/onnx/graph_builder.h"
+#include "kiln/onnx/in_place_weights.h"
 #include "kiln/onnx/inline_if.h"
 #include "kiln/onnx/legacy_scan.h"
 #include "kiln/onnx/node_order.h"
@@ -174,6 +175,39 @@ StatusOr<std::optional<int64_t>> default_opset(const onnx::ModelProto& model) {
   return std::optional<int64_t>(*opset);
 }
 
+// ONNX's version converter round-trips the whole model through its in-memory IR, copying every
+// initializer's data several times (seconds and gigabytes for a BERT-sized model), and drops
+// external-data references. Its adapters never read weights: they move attributes into inputs
+// and read small shape-like tensors at most. So the initializers stored externally or holding
+// more than kWeightBytes go aside for the conversion, leaving stubs with their name, type and
+// dims, and come back by name afterwards.
+constexpr size_t kWeightBytes = 4096;
+
+size_t inline_bytes(const onnx::TensorProto& t) {
+  return t.raw_data().size() + sizeof(float) * static_cast<size_t>(t.float_data_size()) +
+         sizeof(double) * static_cast<size_t>(t.double_data_size()) +
+         sizeof(int64_t) * static_cast<size_t>(t.int64_data_size()) +
+         sizeof(uint64_t) * static_cast<size_t>(t.uint64_data_size()) +
+         sizeof(int32_t) * static_cast<size_t>(t.int32_data_size());
+}
+
+std::map<std::string, onnx::TensorProto> set_weights_aside(onnx::GraphProto& graph) {
+  std::map<std::string, onnx::TensorProto> aside;
+  for (onnx::TensorProto& tensor : *graph.mutable_initializer()) {
+    if (tensor.data_location() != onnx::TensorProto::EXTERNAL &&
+        inline_bytes(tensor) <= kWeightBytes) {
+      continue;
+    }
+    onnx::TensorProto stub;
+    stub.set_name(tensor.name());
+    stub.set_data_type(tensor.data_type());
+    *stub.mutable_dims() = tensor.dims();
+    stub.Swap(&tensor);
+    aside[tensor.name()] = std::move(stub);
+  }
+  return aside;
+}
+
 StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& model_dir,
                                  const ImportOptions& options) {
   KILN_RETURN_IF_ERROR(check_domains(model));
@@ -193,19 +227,32 @@ StatusOr<ir::Graph> import_model(onnx::ModelProto model, const std::string& mode
   KILN_RETURN_IF_ERROR(spell_out_legacy_scan(*model.mutable_graph(), opset));
   spell_out_legacy_axis_ops(model, opset);
   if (opset < options.target_opset) {
-    // The converter round-trips through ONNX's in-memory IR, which drops external-data
-    // references; keep the original TensorProtos of externally stored initializers.
-    std::map<std::string, onnx::TensorProto> external;
-    for (const auto& tensor : model.graph().initializer()) {
-      if (tensor.data_location() == onnx::TensorProto::EXTERNAL) external[tensor.name()] = tensor;
-    }
+    std::map<std::string, onnx::TensorProto> weights = set_weights_aside(*model.mutable_graph());
     KILN_ASSIGN_OR_RETURN(model, upgrade_opset(std::move(model), opset, options.target_opset));
     restore_types(*model.mutable_graph(), kept_types);
     for (auto& tensor : *model.mutable_graph()->mutable_initializer()) {
-      if (auto it = external.find(tensor.name()); it != external.end()) tensor = it->second;
+      if (auto it = weights.find(tensor.name()); it != weights.end()) tensor.Swap(&it->second);
     }
   }
   return build_graph(model.graph(), options.target_opset, model_dir, options);
+}
+
+// A parsed model must have a graph: a truncated or foreign file often parses as an empty message.
+StatusOr<onnx::ModelProto> with_graph(onnx::ModelProto model, const std::string& source) {
+  if (!model.has_graph()) {
+    return data_loss(
+        "{} is not a valid ONNX model: it has no graph (truncated, corrupt or not "
+        "an ONNX file)",
+        source);
+  }
+  return model;
+}
+
+Status parse_failed(const std::string& source) {
+  return data_loss(
+      "{} is not a valid ONNX model: protobuf parsing failed (truncated or "
+      "corrupt)",
+      source);
 }
 
 StatusOr<onnx::ModelProto> parse_model(const void* data, size_t size, const ImportOptions& options,
@@ -215,20 +262,13 @@ StatusOr<onnx::ModelProto> parse_model(const void* data, size_t size, const Impo
                         effective_limit(options));
   }
   onnx::ModelProto model;
-  if (!model.ParseFromArray(data, static_cast<int>(size))) {
-    return data_loss(
-        "{} is not a valid ONNX model: protobuf parsing failed (truncated or "
-        "corrupt)",
-        source);
-  }
-  if (!model.has_graph()) {
-    return data_loss(
-        "{} is not a valid ONNX model: it has no graph (truncated, corrupt or not "
-        "an ONNX file)",
-        source);
-  }
-  return model;
+  if (!model.ParseFromArray(data, static_cast<int>(size))) return parse_failed(source);
+  return with_graph(std::move(model), source);
 }
+
+// Initializers whose raw_data holds more than this many bytes are read from the model file
+// straight into kiln's tensors (in_place_weights.h).
+constexpr size_t kInPlaceWeightBytes = 4096;
 
 StatusOr<ir::Graph> import_parsed(onnx::ModelProto model, const std::string& model_dir,
                                   const ImportOptions& options, const std::string& source) {
@@ -250,18 +290,21 @@ StatusOr<ir::Graph> import_file(const std::string& path, const ImportOptions& op
     return out_of_range("model file {} is {} bytes, over the limit of {} bytes", source, size,
                         effective_limit(options));
   }
-  onnx::ModelProto model;
-  {
-    // The file's bytes are dropped once parsed; the weights then live only in the proto.
-    std::string bytes(size, '\0');
-    std::ifstream in(path, std::ios::binary);
-    if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-      return data_loss("cannot read {} bytes from model file {}", size, source);
-    }
-    KILN_ASSIGN_OR_RETURN(model, parse_model(bytes.data(), bytes.size(), options, source));
-  }
-  fs::path dir = fs::path(path).parent_path();
-  return import_parsed(std::move(model), dir.empty() ? "." : dir.string(), options, source);
+  KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+  const std::span<const std::byte> bytes(file.data(), file.size());
+  const fs::path dir = fs::path(path).parent_path();
+  std::optional<std::string> structure =
+      refer_to_weights_in_place(bytes, fs::path(path).filename().string(), kInPlaceWeightBytes);
+  auto model = structure ? parse_model(structure->data(), structure->size(), options, source)
+                         : parse_model(bytes.data(), bytes.size(), options, source);
+  if (!model.ok()) return std::move(model).status();
+  structure.reset();
+  auto graph =
+      import_parsed(std::move(model).value(), dir.empty() ? "." : dir.string(), options, source);
+  // The weights were read from the file by name after it was mapped: a file rewritten meanwhile
+  // may have given some of them another file's bytes.
+  if (graph.ok()) KILN_RETURN_IF_ERROR(file.check_unchanged());
+  return graph;
 }
 
 StatusOr<ir::Graph> import_bytes(const void* data, size_t size, const std::string& model_dir,

@@ -147,7 +147,7 @@ StatusOr<Tensor> read_external(const TensorProto& proto, const std::string& mode
                             what, path.string(), length, shape_to_string(dims), dtype_name(dtype),
                             bytes);
   }
-  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(dtype, dims));
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create_uninitialized(dtype, dims));
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) return not_found("{}: cannot open external data file '{}'", what, path.string());
   if (offset > static_cast<uint64_t>(std::numeric_limits<off_t>::max()) ||
@@ -254,7 +254,7 @@ StatusOr<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& 
                               proto.raw_data().size(), shape_to_string(dims), dtype_name(dtype),
                               *bytes);
     }
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(dtype, dims));
+    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create_uninitialized(dtype, dims));
     // ONNX raw_data is little-endian, as is every host kiln targets.
     if (*bytes > 0) std::memcpy(out.mutable_data(), proto.raw_data().data(), *bytes);
     return out;

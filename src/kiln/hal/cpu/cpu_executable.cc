@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kiln/base/aligned_memory.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 
 namespace kiln::hal::cpu {
@@ -94,7 +95,7 @@ Status CpuExecutable::run(const RunArgs& args) {
   }
   if (scratch == nullptr && scratch_bytes() > 0) {
     if (own_scratch_ == nullptr) {
-      own_scratch_ = static_cast<std::byte*>(std::aligned_alloc(64, scratch_bytes()));
+      own_scratch_ = static_cast<std::byte*>(allocate_aligned_memory(scratch_bytes()));
       if (own_scratch_ == nullptr) {
         return out_of_range("cannot allocate {} bytes of workspace and {} bytes of scratchpad",
                             parts_.workspace_bytes, parts_.scratchpad_bytes);

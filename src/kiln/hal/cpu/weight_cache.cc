@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kiln/base/aligned_memory.h"
 #include "kiln/hal/cpu/convert_step.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 
@@ -76,7 +77,7 @@ StatusOr<std::shared_ptr<const ReorderedConstant>> WeightCache::find_or_make(
   }
   const size_t bytes = std::max<size_t>(64, (target.get_size() + 63) / 64 * 64);
   std::unique_ptr<std::byte, decltype(&std::free)> owned(
-      static_cast<std::byte*>(std::aligned_alloc(64, bytes)), &std::free);
+      static_cast<std::byte*>(allocate_aligned_memory(bytes)), &std::free);
   if (owned == nullptr) {
     return out_of_range("cannot allocate {} bytes for reordered weights", bytes);
   }
