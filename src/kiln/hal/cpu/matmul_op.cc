@@ -404,8 +404,8 @@ StatusOr<BufferRef> packed_b(ProgramBuilder& b, int32_t v, int64_t count, int64_
 }
 
 std::string product_label(const char* what, const gemm::Product& p, size_t count) {
-  return fmt::format("{} kiln_gemm:avx2 {}x{}x{}{}", what, p.m, p.k, p.n,
-                     count > 1 ? fmt::format(" x{} matrices", count) : "");
+  return fmt::format("{} kiln_gemm:{} {}x{}x{}{}", what, gemm::isa_name(gemm::best_isa()), p.m, p.k,
+                     p.n, count > 1 ? fmt::format(" x{} matrices", count) : "");
 }
 
 Status build_gemm_kiln(ProgramBuilder& b) {
