@@ -52,6 +52,10 @@ constexpr std::array kMatmulDtypes = {DType::kF16, DType::kBF16, DType::kF32, DT
 
 // ---------------------------------------------------------------------------------------------
 // MatMul, MatMulInteger
+//
+// kiln extension: MatMul's optional input 2 'kiln_bias' [N] (passes::fuse_matmul folds a following
+// Add of a constant bias into it) is added to every row of the product, after the sum over k: the
+// same operations, in the same order, as MatMul then Add.
 
 // `a` and `b` name the operands in errors (MatMul: input 0 'A', input 1 'B'; QLinearMatMul:
 // input 0 'a', input 3 'b').
@@ -78,12 +82,25 @@ StatusOr<Shape> matmul_shape(const ValueType& a, const ValueType& b,
 
 Status infer_matmul(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
-  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3));
   KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "A"));
   KILN_RETURN_IF_ERROR(check_dtype(a, 0, "A", kMatmulDtypes));
   KILN_ASSIGN_OR_RETURN(ValueType b, required_input(args, 1, "B"));
   KILN_RETURN_IF_ERROR(check_same_dtype(b, 1, "B", a.dtype, "input 0 'A'"));
   KILN_ASSIGN_OR_RETURN(Shape out, matmul_shape(a, b));
+  if (const ValueType* bias = optional_input(args, 2)) {
+    // kiln's bias (passes::fuse_matmul): one value per column of a B of rank >= 2.
+    KILN_RETURN_IF_ERROR(check_same_dtype(*bias, 2, "kiln_bias", a.dtype, "input 0 'A'"));
+    KILN_RETURN_IF_ERROR(check_rank(*bias, 2, "kiln_bias", 1));
+    if (b.shape.size() < 2) {
+      return invalid_argument("input 2 'kiln_bias' needs input 1 'B' of rank >= 2, got {}",
+                              shape_to_string(b.shape));
+    }
+    KILN_RETURN_IF_ERROR(
+        check_dims_equal(bias->shape[0], b.shape.back(),
+                         fmt::format("input 2 'kiln_bias' dim 0 (one per column of input 1 'B' {})",
+                                     shape_to_string(b.shape))));
+  }
   args.outputs = {ValueType{a.dtype, std::move(out)}};
   return ok_status();
 }
@@ -144,9 +161,9 @@ MatmulDims matmul_dims(ConcreteShape as, ConcreteShape bs) {
   return d;
 }
 
-// y = a @ b per batch; y fully written.
+// y = a @ b per batch, then + bias[j] on every row when `bias` is set; y fully written.
 template <typename C>
-void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y) {
+void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y, const C* bias = nullptr) {
   const auto batches = static_cast<int64_t>(d.a_batch.size());
   const int64_t m = d.m, k = d.k, n = d.n;
   parallel_rows(batches * m, k * n, [&](int64_t job) {
@@ -161,24 +178,29 @@ void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y) {
       const C* br = bm + kk * n;
       for (int64_t j = 0; j < n; ++j) row[j] = mul_add<C>(row[j], av, br[j]);
     }
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < n; ++j) row[j] = row[j] + bias[j];
+    }
   });
 }
 
 class MatMulKernel : public Kernel {
  public:
-  explicit MatMulKernel(MatmulDims d) : d_(std::move(d)) {}
+  MatMulKernel(MatmulDims d, bool bias) : d_(std::move(d)), bias_(bias) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
       if constexpr (!std::is_same_v<T, Bool>) {
         using C = compute_t<T>;
         if constexpr (std::is_same_v<T, C>) {
-          matmul_core<C>(d_, in[0].as<T>(), in[1].as<T>(), out[0].as<T>());
+          matmul_core<C>(d_, in[0].as<T>(), in[1].as<T>(), out[0].as<T>(),
+                         bias_ ? in[2].as<T>() : nullptr);
         } else {
           const std::vector<C> a = widen<C, T>(in[0]);
           const std::vector<C> b = widen<C, T>(in[1]);
+          const std::vector<C> bias = bias_ ? widen<C, T>(in[2]) : std::vector<C>();
           const int64_t total = out[0].element_count();
           std::vector<C> y(static_cast<size_t>(total));
-          matmul_core<C>(d_, a.data(), b.data(), y.data());
+          matmul_core<C>(d_, a.data(), b.data(), y.data(), bias_ ? bias.data() : nullptr);
           for (int64_t i = 0; i < total; ++i) store(out[0].as<T>(), i, y[i]);
         }
         return ok_status();
@@ -190,11 +212,13 @@ class MatMulKernel : public Kernel {
 
  private:
   MatmulDims d_;
+  bool bias_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
+  const bool bias = args.inputs.size() > 2 && args.inputs[2];
   return std::unique_ptr<Kernel>(
-      std::make_unique<MatMulKernel>(matmul_dims(args.input_dims(0), args.input_dims(1))));
+      std::make_unique<MatMulKernel>(matmul_dims(args.input_dims(0), args.input_dims(1)), bias));
 }
 
 // The exact integer sums of MatMulInteger and QLinearMatMul: (a - a_zero_point) @

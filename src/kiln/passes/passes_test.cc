@@ -619,3 +619,90 @@ TEST(Passes, FoldConstantsLeavesFloatWorkOnSizesToTheRuntime) {
 
 }  // namespace
 }  // namespace kiln::passes
+
+namespace kiln::passes {
+namespace {
+
+// x [B, 3, 8] -> MatMul(W [8, 5]) -> Add(bias) -> y, the bias of shape `bias_shape` and the Add's
+// operands in either order.
+struct MatmulBiasGraph {
+  Graph g;
+  ValueId product, bias;
+};
+
+MatmulBiasGraph matmul_bias_graph(std::mt19937& rng, ConcreteShape bias_shape, bool bias_first,
+                                  bool constant_w = true) {
+  MatmulBiasGraph m;
+  Graph& g = m.g;
+  g.name = "matmul_bias";
+  const DimExpr batch = DimExpr::symbol("B");
+  ValueId x = g.add_input("x", DType::kF32, {batch, 3, 8});
+  ValueId w = constant_w ? g.add_constant("w", random_tensor({8, 5}, rng))
+                         : g.add_input("w", DType::kF32, {8, 5});
+  m.bias = g.add_constant("bias", random_tensor(bias_shape, rng));
+  m.product = g.add_value({"p", DType::kF32, {batch, 3, 5}, {}, {}});
+  ValueId y = g.add_value({"y", DType::kF32, {batch, 3, 5}, {}, {}});
+  g.add_node({"mm", "MatMul", {x, w}, {m.product}, {}, {}});
+  g.add_node({"add",
+              "Add",
+              bias_first ? std::vector<ValueId>{m.bias, m.product}
+                         : std::vector<ValueId>{m.product, m.bias},
+              {y},
+              {},
+              {}});
+  g.add_output(y);
+  return m;
+}
+
+TEST(FuseMatmul, FoldsAConstantBiasIntoTheMatMul) {
+  for (const ConcreteShape& bias_shape : {ConcreteShape{5}, ConcreteShape{1, 1, 5}}) {
+    for (bool bias_first : {false, true}) {
+      std::mt19937 rng(3);
+      MatmulBiasGraph m = matmul_bias_graph(rng, bias_shape, bias_first);
+      Tensor x = random_tensor({2, 3, 8}, rng);
+      x.mutable_values<float>()[4] = std::numeric_limits<float>::quiet_NaN();  // row 0 of sample 0
+      auto before = graph_eval::evaluate_graph(m.g, std::span<const Tensor>(&x, 1));
+      ASSERT_TRUE(before.ok()) << before.status().to_string();
+      EXPECT_EQ(fuse_matmul(m.g).value(), 1);
+      ASSERT_TRUE(ir::verify_graph(m.g).ok());
+      ASSERT_EQ(m.g.nodes().size(), 1u);
+      const Node& mm = m.g.nodes()[0];
+      EXPECT_EQ(mm.op_type, "MatMul");
+      ASSERT_EQ(mm.inputs.size(), 3u);
+      EXPECT_EQ(m.g.value(mm.inputs[2]).shape, Shape{DimExpr(5)});
+      EXPECT_EQ(mm.outputs[0], m.g.outputs()[0]);
+      EXPECT_NE(std::find(mm.origins.begin(), mm.origins.end(), "add"), mm.origins.end());
+      auto after = graph_eval::evaluate_graph(m.g, std::span<const Tensor>(&x, 1));
+      ASSERT_TRUE(after.ok()) << after.status().to_string();
+      expect_close((*after)[0], (*before)[0], 1e-6);
+      for (int j = 0; j < 5; ++j) EXPECT_TRUE(std::isnan((*after)[0].values<float>()[j])) << j;
+    }
+  }
+}
+
+TEST(FuseMatmul, LeavesWhatItCannotFold) {
+  {
+    // A bias per element (a residual, not a bias) and a bias that broadcasts the product up.
+    for (const ConcreteShape& s : {ConcreteShape{3, 5}, ConcreteShape{1, 1, 1, 5}}) {
+      std::mt19937 rng(4);
+      MatmulBiasGraph m = matmul_bias_graph(rng, s, false);
+      EXPECT_EQ(fuse_matmul(m.g).value(), 0) << shape_to_string(m.g.value(m.bias).shape);
+    }
+  }
+  {
+    // W computed at run time.
+    std::mt19937 rng(5);
+    MatmulBiasGraph m = matmul_bias_graph(rng, {5}, false, false);
+    EXPECT_EQ(fuse_matmul(m.g).value(), 0);
+  }
+  {
+    // The product also a graph output.
+    std::mt19937 rng(6);
+    MatmulBiasGraph m = matmul_bias_graph(rng, {5}, false);
+    m.g.add_output(m.product);
+    EXPECT_EQ(fuse_matmul(m.g).value(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::passes

@@ -279,9 +279,22 @@ Status build_gemm_dnnl(ProgramBuilder& b) {
 
 }  // namespace
 
+namespace {
+
+// kiln's kernel computes f32 only.
+bool use_kiln_kernel(const OpReader& op) {
+  return op.input(0).dtype == DType::kF32 && gemm::cpu_supported();
+}
+
+}  // namespace
+
 // What the MatMul fast path runs: f32, f16 or bf16 operands of rank 1 to 6 whose batch dims it
-// can broadcast (matmul_shapes). The definition has checked the rest (select_path).
+// can broadcast (matmul_shapes), and a kiln_bias (input 2) on kiln's kernel only. The definition
+// has checked the rest (select_path).
 Status check_matmul(const OpReader& op) {
+  if (op.has_input(2) && !use_kiln_kernel(op)) {
+    return unimplemented("MatMul's kiln_bias runs on kiln's f32 kernel only (AVX2 + FMA)");
+  }
   KILN_RETURN_IF_ERROR(check_stored_dtype(op));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 1, 6));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(1, 1, 6));
@@ -485,6 +498,14 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     }
   }
   GemmStep::Buffers buffers;
+  if (op.has_input(2)) {
+    // kiln_bias [n]: C as one value per column, beta 1 (fma(bias, 1, sum) is sum + bias, the
+    // unfused Add's bits).
+    KILN_ASSIGN_OR_RETURN(buffers.c, b.input_as(op.input_index(2), plain_desc(op.input(2).shape)));
+    p.beta = 1.0f;
+    p.c_row_stride = 0;
+    p.c_col_stride = 1;
+  }
   KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(op.input(0).shape)));
   GemmStep::Packing packing;
   KILN_ASSIGN_OR_RETURN(buffers.packed,
@@ -495,11 +516,6 @@ Status build_matmul_kiln(ProgramBuilder& b) {
                                    std::move(a_offsets), std::move(b_offsets), p.m * n, buffers,
                                    std::move(packing)));
   return ok_status();
-}
-
-// kiln's kernel computes f32 only.
-bool use_kiln_kernel(const OpReader& op) {
-  return op.input(0).dtype == DType::kF32 && gemm::cpu_supported();
 }
 
 }  // namespace

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "kiln/hal/cpu/cpu_device.h"
 #include "tests/support/expect.h"
@@ -137,6 +140,47 @@ INSTANTIATE_TEST_SUITE_P(
         // Empty: k = 0 gives zeros; no rows, no columns.
         MatMulCase{{2, 0}, {0, 3}, true}, MatMulCase{{2, 0}, {0, 3}, false},
         MatMulCase{{0, 4}, {4, 3}, true}, MatMulCase{{3, 4}, {4, 0}, false}));
+
+// MatMul's kiln_bias (input 2, passes::fuse_matmul) gives the bits of MatMul then Add, with NaN
+// in the bias propagating to its column.
+TEST(CpuMatMulTest, KilnBiasGivesTheUnfusedBits) {
+  for (const auto& [as, k, n] : std::vector<std::tuple<ConcreteShape, int64_t, int64_t>>{
+           {{4, 5}, 5, 6}, {{2, 97, 300}, 300, 33}, {{3, 16, 800}, 800, 49}}) {
+    const Tensor a = random_tensor(as, 1), w = random_tensor({k, n}, 2);
+    Tensor bias = random_tensor({n}, 3);
+    bias.mutable_values<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+    ConcreteShape ys = as;
+    ys.back() = n;
+    SpecBuilder fused;
+    {
+      const int32_t ai = fused.input("a", as), y = fused.output("y", ys);
+      fused.dispatch("mm", "MatMul", {ai, fused.constant("w", w), fused.constant("bias", bias)},
+                     {y});
+    }
+    SpecBuilder unfused;
+    {
+      const int32_t ai = unfused.input("a", as), y = unfused.output("y", ys);
+      const int32_t p = unfused.value("p", ys);
+      unfused.dispatch("mm", "MatMul", {ai, unfused.constant("w", w)}, {p});
+      unfused.dispatch("add", "Add", {p, unfused.constant("bias", bias)}, {y});
+    }
+    auto got = prepare_and_run(fused, {a});
+    auto want = prepare_and_run(unfused, {a});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    const Tensor& g = (*got)[0];
+    const Tensor& wv = (*want)[0];
+    ASSERT_EQ(g.byte_size(), wv.byte_size());
+    for (int64_t i = 0; i < g.element_count(); ++i) {
+      const float x = g.values<float>()[i], e = wv.values<float>()[i];
+      if (i % n == 1) {
+        EXPECT_TRUE(std::isnan(x)) << i;
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&x, &e, sizeof(float)), 0) << i << ": " << x << " vs " << e;
+    }
+  }
+}
 
 TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   SpecBuilder s;
