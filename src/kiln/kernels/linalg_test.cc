@@ -92,6 +92,41 @@ TEST(MatMul, KilnBiasAddsPerColumn) {
           .ok());
 }
 
+TEST(MatMul, KilnResidualAddsPerElementAfterTheBias) {
+  // [[1, 2], [3, 4]] @ [[1], [1]] = [[3], [7]], + bias [1], + residual [[0.5], [NaN]].
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto y = run_one("MatMul", {f64({2, 2}, {1, 2, 3, 4}), f64({2, 1}, {1, 1}), f64({1}, {1}),
+                              f64({2, 1}, {0.5, nan})});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const std::vector<double> v = values_of<double>(y);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0], 4.5);
+  EXPECT_TRUE(std::isnan(v[1]));
+  auto s = infer_shape("MatMul",
+                       {{DType::kF32, {sym("B"), 3, 8}},
+                        {DType::kF32, {8, 5}},
+                        {DType::kF32, {5}},
+                        {DType::kF32, {sym("B"), 3, 5}}},
+                       {});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(shape_to_string(*s), "[B,3,5]");
+  EXPECT_TRUE(has_error(infer_shape("MatMul",
+                                    {{DType::kF32, {2, 3, 8}},
+                                     {DType::kF32, {8, 5}},
+                                     {DType::kF32, {5}},
+                                     {DType::kF32, {2, 4, 5}}},
+                                    {})
+                            .status(),
+                        StatusCode::kInvalidArgument, {"input 3 'kiln_residual' dim 1"}));
+  EXPECT_TRUE(has_error(
+      infer_shape(
+          "MatMul",
+          {{DType::kF32, {3, 8}}, {DType::kF32, {8, 5}}, {DType::kF32, {5}}, {DType::kF32, {5}}},
+          {})
+          .status(),
+      StatusCode::kInvalidArgument, {"input 3 'kiln_residual'"}));
+}
+
 TEST(MatMulInteger, PerRowZeroPoint) {
   // ONNX MatMulInteger example: A 4x3 u8, B 3x2 u8, a_zero_point 12, b_zero_point 0.
   Tensor a = u8({4, 3}, {11, 7, 3, 10, 6, 2, 9, 5, 1, 8, 4, 0});

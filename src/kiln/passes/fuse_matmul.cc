@@ -1,12 +1,17 @@
 // fuse_matmul: Add(MatMul(x, W), bias) with W a constant matrix and bias a constant [N] (or [1,
 // ..., 1, N]) becomes MatMul(x, W, bias): kiln's input 2 'kiln_bias' (kernels/linalg.cc), which
-// the CPU backend adds in its kernel's epilogue instead of running a separate broadcast Add.
+// the CPU backend adds in its kernel's epilogue instead of running a separate broadcast Add. Then
+// Add(MatMul(x, W[, bias]), r) with r a computed value of the product's shape (a transformer's
+// residual) becomes MatMul(x, W, bias or absent, r): input 3 'kiln_residual', also added in the
+// epilogue. Only a residual some node computes is fused: a constant or graph input of a
+// broadcastable shape matches the product's shape only when sizes are bound, which would make a
+// bound module differ from the dynamic one.
 //
 // f32 and f64 only, where the fused form gives the unfused bits: the product's sum is rounded to
 // the output's type, then the bias is added and rounded once, as by the Add (on the CPU kernel
-// fma(bias, 1, sum), which is the same rounding of sum + bias). The MatMul's output must feed only
-// the Add. Both operands are constants of fixed shape, so a module with bound sizes fuses exactly
-// where the dynamic one does.
+// fma(bias, 1, sum), which is the same rounding of sum + bias), and the residual is added after it,
+// as by the second Add. The MatMul's output must feed only the Add. Both operands are constants of
+// fixed shape, so a module with bound sizes fuses exactly where the dynamic one does.
 #include <cstring>
 #include <optional>
 
@@ -65,6 +70,36 @@ bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& con
   return true;
 }
 
+// A MatMul of a constant matrix (with or without its bias) whose only consumer adds a computed
+// value of its shape.
+bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+                   ir::NodeId id) {
+  const ir::Node& mm = graph.node(id);
+  if (mm.op_type != "MatMul" || mm.inputs.size() > 3 || mm.outputs.size() != 1) return false;
+  const ir::Value& w = graph.value(mm.inputs[1]);
+  if ((w.dtype != DType::kF32 && w.dtype != DType::kF64) || !w.constant ||
+      w.constant->shape().size() != 2) {
+    return false;
+  }
+  const ir::ValueId y = mm.outputs[0];
+  auto add_id = sole_consumer(graph, consumers, y);
+  if (!add_id) return false;
+  const ir::Node& add = graph.node(*add_id);
+  if (add.op_type != "Add" || add.inputs.size() != 2) return false;
+  const ir::ValueId residual = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  const ir::Value& r = graph.value(residual);
+  if (!r.producer || r.constant || r.dtype != w.dtype ||
+      !same_or_assumed_shape(graph, r.shape, graph.value(y).shape) ||
+      !same_or_assumed_shape(graph, graph.value(add.outputs[0]).shape, graph.value(y).shape)) {
+    return false;
+  }
+  ir::Node& mm_mut = graph.node(id);
+  mm_mut.inputs.resize(3, ir::kAbsent);
+  mm_mut.inputs.push_back(residual);
+  absorb_successor(graph, id, *add_id);
+  return true;
+}
+
 }  // namespace
 
 StatusOr<int> fuse_matmul(ir::Graph& graph) {
@@ -72,7 +107,8 @@ StatusOr<int> fuse_matmul(ir::Graph& graph) {
   auto consumers = graph.consumers();
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
     if (graph.node(id).outputs.empty()) continue;
-    if (fuse_bias(graph, consumers, id)) {
+    // The bias first, then the residual after it, on the same MatMul.
+    while (fuse_bias(graph, consumers, id) || fuse_residual(graph, consumers, id)) {
       ++rewrites;
       consumers = graph.consumers();
     }

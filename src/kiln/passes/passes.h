@@ -19,9 +19,9 @@
 //                   standalone BatchNormalization
 //   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul) becomes one Gelu node
 //                   (ONNX opset 20 semantics)
-//   fuse_matmul     fold an f32/f64 constant bias Add into the MatMul of a constant matrix before
-//   it
-//                   (kiln_bias, kernels/linalg.cc)
+//   fuse_matmul     fold an f32/f64 constant bias Add, then a residual Add of a computed value of
+//                   the same shape, into the MatMul of a constant matrix before them
+//                   (kiln_bias, kiln_residual: kernels/linalg.cc)
 //   remove_dead     drop nodes and values nothing uses
 // Each pass keeps the graph verified and its shapes unchanged, and records the ONNX nodes it
 // absorbs in Node::origins. Each returns the number of rewrites it made.

@@ -680,6 +680,52 @@ TEST(FuseMatmul, FoldsAConstantBiasIntoTheMatMul) {
   }
 }
 
+// x [B, 3, 8] -> MatMul(W) -> Add(bias) -> Add(Relu(z)) with z [B, 3, 5]: both Adds fold, the
+// residual as input 3; a residual that is a graph input (no producer) stays an Add.
+TEST(FuseMatmul, FoldsAComputedResidualAfterTheBias) {
+  for (bool computed : {true, false}) {
+    std::mt19937 rng(8);
+    Graph g;
+    g.name = "matmul_residual";
+    const DimExpr batch = DimExpr::symbol("B");
+    const Shape ys{batch, 3, 5};
+    ValueId x = g.add_input("x", DType::kF32, {batch, 3, 8});
+    ValueId z = g.add_input("z", DType::kF32, ys);
+    ValueId w = g.add_constant("w", random_tensor({8, 5}, rng));
+    ValueId bias = g.add_constant("bias", random_tensor({5}, rng));
+    ValueId r = z;
+    if (computed) {
+      r = g.add_value({"r", DType::kF32, ys, {}, {}});
+      g.add_node({"relu", "Relu", {z}, {r}, {}, {}});
+    }
+    ValueId p = g.add_value({"p", DType::kF32, ys, {}, {}});
+    ValueId q = g.add_value({"q", DType::kF32, ys, {}, {}});
+    ValueId y = g.add_value({"y", DType::kF32, ys, {}, {}});
+    g.add_node({"mm", "MatMul", {x, w}, {p}, {}, {}});
+    g.add_node({"bias_add", "Add", {p, bias}, {q}, {}, {}});
+    g.add_node({"residual_add", "Add", {r, q}, {y}, {}, {}});
+    g.add_output(y);
+    std::vector<Tensor> in{random_tensor({2, 3, 8}, rng), random_tensor({2, 3, 5}, rng)};
+    in[1].mutable_values<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+    auto before = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    EXPECT_EQ(fuse_matmul(g).value(), computed ? 2 : 1);
+    ASSERT_TRUE(ir::verify_graph(g).ok());
+    EXPECT_EQ(count_op(g, "Add"), computed ? 0 : 1);
+    for (const Node& node : g.nodes()) {
+      if (node.op_type != "MatMul") continue;
+      ASSERT_EQ(node.inputs.size(), computed ? 4u : 3u);
+      if (computed) {
+        EXPECT_EQ(node.inputs[3], r);
+      }
+    }
+    auto after = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(after.ok()) << after.status().to_string();
+    expect_close((*after)[0], (*before)[0], 1e-6);
+    EXPECT_TRUE(std::isnan((*after)[0].values<float>()[7]));
+  }
+}
+
 TEST(FuseMatmul, LeavesWhatItCannotFold) {
   {
     // A bias per element (a residual, not a bias) and a bias that broadcasts the product up.

@@ -25,13 +25,16 @@ struct Epilogue {
   const float* c = nullptr;
   float beta = 0.0f;
   int64_t c_row_stride = 0;
-  bool c_row_vector = false;  // C has a value per column (else one per row)
+  bool c_row_vector = false;        // C has a value per column (else one per row)
+  const float* residual = nullptr;  // at the block's first element
+  int64_t residual_row_stride = 0;
 };
 
 // Epilogue `base` moved to the register block at row `r`, column `col0`.
 Epilogue at(const Epilogue& base, const Product& p, int64_t r, int64_t col0) {
   Epilogue e = base;
   if (e.c != nullptr) e.c += r * p.c_row_stride + col0 * p.c_col_stride;
+  if (e.residual != nullptr) e.residual += r * p.residual_row_stride + col0;
   return e;
 }
 
@@ -43,6 +46,8 @@ Epilogue epilogue_of(const Product& p) {
   e.beta = p.beta;
   e.c_row_stride = p.c_row_stride;
   e.c_row_vector = p.c_col_stride != 0;
+  e.residual = p.residual;
+  e.residual_row_stride = p.residual_row_stride;
   return e;
 }
 
@@ -108,6 +113,11 @@ KILN_AVX2 inline Acc finish_row(Acc v, const Epilogue& f, int64_t row, int64_t p
     const __m256 beta = _mm256_set1_ps(f.beta);
     v.lo = _mm256_fmadd_ps(cv.lo, beta, v.lo);
     v.hi = _mm256_fmadd_ps(cv.hi, beta, v.hi);
+  }
+  if (f.residual != nullptr) {
+    const Acc r = load_row(f.residual + row * f.residual_row_stride + panel * kPanelColumns, cols);
+    v.lo = _mm256_add_ps(v.lo, r.lo);
+    v.hi = _mm256_add_ps(v.hi, r.hi);
   }
   return v;
 }
@@ -228,6 +238,10 @@ KILN_AVX512 inline __m512 finish_row512(__m512 v, const Epilogue& f, int64_t row
     const float* c = f.c + row * f.c_row_stride + (f.c_row_vector ? panel * kPanelColumns : 0);
     const __m512 cv = f.c_row_vector ? _mm512_maskz_loadu_ps(cols, c) : _mm512_set1_ps(*c);
     v = _mm512_fmadd_ps(cv, _mm512_set1_ps(f.beta), v);
+  }
+  if (f.residual != nullptr) {
+    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(cols, f.residual + row * f.residual_row_stride +
+                                                         panel * kPanelColumns));
   }
   return v;
 }
@@ -406,7 +420,9 @@ void multiply(const Product& p, const float* a, std::span<const int64_t> a_offse
   for (int64_t item = 0; item < total; ++item) {
     const int64_t i = item / (chunks * groups);
     const int64_t chunk = item / groups % chunks, g = item % groups;
-    run(p, a + a_offsets[i], packed + b_offsets[i], y + i * y_stride, chunk * chunk_rows,
+    Product q = p;
+    if (q.residual != nullptr) q.residual += i * y_stride;
+    run(q, a + a_offsets[i], packed + b_offsets[i], y + i * y_stride, chunk * chunk_rows,
         std::min(p.m, (chunk + 1) * chunk_rows), g * group, std::min(panels, (g + 1) * group));
   }
 }

@@ -56,7 +56,9 @@ int64_t packed_floats(int64_t k, int64_t n);
 void pack(int64_t k, int64_t n, const float* src, std::span<const int64_t> offsets,
           int64_t row_stride, int64_t col_stride, float* packed);
 
-// One product's sizes and epilogue: Y[i, j] = alpha * sum_k A[i, k] B[k, j] + beta * C[i, j].
+// One product's sizes and epilogue: Y[i, j] = alpha * sum_k A[i, k] B[k, j] + beta * C[i, j]
+// (+ R[i, j]), rounded after each step in that order: the sum, times alpha (when not 1), one FMA
+// with beta * C, one addition of the residual R.
 struct Product {
   int64_t m = 0, k = 0, n = 0;
   int64_t lda = 0;  // A's row stride (its columns are contiguous)
@@ -67,10 +69,14 @@ struct Product {
   const float* c = nullptr;
   float beta = 0.0f;
   int64_t c_row_stride = 0, c_col_stride = 0;
+  // R[i, j] at residual[i * residual_row_stride + j], when set.
+  const float* residual = nullptr;
+  int64_t residual_row_stride = 0;
 };
 
 // `a_offsets.size()` products of one shape: product i reads A at a + a_offsets[i] and the packed
-// B at packed + b_offsets[i] (a multiple of 8 floats) and writes Y at y + i * y_stride. Products
+// B at packed + b_offsets[i] (a multiple of 8 floats) and writes Y at y + i * y_stride (and reads
+// its residual, when set, at p.residual + i * y_stride). Products
 // must not write over each other or over their operands. Runs on the calling thread's OpenMP team,
 // with `isa`'s code (AVX2 where the CPU lacks AVX-512F).
 void multiply(const Product& p, const float* a, std::span<const int64_t> a_offsets,

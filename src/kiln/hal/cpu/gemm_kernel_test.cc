@@ -1,7 +1,8 @@
 // kiln's gemm kernel (gemm_kernel.h) against its numerics contract, bit for bit: every element is
-// one FMA chain over k in order from 0, then alpha, then beta * C, computed here in scalar code
-// with std::fma. Both ISAs (AVX2 and, where the CPU has it, AVX-512) must give exactly those bits
-// for ragged and full register blocks, any thread count, several products per call and NaN/Inf.
+// one FMA chain over k in order from 0, then alpha, then beta * C, then + the residual, computed
+// here in scalar code with std::fma. Both ISAs (AVX2 and, where the CPU has it, AVX-512) must give
+// exactly those bits for ragged and full register blocks, any thread count, several products per
+// call and NaN/Inf.
 #include "kiln/hal/cpu/gemm_kernel.h"
 
 #include <gtest/gtest.h>
@@ -33,6 +34,8 @@ struct Problem {
   float alpha = 1.0f, beta = 0.0f;
   CKind c = CKind::kNone;
   std::vector<float> a, b, c_values;
+  bool residual = false;
+  std::vector<float> r_values;  // [m, n + 3]: a row stride other than n
 };
 
 std::vector<float> random_values(size_t n, uint32_t seed) {
@@ -44,10 +47,11 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
 }
 
 Problem make_problem(Shape s, int64_t count, float alpha, float beta, CKind c, uint32_t seed) {
-  Problem p{s, count, alpha, beta, c, {}, {}, {}};
+  Problem p{s, count, alpha, beta, c, {}, {}, {}, false, {}};
   p.a = random_values(static_cast<size_t>(count * s.m * s.k), seed);
   p.b = random_values(static_cast<size_t>(count * s.k * s.n), seed + 1);
   p.c_values = random_values(static_cast<size_t>(s.m * s.n), seed + 2);
+  p.r_values = random_values(static_cast<size_t>(s.m * (s.n + 3)), seed + 3);
   return p;
 }
 
@@ -77,6 +81,7 @@ std::vector<float> expected(const Problem& p) {
               p.c_values[static_cast<size_t>(i * c_row_stride(p) + j * c_col_stride(p))];
           acc = std::fma(c, p.beta, acc);
         }
+        if (p.residual) acc = acc + p.r_values[static_cast<size_t>(i * (n + 3) + j)];
         y[static_cast<size_t>(q * m * n + i * n + j)] = acc;
       }
     }
@@ -109,6 +114,10 @@ std::vector<float> run(const Problem& p, Isa isa) {
     prod.beta = p.beta;
     prod.c_row_stride = c_row_stride(p);
     prod.c_col_stride = c_col_stride(p);
+  }
+  if (p.residual) {
+    prod.residual = p.r_values.data();
+    prod.residual_row_stride = n + 3;
   }
   std::vector<float> y(static_cast<size_t>(p.count * m * n), -7.0f);
   multiply(prod, p.a.data(), a_offsets, packed.get(), b_offsets, y.data(), m * n, isa);
@@ -151,19 +160,20 @@ TEST_F(GemmKernelTest, BothIsasGiveTheContractsBits) {
   const struct {
     float alpha, beta;
     CKind c;
-  } epilogues[] = {{1.0f, 0.0f, CKind::kNone},
-                   {0.5f, 2.0f, CKind::kRowVector},
-                   {-1.5f, 0.25f, CKind::kColumn},
-                   {1.0f, -1.0f, CKind::kFull}};
+    bool residual;
+  } epilogues[] = {{1.0f, 0.0f, CKind::kNone, false},     {0.5f, 2.0f, CKind::kRowVector, false},
+                   {-1.5f, 0.25f, CKind::kColumn, false}, {1.0f, -1.0f, CKind::kFull, false},
+                   {1.0f, 1.0f, CKind::kRowVector, true}, {2.0f, 0.0f, CKind::kNone, true}};
   uint32_t seed = 1;
   for (const Shape& s : shapes) {
     for (const auto& e : epilogues) {
-      const Problem p = make_problem(s, 1, e.alpha, e.beta, e.c, seed += 3);
+      Problem p = make_problem(s, 1, e.alpha, e.beta, e.c, seed += 3);
+      p.residual = e.residual;
       const std::vector<float> want = expected(p);
       for (Isa isa : isas()) {
         expect_same_bits(run(p, isa), want,
-                         fmt::format("{} {}x{}x{} c kind {}", isa_name(isa), s.m, s.k, s.n,
-                                     static_cast<int>(e.c)));
+                         fmt::format("{} {}x{}x{} c kind {} residual {}", isa_name(isa), s.m, s.k,
+                                     s.n, static_cast<int>(e.c), e.residual));
       }
     }
   }
@@ -190,6 +200,8 @@ TEST_F(GemmKernelTest, ThreadsAndProductCountChangeNoBits) {
 // column (Inf * 0 is NaN, Inf + -Inf is NaN), and C's NaN its elements.
 TEST_F(GemmKernelTest, NanAndInfPropagate) {
   Problem p = make_problem({11, 20, 35}, 1, 1.0f, 1.0f, CKind::kFull, 7);
+  p.residual = true;
+  p.r_values[7 * 38 + 9] = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   p.a[3 * 20 + 4] = std::numeric_limits<float>::quiet_NaN();
   p.a[5 * 20 + 6] = 0.0f;
@@ -204,6 +216,7 @@ TEST_F(GemmKernelTest, NanAndInfPropagate) {
   EXPECT_TRUE(std::isnan(want[5 * 35 + 17]));
   EXPECT_TRUE(std::isnan(want[0 * 35 + 30]));
   EXPECT_TRUE(std::isnan(want[8 * 35 + 2]));
+  EXPECT_TRUE(std::isnan(want[7 * 35 + 9]));
   for (Isa isa : isas()) expect_same_bits(run(p, isa), want, isa_name(isa));
 }
 

@@ -289,11 +289,12 @@ bool use_kiln_kernel(const OpReader& op) {
 }  // namespace
 
 // What the MatMul fast path runs: f32, f16 or bf16 operands of rank 1 to 6 whose batch dims it
-// can broadcast (matmul_shapes), and a kiln_bias (input 2) on kiln's kernel only. The definition
-// has checked the rest (select_path).
+// can broadcast (matmul_shapes), and a kiln_bias or kiln_residual (inputs 2, 3) on kiln's kernel
+// only. The definition has checked the rest (select_path).
 Status check_matmul(const OpReader& op) {
-  if (op.has_input(2) && !use_kiln_kernel(op)) {
-    return unimplemented("MatMul's kiln_bias runs on kiln's f32 kernel only (AVX2 + FMA)");
+  if ((op.has_input(2) || op.has_input(3)) && !use_kiln_kernel(op)) {
+    return unimplemented(
+        "MatMul's kiln_bias and kiln_residual run on kiln's f32 kernel only (AVX2 + FMA)");
   }
   KILN_RETURN_IF_ERROR(check_stored_dtype(op));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 1, 6));
@@ -341,6 +342,7 @@ class GemmStep : public Step {
  public:
   struct Buffers {
     BufferRef a, b, c, y;  // b: a B that is packed at run time; c: Gemm's C, when it counts
+    BufferRef residual;    // MatMul's kiln_residual, when it has one
     BufferRef packed;      // B's packed panels: a constant's, or a temporary the step packs into
   };
   // How the step packs a B that is not constant: matrix i of the B buffer starts at
@@ -368,6 +370,7 @@ class GemmStep : public Step {
     }
     gemm::Product p = product_;
     p.c = reinterpret_cast<const float*>(ctx.resolve(buffers_.c));  // null when there is no C
+    p.residual = reinterpret_cast<const float*>(ctx.resolve(buffers_.residual));
     gemm::multiply(p, reinterpret_cast<const float*>(ctx.resolve(buffers_.a)), a_offsets_, packed,
                    b_offsets_, reinterpret_cast<float*>(ctx.resolve(buffers_.y)), y_stride_);
     return ok_status();
@@ -505,6 +508,12 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     p.beta = 1.0f;
     p.c_row_stride = 0;
     p.c_col_stride = 1;
+  }
+  if (op.has_input(3)) {
+    // kiln_residual: the output's shape, row stride n (each product's at its Y's offset).
+    KILN_ASSIGN_OR_RETURN(buffers.residual,
+                          b.input_as(op.input_index(3), plain_desc(op.input(3).shape)));
+    p.residual_row_stride = n;
   }
   KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(op.input(0).shape)));
   GemmStep::Packing packing;
