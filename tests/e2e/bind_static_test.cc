@@ -236,6 +236,27 @@ TEST(BindStatic, NonZeroOfConstantOfShapeCompilesEveryWayAndAgrees) {
   check_model("nonzero", nonzero_of_constant_of_shape, {1, 4});
 }
 
+// x[N,4,8] -> MatMul(w) -> Add(bias) -> Add(x) -> Relu -> MatMul(v) -> Add(bias2): the bias and
+// residual Adds that passes::fuse_matmul folds into the MatMuls (kiln_bias, kiln_residual).
+void matmul_bias_residual(ModelBuilder& b, const DimSpec& batch) {
+  b.input("x", kFloat, {batch, int64_t{4}, int64_t{8}});
+  b.initializer("w", {8, 8}, ramp(64, -0.7f, 0.021f));
+  b.initializer("bias", {8}, ramp(8, -0.3f, 0.07f));
+  b.initializer("v", {8, 3}, ramp(24, 0.5f, -0.043f));
+  b.initializer("bias2", {1, 3}, {0.25f, -1.5f, 0.125f});
+  b.node("MatMul", {"x", "w"}, {"p"});
+  b.node("Add", {"bias", "p"}, {"q"});
+  b.node("Add", {"q", "x"}, {"h"});
+  b.node("Relu", {"h"}, {"r"});
+  b.node("MatMul", {"r", "v"}, {"p2"});
+  b.node("Add", {"p2", "bias2"}, {"y"});
+  b.output("y");
+}
+
+TEST(BindStatic, MatMulWithFoldedBiasAndResidualGivesTheSameBits) {
+  check_model("matmul_bias_residual", matmul_bias_residual, {1, 4, 8});
+}
+
 // x[N,S] -> x[:, 1:] -> Relu: a slice that is not a whole symbolic dim, which import may refuse
 // while the sizes are unknown.
 void slice_of_symbolic_dim(ModelBuilder& b, const DimSpec& batch) {

@@ -52,6 +52,11 @@ constexpr std::array kMatmulDtypes = {DType::kF16, DType::kBF16, DType::kF32, DT
 
 // ---------------------------------------------------------------------------------------------
 // MatMul, MatMulInteger
+//
+// kiln extensions (passes::fuse_matmul folds the Adds after a MatMul into them): MatMul's optional
+// input 2 'kiln_bias' [N] is added to every row of the product after the sum over k, then input 3
+// 'kiln_residual' (the output's shape) element by element: the same operations, in the same order,
+// as MatMul then Add then Add.
 
 // `a` and `b` name the operands in errors (MatMul: input 0 'A', input 1 'B'; QLinearMatMul:
 // input 0 'a', input 3 'b').
@@ -78,12 +83,37 @@ StatusOr<Shape> matmul_shape(const ValueType& a, const ValueType& b,
 
 Status infer_matmul(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {}));
-  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
   KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "A"));
   KILN_RETURN_IF_ERROR(check_dtype(a, 0, "A", kMatmulDtypes));
   KILN_ASSIGN_OR_RETURN(ValueType b, required_input(args, 1, "B"));
   KILN_RETURN_IF_ERROR(check_same_dtype(b, 1, "B", a.dtype, "input 0 'A'"));
   KILN_ASSIGN_OR_RETURN(Shape out, matmul_shape(a, b));
+  if (const ValueType* bias = optional_input(args, 2)) {
+    // kiln's bias (passes::fuse_matmul): one value per column of a B of rank >= 2.
+    KILN_RETURN_IF_ERROR(check_same_dtype(*bias, 2, "kiln_bias", a.dtype, "input 0 'A'"));
+    KILN_RETURN_IF_ERROR(check_rank(*bias, 2, "kiln_bias", 1));
+    if (b.shape.size() < 2) {
+      return invalid_argument("input 2 'kiln_bias' needs input 1 'B' of rank >= 2, got {}",
+                              shape_to_string(b.shape));
+    }
+    KILN_RETURN_IF_ERROR(
+        check_dims_equal(bias->shape[0], b.shape.back(),
+                         fmt::format("input 2 'kiln_bias' dim 0 (one per column of input 1 'B' {})",
+                                     shape_to_string(b.shape))));
+  }
+  if (const ValueType* residual = optional_input(args, 3)) {
+    // kiln's residual (passes::fuse_matmul): one value per output element.
+    KILN_RETURN_IF_ERROR(check_same_dtype(*residual, 3, "kiln_residual", a.dtype, "input 0 'A'"));
+    KILN_RETURN_IF_ERROR(
+        check_rank(*residual, 3, "kiln_residual", static_cast<int64_t>(out.size())));
+    for (size_t i = 0; i < out.size(); ++i) {
+      KILN_RETURN_IF_ERROR(
+          check_dims_equal(residual->shape[i], out[i],
+                           fmt::format("input 3 'kiln_residual' dim {} (the product's shape {})", i,
+                                       shape_to_string(out))));
+    }
+  }
   args.outputs = {ValueType{a.dtype, std::move(out)}};
   return ok_status();
 }
@@ -144,9 +174,11 @@ MatmulDims matmul_dims(ConcreteShape as, ConcreteShape bs) {
   return d;
 }
 
-// y = a @ b per batch; y fully written.
+// y = a @ b per batch, then + bias[j] on every row when `bias` is set, then + residual (y's
+// shape) when set; y fully written.
 template <typename C>
-void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y) {
+void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y, const C* bias = nullptr,
+                 const C* residual = nullptr) {
   const auto batches = static_cast<int64_t>(d.a_batch.size());
   const int64_t m = d.m, k = d.k, n = d.n;
   parallel_rows(batches * m, k * n, [&](int64_t job) {
@@ -161,24 +193,36 @@ void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y) {
       const C* br = bm + kk * n;
       for (int64_t j = 0; j < n; ++j) row[j] = mul_add<C>(row[j], av, br[j]);
     }
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < n; ++j) row[j] = row[j] + bias[j];
+    }
+    if (residual != nullptr) {
+      const C* r = residual + job * n;
+      for (int64_t j = 0; j < n; ++j) row[j] = row[j] + r[j];
+    }
   });
 }
 
 class MatMulKernel : public Kernel {
  public:
-  explicit MatMulKernel(MatmulDims d) : d_(std::move(d)) {}
+  MatMulKernel(MatmulDims d, bool bias, bool residual)
+      : d_(std::move(d)), bias_(bias), residual_(residual) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
       if constexpr (!std::is_same_v<T, Bool>) {
         using C = compute_t<T>;
         if constexpr (std::is_same_v<T, C>) {
-          matmul_core<C>(d_, in[0].as<T>(), in[1].as<T>(), out[0].as<T>());
+          matmul_core<C>(d_, in[0].as<T>(), in[1].as<T>(), out[0].as<T>(),
+                         bias_ ? in[2].as<T>() : nullptr, residual_ ? in[3].as<T>() : nullptr);
         } else {
           const std::vector<C> a = widen<C, T>(in[0]);
           const std::vector<C> b = widen<C, T>(in[1]);
+          const std::vector<C> bias = bias_ ? widen<C, T>(in[2]) : std::vector<C>();
+          const std::vector<C> residual = residual_ ? widen<C, T>(in[3]) : std::vector<C>();
           const int64_t total = out[0].element_count();
           std::vector<C> y(static_cast<size_t>(total));
-          matmul_core<C>(d_, a.data(), b.data(), y.data());
+          matmul_core<C>(d_, a.data(), b.data(), y.data(), bias_ ? bias.data() : nullptr,
+                         residual_ ? residual.data() : nullptr);
           for (int64_t i = 0; i < total; ++i) store(out[0].as<T>(), i, y[i]);
         }
         return ok_status();
@@ -190,11 +234,14 @@ class MatMulKernel : public Kernel {
 
  private:
   MatmulDims d_;
+  bool bias_, residual_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
-  return std::unique_ptr<Kernel>(
-      std::make_unique<MatMulKernel>(matmul_dims(args.input_dims(0), args.input_dims(1))));
+  const bool bias = args.inputs.size() > 2 && args.inputs[2];
+  const bool residual = args.inputs.size() > 3 && args.inputs[3];
+  return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(
+      matmul_dims(args.input_dims(0), args.input_dims(1)), bias, residual));
 }
 
 // The exact integer sums of MatMulInteger and QLinearMatMul: (a - a_zero_point) @
@@ -293,7 +340,7 @@ StatusOr<std::unique_ptr<Kernel>> make_qlinear_matmul(const MakeArgs& args) {
 Status infer_gemm(InferArgs& args) {
   KILN_RETURN_IF_ERROR(
       check_known_attributes(args.attributes, {"alpha", "beta", "transA", "transB"}));
-  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
   KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "A"));
   KILN_RETURN_IF_ERROR(check_dtype(a, 0, "A", kMatmulDtypes));
   KILN_RETURN_IF_ERROR(check_rank(a, 0, "A", 2));

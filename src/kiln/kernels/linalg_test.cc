@@ -2,7 +2,9 @@
 // operator documentation examples.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
@@ -45,6 +47,84 @@ TEST(MatMul, IntegersOneDOperandsAndBatchBroadcast) {
       infer_shape("MatMul", {{DType::kF32, {sym("N"), 1, 4, 8}}, {DType::kF32, {3, 8, 2}}}, {});
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(shape_to_string(*s), "[N,3,4,2]");
+}
+
+// kiln's MatMul bias (input 2 'kiln_bias', passes::fuse_matmul): added to every row after the
+// product, NaN included; its shape rule wants [N] for a B of rank >= 2.
+TEST(MatMul, KilnBiasAddsPerColumn) {
+  // [[1, 2], [3, 4]] @ [[1, 0, 2], [0, 1, -1]] = [[1, 2, 0], [3, 4, 2]], + [10, NaN, -1].
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto y = run_one("MatMul", {f64({2, 2}, {1, 2, 3, 4}), f64({2, 3}, {1, 0, 2, 0, 1, -1}),
+                              f64({3}, {10, nan, -1})});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const std::vector<double> v = values_of<double>(y);
+  ASSERT_EQ(v.size(), 6u);
+  EXPECT_EQ(v[0], 11);
+  EXPECT_TRUE(std::isnan(v[1]));
+  EXPECT_EQ(v[2], -1);
+  EXPECT_EQ(v[3], 13);
+  EXPECT_TRUE(std::isnan(v[4]));
+  EXPECT_EQ(v[5], 1);
+  auto f = run_one("MatMul", {f32({1, 2}, {1, 2}), f32({2, 1}, {3, 4}), f32({1}, {0.5f})});
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(values_of<float>(f), (std::vector<float>{11.5f}));
+
+  auto s = infer_shape(
+      "MatMul", {{DType::kF32, {sym("B"), sym("S"), 8}}, {DType::kF32, {8, 5}}, {DType::kF32, {5}}},
+      {});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(shape_to_string(*s), "[B,S,5]");
+  EXPECT_TRUE(has_error(
+      infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}, {DType::kF32, {4}}}, {})
+          .status(),
+      StatusCode::kInvalidArgument, {"input 2 'kiln_bias' dim 0"}));
+  EXPECT_TRUE(has_error(
+      infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}, {DType::kF32, {1, 5}}},
+                  {})
+          .status(),
+      StatusCode::kInvalidArgument, {"input 2 'kiln_bias'"}));
+  EXPECT_TRUE(has_error(
+      infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8}}, {DType::kF32, {1}}}, {})
+          .status(),
+      StatusCode::kInvalidArgument, {"input 2 'kiln_bias' needs input 1 'B' of rank >= 2"}));
+  EXPECT_FALSE(
+      infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}, {DType::kF64, {5}}}, {})
+          .ok());
+}
+
+TEST(MatMul, KilnResidualAddsPerElementAfterTheBias) {
+  // [[1, 2], [3, 4]] @ [[1], [1]] = [[3], [7]], + bias [1], + residual [[0.5], [NaN]].
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto y = run_one("MatMul", {f64({2, 2}, {1, 2, 3, 4}), f64({2, 1}, {1, 1}), f64({1}, {1}),
+                              f64({2, 1}, {0.5, nan})});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const std::vector<double> v = values_of<double>(y);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0], 4.5);
+  EXPECT_TRUE(std::isnan(v[1]));
+  auto s = infer_shape("MatMul",
+                       {{DType::kF32, {sym("B"), 3, 8}},
+                        {DType::kF32, {8, 5}},
+                        {DType::kF32, {5}},
+                        {DType::kF32, {sym("B"), 3, 5}}},
+                       {});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(shape_to_string(*s), "[B,3,5]");
+  EXPECT_TRUE(has_error(infer_shape("MatMul",
+                                    {{DType::kF32, {2, 3, 8}},
+                                     {DType::kF32, {8, 5}},
+                                     {DType::kF32, {5}},
+                                     {DType::kF32, {2, 4, 5}}},
+                                    {})
+                            .status(),
+                        StatusCode::kInvalidArgument, {"input 3 'kiln_residual' dim 1"}));
+  EXPECT_TRUE(has_error(
+      infer_shape(
+          "MatMul",
+          {{DType::kF32, {3, 8}}, {DType::kF32, {8, 5}}, {DType::kF32, {5}}, {DType::kF32, {5}}},
+          {})
+          .status(),
+      StatusCode::kInvalidArgument, {"input 3 'kiln_residual'"}));
 }
 
 TEST(MatMulInteger, PerRowZeroPoint) {

@@ -83,25 +83,6 @@ bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>
   return true;
 }
 
-// Dims equal as expressions, or assumed equal by shape inference (an FPN's lateral conv and the
-// upsampled level above: the Add's broadcast recorded `2*floor(H/2) == H`), so the dynamic graph
-// fuses where the graph with bound sizes, whose dims are equal numbers, does.
-bool same_or_assumed_shape(const ir::Graph& graph, const Shape& a, const Shape& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == b[i]) continue;
-    const Assumption wanted{Assumption::Kind::kEqual, a[i], b[i], {}};
-    const Assumption swapped{Assumption::Kind::kEqual, b[i], a[i], {}};
-    if (std::find(graph.assumptions.begin(), graph.assumptions.end(), wanted) ==
-            graph.assumptions.end() &&
-        std::find(graph.assumptions.begin(), graph.assumptions.end(), swapped) ==
-            graph.assumptions.end()) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Add(conv_out, r) with matching shapes becomes conv's residual input, so the sum happens in the
 // conv's post-ops. The later of two candidate convs absorbs the Add, so the residual already
 // exists. Only a residual that a node computes is fused: a constant or graph input of [1,C,1,1]

@@ -19,6 +19,9 @@
 //                   standalone BatchNormalization
 //   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul) becomes one Gelu node
 //                   (ONNX opset 20 semantics)
+//   fuse_matmul     fold an f32/f64 constant bias Add, then a residual Add of a computed value of
+//                   the same shape, into the MatMul of a constant matrix before them
+//                   (kiln_bias, kiln_residual: kernels/linalg.cc)
 //   remove_dead     drop nodes and values nothing uses
 // Each pass keeps the graph verified and its shapes unchanged, and records the ONNX nodes it
 // absorbs in Node::origins. Each returns the number of rewrites it made.
@@ -36,6 +39,7 @@ StatusOr<int> fold_constants(ir::Graph& graph);
 StatusOr<int> fold_batchnorm(ir::Graph& graph);
 StatusOr<int> fuse_conv(ir::Graph& graph);
 StatusOr<int> fuse_gelu(ir::Graph& graph);
+StatusOr<int> fuse_matmul(ir::Graph& graph);
 StatusOr<int> remove_dead(ir::Graph& graph);
 
 }  // namespace kiln::passes

@@ -619,3 +619,136 @@ TEST(Passes, FoldConstantsLeavesFloatWorkOnSizesToTheRuntime) {
 
 }  // namespace
 }  // namespace kiln::passes
+
+namespace kiln::passes {
+namespace {
+
+// x [B, 3, 8] -> MatMul(W [8, 5]) -> Add(bias) -> y, the bias of shape `bias_shape` and the Add's
+// operands in either order.
+struct MatmulBiasGraph {
+  Graph g;
+  ValueId product, bias;
+};
+
+MatmulBiasGraph matmul_bias_graph(std::mt19937& rng, ConcreteShape bias_shape, bool bias_first,
+                                  bool constant_w = true) {
+  MatmulBiasGraph m;
+  Graph& g = m.g;
+  g.name = "matmul_bias";
+  const DimExpr batch = DimExpr::symbol("B");
+  ValueId x = g.add_input("x", DType::kF32, {batch, 3, 8});
+  ValueId w = constant_w ? g.add_constant("w", random_tensor({8, 5}, rng))
+                         : g.add_input("w", DType::kF32, {8, 5});
+  m.bias = g.add_constant("bias", random_tensor(bias_shape, rng));
+  m.product = g.add_value({"p", DType::kF32, {batch, 3, 5}, {}, {}});
+  ValueId y = g.add_value({"y", DType::kF32, {batch, 3, 5}, {}, {}});
+  g.add_node({"mm", "MatMul", {x, w}, {m.product}, {}, {}});
+  g.add_node({"add",
+              "Add",
+              bias_first ? std::vector<ValueId>{m.bias, m.product}
+                         : std::vector<ValueId>{m.product, m.bias},
+              {y},
+              {},
+              {}});
+  g.add_output(y);
+  return m;
+}
+
+TEST(FuseMatmul, FoldsAConstantBiasIntoTheMatMul) {
+  for (const ConcreteShape& bias_shape : {ConcreteShape{5}, ConcreteShape{1, 1, 5}}) {
+    for (bool bias_first : {false, true}) {
+      std::mt19937 rng(3);
+      MatmulBiasGraph m = matmul_bias_graph(rng, bias_shape, bias_first);
+      Tensor x = random_tensor({2, 3, 8}, rng);
+      x.mutable_values<float>()[4] = std::numeric_limits<float>::quiet_NaN();  // row 0 of sample 0
+      auto before = graph_eval::evaluate_graph(m.g, std::span<const Tensor>(&x, 1));
+      ASSERT_TRUE(before.ok()) << before.status().to_string();
+      EXPECT_EQ(fuse_matmul(m.g).value(), 1);
+      ASSERT_TRUE(ir::verify_graph(m.g).ok());
+      ASSERT_EQ(m.g.nodes().size(), 1u);
+      const Node& mm = m.g.nodes()[0];
+      EXPECT_EQ(mm.op_type, "MatMul");
+      ASSERT_EQ(mm.inputs.size(), 3u);
+      EXPECT_EQ(m.g.value(mm.inputs[2]).shape, Shape{DimExpr(5)});
+      EXPECT_EQ(mm.outputs[0], m.g.outputs()[0]);
+      EXPECT_NE(std::find(mm.origins.begin(), mm.origins.end(), "add"), mm.origins.end());
+      auto after = graph_eval::evaluate_graph(m.g, std::span<const Tensor>(&x, 1));
+      ASSERT_TRUE(after.ok()) << after.status().to_string();
+      expect_close((*after)[0], (*before)[0], 1e-6);
+      for (int j = 0; j < 5; ++j) EXPECT_TRUE(std::isnan((*after)[0].values<float>()[j])) << j;
+    }
+  }
+}
+
+// x [B, 3, 8] -> MatMul(W) -> Add(bias) -> Add(Relu(z)) with z [B, 3, 5]: both Adds fold, the
+// residual as input 3; a residual that is a graph input (no producer) stays an Add.
+TEST(FuseMatmul, FoldsAComputedResidualAfterTheBias) {
+  for (bool computed : {true, false}) {
+    std::mt19937 rng(8);
+    Graph g;
+    g.name = "matmul_residual";
+    const DimExpr batch = DimExpr::symbol("B");
+    const Shape ys{batch, 3, 5};
+    ValueId x = g.add_input("x", DType::kF32, {batch, 3, 8});
+    ValueId z = g.add_input("z", DType::kF32, ys);
+    ValueId w = g.add_constant("w", random_tensor({8, 5}, rng));
+    ValueId bias = g.add_constant("bias", random_tensor({5}, rng));
+    ValueId r = z;
+    if (computed) {
+      r = g.add_value({"r", DType::kF32, ys, {}, {}});
+      g.add_node({"relu", "Relu", {z}, {r}, {}, {}});
+    }
+    ValueId p = g.add_value({"p", DType::kF32, ys, {}, {}});
+    ValueId q = g.add_value({"q", DType::kF32, ys, {}, {}});
+    ValueId y = g.add_value({"y", DType::kF32, ys, {}, {}});
+    g.add_node({"mm", "MatMul", {x, w}, {p}, {}, {}});
+    g.add_node({"bias_add", "Add", {p, bias}, {q}, {}, {}});
+    g.add_node({"residual_add", "Add", {r, q}, {y}, {}, {}});
+    g.add_output(y);
+    std::vector<Tensor> in{random_tensor({2, 3, 8}, rng), random_tensor({2, 3, 5}, rng)};
+    in[1].mutable_values<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+    auto before = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    EXPECT_EQ(fuse_matmul(g).value(), computed ? 2 : 1);
+    ASSERT_TRUE(ir::verify_graph(g).ok());
+    EXPECT_EQ(count_op(g, "Add"), computed ? 0 : 1);
+    for (const Node& node : g.nodes()) {
+      if (node.op_type != "MatMul") continue;
+      ASSERT_EQ(node.inputs.size(), computed ? 4u : 3u);
+      if (computed) {
+        EXPECT_EQ(node.inputs[3], r);
+      }
+    }
+    auto after = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(after.ok()) << after.status().to_string();
+    expect_close((*after)[0], (*before)[0], 1e-6);
+    EXPECT_TRUE(std::isnan((*after)[0].values<float>()[7]));
+  }
+}
+
+TEST(FuseMatmul, LeavesWhatItCannotFold) {
+  {
+    // A bias per element (a residual, not a bias) and a bias that broadcasts the product up.
+    for (const ConcreteShape& s : {ConcreteShape{3, 5}, ConcreteShape{1, 1, 1, 5}}) {
+      std::mt19937 rng(4);
+      MatmulBiasGraph m = matmul_bias_graph(rng, s, false);
+      EXPECT_EQ(fuse_matmul(m.g).value(), 0) << shape_to_string(m.g.value(m.bias).shape);
+    }
+  }
+  {
+    // W computed at run time.
+    std::mt19937 rng(5);
+    MatmulBiasGraph m = matmul_bias_graph(rng, {5}, false, false);
+    EXPECT_EQ(fuse_matmul(m.g).value(), 0);
+  }
+  {
+    // The product also a graph output.
+    std::mt19937 rng(6);
+    MatmulBiasGraph m = matmul_bias_graph(rng, {5}, false);
+    m.g.add_output(m.product);
+    EXPECT_EQ(fuse_matmul(m.g).value(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::passes

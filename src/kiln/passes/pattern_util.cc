@@ -27,4 +27,20 @@ void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed) {
   node.origins.insert(node.origins.end(), origins.begin(), origins.end());
 }
 
+bool same_or_assumed_shape(const ir::Graph& graph, const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    const Assumption wanted{Assumption::Kind::kEqual, a[i], b[i], {}};
+    const Assumption swapped{Assumption::Kind::kEqual, b[i], a[i], {}};
+    if (std::find(graph.assumptions.begin(), graph.assumptions.end(), wanted) ==
+            graph.assumptions.end() &&
+        std::find(graph.assumptions.begin(), graph.assumptions.end(), swapped) ==
+            graph.assumptions.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace kiln::passes

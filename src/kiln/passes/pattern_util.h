@@ -16,4 +16,9 @@ std::optional<ir::NodeId> sole_consumer(const ir::Graph& graph,
 // node's origins, and erases `absorbed`. The caller has already moved any inputs it needs.
 void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed);
 
+// Dims equal as expressions, or assumed equal by shape inference (an FPN's lateral conv and the
+// upsampled level above: the Add's broadcast recorded `2*floor(H/2) == H`), so the dynamic graph
+// fuses where the graph with bound sizes, whose dims are equal numbers, does.
+bool same_or_assumed_shape(const ir::Graph& graph, const Shape& a, const Shape& b);
+
 }  // namespace kiln::passes

@@ -170,4 +170,14 @@ bool conv_reduction_may_depend_on_batch(const std::string& impl) {
 
 bool is_reference_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 
+bool dnnl_allows_avx512() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx: return true;
+    default: return false;
+  }
+}
+
 }  // namespace kiln::hal::cpu

@@ -84,6 +84,10 @@ bool reduction_may_depend_on_batch(const std::string& impl);
 // positions can span images when an image has few of them (measured with oneDNN 2.6 on AVX-512:
 // a 3x3 conv with 3x4 outputs rounds sample 0 differently at mb 2 than at mb 1, by up to 3e-4).
 bool conv_reduction_may_depend_on_batch(const std::string& impl);
+// Whether oneDNN's effective ISA (the CPU's, capped by DNNL_MAX_CPU_ISA) includes AVX-512
+// (avx512_core or above): kiln's own kernels use AVX-512 only where oneDNN would, so
+// DNNL_MAX_CPU_ISA=AVX2 runs their AVX2 code on any CPU.
+bool dnnl_allows_avx512();
 // Whether an implementation is oneDNN's reference (portable C++, "ref:any"): what oneDNN falls
 // back to for a data type this CPU has no kernel for.
 bool is_reference_impl(const std::string& impl);

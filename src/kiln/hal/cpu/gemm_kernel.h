@@ -1,9 +1,11 @@
-// kiln's f32 matrix product for MatMul and Gemm, on AVX2 + FMA: Y = alpha * A B (+ beta * C).
+// kiln's f32 matrix product for MatMul and Gemm, on AVX2 + FMA or AVX-512: Y = alpha * A B
+// (+ beta * C).
 //
 // B is packed in panels of 16 columns ([n/16][k][16], zero padded at the last panel), once at
 // prepare time for a constant, else at run time; A is read in place (rows with a stride,
-// contiguous along k). One register block of 6 rows x 16 columns keeps 12 accumulators; the k
-// axis is walked in blocks of 256, with the partial sums stored to Y and loaded back in between.
+// contiguous along k). On AVX2 one register block of 6 rows x 16 columns keeps 12 accumulators; on
+// AVX-512 a register block is 8 rows x 3 panels (24 zmm accumulators, one per row and panel). The
+// k axis is walked in blocks of 768, with the partial sums stored to Y and loaded back in between.
 //
 // Numerics (docs/architecture.md invariant 4): every element of Y is one accumulator that starts at
 // 0 and adds A[i,0]*B[0,j], A[i,1]*B[1,j], ... in order, each by one fused multiply-add, then the
@@ -15,6 +17,10 @@
 // batch of any size, whichever leading dim of A the batch is. (oneDNN 2.6's gemm-based matmul on
 // AVX2 does not give that: it changes kernels and the order of a row's sums with the row count,
 // the row's position in a block of 6 and the thread split; see matmul_op.cc.)
+//
+// Both ISAs compute every element by that same sequence, so they give the same bits: the ISA
+// (best_isa: AVX-512 where the CPU has it and oneDNN's DNNL_MAX_CPU_ISA allows it) is a matter of
+// speed only.
 //
 // NaN and Inf propagate as IEEE arithmetic says (no early outs, no clamping).
 #pragma once
@@ -31,6 +37,14 @@ inline constexpr int64_t kBlockRows = 6;      // rows per register block
 // Whether this machine runs the kernels (AVX2 and FMA).
 bool cpu_supported();
 
+// The instruction sets the kernel has code for.
+enum class Isa { kAvx2, kAvx512 };
+// AVX-512 when the CPU has AVX-512F and oneDNN's effective ISA (the CPU capped by
+// DNNL_MAX_CPU_ISA, dnnl_allows_avx512) includes it; else AVX2. Fixed for the process.
+Isa best_isa();
+// "avx2" or "avx512", for kernel names in plans.
+const char* isa_name(Isa isa);
+
 // Panels of a B with n columns: ceil(n/16).
 int64_t panel_count(int64_t n);
 // Floats one packed B matrix [k, n] takes: panel_count(n) * 16 * k.
@@ -42,7 +56,9 @@ int64_t packed_floats(int64_t k, int64_t n);
 void pack(int64_t k, int64_t n, const float* src, std::span<const int64_t> offsets,
           int64_t row_stride, int64_t col_stride, float* packed);
 
-// One product's sizes and epilogue: Y[i, j] = alpha * sum_k A[i, k] B[k, j] + beta * C[i, j].
+// One product's sizes and epilogue: Y[i, j] = alpha * sum_k A[i, k] B[k, j] + beta * C[i, j]
+// (+ R[i, j]), rounded after each step in that order: the sum, times alpha (when not 1), one FMA
+// with beta * C, one addition of the residual R.
 struct Product {
   int64_t m = 0, k = 0, n = 0;
   int64_t lda = 0;  // A's row stride (its columns are contiguous)
@@ -53,12 +69,18 @@ struct Product {
   const float* c = nullptr;
   float beta = 0.0f;
   int64_t c_row_stride = 0, c_col_stride = 0;
+  // R[i, j] at residual[i * residual_row_stride + j], when set.
+  const float* residual = nullptr;
+  int64_t residual_row_stride = 0;
 };
 
 // `a_offsets.size()` products of one shape: product i reads A at a + a_offsets[i] and the packed
-// B at packed + b_offsets[i] (a multiple of 8 floats) and writes Y at y + i * y_stride. Products
-// must not write over each other or over their operands. Runs on the calling thread's OpenMP team.
+// B at packed + b_offsets[i] (a multiple of 8 floats) and writes Y at y + i * y_stride (and reads
+// its residual, when set, at p.residual + i * y_stride). Products
+// must not write over each other or over their operands. Runs on the calling thread's OpenMP team,
+// with `isa`'s code (AVX2 where the CPU lacks AVX-512F).
 void multiply(const Product& p, const float* a, std::span<const int64_t> a_offsets,
-              const float* packed, std::span<const int64_t> b_offsets, float* y, int64_t y_stride);
+              const float* packed, std::span<const int64_t> b_offsets, float* y, int64_t y_stride,
+              Isa isa = best_isa());
 
 }  // namespace kiln::hal::cpu::gemm

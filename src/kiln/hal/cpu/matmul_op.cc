@@ -279,9 +279,23 @@ Status build_gemm_dnnl(ProgramBuilder& b) {
 
 }  // namespace
 
+namespace {
+
+// kiln's kernel computes f32 only.
+bool use_kiln_kernel(const OpReader& op) {
+  return op.input(0).dtype == DType::kF32 && gemm::cpu_supported();
+}
+
+}  // namespace
+
 // What the MatMul fast path runs: f32, f16 or bf16 operands of rank 1 to 6 whose batch dims it
-// can broadcast (matmul_shapes). The definition has checked the rest (select_path).
+// can broadcast (matmul_shapes), and a kiln_bias or kiln_residual (inputs 2, 3) on kiln's kernel
+// only. The definition has checked the rest (select_path).
 Status check_matmul(const OpReader& op) {
+  if ((op.has_input(2) || op.has_input(3)) && !use_kiln_kernel(op)) {
+    return unimplemented(
+        "MatMul's kiln_bias and kiln_residual run on kiln's f32 kernel only (AVX2 + FMA)");
+  }
   KILN_RETURN_IF_ERROR(check_stored_dtype(op));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 1, 6));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(1, 1, 6));
@@ -328,6 +342,7 @@ class GemmStep : public Step {
  public:
   struct Buffers {
     BufferRef a, b, c, y;  // b: a B that is packed at run time; c: Gemm's C, when it counts
+    BufferRef residual;    // MatMul's kiln_residual, when it has one
     BufferRef packed;      // B's packed panels: a constant's, or a temporary the step packs into
   };
   // How the step packs a B that is not constant: matrix i of the B buffer starts at
@@ -355,6 +370,7 @@ class GemmStep : public Step {
     }
     gemm::Product p = product_;
     p.c = reinterpret_cast<const float*>(ctx.resolve(buffers_.c));  // null when there is no C
+    p.residual = reinterpret_cast<const float*>(ctx.resolve(buffers_.residual));
     gemm::multiply(p, reinterpret_cast<const float*>(ctx.resolve(buffers_.a)), a_offsets_, packed,
                    b_offsets_, reinterpret_cast<float*>(ctx.resolve(buffers_.y)), y_stride_);
     return ok_status();
@@ -404,8 +420,8 @@ StatusOr<BufferRef> packed_b(ProgramBuilder& b, int32_t v, int64_t count, int64_
 }
 
 std::string product_label(const char* what, const gemm::Product& p, size_t count) {
-  return fmt::format("{} kiln_gemm:avx2 {}x{}x{}{}", what, p.m, p.k, p.n,
-                     count > 1 ? fmt::format(" x{} matrices", count) : "");
+  return fmt::format("{} kiln_gemm:{} {}x{}x{}{}", what, gemm::isa_name(gemm::best_isa()), p.m, p.k,
+                     p.n, count > 1 ? fmt::format(" x{} matrices", count) : "");
 }
 
 Status build_gemm_kiln(ProgramBuilder& b) {
@@ -485,6 +501,20 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     }
   }
   GemmStep::Buffers buffers;
+  if (op.has_input(2)) {
+    // kiln_bias [n]: C as one value per column, beta 1 (fma(bias, 1, sum) is sum + bias, the
+    // unfused Add's bits).
+    KILN_ASSIGN_OR_RETURN(buffers.c, b.input_as(op.input_index(2), plain_desc(op.input(2).shape)));
+    p.beta = 1.0f;
+    p.c_row_stride = 0;
+    p.c_col_stride = 1;
+  }
+  if (op.has_input(3)) {
+    // kiln_residual: the output's shape, row stride n (each product's at its Y's offset).
+    KILN_ASSIGN_OR_RETURN(buffers.residual,
+                          b.input_as(op.input_index(3), plain_desc(op.input(3).shape)));
+    p.residual_row_stride = n;
+  }
   KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(op.input(0).shape)));
   GemmStep::Packing packing;
   KILN_ASSIGN_OR_RETURN(buffers.packed,
@@ -495,11 +525,6 @@ Status build_matmul_kiln(ProgramBuilder& b) {
                                    std::move(a_offsets), std::move(b_offsets), p.m * n, buffers,
                                    std::move(packing)));
   return ok_status();
-}
-
-// kiln's kernel computes f32 only.
-bool use_kiln_kernel(const OpReader& op) {
-  return op.input(0).dtype == DType::kF32 && gemm::cpu_supported();
 }
 
 }  // namespace

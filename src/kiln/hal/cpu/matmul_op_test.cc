@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "kiln/hal/cpu/cpu_device.h"
 #include "tests/support/expect.h"
@@ -137,6 +140,66 @@ INSTANTIATE_TEST_SUITE_P(
         // Empty: k = 0 gives zeros; no rows, no columns.
         MatMulCase{{2, 0}, {0, 3}, true}, MatMulCase{{2, 0}, {0, 3}, false},
         MatMulCase{{0, 4}, {4, 3}, true}, MatMulCase{{3, 4}, {4, 0}, false}));
+
+// MatMul's kiln_bias and kiln_residual (inputs 2 and 3, passes::fuse_matmul) give the bits of
+// MatMul then Add then Add, with NaN in the bias propagating to its column and in the residual to
+// its element; several matrices of A, and a batched B (one product per matrix).
+TEST(CpuMatMulTest, KilnBiasAndResidualGiveTheUnfusedBits) {
+  struct Case {
+    ConcreteShape a, b;
+    bool bias, residual;
+  };
+  for (const Case& c : std::vector<Case>{{{4, 5}, {5, 6}, true, false},
+                                         {{2, 97, 300}, {300, 33}, true, true},
+                                         {{3, 16, 800}, {800, 49}, false, true},
+                                         {{3, 7, 20}, {3, 20, 17}, true, true}}) {
+    const int64_t n = c.b.back();
+    const Tensor a = random_tensor(c.a, 1), w = random_tensor(c.b, 2);
+    Tensor bias = random_tensor({n}, 3);
+    bias.mutable_values<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+    ConcreteShape ys = c.a;
+    ys.back() = n;
+    Tensor residual = random_tensor(ys, 4);
+    residual.mutable_values<float>()[2] = std::numeric_limits<float>::quiet_NaN();
+    SpecBuilder fused;
+    {
+      const int32_t ai = fused.input("a", c.a), ri = fused.input("r", ys);
+      const int32_t y = fused.output("y", ys);
+      std::vector<int32_t> ins{ai, fused.constant("w", w)};
+      ins.push_back(c.bias ? fused.constant("bias", bias) : -1);
+      if (c.residual) ins.push_back(ri);
+      fused.dispatch("mm", "MatMul", ins, {y});
+    }
+    SpecBuilder unfused;
+    {
+      const int32_t ai = unfused.input("a", c.a), ri = unfused.input("r", ys);
+      const int32_t y = unfused.output("y", ys);
+      int32_t v = unfused.value("p", ys);
+      unfused.dispatch("mm", "MatMul", {ai, unfused.constant("w", w)}, {v});
+      if (c.bias) {
+        const int32_t next = c.residual ? unfused.value("q", ys) : y;
+        unfused.dispatch("add", "Add", {v, unfused.constant("bias", bias)}, {next});
+        v = next;
+      }
+      if (c.residual) unfused.dispatch("residual", "Add", {ri, v}, {y});
+    }
+    auto got = prepare_and_run(fused, {a, residual});
+    auto want = prepare_and_run(unfused, {a, residual});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    const Tensor& g = (*got)[0];
+    const Tensor& e = (*want)[0];
+    ASSERT_EQ(g.byte_size(), e.byte_size());
+    for (int64_t i = 0; i < g.element_count(); ++i) {
+      const float x = g.values<float>()[i], ex = e.values<float>()[i];
+      if ((c.bias && i % n == 1) || (c.residual && i == 2)) {
+        EXPECT_TRUE(std::isnan(x)) << i;
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&x, &ex, sizeof(float)), 0) << i << ": " << x << " vs " << ex;
+    }
+  }
+}
 
 TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   SpecBuilder s;

@@ -81,7 +81,7 @@ Status build_recurrent(ProgramBuilder& b) {
   const kernels::MakeFn make = op_type == kLstm  ? make_with_gemm<kLstm>
                                : op_type == kGru ? make_with_gemm<kGru>
                                                  : make_with_gemm<kRnn>;
-  return build_kernel(b, make, "kiln_gemm:avx2");
+  return build_kernel(b, make, std::string("kiln_gemm:") + gemm::isa_name(gemm::best_isa()));
 }
 
 }  // namespace kiln::hal::cpu

@@ -96,6 +96,12 @@ std::optional<uint64_t> batch_stride(const ConcreteShape& operand, const Concret
 void set_matmul_shader_for_testing(MatmulShader shader) { g_matmul_shader.store(shader); }
 
 Status build_matmul(KernelBuilder& b) {
+  for (size_t i = 2; i < b.input_count(); ++i) {
+    if (b.has_input(i)) {
+      return unimplemented(
+          "a MatMul with kiln_bias or kiln_residual runs on the CPU (no Vulkan epilogue for them)");
+    }
+  }
   for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
   KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
   ConcreteShape as = b.input(0).shape, bs = b.input(1).shape;

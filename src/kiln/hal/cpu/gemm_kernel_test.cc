@@ -1,0 +1,233 @@
+// kiln's gemm kernel (gemm_kernel.h) against its numerics contract, bit for bit: every element is
+// one FMA chain over k in order from 0, then alpha, then beta * C, then + the residual, computed
+// here in scalar code with std::fma. Both ISAs (AVX2 and, where the CPU has it, AVX-512) must give
+// exactly those bits for ragged and full register blocks, any thread count, several products per
+// call and NaN/Inf.
+#include "kiln/hal/cpu/gemm_kernel.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace kiln::hal::cpu::gemm {
+namespace {
+
+struct Shape {
+  int64_t m, k, n;
+};
+
+// How the epilogue's C is shaped.
+enum class CKind { kNone, kRowVector, kColumn, kFull };
+
+struct Problem {
+  Shape s;
+  int64_t count = 1;  // products per call
+  float alpha = 1.0f, beta = 0.0f;
+  CKind c = CKind::kNone;
+  std::vector<float> a, b, c_values;
+  bool residual = false;
+  std::vector<float> r_values;  // [m, n + 3]: a row stride other than n
+};
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+Problem make_problem(Shape s, int64_t count, float alpha, float beta, CKind c, uint32_t seed) {
+  Problem p{s, count, alpha, beta, c, {}, {}, {}, false, {}};
+  p.a = random_values(static_cast<size_t>(count * s.m * s.k), seed);
+  p.b = random_values(static_cast<size_t>(count * s.k * s.n), seed + 1);
+  p.c_values = random_values(static_cast<size_t>(s.m * s.n), seed + 2);
+  p.r_values = random_values(static_cast<size_t>(s.m * (s.n + 3)), seed + 3);
+  return p;
+}
+
+// C's element (i, j) and its strides in the kernel's terms.
+int64_t c_row_stride(const Problem& p) {
+  return p.c == CKind::kFull ? p.s.n : p.c == CKind::kColumn ? 1 : 0;
+}
+int64_t c_col_stride(const Problem& p) {
+  return p.c == CKind::kFull || p.c == CKind::kRowVector ? 1 : 0;
+}
+
+// The contract, in scalar code.
+std::vector<float> expected(const Problem& p) {
+  const auto [m, k, n] = p.s;
+  std::vector<float> y(static_cast<size_t>(p.count * m * n));
+  for (int64_t q = 0; q < p.count; ++q) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0.0f;
+        for (int64_t t = 0; t < k; ++t) {
+          acc = std::fma(p.a[static_cast<size_t>(q * m * k + i * k + t)],
+                         p.b[static_cast<size_t>(q * k * n + t * n + j)], acc);
+        }
+        if (p.alpha != 1.0f) acc *= p.alpha;
+        if (p.c != CKind::kNone) {
+          const float c =
+              p.c_values[static_cast<size_t>(i * c_row_stride(p) + j * c_col_stride(p))];
+          acc = std::fma(c, p.beta, acc);
+        }
+        if (p.residual) acc = acc + p.r_values[static_cast<size_t>(i * (n + 3) + j)];
+        y[static_cast<size_t>(q * m * n + i * n + j)] = acc;
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<float> run(const Problem& p, Isa isa) {
+  const auto [m, k, n] = p.s;
+  const int64_t per = packed_floats(k, n);
+  std::unique_ptr<float, decltype(&std::free)> packed(
+      static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(p.count * per + 16) * 4)),
+      &std::free);
+  std::vector<int64_t> b_src, a_offsets, b_offsets;
+  for (int64_t q = 0; q < p.count; ++q) {
+    b_src.push_back(q * k * n);
+    a_offsets.push_back(q * m * k);
+    b_offsets.push_back(q * per);
+  }
+  pack(k, n, p.b.data(), b_src, n, 1, packed.get());
+  Product prod;
+  prod.m = m;
+  prod.k = k;
+  prod.n = n;
+  prod.lda = k;
+  prod.ldy = n;
+  prod.alpha = p.alpha;
+  if (p.c != CKind::kNone) {
+    prod.c = p.c_values.data();
+    prod.beta = p.beta;
+    prod.c_row_stride = c_row_stride(p);
+    prod.c_col_stride = c_col_stride(p);
+  }
+  if (p.residual) {
+    prod.residual = p.r_values.data();
+    prod.residual_row_stride = n + 3;
+  }
+  std::vector<float> y(static_cast<size_t>(p.count * m * n), -7.0f);
+  multiply(prod, p.a.data(), a_offsets, packed.get(), b_offsets, y.data(), m * n, isa);
+  return y;
+}
+
+// Bitwise equality, except that any NaN matches any NaN (payloads are not part of the contract).
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) && std::isnan(want[i])) continue;
+    uint32_t g, w;
+    std::memcpy(&g, &got[i], 4);
+    std::memcpy(&w, &want[i], 4);
+    ASSERT_EQ(g, w) << what << " element " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v = {Isa::kAvx2};
+  if (__builtin_cpu_supports("avx512f")) v.push_back(Isa::kAvx512);
+  return v;
+}
+
+class GemmKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu_supported()) GTEST_SKIP() << "no AVX2 + FMA";
+  }
+};
+
+// Ragged and full register blocks of both ISAs (6 and 8 rows, 1 and 3 panels), k across the
+// blocks of 768, with each kind of epilogue.
+TEST_F(GemmKernelTest, BothIsasGiveTheContractsBits) {
+  const Shape shapes[] = {{1, 1, 1},     {1, 7, 200},   {2, 33, 50},    {5, 17, 16},
+                          {7, 64, 47},   {8, 5, 48},    {9, 100, 49},   {13, 300, 33},
+                          {17, 800, 97}, {24, 769, 64}, {33, 1600, 20}, {100, 40, 130},
+                          {128, 96, 96}, {61, 1537, 51}};
+  const struct {
+    float alpha, beta;
+    CKind c;
+    bool residual;
+  } epilogues[] = {{1.0f, 0.0f, CKind::kNone, false},     {0.5f, 2.0f, CKind::kRowVector, false},
+                   {-1.5f, 0.25f, CKind::kColumn, false}, {1.0f, -1.0f, CKind::kFull, false},
+                   {1.0f, 1.0f, CKind::kRowVector, true}, {2.0f, 0.0f, CKind::kNone, true}};
+  uint32_t seed = 1;
+  for (const Shape& s : shapes) {
+    for (const auto& e : epilogues) {
+      Problem p = make_problem(s, 1, e.alpha, e.beta, e.c, seed += 3);
+      p.residual = e.residual;
+      const std::vector<float> want = expected(p);
+      for (Isa isa : isas()) {
+        expect_same_bits(run(p, isa), want,
+                         fmt::format("{} {}x{}x{} c kind {} residual {}", isa_name(isa), s.m, s.k,
+                                     s.n, static_cast<int>(e.c), e.residual));
+      }
+    }
+  }
+}
+
+// The thread count and several products per call change no bits.
+TEST_F(GemmKernelTest, ThreadsAndProductCountChangeNoBits) {
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    for (int64_t count : {1, 3}) {
+      const Problem p = make_problem({37, 130, 70}, count, 1.0f, 1.0f, CKind::kRowVector, 99);
+      const std::vector<float> want = expected(p);
+      for (Isa isa : isas()) {
+        expect_same_bits(run(p, isa), want,
+                         fmt::format("{} threads {} count {}", isa_name(isa), threads, count));
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+// NaN and Inf propagate as IEEE arithmetic says: a NaN in A poisons its row, an Inf in B its
+// column (Inf * 0 is NaN, Inf + -Inf is NaN), and C's NaN its elements.
+TEST_F(GemmKernelTest, NanAndInfPropagate) {
+  Problem p = make_problem({11, 20, 35}, 1, 1.0f, 1.0f, CKind::kFull, 7);
+  p.residual = true;
+  p.r_values[7 * 38 + 9] = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  p.a[3 * 20 + 4] = std::numeric_limits<float>::quiet_NaN();
+  p.a[5 * 20 + 6] = 0.0f;
+  p.a[0 * 20 + 9] = 1.0f;
+  p.a[0 * 20 + 10] = 1.0f;
+  p.b[6 * 35 + 17] = inf;
+  p.b[9 * 35 + 30] = -inf;
+  p.b[10 * 35 + 30] = inf;
+  p.c_values[8 * 35 + 2] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> want = expected(p);
+  EXPECT_TRUE(std::isnan(want[3 * 35 + 0]));
+  EXPECT_TRUE(std::isnan(want[5 * 35 + 17]));
+  EXPECT_TRUE(std::isnan(want[0 * 35 + 30]));
+  EXPECT_TRUE(std::isnan(want[8 * 35 + 2]));
+  EXPECT_TRUE(std::isnan(want[7 * 35 + 9]));
+  for (Isa isa : isas()) expect_same_bits(run(p, isa), want, isa_name(isa));
+}
+
+// DNNL_MAX_CPU_ISA=AVX2 (or lower) selects the AVX2 code; otherwise AVX-512 where the CPU has it.
+TEST_F(GemmKernelTest, BestIsaFollowsTheCpuAndDnnlMaxCpuIsa) {
+  const char* cap = std::getenv("DNNL_MAX_CPU_ISA");
+  const bool capped = cap != nullptr && std::string(cap).find("AVX512") == std::string::npos &&
+                      std::string(cap) != "ALL";
+  const bool want_avx512 = __builtin_cpu_supports("avx512f") && !capped;
+  EXPECT_EQ(best_isa(), want_avx512 ? Isa::kAvx512 : Isa::kAvx2) << (cap ? cap : "(unset)");
+}
+
+}  // namespace
+}  // namespace kiln::hal::cpu::gemm

@@ -1,0 +1,123 @@
+// fuse_matmul: Add(MatMul(x, W), bias) with W a constant matrix and bias a constant [N] (or [1,
+// ..., 1, N]) becomes MatMul(x, W, bias): kiln's input 2 'kiln_bias' (kernels/linalg.cc), which
+// the CPU backend adds in its kernel's epilogue instead of running a separate broadcast Add. Then
+// Add(MatMul(x, W[, bias]), r) with r a computed value of the product's shape (a transformer's
+// residual) becomes MatMul(x, W, bias or absent, r): input 3 'kiln_residual', also added in the
+// epilogue. Only a residual some node computes is fused: a constant or graph input of a
+// broadcastable shape matches the product's shape only when sizes are bound, which would make a
+// bound module differ from the dynamic one.
+//
+// f32 and f64 only, where the fused form gives the unfused bits: the product's sum is rounded to
+// the output's type, then the bias is added and rounded once, as by the Add (on the CPU kernel
+// fma(bias, 1, sum), which is the same rounding of sum + bias), and the residual is added after it,
+// as by the second Add. The MatMul's output must feed only the Add. Both operands are constants of
+// fixed shape, so a module with bound sizes fuses exactly where the dynamic one does.
+#include <cstring>
+#include <optional>
+
+#include "kiln/passes/passes.h"
+#include "kiln/passes/pattern_util.h"
+
+namespace kiln::passes {
+namespace {
+
+// The bias values of `v` as a [N] tensor when it is a constant of `dtype` holding N values along
+// its last dim only (leading dims 1), N the product's columns; nullopt otherwise.
+std::optional<Tensor> bias_of(const ir::Value& v, DType dtype, int64_t n) {
+  if (!v.constant || v.dtype != dtype || v.constant->shape().empty()) return std::nullopt;
+  const ConcreteShape& s = v.constant->shape();
+  if (s.back() != n) return std::nullopt;
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    if (s[i] != 1) return std::nullopt;
+  }
+  auto t = Tensor::create(dtype, {n});
+  if (!t.ok()) return std::nullopt;
+  std::memcpy(t->mutable_data(), v.constant->data(), v.constant->byte_size());
+  return std::move(t).value();
+}
+
+bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+               ir::NodeId id) {
+  const ir::Node& mm = graph.node(id);
+  if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1) return false;
+  const ir::Value& w = graph.value(mm.inputs[1]);
+  const DType dtype = w.dtype;
+  if ((dtype != DType::kF32 && dtype != DType::kF64) || !w.constant ||
+      w.constant->shape().size() != 2) {
+    return false;
+  }
+  const ir::ValueId y = mm.outputs[0];
+  // The product's rows keep their shape through the Add: A of rank >= 2 (a 1-D A drops a dim).
+  if (graph.value(mm.inputs[0]).shape.size() < 2) return false;
+  auto add_id = sole_consumer(graph, consumers, y);
+  if (!add_id) return false;
+  const ir::Node& add = graph.node(*add_id);
+  if (add.op_type != "Add" || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) {
+    return false;
+  }
+  const ir::ValueId other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  const ir::Value& bias_value = graph.value(other);
+  // The Add's output must be the product's shape: a bias of higher rank would broadcast it.
+  if (bias_value.shape.size() > graph.value(y).shape.size()) return false;
+  std::optional<Tensor> bias = bias_of(bias_value, dtype, w.constant->shape()[1]);
+  if (!bias) return false;
+  // A [1, ..., N] bias becomes a [N] constant of the same values.
+  const ir::ValueId bias_id = bias_value.shape.size() == 1
+                                  ? other
+                                  : graph.add_constant(mm.name + "/kiln_bias", std::move(*bias));
+  graph.node(id).inputs.push_back(bias_id);
+  absorb_successor(graph, id, *add_id);
+  return true;
+}
+
+// A MatMul of a constant matrix (with or without its bias) whose only consumer adds a computed
+// value of its shape.
+bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+                   ir::NodeId id) {
+  const ir::Node& mm = graph.node(id);
+  if (mm.op_type != "MatMul" || mm.inputs.size() > 3 || mm.outputs.size() != 1) return false;
+  const ir::Value& w = graph.value(mm.inputs[1]);
+  if ((w.dtype != DType::kF32 && w.dtype != DType::kF64) || !w.constant ||
+      w.constant->shape().size() != 2) {
+    return false;
+  }
+  const ir::ValueId y = mm.outputs[0];
+  auto add_id = sole_consumer(graph, consumers, y);
+  if (!add_id) return false;
+  const ir::Node& add = graph.node(*add_id);
+  if (add.op_type != "Add" || add.inputs.size() != 2) return false;
+  const ir::ValueId residual = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  const ir::Value& r = graph.value(residual);
+  if (!r.producer || r.constant || r.dtype != w.dtype ||
+      !same_or_assumed_shape(graph, r.shape, graph.value(y).shape) ||
+      !same_or_assumed_shape(graph, graph.value(add.outputs[0]).shape, graph.value(y).shape)) {
+    return false;
+  }
+  ir::Node& mm_mut = graph.node(id);
+  mm_mut.inputs.resize(3, ir::kAbsent);
+  mm_mut.inputs.push_back(residual);
+  absorb_successor(graph, id, *add_id);
+  return true;
+}
+
+}  // namespace
+
+StatusOr<int> fuse_matmul(ir::Graph& graph) {
+  int rewrites = 0;
+  auto consumers = graph.consumers();
+  for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
+    if (graph.node(id).outputs.empty()) continue;
+    // The bias first, then the residual after it, on the same MatMul.
+    while (fuse_bias(graph, consumers, id) || fuse_residual(graph, consumers, id)) {
+      ++rewrites;
+      consumers = graph.consumers();
+    }
+  }
+  if (rewrites > 0) {
+    KILN_RETURN_IF_ERROR(graph.topological_sort());
+    graph.remove_dead();
+  }
+  return rewrites;
+}
+
+}  // namespace kiln::passes
