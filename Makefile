@@ -37,7 +37,7 @@ models-qdq-resnet: models
 
 # The generated models of the benchmark corpus (bench/corpus_models.py: BERT-base- and GPT-2-small-
 # style transformers at opsets 14 and 17, ViT-B/16, MobileNetV2, EfficientNet-B0, a tf2onnx-style
-# NHWC CNN) in $(MODELS)/bench: a few minutes and about 3 GB, regenerated only when a generator
+# NHWC CNN) in $(MODELS)/bench: 3 GB, 10-25 minutes on 2 cores, regenerated only when a generator
 # changes. `make bench` uses them.
 bench-models: setup
 	@$(PY) bench/corpus_models.py --out $(MODELS)

@@ -26,9 +26,10 @@ normal; token ids uniform over the vocabulary; BERT's attention mask pads sample
 (b * S // 8 positions).
 
 Cached per model: MODELS/bench/.corpus_models.stamp holds, for each model generated, the SHA-256
-of this script, of bench/corpus_table.py, bench/nhwc_cnn.py and tests/models/gen_torch_models.py
-and the torch/torchvision/onnx versions, and the files written; a model whose key matches and whose
-files exist is not generated again. The whole corpus takes a few minutes and about 3 GB.
+of this script, bench/nhwc_cnn.py and tests/models/gen_torch_models.py, the torch/torchvision/onnx
+versions and the model's entry in bench/corpus_table.py (inputs, files, sizes), and the files
+written; a model whose key matches and whose files exist is not generated again. The whole corpus
+takes 3 GB, and 10 to 25 minutes on 2 cores (the ViT and transformer exports dominate).
 """
 import argparse
 import hashlib
@@ -60,15 +61,18 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def stamp_key():
+def stamp_key(model):
+    """What a model's files depend on: the generators, the package versions and the model's entry
+    in bench/corpus_table.py (its inputs, files and sizes; not the rest of the table)."""
     key = {os.path.relpath(p, REPO): sha256(p) for p in (
-        os.path.abspath(__file__), os.path.join(HERE, "corpus_table.py"), os.path.join(HERE, "nhwc_cnn.py"),
+        os.path.abspath(__file__), os.path.join(HERE, "nhwc_cnn.py"),
         os.path.join(REPO, "tests", "models", "gen_torch_models.py"))}
     for package in ("torch", "torchvision", "onnx"):
         try:
             key[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             key[package] = None
+    key["entry"] = repr((model.path, sorted(model.inputs.items()), sorted(model.files.items()), model.sizes()))
     return key
 
 
@@ -88,9 +92,9 @@ def read_stamp(out):
         return {}
 
 
-def up_to_date(out, stamp, key, model):
+def up_to_date(out, stamp, model):
     entry = stamp.get(model.name)
-    return (isinstance(entry, dict) and entry.get("key") == key
+    return (isinstance(entry, dict) and entry.get("key") == stamp_key(model)
             and all(os.path.exists(os.path.join(out, f)) for f in entry.get("files", [])))
 
 
@@ -214,9 +218,9 @@ def main():
             sys.exit(f"corpus_models: --only {n}: no such generated model (one of {', '.join(sorted(names))})")
     out = os.path.join(os.path.abspath(args.out), corpus_table.SUBDIR)
     os.makedirs(out, exist_ok=True)
-    key, stamp = stamp_key(), read_stamp(out)
+    stamp = read_stamp(out)
     todo = [m for m in GENERATED if (not args.only or m.name in args.only)
-            and (args.force or not up_to_date(out, stamp, key, m))]
+            and (args.force or not up_to_date(out, stamp, m))]
     if not todo:
         log(f"up to date: {out}")
         return 0
@@ -238,7 +242,7 @@ def main():
         with open(manifest_path, "w") as f:
             json.dump(manifest, f, indent=1)
             f.write("\n")
-        stamp[model.name] = {"key": key, "files": model_files(model)}
+        stamp[model.name] = {"key": stamp_key(model), "files": model_files(model)}
         with open(os.path.join(out, STAMP), "w") as f:
             json.dump(stamp, f, indent=1)
         log(f"{model.name}: {entry['parameters'] / 1e6:.1f} M parameters, {entry['nodes']} nodes, "

@@ -3,8 +3,8 @@ checked, its compile cost measured, then timed against ONNX Runtime's best case.
 
 1. Correctness first, in one `kiln test-suite` run over a manifest written to
    BUILD/bench-work/corpus_suite.json: per model and size, kiln's outputs against ONNX Runtime's
-   on the same inputs with the suite's strict comparator (tolerance from the table: the suite's
-   default for the CNNs, 1e-4 for the full-size transformers), the dynamic module bit for bit
+   on the same inputs with the suite's strict comparator and its default tolerance (atol 2e-5,
+   rtol 1e-5; bench/corpus_table.py), the dynamic module bit for bit
    against one compiled with every dim bound (--bind), and each sample of a batch bit for bit
    against the same sample run alone ("batch_invariance": "enforce"). A failure is printed with the
    suite's figures (and its Markdown report) and makes the whole run exit 1.

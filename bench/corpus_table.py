@@ -17,12 +17,10 @@ SUBDIR = "bench"
 
 # Tolerance of the check of kiln's outputs against ONNX Runtime's (`kiln test-suite`'s strict
 # comparator: |kiln - ORT| <= atol + rtol * |ORT|, NaN/Inf where ORT is finite always fails).
-# The suite's default, as tests/suite/kiln_models.json uses for the ResNets and the small nets.
+# The suite's default, which tests/suite/kiln_models.json uses for the ResNets, the small nets and
+# its small BERT/GPT models; on the full-size models here kiln's largest difference from ORT was
+# 1e-5 (ResNet-50) and 8e-6 (BERT-base, GPT-2-small, ViT-B/16) when the corpus was made.
 SUITE_TOLERANCE = {"atol": 2e-5, "rtol": 1e-5, "nan": "fail"}
-# Twelve full-width (768) transformer layers in f32 sum in different orders in kiln and ORT
-# (blocked GEMMs, fused LayerNorm/softmax): differences of a few ulps of the activations, which are
-# O(1) after every LayerNorm.
-TRANSFORMER_TOLERANCE = {"atol": 1e-4, "rtol": 1e-4, "nan": "fail"}
 
 
 @dataclass
@@ -72,12 +70,12 @@ def _transformers():
         name = f"bert_base_op{opset}"
         out.append(CorpusModel(
             name=name, path=f"{SUBDIR}/{name}.onnx", kind="transformer", flops_dominate=True,
-            tolerance=dict(TRANSFORMER_TOLERANCE), **tokens(name, True),
+            **tokens(name, True),
             doc=f"BERT-base-style encoder (vocab 30522, 768, 12 heads, 12 layers, FFN 3072), opset {opset}"))
         name = f"gpt2_small_op{opset}"
         out.append(CorpusModel(
             name=name, path=f"{SUBDIR}/{name}.onnx", kind="transformer", flops_dominate=True,
-            tolerance=dict(TRANSFORMER_TOLERANCE), **tokens(name, False),
+            **tokens(name, False),
             doc=f"GPT-2-small-style decoder (vocab 50257, 768, 12 heads, 12 layers, causal, tanh GELU), opset {opset}"))
     return out
 
@@ -96,7 +94,7 @@ MODELS = [
     CorpusModel(name="nhwc_cnn", path=f"{SUBDIR}/nhwc_cnn.onnx", kind="cnn", flops_dominate=False,
                 **image("nhwc_cnn", "nhwc"), doc="tf2onnx-style NHWC CNN (bench/nhwc_cnn.py), opset 13"),
     CorpusModel(name="vit_b_16", path=f"{SUBDIR}/vit_b_16.onnx", kind="transformer", flops_dominate=True,
-                tolerance=dict(TRANSFORMER_TOLERANCE), **image("vit_b_16", batches=(1, 4)),
+                **image("vit_b_16", batches=(1, 4)),
                 doc="torchvision vit_b_16, random init, opset 17"),
     *_transformers(),
     # kiln's suite models (tests/models/gen_small.py, gen_models.py), at the sizes they have files for.
