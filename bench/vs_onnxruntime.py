@@ -104,7 +104,7 @@ def int8_rows(bench, summary):
     # oneDNN names the implementation (and so the ISA) of each int8 convolution it runs.
     verbose = run([bench.kiln, "bench", f"--module={qmodule}", f"--input=1x3x224x224xf32=@{data1}",
                    f"--threads={args.threads}", "--warmup=0", "--repeat=1"],
-                  env=dict(os.environ, ONEDNN_VERBOSE="1"))
+                  env=dict(bench.env, ONEDNN_VERBOSE="1"))
     kernels = sorted({f[4] for f in (line.split(",") for line in verbose.splitlines())
                       if len(f) > 6 and f[1:4] == ["exec", "cpu", "convolution"]
                       and ("src_u8" in f[6] or "src_s8" in f[6])})
@@ -169,7 +169,7 @@ def fp16_rows(bench):
         for name, module, spec in (("f16", hmodule, hspec), ("f32", fmodule, fspec)):
             convs[name] = conv_ms(run([bench.kiln, "bench", f"--module={module}", f"--input={spec}",
                                        f"--threads={args.threads}", f"--warmup={warmup}",
-                                       f"--repeat={repeat}", "--per-dispatch"]))
+                                       f"--repeat={repeat}", "--per-dispatch"], env=bench.env))
         h, f = med(res["kiln_f16"]), med(res["kiln_f32"])
         row = {"model": "resnet50-v1-12-f16", "batch": batch, "kiln_ms": h, "kiln_f32_ms": f,
                "f16_vs_f32": h / f, "conv_ms_f16": convs["f16"], "conv_ms_f32": convs["f32"],
