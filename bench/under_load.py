@@ -52,7 +52,7 @@ def print_load_table(rows):
     print(f"\nunder load ({rows[0]['busy_loops']} busy loops)")
     print(f"{'model':<22}{'size':>8}{'kiln 1t':>10}{'kiln 2t':>10}{'ORT 2t':>10}{'2t/1t':>8}{'k/ORT':>8}")
     for r in rows:
-        print(f"{r['model']:<22}{r['sizes']:>8}{r['kiln_1t_ms']:>10.2f}{r['kiln_2t_ms']:>10.2f}{r['ort_2t_ms']:>10.2f}"
+        print(f"{r['model']:<22}{r['sizes']:>8}{r['kiln_1t_ms']:>10.3f}{r['kiln_2t_ms']:>10.3f}{r['ort_2t_ms']:>10.3f}"
               f"{r['kiln_2t_over_1t']:>8.3f}{r['kiln_2t_over_ort_2t']:>8.3f}")
     for r in rows:
         ok = r["kiln_2t_over_1t"] <= 1.0
