@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 60
 # first input: in `make fuzz` and in `make test`'s small run (shape_fuzz_smoke, via CMake).
 SHAPE_FUZZ_PLANT_NAN ?= 0.25
 
-.PHONY: all setup configure build models models-qdq-resnet test test-gpu suite demo bench sanitize fuzz install clean
+.PHONY: all setup configure build models models-qdq-resnet bench-models test test-gpu suite demo bench sanitize fuzz install clean
 
 all: build
 
@@ -35,6 +35,13 @@ models: setup
 models-qdq-resnet: models
 	@$(PY) tests/models/gen_qdq_resnet.py --models $(MODELS)
 
+# The generated models of the benchmark corpus (bench/corpus_models.py: BERT-base- and GPT-2-small-
+# style transformers at opsets 14 and 17, ViT-B/16, MobileNetV2, EfficientNet-B0, a tf2onnx-style
+# NHWC CNN) in $(MODELS)/bench: 3 GB, 10-25 minutes on 2 cores, regenerated only when a generator
+# changes. `make bench` uses them.
+bench-models: setup
+	@$(PY) bench/corpus_models.py --out $(MODELS)
+
 test: build models
 	@KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
 
@@ -53,8 +60,14 @@ suite: build models
 	@$(BUILD)/tools/kiln test-suite tests/suite/kiln_models.json --model-dir $(abspath $(MODELS)) \
 	  -j$(JOBS) --junit $(BUILD)/kiln_models.junit.xml --report $(BUILD)/kiln_models_report.html
 
-bench: build models models-qdq-resnet
-	@bench/vs_onnxruntime.sh $(BUILD) $(MODELS)
+# kiln against ONNX Runtime (bench/vs_onnxruntime.py): the ResNets, int8, fp16, the benchmark
+# corpus (checked first: a wrong output fails the run) and the threads-under-load part.
+# BENCH_ARGS adds options, e.g. BENCH_ARGS=--quick (minutes) or BENCH_ARGS='--isa avx2'.
+BENCH_PAIRS ?= 10
+BENCH_THREADS ?= 2
+BENCH_ARGS ?=
+bench: build models models-qdq-resnet bench-models
+	@bench/vs_onnxruntime.sh $(BUILD) $(MODELS) $(BENCH_PAIRS) $(BENCH_THREADS) -- $(BENCH_ARGS)
 
 # The unit and conformance tests again, built by clang with AddressSanitizer +
 # UndefinedBehaviorSanitizer (scripts/hardened_build.sh; the same build `make fuzz` uses). The

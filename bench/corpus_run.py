@@ -1,0 +1,266 @@
+"""The corpus part of bench/vs_onnxruntime.py (--part corpus): every model of bench/corpus_table.py
+checked, its compile cost measured, then timed against ONNX Runtime's best case.
+
+1. Correctness first, in one `kiln test-suite` run over a manifest written to
+   BUILD/bench-work/corpus_suite.json: per model and size, kiln's outputs against ONNX Runtime's
+   on the same inputs with the suite's strict comparator and its default tolerance (atol 2e-5,
+   rtol 1e-5; bench/corpus_table.py), the dynamic module bit for bit
+   against one compiled with every dim bound (--bind), and each sample of a batch bit for bit
+   against the same sample run alone ("batch_invariance": "enforce"). A failure is printed with the
+   suite's figures (and its Markdown report) and makes the whole run exit 1.
+2. Compile cost: `kiln compile` of the dynamic model, wall time and the child's peak RSS
+   (os.wait4), against the model file's size.
+3. Timing: per model and size, alternating fresh processes of `kiln bench` and tools/ort's `time`
+   (ORT's best case: weights stripped from graph.input where a model lists them there), medians
+   over the rounds; runs per process chosen so each process times about 0.4 s (0.2 s in --quick).
+   One `kiln bench --per-dispatch` run per model names the kernels kiln ran (e.g.
+   brgconv:avx512_core, kiln_gemm:avx2): the ISA of its code paths.
+The table (print_table) gives each ratio kiln/ORT, kiln's GFLOP/s and % of the FMA peak for the
+models whose time goes to convolutions and matrix products, the geometric mean of the ratios and
+how many are above 1.0, with issue 19's targets checked.
+"""
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+import corpus_table
+from harness import med, rounds_ms
+
+ISA_NAME = re.compile(r"\b([A-Za-z0-9_]+:(?:avx|sse|amx)[A-Za-z0-9_]*)")
+
+
+def cpu_isa():
+    """'AVX-512' or 'AVX2' (the widest f32 FMA the CPU has) and the CPU's model name."""
+    name, flags = "unknown CPU", set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == "unknown CPU":
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return isa, name
+
+
+def inputs_of(models_dir, model, sizes):
+    """(kiln --input values, ORT inputs [(name, shape, dtype, file)]) of a model at sizes."""
+    kiln, ort = [], []
+    for iname, (dtype, _) in model.inputs.items():
+        shape = model.shape(iname, sizes)
+        data = os.path.join(models_dir, model.file(iname, sizes))
+        kiln.append(f"{iname}={'x'.join(map(str, shape))}x{dtype}=@{data}")
+        ort.append((iname, shape, dtype, data))
+    return kiln, ort
+
+
+def size_label(sizes):
+    return "x".join(str(v) for v in sizes.values())
+
+
+# --- 1. correctness --------------------------------------------------------------------------
+
+def suite_manifest(models):
+    return {"suite": "kiln-bench-corpus", "root": "model-dir",
+            "defaults": {"batch_invariance": "enforce"},
+            "models": [{"name": m.name, "path": m.path, "dims": m.dims, "batch_dim": m.batch_dim,
+                        "inputs": {i: {"file": m.files[i]} for i in m.inputs},
+                        "tolerance": m.tolerance} for m in models]}
+
+
+def check(bench, models):
+    """Runs `kiln test-suite` over the models; returns {"ok", "cases", "report", "seconds"}."""
+    manifest = os.path.join(bench.work, "corpus_suite.json")
+    report = os.path.join(bench.work, "corpus_suite.md")
+    with open(manifest, "w") as f:
+        json.dump(suite_manifest(models), f, indent=1)
+    print(f"\ncorrectness: kiln test-suite {manifest} (ORT references, dynamic vs bound bit for bit, "
+          f"batch invariance), {len(models)} models", flush=True)
+    start = time.time()
+    proc = subprocess.run(
+        [bench.kiln, "test-suite", manifest, "--backend=cpu", "-j1", f"--threads={bench.args.threads}",
+         f"--model-dir={os.path.abspath(bench.args.models)}", f"--cache-dir={os.path.join(bench.work, 'ort-cache')}",
+         f"--report={report}", "--progress=none"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bench.env)
+    seconds = time.time() - start
+    print(proc.stdout.rstrip(), flush=True)
+    ok = proc.returncode == 0
+    if not ok:
+        print(f"\n{'!' * 100}\nCORRECTNESS FAILED: `kiln test-suite {manifest}` exited {proc.returncode}; the "
+              f"cases above that FAIL name the model, the check and the figures; details in {report}\n"
+              f"{proc.stderr.strip()[-4000:]}\n{'!' * 100}", flush=True)
+    else:
+        print(f"correctness: every case passed ({seconds:.0f} s); report {report}", flush=True)
+    return {"ok": ok, "exit_code": proc.returncode, "report": report, "seconds": seconds,
+            "summary": proc.stdout}
+
+
+# --- 2. compile cost -------------------------------------------------------------------------
+
+def compile_cost(bench, model_path, module):
+    """`kiln compile` of the model: wall and CPU seconds and the child's peak RSS."""
+    cmd = [bench.kiln, "compile", model_path, "--target=cpu", "-o", module]
+    start = time.perf_counter()
+    with open(os.path.join(bench.work, "compile.err"), "w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=bench.env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            err.seek(0)
+            sys.exit(f"vs_onnxruntime: {' '.join(cmd)} failed ({proc.returncode}):\n{err.read()}")
+    file_mib = os.path.getsize(model_path) / 2**20
+    rss_mib = usage.ru_maxrss / 1024  # KiB on Linux
+    # CPU time too: on a busy machine the wall time also counts waiting for the cores and the disk.
+    return {"compile_s": wall, "compile_cpu_s": usage.ru_utime + usage.ru_stime, "compile_peak_rss_mib": rss_mib,
+            "file_mib": file_mib, "compile_rss_over_file": rss_mib / file_mib}
+
+
+# --- 3. timing -------------------------------------------------------------------------------
+
+def kernels_of(bench, module, specs):
+    """The implementation names with an ISA that one --per-dispatch run shows (sorted)."""
+    r = bench.kiln_bench(module, specs, 0, 1, per_dispatch=True)
+    found = set()
+    for d in r.get("dispatches", []):
+        for k in d.get("kernels", []):
+            found.update(ISA_NAME.findall(k))
+    return sorted(found)
+
+
+def runs_for(ms, budget_ms):
+    repeat = max(3, min(200, int(budget_ms / max(ms, 1e-3))))
+    return max(1, min(20, repeat // 3)), repeat
+
+
+def time_model(bench, model, module, sizes_list, reuse, budget_ms):
+    args = bench.args
+    shipped = os.path.join(args.models, model.path)
+    ort_model = bench.ort_best(shipped) if model.ort_strip else shipped
+    rows = []
+    kernels = None
+    for sizes in sizes_list:
+        label = size_label(sizes)
+        specs, ort_inputs = inputs_of(args.models, model, sizes)
+        if kernels is None:
+            kernels = kernels_of(bench, module, specs)
+        prior = reuse.get((model.name, label))
+        if prior is not None:  # the ResNet part timed it in this run (same contenders)
+            row = dict(prior)
+            print(f"  {model.name} {label}: kiln {row['kiln_ms']:.2f} ms | ORT best {row['ort_ms']:.2f} ms -> "
+                  f"kiln/ORT {row['ratio']:.3f} (from the ResNet part)", flush=True)
+        else:
+            first = bench.kiln_bench(module, specs, 1, 1)
+            warmup, repeat = runs_for(first["median_ms"], budget_ms)
+            res = bench.alternate({
+                "kiln": lambda w, r: bench.kiln_bench(module, specs, w, r),
+                "ort": lambda w, r: bench.ort_time_inputs(ort_model, ort_inputs, w, r),
+            }, warmup, repeat)
+            k, o = med(res["kiln"]), med(res["ort"])
+            row = {"kiln_ms": k, "ort_ms": o, "ratio": k / o, "gflop": res["kiln"][0]["gflop"],
+                   "warmup": warmup, "repeat": repeat, "rounds_ms": rounds_ms(res)}
+            print(f"  {model.name} {label}: kiln {k:.2f} ms | ORT best {o:.2f} ms -> kiln/ORT {k / o:.3f} "
+                  f"({warmup}+{repeat} runs per process)", flush=True)
+        row.update({"model": model.name, "sizes": label, "kind": model.kind,
+                    "flops_dominate": model.flops_dominate, "kernels": kernels,
+                    "kiln_gflop_per_s": row["gflop"] / (row["kiln_ms"] / 1000)})
+        rows.append(row)
+    return rows
+
+
+def corpus_part(bench, summary, names, resnet_rows):
+    """Checks, compiles and times the named corpus models. Returns (rows, correct)."""
+    args = bench.args
+    models = [corpus_table.BY_NAME[n] for n in names]
+    missing = [os.path.join(args.models, m.path) for m in models if not os.path.exists(os.path.join(args.models, m.path))]
+    if missing:
+        sys.exit(f"vs_onnxruntime: corpus models missing: {', '.join(missing)}; run `make bench-models` "
+                 f"(bench/corpus_models.py --out {args.models}) and `make models`")
+    isa, cpu = cpu_isa()
+    forced = (getattr(args, "kiln_env", None) or {}).get("DNNL_MAX_CPU_ISA")
+    summary["corpus_isa"] = {"cpu": cpu, "cpu_isa": isa, "kiln_env": getattr(args, "kiln_env", None) or {}}
+    print(f"\ncorpus: {cpu}: {isa}" + (f"; kiln runs with DNNL_MAX_CPU_ISA={forced}" if forced else ""), flush=True)
+
+    correct = True
+    if not args.skip_check:
+        result = check(bench, models)
+        summary["corpus_check"] = {k: v for k, v in result.items() if k != "summary"}
+        correct = result["ok"]
+
+    reuse = {(r["model"], str(r["batch"])): {"kiln_ms": r["kiln_ms"], "ort_ms": r["ort_best_ms"],
+                                               "ratio": r["ratio_best"], "gflop": r["gflop"]}
+             for r in resnet_rows if "ort_best_ms" in r}
+    budget = 200 if args.quick else 400
+    rows, costs = [], {}
+    for model in models:
+        module = os.path.join(bench.work, f"corpus-{model.name}.kmod")
+        cost = compile_cost(bench, os.path.join(args.models, model.path), module)
+        costs[model.name] = cost
+        print(f"\n{model.name}: compile {cost['compile_s']:.1f} s ({cost['compile_cpu_s']:.1f} s CPU), "
+              f"peak RSS {cost['compile_peak_rss_mib']:.0f} MiB "
+              f"({cost['compile_rss_over_file']:.2f}x the {cost['file_mib']:.0f} MiB file)", flush=True)
+        sizes = model.sizes()
+        if args.quick and model.name in corpus_table.QUICK_ONE_SIZE:
+            sizes = sizes[:1]
+        rows += time_model(bench, model, module, sizes, reuse, budget)
+    summary["corpus_compile"] = costs
+    return rows, correct
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def print_table(rows, costs, peak, summary, threads):
+    """The corpus table and issue 19's targets; returns the checks ([{target, value, limit, met}])."""
+    info = summary.get("corpus_isa", {})
+    env = info.get("kiln_env") or {}
+    isa_line = f"{info.get('cpu', '?')}: {info.get('cpu_isa', '?')}"
+    if env.get("DNNL_MAX_CPU_ISA"):
+        isa_line += f"; kiln with DNNL_MAX_CPU_ISA={env['DNNL_MAX_CPU_ISA']} (oneDNN's AVX2 code path)"
+    print(f"\ncorpus, {threads} threads, kiln vs ONNX Runtime's best case; {isa_line}; FMA peak {peak:.1f} GFLOP/s")
+    print(f"{'model':<22}{'size':>8}{'kiln ms':>10}{'ORT ms':>10}{'k/ORT':>8}{'GFLOP/s':>9}{'% peak':>8}  kernels")
+    for r in rows:
+        pct = f"{100 * r['kiln_gflop_per_s'] / peak:>7.1f}%" if r["flops_dominate"] else f"{'-':>8}"
+        print(f"{r['model']:<22}{r['sizes']:>8}{r['kiln_ms']:>10.3f}{r['ort_ms']:>10.3f}{r['ratio']:>8.3f}"
+              f"{r['kiln_gflop_per_s']:>9.1f}{pct}  {', '.join(r['kernels'])}")
+        r["fraction_of_peak"] = r["kiln_gflop_per_s"] / peak
+    ratios = [r["ratio"] for r in rows]
+    gm, above = geomean(ratios), sum(1 for x in ratios if x > 1.0)
+    summary["corpus_geomean"], summary["corpus_above_1"] = gm, above
+    print(f"geometric mean of kiln/ORT over {len(ratios)} rows: {gm:.3f}; above 1.0: {above}")
+    if costs:
+        print(f"\n{'compile':<22}{'wall s':>8}{'CPU s':>8}{'peak MiB':>10}{'file MiB':>10}{'RSS/file':>10}")
+        for name, c in costs.items():
+            print(f"{name:<22}{c['compile_s']:>8.1f}{c['compile_cpu_s']:>8.1f}{c['compile_peak_rss_mib']:>10.0f}"
+                  f"{c['file_mib']:>10.1f}"
+                  f"{c['compile_rss_over_file']:>10.2f}")
+
+    checks = []
+
+    def target(what, value, limit, fmt="{:.3f}"):
+        ok = value <= limit
+        checks.append({"target": what, "value": value, "limit": limit, "met": ok})
+        print(f"  [{'x' if ok else ' '}] {what}: {fmt.format(value)} (target <= {fmt.format(limit)})")
+
+    print("\ncorpus targets (issue 19):")
+    target("corpus geometric mean kiln/ORT", gm, 0.80)
+    target("corpus rows above 1.0", above, 0, "{}")
+    for r in rows:
+        strict = r["model"].startswith(("resnet50", "bert_base", "gpt2_small", "vit_b_16"))
+        target(f"{r['model']} {r['sizes']} kiln/ORT", r["ratio"], 0.85 if strict else 1.0)
+        if r["model"].startswith("resnet50") and r["sizes"] == "8":
+            ok = r["fraction_of_peak"] >= 0.85
+            checks.append({"target": f"{r['model']} 8 fraction of FMA peak", "value": r["fraction_of_peak"],
+                           "limit": 0.85, "met": ok})
+            print(f"  [{'x' if ok else ' '}] {r['model']} 8 fraction of FMA peak: {r['fraction_of_peak']:.3f} "
+                  f"(target >= 0.850)")
+    for name, c in costs.items():
+        if name.startswith(("bert_base", "gpt2_small")):
+            target(f"{name} compile s", c["compile_s"], 3.0)
+            target(f"{name} compile peak RSS / file", c["compile_rss_over_file"], 2.0)
+    return checks

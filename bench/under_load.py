@@ -1,0 +1,63 @@
+"""The threads-under-load part of bench/vs_onnxruntime.py (--part load, and in --part all when
+--busy-loops is above 0): with N busy-loop processes on the machine (bench/busy_load.py; one per
+core is issue 19's condition), kiln at 1 thread, kiln at 2 threads and ONNX Runtime (best case) at
+2 threads, alternating fresh processes, medians over the rounds, for each chosen corpus model at
+its first size (by default ResNet-50 v1 at batch 1 and the BERT-base-style encoder at (1,128)).
+Issue 19's target: kiln at 2 threads no slower than at 1 under that load.
+"""
+import os
+
+import corpus_table
+from busy_load import BusyLoops
+from corpus_run import inputs_of, runs_for, size_label
+from harness import load_average, med, rounds_ms
+
+
+def under_load_part(bench, names, loops):
+    args = bench.args
+    rows = []
+    print(f"\nthreads under load: {loops} busy-loop processes ({os.cpu_count()} cores)", flush=True)
+    with BusyLoops(loops):
+        for name in names:
+            model = corpus_table.BY_NAME[name]
+            sizes = model.sizes()[0]
+            shipped = os.path.join(args.models, model.path)
+            ort_model = bench.ort_best(shipped) if model.ort_strip else shipped
+            module = os.path.join(bench.work, f"corpus-{model.name}.kmod")
+            if not os.path.exists(module) or os.path.getmtime(module) < os.path.getmtime(shipped):
+                bench.compile(shipped, module)
+            specs, ort_inputs = inputs_of(args.models, model, sizes)
+            first = bench.kiln_bench(module, specs, 1, 1, threads=1)
+            warmup, repeat = runs_for(first["median_ms"], 200 if args.quick else 400)
+            res = bench.alternate({
+                "kiln_1t": lambda w, r: bench.kiln_bench(module, specs, w, r, threads=1),
+                "kiln_2t": lambda w, r: bench.kiln_bench(module, specs, w, r, threads=2),
+                "ort_2t": lambda w, r: bench.ort_time_inputs(ort_model, ort_inputs, w, r, threads=2),
+            }, warmup, repeat)
+            k1, k2, o2 = med(res["kiln_1t"]), med(res["kiln_2t"]), med(res["ort_2t"])
+            row = {"model": name, "sizes": size_label(sizes), "busy_loops": loops, "kiln_1t_ms": k1,
+                   "kiln_2t_ms": k2, "ort_2t_ms": o2, "kiln_2t_over_1t": k2 / k1, "kiln_2t_over_ort_2t": k2 / o2,
+                   "load_average": load_average(), "rounds_ms": rounds_ms(res)}
+            rows.append(row)
+            print(f"  {name} {row['sizes']}: kiln 1 thread {k1:.2f} ms | kiln 2 threads {k2:.2f} ms | ORT 2 threads "
+                  f"{o2:.2f} ms -> kiln 2t/1t {k2 / k1:.3f}, kiln/ORT {k2 / o2:.3f} (load average "
+                  f"{row['load_average']:.1f})", flush=True)
+    return rows
+
+
+def print_load_table(rows):
+    checks = []
+    if not rows:
+        return checks
+    print(f"\nunder load ({rows[0]['busy_loops']} busy loops)")
+    print(f"{'model':<22}{'size':>8}{'kiln 1t':>10}{'kiln 2t':>10}{'ORT 2t':>10}{'2t/1t':>8}{'k/ORT':>8}")
+    for r in rows:
+        print(f"{r['model']:<22}{r['sizes']:>8}{r['kiln_1t_ms']:>10.3f}{r['kiln_2t_ms']:>10.3f}{r['ort_2t_ms']:>10.3f}"
+              f"{r['kiln_2t_over_1t']:>8.3f}{r['kiln_2t_over_ort_2t']:>8.3f}")
+    for r in rows:
+        ok = r["kiln_2t_over_1t"] <= 1.0
+        checks.append({"target": f"{r['model']} {r['sizes']} under load: kiln 2 threads / 1 thread",
+                       "value": r["kiln_2t_over_1t"], "limit": 1.0, "met": ok})
+        print(f"  [{'x' if ok else ' '}] {r['model']} {r['sizes']} under load: kiln 2 threads / 1 thread "
+              f"{r['kiln_2t_over_1t']:.3f} (target <= 1.000)")
+    return checks
