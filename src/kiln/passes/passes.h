@@ -19,6 +19,9 @@
 //                   standalone BatchNormalization
 //   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul) becomes one Gelu node
 //                   (ONNX opset 20 semantics)
+//   fuse_layer_norm layer normalization written out (ReduceMean, Sub, Pow or Mul, ReduceMean, Add
+//                   eps, Sqrt, Div, optional Mul gamma and Add beta) over the last axes becomes one
+//                   LayerNormalization node (ONNX opset 17 semantics)
 //   remove_dead     drop nodes and values nothing uses
 // Each pass keeps the graph verified and its shapes unchanged, and records the ONNX nodes it
 // absorbs in Node::origins. Each returns the number of rewrites it made.
@@ -36,6 +39,7 @@ StatusOr<int> fold_constants(ir::Graph& graph);
 StatusOr<int> fold_batchnorm(ir::Graph& graph);
 StatusOr<int> fuse_conv(ir::Graph& graph);
 StatusOr<int> fuse_gelu(ir::Graph& graph);
+StatusOr<int> fuse_layer_norm(ir::Graph& graph);
 StatusOr<int> remove_dead(ir::Graph& graph);
 
 }  // namespace kiln::passes
