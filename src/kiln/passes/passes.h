@@ -17,8 +17,9 @@
 //   fuse_conv       fuse bias-free residual Add, and Relu or Clip with constant bounds, into Conv
 //                   (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu into a
 //                   standalone BatchNormalization
-//   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul) becomes one Gelu node
-//                   (ONNX opset 20 semantics)
+//   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul), or in its tanh form
+//                   (x^3 as Pow or Muls, Mul 0.044715, Add, Mul sqrt(2/pi), Tanh, Add, Mul, Mul),
+//                   becomes one Gelu node (ONNX opset 20 semantics, approximate "none" / "tanh")
 //   fuse_layer_norm layer normalization written out (ReduceMean, Sub, Pow or Mul, ReduceMean, Add
 //                   eps, Sqrt, Div, optional Mul gamma and Add beta) over the last axes becomes one
 //                   LayerNormalization node (ONNX opset 17 semantics)
