@@ -517,5 +517,40 @@ TEST(CpuBadSpecTest, NegativeThreadsAreRejected) {
   expect_error(create_cpu_device({-1}).status(), StatusCode::kInvalidArgument, {"threads"});
 }
 
+// Reshape of a plain intermediate that nothing reads later takes over its bytes (no copy, the
+// runtime places both at one offset); one that is read again, or a graph input, is copied. Values
+// are right either way.
+TEST(CpuProgramTest, ReshapeOfALastReadIntermediateSharesItsBytes) {
+  for (bool read_later : {false, true}) {
+    SCOPED_TRACE(read_later);
+    SpecBuilder s;
+    const int32_t a = s.input("a", {2, 3, 4});
+    const int32_t b = s.input("b", {2, 3, 4});
+    const int32_t sum = s.value("sum", {2, 3, 4});
+    s.dispatch("add", "Add", {a, b}, {sum});
+    const int32_t flat = s.value("flat", {6, 4});
+    const int32_t shape = s.constant("shape", i64({2}, std::vector<int64_t>{6, 4}));
+    s.dispatch("reshape", "Reshape", {sum, shape}, {flat});
+    const int32_t y = s.output("y", {6, 4});
+    if (read_later) {
+      const int32_t again = s.value("again", {6, 4});
+      const int32_t shape2 = s.constant("shape2", i64({2}, std::vector<int64_t>{6, 4}));
+      s.dispatch("reshape_sum_again", "Reshape", {sum, shape2}, {again});
+      s.dispatch("twice", "Add", {flat, again}, {y});
+    } else {
+      s.dispatch("twice", "Add", {flat, flat}, {y});
+    }
+    auto exe = device()->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    EXPECT_EQ((*exe)->storage_shared_with(flat), read_later ? -1 : sum);
+    Tensor ta = random_tensor({2, 3, 4}, 1), tb = random_tensor({2, 3, 4}, 2);
+    auto out = run_program(**exe, s.spec(), {ta, tb});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    Tensor doubled = ref_binary('+', ta, tb);
+    doubled = ref_binary('+', doubled, doubled);
+    EXPECT_TRUE(all_close((*out)[0], doubled.reshaped({6, 4}), {.atol = 1e-6, .rtol = 1e-6}));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::hal::cpu
