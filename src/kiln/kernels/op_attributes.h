@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "kiln/base/attributes.h"
 #include "kiln/base/dtype.h"
@@ -77,5 +78,9 @@ struct LayerNormOptions {
   double epsilon = 1e-5;
 };
 StatusOr<LayerNormOptions> read_layer_norm_options(const Attributes& attributes, int64_t rank);
+
+// Transpose's `perm` for an input of `rank` (default: the dims reversed), checked to be a
+// permutation of 0..rank-1.
+StatusOr<std::vector<int64_t>> read_transpose_perm(const Attributes& attributes, size_t rank);
 
 }  // namespace kiln::kernels

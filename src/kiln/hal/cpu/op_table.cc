@@ -39,6 +39,7 @@ constexpr std::array kFastPaths = {
     OpPath{"Sub", check_binary, build_binary},
     OpPath{"Sum", check_sum, build_sum},
     OpPath{"Tanh", check_eltwise, build_eltwise},
+    OpPath{"Transpose", check_transpose, build_transpose},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/hal/cpu/cpu_executable.h"
@@ -549,6 +550,36 @@ TEST(CpuProgramTest, ReshapeOfALastReadIntermediateSharesItsBytes) {
     Tensor doubled = ref_binary('+', ta, tb);
     doubled = ref_binary('+', doubled, doubled);
     EXPECT_TRUE(all_close((*out)[0], doubled.reshaped({6, 4}), {.atol = 1e-6, .rtol = 1e-6}));
+  }
+}
+
+// Transpose on a oneDNN reorder: the definition's values bit for bit (a NaN included), for the
+// head split [B, S, H, D] -> [B, H, S, D], the default (reversed) perm and a 2-D one.
+TEST(CpuProgramTest, TransposeIsAReorderWithTheDefinitionsBits) {
+  struct Case {
+    ConcreteShape x;
+    std::vector<int64_t> perm;  // empty: the default
+  };
+  for (const Case& c :
+       {Case{{2, 5, 3, 4}, {0, 2, 1, 3}}, Case{{2, 3, 4}, {}}, Case{{7, 33}, {1, 0}}}) {
+    SCOPED_TRACE(c.x.size());
+    Tensor x = random_tensor(c.x, 3);
+    x.mutable_values<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+    Attributes a;
+    if (!c.perm.empty()) a.set("perm", c.perm);
+    Tensor expected = reference("Transpose", {x}, a);
+    SpecBuilder s;
+    const int32_t xi = s.input("x", c.x);
+    const int32_t y = s.output("y", expected.shape());
+    s.dispatch("t", "Transpose", {xi}, {y}, a);
+    auto exe = device()->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    std::string steps;
+    for (const std::string& line : static_cast<CpuExecutable&>(**exe).summary()) steps += line;
+    EXPECT_NE(steps.find("reorder"), std::string::npos) << steps;
+    auto out = run_program(**exe, s.spec(), {x});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(identical((*out)[0], expected));
   }
 }
 
