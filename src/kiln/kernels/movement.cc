@@ -14,6 +14,7 @@
 #include "kiln/kernels/families.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/movement_util.h"
+#include "kiln/kernels/op_attributes.h"
 #include "kiln/kernels/random.h"
 #include "kiln/kernels/strided_copy.h"
 
@@ -339,25 +340,6 @@ Status infer_unsqueeze(InferArgs& args) {
 
 // ---- Transpose ----
 
-StatusOr<std::vector<int64_t>> transpose_perm(const Attributes& attributes, size_t rank) {
-  std::vector<int64_t> reversed(rank);
-  for (size_t i = 0; i < rank; ++i) reversed[i] = static_cast<int64_t>(rank - 1 - i);
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, attributes.get_ints("perm", reversed));
-  if (perm.size() != rank) {
-    return invalid_argument("attribute 'perm' has {} elements for input 0 'data' of rank {}",
-                            perm.size(), rank);
-  }
-  std::vector<bool> seen(rank, false);
-  for (size_t i = 0; i < rank; ++i) {
-    if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(rank) || seen[perm[i]]) {
-      return invalid_argument("attribute 'perm' [{}] is not a permutation of 0..{}",
-                              fmt::join(perm, ","), static_cast<int64_t>(rank) - 1);
-    }
-    seen[perm[i]] = true;
-  }
-  return perm;
-}
-
 // Output 0's element values: input 0's (constant dims, row-major) permuted by `perm`.
 void transpose_values(InferArgs& args, const std::vector<int64_t>& perm) {
   auto values = known_dim_values(args, 0, /*any_rank=*/true);
@@ -390,7 +372,8 @@ Status infer_transpose(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1));
   KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "data"));
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "data", all_dtypes()));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, transpose_perm(args.attributes, x.shape.size()));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm,
+                        read_transpose_perm(args.attributes, x.shape.size()));
   Shape out;
   for (int64_t p : perm) out.push_back(x.shape[p]);
   args.outputs = {ValueType{x.dtype, std::move(out)}};
@@ -400,7 +383,8 @@ Status infer_transpose(InferArgs& args) {
 
 StatusOr<std::unique_ptr<Kernel>> make_transpose(const MakeArgs& args) {
   const ConcreteShape dims = args.input_dims(0);
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, transpose_perm(args.attributes, dims.size()));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm,
+                        read_transpose_perm(args.attributes, dims.size()));
   return make_view_kernel(permuted_view(dims, perm));
 }
 

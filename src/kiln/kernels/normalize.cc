@@ -190,24 +190,6 @@ void add_lane_versions(std::vector<OpDef>& table, std::string_view op_type) {
 
 // ---- LayerNormalization
 
-struct LayerNormOptions {
-  int64_t axis = -1;
-  double epsilon = 1e-5;
-};
-
-StatusOr<LayerNormOptions> read_layer_norm_options(const Attributes& a, int64_t rank) {
-  KILN_RETURN_IF_ERROR(check_known_attributes(a, {"axis", "epsilon", "stash_type"}));
-  LayerNormOptions o;
-  KILN_ASSIGN_OR_RETURN(int64_t axis, a.get_int("axis", -1));
-  KILN_ASSIGN_OR_RETURN(o.epsilon, a.get_float("epsilon", 1e-5));
-  KILN_ASSIGN_OR_RETURN(int64_t stash, a.get_int("stash_type", 1));
-  if (stash != 1) {
-    return unimplemented("attribute 'stash_type' = {} is not supported (only 1, float)", stash);
-  }
-  KILN_ASSIGN_OR_RETURN(o.axis, normalize_axis(axis, rank, "attribute 'axis'", true));
-  return o;
-}
-
 // Checks that `p` (Scale or B) broadcasts unidirectionally to `block` (X.shape[axis:]).
 Status check_broadcasts_to(const ValueType& p, size_t index, std::string_view name,
                            const Shape& block) {

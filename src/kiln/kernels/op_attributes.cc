@@ -1,5 +1,7 @@
 #include "kiln/kernels/op_attributes.h"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 
 #include "kiln/kernels/infer_util.h"
@@ -127,6 +129,38 @@ StatusOr<double> read_leaky_relu_alpha(const Attributes& attributes) {
 StatusOr<int64_t> read_softmax_axis(const Attributes& attributes, int64_t rank) {
   KILN_ASSIGN_OR_RETURN(int64_t axis, attributes.get_int("axis", -1));
   return normalize_axis(axis, rank, "attribute 'axis'");
+}
+
+StatusOr<LayerNormOptions> read_layer_norm_options(const Attributes& a, int64_t rank) {
+  KILN_RETURN_IF_ERROR(check_known_attributes(a, {"axis", "epsilon", "stash_type"}));
+  LayerNormOptions o;
+  KILN_ASSIGN_OR_RETURN(int64_t axis, a.get_int("axis", -1));
+  KILN_ASSIGN_OR_RETURN(o.epsilon, a.get_float("epsilon", 1e-5));
+  KILN_ASSIGN_OR_RETURN(int64_t stash, a.get_int("stash_type", 1));
+  if (stash != 1) {
+    return unimplemented("attribute 'stash_type' = {} is not supported (only 1, float)", stash);
+  }
+  KILN_ASSIGN_OR_RETURN(o.axis, normalize_axis(axis, rank, "attribute 'axis'", true));
+  return o;
+}
+
+StatusOr<std::vector<int64_t>> read_transpose_perm(const Attributes& attributes, size_t rank) {
+  std::vector<int64_t> reversed(rank);
+  for (size_t i = 0; i < rank; ++i) reversed[i] = static_cast<int64_t>(rank - 1 - i);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, attributes.get_ints("perm", reversed));
+  if (perm.size() != rank) {
+    return invalid_argument("attribute 'perm' has {} elements for input 0 'data' of rank {}",
+                            perm.size(), rank);
+  }
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < rank; ++i) {
+    if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(rank) || seen[perm[i]]) {
+      return invalid_argument("attribute 'perm' [{}] is not a permutation of 0..{}",
+                              fmt::join(perm, ","), static_cast<int64_t>(rank) - 1);
+    }
+    seen[perm[i]] = true;
+  }
+  return perm;
 }
 
 }  // namespace kiln::kernels

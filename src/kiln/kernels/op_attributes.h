@@ -1,5 +1,6 @@
 // The attributes of the ops that backends specialize, parsed and checked once: Conv and the
-// pools (for concrete input dims), BatchNormalization, Gemm, Gelu and the Softmax family's axis.
+// pools (for concrete input dims), BatchNormalization, Gemm, Gelu, the Softmax family's axis and
+// LayerNormalization.
 // The ops' definitions (spatial.cc, normalize.cc, linalg.cc, unary.cc) read them with these
 // functions, and backends read them here instead of the raw attributes: a backend only decides
 // whether it can run what it reads.
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "kiln/base/attributes.h"
 #include "kiln/base/dtype.h"
@@ -68,5 +70,17 @@ StatusOr<double> read_leaky_relu_alpha(const Attributes& attributes);
 // The opset-13 Softmax, LogSoftmax and Hardmax `axis` (default -1) for an input of `rank`, made
 // non-negative.
 StatusOr<int64_t> read_softmax_axis(const Attributes& attributes, int64_t rank);
+
+// LayerNormalization (opset 17): the first normalized axis (non-negative) of an input of `rank`
+// and epsilon; stash_type must be 1 (float statistics).
+struct LayerNormOptions {
+  int64_t axis = -1;
+  double epsilon = 1e-5;
+};
+StatusOr<LayerNormOptions> read_layer_norm_options(const Attributes& attributes, int64_t rank);
+
+// Transpose's `perm` for an input of `rank` (default: the dims reversed), checked to be a
+// permutation of 0..rank-1.
+StatusOr<std::vector<int64_t>> read_transpose_perm(const Attributes& attributes, size_t rank);
 
 }  // namespace kiln::kernels

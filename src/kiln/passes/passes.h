@@ -17,8 +17,12 @@
 //   fuse_conv       fuse bias-free residual Add, and Relu or Clip with constant bounds, into Conv
 //                   (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu into a
 //                   standalone BatchNormalization
-//   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul) becomes one Gelu node
-//                   (ONNX opset 20 semantics)
+//   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul), or in its tanh form
+//                   (x^3 as Pow or Muls, Mul 0.044715, Add, Mul sqrt(2/pi), Tanh, Add, Mul, Mul),
+//                   becomes one Gelu node (ONNX opset 20 semantics, approximate "none" / "tanh")
+//   fuse_layer_norm layer normalization written out (ReduceMean, Sub, Pow or Mul, ReduceMean, Add
+//                   eps, Sqrt, Div, optional Mul gamma and Add beta) over the last axes becomes one
+//                   LayerNormalization node (ONNX opset 17 semantics)
 //   fuse_matmul     fold an f32/f64 constant bias Add, then a residual Add of a computed value of
 //                   the same shape, into the MatMul of a constant matrix before them
 //                   (kiln_bias, kiln_residual: kernels/linalg.cc)
@@ -39,6 +43,7 @@ StatusOr<int> fold_constants(ir::Graph& graph);
 StatusOr<int> fold_batchnorm(ir::Graph& graph);
 StatusOr<int> fuse_conv(ir::Graph& graph);
 StatusOr<int> fuse_gelu(ir::Graph& graph);
+StatusOr<int> fuse_layer_norm(ir::Graph& graph);
 StatusOr<int> fuse_matmul(ir::Graph& graph);
 StatusOr<int> remove_dead(ir::Graph& graph);
 

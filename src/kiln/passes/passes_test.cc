@@ -459,6 +459,86 @@ TEST(Passes, GeluLookalikesStayAsTheyAre) {
   }
 }
 
+// x [2, 3, 8] -> GELU in its tanh form; `variant` 0: GPT-2's x * x * x, constants first,
+// Mul(Mul(x, a), 0.5) with the Add and Muls written (1, t), (0.5, .); 1: torch's Pow(x, 3),
+// constants last, Mul(Mul(0.5, x), a); 2: coefficient 0.05 (not GELU); 3: Pow(x, 2) (not GELU);
+// 4: like 0 with the Tanh's output also a graph output (not fusable).
+Graph gelu_tanh_graph(int variant) {
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {2, 3, 8});
+  auto c = [&](const std::string& name, float v) { return g.add_constant(name, f32_scalar(v)); };
+  auto mul = [&](const std::string& name, ValueId a, ValueId b) {
+    ValueId out = add_intermediate(g, name);
+    g.add_node({name, "Mul", {a, b}, {out}, {}, {}});
+    return out;
+  };
+  ValueId cube;
+  if (variant == 1 || variant == 3) {
+    cube = add_intermediate(g, "cube");
+    g.add_node({"cube", "Pow", {x, c("three", variant == 3 ? 2.0f : 3.0f)}, {cube}, {}, {}});
+  } else {
+    cube = mul("cube", x, mul("square", x, x));
+  }
+  const float coefficient = variant == 2 ? 0.05f : 0.044715f;
+  ValueId term = variant == 1 ? mul("term", cube, c("k", coefficient))
+                              : mul("term", c("k", coefficient), cube);
+  ValueId inner = add_intermediate(g, "inner");
+  g.add_node({"inner",
+              "Add",
+              variant == 1 ? std::vector<ValueId>{term, x} : std::vector<ValueId>{x, term},
+              {inner},
+              {},
+              {}});
+  const ValueId sqrt_2_pi = c("sqrt_2_pi", 0.7978845834732056f);
+  ValueId d = variant == 1 ? mul("d", inner, sqrt_2_pi) : mul("d", sqrt_2_pi, inner);
+  ValueId t = add_intermediate(g, "t");
+  g.add_node({"tanh", "Tanh", {d}, {t}, {}, {}});
+  ValueId a = add_intermediate(g, "a");
+  g.add_node({"plus_one", "Add", {c("one", 1.0f), t}, {a}, {}, {}});
+  ValueId y;
+  if (variant == 1) {
+    y = mul("gelu", mul("halve", c("half", 0.5f), x), a);
+  } else {
+    y = mul("gelu", c("half", 0.5f), mul("times_x", x, a));
+  }
+  g.add_output(y);
+  if (variant == 4) g.add_output(t);
+  EXPECT_TRUE(graph_eval::infer_graph(g).ok());
+  return g;
+}
+
+TEST(Passes, GeluTanhFormBecomesOneGeluNode) {
+  std::mt19937 rng(16);
+  Tensor input = random_tensor({2, 3, 8}, rng, -5.0f, 5.0f);
+  input.mutable_values<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+  for (int variant : {0, 1}) {
+    SCOPED_TRACE(variant);
+    Graph g = gelu_tanh_graph(variant);
+    auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    EXPECT_EQ(fuse_gelu(g).value(), 1);
+    ASSERT_EQ(g.nodes().size(), 1u);
+    const Node& gelu = g.node(0);
+    EXPECT_EQ(gelu.op_type, "Gelu");
+    EXPECT_EQ(gelu.name, "gelu");
+    EXPECT_EQ(gelu.attributes.get_string("approximate", "").value(), "tanh");
+    EXPECT_EQ(gelu.origins.size(), variant == 1 ? 8u : 9u);
+    auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    EXPECT_TRUE(std::isnan(after[0].values<float>()[3]));
+    expect_close(after[0], before[0], 1e-6);
+  }
+}
+
+TEST(Passes, GeluTanhLookalikesStayAsTheyAre) {
+  for (int variant : {2, 3, 4}) {
+    SCOPED_TRACE(variant);
+    Graph g = gelu_tanh_graph(variant);
+    const size_t nodes = g.nodes().size();
+    EXPECT_EQ(fuse_gelu(g).value(), 0);
+    EXPECT_EQ(count_op(g, "Tanh"), 1);
+    EXPECT_EQ(g.nodes().size(), nodes);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::passes
 

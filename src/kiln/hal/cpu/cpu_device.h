@@ -4,7 +4,8 @@
 // Ops: Conv (1-3-D, groups, dilations, bias, kiln's residual input and kiln_activation relu or
 // clip), BatchNormalization (inference, kiln_activation relu), Relu, Gelu, MaxPool, AveragePool,
 // GlobalAveragePool, GlobalMaxPool, Add/Sub/Mul/Div (numpy broadcasting), Sum, Gemm, MatMul,
-// Softmax (opset-13 semantics: along `axis`), Flatten, Reshape, Identity, Dropout (inference).
+// Softmax (opset-13 semantics: along `axis`), LayerNormalization (f32, Y only), Flatten, Reshape,
+// Identity, Dropout (inference).
 // All f32; Reshape/Flatten/Identity/Dropout also pass other dtypes through. auto_pad must be
 // NOTSET (the compiler resolves it into pads); unknown attributes are rejected.
 //

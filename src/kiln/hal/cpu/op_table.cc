@@ -23,6 +23,7 @@ constexpr std::array kFastPaths = {
     OpPath{"GlobalMaxPool", check_pool, build_pool},
     OpPath{"Identity", check_identity, build_identity},
     OpPath{"LSTM", check_recurrent, build_recurrent},
+    OpPath{"LayerNormalization", check_layer_norm, build_layer_norm},
     OpPath{"LeakyRelu", check_eltwise, build_eltwise},
     OpPath{"MatMul", check_matmul, build_matmul},
     OpPath{"MaxPool", check_pool, build_pool},
@@ -38,6 +39,7 @@ constexpr std::array kFastPaths = {
     OpPath{"Sub", check_binary, build_binary},
     OpPath{"Sum", check_sum, build_sum},
     OpPath{"Tanh", check_eltwise, build_eltwise},
+    OpPath{"Transpose", check_transpose, build_transpose},
 };
 
 }  // namespace

@@ -63,6 +63,10 @@ Status check_dequantize_linear(const OpReader& op);
 Status build_dequantize_linear(ProgramBuilder& b);
 Status check_softmax(const OpReader& op);
 Status build_softmax(ProgramBuilder& b);
+Status check_layer_norm(const OpReader& op);  // layer_norm_op.cc: kiln's row kernel
+Status build_layer_norm(ProgramBuilder& b);
+Status check_transpose(const OpReader& op);  // transpose_op.cc: a oneDNN reorder
+Status build_transpose(ProgramBuilder& b);
 Status check_reshape(const OpReader& op);  // Reshape and Flatten
 Status build_reshape(ProgramBuilder& b);
 Status check_identity(const OpReader& op);  // Identity and Dropout

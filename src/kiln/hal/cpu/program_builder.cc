@@ -206,6 +206,37 @@ StatusOr<BufferRef> ProgramBuilder::output_over(int32_t out, int32_t in, const d
   return BufferRef::of_value(out);
 }
 
+bool ProgramBuilder::can_reshape_over(int32_t in, int32_t out) const {
+  const ValueSpec& from = spec_.values[in];
+  const ValueSpec& to = spec_.values[out];
+  const std::optional<dnnl::memory::data_type> type = stored_data_type(from.dtype);
+  if (from.role != ValueRole::kIntermediate || to.role != ValueRole::kIntermediate ||
+      from.dtype != to.dtype || !type || !layouts_[in] ||
+      *layouts_[in] != plain_desc(from.shape, *type) ||
+      checked_product(from.shape).value_or(-1) != checked_product(to.shape).value_or(-2)) {
+    return false;
+  }
+  if (last_reader_[in] != static_cast<int32_t>(dispatch_index_)) return false;
+  const DispatchSpec& d = spec_.dispatches[dispatch_index_];
+  return std::count(d.inputs.begin(), d.inputs.end(), in) == 1;
+}
+
+StatusOr<BufferRef> ProgramBuilder::reshape_over(int32_t out, int32_t in) {
+  if (!can_reshape_over(in, out)) {
+    return internal_error("output '{}' cannot take the bytes of input '{}'", spec_.values[out].name,
+                          spec_.values[in].name);
+  }
+  const ValueSpec& to = spec_.values[out];
+  layouts_[out] = plain_desc(to.shape, *stored_data_type(to.dtype));
+  storage_[out] = storage_[in];
+  shared_storage_[out] = in;
+  add(std::make_unique<CopyStep>(
+      label("copy (none when the bytes are shared)"), BufferRef::of_value(in),
+      BufferRef::of_value(out),
+      static_cast<size_t>(checked_product(to.shape).value_or(0)) * dtype_size(to.dtype)));
+  return BufferRef::of_value(out);
+}
+
 bool ProgramBuilder::int8_readers_take_channels_last(int32_t v) const {
   if (spec_.values[v].role != ValueRole::kIntermediate) return false;
   bool read = false;

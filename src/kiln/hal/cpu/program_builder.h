@@ -84,6 +84,14 @@ class ProgramBuilder {
   // (can_overwrite must hold, else an error): adds the copy, which does nothing when the runtime
   // placed both at one offset as storage_shared_with offers.
   StatusOr<BufferRef> output_over(int32_t out, int32_t in, const dnnl_desc& layout);
+  // Reshape without a copy: whether intermediate `out` (plain, another shape, same dtype and
+  // element count) may take over the bytes of intermediate `in`, which is stored plain and read by
+  // no later dispatch nor by another input slot of this one.
+  bool can_reshape_over(int32_t in, int32_t out) const;
+  // output() for such an `out` (can_reshape_over must hold, else an error): `out` is plain and
+  // shares `in`'s storage; the copy it adds does nothing when the runtime placed both at one
+  // offset, as storage_shared_with offers.
+  StatusOr<BufferRef> reshape_over(int32_t out, int32_t in);
   // The value's own buffer for a plain output of any dtype (element_count * dtype size bytes).
   BufferRef plain_output(int32_t v);
   // Int8 values between int8 ops: whether intermediate `v` is read only as input 0 of dispatches

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/hal/cpu/cpu_executable.h"
@@ -515,6 +516,71 @@ TEST(CpuBadSpecTest, BadRunArgumentsAreRejected) {
 
 TEST(CpuBadSpecTest, NegativeThreadsAreRejected) {
   expect_error(create_cpu_device({-1}).status(), StatusCode::kInvalidArgument, {"threads"});
+}
+
+// Reshape of a plain intermediate that nothing reads later takes over its bytes (no copy, the
+// runtime places both at one offset); one that is read again, or a graph input, is copied. Values
+// are right either way.
+TEST(CpuProgramTest, ReshapeOfALastReadIntermediateSharesItsBytes) {
+  for (bool read_later : {false, true}) {
+    SCOPED_TRACE(read_later);
+    SpecBuilder s;
+    const int32_t a = s.input("a", {2, 3, 4});
+    const int32_t b = s.input("b", {2, 3, 4});
+    const int32_t sum = s.value("sum", {2, 3, 4});
+    s.dispatch("add", "Add", {a, b}, {sum});
+    const int32_t flat = s.value("flat", {6, 4});
+    const int32_t shape = s.constant("shape", i64({2}, std::vector<int64_t>{6, 4}));
+    s.dispatch("reshape", "Reshape", {sum, shape}, {flat});
+    const int32_t y = s.output("y", {6, 4});
+    if (read_later) {
+      const int32_t again = s.value("again", {6, 4});
+      const int32_t shape2 = s.constant("shape2", i64({2}, std::vector<int64_t>{6, 4}));
+      s.dispatch("reshape_sum_again", "Reshape", {sum, shape2}, {again});
+      s.dispatch("twice", "Add", {flat, again}, {y});
+    } else {
+      s.dispatch("twice", "Add", {flat, flat}, {y});
+    }
+    auto exe = device()->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    EXPECT_EQ((*exe)->storage_shared_with(flat), read_later ? -1 : sum);
+    Tensor ta = random_tensor({2, 3, 4}, 1), tb = random_tensor({2, 3, 4}, 2);
+    auto out = run_program(**exe, s.spec(), {ta, tb});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    Tensor doubled = ref_binary('+', ta, tb);
+    doubled = ref_binary('+', doubled, doubled);
+    EXPECT_TRUE(all_close((*out)[0], doubled.reshaped({6, 4}), {.atol = 1e-6, .rtol = 1e-6}));
+  }
+}
+
+// Transpose on a oneDNN reorder: the definition's values bit for bit (a NaN included), for the
+// head split [B, S, H, D] -> [B, H, S, D], the default (reversed) perm and a 2-D one.
+TEST(CpuProgramTest, TransposeIsAReorderWithTheDefinitionsBits) {
+  struct Case {
+    ConcreteShape x;
+    std::vector<int64_t> perm;  // empty: the default
+  };
+  for (const Case& c :
+       {Case{{2, 5, 3, 4}, {0, 2, 1, 3}}, Case{{2, 3, 4}, {}}, Case{{7, 33}, {1, 0}}}) {
+    SCOPED_TRACE(c.x.size());
+    Tensor x = random_tensor(c.x, 3);
+    x.mutable_values<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+    Attributes a;
+    if (!c.perm.empty()) a.set("perm", c.perm);
+    Tensor expected = reference("Transpose", {x}, a);
+    SpecBuilder s;
+    const int32_t xi = s.input("x", c.x);
+    const int32_t y = s.output("y", expected.shape());
+    s.dispatch("t", "Transpose", {xi}, {y}, a);
+    auto exe = device()->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    std::string steps;
+    for (const std::string& line : static_cast<CpuExecutable&>(**exe).summary()) steps += line;
+    EXPECT_NE(steps.find("reorder"), std::string::npos) << steps;
+    auto out = run_program(**exe, s.spec(), {x});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(identical((*out)[0], expected));
+  }
 }
 
 }  // namespace

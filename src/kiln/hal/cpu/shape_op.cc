@@ -1,5 +1,6 @@
 // Flatten and Reshape (the output shape comes concretely from the spec; the data is the input's
-// plain bytes, so a blocked input is reordered straight into the output), Identity and Dropout
+// plain bytes, so a blocked input is reordered straight into the output, and a plain input read
+// by nothing later gives the output its storage: no copy), Identity and Dropout
 // (inference: a copy, plus an all-true mask). Any dtype passes through.
 #include <fmt/format.h>
 
@@ -42,7 +43,10 @@ Status copy_value(ProgramBuilder& b, int32_t x, int32_t y, bool plain) {
 Status check_reshape(const OpReader&) { return ok_status(); }
 
 Status build_reshape(ProgramBuilder& b) {
-  return copy_value(b, b.op().input_index(0), b.op().output_index(0), /*plain=*/true);
+  const int32_t x = b.op().input_index(0), y = b.op().output_index(0);
+  // A plain input that nothing reads later lends its bytes: no copy at all.
+  if (b.can_reshape_over(x, y)) return b.reshape_over(y, x).status();
+  return copy_value(b, x, y, /*plain=*/true);
 }
 
 // Dropout runs here (a copy) only in inference, which a training_mode input must say as a
