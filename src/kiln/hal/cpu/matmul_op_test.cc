@@ -152,6 +152,7 @@ TEST(CpuMatMulTest, KilnBiasAndResidualGiveTheUnfusedBits) {
   for (const Case& c : std::vector<Case>{{{4, 5}, {5, 6}, true, false},
                                          {{2, 97, 300}, {300, 33}, true, true},
                                          {{3, 16, 800}, {800, 49}, false, true},
+                                         {{4, 5}, {5, 6}, false, true},
                                          {{3, 7, 20}, {3, 20, 17}, true, true}}) {
     const int64_t n = c.b.back();
     const Tensor a = random_tensor(c.a, 1), w = random_tensor(c.b, 2);

@@ -553,8 +553,8 @@ TEST(CpuProgramTest, ReshapeOfALastReadIntermediateSharesItsBytes) {
   }
 }
 
-// Transpose on a oneDNN reorder: the definition's values bit for bit (a NaN included), for the
-// head split [B, S, H, D] -> [B, H, S, D], the default (reversed) perm and a 2-D one.
+// Transpose on a oneDNN reorder: the definition's values bit for bit (a NaN and -0 included), for
+// the head split [B, S, H, D] -> [B, H, S, D], the default (reversed) perm and a 2-D one.
 TEST(CpuProgramTest, TransposeIsAReorderWithTheDefinitionsBits) {
   struct Case {
     ConcreteShape x;
@@ -565,6 +565,7 @@ TEST(CpuProgramTest, TransposeIsAReorderWithTheDefinitionsBits) {
     SCOPED_TRACE(c.x.size());
     Tensor x = random_tensor(c.x, 3);
     x.mutable_values<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+    x.mutable_values<float>()[6] = -0.0f;
     Attributes a;
     if (!c.perm.empty()) a.set("perm", c.perm);
     Tensor expected = reference("Transpose", {x}, a);
