@@ -28,21 +28,14 @@ import sys
 import time
 
 import corpus_table
-from harness import med, rounds_ms
+from harness import cpu_info, med, rounds_ms
 
 ISA_NAME = re.compile(r"\b([A-Za-z0-9_]+:(?:avx|sse|amx)[A-Za-z0-9_]*)")
 
 
 def cpu_isa():
     """'AVX-512' or 'AVX2' (the widest f32 FMA the CPU has) and the CPU's model name."""
-    name, flags = "unknown CPU", set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and name == "unknown CPU":
-                name = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(value.split())
+    name, flags = cpu_info()
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     return isa, name
 

@@ -26,6 +26,19 @@ def run(cmd, env=None):
     return proc.stdout
 
 
+def cpu_info():
+    """The CPU's model name (of its first core) and its feature flags, from /proc/cpuinfo."""
+    name, flags = "unknown CPU", set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == "unknown CPU":
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    return name, flags
+
+
 def load_average():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])

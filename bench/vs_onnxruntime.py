@@ -58,7 +58,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus_table  # noqa: E402
 from corpus_run import corpus_part, print_table  # noqa: E402
-from harness import ROOT, Bench, load_average, med, rounds_ms, run  # noqa: E402
+from harness import ROOT, Bench, cpu_info, load_average, med, rounds_ms, run  # noqa: E402
 from under_load import print_load_table, under_load_part  # noqa: E402
 
 RESNETS = ["resnet50-v1-12", "resnet50-v2-7"]
@@ -76,14 +76,7 @@ def image_batches(bench):
 
 def cpu_description():
     """The CPU's model name and its VNNI/AMX flags (what the int8 kernels can use)."""
-    name, flags = "unknown CPU", set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and name == "unknown CPU":
-                name = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(value.split())
+    name, flags = cpu_info()
     found = [f for f in ("avx512_vnni", "avx_vnni", "amx_int8") if f in flags]
     return f"{name}; {', '.join(found) or 'no VNNI'}"
 
