@@ -293,8 +293,16 @@ StatusOr<ir::Graph> import_file(const std::string& path, const ImportOptions& op
   KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
   const std::span<const std::byte> bytes(file.data(), file.size());
   const fs::path dir = fs::path(path).parent_path();
+  // The references name the file from its directory, where external data must stay: a model
+  // reached through a symlink into another directory is parsed whole instead.
+  std::error_code canonical_error;
+  const bool in_its_directory = fs::canonical(path, canonical_error).parent_path() ==
+                                fs::canonical(dir.empty() ? fs::path(".") : dir, canonical_error);
   std::optional<std::string> structure =
-      refer_to_weights_in_place(bytes, fs::path(path).filename().string(), kInPlaceWeightBytes);
+      in_its_directory && !canonical_error
+          ? refer_to_weights_in_place(bytes, fs::path(path).filename().string(),
+                                      kInPlaceWeightBytes)
+          : std::nullopt;
   auto model = structure ? parse_model(structure->data(), structure->size(), options, source)
                          : parse_model(bytes.data(), bytes.size(), options, source);
   if (!model.ok()) return std::move(model).status();

@@ -134,6 +134,22 @@ TEST_F(InPlaceWeights, FileImportEqualsBytesImportBitForBitAtEveryOpset) {
   }
 }
 
+// A model file reached through a symlink from another directory (a model cache linking to
+// shared files) imports as a plain parse would: its references would point outside the link's
+// directory, which external data may not.
+TEST_F(InPlaceWeights, ModelReachedThroughASymlinkImports) {
+  const std::string bytes = matmul_model(17).bytes();
+  const std::string target = write("model.onnx", bytes);
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_symlink(target, elsewhere / "linked.onnx");
+  auto linked = import_file((elsewhere / "linked.onnx").string());
+  ASSERT_TRUE(linked.ok()) << linked.status().to_string();
+  auto from_bytes = import_bytes(bytes.data(), bytes.size(), dir_.string());
+  ASSERT_TRUE(from_bytes.ok()) << from_bytes.status().to_string();
+  expect_same_constant(*linked, *from_bytes, "w");
+}
+
 TEST_F(InPlaceWeights, MalformedBytesAreLeftToTheParser) {
   const std::string bytes = matmul_model(17).bytes();
   // Cut inside w's raw_data: the length no longer fits.
