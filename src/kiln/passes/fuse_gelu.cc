@@ -208,17 +208,10 @@ StatusOr<int> fuse_gelu(ir::Graph& graph) {
     std::optional<GeluMatch> m =
         tanh ? match_at_tanh(graph, consumers, id) : match_at_erf(graph, consumers, id);
     if (!m) continue;
-    // The Gelu node takes the place of the node that produced y, which follows every node that
-    // x depends on, so the graph stays in topological order.
-    const ir::NodeId last = m->nodes.back();
-    ir::Node gelu{graph.node(last).name, "Gelu", {m->x}, {m->y}, {}, {}};
+    // The Gelu node takes the place of the node that produced y (replace_with_fused).
+    ir::Node gelu{graph.node(m->nodes.back()).name, "Gelu", {m->x}, {m->y}, {}, {}};
     gelu.attributes.set("approximate", std::string(tanh ? "tanh" : "none"));
-    for (ir::NodeId n : m->nodes) {
-      const auto& origins = graph.node(n).origins;
-      gelu.origins.insert(gelu.origins.end(), origins.begin(), origins.end());
-      if (n != last) graph.erase_node(n);
-    }
-    graph.node(last) = std::move(gelu);
+    replace_with_fused(graph, m->nodes, std::move(gelu));
     consumers = graph.consumers();
     ++rewrites;
   }

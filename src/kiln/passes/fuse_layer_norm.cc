@@ -221,8 +221,7 @@ StatusOr<int> fuse_layer_norm(ir::Graph& graph) {
     if (!m) continue;
     const DType dtype = graph.value(m->x).dtype;
     const auto block_rank = static_cast<int64_t>(graph.value(m->x).shape.size()) - m->axis;
-    const ir::NodeId last = m->nodes.back();
-    const std::string name = graph.node(last).name;
+    const std::string name = graph.node(m->nodes.back()).name;
     ir::ValueId scale = block_parameter(graph, m->gamma, block_rank, dtype, name + "_scale");
     ir::ValueId bias = m->beta == ir::kAbsent
                            ? ir::kAbsent
@@ -232,12 +231,7 @@ StatusOr<int> fuse_layer_norm(ir::Graph& graph) {
     if (bias != ir::kAbsent) fused.inputs.push_back(bias);
     fused.attributes.set("axis", m->axis);
     fused.attributes.set("epsilon", m->epsilon);
-    for (ir::NodeId n : m->nodes) {
-      const auto& origins = graph.node(n).origins;
-      fused.origins.insert(fused.origins.end(), origins.begin(), origins.end());
-      if (n != last) graph.erase_node(n);
-    }
-    graph.node(last) = std::move(fused);
+    replace_with_fused(graph, m->nodes, std::move(fused));
     consumers = graph.consumers();
     ++rewrites;
   }

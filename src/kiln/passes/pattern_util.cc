@@ -27,6 +27,16 @@ void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed) {
   node.origins.insert(node.origins.end(), origins.begin(), origins.end());
 }
 
+void replace_with_fused(ir::Graph& graph, const std::vector<ir::NodeId>& nodes, ir::Node fused) {
+  const ir::NodeId last = nodes.back();
+  for (ir::NodeId n : nodes) {
+    const auto& origins = graph.node(n).origins;
+    fused.origins.insert(fused.origins.end(), origins.begin(), origins.end());
+    if (n != last) graph.erase_node(n);
+  }
+  graph.node(last) = std::move(fused);
+}
+
 bool same_or_assumed_shape(const ir::Graph& graph, const Shape& a, const Shape& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {

@@ -16,6 +16,11 @@ std::optional<ir::NodeId> sole_consumer(const ir::Graph& graph,
 // node's origins, and erases `absorbed`. The caller has already moved any inputs it needs.
 void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed);
 
+// Puts `fused` in place of `nodes` (a matched pattern whose last node produces the fused
+// output, so it follows everything the pattern reads and the graph stays in topological order):
+// `fused` takes every node's origins, the last node's place, and the others are erased.
+void replace_with_fused(ir::Graph& graph, const std::vector<ir::NodeId>& nodes, ir::Node fused);
+
 // Dims equal as expressions, or assumed equal by shape inference (an FPN's lateral conv and the
 // upsampled level above: the Add's broadcast recorded `2*floor(H/2) == H`), so the dynamic graph
 // fuses where the graph with bound sizes, whose dims are equal numbers, does.
