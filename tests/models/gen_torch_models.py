@@ -115,6 +115,7 @@ try:
     import torch.nn.functional as F
     import torchvision
     from torchvision.models import resnet as tv_resnet
+    from torchvision.models import efficientnet as tv_efficientnet
     from torchvision.models import mobilenetv3 as tv_mobilenetv3
     from torchvision.models import segmentation as tv_seg
     from torchvision.models._utils import IntermediateLayerGetter
@@ -170,6 +171,13 @@ def build_fcn():
     body = narrow_resnet(tv_resnet.Bottleneck, [3, 4, 6, 3], [16, 32, 64, 128], (False, True, True))
     backbone = IntermediateLayerGetter(body, return_layers={"layer4": "out"})
     return tv_seg.FCN(backbone, tv_seg.fcn.FCNHead(128 * 4, 4), None)
+
+
+def build_efficientnet():
+    # torchvision's EfficientNet-B0 layout (MBConv: expand conv, depthwise conv, squeeze-excitation,
+    # project conv, SiLU after each, stochastic depth off in eval) at width 0.25 and depth 0.34.
+    setting, last_channel = tv_efficientnet._efficientnet_conf("efficientnet_b0", width_mult=0.25, depth_mult=0.34)
+    return tv_efficientnet.EfficientNet(setting, 0.2, num_classes=10, last_channel=last_channel)
 
 
 def build_resnet18_fp16():
@@ -619,6 +627,10 @@ MODELS = {
         outputs={"prob": {0: "N"}, "hn": {1: "N"}, "cn": {1: "N"}},
         dims={"N": [1, 2], "L": [256, 512], "SR": [8000, 16000]}, make=vad_inputs,
         doc="Silero-VAD-style detector: If(sr == 16000) > If(chunk length >= 384) > conv front end + 2-layer LSTM"),
+    "efficientnet": dict(
+        build=build_efficientnet, seed=114, inputs={"input": ["N", 3, "H", "W"]}, outputs={"logits": {0: "N"}},
+        dims={"N": [1, 2], "H": [32, 45], "W": [40]}, make=image_input,
+        doc="torchvision EfficientNet-B0 layout (MBConv + squeeze-excitation, SiLU) at width 0.25, depth 0.34, 10 classes"),
     # f16 throughout: input, weights, activations and output (ORT computes its f16 Conv in f32 on
     # CPUs without f16 arithmetic, rounding each node's output). The float64 check compares with
     # the f32 model on the same (f16) input, so it bounds the effect of f16 storage: about 1e-2.

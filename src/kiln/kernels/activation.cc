@@ -52,8 +52,12 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes) {
     a.kind = FusedActivation::Kind::kRelu;
     return a;
   }
+  if (name == "silu") {
+    a.kind = FusedActivation::Kind::kSilu;
+    return a;
+  }
   return invalid_argument(
-      "attribute '{}' must be \"\", \"relu\", \"clip\" or \"leaky_relu\", got \"{}\"",
+      "attribute '{}' must be \"\", \"relu\", \"clip\", \"leaky_relu\" or \"silu\", got \"{}\"",
       kActivationAttribute, name);
 }
 
@@ -76,6 +80,9 @@ void set_fused_activation(Attributes& attributes, const FusedActivation& activat
       attributes.set(kActivationAttribute, std::string("leaky_relu"));
       attributes.set(kActivationAlphaAttribute, activation.alpha);
       return;
+    case FusedActivation::Kind::kSilu:
+      attributes.set(kActivationAttribute, std::string("silu"));
+      return;
   }
 }
 
@@ -86,16 +93,17 @@ std::string describe(const FusedActivation& activation) {
     case FusedActivation::Kind::kClip:
       return fmt::format("clip({}, {})", activation.min, activation.max);
     case FusedActivation::Kind::kLeakyRelu: return fmt::format("leaky_relu({})", activation.alpha);
+    case FusedActivation::Kind::kSilu: return "silu";
   }
   return "";
 }
 
 StatusOr<bool> read_fused_relu(const Attributes& attributes) {
   KILN_ASSIGN_OR_RETURN(FusedActivation a, read_fused_activation(attributes));
-  if (a.kind == FusedActivation::Kind::kClip || a.kind == FusedActivation::Kind::kLeakyRelu) {
+  if (a.kind != FusedActivation::Kind::kNone && a.kind != FusedActivation::Kind::kRelu) {
+    KILN_ASSIGN_OR_RETURN(std::string name, attributes.get_string(kActivationAttribute, ""));
     return unimplemented("attribute '{}' = \"{}\" is not supported on this op (only \"relu\")",
-                         kActivationAttribute,
-                         a.kind == FusedActivation::Kind::kClip ? "clip" : "leaky_relu");
+                         kActivationAttribute, name);
   }
   return a.kind == FusedActivation::Kind::kRelu;
 }

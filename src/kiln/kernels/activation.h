@@ -9,13 +9,19 @@
 //                                   absent bound is unbounded). ReLU6 is clip(0, 6).
 //   "kiln_activation" = "leaky_relu" v < 0 ? alpha * v : v, ONNX LeakyRelu with the float
 //                                   attribute "kiln_activation_alpha" (finite; default 0.01).
+//   "kiln_activation" = "silu"      v * sigmoid(v) (SiLU, or swish with beta 1), which is ONNX
+//                                   Mul(v, Sigmoid(v)) with Sigmoid as kiln's kernel computes it
+//                                   (split by sign, so exp never overflows): -inf gives NaN
+//                                   (-inf * 0), +inf gives +inf.
 //
 // NaN stays NaN, on every path: the portable and reference kernels use apply(); the CPU backend
 // never hands relu or clip to oneDNN (whose max(x, bound) maps a NaN to the bound) but applies
 // them with kiln's own code (hal/cpu/activation_step.h, the Winograd kernel's epilogue), as ONNX
-// Runtime and PyTorch keep NaN. -0 stays -0 (v < 0 is false for it).
+// Runtime and PyTorch keep NaN. -0 stays -0 (v < 0 is false for it). SiLU runs as oneDNN's
+// swish post-op, whose results at the non-finite inputs the CPU tests pin down.
 #pragma once
 
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -25,7 +31,7 @@
 namespace kiln::kernels {
 
 struct FusedActivation {
-  enum class Kind { kNone, kRelu, kClip, kLeakyRelu };
+  enum class Kind { kNone, kRelu, kClip, kLeakyRelu, kSilu };
   Kind kind = Kind::kNone;
   double min = -std::numeric_limits<double>::infinity();  // kClip only
   double max = std::numeric_limits<double>::infinity();   // kClip only
@@ -42,6 +48,12 @@ struct FusedActivation {
         return v;
       case Kind::kLeakyRelu:
         return v < T(0) ? static_cast<T>(alpha) * v : v;  // as LeakyRelu's kernel
+      case Kind::kSilu: {
+        using std::exp;
+        if (v >= T(0)) return v * (T(1) / (T(1) + exp(-v)));  // as Sigmoid's kernel
+        const T e = exp(v);
+        return v * (e / (T(1) + e));
+      }
     }
     return v;
   }
@@ -62,7 +74,7 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes);
 // Sets the attributes that read_fused_activation reads back as `activation`.
 void set_fused_activation(Attributes& attributes, const FusedActivation& activation);
 
-// "relu", "clip(0, 6)", "leaky_relu(0.1)"; "" for none.
+// "relu", "clip(0, 6)", "leaky_relu(0.1)", "silu"; "" for none.
 std::string describe(const FusedActivation& activation);
 
 // For ops that fuse only ReLU (BatchNormalization): Unimplemented naming the activation

@@ -83,6 +83,44 @@ bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>
   return true;
 }
 
+// Mul(y, Sigmoid(y)) (SiLU, as PyTorch exports nn.SiLU and EfficientNet's swish) on a Conv's
+// output y, read by nothing else, becomes the conv's "silu" activation: f32, f16 or bf16, the
+// dtypes whose convs apply an activation before rounding once.
+bool fuse_silu(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+               ir::NodeId id) {
+  const ir::Node& conv = graph.node(id);
+  if (conv.op_type != "Conv" || has_activation(conv) || conv.outputs.size() != 1) return false;
+  const ir::ValueId y = conv.outputs[0];
+  const auto& outputs = graph.outputs();
+  if (std::find(outputs.begin(), outputs.end(), y) != outputs.end() ||
+      consumers.at(y).size() != 2 || !clip_fusable_dtype(graph.value(y).dtype)) {
+    return false;
+  }
+  for (ir::NodeId sigmoid_id : consumers.at(y)) {
+    const ir::Node& sigmoid = graph.node(sigmoid_id);
+    if (sigmoid.op_type != "Sigmoid" || sigmoid.inputs != std::vector<ir::ValueId>{y} ||
+        sigmoid.outputs.size() != 1) {
+      continue;
+    }
+    auto mul_id = sole_consumer(graph, consumers, sigmoid.outputs[0]);
+    if (!mul_id) return false;
+    const ir::Node& mul = graph.node(*mul_id);
+    const ir::ValueId gate = sigmoid.outputs[0];
+    const bool y_times_gate =
+        mul.inputs.size() == 2 && ((mul.inputs[0] == y && mul.inputs[1] == gate) ||
+                                   (mul.inputs[0] == gate && mul.inputs[1] == y));
+    if (mul.op_type != "Mul" || !y_times_gate || mul.outputs.size() != 1) return false;
+    kernels::set_fused_activation(graph.node(id).attributes,
+                                  FusedActivation{FusedActivation::Kind::kSilu});
+    const std::vector<std::string> origins = sigmoid.origins;
+    graph.node(id).origins.insert(graph.node(id).origins.end(), origins.begin(), origins.end());
+    graph.erase_node(sigmoid_id);
+    absorb_successor(graph, id, *mul_id);
+    return true;
+  }
+  return false;
+}
+
 // Add(conv_out, r) with matching shapes becomes conv's residual input, so the sum happens in the
 // conv's post-ops. The later of two candidate convs absorbs the Add, so the residual already
 // exists. Only a residual that a node computes is fused: a constant or graph input of [1,C,1,1]
@@ -127,7 +165,8 @@ StatusOr<int> fuse_conv(ir::Graph& graph) {
     auto consumers = graph.consumers();
     for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
       if (graph.node(id).outputs.empty()) continue;
-      if (fuse_residual(graph, consumers, id) || fuse_activation(graph, consumers, id)) {
+      if (fuse_residual(graph, consumers, id) || fuse_activation(graph, consumers, id) ||
+          fuse_silu(graph, consumers, id)) {
         ++rewrites;
         changed = true;
         consumers = graph.consumers();

@@ -14,7 +14,8 @@
 //                   module. Values from initializers alone fold alike in both. A folded NonZero
 //                   (any data-dependent size) gives its count to every shape that used it.
 //   fold_batchnorm  fold an inference BatchNormalization into the Conv that feeds only it
-//   fuse_conv       fuse bias-free residual Add, and Relu or Clip with constant bounds, into Conv
+//   fuse_conv       fuse bias-free residual Add, and Relu, LeakyRelu, Clip with constant bounds or
+//                   SiLU (Mul(y, Sigmoid(y))), into Conv
 //                   (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu into a
 //                   standalone BatchNormalization
 //   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul), or in its tanh form

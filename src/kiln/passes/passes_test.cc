@@ -1,5 +1,6 @@
 #include "kiln/passes/passes.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -331,7 +332,8 @@ TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
        {FusedActivation{}, FusedActivation{FusedActivation::Kind::kRelu},
         FusedActivation{FusedActivation::Kind::kClip, 0.0, 6.0},
         FusedActivation{FusedActivation::Kind::kClip, -1.5},
-        FusedActivation{.kind = FusedActivation::Kind::kLeakyRelu, .alpha = 0.125}}) {
+        FusedActivation{.kind = FusedActivation::Kind::kLeakyRelu, .alpha = 0.125},
+        FusedActivation{FusedActivation::Kind::kSilu}}) {
     Attributes attributes;
     kernels::set_fused_activation(attributes, a);
     auto back = kernels::read_fused_activation(attributes);
@@ -359,6 +361,10 @@ TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
   Attributes clip;
   kernels::set_fused_activation(clip, FusedActivation{FusedActivation::Kind::kClip, 0.0, 6.0});
   EXPECT_EQ(kernels::read_fused_relu(clip).status().code(), StatusCode::kUnimplemented);
+  Attributes silu;
+  kernels::set_fused_activation(silu, FusedActivation{FusedActivation::Kind::kSilu});
+  EXPECT_NE(kernels::read_fused_relu(silu).status().message().find("\"silu\" is not supported"),
+            std::string::npos);
   Attributes stray_alpha;
   stray_alpha.set("kiln_activation", std::string("relu"));
   stray_alpha.set("kiln_activation_alpha", 0.1);
@@ -391,6 +397,77 @@ TEST(Passes, LeakyReluBecomesTheConvActivation) {
     ASSERT_TRUE(activation.ok()) << activation.status().to_string();
     EXPECT_EQ(activation->kind, kernels::FusedActivation::Kind::kLeakyRelu);
     EXPECT_EQ(activation->alpha, default_alpha ? 0.01 : 0.2);
+  }
+}
+
+// Conv -> Sigmoid -> Mul(y, sigmoid) (SiLU). `variant` 0: Mul(y, s); 1: Mul(s, y); 2: the
+// sigmoid is also a graph output (not fusable); 3: Mul(x, s) with x not the conv's output (not
+// SiLU); 4: the conv's output is read by a third node too (not fusable).
+Graph conv_silu_graph(int variant, DType dtype, std::mt19937& rng) {
+  Graph g;
+  ValueId x = g.add_input("x", dtype, {2, 4, 6, 6});
+  ValueId w = g.add_constant(
+      "w", kiln::testing::make_tensor(dtype, {4, 4, 3, 3},
+                                      kiln::testing::values_of(random_tensor({4, 4, 3, 3}, rng))));
+  ValueId y = g.add_value({"y", dtype, {}, {}, {}});
+  g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
+  ValueId s = g.add_value({"s", dtype, {}, {}, {}});
+  g.add_node({"sigmoid", "Sigmoid", {y}, {s}, {}, {}});
+  ValueId out = g.add_value({"out", dtype, {}, {}, {}});
+  const ValueId factor = variant == 3 ? x : y;
+  g.add_node({"mul",
+              "Mul",
+              variant == 1 ? std::vector{s, factor} : std::vector{factor, s},
+              {out},
+              {},
+              {}});
+  g.add_output(out);
+  if (variant == 2) g.add_output(s);
+  if (variant == 4) {
+    ValueId other = g.add_value({"other", dtype, {}, {}, {}});
+    g.add_node({"relu", "Relu", {y}, {other}, {}, {}});
+    g.add_output(other);
+  }
+  EXPECT_TRUE(graph_eval::infer_graph(g).ok());
+  return g;
+}
+
+TEST(Passes, SiluBecomesTheConvActivation) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int variant : {0, 1}) {
+      SCOPED_TRACE(fmt::format("{} variant {}", dtype_name(dtype), variant));
+      std::mt19937 rng(7);
+      Graph g = conv_silu_graph(variant, dtype, rng);
+      // Inputs with NaN, +-inf and large magnitudes: the fused rule must give the unfused values
+      // there too (-inf -> NaN, as -inf * sigmoid(-inf) = -inf * 0).
+      std::vector<double> values = kiln::testing::values_of(random_tensor({2, 4, 6, 6}, rng));
+      const double specials[] = {std::nan(""), std::numeric_limits<double>::infinity(),
+                                 -std::numeric_limits<double>::infinity(), 60.0, -60.0};
+      for (size_t i = 0; i < std::size(specials); ++i) values[i * 37] = specials[i];
+      Tensor input = kiln::testing::make_tensor(dtype, {2, 4, 6, 6}, values);
+      auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+      EXPECT_EQ(fuse_conv(g).value(), 1);
+      ASSERT_TRUE(ir::verify_graph(g).ok());
+      ASSERT_EQ(g.nodes().size(), 1u);
+      const Node& conv = g.nodes().front();
+      EXPECT_EQ(conv.attributes.get_string("kiln_activation", "").value(), "silu");
+      for (const char* origin : {"conv", "sigmoid", "mul"}) {
+        EXPECT_NE(std::find(conv.origins.begin(), conv.origins.end(), origin), conv.origins.end())
+            << origin;
+      }
+      auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+      // The fused activation rounds to f16/bf16 once, the unfused graph after Sigmoid and Mul.
+      const double tol = dtype == DType::kF32 ? 1e-6 : (dtype == DType::kF16 ? 2e-3 : 1.6e-2);
+      EXPECT_TRUE(::kiln::testing::all_close(after[0], before[0], {.atol = tol, .rtol = tol}));
+    }
+  }
+  for (int variant : {2, 3, 4}) {
+    SCOPED_TRACE(fmt::format("variant {}", variant));
+    std::mt19937 rng(7);
+    Graph g = conv_silu_graph(variant, DType::kF32, rng);
+    EXPECT_EQ(fuse_conv(g).value(), 0);
+    EXPECT_EQ(count_op(g, "Sigmoid"), 1);
+    EXPECT_EQ(count_op(g, "Mul"), 1);
   }
 }
 

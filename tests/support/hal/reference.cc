@@ -49,6 +49,7 @@ Tensor reference_activation(const Tensor& x, const kernels::FusedActivation& act
       a.set("alpha", activation.alpha);
       return reference("LeakyRelu", {x}, a);
     }
+    case Kind::kSilu: return reference("Mul", {x, reference("Sigmoid", {x})});
   }
   return x;
 }

@@ -11,7 +11,8 @@
 // machine only. Bias and kiln's residual (a sum post-op over the
 // destination pre-filled with the residual) are fused; the activation (relu, clip or leaky relu)
 // runs as kiln's ActivationStep right after, in place, because oneDNN's eltwise post-op maps a NaN
-// to the lower bound (activation_step.h). When nothing reads the residual afterwards and it is
+// to the lower bound (activation_step.h); SiLU, which keeps NaN on oneDNN, is a post-op
+// (conv_common.h). When nothing reads the residual afterwards and it is
 // stored in the destination's layout, the destination offers to take over its bytes, and the
 // pre-fill copy then does nothing.
 #include <fmt/format.h>
@@ -85,6 +86,7 @@ Status build_conv(ProgramBuilder& b) {
   dnnl::primitive_attr attr = b.attr();
   dnnl::post_ops post_ops;
   if (p.has_residual) post_ops.append_sum(1.0f);
+  append_activation_post_op(post_ops, p.activation);
   attr.set_post_ops(post_ops);
 
   // X and W in `compute`, B and Y in f32.

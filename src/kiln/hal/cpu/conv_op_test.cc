@@ -1,8 +1,8 @@
 // Conv on the CPU backend against the naive float64 reference: strides, asymmetric pads,
-// dilations, groups, depthwise, bias or not, kiln's residual + relu/clip fusion, 1-D/3-D, odd
-// channel counts (padded blocked layouts), and weights that are not constants. 3x3 stride-1
-// cases with channel counts that are multiples of 8 (in) and 16 (out) and constant weights run
-// by kiln's Winograd kernel where oneDNN would run its AVX2 kernel; the test checks which ran.
+// dilations, groups, depthwise, bias or not, kiln's residual + relu/clip/leaky relu/silu fusion,
+// 1-D/3-D, odd channel counts (padded blocked layouts), and weights that are not constants. 3x3
+// stride-1 cases with channel counts that are multiples of 8 (in) and 16 (out) and constant weights
+// run by kiln's Winograd kernel where oneDNN would run its AVX2 kernel; the test checks which ran.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -262,6 +262,23 @@ INSTANTIATE_TEST_SUITE_P(
         make_case("pointwise_clip_min_only", {2, 64, 6, 6}, {32, 64, 1, 1},
                   [](ConvCase& c) {
                     c.activation = {kernels::FusedActivation::Kind::kClip, -0.25};
+                  }),
+        make_case("pointwise_residual_silu", {2, 24, 6, 6}, {40, 24, 1, 1},
+                  [](ConvCase& c) {
+                    c.residual = true;
+                    c.activation = {kernels::FusedActivation::Kind::kSilu};
+                  }),
+        make_case("depthwise_stride2_silu", {2, 40, 9, 9}, {40, 1, 5, 5},
+                  [](ConvCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {2, 2, 2, 2};
+                    c.group = 40;
+                    c.activation = {kernels::FusedActivation::Kind::kSilu};
+                  }),
+        make_case("winograd_shape_silu_runs_direct", {2, 16, 8, 8}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.activation = {kernels::FusedActivation::Kind::kSilu};
                   })),
     [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
 

@@ -31,6 +31,7 @@ const kernels::FusedActivation kRelu{Kind::kRelu};
 const kernels::FusedActivation kRelu6{Kind::kClip, 0.0, 6.0};
 const kernels::FusedActivation kClipAboveZero{Kind::kClip, 0.25, 2.0};  // moves padding zeros
 const kernels::FusedActivation kLeakyRelu{.kind = Kind::kLeakyRelu, .alpha = 0.1};
+const kernels::FusedActivation kSilu{Kind::kSilu};
 
 std::unique_ptr<Device> device() {
   auto d = create_cpu_device({});
@@ -171,6 +172,18 @@ INSTANTIATE_TEST_SUITE_P(
                                 kClipAboveZero),
                       conv_case("direct_residual_leaky_relu", {2, 16, 6, 6}, {16, 16, 1, 1},
                                 kLeakyRelu, [](ConvCase& c) { c.residual = true; }),
+                      conv_case("direct_1x1_silu", {2, 16, 7, 7}, {32, 16, 1, 1}, kSilu),
+                      conv_case("direct_residual_silu", {2, 16, 6, 6}, {16, 16, 1, 1}, kSilu,
+                                [](ConvCase& c) { c.residual = true; }),
+                      conv_case("direct_odd_channels_silu", {2, 5, 6, 6}, {7, 5, 3, 3}, kSilu,
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                }),
+                      // A shape Winograd would take: SiLU keeps it on oneDNN's direct conv.
+                      conv_case("winograd_shape_silu", {2, 16, 8, 8}, {16, 16, 3, 3}, kSilu,
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                }),
                       conv_case("winograd_leaky_relu", {2, 16, 8, 8}, {16, 16, 3, 3}, kLeakyRelu,
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
@@ -187,6 +200,40 @@ INSTANTIATE_TEST_SUITE_P(
                                   c.residual = true;
                                   c.winograd = true;
                                 })));
+
+// SiLU is oneDNN's swish post-op: at the non-finite and extreme pre-activations it gives what
+// Mul(y, Sigmoid(y)) gives (kernels/activation.h): NaN -> NaN, +inf -> +inf, -inf -> NaN
+// (-inf * 0), large negative -> -0 or a tiny negative. A depthwise 1x1 conv with unit weights
+// passes each value through as the pre-activation; odd channels give a padded blocked layout.
+TEST(NanThroughConv, SiluAtNonFiniteAndExtremeValues) {
+  const std::vector<float> specials = {kNaN,  kInf,   -kInf, -100.0f, -20.0f,  -0.0f, 0.0f,
+                                       20.0f, 100.0f, 3e38f, -3e38f,  -1e-30f, 1e-30f};
+  const int64_t channels = 5, spatial = static_cast<int64_t>(specials.size());
+  const ConcreteShape shape{2, channels, 1, spatial};
+  Tensor x = random_tensor(shape, 61);
+  auto xv = x.mutable_values<float>();
+  for (int64_t i = 0; i < x.element_count(); ++i) xv[i] = specials[i % spatial];
+  Tensor w = random_tensor({channels, 1, 1, 1}, 62);
+  for (float& v : w.mutable_values<float>()) v = 1.0f;
+  ConvRef ref{{1, 1}, {0, 0}, {0, 0}, {1, 1}, channels, kSilu};
+  Tensor expected = ref_conv(x, w, nullptr, nullptr, ref);
+
+  SpecBuilder s;
+  const int32_t y = s.output("y", shape);
+  Attributes a;
+  a.set("group", channels);
+  a.set("kernel_shape", std::vector<int64_t>{1, 1});
+  kernels::set_fused_activation(a, kSilu);
+  s.dispatch("conv", "Conv", {s.input("x", shape), s.constant("w", w)}, {y}, a);
+  auto r = run(s, {x});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(keeps_nan(r->outputs[0], expected)) << r->steps;
+  const auto out = r->outputs[0].values<float>();
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], kInf);
+  EXPECT_TRUE(std::isnan(out[2])) << out[2];
+  EXPECT_EQ(out[9], 3e38f);
+}
 
 // BatchNormalization with kiln's fused relu, on a plain input and on a conv's blocked output.
 TEST(NanThroughBatchNorm, FusedReluKeepsNaN) {

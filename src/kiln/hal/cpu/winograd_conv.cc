@@ -173,7 +173,9 @@ KILN_AVX2 __m256 activate(__m256 y, const kernels::FusedActivation& a) {
   using Kind = kernels::FusedActivation::Kind;
   // max/min return their second operand when either is NaN: a NaN stays NaN.
   switch (a.kind) {
-    case Kind::kNone: return y;
+    case Kind::kNone:
+    case Kind::kSilu:  // never: winograd_applies leaves SiLU to oneDNN's direct conv
+      return y;
     case Kind::kRelu: return _mm256_max_ps(_mm256_setzero_ps(), y);
     case Kind::kClip:
       return _mm256_min_ps(_mm256_set1_ps(static_cast<float>(a.max)),

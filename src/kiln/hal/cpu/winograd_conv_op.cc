@@ -81,6 +81,7 @@ bool winograd_applies(const ProgramBuilder& b, const ConvParams& p,
     return false;
   }
   if (b.constant(op.input_index(1)) == nullptr || !winograd::cpu_supported()) return false;
+  if (activation_is_post_op(p.activation)) return false;  // the kernel's epilogue has no SiLU
   if (winograd::unsupported_reason(one_sample(op, w)) != nullptr) return false;
   ConcreteShape x_one = op.input(0).shape, y_one = op.output(0).shape;
   x_one[0] = y_one[0] = 1;

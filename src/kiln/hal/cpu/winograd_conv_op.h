@@ -1,6 +1,6 @@
 // Conv dispatches run by Winograd F(2x2, 3x3) (winograd_conv.h) instead of oneDNN's direct
 // kernel: 3x3, stride 1, no dilation, one group, constant weights, channel counts the kernel
-// takes, on a machine where oneDNN itself would run its AVX2 kernel on nChw8c data. The choice
+// takes, an activation other than SiLU, on a machine where oneDNN itself would run its AVX2 kernel on nChw8c data. The choice
 // depends on the dispatch's concrete shapes and the machine only (docs/architecture.md invariant
 // 1); each output's arithmetic does not depend on the batch (invariant 4, see winograd_conv.h).
 #pragma once

@@ -25,6 +25,7 @@ uint32_t activation_code(const kernels::FusedActivation& a) {
     case kernels::FusedActivation::Kind::kRelu: return 1;
     case kernels::FusedActivation::Kind::kClip: return 2;
     case kernels::FusedActivation::Kind::kLeakyRelu: return 3;
+    case kernels::FusedActivation::Kind::kSilu: return 4;
   }
   return 0;
 }

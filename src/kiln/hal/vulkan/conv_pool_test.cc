@@ -65,6 +65,7 @@ kernels::FusedActivation clip(double lo, double hi) {
 kernels::FusedActivation leaky_relu(double alpha) {
   return {.kind = kernels::FusedActivation::Kind::kLeakyRelu, .alpha = alpha};
 }
+kernels::FusedActivation silu() { return {.kind = kernels::FusedActivation::Kind::kSilu}; }
 
 // A 3x3 conv, stride 1, pads 1.
 ConvCase same_3x3(std::string name, ConcreteShape x, int64_t cout, bool bias, bool residual,
@@ -214,6 +215,10 @@ INSTANTIATE_TEST_SUITE_P(
                  true, true, leaky_relu(0.1)},
         ConvCase{"DirectDepthwiseLeakyRelu", {1, 8, 9, 9}, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1},
                  {1, 1}, 8, true, false, leaky_relu(0.2), "direct"},
+        ConvCase{"TiledResidualSilu", {2, 16, 9, 9}, 24, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1,
+                 true, true, silu()},
+        ConvCase{"DirectDepthwiseSilu", {1, 8, 9, 9}, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1},
+                 8, true, false, silu(), "direct"},
         ConvCase{"Direct1DWeightsInput", {1, 5, 9}, 3, {3}, {1}, {1}, {1}, {1}, 1, true, false,
                  {}, "direct", true}),
     [](const auto& info) { return info.param.name; });

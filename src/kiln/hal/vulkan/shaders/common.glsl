@@ -14,7 +14,8 @@ layout(buffer_reference, std430, buffer_reference_align = 8) buffer U64 { uvec2 
 uint element_index(uint base) { return base + gl_GlobalInvocationID.x; }
 
 // kiln's fused activation (kernels/activation.h): 0 none, 1 relu, 2 clip(lo, hi), 3 leaky relu
-// (alpha in lo). NaN stays NaN: the comparisons are false for it.
+// (alpha in lo), 4 silu (v * sigmoid(v), the sigmoid split by sign as unary.comp's). NaN stays
+// NaN: the comparisons are false for it, and silu multiplies by it.
 float fused_activation(float v, uint kind, float lo, float hi) {
   if (kind == 1u) return v < 0.0 ? 0.0 : v;
   if (kind == 2u) {
@@ -22,5 +23,10 @@ float fused_activation(float v, uint kind, float lo, float hi) {
     if (v > hi) return hi;
   }
   if (kind == 3u) return v < 0.0 ? lo * v : v;  // leaky relu: lo holds alpha
+  if (kind == 4u) {
+    if (v >= 0.0) return v * (1.0 / (1.0 + exp(-v)));
+    float e = exp(v);
+    return v * (e / (1.0 + e));
+  }
   return v;
 }
