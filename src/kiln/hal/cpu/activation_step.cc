@@ -123,6 +123,10 @@ Status EltwiseEdgeStep::run(const ExecContext& ctx) {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   const EdgeRule rule = rule_;
   parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
+    // One vectorized pass tells whether the chunk holds a non-finite value at all; nearly every
+    // chunk does not, and the element loop below (branchy, scalar) then never runs.
+    const NonFinite found = scan_non_finite_in(in + begin, n);
+    if (!found.nan_or_pos_inf && !found.neg_inf) return;
     for (int64_t i = begin; i < begin + n; ++i) {
       const float x = in[i];
       if (std::isfinite(x)) continue;

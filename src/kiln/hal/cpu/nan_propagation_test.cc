@@ -325,6 +325,36 @@ TEST(NanThroughStandalone, ReluAndGelu) {
   }
 }
 
+// Gelu, Sigmoid and Tanh give the exact functions' values at NaN and +-inf wherever those sit in
+// a tensor of several of the edge step's chunks (it rewrites a chunk only when a vectorized scan
+// finds a non-finite value there). oneDNN 2.6's AVX2 and AVX-512 kernels already give these
+// values; the step guards the kernels that clamp their input.
+TEST(NanThroughStandalone, EdgeValuesInLaterChunks) {
+  const ConcreteShape shape{4, 17, 1031};  // 70108 floats: 5 chunks of 16384
+  Tensor x =
+      planted(planted(planted(random_tensor(shape, 53, -2.0f, 2.0f), {20000}), {40001}, -kInf),
+              {70100}, kInf);
+  for (const char* op : {"Gelu", "Sigmoid", "Tanh"}) {
+    SCOPED_TRACE(op);
+    SpecBuilder s;
+    const int32_t y = s.output("y", shape);
+    s.dispatch("op", op, {s.input("x", shape)}, {y});
+    auto r = run(s, {x});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const auto out = r->outputs[0].values<float>();
+    const std::string type = op;
+    EXPECT_TRUE(std::isnan(out[20000]));
+    EXPECT_EQ(nan_count(r->outputs[0]), type == "Gelu" ? 2 : 1);
+    if (type == "Gelu") {
+      EXPECT_TRUE(std::isnan(out[40001]));
+      EXPECT_EQ(out[70100], kInf);
+    } else {
+      EXPECT_EQ(out[40001], type == "Sigmoid" ? 0.0f : -1.0f);
+      EXPECT_EQ(out[70100], 1.0f);
+    }
+  }
+}
+
 // MatMul and Gemm (oneDNN) feed a Relu: the NaN row stays NaN.
 TEST(NanThroughStandalone, MatMulAndGemmThenRelu) {
   Tensor a = planted(random_tensor({4, 8}, 61), {11});  // row 1
