@@ -60,15 +60,17 @@ size_t transformed_weight_count(const Conv3x3& shape);
 // U from OIHW weights [M][C][3][3]; `u` holds transformed_weight_count floats.
 void transform_weights(const Conv3x3& shape, const float* oihw, float* u);
 
-// Bytes of scratch `batch` samples need on `isa` (one chunk's transformed input and 16 products;
-// at most about max(512 KiB, a quarter of the transformed weights)), 64-aligned.
-size_t workspace_bytes(const Conv3x3& shape, int64_t batch, Isa isa);
+// Bytes of scratch `batch` samples need on `isa` with up to `threads` threads (a chunk's
+// transformed input and 16 products, at most about max(512 KiB, a quarter of the transformed
+// weights), per thread where each thread runs chunks of its own), 64-aligned.
+size_t workspace_bytes(const Conv3x3& shape, int64_t batch, Isa isa, int threads);
 
 // `batch` samples: `src` [N][C/V][in_h][in_w][V] or [N][in_h][in_w][C], `dst` likewise with M and
-// out_h x out_w; `workspace` 64-byte aligned, of workspace_bytes(shape, batch, isa). The CPU must
-// have `isa` (cpu_has) and the shape must be one it takes. Runs on the calling thread's OpenMP
-// team.
+// out_h x out_w; `workspace` 64-byte aligned, of workspace_bytes(shape, batch, isa, threads). The
+// CPU must have `isa` (cpu_has) and the shape must be one it takes. Runs on up to `threads`
+// OpenMP threads (fewer where the calling thread's team is smaller); the bits do not depend on
+// how many.
 void run(const Conv3x3& shape, int64_t batch, const float* src, const float* u,
-         const Epilogue& epilogue, float* dst, std::byte* workspace, Isa isa);
+         const Epilogue& epilogue, float* dst, std::byte* workspace, Isa isa, int threads);
 
 }  // namespace kiln::hal::cpu::winograd

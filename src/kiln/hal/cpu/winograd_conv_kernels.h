@@ -39,6 +39,7 @@ struct Geometry {
   int64_t tiles, blocks;      // all images' tiles, image after image; register blocks of them
   int64_t chunk_blocks;       // blocks per chunk
   int64_t chunk_tiles;        // tiles per chunk (a multiple of tiles_per_block)
+  int64_t v_plane, m_plane;   // floats from one of the 16 planes of V (and of M) to the next
   size_t v_floats, m_floats;  // one chunk's transformed input and 16 products
   Strides in, out;
 
@@ -57,10 +58,20 @@ struct Geometry {
                 (16 * k.tiles_per_block * (s.channels + s.out_channels) * kFloat),
             1, blocks)),
         chunk_tiles(chunk_blocks * k.tiles_per_block),
-        v_floats(static_cast<size_t>(16 * chunk_tiles * s.channels)),
-        m_floats(static_cast<size_t>(16 * chunk_tiles * s.out_channels)),
+        v_plane(plane_stride(chunk_tiles * s.channels)),
+        m_plane(plane_stride(chunk_tiles * s.out_channels)),
+        v_floats(static_cast<size_t>(16 * v_plane)),
+        m_floats(static_cast<size_t>(16 * m_plane)),
         in(strides(s.channels, s.in_h * s.in_w, s.channels_last, k.vec)),
         out(strides(s.out_channels, s.out_h * s.out_w, s.channels_last, k.vec)) {}
+
+  // The transforms read or write one vector in each of the 16 planes in turn: planes an odd
+  // number of cache lines apart put those 16 vectors in 16 different cache sets (a stride of a
+  // multiple of 4 KiB would put them all in one set, more than its ways).
+  static int64_t plane_stride(int64_t floats) {
+    const int64_t lines = (floats + 15) / 16;
+    return (lines | 1) * 16;
+  }
 
   static Strides strides(int64_t channels, int64_t pixels, bool channels_last, int64_t vec) {
     return channels_last ? Strides{channels * pixels, channels, vec}
@@ -71,9 +82,10 @@ struct Geometry {
 // The kernels of one ISA. In the chunk whose first register block is `first`, `slot` counts the
 // blocks (or tiles) from the chunk's first; `block` and `t` count over the whole batch.
 //
-// V, per chunk: [16][chunk blocks][C/vec][tiles_per_block][vec], so the product kernel
-// broadcasts a block's tiles' values of one channel from consecutive floats. The products M, per
-// chunk: [16][chunk tiles][M]. U: [16][M/16][C][16] (transform_weights).
+// V, per chunk: 16 planes v_plane floats apart, each [chunk blocks][C/vec][tiles_per_block][vec],
+// so the product kernel broadcasts a block's tiles' values of one channel from consecutive floats.
+// The products M, per chunk: 16 planes m_plane floats apart, each [chunk tiles][M]. U:
+// [16][M/16][C][16] (transform_weights).
 struct Kernels {
   Blocking blocking;
   // V of channel block `cb` of register block `block` (zeros for tiles past the batch's last).

@@ -1,6 +1,7 @@
 #include "kiln/hal/cpu/winograd_conv_op.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/winograd_conv.h"
@@ -38,13 +39,14 @@ class WinogradConvStep : public Step {
   struct Buffers {
     BufferRef src, weights, bias, dst, workspace;
   };
-  WinogradConvStep(std::string label, winograd::Conv3x3 shape, int64_t batch, Isa isa,
+  WinogradConvStep(std::string label, winograd::Conv3x3 shape, int64_t batch, Isa isa, int threads,
                    Buffers buffers, bool has_bias, bool accumulate,
                    kernels::FusedActivation activation)
       : label_(std::move(label)),
         shape_(shape),
         batch_(batch),
         isa_(isa),
+        threads_(threads),
         buffers_(buffers),
         has_bias_(has_bias),
         accumulate_(accumulate),
@@ -60,7 +62,7 @@ class WinogradConvStep : public Step {
     epilogue.accumulate = accumulate_;
     epilogue.activation = activation_;
     winograd::run(shape_, batch_, src, weights, epilogue, dst, ctx.resolve(buffers_.workspace),
-                  isa_);
+                  isa_, threads_);
     return ok_status();
   }
   std::string describe() const override { return label_; }
@@ -70,6 +72,7 @@ class WinogradConvStep : public Step {
   winograd::Conv3x3 shape_;
   int64_t batch_;
   Isa isa_;
+  int threads_;  // the dispatch's team size (thread_policy.h), which sized the workspace
   Buffers buffers_;
   bool has_bias_, accumulate_;
   kernels::FusedActivation activation_;
@@ -145,11 +148,12 @@ Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p, const winogra
   }
   KILN_ASSIGN_OR_RETURN(ConvDestination dst, conv_destination(b, p, dst_layout));
   buffers.dst = dst.buffer;
-  buffers.workspace = b.temp(winograd::workspace_bytes(shape, x[0], isa));
+  const int threads = omp_get_max_threads();  // the dispatch's team size while it is built
+  buffers.workspace = b.temp(winograd::workspace_bytes(shape, x[0], isa, threads));
   std::string what = fmt::format("conv winograd_2x2_3x3:{} {} -> {}{}", isa_name(isa),
                                  describe(src_layout), describe(dst_layout), dst.suffix);
-  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, x[0], isa, buffers, p.has_bias,
-                                           p.has_residual, p.activation));
+  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, x[0], isa, threads, buffers,
+                                           p.has_bias, p.has_residual, p.activation));
   return ok_status();
 }
 

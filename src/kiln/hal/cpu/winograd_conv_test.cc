@@ -68,6 +68,11 @@ std::vector<float> to_layout(const std::vector<float>& plain, int64_t c, int64_t
   return out;
 }
 
+// Threads the kernel may use (the team's size caps it): 2, so that both of its ways of splitting
+// the work over threads run (chunks shared by the team where they are few, one thread's own
+// where there are 2 per thread).
+constexpr int kThreads = 2;
+
 struct Problem {
   Conv3x3 s;
   Isa isa;
@@ -92,14 +97,14 @@ struct Problem {
     x_blocked = to_layout(x, k.c, k.h * k.w, layout);
     u.resize(transformed_weight_count(s));
     transform_weights(s, w.data(), u.data());
-    workspace_storage.resize(workspace_bytes(s, batch, isa) + 64);
+    workspace_storage.resize(workspace_bytes(s, batch, isa, kThreads) + 64);
     workspace = workspace_storage.data() +
                 (64 - reinterpret_cast<uintptr_t>(workspace_storage.data()) % 64) % 64;
   }
   size_t image_out_size() const { return static_cast<size_t>(s.out_channels * s.out_h * s.out_w); }
   size_t out_size() const { return static_cast<size_t>(batch) * image_out_size(); }
   void run_into(std::vector<float>& y, const Epilogue& e) {
-    run(s, batch, x_blocked.data(), u.data(), e, y.data(), workspace, isa);
+    run(s, batch, x_blocked.data(), u.data(), e, y.data(), workspace, isa, kThreads);
   }
   // Output channel `ch` of pixel `i` of image n (the M output channels of image n at n * M + ..).
   float out_at(const std::vector<float>& y, int64_t n, int64_t ch, int64_t i) const {
@@ -213,7 +218,8 @@ const auto kSharedShapes = ::testing::Values(
     Case{48, 5, 8, 48, 2, 0, 1, 2},     // uneven pads
     Case{16, 9, 7, 80, 0, 2, 2, 1},     // pads 0 and 2 on each axis; 80 outputs
     Case{128, 7, 7, 64, 1, 1, 1, 1},    // many channels, 16 tiles
-    Case{16, 40, 38, 16, 1, 1, 1, 1});  // several chunks of tile blocks
+    Case{16, 40, 38, 16, 1, 1, 1, 1},   // several chunks of tile blocks
+    Case{16, 61, 59, 16, 1, 1, 1, 1});  // chunks enough for one thread each (on 2 threads)
 
 INSTANTIATE_TEST_SUITE_P(Shapes, WinogradConvTest,
                          ::testing::Combine(kSharedShapes,
@@ -232,24 +238,31 @@ INSTANTIATE_TEST_SUITE_P(Avx2Shapes, WinogradConvTest,
 // Each ISA and layout, over all of one test.
 class WinogradConvEachIsa : public ::testing::TestWithParam<std::tuple<Isa, bool>> {};
 
+// On two threads the first shape's few chunks are shared by the team, the second's many chunks
+// are run by one thread each.
 TEST_P(WinogradConvEachIsa, SameBitsOnOneThreadAndTwo) {
   const auto& [isa, channels_last] = GetParam();
   KILN_SKIP_WITHOUT(isa);
-  Problem p(Case{32, 23, 17, 48, 1, 1, 1, 1}, 3, isa, channels_last);
-  const Epilogue e{p.bias.data(), false, {Kind::kRelu}};
-  const int before = omp_get_max_threads();
-  std::vector<float> one(p.out_size()), two(p.out_size());
-  omp_set_num_threads(1);
-  p.run_into(one, e);
-  omp_set_num_threads(2);
-  p.run_into(two, e);
-  omp_set_num_threads(before);
-  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+  for (const auto& [k, batch] :
+       {std::pair{Case{32, 23, 17, 48, 1, 1, 1, 1}, 1}, {Case{16, 61, 59, 32, 1, 1, 1, 1}, 3}}) {
+    Problem p(k, 3, isa, channels_last, batch);
+    const Epilogue e{p.bias.data(), false, {Kind::kRelu}};
+    const int before = omp_get_max_threads();
+    std::vector<float> one(p.out_size()), two(p.out_size());
+    omp_set_num_threads(1);
+    p.run_into(one, e);
+    omp_set_num_threads(2);
+    p.run_into(two, e);
+    omp_set_num_threads(before);
+    EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
+        << "C " << k.c << ", " << k.h << "x" << k.w << ", batch " << batch;
+  }
 }
 
 // Invariant 4: an image gets the same bits alone as in a batch, where its tiles share register
 // blocks and chunks with other images' (the 7x7 case has 16 tiles per image, not a multiple of
-// 6; the 5x9 case 15, not a multiple of 6 or 8; the 40x38 case's batch spans several chunks).
+// 6; the 5x9 case 15, not a multiple of 6 or 8; the 40x38 case's batch spans several chunks,
+// which on 2 threads are run by one thread each, while the image alone's are shared).
 TEST_P(WinogradConvEachIsa, AnImageGetsTheSameBitsAloneAndInABatch) {
   const auto& [isa, channels_last] = GetParam();
   KILN_SKIP_WITHOUT(isa);

@@ -38,7 +38,7 @@ void transform_input(const Conv3x3& s, const Geometry& g, const float* src, floa
   using R = typename V::R;
   constexpr int64_t kVec = V::kWidth;
   const int64_t per_block = g.k.tiles_per_block;
-  const size_t xi_stride = static_cast<size_t>(g.chunk_blocks * g.cb * per_block * kVec);
+  const size_t xi_stride = static_cast<size_t>(g.v_plane);
   float* out = v + (slot * g.cb + cb) * per_block * kVec;
   for (int64_t j = 0; j < per_block; ++j) {
     const int64_t t = block * per_block + j;
@@ -92,7 +92,7 @@ void transform_output(const Conv3x3& s, const Geometry& g, const float* m, const
                       float* dst, int64_t ov, int64_t t, int64_t slot) {
   using R = typename V::R;
   constexpr int64_t kVec = V::kWidth;
-  const size_t xi_stride = static_cast<size_t>(g.chunk_tiles * s.out_channels);
+  const size_t xi_stride = static_cast<size_t>(g.m_plane);
   const R bias = e.bias ? V::load(e.bias + ov * kVec) : V::zero();
   const int64_t image = t / g.image_tiles, tile = t % g.image_tiles;
   float* plane = dst + image * g.out.image + ov * g.out.block;
