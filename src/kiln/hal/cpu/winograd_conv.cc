@@ -156,8 +156,8 @@ void run(const Conv3x3& s, int64_t batch, const float* src, const float* u, cons
           for (int64_t ob = 0; ob < g.ob; ++ob) w.products(v, m, blocks, xi, ob);
         }
         const int64_t tiles = w.chunk_tiles(first, blocks);
-        for (int64_t ov = 0; ov < g.ov; ++ov) {
-          for (int64_t slot = 0; slot < tiles; ++slot) w.output(m, first, ov, slot);
+        for (int64_t slot = 0; slot < tiles; ++slot) {
+          for (int64_t ov = 0; ov < g.ov; ++ov) w.output(m, first, ov, slot);
         }
       }
     }
@@ -180,8 +180,8 @@ void run(const Conv3x3& s, int64_t batch, const float* src, const float* u, cons
     }
     const int64_t tiles = w.chunk_tiles(first, blocks);
 #pragma omp for collapse(2) schedule(static)
-    for (int64_t ov = 0; ov < g.ov; ++ov) {
-      for (int64_t slot = 0; slot < tiles; ++slot) w.output(m, first, ov, slot);
+    for (int64_t slot = 0; slot < tiles; ++slot) {
+      for (int64_t ov = 0; ov < g.ov; ++ov) w.output(m, first, ov, slot);
     }
   }
 }
