@@ -27,7 +27,8 @@ winograd::Conv3x3 one_sample(const OpReader& op, const kernels::ConcreteWindow& 
   return s;
 }
 
-// The activation layout `shape` (one sample's, without its layout) runs on with `isa`'s kernels.
+// The layout of an activation of dims `shape` that `s` (blocked or channels last) describes on
+// `isa`: nChw8c (AVX2) or nChw16c (AVX-512) blocks, or NHWC.
 dnnl_desc layout(const ConcreteShape& shape, const winograd::Conv3x3& s, Isa isa) {
   const tag blocked = isa == Isa::kAvx512 ? tag::nChw16c : tag::nChw8c;
   return dnnl_desc(to_dnnl_dims(shape), dt::f32, s.channels_last ? tag::nhwc : blocked);
