@@ -111,7 +111,9 @@ Status build_conv(ProgramBuilder& b) {
   // Batch invariance: the whole batch runs in one call only when that kernel reduces in the same
   // order as the one-sample kernel; otherwise the one-sample primitive runs per sample.
   dnnl::convolution_forward::primitive_desc pd = make_pd(1);
-  if (r == 2 && p.data == dt::f32 && winograd_applies(b, p, pd)) return build_winograd_conv(b, p);
+  if (r == 2 && p.data == dt::f32) {
+    if (auto shape = winograd_shape(b, p, pd)) return build_winograd_conv(b, p, *shape);
+  }
   int64_t repeat = 1;
   dnnl_desc src_layout = pd.src_desc(), dst_layout = pd.dst_desc();
   size_t src_stride = 0, dst_stride = 0;

@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kiln/hal/cpu/dnnl_util.h"
-
 namespace kiln::hal::cpu::gemm {
 namespace {
 
@@ -348,14 +346,6 @@ int64_t block_panels(Isa isa) { return isa == Isa::kAvx512 ? kWide512 : 1; }
 }  // namespace
 
 bool cpu_supported() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-
-Isa best_isa() {
-  static const Isa isa =
-      __builtin_cpu_supports("avx512f") && dnnl_allows_avx512() ? Isa::kAvx512 : Isa::kAvx2;
-  return isa;
-}
-
-const char* isa_name(Isa isa) { return isa == Isa::kAvx512 ? "avx512" : "avx2"; }
 
 int64_t panel_count(int64_t n) { return (n + kPanelColumns - 1) / kPanelColumns; }
 

@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <span>
 
+#include "kiln/hal/cpu/cpu_isa.h"
+
 namespace kiln::hal::cpu::gemm {
 
 inline constexpr int64_t kPanelColumns = 16;  // columns per packed panel of B
@@ -37,13 +39,10 @@ inline constexpr int64_t kBlockRows = 6;      // rows per register block
 // Whether this machine runs the kernels (AVX2 and FMA).
 bool cpu_supported();
 
-// The instruction sets the kernel has code for.
-enum class Isa { kAvx2, kAvx512 };
-// AVX-512 when the CPU has AVX-512F and oneDNN's effective ISA (the CPU capped by
-// DNNL_MAX_CPU_ISA, dnnl_allows_avx512) includes it; else AVX2. Fixed for the process.
-Isa best_isa();
-// "avx2" or "avx512", for kernel names in plans.
-const char* isa_name(Isa isa);
+// The instruction sets the kernel has code for, and the one this process runs (cpu_isa.h).
+using cpu::best_isa;
+using cpu::Isa;
+using cpu::isa_name;
 
 // Panels of a B with n columns: ceil(n/16).
 int64_t panel_count(int64_t n);

@@ -1,6 +1,7 @@
 #include "kiln/hal/cpu/winograd_conv_op.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/winograd_conv.h"
@@ -26,8 +27,11 @@ winograd::Conv3x3 one_sample(const OpReader& op, const kernels::ConcreteWindow& 
   return s;
 }
 
-dnnl_desc blocked8(const ConcreteShape& shape) {
-  return dnnl_desc(to_dnnl_dims(shape), dt::f32, tag::nChw8c);
+// The layout of an activation of dims `shape` that `s` (blocked or channels last) describes on
+// `isa`: nChw8c (AVX2) or nChw16c (AVX-512) blocks, or NHWC.
+dnnl_desc layout(const ConcreteShape& shape, const winograd::Conv3x3& s, Isa isa) {
+  const tag blocked = isa == Isa::kAvx512 ? tag::nChw16c : tag::nChw8c;
+  return dnnl_desc(to_dnnl_dims(shape), dt::f32, s.channels_last ? tag::nhwc : blocked);
 }
 
 // Runs the kernel over the whole batch.
@@ -36,11 +40,14 @@ class WinogradConvStep : public Step {
   struct Buffers {
     BufferRef src, weights, bias, dst, workspace;
   };
-  WinogradConvStep(std::string label, winograd::Conv3x3 shape, int64_t batch, Buffers buffers,
-                   bool has_bias, bool accumulate, kernels::FusedActivation activation)
+  WinogradConvStep(std::string label, winograd::Conv3x3 shape, int64_t batch, Isa isa, int threads,
+                   Buffers buffers, bool has_bias, bool accumulate,
+                   kernels::FusedActivation activation)
       : label_(std::move(label)),
         shape_(shape),
         batch_(batch),
+        isa_(isa),
+        threads_(threads),
         buffers_(buffers),
         has_bias_(has_bias),
         accumulate_(accumulate),
@@ -55,7 +62,8 @@ class WinogradConvStep : public Step {
         has_bias_ ? reinterpret_cast<const float*>(ctx.resolve(buffers_.bias)) : nullptr;
     epilogue.accumulate = accumulate_;
     epilogue.activation = activation_;
-    winograd::run(shape_, batch_, src, weights, epilogue, dst, ctx.resolve(buffers_.workspace));
+    winograd::run(shape_, batch_, src, weights, epilogue, dst, ctx.resolve(buffers_.workspace),
+                  isa_, threads_);
     return ok_status();
   }
   std::string describe() const override { return label_; }
@@ -64,6 +72,8 @@ class WinogradConvStep : public Step {
   std::string label_;
   winograd::Conv3x3 shape_;
   int64_t batch_;
+  Isa isa_;
+  int threads_;  // the dispatch's team size (thread_policy.h), which sized the workspace
   Buffers buffers_;
   bool has_bias_, accumulate_;
   kernels::FusedActivation activation_;
@@ -71,31 +81,58 @@ class WinogradConvStep : public Step {
 
 }  // namespace
 
-bool winograd_applies(const ProgramBuilder& b, const ConvParams& p,
-                      const dnnl::convolution_forward::primitive_desc& direct) {
+std::optional<winograd::Conv3x3> winograd_shape(
+    const ProgramBuilder& b, const ConvParams& p,
+    const dnnl::convolution_forward::primitive_desc& direct) {
   const OpReader& op = b.op();
   const kernels::ConcreteWindow& w = p.window;
   const std::vector<int64_t> ones{1, 1};
   if (w.kernel != std::vector<int64_t>{3, 3} || w.strides != ones || w.dilations != ones ||
       p.group != 1 || w.pads_end.size() != 2 || w.pads_end[0] > 2 || w.pads_end[1] > 2) {
-    return false;
+    return std::nullopt;
   }
-  if (b.constant(op.input_index(1)) == nullptr || !winograd::cpu_supported()) return false;
-  if (activation_is_post_op(p.activation)) return false;  // the kernel's epilogue has no SiLU
-  if (winograd::unsupported_reason(one_sample(op, w)) != nullptr) return false;
+  const Isa isa = best_isa();
+  if (b.constant(op.input_index(1)) == nullptr || !cpu_has(isa)) return std::nullopt;
+  if (activation_is_post_op(p.activation)) return std::nullopt;  // its epilogue has no SiLU
+  // oneDNN's direct kernel of that ISA: AVX2's jit kernel, AVX-512's jit or brgconv kernel.
+  const std::string impl = impl_name(direct);
+  if (isa == Isa::kAvx512 ? impl != "jit:avx512_core" && impl != "brgconv:avx512_core"
+                          : impl != "jit:avx2") {
+    return std::nullopt;
+  }
+  winograd::Conv3x3 s = one_sample(op, w);
+  if (winograd::unsupported_reason(s, isa) != nullptr) return std::nullopt;
   ConcreteShape x_one = op.input(0).shape, y_one = op.output(0).shape;
   x_one[0] = y_one[0] = 1;
-  return impl_name(direct) == "jit:avx2" && direct.src_desc() == blocked8(x_one) &&
-         direct.dst_desc() == blocked8(y_one);
+  for (bool channels_last : {false, true}) {
+    s.channels_last = channels_last;
+    if (direct.src_desc() == layout(x_one, s, isa) && direct.dst_desc() == layout(y_one, s, isa)) {
+      return s;
+    }
+  }
+  return std::nullopt;
 }
 
-Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p) {
+bool winograd_layout_in(std::string_view steps) {
+  const Isa isa = best_isa();
+  if (!cpu_has(isa)) return false;
+  const ConcreteShape shape{1, 16, 1, 1};
+  for (bool channels_last : {false, true}) {
+    winograd::Conv3x3 s;
+    s.channels_last = channels_last;
+    const std::string name = describe(layout(shape, s, isa));
+    if (steps.find(name.substr(0, name.find(' '))) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p, const winograd::Conv3x3& shape) {
   const OpReader& op = b.op();
-  const winograd::Conv3x3 shape = one_sample(op, p.window);
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& w = op.input(1).shape;
   const ConcreteShape& y = op.output(0).shape;
-  const dnnl_desc src_layout = blocked8(x), dst_layout = blocked8(y);
+  const Isa isa = best_isa();
+  const dnnl_desc src_layout = layout(x, shape, isa), dst_layout = layout(y, shape, isa);
 
   WinogradConvStep::Buffers buffers;
   KILN_ASSIGN_OR_RETURN(buffers.src, b.input_as(op.input_index(0), src_layout));
@@ -113,11 +150,12 @@ Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p) {
   }
   KILN_ASSIGN_OR_RETURN(ConvDestination dst, conv_destination(b, p, dst_layout));
   buffers.dst = dst.buffer;
-  buffers.workspace = b.temp(winograd::workspace_bytes(shape, x[0]));
-  std::string what = fmt::format("conv winograd_2x2_3x3:avx2 {} -> {}{}", describe(src_layout),
-                                 describe(dst_layout), dst.suffix);
-  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, x[0], buffers, p.has_bias,
-                                           p.has_residual, p.activation));
+  const int threads = omp_get_max_threads();  // the dispatch's team size while it is built
+  buffers.workspace = b.temp(winograd::workspace_bytes(shape, x[0], isa, threads));
+  std::string what = fmt::format("conv winograd_2x2_3x3:{} {} -> {}{}", isa_name(isa),
+                                 describe(src_layout), describe(dst_layout), dst.suffix);
+  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, x[0], isa, threads, buffers,
+                                           p.has_bias, p.has_residual, p.activation));
   return ok_status();
 }
 

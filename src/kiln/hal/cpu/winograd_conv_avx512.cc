@@ -1,0 +1,97 @@
+// The Winograd convolution's AVX-512 kernels (winograd_conv_kernels.h): 16-float vectors, a
+// register block of 8 tiles x 32 output channels (16 zmm accumulators).
+#include <immintrin.h>
+
+#include "kiln/hal/cpu/winograd_conv_kernels.h"
+
+// Everything below is compiled for AVX-512, so this file adds no such instruction anywhere else;
+// winograd_conv.cc calls it only where the CPU has it.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+
+#include "kiln/hal/cpu/winograd_transforms.h"
+
+namespace kiln::hal::cpu::winograd::detail {
+namespace {
+
+constexpr int64_t kTilesPerBlock = 8;
+constexpr int64_t kOutPerBlock = 32;
+
+struct Avx512 {
+  using R = __m512;
+  static constexpr int64_t kWidth = 16;
+  static R zero() { return _mm512_setzero_ps(); }
+  static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, R x) { _mm512_storeu_ps(p, x); }
+  static R set1(float x) { return _mm512_set1_ps(x); }
+  static R add(R a, R b) { return _mm512_add_ps(a, b); }
+  static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
+  static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  // (Masked forms with every lane set: GCC 12's plain _mm512_max_ps/_mm512_min_ps trip
+  // -Wmaybe-uninitialized on their undefined pass-through operand.)
+  static R max(R a, R b) { return _mm512_maskz_max_ps(0xffff, a, b); }
+  static R min(R a, R b) { return _mm512_maskz_min_ps(0xffff, a, b); }
+  static R below_zero(R y, R a) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LT_OQ), y, a);
+  }
+};
+
+// kTilesPerBlock tiles x W panels of 16 output channels, one accumulator each, summing the
+// channels in order by one FMA each: per channel, W weight loads, 8 broadcasts, 8 W FMAs.
+template <int W>
+void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
+                    float* m, int64_t ldm) {
+  constexpr int64_t kVec = Avx512::kWidth;
+  __m512 acc[kTilesPerBlock][W];
+#pragma GCC unroll 8
+  for (int t = 0; t < kTilesPerBlock; ++t) {
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) acc[t][w] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < channel_blocks; ++c) {
+#pragma GCC unroll 16
+    for (int ci = 0; ci < kVec; ++ci) {
+      __m512 b[W];
+#pragma GCC unroll 2
+      for (int w = 0; w < W; ++w) b[w] = _mm512_loadu_ps(u + w * panel_stride + ci * kVec);
+#pragma GCC unroll 8
+      for (int t = 0; t < kTilesPerBlock; ++t) {
+        const __m512 x = _mm512_set1_ps(v[t * kVec + ci]);
+#pragma GCC unroll 2
+        for (int w = 0; w < W; ++w) acc[t][w] = _mm512_fmadd_ps(x, b[w], acc[t][w]);
+      }
+    }
+    v += kTilesPerBlock * kVec;
+    u += kVec * kVec;
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kTilesPerBlock; ++t) {
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) _mm512_storeu_ps(m + t * ldm + w * kVec, acc[t][w]);
+  }
+}
+
+void multiply_block(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
+                    int64_t outs, float* m, int64_t ldm) {
+  if (outs >= kOutPerBlock) {
+    multiply_tiles<2>(v, u, panel_stride, channel_blocks, m, ldm);
+  } else {
+    multiply_tiles<1>(v, u, panel_stride, channel_blocks, m, ldm);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::hal::cpu::winograd::detail
+
+#pragma GCC pop_options
+
+namespace kiln::hal::cpu::winograd::detail {
+
+const Kernels& avx512_kernels() {
+  static constexpr Kernels kKernels{Blocking{Avx512::kWidth, kTilesPerBlock, kOutPerBlock},
+                                    transform_input<Avx512>, multiply_block,
+                                    transform_output<Avx512>};
+  return kKernels;
+}
+
+}  // namespace kiln::hal::cpu::winograd::detail
