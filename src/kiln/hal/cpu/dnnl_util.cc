@@ -52,6 +52,18 @@ bool has_padding(const dnnl_desc& layout) {
          layout.get_size();
 }
 
+std::optional<dnnl_dims> dense_strides(const dnnl_desc& desc) {
+  const dnnl_memory_desc_t& md = desc.data;
+  if (md.format_kind != dnnl_blocked || md.ndims < 1 || md.offset0 != 0 ||
+      md.format_desc.blocking.inner_nblks != 0 || has_padding(desc)) {
+    return std::nullopt;
+  }
+  for (int i = 0; i < md.ndims; ++i) {
+    if (md.padded_dims[i] != md.dims[i]) return std::nullopt;
+  }
+  return dnnl_dims(md.format_desc.blocking.strides, md.format_desc.blocking.strides + md.ndims);
+}
+
 std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc) {
   const dnnl_memory_desc_t& md = desc.data;
   if (md.format_kind != dnnl_blocked || md.ndims < 1 || md.offset0 != 0) return std::nullopt;

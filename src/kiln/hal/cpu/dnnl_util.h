@@ -56,6 +56,10 @@ bool is_plain(const dnnl_desc& desc);
 // the last block): the extra ones must stay zero.
 bool has_padding(const dnnl_desc& layout);
 
+// The element strides of a layout that is one strided view of its dims (plain, or a permutation
+// such as channels-last acdb: no blocking, no padding, no offset); nullopt for others.
+std::optional<dnnl_dims> dense_strides(const dnnl_desc& desc);
+
 // Byte distance between consecutive samples (dim 0) when the layout stores each sample as one
 // contiguous block of the same structure (dim 0 outermost, not blocked); nullopt otherwise.
 std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc);

@@ -206,14 +206,14 @@ StatusOr<BufferRef> ProgramBuilder::output_over(int32_t out, int32_t in, const d
   return BufferRef::of_value(out);
 }
 
-bool ProgramBuilder::can_reshape_over(int32_t in, int32_t out) const {
+bool ProgramBuilder::can_alias_over(int32_t in, int32_t out, const dnnl_desc& layout) const {
   const ValueSpec& from = spec_.values[in];
   const ValueSpec& to = spec_.values[out];
   const std::optional<dnnl::memory::data_type> type = stored_data_type(from.dtype);
   if (from.role != ValueRole::kIntermediate || to.role != ValueRole::kIntermediate ||
-      from.dtype != to.dtype || !type || !layouts_[in] ||
-      *layouts_[in] != plain_desc(from.shape, *type) ||
-      checked_product(from.shape).value_or(-1) != checked_product(to.shape).value_or(-2)) {
+      from.dtype != to.dtype || !type || !layouts_[in] || layout.data_type() != *type ||
+      layout.dims() != to_dnnl_dims(to.shape) || layout.get_size() != layouts_[in]->get_size() ||
+      (requires_plain(out) && !is_plain(layout))) {
     return false;
   }
   if (last_reader_[in] != static_cast<int32_t>(dispatch_index_)) return false;
@@ -221,20 +221,35 @@ bool ProgramBuilder::can_reshape_over(int32_t in, int32_t out) const {
   return std::count(d.inputs.begin(), d.inputs.end(), in) == 1;
 }
 
+StatusOr<BufferRef> ProgramBuilder::alias_over(int32_t out, int32_t in, const dnnl_desc& layout) {
+  if (!can_alias_over(in, out, layout)) {
+    return internal_error("output '{}' cannot take the bytes of input '{}'", spec_.values[out].name,
+                          spec_.values[in].name);
+  }
+  layouts_[out] = layout;
+  storage_[out] = storage_[in];
+  shared_storage_[out] = in;
+  add(std::make_unique<CopyStep>(label("copy (none when the bytes are shared)"),
+                                 BufferRef::of_value(in), BufferRef::of_value(out),
+                                 layout.get_size()));
+  return BufferRef::of_value(out);
+}
+
+bool ProgramBuilder::can_reshape_over(int32_t in, int32_t out) const {
+  const ValueSpec& from = spec_.values[in];
+  const ValueSpec& to = spec_.values[out];
+  const std::optional<dnnl::memory::data_type> type = stored_data_type(from.dtype);
+  return type && layouts_[in] && *layouts_[in] == plain_desc(from.shape, *type) &&
+         stored_data_type(to.dtype) == type && can_alias_over(in, out, plain_desc(to.shape, *type));
+}
+
 StatusOr<BufferRef> ProgramBuilder::reshape_over(int32_t out, int32_t in) {
   if (!can_reshape_over(in, out)) {
     return internal_error("output '{}' cannot take the bytes of input '{}'", spec_.values[out].name,
                           spec_.values[in].name);
   }
-  const ValueSpec& to = spec_.values[out];
-  layouts_[out] = plain_desc(to.shape, *stored_data_type(to.dtype));
-  storage_[out] = storage_[in];
-  shared_storage_[out] = in;
-  add(std::make_unique<CopyStep>(
-      label("copy (none when the bytes are shared)"), BufferRef::of_value(in),
-      BufferRef::of_value(out),
-      static_cast<size_t>(checked_product(to.shape).value_or(0)) * dtype_size(to.dtype)));
-  return BufferRef::of_value(out);
+  return alias_over(
+      out, in, plain_desc(spec_.values[out].shape, *stored_data_type(spec_.values[out].dtype)));
 }
 
 bool ProgramBuilder::int8_readers_take_channels_last(int32_t v) const {

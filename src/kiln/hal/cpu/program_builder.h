@@ -84,6 +84,15 @@ class ProgramBuilder {
   // (can_overwrite must hold, else an error): adds the copy, which does nothing when the runtime
   // placed both at one offset as storage_shared_with offers.
   StatusOr<BufferRef> output_over(int32_t out, int32_t in, const dnnl_desc& layout);
+  // Whether intermediate `out` may be stored in `layout` (its dims, the same dtype and byte size
+  // as `in`'s stored layout; plain where `out` must be) over the bytes of intermediate `in`,
+  // which no later dispatch nor another input slot of this one reads: a relabelling of `in`'s
+  // bytes (Reshape, a Transpose that reads them in the order they are stored).
+  bool can_alias_over(int32_t in, int32_t out, const dnnl_desc& layout) const;
+  // output() for such an `out` (can_alias_over must hold, else an error): `out` takes `layout`
+  // and shares `in`'s storage; the copy it adds does nothing when the runtime placed both at one
+  // offset, as storage_shared_with offers.
+  StatusOr<BufferRef> alias_over(int32_t out, int32_t in, const dnnl_desc& layout);
   // Reshape without a copy: whether intermediate `out` (plain, another shape, same dtype and
   // element count) may take over the bytes of intermediate `in`, which is stored plain and read by
   // no later dispatch nor by another input slot of this one.

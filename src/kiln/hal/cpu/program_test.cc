@@ -584,5 +584,68 @@ TEST(CpuProgramTest, TransposeIsAReorderWithTheDefinitionsBits) {
   }
 }
 
+// A tf2onnx-style NHWC graph: Transpose NHWC -> NCHW of a graph input, a 1x1 Conv (which writes
+// channels-last here), Transpose back to NHWC, Relu. The transposes only relabel bytes: the first
+// copies the graph input as it is into a channels-last output the conv reads directly, the second
+// takes over the conv's bytes (nothing copied), unless the conv's output is read again later.
+// A transpose of the channels-last conv output that is no relabelling reorders from the stored
+// layout. Values equal the definitions' either way (transposes bit for bit).
+TEST(CpuProgramTest, TransposesThatRelabelChannelsLastBytesCopyNothing) {
+  for (bool read_later : {false, true}) {
+    SCOPED_TRACE(read_later);
+    Tensor x = random_tensor({2, 9, 7, 16}, 11);
+    x.mutable_values<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    Tensor w = random_tensor({24, 16, 1, 1}, 12);
+    Attributes to_nchw, to_nhwc, swap_hw;
+    to_nchw.set("perm", v({0, 3, 1, 2}));
+    to_nhwc.set("perm", v({0, 2, 3, 1}));
+    swap_hw.set("perm", v({0, 1, 3, 2}));
+    const Tensor nchw = reference("Transpose", {x}, to_nchw);
+    ConvRef cr{{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+    const Tensor conv = ref_conv(nchw, w, nullptr, nullptr, cr);
+    const Tensor expected = reference("Relu", {reference("Transpose", {conv}, to_nhwc)});
+    const Tensor expected_swapped = reference("Transpose", {conv}, swap_hw);
+
+    SpecBuilder s;
+    const int32_t xi = s.input("x", x.shape());
+    const int32_t t1 = s.value("t1", nchw.shape());
+    s.dispatch("to_nchw", "Transpose", {xi}, {t1}, to_nchw);
+    const int32_t c = s.value("c", conv.shape());
+    s.dispatch("conv", "Conv", {t1, s.constant("w", w)}, {c}, attrs({{"kernel_shape", v({1, 1})}}));
+    int32_t swapped = -1;
+    if (read_later) {
+      swapped = s.value("swapped", expected_swapped.shape());
+    }
+    const int32_t t2 = s.value("t2", expected.shape());
+    s.dispatch("to_nhwc", "Transpose", {c}, {t2}, to_nhwc);
+    const int32_t y = s.output("y", expected.shape());
+    s.dispatch("relu", "Relu", {t2}, {y});
+    if (read_later) {
+      const int32_t z = s.output("z", expected_swapped.shape());
+      s.dispatch("swap_hw", "Transpose", {c}, {swapped}, swap_hw);
+      s.dispatch("copy", "Identity", {swapped}, {z});
+    }
+    auto exe = device()->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    std::string steps;
+    for (const std::string& line : static_cast<CpuExecutable&>(**exe).summary()) {
+      steps += line + "\n";
+    }
+    EXPECT_NE(steps.find("copy acdb 2x16x9x7"), std::string::npos) << steps;
+    EXPECT_EQ(steps.find("reorder plain 2x16x9x7"), std::string::npos) << steps;
+    // Where oneDNN's conv writes channels-last (AVX-512 here; AVX2 blocks by 8), the transpose
+    // back takes over its bytes.
+    const bool channels_last = steps.find("-> acdb 2x24x9x7") != std::string::npos;
+    EXPECT_EQ((*exe)->storage_shared_with(t2), read_later || !channels_last ? -1 : c) << steps;
+    std::vector<Tensor> inputs{x};
+    auto out = run_program(**exe, s.spec(), inputs);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(all_close((*out)[0], expected, {.atol = 1e-5, .rtol = 1e-5}));
+    if (read_later) {
+      EXPECT_TRUE(all_close((*out)[1], expected_swapped, {.atol = 1e-5, .rtol = 1e-5}));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::hal::cpu

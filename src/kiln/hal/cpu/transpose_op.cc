@@ -1,8 +1,16 @@
-// Transpose of f32 data as one oneDNN reorder: the plain input read through a strided view with
-// the output's dims (output dim i walks input dim perm[i]) into the plain output. An f32 reorder
-// copies elements, so the result is the input's bits (NaN payloads and -0 included) whatever the
-// shape or thread count. Other dtypes take the portable kernel: oneDNN 2.6's f16 reorder turns
-// -0 into +0 (tests/python/test_dtypes.py caught it).
+// Transpose of f32 data as one oneDNN reorder: the input, where it is stored (plain, or
+// channels-last as a convolution left it), read through a strided view with the output's dims
+// (output dim i walks input dim perm[i]) into the plain output. An f32 reorder copies elements,
+// so the result is the input's bits (NaN payloads and -0 included) whatever the shape or thread
+// count. Other dtypes take the portable kernel: oneDNN 2.6's f16 reorder turns -0 into +0
+// (tests/python/test_dtypes.py caught it).
+//
+// When that view is itself plain or channels-last (acdb), the transpose only relabels the stored
+// bytes: a tf2onnx-style NHWC graph's Transpose to NHWC after a convolution that wrote
+// channels-last, or its Transpose to NCHW of NHWC data, which a convolution then reads as
+// channels-last. The output then takes that layout: over the input's bytes
+// (ProgramBuilder::alias_over), with nothing copied, where nothing else reads the input; else as
+// a straight copy of them.
 #include <fmt/format.h>
 
 #include "kiln/base/checked_math.h"
@@ -29,18 +37,32 @@ Status check_transpose(const OpReader& op) { return read_perm(op).status(); }
 Status build_transpose(ProgramBuilder& b) {
   const OpReader& op = b.op();
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, read_perm(op));
+  const int32_t x = op.input_index(0), y = op.output_index(0);
   const ConcreteShape& in = op.input(0).shape;
   const ConcreteShape& out = op.output(0).shape;
   const dnnl::memory::data_type type = *stored_data_type(op.input(0).dtype);
-  KILN_ASSIGN_OR_RETURN(BufferRef src, b.input_as(op.input_index(0), plain_desc(in, type)));
-  std::vector<int64_t> in_strides(in.size(), 1);
-  for (size_t d = in.size() - 1; d > 0; --d) in_strides[d - 1] = in_strides[d] * in[d];
+  const dnnl_desc plain_in = plain_desc(in, type);
+  // The input as it is stored when that is one strided view of it, else plain.
+  dnnl_desc src_layout = plain_in;
+  if (b.constant(x) == nullptr) {
+    if (dense_strides(b.layout(x))) src_layout = b.layout(x);
+  }
+  const dnnl_dims in_strides = *dense_strides(src_layout);
   dnnl_dims view_strides(out.size());
   for (size_t i = 0; i < out.size(); ++i) view_strides[i] = in_strides[perm[i]];
+  const dnnl_desc view = strided_desc(to_dnnl_dims(out), view_strides, type);
   const dnnl_desc dst_desc = plain_desc(out, type);
-  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), dst_desc));
+  const bool relabels =
+      view == dst_desc || (out.size() == 4 && view == dnnl_desc(to_dnnl_dims(out), type,
+                                                                dnnl::memory::format_tag::acdb));
+  if (relabels && b.can_alias_over(x, y, view)) return b.alias_over(y, x, view).status();
+  // Where the input's bytes cannot be lent (a graph input, or read again later), a relabelling
+  // transpose copies them as they are, into an output in that layout.
+  const dnnl_desc& produced = relabels ? view : dst_desc;
+  KILN_ASSIGN_OR_RETURN(BufferRef src, b.input_as(x, src_layout));
+  KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(y, produced));
   if (checked_product(out).value_or(0) == 0) return ok_status();
-  b.add_reorder(src, strided_desc(to_dnnl_dims(out), view_strides, type), dst, dst_desc);
+  b.add_reorder(src, view, dst, produced);
   return ok_status();
 }
 
