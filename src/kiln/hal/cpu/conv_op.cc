@@ -17,6 +17,7 @@
 // pre-fill copy then does nothing.
 #include <fmt/format.h>
 
+#include "kiln/hal/cpu/conv_batch_probe.h"
 #include "kiln/hal/cpu/conv_common.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
@@ -122,8 +123,15 @@ Status build_conv(ProgramBuilder& b) {
     const std::string impl = impl_name(batched);
     auto src_one = sample_stride_bytes(pd.src_desc());
     auto dst_one = sample_stride_bytes(pd.dst_desc());
-    if ((impl == impl_name(pd) && !conv_reduction_may_depend_on_batch(impl)) || !src_one ||
-        !dst_one) {
+    // brgconv's blocking may span images (conv_batch_probe.h): the batched primitive serves when
+    // running both once shows every sample gets the one-sample bits.
+    const bool same_kernel = impl == impl_name(pd);
+    const bool invariant =
+        same_kernel &&
+        (!conv_reduction_may_depend_on_batch(impl) ||
+         (impl.rfind("brgconv", 0) == 0 &&
+          batched_conv_matches_per_sample(b.engine(), pd, batched, batch, p.has_bias)));
+    if (invariant || !src_one || !dst_one) {
       pd = batched;
       src_layout = pd.src_desc();
       dst_layout = pd.dst_desc();

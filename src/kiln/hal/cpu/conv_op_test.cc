@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "kiln/hal/cpu/conv_batch_probe.h"
 #include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/dnnl_util.h"
 #include "kiln/hal/cpu/winograd_conv_op.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
@@ -287,33 +289,70 @@ INSTANTIATE_TEST_SUITE_P(
 // A sample's result does not depend on the batch it runs in, bit for bit, also for convs with few
 // output positions per image, which oneDNN's brgconv (AVX-512) may block across images: the
 // batch then runs per sample. Found on deeplabv3_mobilenet_v3's ASPP convs (3x4 outputs).
+// With 64 outputs channels Winograd takes these on AVX-512; with 24, oneDNN's brgconv runs them,
+// batched where conv_batch_probe.h finds the batch gives the one-sample bits, else per sample.
 TEST(CpuConvBatchInvariance, FewOutputPositionsPerImage) {
-  for (const ConcreteShape& x_shape :
-       {ConcreteShape{2, 480, 3, 4}, ConcreteShape{3, 256, 2, 2}, ConcreteShape{2, 96, 14, 14}}) {
-    const ConcreteShape w_shape{64, x_shape[1], 3, 3};
-    const Tensor x = random_tensor(x_shape, 11), w = random_tensor(w_shape, 12);
-    auto run_conv = [&](const Tensor& input) -> StatusOr<Tensor> {
-      SpecBuilder s;
-      const int32_t xi = s.input("x", input.shape());
-      const int32_t wi = s.constant("w", w);
-      const int32_t y = s.output("y", {input.shape()[0], 64, input.shape()[2], input.shape()[3]});
-      Attributes a;
-      a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
-      a.set("kernel_shape", std::vector<int64_t>{3, 3});
-      s.dispatch("conv", "Conv", {xi, wi}, {y}, a);
-      KILN_ASSIGN_OR_RETURN(auto device, create_cpu_device({}));
-      KILN_ASSIGN_OR_RETURN(auto exe, device->prepare(s.spec()));
-      KILN_ASSIGN_OR_RETURN(auto out, run_program(*exe, s.spec(), {input}));
-      return std::move(out[0]);
-    };
-    auto batched = run_conv(x);
-    ASSERT_TRUE(batched.ok()) << batched.status().to_string();
-    for (int64_t n = 0; n < x_shape[0]; ++n) {
-      auto alone = run_conv(slice_batch(x, n));
-      ASSERT_TRUE(alone.ok()) << alone.status().to_string();
-      EXPECT_TRUE(bitwise_equal(*alone, slice_batch(*batched, n)))
-          << "sample " << n << " of " << fmt::format("{}", fmt::join(x_shape, "x"));
+  for (int64_t out_channels : {64, 24})
+    for (const ConcreteShape& x_shape :
+         {ConcreteShape{2, 480, 3, 4}, ConcreteShape{3, 256, 2, 2}, ConcreteShape{2, 96, 14, 14}}) {
+      const ConcreteShape w_shape{out_channels, x_shape[1], 3, 3};
+      const Tensor x = random_tensor(x_shape, 11), w = random_tensor(w_shape, 12);
+      auto run_conv = [&](const Tensor& input) -> StatusOr<Tensor> {
+        SpecBuilder s;
+        const int32_t xi = s.input("x", input.shape());
+        const int32_t wi = s.constant("w", w);
+        const int32_t y =
+            s.output("y", {input.shape()[0], out_channels, input.shape()[2], input.shape()[3]});
+        Attributes a;
+        a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+        a.set("kernel_shape", std::vector<int64_t>{3, 3});
+        s.dispatch("conv", "Conv", {xi, wi}, {y}, a);
+        KILN_ASSIGN_OR_RETURN(auto device, create_cpu_device({}));
+        KILN_ASSIGN_OR_RETURN(auto exe, device->prepare(s.spec()));
+        KILN_ASSIGN_OR_RETURN(auto out, run_program(*exe, s.spec(), {input}));
+        return std::move(out[0]);
+      };
+      auto batched = run_conv(x);
+      ASSERT_TRUE(batched.ok()) << batched.status().to_string();
+      for (int64_t n = 0; n < x_shape[0]; ++n) {
+        auto alone = run_conv(slice_batch(x, n));
+        ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+        EXPECT_TRUE(bitwise_equal(*alone, slice_batch(*batched, n)))
+            << "sample " << n << " of " << fmt::format("{}", fmt::join(x_shape, "x"));
+      }
     }
+}
+
+// The probe tells a batched brgconv that blocks output positions across images (a 3x3 conv with
+// 3x4 outputs per image: sample 0 rounds differently at batch 2) from one that does not (a 1x1
+// conv on 7x7 images), by running both. Only where oneDNN runs brgconv (AVX-512).
+TEST(ConvBatchProbe, TellsBatchedKernelsThatSumInAnotherOrder) {
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto conv = [&](int64_t n, int64_t c, int64_t m, int64_t h, int64_t w, int64_t k) {
+    const int64_t pad = k / 2;
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        dnnl_desc({n, c, h, w}, dt::f32, tag::any), dnnl_desc({m, c, k, k}, dt::f32, tag::any),
+        dnnl_desc({m}, dt::f32, tag::a), dnnl_desc({n, m, h, w}, dt::f32, tag::any), {1, 1}, {0, 0},
+        {pad, pad}, {pad, pad});
+    return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+  };
+  struct Case {
+    int64_t c, m, h, w, k, batch;
+    bool same_bits;
+  };
+  for (const Case& t : {Case{480, 24, 3, 4, 3, 2, false}, Case{320, 1280, 7, 7, 1, 8, true}}) {
+    SCOPED_TRACE(fmt::format("{}x{} k{} batch {}", t.h, t.w, t.k, t.batch));
+    const auto single = conv(1, t.c, t.m, t.h, t.w, t.k);
+    const auto batched = conv(t.batch, t.c, t.m, t.h, t.w, t.k);
+    if (impl_name(batched).rfind("brgconv", 0) != 0) {
+      GTEST_SKIP() << "oneDNN runs " << impl_name(batched) << " here, not brgconv";
+    }
+    EXPECT_EQ(batched_conv_matches_per_sample(engine, single, batched, t.batch, true), t.same_bits);
   }
 }
 

@@ -1,0 +1,33 @@
+// Whether one oneDNN convolution over a whole batch gives each sample the bits the one-sample
+// convolution gives it (docs/architecture.md invariant 4), found out by running both once.
+//
+// oneDNN's brgconv kernels (AVX-512) choose their blocking of output positions from the whole
+// problem, and where an image has few positions a block may span images and sum in another order
+// (a 3x3 conv with 3x4 outputs rounds sample 0 differently at batch 2 than alone, by up to 3e-4).
+// Whether a given pair of primitives does so is a property of their shapes and this machine's
+// kernels, not of the data: a kernel's order of operations never depends on the values. So the
+// builder runs the batched primitive and the one-sample primitive, once, on the same random
+// inputs (weights, bias, a residual when the sum post-op reads one, and distinct random samples),
+// and takes the batched one only where every sample's output is bit for bit the one-sample
+// output. Random values make sums in another order round differently, so a difference shows.
+// Only a batched primitive whose layouts are the one-sample ones with a batch is tried (one
+// buffer serves both runs, no reorder): the cost is one run of the dispatch at twice its work,
+// when its plan is made.
+#pragma once
+
+#include <cstdint>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace kiln::hal::cpu {
+
+// `single` and `batched`: the same convolution (attributes and post-ops included) at batch 1 and
+// at `batch`; `has_bias` whether they take a bias. False also where they compute in another type
+// than f32, their layouts differ beyond the batch, or running them fails. Runs on
+// the calling thread's OpenMP team, as the dispatch's steps will.
+bool batched_conv_matches_per_sample(const dnnl::engine& engine,
+                                     const dnnl::convolution_forward::primitive_desc& single,
+                                     const dnnl::convolution_forward::primitive_desc& batched,
+                                     int64_t batch, bool has_bias);
+
+}  // namespace kiln::hal::cpu
