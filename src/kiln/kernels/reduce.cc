@@ -46,6 +46,64 @@ C saturate(double v) {
   return static_cast<C>(v);
 }
 
+// The float reductions that add one term per element into a double (Sum, Mean, L1, L2, LogSum,
+// SumSquare): the term, and the result from the sum.
+constexpr bool is_sum_of_terms(Reduce r) {
+  return r == Reduce::kSum || r == Reduce::kMean || r == Reduce::kL1 || r == Reduce::kL2 ||
+         r == Reduce::kLogSum || r == Reduce::kSumSquare;
+}
+
+template <Reduce R>
+double sum_term(double e) {
+  if constexpr (R == Reduce::kL1) return std::fabs(e);
+  if constexpr (R == Reduce::kL2 || R == Reduce::kSumSquare) return e * e;
+  return e;
+}
+
+template <Reduce R, typename T>
+compute_t<T> finish_sum(double acc, const Geometry& g) {
+  if constexpr (R == Reduce::kMean) acc /= static_cast<double>(g.red_count);
+  if constexpr (R == Reduce::kL2) acc = std::sqrt(acc);
+  if constexpr (R == Reduce::kLogSum) acc = std::log(acc);
+  return static_cast<compute_t<T>>(acc);
+}
+
+// A float sum of terms whose innermost input axis is kept (a channels-last tensor reduced over
+// its spatial axes): the outputs along that axis are adjacent, and so are their elements at each
+// reduced position. Each run of up to kColumns such outputs is summed together, walking the
+// reduced positions once in row-major order and adding each position's contiguous elements to
+// one double per output: every output adds the same terms in the same order as reduce_one, so
+// the bits are the same, with the input read in order instead of one strided element at a time.
+inline constexpr int64_t kColumns = 64;
+
+bool sums_by_columns(const Geometry& g) {
+  return !g.kept_dims.empty() && g.kept_strides.back() == 1 && !g.red_dims.empty();
+}
+
+template <Reduce R, typename T>
+void reduce_by_columns(const Geometry& g, const T* x, T* y) {
+  const int64_t inner = g.kept_dims.back();
+  const int64_t chunks = (inner + kColumns - 1) / kColumns;
+  const int64_t rows = g.out_count / inner;
+  parallel_ranges(rows * chunks, g.red_count * std::min(inner, kColumns),
+                  [&](int64_t begin, int64_t end) {
+                    std::vector<int64_t> idx(g.red_dims.size());
+                    double acc[kColumns];
+                    for (int64_t item = begin; item < end; ++item) {
+                      const int64_t first = (item / chunks) * inner + (item % chunks) * kColumns;
+                      const int64_t n = std::min(kColumns, inner - (item % chunks) * kColumns);
+                      std::fill(acc, acc + n, 0.0);
+                      visit_reduced(g, kept_offset(g, first), idx, [&](int64_t off) {
+                        for (int64_t j = 0; j < n; ++j) {
+                          acc[j] += sum_term<R>(static_cast<double>(load(x, off + j)));
+                        }
+                      });
+                      for (int64_t j = 0; j < n; ++j)
+                        store(y, first + j, finish_sum<R, T>(acc[j], g));
+                    }
+                  });
+}
+
 template <Reduce R, typename T>
 compute_t<T> reduce_one(const Geometry& g, const T* x, int64_t base, std::vector<int64_t>& idx) {
   using C = compute_t<T>;
@@ -78,18 +136,8 @@ compute_t<T> reduce_one(const Geometry& g, const T* x, int64_t base, std::vector
       visit_reduced(g, base, idx, [&](int64_t off) { acc += std::exp(v(off) - m); });
       return static_cast<C>(m + std::log(acc));
     } else {
-      visit_reduced(g, base, idx, [&](int64_t off) {
-        const double e = v(off);
-        if constexpr (R == Reduce::kL1)
-          acc += std::fabs(e);
-        else if constexpr (R == Reduce::kL2 || R == Reduce::kSumSquare)
-          acc += e * e;
-        else
-          acc += e;
-      });
-      if constexpr (R == Reduce::kMean) acc /= static_cast<double>(g.red_count);
-      if constexpr (R == Reduce::kL2) acc = std::sqrt(acc);
-      if constexpr (R == Reduce::kLogSum) acc = std::log(acc);
+      visit_reduced(g, base, idx, [&](int64_t off) { acc += sum_term<R>(v(off)); });
+      return finish_sum<R, T>(acc, g);
     }
     return static_cast<C>(acc);
   } else {
@@ -168,6 +216,12 @@ class ReduceKernel : public Kernel {
       } else {
         const T* x = in[0].as<T>();
         T* y = out[0].as<T>();
+        if constexpr (is_float_storage_v<T> && is_sum_of_terms(R)) {
+          if (sums_by_columns(g_)) {
+            reduce_by_columns<R, T>(g_, x, y);
+            return ok_status();
+          }
+        }
         parallel_ranges(g_.out_count, g_.red_count, [&](int64_t begin, int64_t end) {
           std::vector<int64_t> idx(g_.red_dims.size());
           for (int64_t o = begin; o < end; ++o) {

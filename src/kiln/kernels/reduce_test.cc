@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "tests/support/kernels/run_op.h"
@@ -25,6 +26,40 @@ TEST(ReduceKernels, SumAlongAxisInput) {
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   EXPECT_EQ((*y)[0].shape(), (ConcreteShape{3, 1, 2}));
   EXPECT_EQ(values_of<float>((*y)[0]), (std::vector<float>{4, 6, 12, 14, 20, 22}));
+}
+
+// A channels-last tensor reduced over its spatial axes sums runs of adjacent outputs together
+// (reduce.cc, reduce_by_columns): each output must add the same terms in the same order as when
+// the reduced axes are innermost, so the bits equal those of the channels-first transpose's
+// reduction. 70 channels: a full run of 64 and a partial one; a NaN in one channel.
+TEST(ReduceKernels, ChannelsLastSpatialReductionHasTheChannelsFirstBits) {
+  const int64_t n = 2, h = 5, w = 7, c = 70;
+  std::vector<float> nhwc(n * h * w * c), nchw(nhwc.size());
+  uint32_t state = 12345;
+  for (float& v : nhwc) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) / static_cast<float>(1 << 24) + 0.01f;  // (0, 1)
+  }
+  nhwc[3 * c + 9] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        for (int64_t k = 0; k < c; ++k)
+          nchw[((i * c + k) * h + y) * w + x] = nhwc[((i * h + y) * w + x) * c + k];
+  for (const char* op :
+       {"ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceSumSquare"}) {
+    SCOPED_TRACE(op);
+    auto last = run_op(op, {value(f32({n, h, w, c}, nhwc)), constant(i64({2}, {1, 2}))});
+    auto first = run_op(op, {value(f32({n, c, h, w}, nchw)), constant(i64({2}, {2, 3}))});
+    ASSERT_TRUE(last.ok()) << last.status().to_string();
+    ASSERT_TRUE(first.ok()) << first.status().to_string();
+    EXPECT_EQ((*last)[0].shape(), (ConcreteShape{n, 1, 1, c}));
+    const std::vector<float> a = values_of<float>((*last)[0]), b = values_of<float>((*first)[0]);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+    EXPECT_TRUE(std::isnan(a[9]));
+    EXPECT_FALSE(std::isnan(a[10]));
+  }
 }
 
 TEST(ReduceKernels, EmptyAxesReduceAllOrNothing) {
