@@ -6,8 +6,12 @@
 
 // Everything below is compiled for AVX2 + FMA, so this file adds no such instruction anywhere
 // else; winograd_conv.cc calls it only where the CPU has them.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 
 #include "kiln/hal/cpu/winograd_transforms.h"
 
@@ -95,7 +99,11 @@ void multiply_block(const float* v, const float* u, int64_t /*panel_stride*/,
 }  // namespace
 }  // namespace kiln::hal::cpu::winograd::detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace kiln::hal::cpu::winograd::detail {
 
