@@ -124,14 +124,15 @@ Status build_conv(ProgramBuilder& b) {
     auto src_one = sample_stride_bytes(pd.src_desc());
     auto dst_one = sample_stride_bytes(pd.dst_desc());
     // brgconv's blocking may span images (conv_batch_probe.h): the batched primitive serves when
-    // running both once shows every sample gets the one-sample bits.
-    const bool same_kernel = impl == impl_name(pd);
-    const bool invariant =
-        same_kernel &&
-        (!conv_reduction_may_depend_on_batch(impl) ||
-         (impl.rfind("brgconv", 0) == 0 &&
-          batched_conv_matches_per_sample(b.engine(), pd, batched, batch, p.has_bias)));
-    if (invariant || !src_one || !dst_one) {
+    // running both once shows every sample gets the one-sample bits. Layouts without a sample
+    // stride cannot run per sample: the batched primitive serves, unprobed.
+    const bool batched_serves =
+        !src_one || !dst_one ||
+        (impl == impl_name(pd) &&
+         (!conv_reduction_may_depend_on_batch(impl) ||
+          (conv_blocking_may_span_images(impl) &&
+           batched_conv_matches_per_sample(b.engine(), pd, batched, batch, p.has_bias))));
+    if (batched_serves) {
       pd = batched;
       src_layout = pd.src_desc();
       dst_layout = pd.dst_desc();

@@ -176,8 +176,12 @@ bool reduction_may_depend_on_batch(const std::string& impl) {
   return impl.find("gemm") != std::string::npos && impl.rfind("brg", 0) != 0;
 }
 
+bool conv_blocking_may_span_images(const std::string& impl) {
+  return impl.rfind("brgconv", 0) == 0;
+}
+
 bool conv_reduction_may_depend_on_batch(const std::string& impl) {
-  return reduction_may_depend_on_batch(impl) || impl.rfind("brgconv", 0) == 0;
+  return reduction_may_depend_on_batch(impl) || conv_blocking_may_span_images(impl);
 }
 
 bool is_reference_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }

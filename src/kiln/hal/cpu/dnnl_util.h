@@ -88,6 +88,9 @@ bool reduction_may_depend_on_batch(const std::string& impl);
 // positions can span images when an image has few of them (measured with oneDNN 2.6 on AVX-512:
 // a 3x3 conv with 3x4 outputs rounds sample 0 differently at mb 2 than at mb 1, by up to 3e-4).
 bool conv_reduction_may_depend_on_batch(const std::string& impl);
+// The brgconv part of that answer: whether the kernel's blocking of output positions may span
+// images (conv_batch_probe.h tells, for given primitives, whether it does).
+bool conv_blocking_may_span_images(const std::string& impl);
 // Whether oneDNN's effective ISA (the CPU's, capped by DNNL_MAX_CPU_ISA) includes AVX-512
 // (avx512_core or above): kiln's own kernels use AVX-512 only where oneDNN would, so
 // DNNL_MAX_CPU_ISA=AVX2 runs their AVX2 code on any CPU.
