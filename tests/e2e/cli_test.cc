@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "tests/support/test_env.h"
 
@@ -391,6 +392,34 @@ TEST_F(KilnCli, PlanCacheBoundsAreFlagsOfRunAndBench) {
   expect_error(
       run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) + " --max-plan-bytes=0"),
       {"--max-plan-bytes"});
+}
+
+// `--team-policy` (docs/architecture.md "Threads on a busy machine"): each policy gives the same
+// bits; an unknown one is an error naming the flag and the word, with no output written.
+TEST_F(KilnCli, TeamPolicyIsAFlagOfRunAndBenchAndChangesNoBits) {
+  std::string first_bytes;
+  for (const char* policy : {"full", "one-thread", "adaptive"}) {
+    const std::string out = dir_ + "/team_" + policy + ".npy";
+    auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(3) +
+                           " --threads=2 --team-policy=" + policy + " --output=@" + out);
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    std::ifstream file(out, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty());
+    if (first_bytes.empty()) first_bytes = bytes;
+    EXPECT_EQ(bytes, first_bytes) << policy;
+  }
+  const std::string out = dir_ + "/team_bad.npy";
+  expect_error(run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) +
+                        " --team-policy=solo --output=@" + out),
+               {"--team-policy", "'solo'", "adaptive, full or one-thread"}, out);
+  expect_error(run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
+                        " --warmup=0 --repeat=1 --team-policy=Full"),
+               {"--team-policy", "'Full'"});
+  auto bench = run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
+                        " --warmup=0 --repeat=2 --threads=2 --team-policy=one-thread");
+  EXPECT_EQ(bench.exit_code, 0) << bench.output;
 }
 
 TEST_F(KilnCli, UnknownTargetAndBadBindAreUsageErrors) {

@@ -28,7 +28,7 @@ struct BenchFlags {
   std::vector<std::string> inputs;
   int warmup = 3;
   int repeat = 10;
-  int threads = 0;
+  ThreadFlags thread;
   std::string json;
   bool per_dispatch = false;
   std::string against;  // a second module, timed alternately with --module on the same inputs
@@ -66,7 +66,9 @@ int run_bench(const BenchFlags& flags) {
   runtime::SessionOptions options;
   options.device = flags.device;
   options.allow_fallback = !flags.no_fallback;
-  options.threads = flags.threads;
+  if (Status threads = flags.thread.apply(options); !threads.ok()) {
+    return report_error("bench", threads);
+  }
   if (Status bounds = flags.plan_cache.apply(options); !bounds.ok()) {
     return report_error("bench", bounds);
   }
@@ -166,7 +168,7 @@ int run_bench(const BenchFlags& flags) {
       {"peak_rss_mib", static_cast<double>(usage.ru_maxrss) / 1024.0},
       {"plans", (*session)->plan_cache_stats().plans},
       {"plan_mib", static_cast<double>((*session)->plan_cache_stats().bytes) / (1024.0 * 1024.0)},
-      {"threads", flags.threads},
+      {"threads", flags.thread.threads},
       {"warmup", flags.warmup},
       {"repeat", flags.repeat}};
   std::printf(
@@ -219,8 +221,7 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--warmup", flags->warmup, "untimed runs after the cold run")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--repeat", flags->repeat, "timed runs")->check(CLI::PositiveNumber);
-  sub->add_option("--threads", flags->threads, "threads; 0: all cores")
-      ->check(CLI::NonNegativeNumber);
+  flags->thread.add_to(sub);
   sub->add_option("--json", flags->json, "also write the figures as JSON to this file");
   sub->add_flag("--per-dispatch", flags->per_dispatch,
                 "then time each dispatch over --repeat more runs: a table sorted by time, with "

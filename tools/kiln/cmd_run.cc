@@ -23,7 +23,7 @@ struct RunFlags {
   std::vector<std::string> expected;
   double atol = 1e-5;
   double rtol = 1e-5;
-  int threads = 0;
+  ThreadFlags thread;
   bool trust_module = false;
   std::string trace;           // --trace=DIR
   std::string trace_dispatch;  // --trace-dispatch=N|NAME
@@ -83,7 +83,9 @@ int run_module(const RunFlags& flags) {
   runtime::SessionOptions options;
   options.device = flags.device;
   options.allow_fallback = !flags.no_fallback;
-  options.threads = flags.threads;
+  if (Status threads = flags.thread.apply(options); !threads.ok()) {
+    return report_error("run", threads);
+  }
   options.trust_module = flags.trust_module;
   if (!flags.max_memory.empty()) {
     auto limit = parse_byte_size("--max-memory", flags.max_memory);
@@ -183,8 +185,7 @@ Command add_run_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--rtol", flags->rtol, "relative tolerance for --expected_output")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--threads", flags->threads, "threads; 0: all cores")
-      ->check(CLI::NonNegativeNumber);
+  flags->thread.add_to(sub);
   sub->add_flag("--trust-module", flags->trust_module, "skip the module checksum");
   sub->add_option(
       "--trace", flags->trace,

@@ -76,6 +76,22 @@ std::string device_help() {
   return help;
 }
 
+void ThreadFlags::add_to(CLI::App* sub) {
+  sub->add_option("--threads", threads, "threads; 0: all cores")->check(CLI::NonNegativeNumber);
+  sub->add_option("--team-policy", team_policy,
+                  "adaptive (default): each run takes the full team, or one thread per dispatch "
+                  "while that is faster (a busy machine), with the same bits; full: always the "
+                  "full team; one-thread: always one thread where the bits allow");
+}
+
+Status ThreadFlags::apply(runtime::SessionOptions& options) const {
+  options.threads = threads;
+  auto policy = hal::parse_team_policy(team_policy);
+  if (!policy.ok()) return std::move(policy).status().with_note("in --team-policy");
+  options.team_policy = *policy;
+  return ok_status();
+}
+
 void add_device_flags(CLI::App* sub, std::string& device, bool& no_fallback) {
   sub->add_option("--device", device, device_help());
   sub->add_flag("--no-fallback", no_fallback,

@@ -30,6 +30,16 @@ struct PlanCacheFlags {
   Status apply(runtime::SessionOptions& options) const;
 };
 
+// `--threads` and `--team-policy` of `kiln run` and `kiln bench`.
+struct ThreadFlags {
+  int threads = 0;
+  std::string team_policy = "adaptive";
+
+  void add_to(CLI::App* sub);
+  // Sets the session's threads and team policy; the error names the flag.
+  Status apply(runtime::SessionOptions& options) const;
+};
+
 // Runtime::Session::open for `--module`-style flags. A model (.onnx, .kir) is refused with a
 // message suggesting `kiln compile`, as is a file that is no module; other errors name the flag.
 StatusOr<std::unique_ptr<runtime::Session>> open_module(std::string_view flag,

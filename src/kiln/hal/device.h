@@ -29,8 +29,21 @@
 
 namespace kiln::hal {
 
+// How the CPU device (and a GPU backend's CPU fallback) sizes the OpenMP team of each run
+// (hal/cpu/team_choice.h, docs/architecture.md "Threads on a busy machine").
+enum class TeamPolicy : uint8_t {
+  kAdaptive,   // the full team, or a one-thread plan while that runs faster (a busy machine)
+  kFull,       // always the full team; no one-thread plan is made
+  kOneThread,  // always the one-thread plan: tests compare its bits with the full team's
+};
+
+// "adaptive", "full", "one-thread"; the error names the accepted words.
+StatusOr<TeamPolicy> parse_team_policy(std::string_view text);
+std::string_view team_policy_name(TeamPolicy policy);
+
 struct DeviceOptions {
   int threads = 0;  // 0: all cores (of the CPU, and of a GPU backend's CPU fallback)
+  TeamPolicy team_policy = TeamPolicy::kAdaptive;
   // Which of the backend's physical devices: what follows ':' in the device name ("vulkan:1" ->
   // "1"); empty for the backend's default. Only backends registered as taking an index accept one.
   std::string index;

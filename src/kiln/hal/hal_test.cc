@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kiln/hal/device.h"
 #include "kiln/hal/host_allocator.h"
 #include "kiln/hal/host_tensors.h"
 #include "kiln/hal/registry.h"
@@ -12,6 +13,19 @@
 
 namespace kiln::hal {
 namespace {
+
+TEST(TeamPolicy, ParsesEachNameItGivesAndRefusesOthersNamingTheChoices) {
+  for (TeamPolicy policy : {TeamPolicy::kAdaptive, TeamPolicy::kFull, TeamPolicy::kOneThread}) {
+    auto parsed = parse_team_policy(team_policy_name(policy));
+    ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+    EXPECT_EQ(*parsed, policy);
+  }
+  auto bad = parse_team_policy("solo");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().to_string().find("'solo'"), std::string::npos);
+  EXPECT_NE(bad.status().to_string().find("adaptive, full or one-thread"), std::string::npos);
+  EXPECT_FALSE(parse_team_policy("").ok());
+}
 
 TEST(HostAllocator, BuffersAreDeviceLocalHostVisibleAndAligned) {
   HostAllocator allocator;

@@ -52,6 +52,7 @@ StatusOr<std::unique_ptr<Session>> Session::create(
     return invalid_argument("--threads must be >= 0, got {}", options.threads);
   hal::DeviceOptions device_options;
   device_options.threads = options.threads;
+  device_options.team_policy = options.team_policy;
   device_options.allow_fallback = options.allow_fallback;
   KILN_ASSIGN_OR_RETURN(
       auto device, hal::create_device(options.device, device_options, options.decorate_device));

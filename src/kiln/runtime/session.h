@@ -54,6 +54,8 @@ namespace kiln::runtime {
 struct SessionOptions {
   std::string device = "cpu";  // a registered device (hal::registered_devices)
   int threads = 0;             // 0: all cores
+  // How the CPU device sizes each run's team (hal::TeamPolicy; `--team-policy`).
+  hal::TeamPolicy team_policy = hal::TeamPolicy::kAdaptive;
   // Whether a GPU device may run on its CPU fallback what it has no kernel for (false:
   // `--no-fallback`, preparing such a dispatch fails naming it; hal::DeviceOptions).
   bool allow_fallback = true;

@@ -41,6 +41,9 @@ std::unique_ptr<Session> open_session(std::shared_ptr<const module::ModuleConten
   SessionOptions options;
   options.threads = threads;
   options.device = device;
+  // Always the full team: these tests check which team sizes the dispatches get, which the
+  // adaptive policy would change on a busy machine (3 threads on 2 cores are one).
+  options.team_policy = hal::TeamPolicy::kFull;
   auto session = Session::create(std::move(module), options);
   KILN_CHECK(session.ok());
   return std::move(session).value();

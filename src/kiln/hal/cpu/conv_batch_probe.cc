@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kiln/base/tensor.h"
+#include "kiln/hal/cpu/device_state.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 
 namespace kiln::hal::cpu {
@@ -40,6 +41,60 @@ void fill_random(std::span<float> values, uint32_t seed) {
   }
 }
 
+// Random weights, bias and a residual (the destination's first contents: a sum post-op reads
+// it, others overwrite it) for convolutions with `pd`'s weights, bias and destination layouts,
+// and a way to run such a convolution on them.
+class ProbeInputs {
+ public:
+  ProbeInputs(const dnnl::engine& engine, const dnnl::convolution_forward::primitive_desc& pd,
+              bool has_bias, const dnnl::memory::desc& scratchpad)
+      : engine_(engine), stream_(engine), has_bias_(has_bias) {
+    weights_ = floats(storage_[0], pd.weights_desc().get_size());
+    bias_ = floats(storage_[1], has_bias ? pd.bias_desc().get_size() : 0);
+    residual_ = floats(storage_[2], pd.dst_desc().get_size());
+    fill_random(weights_, 2);
+    fill_random(bias_, 3);
+    fill_random(residual_, 4);
+    scratchpad_ = dnnl::memory(scratchpad, engine);
+  }
+
+  std::span<const float> residual() const { return residual_; }
+
+  // Runs `pd` from `src` into `dst` (which the caller filled with the residual's bytes).
+  void run(const dnnl::convolution_forward::primitive_desc& pd, float* src, float* dst) {
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, dnnl::memory(pd.src_desc(), engine_, src)},
+        {DNNL_ARG_WEIGHTS, dnnl::memory(pd.weights_desc(), engine_, weights_.data())},
+        {DNNL_ARG_DST, dnnl::memory(pd.dst_desc(), engine_, dst)},
+        // The builder's attributes leave the scratchpad to the caller.
+        {DNNL_ARG_SCRATCHPAD,
+         dnnl::memory(pd.scratchpad_desc(), engine_, scratchpad_.get_data_handle())}};
+    if (has_bias_) args[DNNL_ARG_BIAS] = dnnl::memory(pd.bias_desc(), engine_, bias_.data());
+    dnnl::convolution_forward(pd).execute(stream_, args);
+    stream_.wait();
+  }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  bool has_bias_;
+  Tensor storage_[3];
+  std::span<float> weights_, bias_, residual_;
+  dnnl::memory scratchpad_;
+};
+
+dnnl::memory::desc larger_scratchpad(const dnnl::convolution_forward::primitive_desc& a,
+                                     const dnnl::convolution_forward::primitive_desc& b) {
+  return a.scratchpad_desc().get_size() >= b.scratchpad_desc().get_size() ? a.scratchpad_desc()
+                                                                          : b.scratchpad_desc();
+}
+
+bool all_f32(const dnnl::convolution_forward::primitive_desc& pd) {
+  const auto f32 = dnnl::memory::data_type::f32;
+  return pd.src_desc().data_type() == f32 && pd.weights_desc().data_type() == f32 &&
+         pd.dst_desc().data_type() == f32;
+}
+
 }  // namespace
 
 bool batched_conv_matches_per_sample(const dnnl::engine& engine,
@@ -52,11 +107,7 @@ bool batched_conv_matches_per_sample(const dnnl::engine& engine,
   const auto dst_stride = sample_stride_bytes(single.dst_desc());
   const auto src_all = with_batch(single.src_desc(), batch);
   const auto dst_all = with_batch(single.dst_desc(), batch);
-  const auto f32 = dnnl::memory::data_type::f32;
-  if (batched.src_desc().data_type() != f32 || batched.weights_desc().data_type() != f32 ||
-      batched.dst_desc().data_type() != f32) {
-    return false;  // the random values below are f32
-  }
+  if (!all_f32(batched)) return false;  // the random values are f32
   if (!src_stride || !dst_stride || !src_all.ok() || !dst_all.ok() ||
       *src_all != batched.src_desc() || *dst_all != batched.dst_desc() ||
       single.weights_desc() != batched.weights_desc() ||
@@ -64,48 +115,55 @@ bool batched_conv_matches_per_sample(const dnnl::engine& engine,
     return false;
   }
   try {
-    dnnl::stream stream(engine);
-    Tensor storage[6];
+    ProbeInputs inputs(engine, batched, has_bias, larger_scratchpad(batched, single));
+    Tensor storage[3];
     const std::span<float> src = floats(storage[0], batched.src_desc().get_size());
-    const std::span<float> weights = floats(storage[1], batched.weights_desc().get_size());
-    const std::span<float> bias = floats(storage[2], has_bias ? batched.bias_desc().get_size() : 0);
-    // The destination starts as a random residual: a sum post-op reads it, others overwrite it.
-    const size_t dst_bytes = batched.dst_desc().get_size();
-    const std::span<float> residual = floats(storage[3], dst_bytes);
-    const std::span<float> all = floats(storage[4], dst_bytes);
-    const std::span<float> one = floats(storage[5], *dst_stride);
     fill_random(src, 1);
-    fill_random(weights, 2);
-    fill_random(bias, 3);
-    fill_random(residual, 4);
-    std::memcpy(all.data(), residual.data(), dst_bytes);
-    const dnnl::memory scratchpad(
-        batched.scratchpad_desc().get_size() >= single.scratchpad_desc().get_size()
-            ? batched.scratchpad_desc()
-            : single.scratchpad_desc(),
-        engine);
-    const dnnl::convolution_forward batched_conv(batched), single_conv(single);
-    auto run = [&](const dnnl::convolution_forward::primitive_desc& pd,
-                   const dnnl::convolution_forward& conv, float* s, float* d) {
-      std::unordered_map<int, dnnl::memory> args{
-          {DNNL_ARG_SRC, dnnl::memory(pd.src_desc(), engine, s)},
-          {DNNL_ARG_WEIGHTS, dnnl::memory(pd.weights_desc(), engine, weights.data())},
-          {DNNL_ARG_DST, dnnl::memory(pd.dst_desc(), engine, d)},
-          // The builder's attributes leave the scratchpad to the caller.
-          {DNNL_ARG_SCRATCHPAD,
-           dnnl::memory(pd.scratchpad_desc(), engine, scratchpad.get_data_handle())}};
-      if (has_bias) args[DNNL_ARG_BIAS] = dnnl::memory(pd.bias_desc(), engine, bias.data());
-      conv.execute(stream, args);
-      stream.wait();
-    };
-    run(batched, batched_conv, src.data(), all.data());
+    const size_t dst_bytes = batched.dst_desc().get_size();
+    const std::span<float> all = floats(storage[1], dst_bytes);
+    const std::span<float> one = floats(storage[2], *dst_stride);
+    std::memcpy(all.data(), inputs.residual().data(), dst_bytes);
+    inputs.run(batched, src.data(), all.data());
     const size_t src_floats = *src_stride / sizeof(float), dst_floats = one.size();
     for (int64_t n = 0; n < batch; ++n) {
-      std::memcpy(one.data(), residual.data() + n * dst_floats, *dst_stride);
-      run(single, single_conv, src.data() + n * src_floats, one.data());
+      std::memcpy(one.data(), inputs.residual().data() + n * dst_floats, *dst_stride);
+      inputs.run(single, src.data() + n * src_floats, one.data());
       if (std::memcmp(one.data(), all.data() + n * dst_floats, *dst_stride) != 0) return false;
     }
     return true;
+  } catch (const dnnl::error&) {
+    return false;
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+}
+
+bool conv_gives_full_team_bits(const dnnl::engine& engine,
+                               const dnnl::convolution_forward::primitive_desc& pd,
+                               const dnnl::convolution_forward::primitive_desc& full, int full_team,
+                               bool has_bias) {
+  if (!all_f32(pd) || pd.src_desc() != full.src_desc() || pd.dst_desc() != full.dst_desc() ||
+      pd.weights_desc() != full.weights_desc() ||
+      (has_bias && pd.bias_desc() != full.bias_desc())) {
+    return false;
+  }
+  try {
+    ProbeInputs inputs(engine, pd, has_bias, larger_scratchpad(pd, full));
+    Tensor storage[3];
+    const std::span<float> src = floats(storage[0], pd.src_desc().get_size());
+    fill_random(src, 1);
+    const size_t dst_bytes = pd.dst_desc().get_size();
+    const std::span<float> mine = floats(storage[1], dst_bytes);
+    const std::span<float> theirs = floats(storage[2], dst_bytes);
+    std::memcpy(mine.data(), inputs.residual().data(), dst_bytes);
+    std::memcpy(theirs.data(), inputs.residual().data(), dst_bytes);
+    inputs.run(pd, src.data(), mine.data());
+    {
+      const CallerThreads restore;
+      use_threads(full_team);
+      inputs.run(full, src.data(), theirs.data());
+    }
+    return std::memcmp(mine.data(), theirs.data(), dst_bytes) == 0;
   } catch (const dnnl::error&) {
     return false;
   } catch (const std::bad_alloc&) {

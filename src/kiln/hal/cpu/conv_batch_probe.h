@@ -30,4 +30,15 @@ bool batched_conv_matches_per_sample(const dnnl::engine& engine,
                                      const dnnl::convolution_forward::primitive_desc& batched,
                                      int64_t batch, bool has_bias);
 
+// The same question across team sizes (docs/architecture.md invariant 8): whether `pd`, made
+// under the calling thread's OpenMP team size, gives the bits `full` (the same convolution with
+// the same layouts, made under `full_team` threads) gives, each run once on its own team size on
+// the same random inputs. brgconv sizes its blocking from the team, and where a block covers
+// few output positions the sums may run in another order. False also for data types other than
+// f32 and where the layouts differ or running fails.
+bool conv_gives_full_team_bits(const dnnl::engine& engine,
+                               const dnnl::convolution_forward::primitive_desc& pd,
+                               const dnnl::convolution_forward::primitive_desc& full, int full_team,
+                               bool has_bias);
+
 }  // namespace kiln::hal::cpu

@@ -156,6 +156,18 @@ Status build_conv(ProgramBuilder& b) {
       fmt::format("conv {} {} -> {}{}{}", impl_name(pd), describe(src_layout), describe(dst_layout),
                   dst.suffix, repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
   PrimitiveStep& step = b.add_primitive(b.label(what), pd, dnnl::convolution_forward(pd), repeat);
+  // In a one-thread plan: the full plan's primitive, made under its team size, must give these
+  // bits (brgconv blocks its work by the team size), or the dispatch keeps its full-team steps.
+  if (b.team() < b.full_team()) {
+    const CallerThreads restore;
+    use_threads(b.full_team());
+    const auto full = repeat > 1 ? make_pd(1) : make_pd(batch);
+    use_threads(b.team());
+    if (impl_name(full) != impl_name(pd) ||
+        !conv_gives_full_team_bits(b.engine(), pd, full, b.full_team(), p.has_bias)) {
+      step.mark_team_dependent();
+    }
+  }
   step.bind(DNNL_ARG_SRC, pd.src_desc(), src, src_stride);
   step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei);
   if (p.has_bias) step.bind(DNNL_ARG_BIAS, bias_desc, bias);

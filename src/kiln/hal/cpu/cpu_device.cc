@@ -51,6 +51,9 @@ Status CpuDevice::supports(const DispatchSpec& dispatch, std::span<const ValueSp
 StatusOr<std::unique_ptr<Executable>> CpuDevice::prepare(const ProgramSpec& spec) {
   ProgramBuilder builder(spec, state_);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> exe, builder.build());
+  if (state_->threads > 1 && state_->team_policy != TeamPolicy::kFull) {
+    exe->allow_one_thread_plan(spec);
+  }
   return std::unique_ptr<Executable>(std::move(exe));
 }
 
@@ -76,6 +79,7 @@ StatusOr<std::unique_ptr<Device>> create_cpu_device(const DeviceOptions& options
   }
   auto state = std::make_shared<DeviceState>();
   state->threads = options.threads > 0 ? options.threads : omp_get_num_procs();
+  state->team_policy = options.team_policy;
   KILN_RETURN_IF_ERROR(catch_dnnl("creating the oneDNN CPU engine", [&]() -> Status {
     state->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     return ok_status();

@@ -5,14 +5,39 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "kiln/base/aligned_memory.h"
 #include "kiln/hal/cpu/dnnl_util.h"
+#include "kiln/hal/cpu/program_builder.h"
 
 namespace kiln::hal::cpu {
 namespace {
 
 size_t rounded(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// A run's wall time, and the share of it the calling thread spent on a core.
+class RunClock {
+ public:
+  RunClock() : wall_(std::chrono::steady_clock::now()), cpu_(thread_cpu_seconds()) {}
+  double wall_ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_)
+        .count();
+  }
+  double cpu_share() const {
+    const double wall = wall_ms() / 1000;
+    return wall > 0 ? (thread_cpu_seconds() - cpu_) / wall : 1.0;
+  }
+
+ private:
+  static double thread_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
+  std::chrono::steady_clock::time_point wall_;
+  double cpu_;
+};
 
 }  // namespace
 
@@ -27,7 +52,89 @@ StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(Parts parts) {
     exe->stream_ = dnnl::stream(exe->parts_.device->engine);
     return ok_status();
   }));
+  exe->full_plan_.dispatches = exe->parts_.dispatches;
+  for (const auto& step : exe->parts_.steps) exe->full_plan_.steps.push_back(step.get());
   return exe;
+}
+
+void CpuExecutable::allow_one_thread_plan(const ProgramSpec& spec) {
+  auto copy = std::make_unique<OneThreadSpec>();
+  copy->spec = spec;
+  copy->attributes.reserve(spec.dispatches.size());
+  for (DispatchSpec& d : copy->spec.dispatches) {
+    copy->attributes.push_back(d.attributes != nullptr ? *d.attributes : Attributes{});
+    d.attributes = &copy->attributes.back();
+  }
+  for (size_t v = 0; v < copy->spec.values.size() && v < parts_.constants.size(); ++v) {
+    if (copy->spec.values[v].constant != nullptr)
+      copy->spec.values[v].constant = &parts_.constants[v];
+  }
+  one_thread_spec_ = std::move(copy);
+}
+
+bool CpuExecutable::build_one_thread_plan() {
+  if (one_thread_plan_) return true;
+  if (one_thread_spec_ == nullptr) return false;
+  std::unique_ptr<OneThreadSpec> spec = std::move(one_thread_spec_);
+  auto plan = ProgramBuilder(spec->spec, parts_.device, /*max_team=*/1).build();
+  // A plan that cannot be built or adopted leaves the executable on its full team.
+  return plan.ok() && adopt_one_thread_plan(std::move(plan).value());
+}
+
+bool CpuExecutable::adopt_one_thread_plan(std::unique_ptr<CpuExecutable> plan) {
+  const Parts& one = plan->parts_;
+  // The runtime sized this executable's scratch (scratch_bytes()) before the plan was built:
+  // the plan must fit in it (one thread needs no more workspace or scratchpad than a team).
+  if (one.descs != parts_.descs || one.storage != parts_.storage ||
+      one.shared_storage != parts_.shared_storage ||
+      one.dispatches.size() != parts_.dispatches.size() ||
+      one.workspace_bytes > parts_.workspace_bytes ||
+      one.scratchpad_bytes > parts_.scratchpad_bytes) {
+    return false;
+  }
+  Plan adopted;
+  for (size_t d = 0; d < parts_.dispatches.size(); ++d) {
+    const DispatchSteps& full = parts_.dispatches[d];
+    const DispatchSteps& single = one.dispatches[d];
+    bool take = full.threads > 1 && single.threads == 1 &&
+                full.end_step - full.first_step == single.end_step - single.first_step;
+    for (size_t i = 0; take && i < full.end_step - full.first_step; ++i) {
+      const Step& a = *parts_.steps[full.first_step + i];
+      const Step& b = *one.steps[single.first_step + i];
+      take = a.describe() == b.describe() && a.same_bits_at_any_team_size() &&
+             b.same_bits_at_any_team_size();
+    }
+    const DispatchSteps& from = take ? single : full;
+    const auto& steps = take ? one.steps : parts_.steps;
+    DispatchSteps dispatch = from;
+    dispatch.first_step = adopted.steps.size();
+    for (size_t s = from.first_step; s < from.end_step; ++s)
+      adopted.steps.push_back(steps[s].get());
+    dispatch.end_step = adopted.steps.size();
+    adopted.dispatches.push_back(std::move(dispatch));
+  }
+  one_thread_plan_ = std::move(adopted);
+  one_thread_source_ = std::move(plan);
+  return true;
+}
+
+size_t CpuExecutable::one_thread_dispatches() const {
+  if (!one_thread_plan_) return 0;
+  size_t n = 0;
+  for (size_t d = 0; d < parts_.dispatches.size(); ++d) {
+    n += parts_.dispatches[d].threads > 1 && one_thread_plan_->dispatches[d].threads == 1;
+  }
+  return n;
+}
+
+Team CpuExecutable::choose_team() const {
+  if (!one_thread_plan_ && one_thread_spec_ == nullptr) return Team::kFull;
+  switch (parts_.device->team_policy) {
+    case TeamPolicy::kAdaptive: return team_choice_.next();
+    case TeamPolicy::kOneThread: return Team::kOneThread;
+    case TeamPolicy::kFull: return Team::kFull;
+  }
+  return Team::kFull;
 }
 
 CpuExecutable::~CpuExecutable() { std::free(own_scratch_); }
@@ -41,8 +148,9 @@ size_t CpuExecutable::memory_bytes() const {
   for (const auto& step : parts_.steps) {
     primitives += dynamic_cast<const PrimitiveStep*>(step.get()) != nullptr;
   }
-  return (own_scratch_ != nullptr ? scratch_bytes() : 0) + parts_.steps.size() * kStepBytes +
-         primitives * kPrimitiveBytes;
+  const size_t plans = (own_scratch_ != nullptr ? scratch_bytes() : 0) +
+                       parts_.steps.size() * kStepBytes + primitives * kPrimitiveBytes;
+  return plans + (one_thread_source_ != nullptr ? one_thread_source_->memory_bytes() : 0);
 }
 
 size_t CpuExecutable::storage_bytes(int32_t value) const {
@@ -109,29 +217,39 @@ Status CpuExecutable::run(const RunArgs& args) {
   ExecContext ctx{value_ptrs_, workspace, scratchpad, stream_.get()};
   // Each dispatch sets its team size; the caller gets its own back.
   const CallerThreads restore;
-  if (args.observer != nullptr) return run_observed(ctx, *args.observer);
-  for (const DispatchSteps& dispatch : parts_.dispatches) {
+  Team team = choose_team();
+  if (team == Team::kOneThread && !build_one_thread_plan()) team = Team::kFull;
+  last_team_ = team;
+  const Plan& plan = team == Team::kOneThread ? *one_thread_plan_ : full_plan_;
+  // An observed run's time is the observer's too: it teaches the team choice nothing.
+  if (args.observer != nullptr) return run_observed(ctx, plan, *args.observer);
+  const RunClock clock;
+  for (const DispatchSteps& dispatch : plan.dispatches) {
     use_threads(dispatch.threads);
     for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
-      KILN_RETURN_IF_ERROR(parts_.steps[s]->run(ctx));
+      KILN_RETURN_IF_ERROR(plan.steps[s]->run(ctx));
     }
   }
   if (dnnl_stream_wait(stream_.get()) != dnnl_success) {
     return internal_error("run: oneDNN stream wait failed");
   }
+  const bool learning = parts_.device->team_policy == TeamPolicy::kAdaptive &&
+                        (one_thread_plan_ || one_thread_spec_ != nullptr);
+  if (learning) team_choice_.record(team, clock.wall_ms(), clock.cpu_share());
   return ok_status();
 }
 
-Status CpuExecutable::run_observed(const ExecContext& ctx, RunObserver& observer) {
+Status CpuExecutable::run_observed(const ExecContext& ctx, const Plan& plan,
+                                   RunObserver& observer) {
   using Clock = std::chrono::steady_clock;
-  for (size_t d = 0; d < parts_.dispatches.size(); ++d) {
-    const DispatchSteps& dispatch = parts_.dispatches[d];
+  for (size_t d = 0; d < plan.dispatches.size(); ++d) {
+    const DispatchSteps& dispatch = plan.dispatches[d];
     const auto index = static_cast<int32_t>(d);
     const bool wants = observer.wants_outputs(index);
     use_threads(dispatch.threads);
     const Clock::time_point start = Clock::now();
     for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
-      KILN_RETURN_IF_ERROR(parts_.steps[s]->run(ctx));
+      KILN_RETURN_IF_ERROR(plan.steps[s]->run(ctx));
     }
     // The clock stops only once the stream has drained, so the time is this dispatch's alone.
     if (dnnl_stream_wait(stream_.get()) != dnnl_success) {

@@ -11,6 +11,15 @@
 // as plain tensors (reordered out of blocked layouts). One run at a time per executable: concurrent
 // run() calls on the same executable are not allowed (they share the workspace); different
 // executables may run concurrently.
+//
+// Busy machines (team_choice.h): where the device has more than one thread, the executable may
+// also run a one-thread plan, which ProgramBuilder builds from a copy of the same spec with
+// every dispatch on one thread, when a run first wants it. Each run takes the full plan or that
+// one, as the device's TeamPolicy says (adaptive: TeamChoice, from the times of earlier runs).
+// The one-thread plan gives the full plan's bits: a dispatch takes its one-thread steps only
+// where they run the same kernels (the same step descriptions) and every one gives the same
+// bits at any team size (Step::same_bits_at_any_team_size); the others keep their full-team
+// steps.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +31,9 @@
 #include <vector>
 
 #include "kiln/hal/cpu/device_state.h"
+#include "kiln/hal/cpu/runnable_tasks.h"
 #include "kiln/hal/cpu/step.h"
+#include "kiln/hal/cpu/team_choice.h"
 #include "kiln/hal/device.h"
 
 namespace kiln::hal::cpu {
@@ -50,6 +61,23 @@ class CpuExecutable : public Executable {
   static StatusOr<std::unique_ptr<CpuExecutable>> create(Parts parts);
   ~CpuExecutable() override;
 
+  // Lets runs take a one-thread plan built from `spec` (this executable's own spec) when they
+  // first want it. Keeps a copy of the spec: its attributes, and constants as this executable
+  // holds them.
+  void allow_one_thread_plan(const ProgramSpec& spec);
+  // Builds the one-thread plan now if it is allowed and not built yet; whether there is one.
+  bool build_one_thread_plan();
+  // Takes `plan` (built from the same spec with one thread per dispatch) as this executable's
+  // one-thread plan, as the header says. Returns false, keeping no plan, when the two store some
+  // value differently (layout or storage), which would make their steps incompatible, or when
+  // the plan needs more workspace or scratchpad than this executable's scratch_bytes() holds.
+  bool adopt_one_thread_plan(std::unique_ptr<CpuExecutable> plan);
+  // How many dispatches the one-thread plan runs on one thread where the full plan runs on more
+  // (0 while there is no such plan).
+  size_t one_thread_dispatches() const;
+  // The plan the last run took.
+  Team last_team() const { return last_team_; }
+
   size_t storage_bytes(int32_t value) const override;
   int32_t storage_shared_with(int32_t value) const override;
   // Errors: a value binding that is missing, not host-visible or smaller than the value needs,
@@ -74,14 +102,34 @@ class CpuExecutable : public Executable {
   size_t scratchpad_bytes() const { return parts_.scratchpad_bytes; }
 
  private:
+  // A way to run the program: per dispatch its steps (indices into `steps`) and team size.
+  struct Plan {
+    std::vector<DispatchSteps> dispatches;
+    std::vector<Step*> steps;
+  };
+
   explicit CpuExecutable(Parts parts) : parts_(std::move(parts)) {}
   // Resolves every value's binding to value_ptrs_, checking each.
   Status bind_values(const RunArgs& args);
-  Status run_observed(const ExecContext& ctx, RunObserver& observer);
+  Status run_observed(const ExecContext& ctx, const Plan& plan, RunObserver& observer);
   // A plain copy of value `v` as it is stored right now.
   StatusOr<Tensor> read_plain(const ExecContext& ctx, int32_t v);
 
+  Team choose_team() const;
+
   Parts parts_;
+  Plan full_plan_;
+  // What building the one-thread plan needs, until it is built (or failed to be).
+  struct OneThreadSpec {
+    ProgramSpec spec;                    // attributes and constants point into the two below
+    std::vector<Attributes> attributes;  // per dispatch
+  };
+  std::unique_ptr<OneThreadSpec> one_thread_spec_;
+  std::unique_ptr<CpuExecutable> one_thread_source_;  // owns the adopted steps
+  std::optional<Plan> one_thread_plan_;
+  // Other tasks want the cores when more than this process's calling thread is runnable.
+  TeamChoice team_choice_{[] { return runnable_tasks().value_or(1) > 1; }};
+  Team last_team_ = Team::kFull;
   std::byte* own_scratch_ = nullptr;  // for runs without RunArgs::scratch
   std::vector<std::byte*> value_ptrs_;
   dnnl::stream stream_;

@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kiln/hal/cpu/weight_cache.h"
+#include "kiln/hal/device.h"
 
 namespace kiln::hal::cpu {
 
@@ -11,6 +12,7 @@ struct DeviceState {
   dnnl::engine engine;
   WeightCache weights;
   int threads = 1;  // resolved: DeviceOptions::threads, or all cores when that is 0
+  TeamPolicy team_policy = TeamPolicy::kAdaptive;
 };
 
 // Makes `threads` the OpenMP team size of the calling thread; oneDNN sizes its work partition

@@ -21,8 +21,11 @@ int64_t element_count(const ValueSpec& v) { return checked_product(v.shape).valu
 
 }  // namespace
 
-ProgramBuilder::ProgramBuilder(const ProgramSpec& spec, std::shared_ptr<DeviceState> device)
-    : spec_(spec), device_(std::move(device)) {}
+ProgramBuilder::ProgramBuilder(const ProgramSpec& spec, std::shared_ptr<DeviceState> device,
+                               int max_team)
+    : spec_(spec),
+      device_(std::move(device)),
+      max_team_(max_team > 0 ? std::min(max_team, device_->threads) : device_->threads) {}
 
 std::string ProgramBuilder::label(std::string_view what) const {
   return fmt::format("{} ({}): {}", op_->dispatch().name, op_->dispatch().op_type, what);
@@ -358,7 +361,9 @@ Status ProgramBuilder::build_dispatch(size_t index) {
   dispatch_index_ = index;
   op_.emplace(d, spec_.values);
   const size_t first_step = steps_.size();
-  const int threads = dispatch_threads(d, spec_.values, device_->threads);
+  const int threads = dispatch_threads(d, spec_.values, max_team_);
+  team_ = threads;
+  full_team_ = dispatch_threads(d, spec_.values, device_->threads);
   Status status = [&]() -> Status {
     KILN_RETURN_IF_ERROR(op_->check_indices());
     for (size_t i = 0; i < d.inputs.size(); ++i) {
@@ -412,7 +417,7 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   KILN_RETURN_IF_ERROR(validate_spec());
   // Each dispatch's primitives are made under its team size; the caller gets its own back.
   const CallerThreads restore;
-  use_threads(device_->threads);
+  use_threads(max_team_);
   const size_t n = spec_.values.size();
   layouts_.assign(n, std::nullopt);
   available_.assign(n, false);
@@ -433,7 +438,7 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   }
   for (size_t i = 0; i < spec_.dispatches.size(); ++i) {
     Status built = build_dispatch(i);
-    use_threads(device_->threads);
+    use_threads(max_team_);
     KILN_RETURN_IF_ERROR(built);
   }
   for (int32_t v : spec_.outputs) {

@@ -37,7 +37,9 @@ class CpuExecutable;
 
 class ProgramBuilder {
  public:
-  ProgramBuilder(const ProgramSpec& spec, std::shared_ptr<DeviceState> device);
+  // Each dispatch gets the team size thread_policy.h gives it, at most `max_team` (0: no bound
+  // but the device's threads): 1 builds the one-thread plan of team_choice.h.
+  ProgramBuilder(const ProgramSpec& spec, std::shared_ptr<DeviceState> device, int max_team = 0);
 
   // Checks the spec, builds every dispatch in order and returns the executable. Errors from a
   // dispatch carry "in dispatch 'name' (Op)".
@@ -45,6 +47,12 @@ class ProgramBuilder {
 
   // --- for op builders, about the dispatch being built ---
   const OpReader& op() const { return *op_; }
+  // The OpenMP team size the dispatch's primitives are made and run with, and the one the
+  // device's full plan gives it (they differ only while building a one-thread plan; a builder
+  // then checks that a kernel whose bits might depend on the team gives the full plan's bits,
+  // see PrimitiveStep::mark_team_dependent).
+  int team() const { return team_; }
+  int full_team() const { return full_team_; }
   const ValueSpec& value(int32_t v) const { return spec_.values[v]; }
   const dnnl::engine& engine() const { return device_->engine; }
   // "conv0 (Conv): what" for step descriptions.
@@ -137,6 +145,7 @@ class ProgramBuilder {
 
   const ProgramSpec& spec_;
   std::shared_ptr<DeviceState> device_;
+  int max_team_;
   // f32/f16/bf16 values once available; u8/s8 values only when int8_output stored them.
   std::vector<std::optional<dnnl_desc>> layouts_;
   std::vector<bool> available_;
@@ -144,6 +153,7 @@ class ProgramBuilder {
   std::vector<int32_t> last_reader_;     // per value: index of the last dispatch reading it
   std::vector<int32_t> shared_storage_;  // per value: output_over's `in`, else -1
   size_t dispatch_index_ = 0;            // the dispatch being built
+  int team_ = 1, full_team_ = 1;         // its team sizes (team(), full_team())
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<DispatchSteps> dispatch_steps_;
   std::vector<std::shared_ptr<const ReorderedConstant>> held_constants_;

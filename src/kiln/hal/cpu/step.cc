@@ -4,15 +4,52 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 namespace kiln::hal::cpu {
+namespace {
+
+bool kind_gives_same_bits_at_any_team_size(const dnnl::primitive& primitive) {
+  using kind = dnnl::primitive::kind;
+  switch (primitive.get_kind()) {
+    case kind::reorder:
+    case kind::concat:
+    case kind::sum:
+    case kind::eltwise:
+    case kind::binary:
+    case kind::pooling:
+    case kind::softmax:
+    case kind::softmax_v2:
+    case kind::logsoftmax:
+    case kind::pooling_v2:
+    case kind::layer_normalization:
+    case kind::batch_normalization:
+    case kind::lrn:
+    case kind::shuffle:
+    case kind::resampling:
+    case kind::prelu: return true;
+    case kind::convolution: {
+      const char* impl = nullptr;
+      if (dnnl_primitive_desc_query(primitive.get_primitive_desc(), dnnl_query_impl_info_str, 0,
+                                    &impl) != dnnl_success ||
+          impl == nullptr) {
+        return false;
+      }
+      return std::string_view(impl).find("gemm") == std::string_view::npos;
+    }
+    default: return false;
+  }
+}
+
+}  // namespace
 
 PrimitiveStep::PrimitiveStep(std::string label, const dnnl::engine& engine,
                              dnnl::primitive primitive, int64_t repeat)
     : label_(std::move(label)),
       engine_(engine),
       primitive_(std::move(primitive)),
-      repeat_(repeat) {}
+      repeat_(repeat),
+      same_bits_at_any_team_size_(kind_gives_same_bits_at_any_team_size(primitive_)) {}
 
 void PrimitiveStep::bind(int arg, const dnnl::memory::desc& desc, const BufferRef& ref,
                          size_t sample_stride_bytes) {

@@ -68,6 +68,11 @@ class Step {
   virtual Status run(const ExecContext& ctx) = 0;
   // One line for summaries and tests: "conv jit:avx2 [per sample]", "reorder ...".
   virtual std::string describe() const = 0;
+  // Whether the step computes the same bits whatever OpenMP team size it was made and runs
+  // with, so that an executable may run it on one thread instead (team_choice.h). kiln's own
+  // kernels split work only where each result is computed the same way whatever the split;
+  // a oneDNN primitive answers per kind (PrimitiveStep).
+  virtual bool same_bits_at_any_team_size() const { return true; }
 };
 
 // A oneDNN primitive with its arguments. With `repeat` > 1 the primitive was created for one
@@ -86,6 +91,16 @@ class PrimitiveStep : public Step {
 
   Status run(const ExecContext& ctx) override;
   std::string describe() const override { return label_; }
+  // Kinds that compute each output element (or row, for softmax and normalizations) on one
+  // thread: reorders, element-wise and binary ops, pooling, softmax, normalizations, concat,
+  // sum, shuffle, resampling; and convolutions but the gemm-based ones, whose gemm may split
+  // the reduction over threads (brgconv may also block its work by the team size: the conv
+  // builder checks those, see mark_team_dependent). Not deconvolutions, matrix products and
+  // inner products (oneDNN may split K over threads), reductions or RNNs.
+  bool same_bits_at_any_team_size() const override { return same_bits_at_any_team_size_; }
+  // For a kind the rule above trusts but whose bits, for this primitive, were seen to depend on
+  // the team size (conv_batch_probe.h: conv_gives_full_team_bits).
+  void mark_team_dependent() { same_bits_at_any_team_size_ = false; }
 
  private:
   struct Binding {
@@ -99,6 +114,7 @@ class PrimitiveStep : public Step {
   dnnl::engine engine_;
   dnnl::primitive primitive_;
   int64_t repeat_;
+  bool same_bits_at_any_team_size_;
   std::vector<Binding> bindings_;
   std::vector<dnnl_exec_arg_t> args_;
 };
