@@ -21,6 +21,7 @@
 
 #include "kiln/runtime/session.h"
 #include "kiln/tooling/comparator.h"
+#include "tests/support/hal/team_sizes.h"
 #include "tests/support/runtime/test_modules.h"
 #include "tests/support/tensors.h"
 
@@ -193,21 +194,11 @@ TEST(SessionThreads, AConcurrentCallRunsOnItsOwnStateAndSequentialCallsReuseOne)
   EXPECT_EQ(session->plan_cache_stats().plans, 2u);
 }
 
-// The team size each dispatch of a run ran with, as its thread sees it right after the dispatch.
-class TeamSizes : public hal::RunObserver {
- public:
-  Status after_dispatch(int32_t, double, std::span<const Tensor>) override {
-    sizes.push_back(omp_get_max_threads());
-    return ok_status();
-  }
-  std::vector<int> sizes;
-};
-
 // Runs `session` (made with `threads`) twice, observed and not, from a caller whose team size is
 // `caller`; what went wrong, or "".
 std::string check_threads(Session& session, int threads, int caller, const Case& c) {
   if (omp_get_max_threads() != caller) return "the caller's team size changed before the run";
-  TeamSizes teams;
+  testing::TeamSizes teams;
   auto observed = session.run(c.inputs, &teams);
   if (!observed.ok()) return observed.status().to_string();
   if (omp_get_max_threads() != caller) {

@@ -41,23 +41,26 @@ void fill_random(std::span<float> values, uint32_t seed) {
   }
 }
 
-// Random weights, bias and a residual (the destination's first contents: a sum post-op reads
-// it, others overwrite it) for convolutions with `pd`'s weights, bias and destination layouts,
-// and a way to run such a convolution on them.
+// A random source, weights, bias and a residual (the destination's first contents: a sum
+// post-op reads it, others overwrite it) for convolutions with `pd`'s layouts, and a way to run
+// such a convolution on them.
 class ProbeInputs {
  public:
   ProbeInputs(const dnnl::engine& engine, const dnnl::convolution_forward::primitive_desc& pd,
               bool has_bias, const dnnl::memory::desc& scratchpad)
       : engine_(engine), stream_(engine), has_bias_(has_bias) {
+    src_ = floats(storage_[3], pd.src_desc().get_size());
     weights_ = floats(storage_[0], pd.weights_desc().get_size());
     bias_ = floats(storage_[1], has_bias ? pd.bias_desc().get_size() : 0);
     residual_ = floats(storage_[2], pd.dst_desc().get_size());
+    fill_random(src_, 1);
     fill_random(weights_, 2);
     fill_random(bias_, 3);
     fill_random(residual_, 4);
     scratchpad_ = dnnl::memory(scratchpad, engine);
   }
 
+  float* src() { return src_.data(); }
   std::span<const float> residual() const { return residual_; }
 
   // Runs `pd` from `src` into `dst` (which the caller filled with the residual's bytes).
@@ -78,8 +81,8 @@ class ProbeInputs {
   dnnl::engine engine_;
   dnnl::stream stream_;
   bool has_bias_;
-  Tensor storage_[3];
-  std::span<float> weights_, bias_, residual_;
+  Tensor storage_[4];
+  std::span<float> src_, weights_, bias_, residual_;
   dnnl::memory scratchpad_;
 };
 
@@ -87,6 +90,18 @@ dnnl::memory::desc larger_scratchpad(const dnnl::convolution_forward::primitive_
                                      const dnnl::convolution_forward::primitive_desc& b) {
   return a.scratchpad_desc().get_size() >= b.scratchpad_desc().get_size() ? a.scratchpad_desc()
                                                                           : b.scratchpad_desc();
+}
+
+// What `probe` returns, or false when oneDNN or the allocator throws.
+template <typename Probe>
+bool false_on_throw(Probe&& probe) {
+  try {
+    return probe();
+  } catch (const dnnl::error&) {
+    return false;
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
 }
 
 bool all_f32(const dnnl::convolution_forward::primitive_desc& pd) {
@@ -114,28 +129,22 @@ bool batched_conv_matches_per_sample(const dnnl::engine& engine,
       (has_bias && single.bias_desc() != batched.bias_desc())) {
     return false;
   }
-  try {
+  return false_on_throw([&] {
     ProbeInputs inputs(engine, batched, has_bias, larger_scratchpad(batched, single));
-    Tensor storage[3];
-    const std::span<float> src = floats(storage[0], batched.src_desc().get_size());
-    fill_random(src, 1);
+    Tensor storage[2];
     const size_t dst_bytes = batched.dst_desc().get_size();
-    const std::span<float> all = floats(storage[1], dst_bytes);
-    const std::span<float> one = floats(storage[2], *dst_stride);
+    const std::span<float> all = floats(storage[0], dst_bytes);
+    const std::span<float> one = floats(storage[1], *dst_stride);
     std::memcpy(all.data(), inputs.residual().data(), dst_bytes);
-    inputs.run(batched, src.data(), all.data());
+    inputs.run(batched, inputs.src(), all.data());
     const size_t src_floats = *src_stride / sizeof(float), dst_floats = one.size();
     for (int64_t n = 0; n < batch; ++n) {
       std::memcpy(one.data(), inputs.residual().data() + n * dst_floats, *dst_stride);
-      inputs.run(single, src.data() + n * src_floats, one.data());
+      inputs.run(single, inputs.src() + n * src_floats, one.data());
       if (std::memcmp(one.data(), all.data() + n * dst_floats, *dst_stride) != 0) return false;
     }
     return true;
-  } catch (const dnnl::error&) {
-    return false;
-  } catch (const std::bad_alloc&) {
-    return false;
-  }
+  });
 }
 
 bool conv_gives_full_team_bits(const dnnl::engine& engine,
@@ -147,28 +156,22 @@ bool conv_gives_full_team_bits(const dnnl::engine& engine,
       (has_bias && pd.bias_desc() != full.bias_desc())) {
     return false;
   }
-  try {
+  return false_on_throw([&] {
     ProbeInputs inputs(engine, pd, has_bias, larger_scratchpad(pd, full));
-    Tensor storage[3];
-    const std::span<float> src = floats(storage[0], pd.src_desc().get_size());
-    fill_random(src, 1);
+    Tensor storage[2];
     const size_t dst_bytes = pd.dst_desc().get_size();
-    const std::span<float> mine = floats(storage[1], dst_bytes);
-    const std::span<float> theirs = floats(storage[2], dst_bytes);
+    const std::span<float> mine = floats(storage[0], dst_bytes);
+    const std::span<float> theirs = floats(storage[1], dst_bytes);
     std::memcpy(mine.data(), inputs.residual().data(), dst_bytes);
     std::memcpy(theirs.data(), inputs.residual().data(), dst_bytes);
-    inputs.run(pd, src.data(), mine.data());
+    inputs.run(pd, inputs.src(), mine.data());
     {
       const CallerThreads restore;
       use_threads(full_team);
-      inputs.run(full, src.data(), theirs.data());
+      inputs.run(full, inputs.src(), theirs.data());
     }
     return std::memcmp(mine.data(), theirs.data(), dst_bytes) == 0;
-  } catch (const dnnl::error&) {
-    return false;
-  } catch (const std::bad_alloc&) {
-    return false;
-  }
+  });
 }
 
 }  // namespace kiln::hal::cpu

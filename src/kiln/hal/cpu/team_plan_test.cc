@@ -12,6 +12,7 @@
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/thread_policy.h"
 #include "tests/support/hal/program.h"
+#include "tests/support/hal/team_sizes.h"
 #include "tests/support/tensors.h"
 
 namespace kiln::hal::cpu {
@@ -21,7 +22,7 @@ using namespace testing;  // NOLINT: SpecBuilder, run_program
 
 // x [2, 32, 32, 32] -> 3x3 conv -> Relu -> Reshape [2, 32768] -> MatMul with [32768, 64]: four
 // dispatches large enough for the full team, on different kernel families.
-ProgramSpec three_large_dispatches(SpecBuilder& s) {
+ProgramSpec four_large_dispatches(SpecBuilder& s) {
   const int32_t x = s.input("x", {2, 32, 32, 32});
   const int32_t w = s.constant("w", random_tensor({32, 32, 3, 3}, 2));
   const int32_t y = s.value("y", {2, 32, 32, 32});
@@ -38,15 +39,6 @@ ProgramSpec three_large_dispatches(SpecBuilder& s) {
   s.dispatch("matmul", "MatMul", {flat, m}, {z});
   return s.spec();
 }
-
-class TeamSizes : public RunObserver {
- public:
-  Status after_dispatch(int32_t, double, std::span<const Tensor>) override {
-    sizes.push_back(omp_get_max_threads());
-    return ok_status();
-  }
-  std::vector<int> sizes;
-};
 
 std::unique_ptr<Executable> prepare_with(const ProgramSpec& spec, int threads, TeamPolicy policy) {
   DeviceOptions options;
@@ -65,7 +57,7 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 
 TEST(OneThreadPlan, RunsTheLargeDispatchesOnOneThreadWithTheFullTeamsBits) {
   SpecBuilder s;
-  const ProgramSpec spec = three_large_dispatches(s);
+  const ProgramSpec spec = four_large_dispatches(s);
   std::vector<int> full_teams;
   for (const DispatchSpec& d : spec.dispatches) {
     full_teams.push_back(dispatch_threads(d, spec.values, 2));
@@ -130,7 +122,7 @@ TEST(OneThreadPlan, AConvWhoseBitsDependOnTheTeamKeepsTheFullTeam) {
 
 TEST(OneThreadPlan, TheAdaptivePolicyStartsOnTheFullTeam) {
   SpecBuilder s;
-  const ProgramSpec spec = three_large_dispatches(s);
+  const ProgramSpec spec = four_large_dispatches(s);
   auto exe = prepare_with(spec, 2, TeamPolicy::kAdaptive);
   ASSERT_TRUE(exe);
   auto& cpu = dynamic_cast<CpuExecutable&>(*exe);
@@ -152,7 +144,7 @@ TEST(OneThreadPlan, IsBuiltFromTheExecutablesOwnCopyOfTheSpec) {
   std::unique_ptr<Executable> exe;
   {
     SpecBuilder s;
-    const ProgramSpec spec = three_large_dispatches(s);
+    const ProgramSpec spec = four_large_dispatches(s);
     exe = prepare_with(spec, 2, TeamPolicy::kOneThread);
   }  // the builder, its attributes and its constants go
   ASSERT_TRUE(exe);
@@ -160,7 +152,7 @@ TEST(OneThreadPlan, IsBuiltFromTheExecutablesOwnCopyOfTheSpec) {
   ASSERT_TRUE(cpu.build_one_thread_plan());
   EXPECT_EQ(cpu.one_thread_dispatches(), 4u);
   SpecBuilder again;
-  const ProgramSpec same = three_large_dispatches(again);  // same seeds: same constants
+  const ProgramSpec same = four_large_dispatches(again);  // same seeds: same constants
   auto full = prepare_with(same, 2, TeamPolicy::kFull);
   const Tensor input = random_tensor({2, 32, 32, 32}, 6);
   auto a = run_program(*full, same, {input});
@@ -172,7 +164,7 @@ TEST(OneThreadPlan, IsBuiltFromTheExecutablesOwnCopyOfTheSpec) {
 
 TEST(OneThreadPlan, ADeviceWithOneThreadMakesNone) {
   SpecBuilder s;
-  const ProgramSpec spec = three_large_dispatches(s);
+  const ProgramSpec spec = four_large_dispatches(s);
   auto exe = prepare_with(spec, 1, TeamPolicy::kOneThread);
   ASSERT_TRUE(exe);
   EXPECT_FALSE(dynamic_cast<CpuExecutable&>(*exe).build_one_thread_plan());
@@ -185,7 +177,7 @@ TEST(OneThreadPlan, APlanThatStoresValuesDifferentlyIsRefused) {
   state->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
   state->threads = 2;
   SpecBuilder a, b;
-  const ProgramSpec spec = three_large_dispatches(a);
+  const ProgramSpec spec = four_large_dispatches(a);
   const ProgramSpec other = [&] {
     const int32_t x = b.input("x", {2, 32, 32, 32});
     const int32_t y = b.output("y", {2, 32, 32, 32});

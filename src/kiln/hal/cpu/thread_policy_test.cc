@@ -9,6 +9,7 @@
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/hal/reference.h"
+#include "tests/support/hal/team_sizes.h"
 #include "tests/support/tensors.h"
 
 namespace kiln::hal::cpu {
@@ -72,16 +73,6 @@ TEST(ThreadPolicy, TheChoiceDependsOnOneSampleNotTheBatch) {
     EXPECT_EQ(dispatch_threads(l.dispatches[0], l.values, 2), 2) << "batch " << batch;
   }
 }
-
-// The team size each dispatch ran with, as its thread sees it right after the dispatch.
-class TeamSizes : public RunObserver {
- public:
-  Status after_dispatch(int32_t, double, std::span<const Tensor>) override {
-    sizes.push_back(omp_get_max_threads());
-    return ok_status();
-  }
-  std::vector<int> sizes;
-};
 
 TEST(ThreadPolicy, SmallAndLargeDispatchesGiveTheReferenceAndTheCallerKeepsItsTeamSize) {
   SpecBuilder s;
