@@ -39,8 +39,9 @@ mean of the ratios and the count above 1.0. --isa avx2 runs kiln with DNNL_MAX_C
 
 The load part (--part load, also in all unless --busy-loops 0; bench/under_load.py) starts
 --busy-loops busy-loop processes (default one per core; stopped on exit, error or Ctrl-C) and
-times kiln at 1 and 2 threads and ORT at 2 threads, alternating, for --load-models (ResNet-50 v1
-batch 1 and BERT-base (1,128) by default).
+times kiln at 1 and 2 threads, kiln at 2 threads held to the full team (--team-policy=full) and ORT
+at 2 threads, alternating, for --load-models (ResNet-50 v1 batch 1 and BERT-base (1,128) by
+default).
 
 Usage: bench/vs_onnxruntime.py --build BUILD --models MODELS [--pairs 10] [--threads 2]
        [--quick] [--part all|resnet|int8|fp16|corpus|suite|load] [--json OUT.json]
