@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +59,11 @@ StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(Parts parts) {
 }
 
 void CpuExecutable::allow_one_thread_plan(const ProgramSpec& spec) {
+  // A program whose dispatches all run on one thread already has nothing to gain.
+  if (std::none_of(parts_.dispatches.begin(), parts_.dispatches.end(),
+                   [](const DispatchSteps& d) { return d.threads > 1; })) {
+    return;
+  }
   auto copy = std::make_unique<OneThreadSpec>();
   copy->spec = spec;
   copy->attributes.reserve(spec.dispatches.size());

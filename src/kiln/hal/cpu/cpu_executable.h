@@ -62,8 +62,8 @@ class CpuExecutable : public Executable {
   ~CpuExecutable() override;
 
   // Lets runs take a one-thread plan built from `spec` (this executable's own spec) when they
-  // first want it. Keeps a copy of the spec: its attributes, and constants as this executable
-  // holds them.
+  // first want it; nothing where every dispatch already runs on one thread. Keeps a copy of the
+  // spec: its attributes, and constants as this executable holds them.
   void allow_one_thread_plan(const ProgramSpec& spec);
   // Builds the one-thread plan now if it is allowed and not built yet; whether there is one.
   bool build_one_thread_plan();

@@ -6,7 +6,7 @@ namespace kiln::hal::cpu {
 
 double TeamChoice::Recent::median() const {
   static_assert(kTryRuns == 3, "the median below is of up to three runs");
-  switch (std::min(count, kTryRuns)) {
+  switch (count) {
     case 0: return 0;
     case 1: return ms[0];
     case 2: return (ms[0] + ms[1]) / 2;

@@ -72,8 +72,13 @@ class TeamChoice {
   // The last kTryRuns counted runs of one plan.
   struct Recent {
     std::array<double, kTryRuns> ms{};
-    int count = 0;  // counted runs so far (the ring holds the last min(count, kTryRuns))
-    void add(double t) { ms[static_cast<std::size_t>(count++ % kTryRuns)] = t; }
+    int count = 0;  // how many of `ms` hold runs (at most kTryRuns)
+    int next = 0;   // where the next run goes
+    void add(double t) {
+      ms[static_cast<std::size_t>(next)] = t;
+      next = (next + 1) % kTryRuns;
+      count = count < kTryRuns ? count + 1 : kTryRuns;
+    }
     double median() const;
   };
   static int index(Team t) { return t == Team::kFull ? 0 : 1; }

@@ -172,6 +172,20 @@ TEST(OneThreadPlan, ADeviceWithOneThreadMakesNone) {
   ASSERT_TRUE(out.ok()) << out.status().to_string();
 }
 
+TEST(OneThreadPlan, AProgramWhoseDispatchesAllRunOnOneThreadMakesNone) {
+  SpecBuilder s;
+  const int32_t x = s.input("x", {1, 8, 8, 8});
+  const int32_t y = s.output("y", {1, 8, 8, 8});
+  s.dispatch("relu", "Relu", {x}, {y});
+  ASSERT_EQ(dispatch_threads(s.spec().dispatches[0], s.spec().values, 2), 1);
+  auto exe = prepare_with(s.spec(), 2, TeamPolicy::kOneThread);
+  ASSERT_TRUE(exe);
+  EXPECT_FALSE(dynamic_cast<CpuExecutable&>(*exe).build_one_thread_plan());
+  auto out = run_program(*exe, s.spec(), {random_tensor({1, 8, 8, 8}, 5)});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(dynamic_cast<CpuExecutable&>(*exe).last_team(), Team::kFull);
+}
+
 TEST(OneThreadPlan, APlanThatStoresValuesDifferentlyIsRefused) {
   auto state = std::make_shared<DeviceState>();
   state->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
