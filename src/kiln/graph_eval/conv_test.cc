@@ -398,9 +398,16 @@ TEST(Conv, BadInputs) {
   }
   {
     OpGraph g = conv({1, 3, 8, 8}, {8, 3, 3, 3});
-    g.attr("kiln_activation", std::string("gelu"));
+    g.attr("kiln_activation", std::string("swiglu"));
     EXPECT_TRUE(has_error(g.infer(), StatusCode::kInvalidArgument,
-                          {"attribute 'kiln_activation'", "gelu"}));
+                          {"attribute 'kiln_activation'", "swiglu"}));
+  }
+  {
+    // GELU is an activation kiln fuses, but into MatMul only.
+    OpGraph g = conv({1, 3, 8, 8}, {8, 3, 3, 3});
+    g.attr("kiln_activation", std::string("gelu"));
+    EXPECT_TRUE(has_error(g.infer(), StatusCode::kUnimplemented,
+                          {"attribute 'kiln_activation'", "gelu", "MatMul only"}));
   }
   {
     OpGraph g("Conv");

@@ -56,8 +56,17 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes) {
     a.kind = FusedActivation::Kind::kSilu;
     return a;
   }
+  if (name == "gelu") {
+    a.kind = FusedActivation::Kind::kGelu;
+    return a;
+  }
+  if (name == "gelu_tanh") {
+    a.kind = FusedActivation::Kind::kGeluTanh;
+    return a;
+  }
   return invalid_argument(
-      "attribute '{}' must be \"\", \"relu\", \"clip\", \"leaky_relu\" or \"silu\", got \"{}\"",
+      "attribute '{}' must be \"\", \"relu\", \"clip\", \"leaky_relu\", \"silu\", \"gelu\" or "
+      "\"gelu_tanh\", got \"{}\"",
       kActivationAttribute, name);
 }
 
@@ -81,7 +90,9 @@ void set_fused_activation(Attributes& attributes, const FusedActivation& activat
       attributes.set(kActivationAlphaAttribute, activation.alpha);
       return;
     case FusedActivation::Kind::kSilu:
-      attributes.set(kActivationAttribute, std::string("silu"));
+    case FusedActivation::Kind::kGelu:
+    case FusedActivation::Kind::kGeluTanh:
+      attributes.set(kActivationAttribute, describe(activation));
       return;
   }
 }
@@ -94,8 +105,22 @@ std::string describe(const FusedActivation& activation) {
       return fmt::format("clip({}, {})", activation.min, activation.max);
     case FusedActivation::Kind::kLeakyRelu: return fmt::format("leaky_relu({})", activation.alpha);
     case FusedActivation::Kind::kSilu: return "silu";
+    case FusedActivation::Kind::kGelu: return "gelu";
+    case FusedActivation::Kind::kGeluTanh: return "gelu_tanh";
   }
   return "";
+}
+
+bool is_gelu(const FusedActivation& activation) {
+  return activation.kind == FusedActivation::Kind::kGelu ||
+         activation.kind == FusedActivation::Kind::kGeluTanh;
+}
+
+Status reject_gelu(const FusedActivation& activation) {
+  if (!is_gelu(activation)) return ok_status();
+  return unimplemented(
+      "attribute '{}' = \"{}\" is not supported on this op (GELU fuses into MatMul only)",
+      kActivationAttribute, describe(activation));
 }
 
 StatusOr<bool> read_fused_relu(const Attributes& attributes) {

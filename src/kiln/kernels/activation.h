@@ -13,6 +13,11 @@
 //                                   Mul(v, Sigmoid(v)) with Sigmoid as kiln's kernel computes it
 //                                   (split by sign, so exp never overflows): -inf gives NaN
 //                                   (-inf * 0), +inf gives +inf.
+//   "kiln_activation" = "gelu"      v/2 (1 + erf(v / sqrt 2)), ONNX Gelu (opset 20); "gelu_tanh":
+//                                   v/2 (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))), Gelu with
+//                                   approximate = "tanh". -inf gives NaN (-inf * 0), +inf gives
+//                                   +inf. passes::fuse_matmul folds them into MatMul only; ops
+//                                   that take no GELU say so (reject_gelu).
 //
 // NaN stays NaN, on every path: the portable and reference kernels use apply(); the CPU backend
 // never hands relu or clip to oneDNN (whose max(x, bound) maps a NaN to the bound) but applies
@@ -31,7 +36,7 @@
 namespace kiln::kernels {
 
 struct FusedActivation {
-  enum class Kind { kNone, kRelu, kClip, kLeakyRelu, kSilu };
+  enum class Kind { kNone, kRelu, kClip, kLeakyRelu, kSilu, kGelu, kGeluTanh };
   Kind kind = Kind::kNone;
   double min = -std::numeric_limits<double>::infinity();  // kClip only
   double max = std::numeric_limits<double>::infinity();   // kClip only
@@ -53,6 +58,16 @@ struct FusedActivation {
         if (v >= T(0)) return v * (T(1) / (T(1) + exp(-v)));  // as Sigmoid's kernel
         const T e = exp(v);
         return v * (e / (T(1) + e));
+      }
+      case Kind::kGelu: {  // as Gelu's portable kernel (kernels/unary.cc)
+        using std::erf;
+        return static_cast<T>(0.5) * v * (T(1) + erf(v * static_cast<T>(0.7071067811865476)));
+      }
+      case Kind::kGeluTanh: {
+        using std::tanh;
+        const T inner =
+            static_cast<T>(0.7978845608028654) * (v + static_cast<T>(0.044715) * v * v * v);
+        return static_cast<T>(0.5) * v * (T(1) + tanh(inner));
       }
     }
     return v;
@@ -76,6 +91,13 @@ void set_fused_activation(Attributes& attributes, const FusedActivation& activat
 
 // "relu", "clip(0, 6)", "leaky_relu(0.1)", "silu"; "" for none.
 std::string describe(const FusedActivation& activation);
+
+// Whether `activation` is one of the GELU forms.
+bool is_gelu(const FusedActivation& activation);
+
+// For ops whose kernels fuse no GELU (Conv, BatchNormalization): Unimplemented naming the
+// attribute when `activation` is a GELU form.
+Status reject_gelu(const FusedActivation& activation);
 
 // For ops that fuse only ReLU (BatchNormalization): Unimplemented naming the activation
 // otherwise.

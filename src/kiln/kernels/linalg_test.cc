@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kiln/kernels/activation.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
 #include "tests/support/expect.h"
@@ -90,6 +91,41 @@ TEST(MatMul, KilnBiasAddsPerColumn) {
   EXPECT_FALSE(
       infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}, {DType::kF64, {5}}}, {})
           .ok());
+}
+
+// kiln's MatMul activation (attribute kiln_activation, passes::fuse_matmul): GELU of the product
+// plus bias, as ONNX's Gelu computes it; only the GELU forms, on float products.
+TEST(MatMul, KilnActivationAppliesGeluLast) {
+  // [[1, 2]] @ [[1, -1], [1, -1]] = [[3, -3]], + bias [-1, NaN]: GELU of [2, NaN].
+  for (const char* form : {"gelu", "gelu_tanh"}) {
+    Attributes a;
+    a.set(kActivationAttribute, std::string(form));
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    auto y = run_one("MatMul",
+                     {f64({1, 2}, {1, 2}), f64({2, 2}, {1, -1, 1, -1}), f64({2}, {-1, nan})}, a);
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    const std::vector<double> v = values_of<double>(y);
+    const double want = std::string(form) == "gelu"
+                            ? std::erf(std::sqrt(2.0)) + 1.0
+                            : 1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (2.0 + 0.044715 * 8.0));
+    EXPECT_NEAR(v[0], want, 1e-15) << form;
+    EXPECT_TRUE(std::isnan(v[1])) << form;
+  }
+  Attributes relu;
+  relu.set(kActivationAttribute, std::string("relu"));
+  EXPECT_TRUE(has_error(
+      infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}}, relu).status(),
+      StatusCode::kUnimplemented, {"kiln_activation", "relu", "only GELU"}));
+  Attributes gelu;
+  gelu.set(kActivationAttribute, std::string("gelu"));
+  EXPECT_TRUE(has_error(
+      infer_shape("MatMul", {{DType::kI32, {2, 8}}, {DType::kI32, {8, 5}}}, gelu).status(),
+      StatusCode::kUnimplemented, {"kiln_activation", "needs a float product"}));
+  Attributes unknown;
+  unknown.set(kActivationAttribute, std::string("swiglu"));
+  EXPECT_TRUE(has_error(
+      infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}}, unknown).status(),
+      StatusCode::kInvalidArgument, {"kiln_activation", "swiglu"}));
 }
 
 TEST(MatMul, KilnResidualAddsPerElementAfterTheBias) {

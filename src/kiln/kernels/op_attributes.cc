@@ -25,6 +25,21 @@ StatusOr<ConvAttributes> read_conv_attributes(const Attributes& attributes,
   KILN_ASSIGN_OR_RETURN(WindowGeometry g, parse_window_geometry(attributes, x.size() - 2, options));
   KILN_ASSIGN_OR_RETURN(a.window, resolve_window(g, x.subspan(2)));
   KILN_ASSIGN_OR_RETURN(a.activation, read_fused_activation(attributes));
+  KILN_RETURN_IF_ERROR(reject_gelu(a.activation));
+  return a;
+}
+
+StatusOr<FusedActivation> read_matmul_activation(const Attributes& attributes, DType dtype) {
+  KILN_ASSIGN_OR_RETURN(FusedActivation a, read_fused_activation(attributes));
+  if (a.kind == FusedActivation::Kind::kNone) return a;
+  if (!is_gelu(a)) {
+    return unimplemented("MatMul's attribute '{}' = \"{}\" is not supported (only GELU fuses)",
+                         kActivationAttribute, describe(a));
+  }
+  if (!is_float(dtype)) {
+    return unimplemented("MatMul's attribute '{}' = \"{}\" needs a float product, got {}",
+                         kActivationAttribute, describe(a), dtype_name(dtype));
+  }
   return a;
 }
 

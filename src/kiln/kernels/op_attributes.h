@@ -61,6 +61,10 @@ struct GemmAttributes {
 };
 StatusOr<GemmAttributes> read_gemm_attributes(const Attributes& attributes, DType dtype);
 
+// MatMul's fused activation (passes::fuse_matmul): none, "gelu" or "gelu_tanh", on a float
+// `dtype` only; any other is Unimplemented naming it.
+StatusOr<FusedActivation> read_matmul_activation(const Attributes& attributes, DType dtype);
+
 // Gelu's `approximate`: true for "tanh", false for "none".
 StatusOr<bool> read_gelu_tanh_approximation(const Attributes& attributes);
 

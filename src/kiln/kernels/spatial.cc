@@ -193,7 +193,8 @@ Status infer_conv(InferArgs& args) {
     KILN_RETURN_IF_ERROR(check_same_dtype(*residual, 3, "residual", x.dtype, "input 0 'X'"));
     KILN_RETURN_IF_ERROR(check_output_shaped(*residual, 3, "residual", s.out));
   }
-  KILN_RETURN_IF_ERROR(read_fused_activation(args.attributes).status());
+  KILN_ASSIGN_OR_RETURN(FusedActivation activation, read_fused_activation(args.attributes));
+  KILN_RETURN_IF_ERROR(reject_gelu(activation));
   args.outputs = {ValueType{x.dtype, std::move(s.out)}};
   return ok_status();
 }

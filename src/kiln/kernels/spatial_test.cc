@@ -87,6 +87,18 @@ TEST(Conv, GroupedOneDWithBiasResidualAndRelu) {
   EXPECT_EQ(values_of<double>((*plain)[0]), (std::vector<double>{-1.5, -1.5, 4.5, -90, -70, -50}));
 }
 
+// GELU fuses into MatMul only: a Conv that names it is refused, naming the attribute.
+TEST(Conv, RefusesAFusedGelu) {
+  Tensor x = f64({1, 1, 4}, {1, 2, 3, 4});
+  Tensor w = f64({1, 1, 2}, {1, 1});
+  for (const char* form : {"gelu", "gelu_tanh"}) {
+    auto y = run_op("Conv", {x, w}, attrs({{"kiln_activation", std::string(form)}}));
+    EXPECT_TRUE(
+        has_error(y.status(), StatusCode::kUnimplemented, {"kiln_activation", form, "MatMul only"}))
+        << y.status().to_string();
+  }
+}
+
 TEST(Conv, Float16AndAutoPadSameLower) {
   std::vector<uint16_t> xs, ws;
   for (float v : {1.f, 2.f, 3.f, 4.f}) xs.push_back(float_to_half_bits(v));

@@ -12,9 +12,20 @@
 // fma(bias, 1, sum), which is the same rounding of sum + bias), and the residual is added after it,
 // as by the second Add. The MatMul's output must feed only the Add. Both operands are constants of
 // fixed shape, so a module with bound sizes fuses exactly where the dynamic one does.
+//
+// Last, Gelu(MatMul(x, W[, bias][, r])) (a Gelu node: passes::fuse_gelu writes exporters' GELU
+// as one) becomes MatMul(x, W, ...) with the attribute kiln_activation = "gelu" or "gelu_tanh"
+// (kernels/activation.h), applied after the bias and the residual, as the Gelu after the Adds;
+// nothing is fused into a MatMul after its activation. f32 and f64 products with a constant 2-D
+// W, as above (the transformer MLP's first product); the Gelu is the MatMul output's only reader.
+// The fused GELU is not the unfused one's bits: the CPU kernel computes it in its epilogue with
+// approximations of erf and tanh (hal/cpu/gemm_activation.h), as oneDNN's Gelu does with its own.
+// The rewrite depends on no size, so the dynamic and the bound module fuse alike.
 #include <cstring>
 #include <optional>
 
+#include "kiln/kernels/activation.h"
+#include "kiln/kernels/op_attributes.h"
 #include "kiln/passes/passes.h"
 #include "kiln/passes/pattern_util.h"
 
@@ -36,10 +47,16 @@ std::optional<Tensor> bias_of(const ir::Value& v, DType dtype, int64_t n) {
   return std::move(t).value();
 }
 
+// A MatMul whose product ends with an activation: nothing more is added after it.
+bool has_activation(const ir::Node& mm) { return mm.attributes.has(kernels::kActivationAttribute); }
+
 bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                ir::NodeId id) {
   const ir::Node& mm = graph.node(id);
-  if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1) return false;
+  if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1 ||
+      has_activation(mm)) {
+    return false;
+  }
   const ir::Value& w = graph.value(mm.inputs[1]);
   const DType dtype = w.dtype;
   if ((dtype != DType::kF32 && dtype != DType::kF64) || !w.constant ||
@@ -75,7 +92,10 @@ bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& con
 bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                    ir::NodeId id) {
   const ir::Node& mm = graph.node(id);
-  if (mm.op_type != "MatMul" || mm.inputs.size() > 3 || mm.outputs.size() != 1) return false;
+  if (mm.op_type != "MatMul" || mm.inputs.size() > 3 || mm.outputs.size() != 1 ||
+      has_activation(mm)) {
+    return false;
+  }
   const ir::Value& w = graph.value(mm.inputs[1]);
   if ((w.dtype != DType::kF32 && w.dtype != DType::kF64) || !w.constant ||
       w.constant->shape().size() != 2) {
@@ -100,6 +120,29 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
   return true;
 }
 
+// A MatMul of a constant matrix whose only consumer is a Gelu of its output.
+bool fuse_gelu_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+                          ir::NodeId id) {
+  const ir::Node& mm = graph.node(id);
+  if (mm.op_type != "MatMul" || mm.outputs.size() != 1 || has_activation(mm)) return false;
+  const ir::Value& w = graph.value(mm.inputs[1]);
+  if ((w.dtype != DType::kF32 && w.dtype != DType::kF64) || !w.constant ||
+      w.constant->shape().size() != 2) {
+    return false;
+  }
+  auto gelu_id = sole_consumer(graph, consumers, mm.outputs[0]);
+  if (!gelu_id) return false;
+  const ir::Node& gelu = graph.node(*gelu_id);
+  if (gelu.op_type != "Gelu" || gelu.inputs.size() != 1 || gelu.outputs.size() != 1) return false;
+  auto tanh = kernels::read_gelu_tanh_approximation(gelu.attributes);
+  if (!tanh.ok()) return false;  // an approximate the Gelu node's own checks report
+  using Kind = kernels::FusedActivation::Kind;
+  kernels::set_fused_activation(graph.node(id).attributes,
+                                kernels::FusedActivation{*tanh ? Kind::kGeluTanh : Kind::kGelu});
+  absorb_successor(graph, id, *gelu_id);
+  return true;
+}
+
 }  // namespace
 
 StatusOr<int> fuse_matmul(ir::Graph& graph) {
@@ -107,8 +150,9 @@ StatusOr<int> fuse_matmul(ir::Graph& graph) {
   auto consumers = graph.consumers();
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
     if (graph.node(id).outputs.empty()) continue;
-    // The bias first, then the residual after it, on the same MatMul.
-    while (fuse_bias(graph, consumers, id) || fuse_residual(graph, consumers, id)) {
+    // The bias first, then the residual after it, then the activation, on the same MatMul.
+    while (fuse_bias(graph, consumers, id) || fuse_residual(graph, consumers, id) ||
+           fuse_gelu_activation(graph, consumers, id)) {
       ++rewrites;
       consumers = graph.consumers();
     }

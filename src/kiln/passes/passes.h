@@ -25,8 +25,8 @@
 //                   eps, Sqrt, Div, optional Mul gamma and Add beta) over the last axes becomes one
 //                   LayerNormalization node (ONNX opset 17 semantics)
 //   fuse_matmul     fold an f32/f64 constant bias Add, then a residual Add of a computed value of
-//                   the same shape, into the MatMul of a constant matrix before them
-//                   (kiln_bias, kiln_residual: kernels/linalg.cc)
+//                   the same shape, then a Gelu, into the MatMul of a constant matrix before them
+//                   (kiln_bias, kiln_residual, kiln_activation: kernels/linalg.cc)
 //   remove_dead     drop nodes and values nothing uses
 // Each pass keeps the graph verified and its shapes unchanged, and records the ONNX nodes it
 // absorbs in Node::origins. Each returns the number of rewrites it made.

@@ -333,7 +333,9 @@ TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
         FusedActivation{FusedActivation::Kind::kClip, 0.0, 6.0},
         FusedActivation{FusedActivation::Kind::kClip, -1.5},
         FusedActivation{.kind = FusedActivation::Kind::kLeakyRelu, .alpha = 0.125},
-        FusedActivation{FusedActivation::Kind::kSilu}}) {
+        FusedActivation{FusedActivation::Kind::kSilu},
+        FusedActivation{FusedActivation::Kind::kGelu},
+        FusedActivation{FusedActivation::Kind::kGeluTanh}}) {
     Attributes attributes;
     kernels::set_fused_activation(attributes, a);
     auto back = kernels::read_fused_activation(attributes);
@@ -342,8 +344,8 @@ TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
   }
   auto error_of = [](Attributes a) { return kernels::read_fused_activation(a).status().message(); };
   Attributes unknown;
-  unknown.set("kiln_activation", std::string("gelu"));
-  EXPECT_NE(error_of(unknown).find("got \"gelu\""), std::string::npos);
+  unknown.set("kiln_activation", std::string("swiglu"));
+  EXPECT_NE(error_of(unknown).find("got \"swiglu\""), std::string::npos);
   Attributes crossed;
   crossed.set("kiln_activation", std::string("clip"));
   crossed.set("kiln_activation_min", 3.0);
@@ -904,6 +906,66 @@ TEST(FuseMatmul, LeavesWhatItCannotFold) {
     MatmulBiasGraph m = matmul_bias_graph(rng, {5}, false);
     m.g.add_output(m.product);
     EXPECT_EQ(fuse_matmul(m.g).value(), 0);
+  }
+}
+
+// MatMul -> Add(bias) -> Gelu (either form) -> y: the bias and then the Gelu fold, the Gelu as
+// kiln_activation; the result is the unfused graph's (the reference kernels compute GELU alike)
+// and NaN stays NaN.
+TEST(FuseMatmul, FoldsAGeluAfterTheBias) {
+  for (const char* approximate : {"none", "tanh"}) {
+    std::mt19937 rng(11);
+    MatmulBiasGraph m = matmul_bias_graph(rng, {5}, false);
+    Graph& g = m.g;
+    const ValueId q = g.outputs()[0];
+    const ValueId y = g.add_value({"gelu_out", DType::kF32, g.value(q).shape, {}, {}});
+    Attributes a;
+    a.set("approximate", std::string(approximate));
+    g.add_node({"gelu", "Gelu", {q}, {y}, a, {}});
+    g.mutable_outputs() = {y};
+    Tensor x = random_tensor({2, 3, 8}, rng);
+    x.mutable_values<float>()[4] = std::numeric_limits<float>::quiet_NaN();
+    auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    EXPECT_EQ(fuse_matmul(g).value(), 2) << approximate;
+    ASSERT_TRUE(ir::verify_graph(g).ok());
+    ASSERT_EQ(g.nodes().size(), 1u);
+    const Node& mm = g.nodes()[0];
+    EXPECT_EQ(mm.inputs.size(), 3u);
+    EXPECT_EQ(mm.attributes.get_string(kernels::kActivationAttribute, "").value(),
+              std::string(approximate) == "tanh" ? "gelu_tanh" : "gelu");
+    EXPECT_NE(std::find(mm.origins.begin(), mm.origins.end(), "gelu"), mm.origins.end());
+    auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+    ASSERT_TRUE(after.ok()) << after.status().to_string();
+    expect_close((*after)[0], (*before)[0], 1e-6);
+    EXPECT_TRUE(std::isnan((*after)[0].values<float>()[0]));
+  }
+}
+
+// After a Gelu has folded, a later Add is not folded into the MatMul (it would run before the
+// activation); a Gelu whose input has another reader stays a node.
+TEST(FuseMatmul, FoldsNothingAfterTheActivationAndNoSharedGelu) {
+  for (bool shared : {false, true}) {
+    std::mt19937 rng(12);
+    Graph g;
+    g.name = "matmul_gelu_add";
+    const DimExpr batch = DimExpr::symbol("B");
+    const Shape ys{batch, 5};
+    ValueId x = g.add_input("x", DType::kF32, {batch, 8});
+    ValueId w = g.add_constant("w", random_tensor({8, 5}, rng));
+    ValueId bias = g.add_constant("bias", random_tensor({5}, rng));
+    ValueId p = g.add_value({"p", DType::kF32, ys, {}, {}});
+    ValueId q = g.add_value({"q", DType::kF32, ys, {}, {}});
+    ValueId y = g.add_value({"y", DType::kF32, ys, {}, {}});
+    g.add_node({"mm", "MatMul", {x, w}, {p}, {}, {}});
+    g.add_node({"gelu", "Gelu", {p}, {q}, {}, {}});
+    g.add_node({"bias_add", "Add", {q, bias}, {y}, {}, {}});
+    g.add_output(y);
+    if (shared) g.add_output(p);
+    EXPECT_EQ(fuse_matmul(g).value(), shared ? 0 : 1);
+    ASSERT_TRUE(ir::verify_graph(g).ok());
+    EXPECT_EQ(count_op(g, "Add"), 1);
+    EXPECT_EQ(count_op(g, "Gelu"), shared ? 1 : 0);
   }
 }
 

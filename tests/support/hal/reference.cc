@@ -50,6 +50,12 @@ Tensor reference_activation(const Tensor& x, const kernels::FusedActivation& act
       return reference("LeakyRelu", {x}, a);
     }
     case Kind::kSilu: return reference("Mul", {x, reference("Sigmoid", {x})});
+    case Kind::kGelu:
+    case Kind::kGeluTanh: {
+      Attributes a;
+      a.set("approximate", std::string(activation.kind == Kind::kGelu ? "none" : "tanh"));
+      return reference("Gelu", {x}, a);
+    }
   }
   return x;
 }

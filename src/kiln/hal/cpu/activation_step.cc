@@ -53,8 +53,10 @@ KILN_AVX2 void activate_avx2(const kernels::FusedActivation& a, const float* in,
 }
 
 void activate(const kernels::FusedActivation& a, const float* in, float* out, int64_t n) {
-  // SiLU is a conv post-op (conv_common.h); should a step get it, the scalar rule applies.
-  if (have_avx2() && a.kind != Kind::kSilu) return activate_avx2(a, in, out, n);
+  // SiLU is a conv post-op (conv_common.h) and GELU a MatMul epilogue (gemm_kernel.h); should a
+  // step get either, the scalar rule applies.
+  const bool vector = a.kind == Kind::kRelu || a.kind == Kind::kClip || a.kind == Kind::kLeakyRelu;
+  if (have_avx2() && vector) return activate_avx2(a, in, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = a.apply(in[i]);
 }
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kiln/hal/cpu/gemm_activation.h"
+
 namespace kiln::hal::cpu::gemm {
 namespace {
 
@@ -47,6 +49,15 @@ Epilogue epilogue_of(const Product& p) {
   e.residual = p.residual;
   e.residual_row_stride = p.residual_row_stride;
   return e;
+}
+
+// The activation of a register block just finished (`rows` rows of `panels` panels from column
+// `col0`, at `y`), while it is still in L1: the ISA's `activate` (gemm_activation.h).
+using ActivateFn = void (*)(Activation, float*, int64_t, int64_t, int64_t);
+inline void activate_block(const Product& p, float* y, int64_t rows, int64_t col0, int64_t panels,
+                           ActivateFn activate) {
+  if (p.activation == Activation::kNone) return;
+  activate(p.activation, y, p.ldy, rows, std::min(panels * kPanelColumns, p.n - col0));
 }
 
 // ---- AVX2 + FMA: 6 rows x 16 columns (two ymm per row) per register block ----
@@ -177,10 +188,12 @@ KILN_AVX2 void rows_block(const Product& p, const float* a, const float* packed,
       Columns cols[kWide];
       for (int w = 0; w < kWide; ++w) cols[w] = columns(p.n - col0 - w * kPanelColumns);
       tile<R, kWide>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
+      if (last) activate_block(p, yr, R, col0, kWide, detail::activate_avx2);
       panel += kWide;
     } else {
       const Columns cols[1] = {columns(p.n - col0)};
       tile<R, 1>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
+      if (last) activate_block(p, yr, R, col0, 1, detail::activate_avx2);
       ++panel;
     }
   }
@@ -301,10 +314,12 @@ KILN_AVX512 void rows_block512(const Product& p, const float* a, const float* pa
       __mmask16 cols[kWide];
       for (int w = 0; w < kWide; ++w) cols[w] = column_mask(p.n - col0 - w * kPanelColumns);
       tile512<R, kWide>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
+      if (last) activate_block(p, yr, R, col0, kWide, detail::activate_avx512);
       panel += kWide;
     } else {
       const __mmask16 cols[1] = {column_mask(p.n - col0)};
       tile512<R, 1>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
+      if (last) activate_block(p, yr, R, col0, 1, detail::activate_avx512);
       ++panel;
     }
   }

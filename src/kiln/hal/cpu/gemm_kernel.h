@@ -55,9 +55,15 @@ int64_t packed_floats(int64_t k, int64_t n);
 void pack(int64_t k, int64_t n, const float* src, std::span<const int64_t> offsets,
           int64_t row_stride, int64_t col_stride, float* packed);
 
-// One product's sizes and epilogue: Y[i, j] = alpha * sum_k A[i, k] B[k, j] + beta * C[i, j]
-// (+ R[i, j]), rounded after each step in that order: the sum, times alpha (when not 1), one FMA
-// with beta * C, one addition of the residual R.
+// The function applied to each element of Y last, after the epilogue: GELU in its erf form
+// (ONNX Gelu) or its tanh form (approximate = "tanh"), each by one fixed sequence of operations,
+// the same on both ISAs, within 1.5e-6 * max(1, |GELU(x)|) of the exact function
+// (gemm_activation.h).
+enum class Activation : uint8_t { kNone, kGelu, kGeluTanh };
+
+// One product's sizes and epilogue: Y[i, j] = act(alpha * sum_k A[i, k] B[k, j] + beta * C[i, j]
+// (+ R[i, j])), rounded after each step in that order: the sum, times alpha (when not 1), one FMA
+// with beta * C, one addition of the residual R, the activation.
 struct Product {
   int64_t m = 0, k = 0, n = 0;
   int64_t lda = 0;  // A's row stride (its columns are contiguous)
@@ -71,6 +77,7 @@ struct Product {
   // R[i, j] at residual[i * residual_row_stride + j], when set.
   const float* residual = nullptr;
   int64_t residual_row_stride = 0;
+  Activation activation = Activation::kNone;
 };
 
 // `a_offsets.size()` products of one shape: product i reads A at a + a_offsets[i] and the packed

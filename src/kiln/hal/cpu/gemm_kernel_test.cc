@@ -2,7 +2,8 @@
 // one FMA chain over k in order from 0, then alpha, then beta * C, then + the residual, computed
 // here in scalar code with std::fma. Both ISAs (AVX2 and, where the CPU has it, AVX-512) must give
 // exactly those bits for ragged and full register blocks, any thread count, several products per
-// call and NaN/Inf.
+// call and NaN/Inf. The GELU activation, which approximates, is checked against the exact
+// function within its stated bound, and for the same bits on both ISAs.
 #include "kiln/hal/cpu/gemm_kernel.h"
 
 #include <gtest/gtest.h>
@@ -36,6 +37,7 @@ struct Problem {
   std::vector<float> a, b, c_values;
   bool residual = false;
   std::vector<float> r_values;  // [m, n + 3]: a row stride other than n
+  Activation activation = Activation::kNone;
 };
 
 std::vector<float> random_values(size_t n, uint32_t seed) {
@@ -47,7 +49,7 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
 }
 
 Problem make_problem(Shape s, int64_t count, float alpha, float beta, CKind c, uint32_t seed) {
-  Problem p{s, count, alpha, beta, c, {}, {}, {}, false, {}};
+  Problem p{s, count, alpha, beta, c, {}, {}, {}, false, {}, Activation::kNone};
   p.a = random_values(static_cast<size_t>(count * s.m * s.k), seed);
   p.b = random_values(static_cast<size_t>(count * s.k * s.n), seed + 1);
   p.c_values = random_values(static_cast<size_t>(s.m * s.n), seed + 2);
@@ -119,6 +121,7 @@ std::vector<float> run(const Problem& p, Isa isa) {
     prod.residual = p.r_values.data();
     prod.residual_row_stride = n + 3;
   }
+  prod.activation = p.activation;
   std::vector<float> y(static_cast<size_t>(p.count * m * n), -7.0f);
   multiply(prod, p.a.data(), a_offsets, packed.get(), b_offsets, y.data(), m * n, isa);
   return y;
@@ -218,6 +221,82 @@ TEST_F(GemmKernelTest, NanAndInfPropagate) {
   EXPECT_TRUE(std::isnan(want[8 * 35 + 2]));
   EXPECT_TRUE(std::isnan(want[7 * 35 + 9]));
   for (Isa isa : isas()) expect_same_bits(run(p, isa), want, isa_name(isa));
+}
+
+// GELU, exactly (in double): ONNX Gelu, approximate "none" or "tanh".
+double exact_gelu(double x, Activation a) {
+  if (a == Activation::kGelu) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+// The activation ends the epilogue (after alpha, the bias and the residual): within
+// 1.5e-6 * max(1, |GELU(x)|) of the exact GELU of the epilogue's result, the same bits on both
+// ISAs, for ragged and full register blocks, with products whose results span [-12, 12].
+TEST_F(GemmKernelTest, GeluEndsTheEpilogueWithinItsBoundAndAlikeOnBothIsas) {
+  const Shape shapes[] = {{1, 7, 200}, {7, 64, 47}, {9, 100, 49}, {17, 800, 97}, {33, 40, 20}};
+  uint32_t seed = 500;
+  for (Activation activation : {Activation::kGelu, Activation::kGeluTanh}) {
+    for (const Shape& s : shapes) {
+      Problem p = make_problem(s, 1, 3.0f, 1.0f, CKind::kRowVector, seed += 5);
+      p.residual = true;
+      // Scale A so that the sums, about +-sqrt(k)/3 before, reach about +-12 with alpha 3.
+      const float scale = 4.0f / std::sqrt(static_cast<float>(s.k) / 3.0f);
+      for (float& v : p.a) v *= scale;
+      const std::vector<float> plain = expected(p);
+      p.activation = activation;
+      std::vector<float> first;
+      for (Isa isa : isas()) {
+        const std::vector<float> got = run(p, isa);
+        const std::string what = fmt::format("{} {}x{}x{} activation {}", isa_name(isa), s.m, s.k,
+                                             s.n, static_cast<int>(activation));
+        for (size_t i = 0; i < got.size(); ++i) {
+          const double want = exact_gelu(plain[i], activation);
+          ASSERT_LE(std::abs(got[i] - want), 1.5e-6 * std::max(1.0, std::abs(want)))
+              << what << " element " << i << " of x = " << plain[i];
+        }
+        if (first.empty()) {
+          first = got;
+        } else {
+          expect_same_bits(got, first, what + " against AVX2");
+        }
+      }
+    }
+  }
+}
+
+// GELU keeps NaN, maps +inf to +inf and -inf to NaN (-inf * 0, as ONNX's formula gives), and
+// saturates past the approximations' ranges as the exact function does, on both ISAs.
+TEST_F(GemmKernelTest, GeluOfNonFiniteAndLargeValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // x = bias: A is zero, so each column's result is its bias exactly.
+  const std::vector<float> xs = {nan, inf, -inf, 30.0f, -30.0f, 1e20f, -1e20f, 6.0f, -6.0f, 0.0f};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Problem p = make_problem({3, 4, n}, 1, 1.0f, 1.0f, CKind::kRowVector, 77);
+  std::fill(p.a.begin(), p.a.end(), 0.0f);
+  std::copy(xs.begin(), xs.end(), p.c_values.begin());
+  for (Activation activation : {Activation::kGelu, Activation::kGeluTanh}) {
+    p.activation = activation;
+    for (Isa isa : isas()) {
+      const std::vector<float> y = run(p, isa);
+      const std::string what =
+          fmt::format("{} activation {}", isa_name(isa), static_cast<int>(activation));
+      for (int64_t row = 0; row < 3; ++row) {
+        const float* r = y.data() + row * n;
+        EXPECT_TRUE(std::isnan(r[0])) << what;
+        EXPECT_EQ(r[1], inf) << what;
+        EXPECT_TRUE(std::isnan(r[2])) << what;
+        EXPECT_EQ(r[3], 30.0f) << what;
+        EXPECT_EQ(r[4], 0.0f) << what;
+        EXPECT_TRUE(std::signbit(r[4])) << what << ": GELU(-30) is -0";
+        EXPECT_EQ(r[5], 1e20f) << what;
+        EXPECT_EQ(r[6], 0.0f) << what;
+        EXPECT_NEAR(r[7], exact_gelu(6.0, activation), 1e-5) << what;
+        EXPECT_NEAR(r[8], exact_gelu(-6.0, activation), 1e-6) << what;
+        EXPECT_EQ(r[9], 0.0f) << what;
+      }
+    }
+  }
 }
 
 // DNNL_MAX_CPU_ISA=AVX2 (or lower) selects the AVX2 code; otherwise AVX-512 where the CPU has it.

@@ -288,15 +288,29 @@ bool use_kiln_kernel(const OpReader& op) {
   return op.input(0).dtype == DType::kF32 && gemm::cpu_supported();
 }
 
+// The GELU form a fused MatMul ends with (kiln_activation), as kiln's kernel names it.
+StatusOr<gemm::Activation> matmul_activation(const OpReader& op) {
+  KILN_ASSIGN_OR_RETURN(kernels::FusedActivation a,
+                        kernels::read_matmul_activation(op.attributes(), op.input(0).dtype));
+  switch (a.kind) {
+    case kernels::FusedActivation::Kind::kGelu: return gemm::Activation::kGelu;
+    case kernels::FusedActivation::Kind::kGeluTanh: return gemm::Activation::kGeluTanh;
+    default: return gemm::Activation::kNone;  // read_matmul_activation allows no other
+  }
+}
+
 }  // namespace
 
 // What the MatMul fast path runs: f32, f16 or bf16 operands of rank 1 to 6 whose batch dims it
-// can broadcast (matmul_shapes), and a kiln_bias or kiln_residual (inputs 2, 3) on kiln's kernel
-// only. The definition has checked the rest (select_path).
+// can broadcast (matmul_shapes), and a kiln_bias, kiln_residual (inputs 2, 3) or
+// kiln_activation on kiln's kernel only. The definition has checked the rest (select_path).
 Status check_matmul(const OpReader& op) {
-  if ((op.has_input(2) || op.has_input(3)) && !use_kiln_kernel(op)) {
+  KILN_ASSIGN_OR_RETURN(gemm::Activation activation, matmul_activation(op));
+  if ((op.has_input(2) || op.has_input(3) || activation != gemm::Activation::kNone) &&
+      !use_kiln_kernel(op)) {
     return unimplemented(
-        "MatMul's kiln_bias and kiln_residual run on kiln's f32 kernel only (AVX2 + FMA)");
+        "MatMul's kiln_bias, kiln_residual and kiln_activation run on kiln's f32 kernel only (AVX2 "
+        "+ FMA)");
   }
   KILN_RETURN_IF_ERROR(check_stored_dtype(op));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 1, 6));
@@ -422,8 +436,11 @@ StatusOr<BufferRef> packed_b(ProgramBuilder& b, int32_t v, int64_t count, int64_
 }
 
 std::string product_label(const char* what, const gemm::Product& p, size_t count) {
-  return fmt::format("{} kiln_gemm:{} {}x{}x{}{}", what, gemm::isa_name(gemm::best_isa()), p.m, p.k,
-                     p.n, count > 1 ? fmt::format(" x{} matrices", count) : "");
+  const char* activation = p.activation == gemm::Activation::kGelu       ? " +gelu"
+                           : p.activation == gemm::Activation::kGeluTanh ? " +gelu_tanh"
+                                                                         : "";
+  return fmt::format("{} kiln_gemm:{} {}x{}x{}{}{}", what, gemm::isa_name(gemm::best_isa()), p.m,
+                     p.k, p.n, count > 1 ? fmt::format(" x{} matrices", count) : "", activation);
 }
 
 Status build_gemm_kiln(ProgramBuilder& b) {
@@ -511,6 +528,7 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     p.c_row_stride = 0;
     p.c_col_stride = 1;
   }
+  KILN_ASSIGN_OR_RETURN(p.activation, matmul_activation(op));
   if (op.has_input(3)) {
     // kiln_residual: the output's shape, row stride n (each product's at its Y's offset).
     KILN_ASSIGN_OR_RETURN(buffers.residual,

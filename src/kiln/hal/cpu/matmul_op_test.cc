@@ -356,6 +356,58 @@ TEST(CpuMatMulRowInvarianceTest, BatchedOperandsAndGemmRows) {
   }
 }
 
+// MatMul's kiln_activation (GELU, passes::fuse_matmul) is GELU of the unfused MatMul + bias, within
+// the kernel's bound (gemm_kernel.h), NaN in the bias staying NaN; a sample run alone gets the
+// bits it gets in the batch.
+TEST(CpuMatMulTest, KilnActivationIsGeluOfTheUnfusedResult) {
+  const ConcreteShape as{3, 29, 96}, ws{96, 50}, ys{3, 29, 50};
+  const Tensor a = random_tensor(as, 1, -3.0f, 3.0f), w = random_tensor(ws, 2, -0.5f, 0.5f);
+  Tensor bias = random_tensor({50}, 3);
+  bias.mutable_values<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  for (const char* form : {"gelu", "gelu_tanh"}) {
+    auto fused = [&](const ConcreteShape& in_shape) {
+      ConcreteShape out_shape = in_shape;
+      out_shape.back() = 50;
+      SpecBuilder s;
+      const int32_t ai = s.input("a", in_shape), y = s.output("y", out_shape);
+      Attributes attrs;
+      attrs.set(kernels::kActivationAttribute, std::string(form));
+      s.dispatch("mm", "MatMul", {ai, s.constant("w", w), s.constant("bias", bias)}, {y}, attrs);
+      return s;
+    };
+    SpecBuilder unfused;
+    {
+      const int32_t ai = unfused.input("a", as), y = unfused.output("y", ys);
+      const int32_t p = unfused.value("p", ys);
+      unfused.dispatch("mm", "MatMul", {ai, unfused.constant("w", w)}, {p});
+      unfused.dispatch("add", "Add", {p, unfused.constant("bias", bias)}, {y});
+    }
+    SpecBuilder batch = fused(as);
+    auto got = prepare_and_run(batch, {a});
+    auto plain = prepare_and_run(unfused, {a});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+    const auto g = (*got)[0].values<float>(), x = (*plain)[0].values<float>();
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (i % 50 == 1) {
+        EXPECT_TRUE(std::isnan(g[i])) << form << " " << i;
+        continue;
+      }
+      const double v = x[i];
+      const double want =
+          std::string(form) == "gelu"
+              ? 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))
+              : 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+      ASSERT_LE(std::abs(g[i] - want), 1.5e-6 * std::max(1.0, std::abs(want)))
+          << form << " element " << i << " of x = " << v;
+    }
+    SpecBuilder one = fused({1, 29, 96});
+    auto alone = prepare_and_run(one, {slice_dim(a, 0, 2)});
+    ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+    EXPECT_TRUE(identical((*alone)[0], slice_dim((*got)[0], 0, 2))) << form;
+  }
+}
+
 class CpuSoftmaxTest : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(CpuSoftmaxTest, MatchesReference) {

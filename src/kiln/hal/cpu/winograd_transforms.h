@@ -21,7 +21,8 @@ typename V::R activate(typename V::R y, const kernels::FusedActivation& a) {
   switch (a.kind) {
     case Kind::kNone:
     case Kind::kSilu:  // never: winograd_shape leaves SiLU to oneDNN's direct conv
-      return y;
+    case Kind::kGelu:  // never: read_conv_attributes rejects GELU
+    case Kind::kGeluTanh: return y;
     case Kind::kRelu: return V::max(V::zero(), y);
     case Kind::kClip:
       return V::min(V::set1(static_cast<float>(a.max)),

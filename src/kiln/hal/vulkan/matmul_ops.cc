@@ -102,6 +102,10 @@ Status build_matmul(KernelBuilder& b) {
           "a MatMul with kiln_bias or kiln_residual runs on the CPU (no Vulkan epilogue for them)");
     }
   }
+  if (b.attributes().has(kernels::kActivationAttribute)) {
+    return unimplemented(
+        "a MatMul with kiln_activation runs on the CPU (no Vulkan epilogue for it)");
+  }
   for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
   KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
   ConcreteShape as = b.input(0).shape, bs = b.input(1).shape;

@@ -1,0 +1,59 @@
+// gemm_activation.h on AVX-512: 16-float vectors.
+#include <immintrin.h>
+
+#include <cstdint>
+
+// Every header with inline code but the vector template goes before the target options, so that
+// none of its functions is compiled for this ISA (the linker could pick that copy for any caller).
+#include "kiln/hal/cpu/gemm_activation.h"
+
+// Everything below is compiled for AVX-512, so this file adds no such instruction anywhere
+// else; gemm_kernel.cc calls it only where the CPU has AVX-512F.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#endif
+
+#include "kiln/hal/cpu/gemm_activation_math.h"
+
+namespace kiln::hal::cpu::gemm::detail {
+namespace {
+
+struct Avx512 {
+  using R = __m512;
+  using Mask = __mmask16;
+  static constexpr int64_t kWidth = 16;
+  static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, R x) { _mm512_storeu_ps(p, x); }
+  static Mask mask(int64_t count) { return static_cast<Mask>((1u << count) - 1u); }
+  static R load_partial(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store_partial(float* p, Mask m, R x) { _mm512_mask_storeu_ps(p, m, x); }
+  static R set1(float x) { return _mm512_set1_ps(x); }
+  static R add(R a, R b) { return _mm512_add_ps(a, b); }
+  static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  static R div(R a, R b) { return _mm512_div_ps(a, b); }
+  static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  // `then` where x >= limit (x <= limit), else `other`; false for NaN.
+  static R where_at_least(R x, float limit, R then, R other) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, set1(limit), _CMP_GE_OQ), other, then);
+  }
+  static R where_at_most(R x, float limit, R then, R other) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, set1(limit), _CMP_LE_OQ), other, then);
+  }
+};
+
+}  // namespace
+
+void activate_avx512(Activation activation, float* y, int64_t ldy, int64_t rows, int64_t cols) {
+  activate_rows<Avx512>(activation, y, ldy, rows, cols);
+}
+
+}  // namespace kiln::hal::cpu::gemm::detail
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
