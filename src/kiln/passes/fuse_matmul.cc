@@ -50,6 +50,13 @@ std::optional<Tensor> bias_of(const ir::Value& v, DType dtype, int64_t n) {
 // A MatMul whose product ends with an activation: nothing more is added after it.
 bool has_activation(const ir::Node& mm) { return mm.attributes.has(kernels::kActivationAttribute); }
 
+// Whether MatMul `mm`'s B is a constant f32 or f64 matrix (rank 2), as every fusion here asks.
+bool constant_matrix_b(const ir::Graph& graph, const ir::Node& mm) {
+  const ir::Value& w = graph.value(mm.inputs[1]);
+  return (w.dtype == DType::kF32 || w.dtype == DType::kF64) && w.constant &&
+         w.constant->shape().size() == 2;
+}
+
 bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                ir::NodeId id) {
   const ir::Node& mm = graph.node(id);
@@ -57,12 +64,9 @@ bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& con
       has_activation(mm)) {
     return false;
   }
+  if (!constant_matrix_b(graph, mm)) return false;
   const ir::Value& w = graph.value(mm.inputs[1]);
   const DType dtype = w.dtype;
-  if ((dtype != DType::kF32 && dtype != DType::kF64) || !w.constant ||
-      w.constant->shape().size() != 2) {
-    return false;
-  }
   const ir::ValueId y = mm.outputs[0];
   // The product's rows keep their shape through the Add: A of rank >= 2 (a 1-D A drops a dim).
   if (graph.value(mm.inputs[0]).shape.size() < 2) return false;
@@ -96,11 +100,8 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
       has_activation(mm)) {
     return false;
   }
+  if (!constant_matrix_b(graph, mm)) return false;
   const ir::Value& w = graph.value(mm.inputs[1]);
-  if ((w.dtype != DType::kF32 && w.dtype != DType::kF64) || !w.constant ||
-      w.constant->shape().size() != 2) {
-    return false;
-  }
   const ir::ValueId y = mm.outputs[0];
   auto add_id = sole_consumer(graph, consumers, y);
   if (!add_id) return false;
@@ -124,10 +125,8 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
 bool fuse_gelu_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                           ir::NodeId id) {
   const ir::Node& mm = graph.node(id);
-  if (mm.op_type != "MatMul" || mm.outputs.size() != 1 || has_activation(mm)) return false;
-  const ir::Value& w = graph.value(mm.inputs[1]);
-  if ((w.dtype != DType::kF32 && w.dtype != DType::kF64) || !w.constant ||
-      w.constant->shape().size() != 2) {
+  if (mm.op_type != "MatMul" || mm.outputs.size() != 1 || has_activation(mm) ||
+      !constant_matrix_b(graph, mm)) {
     return false;
   }
   auto gelu_id = sole_consumer(graph, consumers, mm.outputs[0]);
