@@ -35,6 +35,20 @@
 
 namespace kiln::kernels {
 
+// ONNX Gelu (opset 20): x/2 (1 + erf(x / sqrt 2)), or with approximate = "tanh"
+// x/2 (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). Gelu's portable kernel and the fused activation
+// both compute it here.
+template <typename T>
+T gelu(T x, bool tanh_approximation) {
+  using std::erf;
+  using std::tanh;
+  if (tanh_approximation) {
+    const T inner = static_cast<T>(0.7978845608028654) * (x + static_cast<T>(0.044715) * x * x * x);
+    return static_cast<T>(0.5) * x * (T(1) + tanh(inner));
+  }
+  return static_cast<T>(0.5) * x * (T(1) + erf(x * static_cast<T>(0.7071067811865476)));
+}
+
 struct FusedActivation {
   enum class Kind { kNone, kRelu, kClip, kLeakyRelu, kSilu, kGelu, kGeluTanh };
   Kind kind = Kind::kNone;
@@ -59,16 +73,8 @@ struct FusedActivation {
         const T e = exp(v);
         return v * (e / (T(1) + e));
       }
-      case Kind::kGelu: {  // as Gelu's portable kernel (kernels/unary.cc)
-        using std::erf;
-        return static_cast<T>(0.5) * v * (T(1) + erf(v * static_cast<T>(0.7071067811865476)));
-      }
-      case Kind::kGeluTanh: {
-        using std::tanh;
-        const T inner =
-            static_cast<T>(0.7978845608028654) * (v + static_cast<T>(0.044715) * v * v * v);
-        return static_cast<T>(0.5) * v * (T(1) + tanh(inner));
-      }
+      case Kind::kGelu: return gelu(v, false);
+      case Kind::kGeluTanh: return gelu(v, true);
     }
     return v;
   }
@@ -89,7 +95,7 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes);
 // Sets the attributes that read_fused_activation reads back as `activation`.
 void set_fused_activation(Attributes& attributes, const FusedActivation& activation);
 
-// "relu", "clip(0, 6)", "leaky_relu(0.1)", "silu"; "" for none.
+// "relu", "clip(0, 6)", "leaky_relu(0.1)", "silu", "gelu", "gelu_tanh"; "" for none.
 std::string describe(const FusedActivation& activation);
 
 // Whether `activation` is one of the GELU forms.

@@ -255,14 +255,7 @@ auto apply(C x, const Params& p) {
     if (std::isnan(x)) return x;  // std::max/min would drop it
     return std::max(C(0), std::min(C(1), alpha * x + beta));
   } else if constexpr (F == Fn::kGelu) {
-    // ONNX Gelu (opset 20): x/2 (1 + erf(x / sqrt 2)), or with approximate = "tanh"
-    // x/2 (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
-    if (p.tanh_approximation) {
-      const C inner =
-          static_cast<C>(0.7978845608028654) * (x + static_cast<C>(0.044715) * x * x * x);
-      return static_cast<C>(0.5) * x * (C(1) + std::tanh(inner));
-    }
-    return static_cast<C>(0.5) * x * (C(1) + std::erf(x * static_cast<C>(0.7071067811865476)));
+    return gelu(x, p.tanh_approximation);  // activation.h
   } else if constexpr (F == Fn::kShrink) {
     // alpha = lambd, beta = bias
     if (x < -alpha) return static_cast<C>(x + beta);
