@@ -18,6 +18,7 @@
 #include "kiln/module/module.h"
 #include "kiln/onnx/importer.h"
 #include "kiln/runtime/session.h"
+#include "tests/support/expect.h"
 #include "tests/support/onnx/test_models.h"
 #include "tests/support/test_env.h"
 
@@ -33,6 +34,7 @@ constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
 constexpr int32_t kInt64 = onnx::TensorProto::INT64;
 
 // Builds a model whose batch dim is `batch` ("N", or a number for the static form).
+using testing::expect_same_bits;
 using ModelFn = std::function<void(ModelBuilder&, const DimSpec& batch)>;
 
 void fill_value(onnx::NodeProto* node, int32_t type, double value) {
@@ -175,22 +177,6 @@ std::vector<Tensor> run(std::shared_ptr<const module::ModuleContents> m, const T
   auto out = (*session)->run(inputs);
   EXPECT_TRUE(out.ok()) << out.status().to_string();
   return out.ok() ? std::move(out).value() : std::vector<Tensor>{};
-}
-
-void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
-                      const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].dtype(), b[i].dtype()) << what << " output " << i;
-    ASSERT_EQ(a[i].shape(), b[i].shape()) << what << " output " << i;
-    const size_t bytes = a[i].byte_size();
-    const std::byte* pa = a[i].data();
-    const std::byte* pb = b[i].data();
-    size_t differing = 0;
-    for (size_t k = 0; k < bytes; ++k) differing += pa[k] != pb[k];
-    EXPECT_EQ(differing, 0u) << what << " output " << i << ": " << differing << " of " << bytes
-                             << " bytes differ";
-  }
 }
 
 void check_model(const std::string& name, const ModelFn& build, ConcreteShape x_dims) {

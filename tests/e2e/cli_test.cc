@@ -60,6 +60,25 @@ class KilnCli : public ::testing::Test {
     }
   }
 
+  // Each `kiln run` of the tiny model at batch 3 with one of `variants` appended to its flags
+  // (`flag` + variant) writes the bytes the first one wrote.
+  void expect_same_output(const std::string& flag, std::initializer_list<const char*> variants) {
+    std::string first_bytes;
+    size_t index = 0;
+    for (const char* variant : variants) {
+      const std::string out = dir_ + "/same_output_" + std::to_string(index++) + ".npy";
+      auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(3) + " " + flag +
+                             variant + " --output=@" + out);
+      ASSERT_EQ(result.exit_code, 0) << result.output;
+      std::ifstream file(out, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(file)),
+                              std::istreambuf_iterator<char>());
+      ASSERT_FALSE(bytes.empty());
+      if (first_bytes.empty()) first_bytes = bytes;
+      EXPECT_EQ(bytes, first_bytes) << flag << variant;
+    }
+  }
+
   std::string tiny_input(int batch) {
     return std::to_string(batch) + "x3x8x8xf32=@" +
            model_path("small/tiny_input_b" + std::to_string(batch) + ".bin");
@@ -397,19 +416,7 @@ TEST_F(KilnCli, PlanCacheBoundsAreFlagsOfRunAndBench) {
 // `--team-policy` (docs/architecture.md "Threads on a busy machine"): each policy gives the same
 // bits; an unknown one is an error naming the flag and the word, with no output written.
 TEST_F(KilnCli, TeamPolicyIsAFlagOfRunAndBenchAndChangesNoBits) {
-  std::string first_bytes;
-  for (const char* policy : {"full", "one-thread", "adaptive"}) {
-    const std::string out = dir_ + "/team_" + policy + ".npy";
-    auto result = run_kiln("run --module=" + module_ + " --input=" + tiny_input(3) +
-                           " --threads=2 --team-policy=" + policy + " --output=@" + out);
-    ASSERT_EQ(result.exit_code, 0) << result.output;
-    std::ifstream file(out, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(file)),
-                            std::istreambuf_iterator<char>());
-    ASSERT_FALSE(bytes.empty());
-    if (first_bytes.empty()) first_bytes = bytes;
-    EXPECT_EQ(bytes, first_bytes) << policy;
-  }
+  expect_same_output("--threads=2 --team-policy=", {"full", "one-thread", "adaptive"});
   const std::string out = dir_ + "/team_bad.npy";
   expect_error(run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) +
                         " --team-policy=solo --output=@" + out),
@@ -420,6 +427,31 @@ TEST_F(KilnCli, TeamPolicyIsAFlagOfRunAndBenchAndChangesNoBits) {
   auto bench = run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
                         " --warmup=0 --repeat=2 --threads=2 --team-policy=one-thread");
   EXPECT_EQ(bench.exit_code, 0) << bench.output;
+}
+
+// `--sample-groups` (docs/architecture.md "Sample groups"): off, all, auto and a byte count give
+// the same bits; anything else is an error naming the flag and the value, with no output.
+TEST_F(KilnCli, SampleGroupsIsAFlagOfRunAndBenchAndChangesNoBits) {
+  expect_same_output("--sample-groups=", {"off", "all", "auto", "64K"});
+  const std::string out = dir_ + "/groups_bad.npy";
+  expect_error(run_kiln("run --module=" + module_ + " --input=" + tiny_input(1) +
+                        " --sample-groups=some --output=@" + out),
+               {"--sample-groups", "'some'", "auto, off, all or a byte count"}, out);
+  expect_error(run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
+                        " --warmup=0 --repeat=1 --sample-groups=0"),
+               {"--sample-groups", "'0'"});
+  // One module with and without groups, alternating in one process.
+  auto paired =
+      run_kiln("bench --module=" + module_ + " --against=" + module_ + " --input=" + tiny_input(3) +
+               " --warmup=0 --repeat=2 --sample-groups=all" + " --against-sample-groups=off");
+  EXPECT_EQ(paired.exit_code, 0) << paired.output;
+  EXPECT_NE(paired.output.find("--module/--against"), std::string::npos) << paired.output;
+  expect_error(run_kiln("bench --module=" + module_ + " --against=" + module_ + " --input=" +
+                        tiny_input(1) + " --warmup=0 --repeat=1 --against-sample-groups=none"),
+               {"--against-sample-groups", "'none'"});
+  expect_error(run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
+                        " --warmup=0 --repeat=1 --against-sample-groups=off"),
+               {"--against-sample-groups needs --against"});
 }
 
 TEST_F(KilnCli, UnknownTargetAndBadBindAreUsageErrors) {

@@ -52,4 +52,12 @@ namespace kiln::testing {
   return ::testing::AssertionFailure() << "bytes differ";
 }
 
+void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                      const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(identical(a[i], b[i])) << what << ": output " << i;
+  }
+}
+
 }  // namespace kiln::testing

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "kiln/base/tensor.h"
@@ -31,5 +32,9 @@ inline void expect_close(const Tensor& actual, const ConcreteShape& shape,
 }
 // Same dtype, shape and bytes (NaN payloads included); the message names the first difference.
 ::testing::AssertionResult identical(const Tensor& a, const Tensor& b);
+// EXPECT_TRUE(identical(...)) for each pair of two runs' outputs, which must be as many;
+// failures name `what` and the output.
+void expect_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                      const std::string& what);
 
 }  // namespace kiln::testing

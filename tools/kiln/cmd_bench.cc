@@ -32,6 +32,7 @@ struct BenchFlags {
   std::string json;
   bool per_dispatch = false;
   std::string against;  // a second module, timed alternately with --module on the same inputs
+  std::string against_sample_groups;  // its --sample-groups; empty: --module's
   PlanCacheFlags plan_cache;
 };
 
@@ -90,8 +91,18 @@ int run_bench(const BenchFlags& flags) {
   auto peer_error = [&](Status status) {
     return report_error("bench", std::move(status).with_note("in --against=" + flags.against));
   };
+  if (flags.against.empty() && !flags.against_sample_groups.empty()) {
+    return report_error("bench",
+                        invalid_argument("--against-sample-groups needs --against=MODULE"));
+  }
   if (!flags.against.empty()) {
-    auto opened = open_module("--against", flags.against, options);
+    runtime::SessionOptions peer_options = options;
+    if (!flags.against_sample_groups.empty()) {
+      Status groups =
+          apply_sample_groups("--against-sample-groups", flags.against_sample_groups, peer_options);
+      if (!groups.ok()) return report_error("bench", groups);
+    }
+    auto opened = open_module("--against", flags.against, peer_options);
     if (!opened.ok()) return peer_error(opened.status());
     peer = std::move(opened).value();
   }
@@ -230,6 +241,10 @@ Command add_bench_command(CLI::App& app) {
                   "a second module (.kmod) timed on the same inputs, its runs alternating with "
                   "--module's (A B B A ...): prints its median and the ratio, which drift in the "
                   "machine's load affects far less than separate processes");
+  sub->add_option("--against-sample-groups", flags->against_sample_groups,
+                  "--sample-groups for the --against module (default: --module's), e.g. to time "
+                  "one module with and without sample groups: --against=SAME.kmod "
+                  "--against-sample-groups=off");
   flags->plan_cache.add_to(sub);
   return {sub, [flags] { return run_bench(*flags); }};
 }

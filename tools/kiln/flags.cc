@@ -82,6 +82,11 @@ void ThreadFlags::add_to(CLI::App* sub) {
                   "adaptive (default): each run takes the full team, or one thread per dispatch "
                   "while that is faster (a busy machine), with the same bits; full: always the "
                   "full team; one-thread: always one thread where the bits allow");
+  sub->add_option("--sample-groups", sample_groups,
+                  "CPU: when a run of layers that compute each sample alone runs one sample at a "
+                  "time, keeping a sample's activations in cache: auto (default), from layers that "
+                  "touch half the last-level cache; off; all; or a byte count such as 8M; the "
+                  "bits are the same either way");
 }
 
 Status ThreadFlags::apply(runtime::SessionOptions& options) const {
@@ -89,6 +94,25 @@ Status ThreadFlags::apply(runtime::SessionOptions& options) const {
   auto policy = hal::parse_team_policy(team_policy);
   if (!policy.ok()) return std::move(policy).status().with_note("in --team-policy");
   options.team_policy = *policy;
+  return apply_sample_groups("--sample-groups", sample_groups, options);
+}
+
+Status apply_sample_groups(std::string_view flag, const std::string& text,
+                           runtime::SessionOptions& options) {
+  if (text == "auto") {
+    options.sample_group_bytes = std::nullopt;
+  } else if (text == "off") {
+    options.sample_group_bytes = UINT64_MAX;
+  } else if (text == "all") {
+    options.sample_group_bytes = 0;
+  } else {
+    auto bytes = parse_byte_size(flag, text);
+    if (!bytes.ok()) {
+      return invalid_argument("{} '{}': expected auto, off, all or a byte count such as 8M", flag,
+                              text);
+    }
+    options.sample_group_bytes = *bytes;
+  }
   return ok_status();
 }
 

@@ -30,15 +30,21 @@ struct PlanCacheFlags {
   Status apply(runtime::SessionOptions& options) const;
 };
 
-// `--threads` and `--team-policy` of `kiln run` and `kiln bench`.
+// `--threads`, `--team-policy` and `--sample-groups` of `kiln run` and `kiln bench`.
 struct ThreadFlags {
   int threads = 0;
   std::string team_policy = "adaptive";
+  std::string sample_groups = "auto";
 
   void add_to(CLI::App* sub);
-  // Sets the session's threads and team policy; the error names the flag.
+  // Sets the session's threads, team policy and sample groups; the error names the flag.
   Status apply(runtime::SessionOptions& options) const;
 };
+
+// A `--sample-groups`-style value (auto, off, all or a byte count) into the session's
+// sample_group_bytes; the error names `flag` and the value.
+Status apply_sample_groups(std::string_view flag, const std::string& text,
+                           runtime::SessionOptions& options);
 
 // Runtime::Session::open for `--module`-style flags. A model (.onnx, .kir) is refused with a
 // message suggesting `kiln compile`, as is a file that is no module; other errors name the flag.

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,6 +51,11 @@ struct DeviceOptions {
   // Whether a dispatch that a GPU backend cannot run may run on its CPU fallback; false: prepare
   // refuses such a dispatch, naming it and why (`--no-fallback`).
   bool allow_fallback = true;
+  // CPU: the bytes of activations (a dispatch's sample-holding inputs and outputs, whole batch)
+  // from which a run of per-sample dispatches runs one sample at a time (hal/cpu/sample_groups.h);
+  // nullopt: half the machine's last-level cache; 0: every such run of two or more dispatches;
+  // UINT64_MAX: never. The bits are the same either way.
+  std::optional<uint64_t> sample_group_bytes;
 };
 
 class Device {

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kiln/base/status.h"
@@ -24,7 +25,9 @@ class RunObserver {
  public:
   virtual ~RunObserver() = default;
   // Whether after_dispatch(d, ...) gets d's outputs. Asked once per dispatch per run, before it
-  // runs. Observing costs a copy to the host (and a reorder out of a blocked layout) per output.
+  // runs; a run may ask about several dispatches before the first of them finishes (a CPU sample
+  // group asks about all of its dispatches, then runs them one sample at a time). Observing costs a
+  // copy to the host (and a reorder out of a blocked layout) per output.
   virtual bool wants_outputs(int32_t dispatch) { return false; }
   // Called once per dispatch, in order, after it finished. `elapsed_ms` is the wall time of the
   // dispatch's own work (kernels and the reorders it needs), excluding the copies made for the
@@ -79,6 +82,12 @@ class Executable {
   // dispatch that a device hands to another one (a GPU backend's CPU fallback) starts its lines
   // with kFallbackLinePrefix and the reason, so tools can report fallbacks on any device.
   virtual std::vector<std::string> describe_dispatch(int32_t d) const { return {}; }
+  // Ranges [first, end) of dispatches whose work a run interleaves (the CPU backend runs a
+  // sample group's dispatches one sample at a time, hal/cpu/sample_groups.h), so a value one of
+  // them reads or writes must keep its bytes over the whole range: whoever places the values
+  // treats such a value as live from the range's first dispatch to its last (or beyond, as its
+  // own reads need). Empty: dispatches run in order.
+  virtual std::vector<std::pair<int32_t, int32_t>> interleaved_dispatches() const { return {}; }
 };
 
 }  // namespace kiln::hal

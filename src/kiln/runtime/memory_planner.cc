@@ -34,6 +34,19 @@ std::vector<size_t> group_roots(const std::vector<BufferRequest>& requests) {
 
 }  // namespace
 
+void extend_over_ranges(std::vector<BufferRequest>& requests,
+                        const std::vector<std::pair<int32_t, int32_t>>& ranges) {
+  for (const auto& [first, end] : ranges) {
+    if (end <= first) continue;
+    for (BufferRequest& r : requests) {
+      if (r.first < end && r.last >= first) {
+        r.first = std::min(r.first, first);
+        r.last = std::max(r.last, end - 1);
+      }
+    }
+  }
+}
+
 ArenaPlan plan_arena(const std::vector<BufferRequest>& requests) {
   // Merge same_as chains into one request each, plan those, then hand each member its group's
   // offset.

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace kiln::runtime {
@@ -24,6 +25,12 @@ struct ArenaPlan {
   std::vector<size_t> offsets;  // one per request; 0 for requests of 0 bytes
   size_t arena_bytes = 0;
 };
+
+// Ranges [first, end) of dispatches whose work a run interleaves (hal::Executable::
+// interleaved_dispatches): every request whose lifetime meets a range is made to live over the
+// whole range, since the range's dispatches run by turns.
+void extend_over_ranges(std::vector<BufferRequest>& requests,
+                        const std::vector<std::pair<int32_t, int32_t>>& ranges);
 
 // Greedy: largest buffers first, each at the lowest offset that fits between the buffers already
 // placed whose lifetimes overlap. Deterministic for the same requests. A `same_as` out of range

@@ -71,5 +71,28 @@ TEST(MemoryPlanner, SameAsOutOfRangeIsIgnored) {
   EXPECT_EQ(plan.arena_bytes, 256u);
 }
 
+TEST(MemoryPlanner, BuffersAnInterleavedRangeTouchesLiveOverAllOfIt) {
+  // Dispatches 2..4 run by turns (one sample at a time): a buffer read at 2 and one written at 4
+  // must not share bytes, nor may one made at 3 and read at 6 with one read only at 2.
+  std::vector<BufferRequest> requests = {
+      {1000, 0, 2},  // made before the range, last read inside it
+      {1000, 4, 5},  // made inside, read after
+      {1000, 3, 3},  // made and read inside
+      {1000, 0, 1},  // before the range: untouched
+      {1000, 6, 7},  // after it: untouched
+      {1000, 1, 9},  // spans it: unchanged
+  };
+  extend_over_ranges(requests, {{2, 5}, {8, 8}});  // an empty range changes nothing
+  const std::vector<std::pair<int32_t, int32_t>> lifetimes = {{0, 4}, {2, 5}, {2, 4},
+                                                              {0, 1}, {6, 7}, {1, 9}};
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(std::make_pair(requests[i].first, requests[i].last), lifetimes[i]) << i;
+  }
+  const ArenaPlan plan = plan_arena(requests);
+  EXPECT_FALSE(ranges_overlap(plan.offsets[0], 1000, plan.offsets[1], 1000));
+  EXPECT_FALSE(ranges_overlap(plan.offsets[0], 1000, plan.offsets[2], 1000));
+  EXPECT_FALSE(ranges_overlap(plan.offsets[1], 1000, plan.offsets[2], 1000));
+}
+
 }  // namespace
 }  // namespace kiln::runtime

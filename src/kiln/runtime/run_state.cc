@@ -306,6 +306,7 @@ StatusOr<RunState::Prepared*> RunState::prepare(size_t stage_index, const Bindin
       if (in >= 0) requests[in].last = static_cast<int32_t>(d);
     }
   }
+  extend_over_ranges(requests, prepared->executable->interleaved_dispatches());
   uint64_t output_bytes = 0;
   for (size_t v = 0; v < spec.values.size(); ++v) {
     const hal::ValueSpec& value = spec.values[v];

@@ -54,6 +54,7 @@ StatusOr<std::unique_ptr<Session>> Session::create(
   device_options.threads = options.threads;
   device_options.team_policy = options.team_policy;
   device_options.allow_fallback = options.allow_fallback;
+  device_options.sample_group_bytes = options.sample_group_bytes;
   KILN_ASSIGN_OR_RETURN(
       auto device, hal::create_device(options.device, device_options, options.decorate_device));
   PlanCacheLimits limits;

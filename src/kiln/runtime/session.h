@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -59,6 +60,9 @@ struct SessionOptions {
   // Whether a GPU device may run on its CPU fallback what it has no kernel for (false:
   // `--no-fallback`, preparing such a dispatch fails naming it; hal::DeviceOptions).
   bool allow_fallback = true;
+  // CPU: from how many bytes of activations a run of per-sample dispatches runs one sample at a
+  // time (hal::DeviceOptions::sample_group_bytes; nullopt: from the machine's cache).
+  std::optional<uint64_t> sample_group_bytes;
   bool trust_module = false;  // skip the module checksum (structure is still verified)
   // Refuse to run shapes whose activations (arena) plus outputs need more than this many bytes;
   // checked before anything that size is allocated. 0: default_max_memory_bytes().

@@ -185,8 +185,10 @@ class ModelRun {
   }
 
   // The dynamic module runs on the full team; a bound one (`bind` not empty) on one thread per
-  // dispatch where the kernels allow (hal::TeamPolicy::kOneThread), so that the bound-vs-dynamic
-  // comparison also checks that the team size changes no bits.
+  // dispatch where the kernels allow (hal::TeamPolicy::kOneThread), and with every run of
+  // per-sample dispatches in a CPU sample group (sample_group_bytes 0), so that the
+  // bound-vs-dynamic comparison also checks that neither the team size nor running one sample
+  // at a time changes a bit.
   StatusOr<std::unique_ptr<runtime::Session>> compile_session(const Bindings& bind) {
     compiler::CompileOptions options;
     options.target = "cpu";
@@ -197,6 +199,7 @@ class ModelRun {
     session_options.threads = ctx_.threads;
     session_options.team_policy =
         bind.empty() ? hal::TeamPolicy::kFull : hal::TeamPolicy::kOneThread;
+    if (!bind.empty()) session_options.sample_group_bytes = 0;
     session_options.decorate_device = ctx_.decorate_device;
     return runtime::Session::create(
         std::make_shared<const module::ModuleContents>(std::move(contents)), session_options);

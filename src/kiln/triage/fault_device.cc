@@ -9,11 +9,12 @@ namespace {
 
 // Presents the planted program's dispatches to an observer of the original one: the dispatches
 // of one original dispatch become one call, with the time of all of them and the outputs after
-// the fault.
+// the fault. Each original dispatch keeps its own state: a run may ask about several dispatches
+// before the first of them finishes (hal::RunObserver).
 class OriginalObserver : public hal::RunObserver {
  public:
   OriginalObserver(const FaultedProgram& program, hal::RunObserver& outer)
-      : program_(program), outer_(outer) {
+      : program_(program), outer_(outer), state_(program.dispatches.size()) {
     for (size_t d = 0; d < program.dispatches.size(); ++d) {
       for (size_t k = 0; k < program.dispatches[d].size(); ++k) {
         const auto inner = static_cast<size_t>(program.dispatches[d][k]);
@@ -25,40 +26,45 @@ class OriginalObserver : public hal::RunObserver {
 
   bool wants_outputs(int32_t dispatch) override {
     const auto [d, k] = owner_[dispatch];
-    if (k == 0) {
-      wants_ = outer_.wants_outputs(d);
-      elapsed_ms_ = 0;
-      outputs_.clear();
-    }
-    return wants_;
+    State& state = state_[d];
+    if (k == 0) state = State{outer_.wants_outputs(d), 0, {}};
+    return state.wants;
   }
 
   Status after_dispatch(int32_t dispatch, double elapsed_ms,
                         std::span<const Tensor> outputs) override {
     const auto [d, k] = owner_[dispatch];
-    elapsed_ms_ += elapsed_ms;
-    if (wants_) {
+    State& state = state_[d];
+    state.elapsed_ms += elapsed_ms;
+    if (state.wants) {
       if (k == 0) {
-        outputs_.assign(outputs.begin(), outputs.end());
+        state.outputs.assign(outputs.begin(), outputs.end());
       } else {
         const std::vector<int32_t>& source = program_.output_source[d];
         for (size_t i = 0; i < source.size(); ++i) {
-          if (source[i] == k && i < outputs_.size() && !outputs.empty()) outputs_[i] = outputs[0];
+          if (source[i] == k && i < state.outputs.size() && !outputs.empty())
+            state.outputs[i] = outputs[0];
         }
       }
     }
     if (static_cast<size_t>(k) + 1 < program_.dispatches[d].size()) return ok_status();
-    return outer_.after_dispatch(
-        d, elapsed_ms_, wants_ ? std::span<const Tensor>(outputs_) : std::span<const Tensor>());
+    Status status = outer_.after_dispatch(
+        d, state.elapsed_ms,
+        state.wants ? std::span<const Tensor>(state.outputs) : std::span<const Tensor>());
+    state.outputs.clear();
+    return status;
   }
 
  private:
+  struct State {
+    bool wants = false;
+    double elapsed_ms = 0;
+    std::vector<Tensor> outputs;
+  };
   const FaultedProgram& program_;
   hal::RunObserver& outer_;
   std::vector<std::pair<int32_t, int32_t>> owner_;  // planted dispatch -> (original, k)
-  bool wants_ = false;
-  double elapsed_ms_ = 0;
-  std::vector<Tensor> outputs_;
+  std::vector<State> state_;                        // per original dispatch
 };
 
 class FaultExecutable : public hal::Executable {
@@ -109,6 +115,22 @@ class FaultExecutable : public hal::Executable {
     return inner_->run(inner);
   }
   size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
+  // The wrapped program's ranges, as the original dispatches that hold them.
+  std::vector<std::pair<int32_t, int32_t>> interleaved_dispatches() const override {
+    std::vector<int32_t> original;  // per planted-program dispatch
+    for (size_t d = 0; d < program_->dispatches.size(); ++d) {
+      for (int32_t inner : program_->dispatches[d]) {
+        if (original.size() <= static_cast<size_t>(inner)) original.resize(inner + 1, -1);
+        original[inner] = static_cast<int32_t>(d);
+      }
+    }
+    std::vector<std::pair<int32_t, int32_t>> out;
+    for (const auto& [first, end] : inner_->interleaved_dispatches()) {
+      if (first < 0 || end <= first || static_cast<size_t>(end) > original.size()) continue;
+      out.emplace_back(original[first], original[end - 1] + 1);
+    }
+    return out;
+  }
   size_t memory_bytes() const override {
     return inner_->memory_bytes() + (planted_ != nullptr ? planted_->size() : 0);
   }

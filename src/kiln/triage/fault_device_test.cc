@@ -5,6 +5,9 @@
 // original program; and the same decorator around the null device.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <chrono>
 #include <cmath>
 
 #include "kiln/hal/host_tensors.h"
@@ -109,11 +112,13 @@ class Recorder : public hal::RunObserver {
   Status after_dispatch(int32_t dispatch, double elapsed_ms,
                         std::span<const Tensor> outputs) override {
     seen.push_back(dispatch);
+    total_ms += elapsed_ms;
     this->outputs.emplace_back(outputs.begin(), outputs.end());
     return ok_status();
   }
   std::vector<int32_t> seen;
   std::vector<std::vector<Tensor>> outputs;
+  double total_ms = 0;
 };
 
 // x -> conv (12 channels from 3: blocked unless it is a graph output) + relu -> gap -> flatten;
@@ -233,6 +238,61 @@ TEST_F(FaultRun, ObserversAndDescriptionsSeeTheOriginalProgram) {
   EXPECT_TRUE(names_fault) << fmt::format("{}", fmt::join(lines, "\n"));
   EXPECT_TRUE((*exe)->describe_dispatch(3).empty());
   EXPECT_EQ((*exe)->storage_bytes(static_cast<int32_t>(s.spec().values.size())), 0u);
+}
+
+// A fault planted between the dispatches of a CPU sample group (hal/cpu/sample_groups.h): the
+// planted program's groups are reported as the original dispatches that hold them, the run gives
+// the faulted bits, and an observer sees every original dispatch once, in order, with its outputs
+// whole, though the group asks about all of its dispatches before it runs them.
+TEST(FaultInSampleGroup, IsSeenAtItsDispatchWithWholeOutputs) {
+  SpecBuilder s;
+  const int32_t x = s.input("x", {3, 4, 8, 8});
+  const Tensor w = random_tensor({4, 4, 1, 1}, 21, -0.5f, 0.5f);
+  std::vector<int32_t> values = {x};
+  for (int d = 0; d < 4; ++d) {
+    const int32_t out = d == 3 ? s.output("y", {3, 4, 8, 8}) : s.value("v", {3, 4, 8, 8});
+    if (d % 2 == 0) {
+      s.dispatch(fmt::format("d{}_conv", d), "Conv", {values.back(), s.constant("w", w)}, {out});
+    } else {
+      s.dispatch(fmt::format("d{}_relu", d), "Relu", {values.back()}, {out});
+    }
+    values.push_back(out);
+  }
+  hal::DeviceOptions options;
+  options.threads = 2;
+  options.sample_group_bytes = 0;
+  auto clean_device = hal::create_device("cpu", options);
+  auto faulted_device =
+      hal::create_device("cpu", options, fault_decorator(spec_of("dispatch:1:perturb=1")));
+  ASSERT_TRUE(clean_device.ok() && faulted_device.ok());
+  auto clean = (*clean_device)->prepare(s.spec());
+  auto faulted = (*faulted_device)->prepare(s.spec());
+  ASSERT_TRUE(clean.ok() && faulted.ok()) << faulted.status().to_string();
+  using Ranges = std::vector<std::pair<int32_t, int32_t>>;
+  EXPECT_EQ((*clean)->interleaved_dispatches(), (Ranges{{0, 4}}));
+  // The planted perturbation (an Add of a constant, after d1) joins the group: planted
+  // dispatches 0..4 are original dispatches 0..3.
+  EXPECT_EQ((*faulted)->interleaved_dispatches(), (Ranges{{0, 4}}));
+
+  const Tensor input = random_tensor({3, 4, 8, 8}, 22);
+  Recorder clean_seen, seen;
+  auto expected = run_program(**clean, s.spec(), {input}, {.observer = &clean_seen});
+  const auto start = std::chrono::steady_clock::now();
+  auto got = run_program(**faulted, s.spec(), {input}, {.observer = &seen});
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(expected.ok() && got.ok()) << got.status().to_string();
+  // Each dispatch's time counted once: together no more than the run took.
+  EXPECT_LE(seen.total_ms, wall_ms);
+  EXPECT_EQ(seen.seen, (std::vector<int32_t>{0, 1, 2, 3}));
+  ASSERT_EQ(seen.outputs.size(), 4u);
+  EXPECT_TRUE(identical(seen.outputs[0][0], clean_seen.outputs[0][0]));
+  ASSERT_EQ(seen.outputs[1][0].shape(), (ConcreteShape{3, 4, 8, 8}));
+  const auto relu = clean_seen.outputs[1][0].values<float>();
+  const auto perturbed = seen.outputs[1][0].values<float>();
+  for (size_t i = 0; i < relu.size(); ++i) ASSERT_EQ(perturbed[i], relu[i] + 1.0f) << i;
+  EXPECT_FALSE(identical((*got)[0], (*expected)[0]));
+  EXPECT_TRUE(identical((*got)[0], seen.outputs[3][0]));
 }
 
 TEST_F(FaultRun, WrapsTheNullDeviceToo) {

@@ -82,6 +82,7 @@ runtime::ArenaPlan plan_for(hal::Executable& exe, const hal::ProgramSpec& spec,
       r.last = std::numeric_limits<int32_t>::max();
     }
   }
+  if (options.share_memory) runtime::extend_over_ranges(requests, exe.interleaved_dispatches());
   runtime::ArenaPlan plan = runtime::plan_arena(requests);
   g_last_arena_bytes = plan.arena_bytes;
   return plan;

@@ -80,6 +80,7 @@ StatusOr<std::unique_ptr<Device>> create_cpu_device(const DeviceOptions& options
   auto state = std::make_shared<DeviceState>();
   state->threads = options.threads > 0 ? options.threads : omp_get_num_procs();
   state->team_policy = options.team_policy;
+  state->sample_group_bytes = options.sample_group_bytes.value_or(default_sample_group_bytes());
   KILN_RETURN_IF_ERROR(catch_dnnl("creating the oneDNN CPU engine", [&]() -> Status {
     state->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     return ok_status();

@@ -53,6 +53,14 @@ StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(Parts parts) {
     exe->stream_ = dnnl::stream(exe->parts_.device->engine);
     return ok_status();
   }));
+  exe->sample_ptrs_.assign(exe->parts_.values.size(), nullptr);
+  exe->group_of_.assign(exe->parts_.dispatches.size(), -1);
+  for (size_t g = 0; g < exe->parts_.groups.size(); ++g) {
+    const SampleGroup& group = exe->parts_.groups[g].group;
+    for (size_t d = group.first; d < group.end && d < exe->group_of_.size(); ++d) {
+      exe->group_of_[d] = static_cast<int32_t>(g);
+    }
+  }
   exe->full_plan_.dispatches = exe->parts_.dispatches;
   for (const auto& step : exe->parts_.steps) exe->full_plan_.steps.push_back(step.get());
   return exe;
@@ -92,7 +100,7 @@ bool CpuExecutable::adopt_one_thread_plan(std::unique_ptr<CpuExecutable> plan) {
   // The runtime sized this executable's scratch (scratch_bytes()) before the plan was built:
   // the plan must fit in it (one thread needs no more workspace or scratchpad than a team).
   if (one.descs != parts_.descs || one.storage != parts_.storage ||
-      one.shared_storage != parts_.shared_storage ||
+      one.shared_storage != parts_.shared_storage || one.groups != parts_.groups ||
       one.dispatches.size() != parts_.dispatches.size() ||
       one.workspace_bytes > parts_.workspace_bytes ||
       one.scratchpad_bytes > parts_.scratchpad_bytes) {
@@ -169,6 +177,14 @@ int32_t CpuExecutable::storage_shared_with(int32_t value) const {
   return parts_.shared_storage[value];
 }
 
+std::vector<std::pair<int32_t, int32_t>> CpuExecutable::interleaved_dispatches() const {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (const Parts::GroupRun& run : parts_.groups) {
+    out.emplace_back(static_cast<int32_t>(run.group.first), static_cast<int32_t>(run.group.end));
+  }
+  return out;
+}
+
 Status CpuExecutable::bind_values(const RunArgs& args) {
   if (args.values.size() != parts_.values.size()) {
     return invalid_argument("run: got {} value bindings, the program has {} values",
@@ -230,11 +246,20 @@ Status CpuExecutable::run(const RunArgs& args) {
   // An observed run's time is the observer's too: it teaches the team choice nothing.
   if (args.observer != nullptr) return run_observed(ctx, plan, *args.observer);
   const RunClock clock;
-  for (const DispatchSteps& dispatch : plan.dispatches) {
-    use_threads(dispatch.threads);
-    for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
-      KILN_RETURN_IF_ERROR(plan.steps[s]->run(ctx));
+  for (size_t d = 0; d < plan.dispatches.size();) {
+    if (group_of_[d] < 0) {
+      KILN_RETURN_IF_ERROR(run_dispatch(ctx, plan, d++));
+      continue;
     }
+    const Parts::GroupRun& run = parts_.groups[group_of_[d]];
+    std::copy(value_ptrs_.begin(), value_ptrs_.end(), sample_ptrs_.begin());
+    for (int64_t sample = 0; sample < run.group.samples; ++sample) {
+      const ExecContext at = at_sample(ctx, run, sample);
+      for (size_t i = run.group.first; i < run.group.end; ++i) {
+        KILN_RETURN_IF_ERROR(run_dispatch(at, plan, i));
+      }
+    }
+    d = run.group.end;
   }
   if (dnnl_stream_wait(stream_.get()) != dnnl_success) {
     return internal_error("run: oneDNN stream wait failed");
@@ -245,28 +270,61 @@ Status CpuExecutable::run(const RunArgs& args) {
   return ok_status();
 }
 
+Status CpuExecutable::run_dispatch(const ExecContext& ctx, const Plan& plan, size_t d) {
+  const DispatchSteps& dispatch = plan.dispatches[d];
+  use_threads(dispatch.threads);
+  for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
+    KILN_RETURN_IF_ERROR(plan.steps[s]->run(ctx));
+  }
+  return ok_status();
+}
+
+ExecContext CpuExecutable::at_sample(const ExecContext& ctx, const Parts::GroupRun& run,
+                                     int64_t sample) {
+  for (size_t i = 0; i < run.values.size(); ++i) {
+    const int32_t v = run.values[i];
+    sample_ptrs_[v] = value_ptrs_[v] != nullptr
+                          ? value_ptrs_[v] + static_cast<size_t>(sample) * run.strides[i]
+                          : nullptr;
+  }
+  return ExecContext{sample_ptrs_, ctx.workspace, ctx.scratchpad, ctx.stream};
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+}  // namespace
+
 Status CpuExecutable::run_observed(const ExecContext& ctx, const Plan& plan,
                                    RunObserver& observer) {
-  using Clock = std::chrono::steady_clock;
-  for (size_t d = 0; d < plan.dispatches.size(); ++d) {
+  for (size_t d = 0; d < plan.dispatches.size();) {
+    if (group_of_[d] >= 0) {
+      const Parts::GroupRun& run = parts_.groups[group_of_[d]];
+      KILN_RETURN_IF_ERROR(run_group_observed(ctx, plan, run, observer));
+      d = run.group.end;
+      continue;
+    }
     const DispatchSteps& dispatch = plan.dispatches[d];
     const auto index = static_cast<int32_t>(d);
     const bool wants = observer.wants_outputs(index);
-    use_threads(dispatch.threads);
     const Clock::time_point start = Clock::now();
-    for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
-      KILN_RETURN_IF_ERROR(plan.steps[s]->run(ctx));
-    }
+    KILN_RETURN_IF_ERROR(run_dispatch(ctx, plan, d));
     // The clock stops only once the stream has drained, so the time is this dispatch's alone.
     if (dnnl_stream_wait(stream_.get()) != dnnl_success) {
       return internal_error("run: oneDNN stream wait failed after dispatch '{}'", dispatch.name);
     }
-    const double elapsed_ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    const double elapsed_ms = ms_since(start);
     std::vector<Tensor> outputs;
     if (wants) {
       for (int32_t v : dispatch.outputs) {
-        auto tensor = read_plain(ctx, v);
+        const ValueSpec& value = parts_.values[v];
+        auto tensor =
+            read_plain(ctx.values[v], value.name, value.dtype, value.shape, parts_.descs[v]);
         if (!tensor.ok()) {
           return std::move(tensor).status().with_note(
               fmt::format("observing dispatch '{}'", dispatch.name));
@@ -278,23 +336,76 @@ Status CpuExecutable::run_observed(const ExecContext& ctx, const Plan& plan,
     if (!observed.ok()) {
       return std::move(observed).with_note(fmt::format("after dispatch '{}'", dispatch.name));
     }
+    ++d;
   }
   return ok_status();
 }
 
-StatusOr<Tensor> CpuExecutable::read_plain(const ExecContext& ctx, int32_t v) {
-  const ValueSpec& value = parts_.values[v];
-  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(value.dtype, value.shape));
+Status CpuExecutable::run_group_observed(const ExecContext& ctx, const Plan& plan,
+                                         const Parts::GroupRun& run, RunObserver& observer) {
+  const size_t first = run.group.first, count = run.group.end - run.group.first;
+  std::vector<double> elapsed_ms(count, 0.0);
+  std::vector<std::vector<Tensor>> outputs(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (!observer.wants_outputs(static_cast<int32_t>(first + i))) continue;
+    for (int32_t v : plan.dispatches[first + i].outputs) {
+      KILN_ASSIGN_OR_RETURN(Tensor whole,
+                            Tensor::create(parts_.values[v].dtype, parts_.values[v].shape));
+      outputs[i].push_back(std::move(whole));
+    }
+  }
+  std::copy(value_ptrs_.begin(), value_ptrs_.end(), sample_ptrs_.begin());
+  for (int64_t sample = 0; sample < run.group.samples; ++sample) {
+    const ExecContext at = at_sample(ctx, run, sample);
+    for (size_t i = 0; i < count; ++i) {
+      const DispatchSteps& dispatch = plan.dispatches[first + i];
+      const Clock::time_point start = Clock::now();
+      KILN_RETURN_IF_ERROR(run_dispatch(at, plan, first + i));
+      if (dnnl_stream_wait(stream_.get()) != dnnl_success) {
+        return internal_error("run: oneDNN stream wait failed after dispatch '{}'", dispatch.name);
+      }
+      elapsed_ms[i] += ms_since(start);
+      // Each output's sample now, before a later dispatch of the group may write over its bytes.
+      for (size_t o = 0; o < outputs[i].size(); ++o) {
+        const int32_t v = dispatch.outputs[o];
+        const ValueSpec& value = parts_.values[v];
+        ConcreteShape one = value.shape;
+        one[0] = 1;
+        auto part = read_plain(at.values[v], value.name, value.dtype, one, parts_.sample_descs[v]);
+        if (!part.ok()) {
+          return std::move(part).status().with_note(
+              fmt::format("observing dispatch '{}'", dispatch.name));
+        }
+        Tensor& whole = outputs[i][o];
+        const size_t bytes = part->byte_size();
+        std::memcpy(whole.mutable_data() + static_cast<size_t>(sample) * bytes, part->data(),
+                    bytes);
+      }
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    Status observed =
+        observer.after_dispatch(static_cast<int32_t>(first + i), elapsed_ms[i], outputs[i]);
+    if (!observed.ok()) {
+      return std::move(observed).with_note(
+          fmt::format("after dispatch '{}'", plan.dispatches[first + i].name));
+    }
+  }
+  return ok_status();
+}
+
+StatusOr<Tensor> CpuExecutable::read_plain(const std::byte* from, std::string_view name,
+                                           DType dtype, const ConcreteShape& shape,
+                                           const std::optional<dnnl::memory::desc>& desc) const {
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create(dtype, shape));
   if (out.byte_size() == 0) return out;
-  const std::byte* from = ctx.values[v];
-  if (from == nullptr) return internal_error("value '{}' has no storage", value.name);
-  const auto& desc = parts_.descs[v];
+  if (from == nullptr) return internal_error("value '{}' has no storage", name);
   if (!desc || is_plain(*desc)) {
     std::memcpy(out.mutable_data(), from, out.byte_size());
     return out;
   }
   KILN_RETURN_IF_ERROR(catch_dnnl("reordering an observed value to plain", [&]() -> Status {
-    const dnnl_desc plain = plain_desc(value.shape, desc->data_type());
+    const dnnl_desc plain = plain_desc(shape, desc->data_type());
     const dnnl::engine& engine = parts_.device->engine;
     dnnl::memory src(*desc, engine, const_cast<std::byte*>(from));
     dnnl::memory dst(plain, engine, out.mutable_data());
@@ -319,6 +430,12 @@ std::vector<std::string> CpuExecutable::describe_dispatch(int32_t d) const {
   const DispatchSteps& dispatch = parts_.dispatches[d];
   for (size_t s = dispatch.first_step; s < dispatch.end_step; ++s) {
     out.push_back(parts_.steps[s]->describe());
+  }
+  if (group_of_[d] >= 0) {
+    const SampleGroup& group = parts_.groups[group_of_[d]].group;
+    out.push_back(
+        fmt::format("sample group: dispatches {}..{} run one sample at a time, {} samples",
+                    group.first, group.end - 1, group.samples));
   }
   return out;
 }

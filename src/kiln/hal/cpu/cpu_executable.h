@@ -12,6 +12,11 @@
 // run() calls on the same executable are not allowed (they share the workspace); different
 // executables may run concurrently.
 //
+// Sample groups (sample_groups.h): the dispatches of a group run one sample at a time, all of
+// them for sample 0, then for sample 1, ...; each run of a dispatch sees every value the group
+// slices moved to that sample's bytes. An observed run does the same and hands the observer each
+// dispatch's outputs whole, gathered sample by sample as they are made.
+//
 // Busy machines (team_choice.h): where the device has more than one thread, the executable may
 // also run a one-thread plan, which ProgramBuilder builds from a copy of the same spec with
 // every dispatch on one thread, when a run first wants it. Each run takes the full plan or that
@@ -28,10 +33,12 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/hal/cpu/device_state.h"
 #include "kiln/hal/cpu/runnable_tasks.h"
+#include "kiln/hal/cpu/sample_groups.h"
 #include "kiln/hal/cpu/step.h"
 #include "kiln/hal/cpu/team_choice.h"
 #include "kiln/hal/device.h"
@@ -53,6 +60,18 @@ class CpuExecutable : public Executable {
     std::vector<std::unique_ptr<Step>> steps;
     std::vector<DispatchSteps> dispatches;  // per ProgramSpec dispatch, in order
     std::vector<std::shared_ptr<const ReorderedConstant>> held_constants;
+    // Per sample group: its dispatches, and the values whose place moves by `strides` bytes per
+    // sample (the group's values stored whole; those internal to it hold one sample and stay).
+    struct GroupRun {
+      SampleGroup group;
+      std::vector<int32_t> values;
+      std::vector<size_t> strides;
+      bool operator==(const GroupRun&) const = default;
+    };
+    std::vector<GroupRun> groups;
+    // Per value a group slices: one sample's layout (for values internal to a group, also
+    // `descs`).
+    std::vector<std::optional<dnnl::memory::desc>> sample_descs;
     size_t workspace_bytes = 0;
     size_t scratchpad_bytes = 0;
   };
@@ -80,6 +99,8 @@ class CpuExecutable : public Executable {
 
   size_t storage_bytes(int32_t value) const override;
   int32_t storage_shared_with(int32_t value) const override;
+  // The sample groups' dispatches.
+  std::vector<std::pair<int32_t, int32_t>> interleaved_dispatches() const override;
   // Errors: a value binding that is missing, not host-visible or smaller than the value needs,
   // and oneDNN execution failures (naming the dispatch).
   Status run(const RunArgs& args) override;
@@ -111,9 +132,17 @@ class CpuExecutable : public Executable {
   explicit CpuExecutable(Parts parts) : parts_(std::move(parts)) {}
   // Resolves every value's binding to value_ptrs_, checking each.
   Status bind_values(const RunArgs& args);
+  // The steps of dispatch `d` of `plan`, on its team size.
+  Status run_dispatch(const ExecContext& ctx, const Plan& plan, size_t d);
+  // `ctx` with the values of group `run` moved to sample `sample` (in sample_ptrs_).
+  ExecContext at_sample(const ExecContext& ctx, const Parts::GroupRun& run, int64_t sample);
   Status run_observed(const ExecContext& ctx, const Plan& plan, RunObserver& observer);
-  // A plain copy of value `v` as it is stored right now.
-  StatusOr<Tensor> read_plain(const ExecContext& ctx, int32_t v);
+  Status run_group_observed(const ExecContext& ctx, const Plan& plan, const Parts::GroupRun& run,
+                            RunObserver& observer);
+  // A plain copy of `shape` elements of `dtype` stored at `from` in `desc` (plain when null).
+  StatusOr<Tensor> read_plain(const std::byte* from, std::string_view name, DType dtype,
+                              const ConcreteShape& shape,
+                              const std::optional<dnnl::memory::desc>& desc) const;
 
   Team choose_team() const;
 
@@ -132,6 +161,8 @@ class CpuExecutable : public Executable {
   Team last_team_ = Team::kFull;
   std::byte* own_scratch_ = nullptr;  // for runs without RunArgs::scratch
   std::vector<std::byte*> value_ptrs_;
+  std::vector<std::byte*> sample_ptrs_;  // value_ptrs_ at one sample of a group
+  std::vector<int32_t> group_of_;        // per dispatch: its index in parts_.groups, or -1
   dnnl::stream stream_;
 };
 

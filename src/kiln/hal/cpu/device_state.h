@@ -1,6 +1,7 @@
 // State a CPU device shares with the executables it prepares (they may outlive the device).
 #pragma once
 
+#include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kiln/hal/cpu/weight_cache.h"
@@ -13,6 +14,9 @@ struct DeviceState {
   WeightCache weights;
   int threads = 1;  // resolved: DeviceOptions::threads, or all cores when that is 0
   TeamPolicy team_policy = TeamPolicy::kAdaptive;
+  // Sample groups (sample_groups.h): the bytes from which a dispatch is worth slicing;
+  // UINT64_MAX: never.
+  uint64_t sample_group_bytes = UINT64_MAX;
 };
 
 // Makes `threads` the OpenMP team size of the calling thread; oneDNN sizes its work partition

@@ -14,6 +14,7 @@
 
 #include "kiln/base/status.h"
 #include "kiln/hal/cpu/op_params.h"
+#include "kiln/hal/cpu/sample_groups.h"
 #include "kiln/kernels/kernel.h"
 
 namespace kiln::hal::cpu {
@@ -25,6 +26,8 @@ struct OpPath {
   std::string_view op_type;  // empty for the portable path
   Status (*check)(const OpReader& op);
   Status (*build)(ProgramBuilder& builder);
+  // Which inputs hold samples when the path computes each sample alone (sample_groups.h).
+  SampleInputs sample_inputs = SampleInputs::none();
 };
 
 // The fast path of an op type; nullptr when there is none.

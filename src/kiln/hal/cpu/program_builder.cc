@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "kiln/base/checked_math.h"
 #include "kiln/hal/cpu/convert_step.h"
@@ -88,8 +89,8 @@ Status ProgramBuilder::validate_spec() const {
 StatusOr<BufferRef> ProgramBuilder::input_as(int32_t v, const dnnl_desc& want,
                                              const std::optional<dnnl_desc>& view) {
   if (!layouts_[v]) {
-    return internal_error("input '{}' ({}) has no oneDNN layout", spec_.values[v].name,
-                          dtype_name(spec_.values[v].dtype));
+    return internal_error("input '{}' ({}) has no oneDNN layout", values()[v].name,
+                          dtype_name(values()[v].dtype));
   }
   const dnnl_desc& have = *layouts_[v];
   const dnnl::memory::data_type stored = have.data_type();
@@ -114,7 +115,7 @@ StatusOr<BufferRef> ProgramBuilder::input_as(int32_t v, const dnnl_desc& want,
   }
   const dnnl_desc source = read ? *read : plain_desc(want.dims(), stored);
   if (source.dims() != want.dims() || source.get_size() != plain.get_size()) {
-    return internal_error("value '{}' stored as {} cannot be read as {}", spec_.values[v].name,
+    return internal_error("value '{}' stored as {} cannot be read as {}", values()[v].name,
                           describe(have), describe(source));
   }
   if (source == want) return from;
@@ -134,7 +135,7 @@ StatusOr<BufferRef> ProgramBuilder::input_as(int32_t v, const dnnl_desc& want,
 StatusOr<BufferRef> ProgramBuilder::constant_as(int32_t v, const dnnl_desc& source,
                                                 const dnnl_desc& target) {
   const Tensor* c = constant(v);
-  if (c == nullptr) return internal_error("value '{}' is not a constant", spec_.values[v].name);
+  if (c == nullptr) return internal_error("value '{}' is not a constant", values()[v].name);
   KILN_ASSIGN_OR_RETURN(auto reordered, device_->weights.get(*c, source, target, engine()));
   std::byte* data = reordered->data();
   held_constants_.push_back(std::move(reordered));
@@ -145,7 +146,7 @@ StatusOr<BufferRef> ProgramBuilder::constant_transformed(int32_t v, const dnnl_d
                                                          const dnnl_desc& target,
                                                          const WeightCache::Transform& transform) {
   const Tensor* c = constant(v);
-  if (c == nullptr) return internal_error("value '{}' is not a constant", spec_.values[v].name);
+  if (c == nullptr) return internal_error("value '{}' is not a constant", values()[v].name);
   KILN_ASSIGN_OR_RETURN(auto transformed,
                         device_->weights.get_transformed(*c, source, target, transform));
   std::byte* data = transformed->data();
@@ -154,7 +155,7 @@ StatusOr<BufferRef> ProgramBuilder::constant_transformed(int32_t v, const dnnl_d
 }
 
 StatusOr<BufferRef> ProgramBuilder::output(int32_t v, const dnnl_desc& produced) {
-  const ValueSpec& value = spec_.values[v];
+  const ValueSpec& value = values()[v];
   if (stored_data_type(value.dtype) != produced.data_type()) {
     return internal_error("output '{}' is {}, but produced as {}", value.name,
                           dtype_name(value.dtype), describe(produced));
@@ -185,22 +186,24 @@ StatusOr<BufferRef> ProgramBuilder::output(int32_t v, const dnnl_desc& produced)
 }
 
 bool ProgramBuilder::can_overwrite(int32_t in, int32_t out, const dnnl_desc& layout) const {
-  const ValueSpec& from = spec_.values[in];
-  const ValueSpec& to = spec_.values[out];
+  const ValueSpec& from = values()[in];
+  const ValueSpec& to = values()[out];
   if (from.role != ValueRole::kIntermediate || to.role != ValueRole::kIntermediate ||
       stored_data_type(to.dtype) != layout.data_type() || !layouts_[in] ||
       *layouts_[in] != layout || layout.dims() != to_dnnl_dims(to.shape)) {
     return false;
   }
   if (last_reader_[in] != static_cast<int32_t>(dispatch_index_)) return false;
+  // Shared bytes are sliced alike: one sample's bytes cannot hold a whole batch.
+  if (groups_.roles[in] != groups_.roles[out]) return false;
   const DispatchSpec& d = spec_.dispatches[dispatch_index_];
   return std::count(d.inputs.begin(), d.inputs.end(), in) == 1;
 }
 
 StatusOr<BufferRef> ProgramBuilder::output_over(int32_t out, int32_t in, const dnnl_desc& layout) {
   if (!can_overwrite(in, out, layout)) {
-    return internal_error("output '{}' cannot be written over input '{}'", spec_.values[out].name,
-                          spec_.values[in].name);
+    return internal_error("output '{}' cannot be written over input '{}'", values()[out].name,
+                          values()[in].name);
   }
   layouts_[out] = layout;
   storage_[out] = storage_[in];
@@ -210,8 +213,8 @@ StatusOr<BufferRef> ProgramBuilder::output_over(int32_t out, int32_t in, const d
 }
 
 bool ProgramBuilder::can_alias_over(int32_t in, int32_t out, const dnnl_desc& layout) const {
-  const ValueSpec& from = spec_.values[in];
-  const ValueSpec& to = spec_.values[out];
+  const ValueSpec& from = values()[in];
+  const ValueSpec& to = values()[out];
   const std::optional<dnnl::memory::data_type> type = stored_data_type(from.dtype);
   if (from.role != ValueRole::kIntermediate || to.role != ValueRole::kIntermediate ||
       from.dtype != to.dtype || !type || !layouts_[in] || layout.data_type() != *type ||
@@ -220,14 +223,15 @@ bool ProgramBuilder::can_alias_over(int32_t in, int32_t out, const dnnl_desc& la
     return false;
   }
   if (last_reader_[in] != static_cast<int32_t>(dispatch_index_)) return false;
+  if (groups_.roles[in] != groups_.roles[out]) return false;
   const DispatchSpec& d = spec_.dispatches[dispatch_index_];
   return std::count(d.inputs.begin(), d.inputs.end(), in) == 1;
 }
 
 StatusOr<BufferRef> ProgramBuilder::alias_over(int32_t out, int32_t in, const dnnl_desc& layout) {
   if (!can_alias_over(in, out, layout)) {
-    return internal_error("output '{}' cannot take the bytes of input '{}'", spec_.values[out].name,
-                          spec_.values[in].name);
+    return internal_error("output '{}' cannot take the bytes of input '{}'", values()[out].name,
+                          values()[in].name);
   }
   layouts_[out] = layout;
   storage_[out] = storage_[in];
@@ -239,8 +243,8 @@ StatusOr<BufferRef> ProgramBuilder::alias_over(int32_t out, int32_t in, const dn
 }
 
 bool ProgramBuilder::can_reshape_over(int32_t in, int32_t out) const {
-  const ValueSpec& from = spec_.values[in];
-  const ValueSpec& to = spec_.values[out];
+  const ValueSpec& from = values()[in];
+  const ValueSpec& to = values()[out];
   const std::optional<dnnl::memory::data_type> type = stored_data_type(from.dtype);
   // can_alias_over checks the rest (both intermediates of one dtype, byte sizes, readers).
   return type && layouts_[in] && *layouts_[in] == plain_desc(from.shape, *type) &&
@@ -249,15 +253,15 @@ bool ProgramBuilder::can_reshape_over(int32_t in, int32_t out) const {
 
 StatusOr<BufferRef> ProgramBuilder::reshape_over(int32_t out, int32_t in) {
   if (!can_reshape_over(in, out)) {
-    return internal_error("output '{}' cannot take the bytes of input '{}'", spec_.values[out].name,
-                          spec_.values[in].name);
+    return internal_error("output '{}' cannot take the bytes of input '{}'", values()[out].name,
+                          values()[in].name);
   }
-  return alias_over(
-      out, in, plain_desc(spec_.values[out].shape, *stored_data_type(spec_.values[out].dtype)));
+  return alias_over(out, in,
+                    plain_desc(values()[out].shape, *stored_data_type(values()[out].dtype)));
 }
 
 bool ProgramBuilder::int8_readers_take_channels_last(int32_t v) const {
-  if (spec_.values[v].role != ValueRole::kIntermediate) return false;
+  if (values()[v].role != ValueRole::kIntermediate) return false;
   bool read = false;
   for (size_t d = dispatch_index_ + 1; d < spec_.dispatches.size(); ++d) {
     const DispatchSpec& reader = spec_.dispatches[d];
@@ -283,7 +287,7 @@ BufferRef ProgramBuilder::int8_output(int32_t v, const dnnl_desc& layout) {
 }
 
 BufferRef ProgramBuilder::plain_output(int32_t v) {
-  const ValueSpec& value = spec_.values[v];
+  const ValueSpec& value = values()[v];
   if (auto type = stored_data_type(value.dtype)) layouts_[v] = plain_desc(value.shape, *type);
   if (value.role == ValueRole::kIntermediate) {
     storage_[v] = static_cast<size_t>(element_count(value)) * dtype_size(value.dtype);
@@ -359,22 +363,27 @@ void ProgramBuilder::add_reorder(const BufferRef& from, const dnnl_desc& from_de
 Status ProgramBuilder::build_dispatch(size_t index) {
   const DispatchSpec& d = spec_.dispatches[index];
   dispatch_index_ = index;
-  op_.emplace(d, spec_.values);
+  const int32_t g = groups_.group_of[index];
+  if (g >= 0 && group_ < 0 && !enter_group(g)) {
+    drop_sample_group(spec_, sample_inputs_, groups_, static_cast<size_t>(g));
+    plan_sample_view();
+  }
+  op_.emplace(d, values());
   const size_t first_step = steps_.size();
-  const int threads = dispatch_threads(d, spec_.values, max_team_);
+  const int threads = dispatch_threads(d, values(), max_team_);
   team_ = threads;
-  full_team_ = dispatch_threads(d, spec_.values, device_->threads);
+  full_team_ = dispatch_threads(d, values(), device_->threads);
   Status status = [&]() -> Status {
     KILN_RETURN_IF_ERROR(op_->check_indices());
     for (size_t i = 0; i < d.inputs.size(); ++i) {
       const int32_t v = d.inputs[i];
       if (v >= 0 && !available_[v]) {
         return invalid_argument("input {} '{}' is not produced by an earlier dispatch", i,
-                                spec_.values[v].name);
+                                values()[v].name);
       }
     }
     for (size_t i = 0; i < d.outputs.size(); ++i) {
-      const ValueSpec& v = spec_.values[d.outputs[i]];
+      const ValueSpec& v = values()[d.outputs[i]];
       if (v.role != ValueRole::kIntermediate && v.role != ValueRole::kOutput) {
         return invalid_argument("output {} '{}' is a {} and cannot be written", i, v.name,
                                 value_role_name(v.role));
@@ -388,9 +397,8 @@ Status ProgramBuilder::build_dispatch(size_t index) {
     use_threads(threads);
     temp_used_ = 0;
     pending_.clear();
-    const bool all_empty = std::all_of(d.outputs.begin(), d.outputs.end(), [&](int32_t v) {
-      return element_count(spec_.values[v]) == 0;
-    });
+    const bool all_empty = std::all_of(d.outputs.begin(), d.outputs.end(),
+                                       [&](int32_t v) { return element_count(values()[v]) == 0; });
     if (all_empty) {
       for (int32_t v : d.outputs) plain_output(v);
     } else {
@@ -398,7 +406,7 @@ Status ProgramBuilder::build_dispatch(size_t index) {
         KILN_RETURN_IF_ERROR(path->build(*this));
         for (const PendingReorder& p : pending_) {
           add_reorder(p.from, p.from_desc, BufferRef::of_value(p.value),
-                      plain_desc(spec_.values[p.value].shape, p.from_desc.data_type()));
+                      plain_desc(values()[p.value].shape, p.from_desc.data_type()));
         }
         return ok_status();
       }));
@@ -410,6 +418,60 @@ Status ProgramBuilder::build_dispatch(size_t index) {
     return std::move(status).with_note(fmt::format("in dispatch '{}' ({})", d.name, d.op_type));
   }
   dispatch_steps_.push_back(DispatchSteps{d.name, first_step, steps_.size(), d.outputs, threads});
+  if (group_ >= 0 && index + 1 == groups_.groups[group_].end) return leave_group();
+  return ok_status();
+}
+
+void ProgramBuilder::plan_groups() {
+  sample_inputs_.assign(spec_.dispatches.size(), SampleInputs::none());
+  if (device_->sample_group_bytes != std::numeric_limits<uint64_t>::max()) {
+    for (size_t d = 0; d < spec_.dispatches.size(); ++d) {
+      const OpReader op(spec_.dispatches[d], spec_.values);
+      if (!op.check_indices().ok()) continue;
+      // A dispatch the backend cannot run fails when it is built; here it joins no group.
+      const StatusOr<const OpPath*> path = select_path(op);
+      if (path.ok()) sample_inputs_[d] = (*path)->sample_inputs;
+    }
+  }
+  groups_ = plan_sample_groups(spec_, sample_inputs_, device_->sample_group_bytes);
+  plan_sample_view();
+}
+
+void ProgramBuilder::plan_sample_view() {
+  sample_values_ = spec_.values;
+  for (size_t v = 0; v < sample_values_.size(); ++v) {
+    if (groups_.roles[v] != SampleRole::kWhole) sample_values_[v].shape[0] = 1;
+  }
+}
+
+bool ProgramBuilder::enter_group(int32_t g) {
+  // Every value the group slices that is stored already (graph inputs, and values produced
+  // before the group) must store its samples one after another.
+  std::vector<std::pair<int32_t, dnnl_desc>> one_sample;
+  for (int32_t v : values_sliced_by(spec_, sample_inputs_, groups_, static_cast<size_t>(g))) {
+    if (!available_[v]) continue;
+    if (!layouts_[v] || !sample_stride_bytes(*layouts_[v])) return false;
+    dnnl_desc one = *layouts_[v];
+    one.data.dims[0] = 1;
+    one.data.padded_dims[0] = 1;
+    one_sample.emplace_back(v, one);
+  }
+  for (auto& [v, one] : one_sample) layouts_[v] = one;
+  group_ = g;
+  return true;
+}
+
+Status ProgramBuilder::leave_group() {
+  const auto g = static_cast<size_t>(group_);
+  group_ = -1;
+  for (int32_t v : values_sliced_by(spec_, sample_inputs_, groups_, g)) {
+    if (!layouts_[v]) return internal_error("value '{}' has no layout", spec_.values[v].name);
+    sample_layouts_[v] = *layouts_[v];
+    if (groups_.roles[v] == SampleRole::kInternal) continue;
+    KILN_ASSIGN_OR_RETURN(dnnl_desc whole, with_batch(*layouts_[v], groups_.groups[g].samples));
+    layouts_[v] = whole;
+    if (spec_.values[v].role == ValueRole::kIntermediate) storage_[v] = whole.get_size();
+  }
   return ok_status();
 }
 
@@ -436,6 +498,8 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
       if (auto type = stored_data_type(value.dtype)) layouts_[v] = plain_desc(value.shape, *type);
     }
   }
+  sample_layouts_.assign(n, std::nullopt);
+  plan_groups();
   for (size_t i = 0; i < spec_.dispatches.size(); ++i) {
     Status built = build_dispatch(i);
     use_threads(max_team_);
@@ -468,6 +532,16 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   parts.steps = std::move(steps_);
   parts.dispatches = std::move(dispatch_steps_);
   parts.held_constants = std::move(held_constants_);
+  for (size_t g = 0; g < groups_.groups.size(); ++g) {
+    CpuExecutable::Parts::GroupRun run{groups_.groups[g], {}, {}};
+    for (int32_t v : values_sliced_by(spec_, sample_inputs_, groups_, g)) {
+      if (groups_.roles[v] != SampleRole::kSliced) continue;
+      run.values.push_back(v);
+      run.strides.push_back(sample_layouts_[v]->get_size());
+    }
+    parts.groups.push_back(std::move(run));
+  }
+  parts.sample_descs = std::move(sample_layouts_);
   parts.workspace_bytes = workspace_bytes_;
   parts.scratchpad_bytes = scratchpad_bytes_;
   return CpuExecutable::create(std::move(parts));

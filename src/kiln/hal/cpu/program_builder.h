@@ -13,6 +13,10 @@
 //
 // Op builders (one per op family, see op_table.h) call input_as() for each input, output() for
 // each output, and add their steps in order.
+//
+// Sample groups (sample_groups.h): a dispatch of a group is built for one sample. While it is
+// built, value() and op() show every value the group slices with dim 0 = 1, and such a value's
+// layout is its one-sample layout; the op builder needs to know nothing of the group.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +24,7 @@
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +33,7 @@
 #include "kiln/hal/cpu/device_state.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 #include "kiln/hal/cpu/op_params.h"
+#include "kiln/hal/cpu/sample_groups.h"
 #include "kiln/hal/cpu/step.h"
 #include "kiln/hal/device.h"
 
@@ -53,7 +59,7 @@ class ProgramBuilder {
   // see PrimitiveStep::mark_team_dependent).
   int team() const { return team_; }
   int full_team() const { return full_team_; }
-  const ValueSpec& value(int32_t v) const { return spec_.values[v]; }
+  const ValueSpec& value(int32_t v) const { return values()[v]; }
   const dnnl::engine& engine() const { return device_->engine; }
   // "conv0 (Conv): what" for step descriptions.
   std::string label(std::string_view what) const;
@@ -142,6 +148,22 @@ class ProgramBuilder {
  private:
   Status validate_spec() const;
   Status build_dispatch(size_t index);
+  // The values as the dispatch being built sees them (one sample of each sliced value inside a
+  // sample group).
+  std::span<const ValueSpec> values() const {
+    return group_ >= 0 ? std::span<const ValueSpec>(sample_values_)
+                       : std::span<const ValueSpec>(spec_.values);
+  }
+  // Plans the sample groups (plan_sample_view: and the one-sample view of the values they slice).
+  void plan_groups();
+  void plan_sample_view();
+  // Before the first dispatch of group `g`: every value it slices that is already stored takes
+  // its one-sample layout; false (and the group is dropped) when one does not store samples
+  // contiguously.
+  bool enter_group(int32_t g);
+  // After its last dispatch: the values the group sliced take their whole-batch layouts and
+  // bytes; values internal to it keep one sample's.
+  Status leave_group();
 
   const ProgramSpec& spec_;
   std::shared_ptr<DeviceState> device_;
@@ -158,6 +180,11 @@ class ProgramBuilder {
   std::vector<DispatchSteps> dispatch_steps_;
   std::vector<std::shared_ptr<const ReorderedConstant>> held_constants_;
   std::optional<OpReader> op_;
+  std::vector<SampleInputs> sample_inputs_;  // per dispatch, from its op path
+  SampleGroupPlan groups_;
+  std::vector<ValueSpec> sample_values_;  // spec_.values, sliced ones with dim 0 = 1
+  std::vector<std::optional<dnnl_desc>> sample_layouts_;  // per sliced value, once known
+  int32_t group_ = -1;                                    // the group being built, or -1
   struct PendingReorder {
     BufferRef from;
     dnnl_desc from_desc;

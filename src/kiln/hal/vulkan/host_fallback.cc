@@ -137,6 +137,15 @@ std::vector<std::string> HostSegment::describe(int32_t d) const {
   return {};
 }
 
+std::vector<std::pair<int32_t, int32_t>> HostSegment::interleaved_dispatches() const {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (const auto& [first, end] : executable_->interleaved_dispatches()) {
+    if (first < 0 || end <= first || static_cast<size_t>(end) > dispatches_.size()) continue;
+    out.emplace_back(dispatches_[first], dispatches_[end - 1] + 1);
+  }
+  return out;
+}
+
 size_t HostSegment::memory_bytes() const {
   return sizeof(*this) + (arena_ ? arena_->size() : 0) + executable_->memory_bytes();
 }

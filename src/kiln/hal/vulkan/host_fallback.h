@@ -31,6 +31,9 @@ class HostSegment {
   Status run(VulkanContext& context, std::span<const BufferRef> values, RunObserver* observer);
 
   const std::vector<int32_t>& dispatches() const { return dispatches_; }
+  // The fallback executable's interleaved ranges (Executable::interleaved_dispatches), as
+  // positions in the Vulkan program.
+  std::vector<std::pair<int32_t, int32_t>> interleaved_dispatches() const;
   // How dispatch `d` (position in the program) runs on the fallback device.
   std::vector<std::string> describe(int32_t d) const;
   size_t memory_bytes() const;

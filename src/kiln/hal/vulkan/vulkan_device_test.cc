@@ -186,6 +186,41 @@ TEST_F(VulkanDeviceTest, FallbackRunsBetweenGpuSegments) {
   EXPECT_TRUE(all_close((*out)[0], expected, {.atol = 1e-6, .rtol = 1e-6}));
 }
 
+// Two 3-D convolutions (CPU fallback) form a CPU sample group inside their host segment: the
+// Vulkan executable reports it in its own dispatch positions, so the arena keeps the group's
+// values apart, and the result has the bits of the run without groups.
+TEST_F(VulkanDeviceTest, AHostSegmentReportsItsSampleGroups) {
+  const Tensor x = random_tensor({3, 2, 4, 4, 4}, 8);
+  const Tensor w = random_tensor({2, 2, 1, 1, 1}, 9, -0.5f, 0.5f);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {3, 2, 4, 4, 4});
+  const int32_t r = s.value("r", {3, 2, 4, 4, 4});
+  const int32_t a = s.value("a", {3, 2, 4, 4, 4});
+  const int32_t b = s.value("b", {3, 2, 4, 4, 4});
+  const int32_t y = s.output("y", {3, 2, 4, 4, 4});
+  s.dispatch("relu", "Relu", {xi}, {r});
+  s.dispatch("conv_a", "Conv", {r, s.constant("w", w)}, {a});
+  s.dispatch("conv_b", "Conv", {a, s.constant("w2", w)}, {b});
+  s.dispatch("sigmoid", "Sigmoid", {b}, {y});
+  DeviceOptions grouped_options, whole_options;
+  grouped_options.sample_group_bytes = 0;
+  whole_options.sample_group_bytes = std::numeric_limits<uint64_t>::max();
+  std::vector<std::vector<Tensor>> outputs;
+  for (const DeviceOptions& options : {grouped_options, whole_options}) {
+    auto device = make_vulkan_device(options);
+    ASSERT_NE(device, nullptr);
+    auto exe = device->prepare(s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    using Ranges = std::vector<std::pair<int32_t, int32_t>>;
+    const Ranges expected = options.sample_group_bytes == 0u ? Ranges{{1, 3}} : Ranges{};
+    EXPECT_EQ((*exe)->interleaved_dispatches(), expected);
+    auto out = run_program(*device, **exe, s.spec(), {x});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    outputs.push_back(std::move(out).value());
+  }
+  EXPECT_TRUE(identical(outputs[0][0], outputs[1][0]));
+}
+
 // Shape's output is known when the program is prepared: it is uploaded with the plan and copied on
 // the GPU, so shape arithmetic does not split the GPU work. Without a known value (a malformed
 // program) it would need the CPU.

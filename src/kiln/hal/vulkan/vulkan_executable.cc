@@ -250,6 +250,15 @@ size_t VulkanExecutable::memory_bytes() const {
   return bytes;
 }
 
+std::vector<std::pair<int32_t, int32_t>> VulkanExecutable::interleaved_dispatches() const {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (const Segment& segment : segments_) {
+    if (!segment.host) continue;
+    for (const auto& range : segment.host->interleaved_dispatches()) out.push_back(range);
+  }
+  return out;
+}
+
 std::vector<std::string> VulkanExecutable::describe_dispatch(int32_t d) const {
   if (d < 0 || static_cast<size_t>(d) >= dispatches_.size()) return {};
   if (placements_[d].on_gpu) return gpu_[d].description;

@@ -51,6 +51,8 @@ class VulkanExecutable : public Executable {
   Status run(const RunArgs& args) override;
   size_t memory_bytes() const override;
   std::vector<std::string> describe_dispatch(int32_t d) const override;
+  // Those of the host segments.
+  std::vector<std::pair<int32_t, int32_t>> interleaved_dispatches() const override;
 
   const std::vector<DispatchPlacement>& placements() const { return placements_; }
   // Command buffers recorded so far (each GPU segment once, and again when a binding moved).
