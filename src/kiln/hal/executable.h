@@ -39,6 +39,9 @@ class RunObserver {
 };
 
 inline constexpr std::string_view kFallbackLinePrefix = "cpu fallback: ";
+// The line a dispatch of a CPU sample group (hal/cpu/sample_groups.h) ends its description with:
+// "sample group: dispatches 0..12 run one sample at a time, 8 samples".
+inline constexpr std::string_view kSampleGroupLinePrefix = "sample group: ";
 
 struct RunArgs {
   // Per ProgramSpec value, the place of its bytes in a buffer of the executable's device:

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "kiln/hal/executable.h"
 #include "kiln/kernels/kernel.h"
 
 namespace kiln {
@@ -131,8 +132,14 @@ std::string format_dispatch_table(const DispatchProfiler& profiler,
                        total > 0 ? 100 * ms / total : 0, total > 0 ? 100 * cumulative / total : 0,
                        rate, op, name);
     if (d < info.size() && !info[d].kernels.empty()) {
+      // A sample group's line is no step: it ends the description (hal::kSampleGroupLinePrefix).
+      std::vector<std::string> k = info[d].kernels;
+      std::string group;
+      if (k.size() > 1 && k.back().starts_with(hal::kSampleGroupLinePrefix)) {
+        group = fmt::format(" [{}]", k.back());
+        k.pop_back();
+      }
       // The dispatch's main kernel: the line that is not a reorder or copy, else the first.
-      const auto& k = info[d].kernels;
       auto main = std::find_if(k.begin(), k.end(), [](const std::string& line) {
         return line.find("reorder ") == std::string::npos &&
                line.find("copy ") == std::string::npos;
@@ -140,9 +147,9 @@ std::string format_dispatch_table(const DispatchProfiler& profiler,
       const std::string& line = main != k.end() ? *main : k.front();
       // Step labels start with "name (Op): "; the table already shows both.
       const size_t colon = line.find("): ");
-      out += fmt::format("{:>50}{}{}\n", "",
+      out += fmt::format("{:>50}{}{}{}\n", "",
                          colon == std::string::npos ? line : line.substr(colon + 3),
-                         k.size() > 1 ? fmt::format(" (+{} step(s))", k.size() - 1) : "");
+                         k.size() > 1 ? fmt::format(" (+{} step(s))", k.size() - 1) : "", group);
     }
   }
   out +=

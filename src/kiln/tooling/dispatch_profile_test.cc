@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kiln/hal/executable.h"
+
 namespace kiln {
 namespace {
 
@@ -71,6 +73,24 @@ TEST(DispatchProfile, MediansTableAndTrace) {
   int complete = 0;
   for (const auto& e : trace["traceEvents"]) complete += e["ph"] == "X" && e["tid"] == 1;
   EXPECT_EQ(complete, 9);
+}
+
+// A sample group's line (hal::kSampleGroupLinePrefix) is shown as such, not counted as a step.
+TEST(DispatchProfile, ASampleGroupLineIsNoStep) {
+  module::ModuleContents m = small_module();
+  DispatchProfiler profiler(m.dispatches.size());
+  profiler.begin_run();
+  for (int32_t d = 0; d < 3; ++d) ASSERT_TRUE(profiler.after_dispatch(d, 1.0 + d, {}).ok());
+  const std::string group = std::string(hal::kSampleGroupLinePrefix) +
+                            "dispatches 0..1 run one sample at a time, 8 samples";
+  std::vector<DispatchInfo> info =
+      describe_for_profile(m, kShapes,
+                           {{"d0_conv (Conv): conv brgconv", "d0_conv (Conv): reorder x", group},
+                            {"d1_relu (Relu): eltwise", group},
+                            {}});
+  const std::string table = format_dispatch_table(profiler, info);
+  EXPECT_NE(table.find("conv brgconv (+1 step(s)) [" + group + "]"), std::string::npos) << table;
+  EXPECT_NE(table.find("eltwise [" + group + "]"), std::string::npos) << table;
 }
 
 TEST(DispatchProfile, ObservingBeforeBeginRunIsAnError) {

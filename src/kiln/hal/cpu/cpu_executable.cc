@@ -433,9 +433,8 @@ std::vector<std::string> CpuExecutable::describe_dispatch(int32_t d) const {
   }
   if (group_of_[d] >= 0) {
     const SampleGroup& group = parts_.groups[group_of_[d]].group;
-    out.push_back(
-        fmt::format("sample group: dispatches {}..{} run one sample at a time, {} samples",
-                    group.first, group.end - 1, group.samples));
+    out.push_back(fmt::format("{}dispatches {}..{} run one sample at a time, {} samples",
+                              kSampleGroupLinePrefix, group.first, group.end - 1, group.samples));
   }
   return out;
 }
