@@ -435,6 +435,37 @@ StatusOr<BufferRef> packed_b(ProgramBuilder& b, int32_t v, int64_t count, int64_
   return b.temp(static_cast<size_t>(count * per_matrix) * sizeof(float));
 }
 
+// A MatMul's B stored in a dense strided layout other than plain (a Transpose's view,
+// transpose_op.cc), packed at run time straight from its bytes: matrix i (row-major over B's
+// leading dims) from its leading strides, rows and columns by the last two. Nullopt when B is
+// plain, a constant or not of the output's rank: packed_b then serves.
+std::optional<BufferRef> packed_b_from_strides(ProgramBuilder& b, int32_t v, int64_t count,
+                                               int64_t k, int64_t n, GemmStep::Packing& packing,
+                                               BufferRef& source) {
+  if (b.constant(v) != nullptr) return std::nullopt;
+  const dnnl_desc& layout = b.layout(v);
+  const std::optional<dnnl_dims> strides = dense_strides(layout);
+  const ConcreteShape& dims = b.value(v).shape;
+  const size_t r = dims.size();
+  if (!strides || is_plain(layout) || r < 2 || dims[r - 2] != k || dims[r - 1] != n) {
+    return std::nullopt;
+  }
+  packing.at_run_time = true;
+  packing.offsets.assign(static_cast<size_t>(count), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, offset = 0;
+    for (size_t d = r - 2; d-- > 0;) {
+      offset += rest % dims[d] * (*strides)[d];
+      rest /= dims[d];
+    }
+    packing.offsets[static_cast<size_t>(i)] = offset;
+  }
+  packing.row_stride = (*strides)[r - 2];
+  packing.col_stride = (*strides)[r - 1];
+  source = BufferRef::of_value(v);
+  return b.temp(static_cast<size_t>(count * gemm::packed_floats(k, n)) * sizeof(float));
+}
+
 std::string product_label(const char* what, const gemm::Product& p, size_t count) {
   const char* activation = p.activation == gemm::Activation::kGelu       ? " +gelu"
                            : p.activation == gemm::Activation::kGeluTanh ? " +gelu_tanh"
@@ -537,8 +568,13 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   }
   KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(op.input(0).shape)));
   GemmStep::Packing packing;
-  KILN_ASSIGN_OR_RETURN(buffers.packed,
-                        packed_b(b, op.input_index(1), b_matrices, k, n, n, 1, packing, buffers.b));
+  if (auto strided =
+          packed_b_from_strides(b, op.input_index(1), b_matrices, k, n, packing, buffers.b)) {
+    buffers.packed = *strided;
+  } else {
+    KILN_ASSIGN_OR_RETURN(
+        buffers.packed, packed_b(b, op.input_index(1), b_matrices, k, n, n, 1, packing, buffers.b));
+  }
   KILN_ASSIGN_OR_RETURN(buffers.y, b.output(op.output_index(0), plain_desc(op.output(0).shape)));
   const size_t count = a_offsets.size();
   b.add(std::make_unique<GemmStep>(b.label(product_label("matmul", p, count)), p,
@@ -548,6 +584,12 @@ Status build_matmul_kiln(ProgramBuilder& b) {
 }
 
 }  // namespace
+
+bool matmul_reads_any_dense_layout(const OpReader& op, size_t slot) {
+  // B of the rank of the output: its matrices are enumerated by its own leading dims.
+  return op.dispatch().op_type == "MatMul" && slot == 1 && use_kiln_kernel(op) &&
+         op.input(1).shape.size() >= 2 && op.input(1).shape.size() == op.output(0).shape.size();
+}
 
 Status build_gemm(ProgramBuilder& b) {
   return use_kiln_kernel(b.op()) ? build_gemm_kiln(b) : build_gemm_dnnl(b);

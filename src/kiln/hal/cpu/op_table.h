@@ -56,6 +56,10 @@ Status check_gemm(const OpReader& op);
 Status build_gemm(ProgramBuilder& b);
 Status check_matmul(const OpReader& op);
 Status build_matmul(ProgramBuilder& b);
+// Whether the MatMul fast path reads input `slot` of `op` in place in any dense strided layout
+// of its dims (kiln's kernel packs B from any strides): a Transpose before it then hands it a
+// strided view of its input instead of a copy (transpose_op.cc).
+bool matmul_reads_any_dense_layout(const OpReader& op, size_t slot);
 Status check_qlinear_conv(const OpReader& op);  // qlinear_op.cc: oneDNN int8
 Status build_qlinear_conv(ProgramBuilder& b);
 Status check_qlinear_matmul(const OpReader& op);

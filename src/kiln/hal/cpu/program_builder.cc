@@ -260,24 +260,31 @@ StatusOr<BufferRef> ProgramBuilder::reshape_over(int32_t out, int32_t in) {
                     plain_desc(values()[out].shape, *stored_data_type(values()[out].dtype)));
 }
 
-bool ProgramBuilder::int8_readers_take_channels_last(int32_t v) const {
+bool ProgramBuilder::readers_accept(
+    int32_t v, const std::function<bool(const OpReader&, const OpPath&, size_t)>& accepts) const {
   if (values()[v].role != ValueRole::kIntermediate) return false;
   bool read = false;
   for (size_t d = dispatch_index_ + 1; d < spec_.dispatches.size(); ++d) {
     const DispatchSpec& reader = spec_.dispatches[d];
-    const auto slots = std::count(reader.inputs.begin(), reader.inputs.end(), v);
-    if (slots == 0) continue;
-    if (slots != 1 || reader.inputs[0] != v) return false;
+    if (std::count(reader.inputs.begin(), reader.inputs.end(), v) == 0) continue;
     const OpReader op(reader, spec_.values);
     if (!op.check_indices().ok()) return false;
     const StatusOr<const OpPath*> path = select_path(op);
-    if (!path.ok() ||
-        ((*path)->op_type != "QLinearConv" && (*path)->op_type != "DequantizeLinear")) {
-      return false;
+    if (!path.ok()) return false;
+    for (size_t slot = 0; slot < reader.inputs.size(); ++slot) {
+      if (reader.inputs[slot] == v && !accepts(op, **path, slot)) return false;
     }
     read = true;
   }
   return read;
+}
+
+bool ProgramBuilder::int8_readers_take_channels_last(int32_t v) const {
+  return readers_accept(v, [v](const OpReader& op, const OpPath& path, size_t slot) {
+    return slot == 0 &&
+           std::count(op.dispatch().inputs.begin(), op.dispatch().inputs.end(), v) == 1 &&
+           (path.op_type == "QLinearConv" || path.op_type == "DequantizeLinear");
+  });
 }
 
 BufferRef ProgramBuilder::int8_output(int32_t v, const dnnl_desc& layout) {

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
@@ -40,6 +41,7 @@
 namespace kiln::hal::cpu {
 
 class CpuExecutable;
+struct OpPath;
 
 class ProgramBuilder {
  public:
@@ -123,6 +125,10 @@ class ProgramBuilder {
   // producer may then store it in `layout` (a dense u8/s8 layout of its shape, same bytes as
   // plain) with int8_output; readers find it with stored_as / int8_layout.
   bool int8_readers_take_channels_last(int32_t v) const;
+  // Whether intermediate `v` is read by a later dispatch, and every later dispatch reads it only
+  // at input slots that `accepts` (the reader, the op path it takes, the slot).
+  bool readers_accept(
+      int32_t v, const std::function<bool(const OpReader&, const OpPath&, size_t)>& accepts) const;
   BufferRef int8_output(int32_t v, const dnnl_desc& layout);
   // The layout int8_output gave u8/s8 value `v`; nullopt when it is plain.
   std::optional<dnnl_desc> int8_layout(int32_t v) const { return layouts_[v]; }

@@ -10,7 +10,9 @@
 // channels-last, or its Transpose to NCHW of NHWC data, which a convolution then reads as
 // channels-last. The output then takes that layout: over the input's bytes
 // (ProgramBuilder::alias_over), with nothing copied, where nothing else reads the input; else as
-// a straight copy of them.
+// a straight copy of them. Where every reader is a MatMul that packs the value as its B (kiln's
+// kernel packs from any strides), the output is that strided view over the input's bytes, for any
+// permutation: K^T in attention (a "cab" view of K) costs no copy.
 #include <fmt/format.h>
 
 #include "kiln/base/checked_math.h"
@@ -56,6 +58,13 @@ Status build_transpose(ProgramBuilder& b) {
       view == dst_desc || (out.size() == 4 && view == dnnl_desc(to_dnnl_dims(out), type,
                                                                 dnnl::memory::format_tag::acdb));
   if (relabels && b.can_alias_over(x, y, view)) return b.alias_over(y, x, view).status();
+  // A reader that takes any strided layout in place (kiln's MatMul, for B) gets the view itself.
+  if (b.can_alias_over(x, y, view) &&
+      b.readers_accept(y, [](const OpReader& reader, const OpPath& path, size_t slot) {
+        return path.op_type == "MatMul" && matmul_reads_any_dense_layout(reader, slot);
+      })) {
+    return b.alias_over(y, x, view).status();
+  }
   // Where the input's bytes cannot be lent (a graph input, or read again later), a relabelling
   // transpose copies them as they are, into an output in that layout.
   const dnnl_desc& produced = relabels ? view : dst_desc;
