@@ -434,7 +434,10 @@ void ProgramBuilder::plan_groups() {
   if (device_->sample_group_bytes != std::numeric_limits<uint64_t>::max()) {
     for (size_t d = 0; d < spec_.dispatches.size(); ++d) {
       const OpReader op(spec_.dispatches[d], spec_.values);
-      if (!op.check_indices().ok()) continue;
+      if (!op.check_indices().ok() || op.output_count() == 0) continue;
+      // Only an f32 output with a batch above 1 can join: the path is not worth choosing twice.
+      const ValueSpec& out = op.output(0);
+      if (out.dtype != DType::kF32 || out.shape.empty() || out.shape[0] < 2) continue;
       // A dispatch the backend cannot run fails when it is built; here it joins no group.
       const StatusOr<const OpPath*> path = select_path(op);
       if (path.ok()) sample_inputs_[d] = (*path)->sample_inputs;
