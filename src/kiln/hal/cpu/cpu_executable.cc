@@ -252,7 +252,6 @@ Status CpuExecutable::run(const RunArgs& args) {
       continue;
     }
     const Parts::GroupRun& run = parts_.groups[group_of_[d]];
-    std::copy(value_ptrs_.begin(), value_ptrs_.end(), sample_ptrs_.begin());
     for (int64_t sample = 0; sample < run.group.samples; ++sample) {
       const ExecContext at = at_sample(ctx, run, sample);
       for (size_t i = run.group.first; i < run.group.end; ++i) {
@@ -281,6 +280,7 @@ Status CpuExecutable::run_dispatch(const ExecContext& ctx, const Plan& plan, siz
 
 ExecContext CpuExecutable::at_sample(const ExecContext& ctx, const Parts::GroupRun& run,
                                      int64_t sample) {
+  if (sample == 0) std::copy(value_ptrs_.begin(), value_ptrs_.end(), sample_ptrs_.begin());
   for (size_t i = 0; i < run.values.size(); ++i) {
     const int32_t v = run.values[i];
     sample_ptrs_[v] = value_ptrs_[v] != nullptr
@@ -354,7 +354,6 @@ Status CpuExecutable::run_group_observed(const ExecContext& ctx, const Plan& pla
       outputs[i].push_back(std::move(whole));
     }
   }
-  std::copy(value_ptrs_.begin(), value_ptrs_.end(), sample_ptrs_.begin());
   for (int64_t sample = 0; sample < run.group.samples; ++sample) {
     const ExecContext at = at_sample(ctx, run, sample);
     for (size_t i = 0; i < count; ++i) {

@@ -134,7 +134,8 @@ class CpuExecutable : public Executable {
   Status bind_values(const RunArgs& args);
   // The steps of dispatch `d` of `plan`, on its team size.
   Status run_dispatch(const ExecContext& ctx, const Plan& plan, size_t d);
-  // `ctx` with the values of group `run` moved to sample `sample` (in sample_ptrs_).
+  // `ctx` with the values of group `run` moved to sample `sample` (in sample_ptrs_, which sample
+  // 0 first fills from value_ptrs_); samples are visited from 0 up.
   ExecContext at_sample(const ExecContext& ctx, const Parts::GroupRun& run, int64_t sample);
   Status run_observed(const ExecContext& ctx, const Plan& plan, RunObserver& observer);
   Status run_group_observed(const ExecContext& ctx, const Plan& plan, const Parts::GroupRun& run,

@@ -64,6 +64,18 @@ std::optional<dnnl_dims> dense_strides(const dnnl_desc& desc) {
   return dnnl_dims(md.format_desc.blocking.strides, md.format_desc.blocking.strides + md.ndims);
 }
 
+namespace {
+
+// `desc` with dim 0 set to 1, its strides kept.
+dnnl_desc with_one_sample(const dnnl_desc& desc) {
+  dnnl_desc one = desc;
+  one.data.dims[0] = 1;
+  one.data.padded_dims[0] = 1;
+  return one;
+}
+
+}  // namespace
+
 std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc) {
   const dnnl_memory_desc_t& md = desc.data;
   if (md.format_kind != dnnl_blocked || md.ndims < 1 || md.offset0 != 0) return std::nullopt;
@@ -73,14 +85,16 @@ std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc) {
   }
   if (md.padded_dims[0] != md.dims[0]) return std::nullopt;
   // A sample is one contiguous block exactly when dim 0's stride covers everything else.
-  dnnl_desc one = desc;
-  one.data.dims[0] = 1;
-  one.data.padded_dims[0] = 1;
-  const size_t sample_bytes = one.get_size();
+  const size_t sample_bytes = with_one_sample(desc).get_size();
   const size_t stride_bytes =
       static_cast<size_t>(blk.strides[0]) * dnnl_data_type_size(md.data_type);
   if (stride_bytes != sample_bytes) return std::nullopt;
   return stride_bytes;
+}
+
+std::optional<dnnl_desc> one_sample_layout(const dnnl_desc& desc) {
+  if (!sample_stride_bytes(desc)) return std::nullopt;
+  return with_one_sample(desc);
 }
 
 StatusOr<dnnl_desc> with_batch(const dnnl_desc& one_sample, int64_t batch) {

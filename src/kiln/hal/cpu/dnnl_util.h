@@ -63,6 +63,9 @@ std::optional<dnnl_dims> dense_strides(const dnnl_desc& desc);
 // Byte distance between consecutive samples (dim 0) when the layout stores each sample as one
 // contiguous block of the same structure (dim 0 outermost, not blocked); nullopt otherwise.
 std::optional<size_t> sample_stride_bytes(const dnnl_desc& desc);
+// One sample of a layout that stores its samples as sample_stride_bytes says (dim 0 set to 1,
+// the strides kept); nullopt where it does not. with_batch is its inverse.
+std::optional<dnnl_desc> one_sample_layout(const dnnl_desc& desc);
 // The layout `one_sample` (dim 0 == 1, per sample_stride_bytes) extended to `batch` samples.
 // Error when the layout does not store samples contiguously.
 StatusOr<dnnl_desc> with_batch(const dnnl_desc& one_sample, int64_t batch);

@@ -460,11 +460,9 @@ bool ProgramBuilder::enter_group(int32_t g) {
   std::vector<std::pair<int32_t, dnnl_desc>> one_sample;
   for (int32_t v : values_sliced_by(spec_, sample_inputs_, groups_, static_cast<size_t>(g))) {
     if (!available_[v]) continue;
-    if (!layouts_[v] || !sample_stride_bytes(*layouts_[v])) return false;
-    dnnl_desc one = *layouts_[v];
-    one.data.dims[0] = 1;
-    one.data.padded_dims[0] = 1;
-    one_sample.emplace_back(v, one);
+    std::optional<dnnl_desc> one = layouts_[v] ? one_sample_layout(*layouts_[v]) : std::nullopt;
+    if (!one) return false;
+    one_sample.emplace_back(v, *one);
   }
   for (auto& [v, one] : one_sample) layouts_[v] = one;
   group_ = g;
