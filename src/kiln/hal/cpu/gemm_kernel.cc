@@ -60,6 +60,40 @@ inline void activate_block(const Product& p, float* y, int64_t rows, int64_t col
   activate(p.activation, y, p.ldy, rows, std::min(panels * kPanelColumns, p.n - col0));
 }
 
+// Software prefetch of B. A constant B larger than the caches (a transformer's weights) comes from
+// memory. Read only as the first register block of rows asks for it, a line per panel and k step,
+// it stalls that block on memory: BERT-base's products at batch 1 ran at about 65% of the FMA
+// peak. So while the register blocks of rows pass over one group of panels, the first of them also
+// fetch the group the loop reads next into L2, panel `block` by register block `block`, one line
+// per k step (each k step of a panel is one 64-byte line), a pace memory keeps up with.
+struct NextB {
+  int64_t panel = 0, end = 0, k0 = 0;  // panels [panel, end) of the k block from k0
+  bool any = false;
+};
+
+// What the panel loop of `run_block_*` reads after panels [.., end) of the k block from k0: the
+// next `width` panels of that block, else the first of the next k block, else nothing.
+inline NextB next_b(int64_t end, int64_t width, int64_t p0, int64_t p1, int64_t k0, int64_t block_k,
+                    int64_t k) {
+  NextB next{end, std::min(p1, end + width), k0, true};
+  if (next.panel >= p1) next = NextB{p0, std::min(p1, p0 + width), k0 + block_k, true};
+  next.any = next.panel < p1 && next.k0 < k;
+  return next;
+}
+
+// The line register block `block` of rows fetches from at its first k step, or nullptr.
+inline const float* prefetch_for(const NextB& next, int64_t block, const float* packed,
+                                 int64_t panel_stride) {
+  if (!next.any || next.panel + block >= next.end) return nullptr;
+  return packed + (next.panel + block) * panel_stride + next.k0 * kPanelColumns;
+}
+
+inline void prefetch_line(const float* prefetch, int64_t k) {
+  if (prefetch != nullptr) {
+    _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanelColumns), _MM_HINT_T1);
+  }
+}
+
 // ---- AVX2 + FMA: 6 rows x 16 columns (two ymm per row) per register block ----
 
 // k per block: one panel's block of B (768 x 16 floats, 48 KiB) stays in L1 or L2 while the rows
@@ -138,7 +172,8 @@ KILN_AVX2 inline Acc finish_row(Acc v, const Epilogue& f, int64_t row, int64_t p
 template <int R, int W>
 KILN_AVX2 inline void tile(const float* a, int64_t lda, const float* bp, int64_t panel_stride,
                            int64_t kc, float* y, int64_t ldy, const Columns (&cols)[W],
-                           bool accumulate, const Epilogue* finish) {
+                           bool accumulate, const Epilogue* finish,
+                           const float* prefetch = nullptr) {
   Acc c[R][W];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -149,6 +184,7 @@ KILN_AVX2 inline void tile(const float* a, int64_t lda, const float* bp, int64_t
     }
   }
   for (int64_t k = 0; k < kc; ++k) {
+    prefetch_line(prefetch, k);
 #pragma GCC unroll 8
     for (int w = 0; w < W; ++w) {
       const float* b = bp + w * panel_stride + k * kPanelColumns;
@@ -174,7 +210,7 @@ constexpr int panels_for(int rows) { return rows == 1 ? 4 : rows <= 3 ? 2 : 1; }
 template <int R>
 KILN_AVX2 void rows_block(const Product& p, const float* a, const float* packed, float* y,
                           const Epilogue& base, bool last, int64_t k0, int64_t kc, int64_t r,
-                          int64_t p0, int64_t p1) {
+                          int64_t p0, int64_t p1, const float* prefetch = nullptr) {
   constexpr int kWide = panels_for(R);
   const float* ar = a + r * p.lda + k0;
   const int64_t panel_stride = p.k * kPanelColumns;
@@ -192,7 +228,7 @@ KILN_AVX2 void rows_block(const Product& p, const float* a, const float* packed,
       panel += kWide;
     } else {
       const Columns cols[1] = {columns(p.n - col0)};
-      tile<R, 1>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
+      tile<R, 1>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f, prefetch);
       if (last) activate_block(p, yr, R, col0, 1, detail::activate_avx2);
       ++panel;
     }
@@ -203,6 +239,7 @@ KILN_AVX2 void rows_block(const Product& p, const float* a, const float* packed,
 KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* packed, float* y,
                               int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
   const Epilogue base = epilogue_of(p);
+  const int64_t panel_stride = p.k * kPanelColumns;
   constexpr int64_t kRows = 6;
   // Blocks of k keep a panel's block of B in L1 for the next register blocks of rows; with one
   // register block there is nothing to keep, and B streams best in one piece.
@@ -212,8 +249,11 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
     const int64_t kc = std::min(block_k, p.k - k0);
     const bool last = k0 + kc >= p.k;
     for (int64_t panel = p0; panel < p1; ++panel) {
-      for (int64_t r = r0; r < full_end; r += kRows) {
-        rows_block<6>(p, a, packed, y, base, last, k0, kc, r, panel, panel + 1);
+      const NextB next = next_b(panel + 1, 1, p0, p1, k0, block_k, p.k);
+      int64_t block = 0;
+      for (int64_t r = r0; r < full_end; r += kRows, ++block) {
+        rows_block<6>(p, a, packed, y, base, last, k0, kc, r, panel, panel + 1,
+                      prefetch_for(next, block, packed, panel_stride));
       }
     }
     switch (r1 - full_end) {
@@ -258,10 +298,12 @@ KILN_AVX512 inline __m512 finish_row512(__m512 v, const Epilogue& f, int64_t row
 }
 
 // R rows x W panels over `kc` k, as `tile` above with one zmm per row and panel.
+// `prefetch`: see prefetch_for.
 template <int R, int W>
 KILN_AVX512 inline void tile512(const float* a, int64_t lda, const float* bp, int64_t panel_stride,
                                 int64_t kc, float* y, int64_t ldy, const __mmask16 (&cols)[W],
-                                bool accumulate, const Epilogue* finish) {
+                                bool accumulate, const Epilogue* finish,
+                                const float* prefetch = nullptr) {
   __m512 c[R][W];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -273,6 +315,7 @@ KILN_AVX512 inline void tile512(const float* a, int64_t lda, const float* bp, in
   }
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
+    prefetch_line(prefetch, k);
     __m512 b[W];
 #pragma GCC unroll 8
     for (int w = 0; w < W; ++w) b[w] = _mm512_loadu_ps(bp + w * panel_stride + k * kPanelColumns);
@@ -300,7 +343,7 @@ constexpr int panels_for512(int rows) { return rows == 1 ? 8 : rows == 2 ? 4 : 3
 template <int R>
 KILN_AVX512 void rows_block512(const Product& p, const float* a, const float* packed, float* y,
                                const Epilogue& base, bool last, int64_t k0, int64_t kc, int64_t r,
-                               int64_t p0, int64_t p1) {
+                               int64_t p0, int64_t p1, const float* prefetch = nullptr) {
   constexpr int kWide = panels_for512(R);
   const float* ar = a + r * p.lda + k0;
   const int64_t panel_stride = p.k * kPanelColumns;
@@ -313,7 +356,7 @@ KILN_AVX512 void rows_block512(const Product& p, const float* a, const float* pa
     if (panel + kWide <= p1) {
       __mmask16 cols[kWide];
       for (int w = 0; w < kWide; ++w) cols[w] = column_mask(p.n - col0 - w * kPanelColumns);
-      tile512<R, kWide>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
+      tile512<R, kWide>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f, prefetch);
       if (last) activate_block(p, yr, R, col0, kWide, detail::activate_avx512);
       panel += kWide;
     } else {
@@ -329,6 +372,7 @@ KILN_AVX512 void rows_block512(const Product& p, const float* a, const float* pa
 KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float* packed, float* y,
                                   int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
   const Epilogue base = epilogue_of(p);
+  const int64_t panel_stride = p.k * kPanelColumns;
   const int64_t block_k = r1 - r0 > kRows512 ? kBlockK512 : std::max<int64_t>(p.k, 1);
   const int64_t full_end = r0 + (r1 - r0) / kRows512 * kRows512;
   for (int64_t k0 = 0;; k0 += block_k) {
@@ -336,8 +380,11 @@ KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float*
     const bool last = k0 + kc >= p.k;
     for (int64_t panel = p0; panel < p1; panel += kWide512) {
       const int64_t end = std::min(p1, panel + kWide512);
-      for (int64_t r = r0; r < full_end; r += kRows512) {
-        rows_block512<8>(p, a, packed, y, base, last, k0, kc, r, panel, end);
+      const NextB next = next_b(end, kWide512, p0, p1, k0, block_k, p.k);
+      int64_t block = 0;
+      for (int64_t r = r0; r < full_end; r += kRows512, ++block) {
+        rows_block512<8>(p, a, packed, y, base, last, k0, kc, r, panel, end,
+                         prefetch_for(next, block, packed, panel_stride));
       }
     }
     switch (r1 - full_end) {

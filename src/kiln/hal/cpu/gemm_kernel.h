@@ -6,6 +6,8 @@
 // contiguous along k). On AVX2 one register block of 6 rows x 16 columns keeps 12 accumulators; on
 // AVX-512 a register block is 8 rows x 3 panels (24 zmm accumulators, one per row and panel). The
 // k axis is walked in blocks of 768, with the partial sums stored to Y and loaded back in between.
+// While the register blocks of rows use one group of panels, the first of them prefetch the next
+// group into L2, so that a B larger than the caches streams from memory behind the arithmetic.
 //
 // Numerics (docs/architecture.md invariant 4): every element of Y is one accumulator that starts at
 // 0 and adds A[i,0]*B[0,j], A[i,1]*B[1,j], ... in order, each by one fused multiply-add, then the
