@@ -447,7 +447,10 @@ void multiply(const Product& p, const float* a, std::span<const int64_t> a_offse
   const int64_t panels = panel_count(p.n);
   // The split over threads changes no bits (see the header); it only balances the work. Work
   // items are chunks of about 96 rows x groups of panels, all of k, of nearly equal sizes
-  // (whole register blocks), at least 4 per thread where the product allows.
+  // (whole register blocks), at least 4 per thread where the product allows. They go in order
+  // of panel group, then chunk: the threads' chunks of rows use a group's B at about the same
+  // time, so a B larger than the caches comes from memory about once (BERT-base at batch 1: its
+  // products took ~7% less time than in chunk-major order).
   const int64_t threads = omp_get_max_threads();
   const int64_t rows = block_rows(isa), wide = block_panels(isa);
   auto round_up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
@@ -471,7 +474,7 @@ void multiply(const Product& p, const float* a, std::span<const int64_t> a_offse
 #pragma omp parallel for schedule(dynamic, 1) if (total > 1 && threads > 1)
   for (int64_t item = 0; item < total; ++item) {
     const int64_t i = item / (chunks * groups);
-    const int64_t chunk = item / groups % chunks, g = item % groups;
+    const int64_t g = item / chunks % groups, chunk = item % chunks;
     Product q = p;
     if (q.residual != nullptr) q.residual += i * y_stride;
     run(q, a + a_offsets[i], packed + b_offsets[i], y + i * y_stride, chunk * chunk_rows,
