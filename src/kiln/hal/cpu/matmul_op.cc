@@ -466,6 +466,18 @@ std::optional<BufferRef> packed_b_from_strides(ProgramBuilder& b, int32_t v, int
   return b.temp(static_cast<size_t>(count * gemm::packed_floats(k, n)) * sizeof(float));
 }
 
+// A MatMul's A stored in a dense strided layout other than plain whose last dim (k) is contiguous
+// (a Transpose's view that keeps the last axis, transpose_op.cc): its strides, with which the
+// kernel reads each matrix's rows in place. Nullopt when A is plain, a constant, not of the
+// output's rank or not contiguous along k: A is then read plain.
+std::optional<dnnl_dims> strided_a(const ProgramBuilder& b, int32_t v, size_t rank) {
+  if (b.constant(v) != nullptr || b.value(v).shape.size() != rank || rank < 2) return std::nullopt;
+  const dnnl_desc& layout = b.layout(v);
+  std::optional<dnnl_dims> strides = dense_strides(layout);
+  if (!strides || is_plain(layout) || strides->back() != 1) return std::nullopt;
+  return strides;
+}
+
 std::string product_label(const char* what, const gemm::Product& p, size_t count) {
   const char* activation = p.activation == gemm::Activation::kGelu       ? " +gelu"
                            : p.activation == gemm::Activation::kGeluTanh ? " +gelu_tanh"
@@ -522,8 +534,11 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   p.n = n;
   p.lda = k;
   p.ldy = n;
+  // A read in place through its strides: a product per matrix, rows lda apart.
+  const std::optional<dnnl_dims> a_strides = strided_a(b, op.input_index(0), r);
+  if (a_strides) p.lda = (*a_strides)[r - 2];
   std::vector<int64_t> a_offsets, b_offsets;
-  if (b_matrices == 1) {
+  if (b_matrices == 1 && !a_strides) {
     // One B for every matrix of A (broadcast over A's leading dims, which are then the
     // output's): one product of all of A's rows.
     p.m = a_matrices * m;
@@ -537,16 +552,19 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     a_offsets.resize(static_cast<size_t>(count));
     b_offsets.resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
-      int64_t rest = i, a_index = 0, b_index = 0, a_scale = 1, b_scale = 1;
+      int64_t rest = i, a_index = 0, b_index = 0, a_scale = 1, b_scale = 1, a_offset = 0;
       for (size_t d = r - 2; d-- > 0;) {
         const int64_t index = rest % s.y[d];
         rest /= s.y[d];
-        if (s.a[d] != 1) a_index += index * a_scale;
+        if (s.a[d] != 1) {
+          a_index += index * a_scale;
+          if (a_strides) a_offset += index * (*a_strides)[d];
+        }
         if (s.b[d] != 1) b_index += index * b_scale;
         a_scale *= s.a[d];
         b_scale *= s.b[d];
       }
-      a_offsets[static_cast<size_t>(i)] = a_index * m * k;
+      a_offsets[static_cast<size_t>(i)] = a_strides ? a_offset : a_index * m * k;
       b_offsets[static_cast<size_t>(i)] = b_index * per_packed;
     }
   }
@@ -566,7 +584,11 @@ Status build_matmul_kiln(ProgramBuilder& b) {
                           b.input_as(op.input_index(3), plain_desc(op.input(3).shape)));
     p.residual_row_stride = n;
   }
-  KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(op.input(0).shape)));
+  if (a_strides) {
+    buffers.a = BufferRef::of_value(op.input_index(0));
+  } else {
+    KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(op.input(0).shape)));
+  }
   GemmStep::Packing packing;
   if (auto strided =
           packed_b_from_strides(b, op.input_index(1), b_matrices, k, n, packing, buffers.b)) {
@@ -585,10 +607,13 @@ Status build_matmul_kiln(ProgramBuilder& b) {
 
 }  // namespace
 
-bool matmul_reads_any_dense_layout(const OpReader& op, size_t slot) {
-  // B of the rank of the output: its matrices are enumerated by its own leading dims.
-  return op.dispatch().op_type == "MatMul" && slot == 1 && use_kiln_kernel(op) &&
-         op.input(1).shape.size() >= 2 && op.input(1).shape.size() == op.output(0).shape.size();
+bool matmul_reads_in_place(const OpReader& op, size_t slot, const std::vector<int64_t>& strides) {
+  // A or B of the rank of the output: its matrices are enumerated by its own leading dims. kiln's
+  // kernel packs B from any strides, and reads A's rows in place where k is contiguous.
+  if (op.dispatch().op_type != "MatMul" || slot > 1 || !use_kiln_kernel(op)) return false;
+  const size_t rank = op.input(slot).shape.size();
+  if (rank < 2 || rank != op.output(0).shape.size() || strides.size() != rank) return false;
+  return slot == 1 || strides.back() == 1;
 }
 
 Status build_gemm(ProgramBuilder& b) {

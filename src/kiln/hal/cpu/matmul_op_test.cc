@@ -248,6 +248,89 @@ TEST(CpuMatMulTest, ATransposedBIsReadThroughItsStridesWithTheCopysBits) {
   }
 }
 
+// A Transpose feeding a MatMul as A, keeping the last axis last (attention's head split of Q), is
+// read through its strides in place, with the bits of the copied transpose: B an input of the
+// output's rank (a product per matrix), and B a constant matrix (one B for every matrix of A).
+TEST(CpuMatMulTest, ATransposedAIsReadThroughItsStridesWithTheCopysBits) {
+  struct Case {
+    ConcreteShape q, perm, b;
+    bool constant_b;
+  };
+  for (const Case& c : {Case{{2, 5, 3, 4}, {0, 2, 1, 3}, {2, 3, 4, 6}, false},
+                        Case{{9, 2, 8}, {1, 0, 2}, {8, 7}, true},
+                        Case{{3, 1, 4, 2, 5}, {1, 3, 0, 2, 4}, {1, 2, 3, 5, 3}, false}}) {
+    const Tensor q = random_tensor(c.q, 41), other = random_tensor(c.b, 42);
+    ConcreteShape qt;
+    for (int64_t p : c.perm) qt.push_back(c.q[static_cast<size_t>(p)]);
+    ConcreteShape y = qt;
+    y.back() = c.b.back();
+    for (size_t d = 0; d + 2 < y.size() && c.b.size() == y.size(); ++d) {
+      y[d] = std::max(y[d], c.b[d]);
+    }
+    const std::string name = fmt::format("{}", fmt::join(c.q, "x"));
+    std::vector<std::vector<Tensor>> outputs;
+    for (bool also_read : {false, true}) {
+      SpecBuilder s;
+      std::vector<Tensor> inputs{q};
+      const int32_t qi = s.input("q", c.q);
+      int32_t bi;
+      if (c.constant_b) {
+        bi = s.constant("b", other);
+      } else {
+        bi = s.input("b", c.b);
+        inputs.push_back(other);
+      }
+      const int32_t relu = s.value("relu", c.q);
+      s.dispatch("relu", "Relu", {qi}, {relu});
+      const int32_t t = s.value("qt", qt);
+      s.dispatch("transpose", "Transpose", {relu}, {t}, attrs({{"perm", c.perm}}));
+      const int32_t out = s.output("y", y);
+      s.dispatch("matmul", "MatMul", {t, bi}, {out});
+      if (also_read) {
+        const int32_t copy = s.output("qt_copy", qt);
+        s.dispatch("identity", "Relu", {t}, {copy});
+      }
+      auto dev = device();
+      auto exe = dev->prepare(s.spec());
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      const std::vector<std::string> lines = (*exe)->describe_dispatch(1);
+      ASSERT_FALSE(lines.empty());
+      // The view: a copy the runtime skips by placing both at one offset; else a reorder.
+      EXPECT_EQ(lines[0].find("reorder") == std::string::npos, !also_read) << name << lines[0];
+      auto ran = run_program(**exe, s.spec(), inputs);
+      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+      outputs.push_back(std::move(ran).value());
+    }
+    EXPECT_TRUE(identical(outputs[0][0], outputs[1][0])) << name;
+    Tensor transposed = reference("Transpose", {ref_relu(q)}, attrs({{"perm", c.perm}}));
+    EXPECT_TRUE(
+        all_close(outputs[0][0], ref_matmul(transposed, other), {.atol = 1e-5, .rtol = 1e-5}))
+        << name;
+  }
+}
+
+// A Transpose that moves A's last axis (k) is copied: the kernel reads A's rows contiguous in k.
+TEST(CpuMatMulTest, ATransposeMovingKIsCopied) {
+  SpecBuilder s;
+  const int32_t qi = s.input("q", {4, 6}), bi = s.input("b", {4, 3});
+  const int32_t relu = s.value("relu", {4, 6});
+  s.dispatch("relu", "Relu", {qi}, {relu});
+  const int32_t t = s.value("qt", {6, 4});
+  s.dispatch("transpose", "Transpose", {relu}, {t}, attrs({{"perm", ConcreteShape{1, 0}}}));
+  const int32_t out = s.output("y", {6, 3});
+  s.dispatch("matmul", "MatMul", {t, bi}, {out});
+  auto exe = device()->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  const std::vector<std::string> lines = (*exe)->describe_dispatch(1);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("reorder"), std::string::npos) << lines[0];
+  const Tensor q = random_tensor({4, 6}, 43), b = random_tensor({4, 3}, 44);
+  auto ran = run_program(**exe, s.spec(), {q, b});
+  ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+  Tensor qt = reference("Transpose", {ref_relu(q)}, attrs({{"perm", ConcreteShape{1, 0}}}));
+  EXPECT_TRUE(all_close(ran->at(0), ref_matmul(qt, b), {.atol = 1e-5, .rtol = 1e-5}));
+}
+
 TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   SpecBuilder s;
   const int32_t a = s.input("a", {2, 3}), b = s.input("b", {4, 5});

@@ -56,10 +56,11 @@ Status check_gemm(const OpReader& op);
 Status build_gemm(ProgramBuilder& b);
 Status check_matmul(const OpReader& op);
 Status build_matmul(ProgramBuilder& b);
-// Whether the MatMul fast path reads input `slot` of `op` in place in any dense strided layout
-// of its dims (kiln's kernel packs B from any strides): a Transpose before it then hands it a
-// strided view of its input instead of a copy (transpose_op.cc).
-bool matmul_reads_any_dense_layout(const OpReader& op, size_t slot);
+// Whether the MatMul fast path reads input `slot` of `op` in place when it is stored as a dense
+// strided layout of its dims with `strides`: B in any (kiln's kernel packs B from any strides), A
+// where its last dim is contiguous (the kernel reads A's rows with a row stride). A Transpose
+// before it then hands it a strided view of its input instead of a copy (transpose_op.cc).
+bool matmul_reads_in_place(const OpReader& op, size_t slot, const std::vector<int64_t>& strides);
 Status check_qlinear_conv(const OpReader& op);  // qlinear_op.cc: oneDNN int8
 Status build_qlinear_conv(ProgramBuilder& b);
 Status check_qlinear_matmul(const OpReader& op);

@@ -10,9 +10,10 @@
 // channels-last, or its Transpose to NCHW of NHWC data, which a convolution then reads as
 // channels-last. The output then takes that layout: over the input's bytes
 // (ProgramBuilder::alias_over), with nothing copied, where nothing else reads the input; else as
-// a straight copy of them. Where every reader is a MatMul that packs the value as its B (kiln's
-// kernel packs from any strides), the output is that strided view over the input's bytes, for any
-// permutation: K^T in attention (a "cab" view of K) costs no copy.
+// a straight copy of them. Where every reader is a MatMul that reads the view in place (kiln's
+// kernel packs B from any strides, and reads A's rows through a row stride where the last axis
+// stays last), the output is that strided view over the input's bytes: K^T in attention (a "cab"
+// view of K) and the head split of Q (a "acbd" view) cost no copy.
 #include <fmt/format.h>
 
 #include "kiln/base/checked_math.h"
@@ -58,10 +59,11 @@ Status build_transpose(ProgramBuilder& b) {
       view == dst_desc || (out.size() == 4 && view == dnnl_desc(to_dnnl_dims(out), type,
                                                                 dnnl::memory::format_tag::acdb));
   if (relabels && b.can_alias_over(x, y, view)) return b.alias_over(y, x, view).status();
-  // A reader that takes any strided layout in place (kiln's MatMul, for B) gets the view itself.
+  // Readers that take the strided view in place (kiln's MatMul: B in any, A where the last
+  // axis stays last) get the view itself.
   if (b.can_alias_over(x, y, view) &&
-      b.readers_accept(y, [](const OpReader& reader, const OpPath& path, size_t slot) {
-        return path.op_type == "MatMul" && matmul_reads_any_dense_layout(reader, slot);
+      b.readers_accept(y, [&view_strides](const OpReader& reader, const OpPath& path, size_t slot) {
+        return path.op_type == "MatMul" && matmul_reads_in_place(reader, slot, view_strides);
       })) {
     return b.alias_over(y, x, view).status();
   }
