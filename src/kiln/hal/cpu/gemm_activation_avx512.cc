@@ -3,18 +3,14 @@
 
 #include <cstdint>
 
-// Every header with inline code but the vector template goes before the target options, so that
-// none of its functions is compiled for this ISA (the linker could pick that copy for any caller).
+// Every header with inline code but the vector template goes before the target options
+// (isa_target.h).
 #include "kiln/hal/cpu/gemm_activation.h"
+#include "kiln/hal/cpu/isa_target.h"
 
 // Everything below is compiled for AVX-512, so this file adds no such instruction anywhere
 // else; gemm_kernel.cc calls it only where the CPU has AVX-512F.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
+KILN_ISA_TARGET_BEGIN("avx512f,avx2,fma")
 
 #include "kiln/hal/cpu/gemm_activation_math.h"
 
@@ -52,8 +48,4 @@ void activate_avx512(Activation activation, float* y, int64_t ldy, int64_t rows,
 
 }  // namespace kiln::hal::cpu::gemm::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+KILN_ISA_TARGET_END()

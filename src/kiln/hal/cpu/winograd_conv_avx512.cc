@@ -2,16 +2,12 @@
 // register block of 8 tiles x 32 output channels (16 zmm accumulators).
 #include <immintrin.h>
 
+#include "kiln/hal/cpu/isa_target.h"
 #include "kiln/hal/cpu/winograd_conv_kernels.h"
 
 // Everything below is compiled for AVX-512, so this file adds no such instruction anywhere else;
 // winograd_conv.cc calls it only where the CPU has it.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
+KILN_ISA_TARGET_BEGIN("avx512f,avx2,fma")
 
 #include "kiln/hal/cpu/winograd_transforms.h"
 
@@ -87,11 +83,7 @@ void multiply_block(const float* v, const float* u, int64_t panel_stride, int64_
 }  // namespace
 }  // namespace kiln::hal::cpu::winograd::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+KILN_ISA_TARGET_END()
 
 namespace kiln::hal::cpu::winograd::detail {
 
