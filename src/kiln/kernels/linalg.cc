@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "kiln/kernels/broadcast.h"
 #include "kiln/kernels/dtype_dispatch.h"
@@ -53,10 +54,11 @@ constexpr std::array kMatmulDtypes = {DType::kF16, DType::kBF16, DType::kF32, DT
 // ---------------------------------------------------------------------------------------------
 // MatMul, MatMulInteger
 //
-// kiln extensions (passes::fuse_matmul folds the Adds after a MatMul into them): MatMul's optional
-// input 2 'kiln_bias' [N] is added to every row of the product after the sum over k, then input 3
+// kiln extensions (passes::fuse_matmul folds the Adds after a MatMul into them): MatMul's attribute
+// 'kiln_scale' (float products) multiplies each sum over k, as a Mul by that scalar after the
+// MatMul; then its optional input 2 'kiln_bias' [N] is added to every row, then input 3
 // 'kiln_residual' (the output's shape) element by element: the same operations, in the same order,
-// as MatMul then Add then Add. Its attribute 'kiln_activation' ("gelu" or "gelu_tanh",
+// as MatMul then Mul then Add then Add. Its attribute 'kiln_activation' ("gelu" or "gelu_tanh",
 // activation.h) then applies GELU to every element, as a Gelu node after them.
 
 // `a` and `b` name the operands in errors (MatMul: input 0 'A', input 1 'B'; QLinearMatMul:
@@ -83,11 +85,13 @@ StatusOr<Shape> matmul_shape(const ValueType& a, const ValueType& b,
 }
 
 Status infer_matmul(InferArgs& args) {
-  KILN_RETURN_IF_ERROR(check_known_attributes(args.attributes, {kActivationAttribute}));
+  KILN_RETURN_IF_ERROR(
+      check_known_attributes(args.attributes, {kActivationAttribute, kMatmulScaleAttribute}));
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
   KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "A"));
   KILN_RETURN_IF_ERROR(check_dtype(a, 0, "A", kMatmulDtypes));
   KILN_RETURN_IF_ERROR(read_matmul_activation(args.attributes, a.dtype).status());
+  KILN_RETURN_IF_ERROR(read_matmul_scale(args.attributes, a.dtype).status());
   KILN_ASSIGN_OR_RETURN(ValueType b, required_input(args, 1, "B"));
   KILN_RETURN_IF_ERROR(check_same_dtype(b, 1, "B", a.dtype, "input 0 'A'"));
   KILN_ASSIGN_OR_RETURN(Shape out, matmul_shape(a, b));
@@ -176,11 +180,20 @@ MatmulDims matmul_dims(ConcreteShape as, ConcreteShape bs) {
   return d;
 }
 
-// y = a @ b per batch, then + bias[j] on every row when `bias` is set, then + residual (y's
-// shape) when set, then the activation; y fully written.
+// The epilogue of a fused MatMul (passes::fuse_matmul), in the order it applies.
+struct MatmulEpilogue {
+  std::optional<float> scale;  // times this, float products only
+  bool bias = false, residual = false;
+  FusedActivation activation;
+};
+
+// y = a @ b per batch, then * scale when set (floats), then + bias[j] on every row when `bias` is
+// set, then
+// + residual (y's shape) when set, then the activation; y fully written.
 template <typename C>
 void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y, const C* bias = nullptr,
-                 const C* residual = nullptr, const FusedActivation& activation = {}) {
+                 const C* residual = nullptr, const FusedActivation& activation = {},
+                 std::optional<float> scale = std::nullopt) {
   const auto batches = static_cast<int64_t>(d.a_batch.size());
   const int64_t m = d.m, k = d.k, n = d.n;
   parallel_rows(batches * m, k * n, [&](int64_t job) {
@@ -194,6 +207,12 @@ void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y, const C* bia
       const C av = ar[kk];
       const C* br = bm + kk * n;
       for (int64_t j = 0; j < n; ++j) row[j] = mul_add<C>(row[j], av, br[j]);
+    }
+    if constexpr (std::is_floating_point_v<C>) {  // infer allows a scale on floats only
+      if (scale) {
+        const C s = static_cast<C>(*scale);
+        for (int64_t j = 0; j < n; ++j) row[j] = row[j] * s;
+      }
     }
     if (bias != nullptr) {
       for (int64_t j = 0; j < n; ++j) row[j] = row[j] + bias[j];
@@ -212,25 +231,24 @@ void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y, const C* bia
 
 class MatMulKernel : public Kernel {
  public:
-  MatMulKernel(MatmulDims d, bool bias, bool residual, FusedActivation activation)
-      : d_(std::move(d)), bias_(bias), residual_(residual), activation_(activation) {}
+  MatMulKernel(MatmulDims d, MatmulEpilogue e) : d_(std::move(d)), e_(std::move(e)) {}
   Status run(std::span<const ConstBuffer> in, std::span<const MutableBuffer> out) const override {
     return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
       if constexpr (!std::is_same_v<T, Bool>) {
         using C = compute_t<T>;
         if constexpr (std::is_same_v<T, C>) {
           matmul_core<C>(d_, in[0].as<T>(), in[1].as<T>(), out[0].as<T>(),
-                         bias_ ? in[2].as<T>() : nullptr, residual_ ? in[3].as<T>() : nullptr,
-                         activation_);
+                         e_.bias ? in[2].as<T>() : nullptr, e_.residual ? in[3].as<T>() : nullptr,
+                         e_.activation, e_.scale);
         } else {
           const std::vector<C> a = widen<C, T>(in[0]);
           const std::vector<C> b = widen<C, T>(in[1]);
-          const std::vector<C> bias = bias_ ? widen<C, T>(in[2]) : std::vector<C>();
-          const std::vector<C> residual = residual_ ? widen<C, T>(in[3]) : std::vector<C>();
+          const std::vector<C> bias = e_.bias ? widen<C, T>(in[2]) : std::vector<C>();
+          const std::vector<C> residual = e_.residual ? widen<C, T>(in[3]) : std::vector<C>();
           const int64_t total = out[0].element_count();
           std::vector<C> y(static_cast<size_t>(total));
-          matmul_core<C>(d_, a.data(), b.data(), y.data(), bias_ ? bias.data() : nullptr,
-                         residual_ ? residual.data() : nullptr, activation_);
+          matmul_core<C>(d_, a.data(), b.data(), y.data(), e_.bias ? bias.data() : nullptr,
+                         e_.residual ? residual.data() : nullptr, e_.activation, e_.scale);
           for (int64_t i = 0; i < total; ++i) store(out[0].as<T>(), i, y[i]);
         }
         return ok_status();
@@ -242,17 +260,18 @@ class MatMulKernel : public Kernel {
 
  private:
   MatmulDims d_;
-  bool bias_, residual_;
-  FusedActivation activation_;
+  MatmulEpilogue e_;
 };
 
 StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
-  const bool bias = args.inputs.size() > 2 && args.inputs[2];
-  const bool residual = args.inputs.size() > 3 && args.inputs[3];
-  KILN_ASSIGN_OR_RETURN(FusedActivation activation,
+  MatmulEpilogue e;
+  e.bias = args.inputs.size() > 2 && args.inputs[2];
+  e.residual = args.inputs.size() > 3 && args.inputs[3];
+  KILN_ASSIGN_OR_RETURN(e.activation,
                         read_matmul_activation(args.attributes, args.inputs[0]->dtype));
+  KILN_ASSIGN_OR_RETURN(e.scale, read_matmul_scale(args.attributes, args.inputs[0]->dtype));
   return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(
-      matmul_dims(args.input_dims(0), args.input_dims(1)), bias, residual, activation));
+      matmul_dims(args.input_dims(0), args.input_dims(1)), std::move(e)));
 }
 
 // The exact integer sums of MatMulInteger and QLinearMatMul: (a - a_zero_point) @

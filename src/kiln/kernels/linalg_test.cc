@@ -9,6 +9,7 @@
 #include "kiln/kernels/activation.h"
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/kernel.h"
+#include "kiln/kernels/op_attributes.h"
 #include "tests/support/expect.h"
 #include "tests/support/kernels/run_op.h"
 
@@ -126,6 +127,32 @@ TEST(MatMul, KilnActivationAppliesGeluLast) {
   EXPECT_TRUE(has_error(
       infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}}, unknown).status(),
       StatusCode::kInvalidArgument, {"kiln_activation", "swiglu"}));
+}
+
+// kiln's MatMul scale (attribute kiln_scale, passes::fuse_matmul): each sum times it, before the
+// bias; on float products only, and a value an f32 holds.
+TEST(MatMul, KilnScaleMultipliesTheSumBeforeTheBias) {
+  // [[1, 2]] @ [[1, 3], [1, 3]] = [[3, 9]], * 0.5 = [[1.5, 4.5]], + bias [1, NaN].
+  Attributes a;
+  a.set(kMatmulScaleAttribute, 0.5);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto y =
+      run_one("MatMul", {f32({1, 2}, {1, 2}), f32({2, 2}, {1, 3, 1, 3}), f32({2}, {1, nan})}, a);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const std::vector<float> v = values_of<float>(y);
+  EXPECT_EQ(v[0], 2.5f);
+  EXPECT_TRUE(std::isnan(v[1]));
+  EXPECT_TRUE(
+      has_error(infer_shape("MatMul", {{DType::kI32, {2, 8}}, {DType::kI32, {8, 5}}}, a).status(),
+                StatusCode::kUnimplemented, {"kiln_scale", "needs a float product", "i32"}));
+  Attributes inexact;
+  inexact.set(kMatmulScaleAttribute, 0.1);
+  EXPECT_TRUE(has_error(
+      infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}}, inexact).status(),
+      StatusCode::kInvalidArgument, {"kiln_scale", "not an f32 value"}));
+  Attributes text;
+  text.set(kMatmulScaleAttribute, std::string("half"));
+  EXPECT_FALSE(infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}}, text).ok());
 }
 
 TEST(MatMul, KilnResidualAddsPerElementAfterTheBias) {

@@ -43,6 +43,21 @@ StatusOr<FusedActivation> read_matmul_activation(const Attributes& attributes, D
   return a;
 }
 
+StatusOr<std::optional<float>> read_matmul_scale(const Attributes& attributes, DType dtype) {
+  if (!attributes.has(kMatmulScaleAttribute)) return std::optional<float>();
+  KILN_ASSIGN_OR_RETURN(double value, attributes.get_float(kMatmulScaleAttribute, 1.0));
+  if (!is_float(dtype)) {
+    return unimplemented("MatMul's attribute '{}' needs a float product, got {}",
+                         kMatmulScaleAttribute, dtype_name(dtype));
+  }
+  const auto scale = static_cast<float>(value);
+  if (static_cast<double>(scale) != value && !(std::isnan(value) && std::isnan(scale))) {
+    return invalid_argument("MatMul's attribute '{}' = {} is not an f32 value",
+                            kMatmulScaleAttribute, value);
+  }
+  return std::optional<float>(scale);
+}
+
 StatusOr<PoolAttributes> read_pool_attributes(std::string_view op_type,
                                               const Attributes& attributes,
                                               std::span<const int64_t> x) {

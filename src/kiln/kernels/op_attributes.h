@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,11 @@ StatusOr<GemmAttributes> read_gemm_attributes(const Attributes& attributes, DTyp
 // MatMul's fused activation (passes::fuse_matmul): none, "gelu" or "gelu_tanh", on a float
 // `dtype` only; any other is Unimplemented naming it.
 StatusOr<FusedActivation> read_matmul_activation(const Attributes& attributes, DType dtype);
+
+// MatMul's fused scale (passes::fuse_matmul): the float its sums are multiplied by, or nullopt
+// when the attribute is absent; on a float product only, and a value an f32 holds exactly.
+inline constexpr const char* kMatmulScaleAttribute = "kiln_scale";
+StatusOr<std::optional<float>> read_matmul_scale(const Attributes& attributes, DType dtype);
 
 // Gelu's `approximate`: true for "tanh", false for "none".
 StatusOr<bool> read_gelu_tanh_approximation(const Attributes& attributes);

@@ -1,4 +1,12 @@
-// fuse_matmul: Add(MatMul(x, W), bias) with W a constant matrix and bias a constant [N] (or [1,
+// fuse_matmul: first, Mul(MatMul(a, b), s) (either order) or Div(MatMul(a, b), c), with s or c
+// a constant f32 scalar (one element, of a rank that broadcasts nothing up; attention's scaling of
+// QK^T), becomes MatMul(a, b) with the attribute kiln_scale = s or 1/c (kernels/linalg.cc), which
+// the CPU and Vulkan kernels apply to each sum instead of a separate pass over the scores. A Div
+// only where 1/c is an exact f32 (c a power of two, as sqrt(64) for 64-wide heads): x * (1/c) is
+// then x / c, bit for bit; a Mul is the same multiplication. f32 products with no bias, residual
+// or activation yet (the scale applies first); a and b may be computed.
+//
+// Then Add(MatMul(x, W), bias) with W a constant matrix and bias a constant [N] (or [1,
 // ..., 1, N]) becomes MatMul(x, W, bias): kiln's input 2 'kiln_bias' (kernels/linalg.cc), which
 // the CPU backend adds in its kernel's epilogue instead of running a separate broadcast Add. Then
 // Add(MatMul(x, W[, bias]), r) with r a computed value of the product's shape (a transformer's
@@ -21,6 +29,7 @@
 // The fused GELU is not the unfused one's bits: the CPU kernel computes it in its epilogue with
 // approximations of erf and tanh (hal/cpu/gemm_activation.h), as oneDNN's Gelu does with its own.
 // The rewrite depends on no size, so the dynamic and the bound module fuse alike.
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -55,6 +64,53 @@ bool constant_matrix_b(const ir::Graph& graph, const ir::Node& mm) {
   const ir::Value& w = graph.value(mm.inputs[1]);
   return (w.dtype == DType::kF32 || w.dtype == DType::kF64) && w.constant &&
          w.constant->shape().size() == 2;
+}
+
+// The one f32 value of constant `v` when it holds exactly one and its rank is at most `rank`.
+std::optional<float> scalar_of(const ir::Value& v, size_t rank) {
+  if (!v.constant || v.dtype != DType::kF32 || v.constant->element_count() != 1 ||
+      v.constant->shape().size() > rank) {
+    return std::nullopt;
+  }
+  return v.constant->values<float>()[0];
+}
+
+// 1/c when that is an exact f32 (c a finite power of two, negative or positive), else nullopt.
+std::optional<float> exact_reciprocal(float c) {
+  if (!std::isfinite(c) || c == 0.0f) return std::nullopt;
+  int exponent = 0;
+  if (std::abs(std::frexp(c, &exponent)) != 0.5f) return std::nullopt;
+  const float reciprocal = 1.0f / c;
+  if (!std::isfinite(reciprocal) || reciprocal * c != 1.0f) return std::nullopt;
+  return reciprocal;
+}
+
+bool fuse_scale(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+                ir::NodeId id) {
+  const ir::Node& mm = graph.node(id);
+  if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1 ||
+      has_activation(mm) || mm.attributes.has(kernels::kMatmulScaleAttribute) ||
+      graph.value(mm.inputs[0]).dtype != DType::kF32) {
+    return false;
+  }
+  const ir::ValueId y = mm.outputs[0];
+  auto op_id = sole_consumer(graph, consumers, y);
+  if (!op_id) return false;
+  const ir::Node& op = graph.node(*op_id);
+  if ((op.op_type != "Mul" && op.op_type != "Div") || op.inputs.size() != 2 ||
+      op.inputs[0] == op.inputs[1]) {
+    return false;
+  }
+  // Div only as the product over c; Mul in either order.
+  if (op.op_type == "Div" && op.inputs[0] != y) return false;
+  const ir::ValueId other = op.inputs[0] == y ? op.inputs[1] : op.inputs[0];
+  const std::optional<float> value = scalar_of(graph.value(other), graph.value(y).shape.size());
+  if (!value) return false;
+  const std::optional<float> scale = op.op_type == "Mul" ? value : exact_reciprocal(*value);
+  if (!scale) return false;
+  graph.node(id).attributes.set(kernels::kMatmulScaleAttribute, static_cast<double>(*scale));
+  absorb_successor(graph, id, *op_id);
+  return true;
 }
 
 bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
@@ -149,9 +205,10 @@ StatusOr<int> fuse_matmul(ir::Graph& graph) {
   auto consumers = graph.consumers();
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
     if (graph.node(id).outputs.empty()) continue;
-    // The bias first, then the residual after it, then the activation, on the same MatMul.
-    while (fuse_bias(graph, consumers, id) || fuse_residual(graph, consumers, id) ||
-           fuse_gelu_activation(graph, consumers, id)) {
+    // The scale first, then the bias, the residual after it, then the activation, on the same
+    // MatMul.
+    while (fuse_scale(graph, consumers, id) || fuse_bias(graph, consumers, id) ||
+           fuse_residual(graph, consumers, id) || fuse_gelu_activation(graph, consumers, id)) {
       ++rewrites;
       consumers = graph.consumers();
     }

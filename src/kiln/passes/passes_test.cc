@@ -11,6 +11,7 @@
 
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/kernels/activation.h"
+#include "kiln/kernels/op_attributes.h"
 #include "tests/support/expect.h"
 #include "tests/support/tensors.h"
 
@@ -883,6 +884,98 @@ TEST(FuseMatmul, FoldsAComputedResidualAfterTheBias) {
     expect_close((*after)[0], (*before)[0], 1e-6);
     EXPECT_TRUE(std::isnan((*after)[0].values<float>()[7]));
   }
+}
+
+// attention's scores: MatMul(q, k) of computed operands -> Div by 8 (or Mul by a scalar, either
+// order) -> y: the scale folds as kiln_scale, with the unfused graph's values (the reference
+// evaluates in f64; CpuMatMulTest checks the kernel's bits); Div by a value whose reciprocal is
+// inexact, c / MatMul and a scalar that broadcasts the product up stay.
+TEST(FuseMatmul, FoldsAScalarScaleWithTheUnfusedBits) {
+  struct Case {
+    const char* op;
+    ConcreteShape scalar_shape;
+    float value;
+    bool product_first;
+    bool folds;
+  };
+  for (const Case& c :
+       {Case{"Div", {}, 8.0f, true, true}, Case{"Div", {1}, -0.25f, true, true},
+        Case{"Mul", {1, 1, 1}, 0.3f, false, true}, Case{"Mul", {}, 0.125f, true, true},
+        Case{"Div", {}, 3.0f, true, false}, Case{"Div", {}, 8.0f, false, false},
+        Case{"Mul", {1, 1, 1, 1}, 0.5f, true, false}}) {
+    std::mt19937 rng(21);
+    Graph g;
+    g.name = "scores";
+    const DimExpr batch = DimExpr::symbol("B");
+    const Shape ps{batch, 4, 6};
+    ValueId q = g.add_input("q", DType::kF32, {batch, 4, 8});
+    ValueId k = g.add_input("k", DType::kF32, {batch, 8, 6});
+    Tensor scalar = Tensor::create(DType::kF32, c.scalar_shape).value();
+    scalar.mutable_values<float>()[0] = c.value;
+    ValueId sv = g.add_constant("s", std::move(scalar));
+    ValueId p = g.add_value({"p", DType::kF32, ps, {}, {}});
+    Shape ys = ps;
+    if (c.scalar_shape.size() > 3) ys.insert(ys.begin(), DimExpr(1));
+    ValueId y = g.add_value({"y", DType::kF32, ys, {}, {}});
+    g.add_node({"mm", "MatMul", {q, k}, {p}, {}, {}});
+    g.add_node({"scale",
+                c.op,
+                c.product_first ? std::vector<ValueId>{p, sv} : std::vector<ValueId>{sv, p},
+                {y},
+                {},
+                {}});
+    g.add_output(y);
+    std::vector<Tensor> in{random_tensor({2, 4, 8}, rng), random_tensor({2, 8, 6}, rng)};
+    in[0].mutable_values<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    auto before = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    const std::string name = fmt::format("{} {}", c.op, c.value);
+    EXPECT_EQ(fuse_matmul(g).value(), c.folds ? 1 : 0) << name;
+    ASSERT_TRUE(ir::verify_graph(g).ok());
+    EXPECT_EQ(count_op(g, c.op), c.folds ? 0 : 1) << name;
+    if (!c.folds) continue;
+    const Node& mm = g.nodes()[0];
+    const double want = std::string(c.op) == "Div" ? 1.0 / c.value : c.value;
+    EXPECT_EQ(mm.attributes.get_float(kernels::kMatmulScaleAttribute, 0).value(),
+              static_cast<double>(static_cast<float>(want)))
+        << name;
+    auto after = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(after.ok()) << after.status().to_string();
+    expect_close((*after)[0], (*before)[0], 1e-6);
+    for (int j = 0; j < 6; ++j) EXPECT_TRUE(std::isnan((*after)[0].values<float>()[j])) << j;
+  }
+}
+
+// The scale folds first, then a constant bias after it: Y = s * (x W) + bias.
+TEST(FuseMatmul, FoldsTheScaleBeforeTheBias) {
+  std::mt19937 rng(22);
+  MatmulBiasGraph m = matmul_bias_graph(rng, {5}, false);
+  Graph& g = m.g;
+  // Insert Mul(product, 0.5) between the MatMul and the Add.
+  Tensor half = Tensor::create(DType::kF32, {}).value();
+  half.mutable_values<float>()[0] = 0.5f;
+  const ValueId hv = g.add_constant("half", std::move(half));
+  const ValueId scaled = g.add_value({"scaled", DType::kF32, g.value(m.product).shape, {}, {}});
+  for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(g.nodes().size()); ++id) {
+    Node& node = g.node(id);
+    if (node.op_type != "Add") continue;
+    for (ValueId& v : node.inputs) {
+      if (v == m.product) v = scaled;
+    }
+  }
+  g.add_node({"half_mul", "Mul", {m.product, hv}, {scaled}, {}, {}});
+  ASSERT_TRUE(g.topological_sort().ok());
+  Tensor x = random_tensor({2, 3, 8}, rng);
+  auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+  EXPECT_EQ(fuse_matmul(g).value(), 2);
+  ASSERT_TRUE(ir::verify_graph(g).ok());
+  ASSERT_EQ(g.nodes().size(), 1u);
+  EXPECT_EQ(g.nodes()[0].inputs.size(), 3u);
+  EXPECT_TRUE(g.nodes()[0].attributes.has(kernels::kMatmulScaleAttribute));
+  auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&x, 1));
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  expect_close((*after)[0], (*before)[0], 1e-6);
 }
 
 TEST(FuseMatmul, LeavesWhatItCannotFold) {

@@ -302,15 +302,16 @@ StatusOr<gemm::Activation> matmul_activation(const OpReader& op) {
 }  // namespace
 
 // What the MatMul fast path runs: f32, f16 or bf16 operands of rank 1 to 6 whose batch dims it
-// can broadcast (matmul_shapes), and a kiln_bias, kiln_residual (inputs 2, 3) or
+// can broadcast (matmul_shapes), and a kiln_scale, kiln_bias, kiln_residual (inputs 2, 3) or
 // kiln_activation on kiln's kernel only. The definition has checked the rest (select_path).
 Status check_matmul(const OpReader& op) {
   KILN_ASSIGN_OR_RETURN(gemm::Activation activation, matmul_activation(op));
-  if ((op.has_input(2) || op.has_input(3) || activation != gemm::Activation::kNone) &&
+  if ((op.has_input(2) || op.has_input(3) || activation != gemm::Activation::kNone ||
+       op.attributes().has(kernels::kMatmulScaleAttribute)) &&
       !use_kiln_kernel(op)) {
     return unimplemented(
-        "MatMul's kiln_bias, kiln_residual and kiln_activation run on kiln's f32 kernel only (AVX2 "
-        "+ FMA)");
+        "MatMul's kiln_scale, kiln_bias, kiln_residual and kiln_activation run on kiln's f32 "
+        "kernel only (AVX2 + FMA)");
   }
   KILN_RETURN_IF_ERROR(check_stored_dtype(op));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 1, 6));
@@ -578,6 +579,10 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     p.c_col_stride = 1;
   }
   KILN_ASSIGN_OR_RETURN(p.activation, matmul_activation(op));
+  // kiln_scale: alpha, each sum times it (a Mul after the product: the same rounding).
+  KILN_ASSIGN_OR_RETURN(const std::optional<float> scale,
+                        kernels::read_matmul_scale(op.attributes(), op.input(0).dtype));
+  if (scale) p.alpha = *scale;
   if (op.has_input(3)) {
     // kiln_residual: the output's shape, row stride n (each product's at its Y's offset).
     KILN_ASSIGN_OR_RETURN(buffers.residual,

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/kernels/op_attributes.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/hal/reference.h"
@@ -329,6 +330,43 @@ TEST(CpuMatMulTest, ATransposeMovingKIsCopied) {
   ASSERT_TRUE(ran.ok()) << ran.status().to_string();
   Tensor qt = reference("Transpose", {ref_relu(q)}, attrs({{"perm", ConcreteShape{1, 0}}}));
   EXPECT_TRUE(all_close(ran->at(0), ref_matmul(qt, b), {.atol = 1e-5, .rtol = 1e-5}));
+}
+
+// A MatMul with kiln_scale gives the bits of the MatMul followed by a Mul by that scalar (and by
+// a Div by its reciprocal, a power of two): kiln's gemm multiplies each sum by alpha.
+TEST(CpuMatMulTest, KilnScaleGivesTheBitsOfAMulAfterTheProduct) {
+  const ConcreteShape as{2, 3, 17, 9}, bs{2, 3, 9, 13}, ys{2, 3, 17, 13};
+  const Tensor a = random_tensor(as, 51), b = random_tensor(bs, 52);
+  for (float scale : {0.125f, -0.3f}) {
+    Tensor s_value = Tensor::create(DType::kF32, {}).value();
+    s_value.mutable_values<float>()[0] = scale;
+    std::vector<std::vector<Tensor>> outputs;
+    for (int form : {0, 1, 2}) {  // fused; MatMul then Mul; MatMul then Div by 1/scale
+      if (form == 2 && scale != 0.125f) continue;
+      SpecBuilder s;
+      const int32_t ai = s.input("a", as), bi = s.input("b", bs);
+      const int32_t y = s.output("y", ys);
+      if (form == 0) {
+        s.dispatch("mm", "MatMul", {ai, bi}, {y},
+                   attrs({{kernels::kMatmulScaleAttribute, static_cast<double>(scale)}}));
+      } else {
+        const int32_t p = s.value("p", ys);
+        s.dispatch("mm", "MatMul", {ai, bi}, {p});
+        Tensor divisor = Tensor::create(DType::kF32, {}).value();
+        divisor.mutable_values<float>()[0] = 8.0f;
+        const int32_t c = s.constant("c", form == 1 ? s_value : divisor);
+        s.dispatch("scale", form == 1 ? "Mul" : "Div", {p, c}, {y});
+      }
+      auto exe = device()->prepare(s.spec());
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      auto ran = run_program(**exe, s.spec(), {a, b});
+      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+      outputs.push_back(std::move(ran).value());
+    }
+    for (size_t i = 1; i < outputs.size(); ++i) {
+      EXPECT_TRUE(identical(outputs[0][0], outputs[i][0])) << scale << " form " << i;
+    }
+  }
 }
 
 TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {

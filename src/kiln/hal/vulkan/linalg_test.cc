@@ -222,6 +222,12 @@ TEST_F(VulkanLinalgTest, NaiveAndTiledMatMulAgree) {
   EXPECT_TRUE(all_close(gemm_naive[0], ref_gemm(ga, gb, &gc, 0.5, 1, false, true), kTol));
 }
 
+// kiln_scale (passes::fuse_matmul) runs on the GPU: the shader's alpha.
+TEST_F(VulkanLinalgTest, MatMulKilnScaleRunsOnTheGpu) {
+  check("MatMul", {{random_tensor({2, 3, 17, 9}, 1)}, {random_tensor({2, 3, 9, 13}, 2)}},
+        attrs({{"kiln_scale", 0.125}}));
+}
+
 TEST_F(VulkanLinalgTest, MatMulPropagatesNaN) {
   Tensor a = random_tensor({5, 20}, 14);
   a.mutable_values<float>()[2 * 20 + 3] = std::numeric_limits<float>::quiet_NaN();

@@ -108,6 +108,9 @@ Status build_matmul(KernelBuilder& b) {
   }
   for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
   KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
+  // kiln_scale (passes::fuse_matmul): the shader's alpha, each sum times it.
+  KILN_ASSIGN_OR_RETURN(const std::optional<float> scale,
+                        kernels::read_matmul_scale(b.attributes(), DType::kF32));
   ConcreteShape as = b.input(0).shape, bs = b.input(1).shape;
   if (as.empty() || bs.empty()) return internal_error("MatMul of a scalar passed its checks");
   if (as.size() == 1) as.insert(as.begin(), 1);
@@ -130,6 +133,7 @@ Status build_matmul(KernelBuilder& b) {
   }
   p.a_bs = *a_bs;
   p.b_bs = *b_bs;
+  if (scale) p.alpha = *scale;
   if (p.batches > b.device().max_workgroup_count[2]) {
     return unimplemented("{} batches exceed the device's {} workgroups along z", p.batches,
                          b.device().max_workgroup_count[2]);
