@@ -1,6 +1,6 @@
 // Softmax with opset-13 semantics (normalize along `axis`, default -1) over plain data; a blocked
-// input is reordered to plain first. Along the last axis (every element after it of size 1:
-// attention's scores), kiln's kernel (softmax_kernel.h) runs it, which makes a row with a NaN or
+// input is reordered to plain first. Along the last axis (attention's scores), or one after which
+// every dim has size 1, kiln's kernel (softmax_kernel.h) runs it, which makes a row with a NaN or
 // +inf, or all -inf, NaN throughout, as the definition gives. Along another axis, or without
 // AVX2 + FMA, oneDNN's softmax_forward runs it, and a SoftmaxNanStep after it gives those lanes
 // NaN (activation_step.h).
