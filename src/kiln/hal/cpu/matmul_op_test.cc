@@ -203,6 +203,74 @@ TEST(CpuMatMulTest, KilnBiasAndResidualGiveTheUnfusedBits) {
   }
 }
 
+// The value, or an empty tensor (that no comparison passes) and a test failure.
+Tensor value_or_fail(StatusOr<std::vector<Tensor>> r) {
+  if (!r.ok()) {
+    ADD_FAILURE() << r.status().to_string();
+    return Tensor();
+  }
+  return std::move(r->at(0));
+}
+
+// Relu(x) -> Transpose(perm) -> MatMul with the transpose as input `slot` (0: A, 1: B) and
+// `other` as the other operand (a graph input, or a constant).
+struct TransposedOperand {
+  Tensor x;
+  ConcreteShape perm;
+  size_t slot;
+  Tensor other;
+  bool constant_other = false;
+};
+
+// Runs `c` twice: with the MatMul the transpose's only reader, where the transpose must be a view
+// (a copy the runtime skips by placing both at one offset), and with a second reader that forces
+// the copy (a reorder). Returns the MatMul's output of each run.
+std::vector<Tensor> run_view_and_copy(const TransposedOperand& c) {
+  ConcreteShape t_shape;
+  for (int64_t p : c.perm) t_shape.push_back(c.x.shape()[static_cast<size_t>(p)]);
+  const ConcreteShape& a = c.slot == 0 ? t_shape : c.other.shape();
+  const ConcreteShape& b = c.slot == 0 ? c.other.shape() : t_shape;
+  ConcreteShape y = a;
+  y.back() = b.back();
+  for (size_t d = 0; d + 2 < y.size() && b.size() == y.size(); ++d) y[d] = std::max(y[d], b[d]);
+  const std::string name =
+      fmt::format("{} perm {}", fmt::join(c.x.shape(), "x"), fmt::join(c.perm, ","));
+  std::vector<Tensor> outputs;
+  for (bool also_read : {false, true}) {
+    SpecBuilder s;
+    std::vector<Tensor> inputs{c.x};
+    const int32_t xi = s.input("x", c.x.shape());
+    int32_t oi;
+    if (c.constant_other) {
+      oi = s.constant("other", c.other);
+    } else {
+      oi = s.input("other", c.other.shape());
+      inputs.push_back(c.other);
+    }
+    const int32_t relu = s.value("relu", c.x.shape());
+    s.dispatch("relu", "Relu", {xi}, {relu});
+    const int32_t t = s.value("t", t_shape);
+    s.dispatch("transpose", "Transpose", {relu}, {t}, attrs({{"perm", c.perm}}));
+    const int32_t out = s.output("y", y);
+    s.dispatch("matmul", "MatMul", c.slot == 0 ? std::vector<int32_t>{t, oi} : std::vector{oi, t},
+               {out});
+    if (also_read) {
+      const int32_t copy = s.output("t_copy", t_shape);
+      s.dispatch("identity", "Relu", {t}, {copy});
+    }
+    auto exe = device()->prepare(s.spec());
+    if (!exe.ok()) {
+      ADD_FAILURE() << exe.status().to_string();
+      return {};
+    }
+    const std::vector<std::string> lines = (*exe)->describe_dispatch(1);
+    EXPECT_EQ(!lines.empty() && lines[0].find("reorder") == std::string::npos, !also_read)
+        << name << (lines.empty() ? "" : lines[0]);
+    outputs.push_back(value_or_fail(run_program(**exe, s.spec(), inputs)));
+  }
+  return outputs;
+}
+
 // A Transpose whose only reader is a MatMul taking it as B hands over a strided view of its input
 // (no copy): attention's K^T as a "cab" view of K [seq, heads, d], and a batched (0,1,3,2).
 // Packing B from those strides gives the bits of packing the transposed copy, which the same
@@ -214,38 +282,11 @@ TEST(CpuMatMulTest, ATransposedBIsReadThroughItsStridesWithTheCopysBits) {
   for (const Case& c :
        {Case{{7, 3, 4}, {1, 2, 0}, {3, 5, 4}}, Case{{2, 3, 9, 4}, {0, 1, 3, 2}, {2, 3, 6, 4}}}) {
     const Tensor k = random_tensor(c.k, 31), q = random_tensor(c.q, 32);
-    ConcreteShape kt;
-    for (int64_t p : c.perm) kt.push_back(c.k[static_cast<size_t>(p)]);
-    ConcreteShape y = c.q;
-    y.back() = kt.back();
-    std::vector<std::vector<Tensor>> outputs;
-    for (bool also_read : {false, true}) {
-      SpecBuilder s;
-      const int32_t ki = s.input("k", c.k), qi = s.input("q", c.q);
-      const int32_t relu = s.value("relu", c.k);
-      s.dispatch("relu", "Relu", {ki}, {relu});
-      const int32_t t = s.value("kt", kt);
-      s.dispatch("transpose", "Transpose", {relu}, {t}, attrs({{"perm", c.perm}}));
-      const int32_t out = s.output("y", y);
-      s.dispatch("matmul", "MatMul", {qi, t}, {out});
-      if (also_read) {
-        const int32_t copy = s.output("kt_copy", kt);
-        s.dispatch("identity", "Relu", {t}, {copy});
-      }
-      auto dev = device();
-      auto exe = dev->prepare(s.spec());
-      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-      const std::vector<std::string> lines = (*exe)->describe_dispatch(1);
-      ASSERT_FALSE(lines.empty());
-      // The view: a copy the runtime skips by placing both at one offset; else a reorder.
-      EXPECT_EQ(lines[0].find("reorder") == std::string::npos, !also_read) << lines[0];
-      auto ran = run_program(**exe, s.spec(), {k, q});
-      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
-      outputs.push_back(std::move(ran).value());
-    }
-    EXPECT_TRUE(identical(outputs[0][0], outputs[1][0])) << fmt::format("{}", fmt::join(c.k, "x"));
+    const std::vector<Tensor> outputs = run_view_and_copy({k, c.perm, 1, q});
+    ASSERT_EQ(outputs.size(), 2u);
+    EXPECT_TRUE(identical(outputs[0], outputs[1])) << fmt::format("{}", fmt::join(c.k, "x"));
     Tensor transposed = reference("Transpose", {ref_relu(k)}, attrs({{"perm", c.perm}}));
-    EXPECT_TRUE(all_close(outputs[0][0], ref_matmul(q, transposed), {.atol = 1e-5, .rtol = 1e-5}));
+    EXPECT_TRUE(all_close(outputs[0], ref_matmul(q, transposed), {.atol = 1e-5, .rtol = 1e-5}));
   }
 }
 
@@ -261,51 +302,12 @@ TEST(CpuMatMulTest, ATransposedAIsReadThroughItsStridesWithTheCopysBits) {
                         Case{{9, 2, 8}, {1, 0, 2}, {8, 7}, true},
                         Case{{3, 1, 4, 2, 5}, {1, 3, 0, 2, 4}, {1, 2, 3, 5, 3}, false}}) {
     const Tensor q = random_tensor(c.q, 41), other = random_tensor(c.b, 42);
-    ConcreteShape qt;
-    for (int64_t p : c.perm) qt.push_back(c.q[static_cast<size_t>(p)]);
-    ConcreteShape y = qt;
-    y.back() = c.b.back();
-    for (size_t d = 0; d + 2 < y.size() && c.b.size() == y.size(); ++d) {
-      y[d] = std::max(y[d], c.b[d]);
-    }
+    const std::vector<Tensor> outputs = run_view_and_copy({q, c.perm, 0, other, c.constant_b});
+    ASSERT_EQ(outputs.size(), 2u);
     const std::string name = fmt::format("{}", fmt::join(c.q, "x"));
-    std::vector<std::vector<Tensor>> outputs;
-    for (bool also_read : {false, true}) {
-      SpecBuilder s;
-      std::vector<Tensor> inputs{q};
-      const int32_t qi = s.input("q", c.q);
-      int32_t bi;
-      if (c.constant_b) {
-        bi = s.constant("b", other);
-      } else {
-        bi = s.input("b", c.b);
-        inputs.push_back(other);
-      }
-      const int32_t relu = s.value("relu", c.q);
-      s.dispatch("relu", "Relu", {qi}, {relu});
-      const int32_t t = s.value("qt", qt);
-      s.dispatch("transpose", "Transpose", {relu}, {t}, attrs({{"perm", c.perm}}));
-      const int32_t out = s.output("y", y);
-      s.dispatch("matmul", "MatMul", {t, bi}, {out});
-      if (also_read) {
-        const int32_t copy = s.output("qt_copy", qt);
-        s.dispatch("identity", "Relu", {t}, {copy});
-      }
-      auto dev = device();
-      auto exe = dev->prepare(s.spec());
-      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-      const std::vector<std::string> lines = (*exe)->describe_dispatch(1);
-      ASSERT_FALSE(lines.empty());
-      // The view: a copy the runtime skips by placing both at one offset; else a reorder.
-      EXPECT_EQ(lines[0].find("reorder") == std::string::npos, !also_read) << name << lines[0];
-      auto ran = run_program(**exe, s.spec(), inputs);
-      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
-      outputs.push_back(std::move(ran).value());
-    }
-    EXPECT_TRUE(identical(outputs[0][0], outputs[1][0])) << name;
+    EXPECT_TRUE(identical(outputs[0], outputs[1])) << name;
     Tensor transposed = reference("Transpose", {ref_relu(q)}, attrs({{"perm", c.perm}}));
-    EXPECT_TRUE(
-        all_close(outputs[0][0], ref_matmul(transposed, other), {.atol = 1e-5, .rtol = 1e-5}))
+    EXPECT_TRUE(all_close(outputs[0], ref_matmul(transposed, other), {.atol = 1e-5, .rtol = 1e-5}))
         << name;
   }
 }
@@ -400,15 +402,6 @@ Tensor slice_dim(const Tensor& t, size_t dim, int64_t i) {
     std::memcpy(to + o * inner, from + (o * count + i) * inner, inner * sizeof(float));
   }
   return out;
-}
-
-// The value, or an empty tensor (that no comparison passes) and a test failure.
-Tensor value_or_fail(StatusOr<std::vector<Tensor>> r) {
-  if (!r.ok()) {
-    ADD_FAILURE() << r.status().to_string();
-    return Tensor();
-  }
-  return std::move(r->at(0));
 }
 
 // Runs MatMul(a, b) with b constant (else an input) and returns the output.
