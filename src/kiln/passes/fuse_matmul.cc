@@ -75,13 +75,14 @@ std::optional<float> scalar_of(const ir::Value& v, size_t rank) {
   return v.constant->values<float>()[0];
 }
 
-// 1/c when that is an exact f32 (c a finite power of two, negative or positive), else nullopt.
+// 1/c when that is an exact f32 (c a power of two, negative or positive, whose reciprocal does
+// not overflow), else nullopt.
 std::optional<float> exact_reciprocal(float c) {
   if (!std::isfinite(c) || c == 0.0f) return std::nullopt;
   int exponent = 0;
   if (std::abs(std::frexp(c, &exponent)) != 0.5f) return std::nullopt;
   const float reciprocal = 1.0f / c;
-  if (!std::isfinite(reciprocal) || reciprocal * c != 1.0f) return std::nullopt;
+  if (!std::isfinite(reciprocal)) return std::nullopt;
   return reciprocal;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kiln/hal/cpu/gemm_activation.h"
 
@@ -68,24 +69,23 @@ inline void activate_block(const Product& p, float* y, int64_t rows, int64_t col
 // per k step (each k step of a panel is one 64-byte line), a pace memory keeps up with.
 struct NextB {
   int64_t panel = 0, end = 0, k0 = 0;  // panels [panel, end) of the k block from k0
-  bool any = false;
 };
 
 // What the panel loop of `run_block_*` reads after panels [.., end) of the k block from k0: the
-// next `width` panels of that block, else the first of the next k block, else nothing.
-inline NextB next_b(int64_t end, int64_t width, int64_t p0, int64_t p1, int64_t k0, int64_t block_k,
-                    int64_t k) {
-  NextB next{end, std::min(p1, end + width), k0, true};
-  if (next.panel >= p1) next = NextB{p0, std::min(p1, p0 + width), k0 + block_k, true};
-  next.any = next.panel < p1 && next.k0 < k;
+// next `width` panels of that block, else the first of the next k block; nullopt after the last.
+inline std::optional<NextB> next_b(int64_t end, int64_t width, int64_t p0, int64_t p1, int64_t k0,
+                                   int64_t block_k, int64_t k) {
+  NextB next{end, std::min(p1, end + width), k0};
+  if (next.panel >= p1) next = NextB{p0, std::min(p1, p0 + width), k0 + block_k};
+  if (next.panel >= p1 || next.k0 >= k) return std::nullopt;
   return next;
 }
 
 // The line register block `block` of rows fetches from at its first k step, or nullptr.
-inline const float* prefetch_for(const NextB& next, int64_t block, const float* packed,
-                                 int64_t panel_stride) {
-  if (!next.any || next.panel + block >= next.end) return nullptr;
-  return packed + (next.panel + block) * panel_stride + next.k0 * kPanelColumns;
+inline const float* prefetch_for(const std::optional<NextB>& next, int64_t block,
+                                 const float* packed, int64_t panel_stride) {
+  if (!next || next->panel + block >= next->end) return nullptr;
+  return packed + (next->panel + block) * panel_stride + next->k0 * kPanelColumns;
 }
 
 inline void prefetch_line(const float* prefetch, int64_t k) {
@@ -249,7 +249,7 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
     const int64_t kc = std::min(block_k, p.k - k0);
     const bool last = k0 + kc >= p.k;
     for (int64_t panel = p0; panel < p1; ++panel) {
-      const NextB next = next_b(panel + 1, 1, p0, p1, k0, block_k, p.k);
+      const std::optional<NextB> next = next_b(panel + 1, 1, p0, p1, k0, block_k, p.k);
       int64_t block = 0;
       for (int64_t r = r0; r < full_end; r += kRows, ++block) {
         rows_block<6>(p, a, packed, y, base, last, k0, kc, r, panel, panel + 1,
@@ -380,7 +380,7 @@ KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float*
     const bool last = k0 + kc >= p.k;
     for (int64_t panel = p0; panel < p1; panel += kWide512) {
       const int64_t end = std::min(p1, panel + kWide512);
-      const NextB next = next_b(end, kWide512, p0, p1, k0, block_k, p.k);
+      const std::optional<NextB> next = next_b(end, kWide512, p0, p1, k0, block_k, p.k);
       int64_t block = 0;
       for (int64_t r = r0; r < full_end; r += kRows512, ++block) {
         rows_block512<8>(p, a, packed, y, base, last, k0, kc, r, panel, end,

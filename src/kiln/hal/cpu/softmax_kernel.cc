@@ -6,8 +6,6 @@
 
 namespace kiln::hal::cpu::softmax {
 
-bool cpu_supported() { return cpu_has(Isa::kAvx2); }
-
 void rows(const float* x, float* y, int64_t count, int64_t n, Isa isa) {
   if (count <= 0 || n <= 0) return;
   if (isa == Isa::kAvx512 && !cpu_has(Isa::kAvx512)) isa = Isa::kAvx2;

@@ -22,11 +22,9 @@
 
 namespace kiln::hal::cpu::softmax {
 
-// Whether this machine runs the kernel (AVX2 and FMA).
-bool cpu_supported();
-
 // Softmax of `rows` rows of `n` floats: row r at x + r * n into y + r * n (`y` may equal `x`).
-// Runs on the calling thread's OpenMP team, with `isa`'s code (AVX2 where the CPU lacks AVX-512F).
+// Call only where the CPU has AVX2 + FMA (cpu_has(Isa::kAvx2)). Runs on the calling thread's
+// OpenMP team, with `isa`'s code (AVX2 where the CPU lacks AVX-512F).
 void rows(const float* x, float* y, int64_t rows, int64_t n, Isa isa = best_isa());
 
 namespace detail {

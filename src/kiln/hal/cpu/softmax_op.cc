@@ -56,7 +56,7 @@ Status build_softmax(ProgramBuilder& b) {
   for (int i = 0; i < axis; ++i) outer *= x[i];
   for (size_t i = axis + 1; i < x.size(); ++i) inner *= x[i];
   const int64_t n = x.empty() ? 1 : x[axis];
-  if (inner == 1 && softmax::cpu_supported()) {
+  if (inner == 1 && cpu_has(Isa::kAvx2)) {
     KILN_ASSIGN_OR_RETURN(BufferRef src, b.input_as(op.input_index(0), data));
     KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), data));
     b.add(std::make_unique<SoftmaxStep>(
