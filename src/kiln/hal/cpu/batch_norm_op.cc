@@ -1,13 +1,15 @@
-// BatchNormalization (inference) on oneDNN batch_normalization_forward with global statistics and
-// separate scale and shift; kiln_activation relu runs as kiln's ActivationStep right after, in
-// place (oneDNN's fuse_norm_relu maps a NaN to 0: activation_step.h). Works on the input's layout,
-// so it keeps a conv's blocked output blocked. f16 and bf16 X normalize in f32 between
-// conversions (in X's layout), rounding once as the portable kernel does; the parameters, of any
-// of these types, are read as f32.
+// BatchNormalization (inference). f32 X in a channels-last or plain layout runs on kiln's own
+// one-pass kernel (batch_norm_step.h), ReLU included. Otherwise oneDNN's
+// batch_normalization_forward with global statistics and separate scale and shift; kiln_activation
+// relu then runs as kiln's ActivationStep right after, in place (oneDNN's fuse_norm_relu maps a
+// NaN to 0: activation_step.h). Either way the op works on the input's layout, so it keeps a
+// conv's output layout. f16 and bf16 X normalize in f32 between conversions (in X's layout),
+// rounding once as the portable kernel does; the parameters, of any of these types, are read as
+// f32.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/activation_step.h"
-
+#include "kiln/hal/cpu/batch_norm_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/kernels/op_attributes.h"
@@ -49,12 +51,26 @@ Status build_batch_norm(ProgramBuilder& b) {
   const int32_t x = op.input_index(0);
   const bool f32 = p.data == dnnl::memory::data_type::f32;
   const dnnl_desc src = with_data_type(b.layout(x), dnnl::memory::data_type::f32);
+  const dnnl_desc channel = plain_desc(op.input(1).shape);
+  if (const std::optional<ChannelRuns> runs = f32 ? channel_runs(src) : std::nullopt) {
+    BatchNormStep::Operands o;
+    KILN_ASSIGN_OR_RETURN(o.x, b.input_as(x, src));
+    KILN_ASSIGN_OR_RETURN(o.scale, b.input_as(op.input_index(1), channel));
+    KILN_ASSIGN_OR_RETURN(o.shift, b.input_as(op.input_index(2), channel));
+    KILN_ASSIGN_OR_RETURN(o.mean, b.input_as(op.input_index(3), channel));
+    KILN_ASSIGN_OR_RETURN(o.var, b.input_as(op.input_index(4), channel));
+    KILN_ASSIGN_OR_RETURN(o.y, b.output(op.output_index(0), src));
+    o.coefficients = b.temp(static_cast<size_t>(runs->channels) * sizeof(float));
+    b.add(std::make_unique<BatchNormStep>(
+        b.label(fmt::format("batch_norm kiln {}{}", describe(src), p.relu ? " +relu" : "")), *runs,
+        p.epsilon, p.relu, o));
+    return ok_status();
+  }
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
   dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, src, p.epsilon,
                                                flags);
   dnnl::batch_normalization_forward::primitive_desc pd(desc, b.attr(), b.engine());
-  const dnnl_desc channel = plain_desc(op.input(1).shape);
   KILN_ASSIGN_OR_RETURN(BufferRef src_ref, b.input_as(x, src));
   KILN_ASSIGN_OR_RETURN(BufferRef scale, b.input_as(op.input_index(1), channel));
   KILN_ASSIGN_OR_RETURN(BufferRef shift, b.input_as(op.input_index(2), channel));

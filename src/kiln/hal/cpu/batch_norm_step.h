@@ -1,0 +1,66 @@
+// kiln's own f32 BatchNormalization (inference) for the CPU backend: one pass over X that
+// normalizes and, with kiln_activation relu, applies ReLU keeping NaN (activation_step.h), in the
+// layout X already has.
+//
+// Each element is computed by one fixed sequence: a[c] = scale[c] / sqrt(var[c] + epsilon) (once
+// per run and channel, in float), then y = fma(x - mean[c], a[c], shift[c]), then ReLU as
+// max(0, y) with the bound first, so a NaN stays NaN and -0 stays -0 (FusedActivation::apply bit
+// for bit). The AVX2 lanes and the scalar tail give the same bits, and the work splits over the
+// OpenMP team in fixed chunks, so a value depends neither on the thread count, the ISA, the batch
+// size nor the element's position: batch invariance and dynamic == bound hold by construction.
+// Non-finite inputs follow IEEE arithmetic (inf - mean stays inf; a NaN parameter makes its
+// channel NaN), as the definition does.
+//
+// It serves the layouts a CPU dispatch hands BatchNormalization in practice: any dense layout
+// where the channel dim is innermost (channels-last, e.g. acdb after a convolution, or [N, C]),
+// and the ones where each (sample, channel) is one contiguous run of the remaining dims (plain
+// NCHW). Blocked layouts (nChw16c), padded layouts and other permutations keep oneDNN's kernel
+// (batch_norm_op.cc).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kiln/hal/cpu/dnnl_util.h"
+#include "kiln/hal/cpu/step.h"
+
+namespace kiln::hal::cpu {
+
+// How X's elements meet their channels in memory.
+struct ChannelRuns {
+  enum class Order : uint8_t {
+    kChannelInnermost,  // rows of `channels` consecutive floats, channel j at row[j]
+    kChannelOuter,      // runs of `run` floats of one channel; run r belongs to channel r % C
+  };
+  Order order = Order::kChannelInnermost;
+  int64_t channels = 0;
+  int64_t runs = 0;  // rows (kChannelInnermost) or runs (kChannelOuter)
+  int64_t run = 0;   // floats per run (kChannelOuter); `channels` for kChannelInnermost
+};
+
+// The channel runs of an f32 value of rank >= 2 stored in `layout` (dim 1 = channels), or
+// nullopt where the layout is none of the two orders above.
+std::optional<ChannelRuns> channel_runs(const dnnl_desc& layout);
+
+// Y = BatchNormalization(X) (+ ReLU) over one value of `runs` shape; X and Y may be the same
+// buffer. `coefficients` is workspace for `runs.channels` floats.
+class BatchNormStep : public Step {
+ public:
+  struct Operands {
+    BufferRef x, scale, shift, mean, var, y, coefficients;
+  };
+  BatchNormStep(std::string label, ChannelRuns runs, float epsilon, bool relu, Operands operands)
+      : label_(std::move(label)), runs_(runs), epsilon_(epsilon), relu_(relu), ops_(operands) {}
+  Status run(const ExecContext& ctx) override;
+  std::string describe() const override { return label_; }
+
+ private:
+  std::string label_;
+  ChannelRuns runs_;
+  float epsilon_;
+  bool relu_;
+  Operands ops_;
+};
+
+}  // namespace kiln::hal::cpu
