@@ -65,16 +65,18 @@ class Bench:
 
     # --- one timed process each ---
     def kiln_bench(self, module, spec, warmup, repeat, against=None, threads=None, per_dispatch=False,
-                   team_policy=None):
+                   team_policy=None, against_threads=None):
         """spec: one `--input` value or a list of them (NAME=SPEC for models with several inputs);
-        team_policy: kiln's --team-policy (default: kiln's own, adaptive)."""
+        team_policy: kiln's --team-policy (default: kiln's own, adaptive); against_threads: the
+        --against module's --threads (default: the same as module's)."""
         out = os.path.join(self.work, "kiln_bench.json")
         specs = [spec] if isinstance(spec, str) else list(spec)
         run([self.kiln, "bench", f"--module={module}"] + [f"--input={s}" for s in specs] +
             [f"--threads={threads or self.args.threads}", f"--warmup={warmup}", f"--repeat={repeat}",
              f"--json={out}"] + ([f"--against={against}"] if against else []) +
             (["--per-dispatch"] if per_dispatch else []) +
-            ([f"--team-policy={team_policy}"] if team_policy else []), env=self.env)
+            ([f"--team-policy={team_policy}"] if team_policy else []) +
+            ([f"--against-threads={against_threads}"] if against_threads else []), env=self.env)
         with open(out) as f:
             return json.load(f)
 

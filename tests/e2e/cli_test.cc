@@ -191,6 +191,28 @@ TEST_F(KilnCli, BenchAgainstAPeerModuleReportsBothAndTheRatio) {
   EXPECT_GT(against["median_of_pair_ratios"].get<double>(), 0.0);
 }
 
+// --against-threads: the peer session runs with its own thread count in the same process (kiln at
+// 2 threads against itself at 1, as bench/under_load.py times it), and needs --against.
+TEST_F(KilnCli, BenchAgainstThreadsGivesThePeerItsOwnTeam) {
+  const std::string json = dir_ + "/against_threads.json";
+  auto result =
+      run_kiln("bench --module=" + module_ + " --against=" + module_ + " --input=" + tiny_input(3) +
+               " --threads=2 --against-threads=1 --warmup=1 --repeat=3" + " --json=" + json);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto report = nlohmann::json::parse(read_bytes(json));
+  EXPECT_NE(report["device"].get<std::string>().find(", 2 threads)"), std::string::npos)
+      << report.dump(2);
+  ASSERT_TRUE(report.contains("against")) << report.dump(2);
+  EXPECT_NE(report["against"]["device"].get<std::string>().find(", 1 threads)"), std::string::npos)
+      << report.dump(2);
+  expect_error(run_kiln("bench --module=" + module_ + " --input=" + tiny_input(1) +
+                        " --warmup=0 --repeat=1 --against-threads=1 --json=" + json + ".none"),
+               {"--against-threads needs --against"}, json + ".none");
+  expect_error(run_kiln("bench --module=" + module_ + " --against=" + module_ + " --input=" +
+                        tiny_input(1) + " --warmup=0 --repeat=1 --against-threads=-1"),
+               {"--against-threads"});
+}
+
 // A peer module that is missing, or that does not take the inputs, is an error naming --against,
 // and no JSON report is written.
 TEST_F(KilnCli, BenchAgainstABadPeerIsAnErrorNamingIt) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -32,7 +33,8 @@ struct BenchFlags {
   std::string json;
   bool per_dispatch = false;
   std::string against;  // a second module, timed alternately with --module on the same inputs
-  std::string against_sample_groups;  // its --sample-groups; empty: --module's
+  std::string against_sample_groups;   // its --sample-groups; empty: --module's
+  std::optional<int> against_threads;  // its --threads; unset: --module's
   PlanCacheFlags plan_cache;
 };
 
@@ -95,8 +97,12 @@ int run_bench(const BenchFlags& flags) {
     return report_error("bench",
                         invalid_argument("--against-sample-groups needs --against=MODULE"));
   }
+  if (flags.against.empty() && flags.against_threads) {
+    return report_error("bench", invalid_argument("--against-threads needs --against=MODULE"));
+  }
   if (!flags.against.empty()) {
     runtime::SessionOptions peer_options = options;
+    if (flags.against_threads) peer_options.threads = *flags.against_threads;
     if (!flags.against_sample_groups.empty()) {
       Status groups =
           apply_sample_groups("--against-sample-groups", flags.against_sample_groups, peer_options);
@@ -180,6 +186,7 @@ int run_bench(const BenchFlags& flags) {
       {"plans", (*session)->plan_cache_stats().plans},
       {"plan_mib", static_cast<double>((*session)->plan_cache_stats().bytes) / (1024.0 * 1024.0)},
       {"threads", flags.thread.threads},
+      {"device", (*session)->device_name()},
       {"warmup", flags.warmup},
       {"repeat", flags.repeat}};
   std::printf(
@@ -193,6 +200,7 @@ int run_bench(const BenchFlags& flags) {
     for (size_t i = 0; i < times.size(); ++i) ratios[i] = times[i] / peer_times[i];
     const double peer_median = percentile(peer_times, 0.5);
     report["against"] = {{"module", flags.against},
+                         {"device", peer->device_name()},
                          {"median_ms", peer_median},
                          {"times_ms", peer_times},
                          {"ratio_of_medians", median / peer_median},
@@ -245,6 +253,11 @@ Command add_bench_command(CLI::App& app) {
                   "--sample-groups for the --against module (default: --module's), e.g. to time "
                   "one module with and without sample groups: --against=SAME.kmod "
                   "--against-sample-groups=off");
+  sub->add_option("--against-threads", flags->against_threads,
+                  "--threads for the --against module (default: --module's), e.g. to time one "
+                  "module at 2 threads against itself at 1 in one process: --threads=2 "
+                  "--against=SAME.kmod --against-threads=1")
+      ->check(CLI::NonNegativeNumber);
   flags->plan_cache.add_to(sub);
   return {sub, [flags] { return run_bench(*flags); }};
 }
