@@ -339,6 +339,32 @@ KILN_AVX512 inline void tile512(const float* a, int64_t lda, const float* bp, in
 // Panels per register block for a block of R rows: at least 8 accumulators where there is room.
 constexpr int panels_for512(int rows) { return rows == 1 ? 8 : rows == 2 ? 4 : 3; }
 
+// Panels of the next register block when `left` panels remain, for blocks of `wide` panels: a
+// full block, except that 4 panels go as 2 + 2 rather than 3 + 1, and 2 panels as one block of 2
+// (where `wide` is 3): one panel gives 8 accumulators, each FMA waiting on a load of its own (an
+// attention product with 64 columns, 4 panels, ran 25% of its work that way).
+constexpr int64_t panels_next512(int64_t left, int wide) {
+  if (left >= wide && left != wide + 1) return wide;
+  return wide == 3 && left >= 2 ? 2 : 1;
+}
+
+// R rows x W panels from `panel`, one k block.
+template <int R, int W>
+KILN_AVX512 inline void panels512(const Product& p, const float* ar, const float* packed, float* y,
+                                  const Epilogue& base, bool last, int64_t k0, int64_t kc,
+                                  int64_t r, int64_t panel, const float* prefetch) {
+  const int64_t col0 = panel * kPanelColumns;
+  const int64_t panel_stride = p.k * kPanelColumns;
+  const float* bp = packed + panel * panel_stride + k0 * kPanelColumns;
+  float* yr = y + r * p.ldy + col0;
+  const Epilogue finish = at(base, p, r, col0);
+  __mmask16 cols[W];
+  for (int w = 0; w < W; ++w) cols[w] = column_mask(p.n - col0 - w * kPanelColumns);
+  tile512<R, W>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, last ? &finish : nullptr,
+                prefetch);
+  if (last) activate_block(p, yr, R, col0, W, detail::activate_avx512);
+}
+
 // A block of R rows from `r`, panels [p0, p1), one k block.
 template <int R>
 KILN_AVX512 void rows_block512(const Product& p, const float* a, const float* packed, float* y,
@@ -346,25 +372,16 @@ KILN_AVX512 void rows_block512(const Product& p, const float* a, const float* pa
                                int64_t p0, int64_t p1, const float* prefetch = nullptr) {
   constexpr int kWide = panels_for512(R);
   const float* ar = a + r * p.lda + k0;
-  const int64_t panel_stride = p.k * kPanelColumns;
   for (int64_t panel = p0; panel < p1;) {
-    const int64_t col0 = panel * kPanelColumns;
-    const float* bp = packed + panel * panel_stride + k0 * kPanelColumns;
-    float* yr = y + r * p.ldy + col0;
-    const Epilogue finish = at(base, p, r, col0);
-    const Epilogue* f = last ? &finish : nullptr;
-    if (panel + kWide <= p1) {
-      __mmask16 cols[kWide];
-      for (int w = 0; w < kWide; ++w) cols[w] = column_mask(p.n - col0 - w * kPanelColumns);
-      tile512<R, kWide>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f, prefetch);
-      if (last) activate_block(p, yr, R, col0, kWide, detail::activate_avx512);
-      panel += kWide;
+    const int64_t width = panels_next512(p1 - panel, kWide);
+    if (width == kWide) {
+      panels512<R, kWide>(p, ar, packed, y, base, last, k0, kc, r, panel, prefetch);
+    } else if (width == 2) {
+      panels512<R, 2>(p, ar, packed, y, base, last, k0, kc, r, panel, prefetch);
     } else {
-      const __mmask16 cols[1] = {column_mask(p.n - col0)};
-      tile512<R, 1>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
-      if (last) activate_block(p, yr, R, col0, 1, detail::activate_avx512);
-      ++panel;
+      panels512<R, 1>(p, ar, packed, y, base, last, k0, kc, r, panel, nullptr);
     }
+    panel += width;
   }
 }
 
@@ -378,14 +395,15 @@ KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float*
   for (int64_t k0 = 0;; k0 += block_k) {
     const int64_t kc = std::min(block_k, p.k - k0);
     const bool last = k0 + kc >= p.k;
-    for (int64_t panel = p0; panel < p1; panel += kWide512) {
-      const int64_t end = std::min(p1, panel + kWide512);
+    for (int64_t panel = p0; panel < p1;) {
+      const int64_t end = panel + panels_next512(p1 - panel, kWide512);
       const std::optional<NextB> next = next_b(end, kWide512, p0, p1, k0, block_k, p.k);
       int64_t block = 0;
       for (int64_t r = r0; r < full_end; r += kRows512, ++block) {
         rows_block512<8>(p, a, packed, y, base, last, k0, kc, r, panel, end,
                          prefetch_for(next, block, packed, panel_stride));
       }
+      panel = end;
     }
     switch (r1 - full_end) {
       case 7: rows_block512<7>(p, a, packed, y, base, last, k0, kc, full_end, p0, p1); break;
