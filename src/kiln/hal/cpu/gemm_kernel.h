@@ -4,7 +4,8 @@
 // B is packed in panels of 16 columns ([n/16][k][16], zero padded at the last panel), once at
 // prepare time for a constant, else at run time; A is read in place (rows with a stride,
 // contiguous along k). On AVX2 one register block of 6 rows x 16 columns keeps 12 accumulators; on
-// AVX-512 a register block is 8 rows x 3 panels (24 zmm accumulators, one per row and panel). The
+// AVX-512 a register block is 8 rows x 3 panels (24 zmm accumulators, one per row and panel; the
+// last panels of a row go 2 + 2 where 4 remain, and as a block of 2 where 2 remain). The
 // k axis is walked in blocks of 768, with the partial sums stored to Y and loaded back in between.
 // While the register blocks of rows use one group of panels, the first of them prefetch the next
 // group into L2, so that a B larger than the caches streams from memory behind the arithmetic.
