@@ -73,6 +73,10 @@ Status check_softmax(const OpReader& op);
 Status build_softmax(ProgramBuilder& b);
 Status check_layer_norm(const OpReader& op);  // layer_norm_op.cc: kiln's row kernel
 Status build_layer_norm(ProgramBuilder& b);
+Status check_concat(const OpReader& op);  // concat_op.cc: copies in the first input's layout
+Status build_concat(ProgramBuilder& b);
+Status check_resize(const OpReader& op);  // resize_op.cc: kiln's kernel in the input's layout
+Status build_resize(ProgramBuilder& b);
 Status check_transpose(const OpReader& op);  // transpose_op.cc: a oneDNN reorder
 Status build_transpose(ProgramBuilder& b);
 Status check_reshape(const OpReader& op);  // Reshape and Flatten
