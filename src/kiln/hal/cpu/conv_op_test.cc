@@ -165,6 +165,19 @@ INSTANTIATE_TEST_SUITE_P(
                   }),
         make_case("residual_only", {1, 8, 6, 6}, {16, 8, 1, 1},
                   [](ConvCase& c) { c.residual = true; }),
+        make_case("pointwise_strides_2_3_residual_relu", {2, 32, 9, 8}, {48, 32, 1, 1},
+                  [](ConvCase& c) {
+                    c.strides = {2, 3};
+                    c.residual = true;
+                    c.activation = kRelu;
+                  }),
+        make_case("pointwise_stride2_conv1d", {3, 16, 11}, {8, 16, 1},
+                  [](ConvCase& c) { c.strides = {2}; }),
+        make_case("pointwise_stride2_padded", {1, 16, 6, 6}, {16, 16, 1, 1},
+                  [](ConvCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {1, 1, 1, 1};
+                  }),
         make_case("relu_only_no_bias", {2, 8, 6, 6}, {8, 8, 3, 3},
                   [](ConvCase& c) {
                     c.pads = {1, 1, 1, 1};
@@ -321,6 +334,75 @@ TEST(CpuConvBatchInvariance, FewOutputPositionsPerImage) {
             << "sample " << n << " of " << fmt::format("{}", fmt::join(x_shape, "x"));
       }
     }
+}
+
+// A strided 1x1 conv without padding copies the pixels it reads and runs the stride-1 kernel on
+// them (conv_op.cc, subsamples): the step reads the subsampled dims; a NaN at a pixel the stride
+// skips changes nothing, one at a pixel it reads makes that output pixel NaN in every channel; and
+// each sample of a batch has the bits it has alone, on a graph input and on a conv's output.
+TEST(CpuConvSubsampling, AStrided1x1ConvReadsOnlyItsPixels) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const ConcreteShape x_shape{3, 32, 7, 6};
+  const Tensor w0 = random_tensor({32, 32, 3, 3}, 41), w = random_tensor({64, 32, 1, 1}, 42);
+  auto run = [&](const Tensor& x, bool after_conv, std::string* steps) {
+    SpecBuilder s;
+    const int64_t n = x.shape()[0];
+    const int32_t xi = s.input("x", x.shape());
+    int32_t src = xi;
+    if (after_conv) {
+      src = s.value("c", x.shape());
+      s.dispatch("c", "Conv", {xi, s.constant("w0", w0)}, {src},
+                 attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+    }
+    const int32_t y = s.output("y", {n, 64, 4, 2});
+    s.dispatch("conv", "Conv", {src, s.constant("w", w)}, {y},
+               attrs({{"strides", std::vector<int64_t>{2, 3}}}));
+    auto device = create_cpu_device({});
+    KILN_CHECK(device.ok());
+    auto exe = (*device)->prepare(s.spec());
+    KILN_CHECK(exe.ok());
+    if (steps != nullptr) {
+      *steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(after_conv ? 1 : 0), "\n"));
+    }
+    auto out = run_program(**exe, s.spec(), {x});
+    KILN_CHECK(out.ok());
+    return (*out)[0];
+  };
+  const Tensor x = random_tensor(x_shape, 43);
+  std::string steps;
+  const Tensor y = run(x, false, &steps);
+  EXPECT_NE(steps.find("x32x4x2 -> "), std::string::npos) << steps;
+  ConvRef ref;
+  ref.strides = {2, 3};
+  ref.dilations = {1, 1};
+  ref.pads_begin = ref.pads_end = {0, 0};
+  ref.group = 1;
+  EXPECT_TRUE(all_close(y, ref_conv(x, w, nullptr, nullptr, ref)));
+
+  // Sample 1, channel 5: pixel (1, 1) is skipped, pixel (2, 3) is read by output (1, 1).
+  Tensor skipped = x.clone(), read = x.clone();
+  skipped.mutable_values<float>()[((1 * 32 + 5) * 7 + 1) * 6 + 1] = kNaN;
+  read.mutable_values<float>()[((1 * 32 + 5) * 7 + 2) * 6 + 3] = kNaN;
+  EXPECT_TRUE(identical(run(skipped, false, nullptr), y));
+  const Tensor poisoned = run(read, false, nullptr);
+  const auto v = poisoned.values<float>();
+  for (int64_t n = 0; n < 3; ++n) {
+    for (int64_t c = 0; c < 64; ++c) {
+      for (int64_t p = 0; p < 8; ++p) {
+        const bool hit = n == 1 && p == 1 * 2 + 1;
+        EXPECT_EQ(std::isnan(v[(n * 64 + c) * 8 + p]), hit) << n << " " << c << " " << p;
+      }
+    }
+  }
+
+  for (bool after_conv : {false, true}) {
+    const Tensor batched = run(x, after_conv, nullptr);
+    for (int64_t n = 0; n < 3; ++n) {
+      EXPECT_TRUE(
+          bitwise_equal(run(slice_batch(x, n), after_conv, nullptr), slice_batch(batched, n)))
+          << "sample " << n << (after_conv ? " after a conv" : "");
+    }
+  }
 }
 
 // The probe tells a batched brgconv that blocks output positions across images (a 3x3 conv with
