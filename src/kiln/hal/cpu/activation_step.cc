@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kiln/hal/cpu/cpu_isa.h"
 #include "kiln/hal/cpu/program_builder.h"
 
 namespace kiln::hal::cpu {
@@ -52,10 +53,34 @@ KILN_AVX2 void activate_avx2(const kernels::FusedActivation& a, const float* in,
   for (; i < n; ++i) out[i] = a.apply(in[i]);
 }
 
+#define KILN_AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+// Relu and clip on 16 lanes, as activate_avx2 on 8 (max and min are exact: the same bits), for the
+// small tensors of a mobile CNN, where the pass runs from L1 and L2.
+KILN_AVX512 void bound_avx512(const kernels::FusedActivation& a, const float* in, float* out,
+                              int64_t n) {
+  const __m512 lo = _mm512_set1_ps(a.kind == Kind::kRelu ? 0.0f : static_cast<float>(a.min));
+  const __m512 hi = _mm512_set1_ps(static_cast<float>(a.max));
+  const bool clip = a.kind == Kind::kClip;
+  int64_t i = 0;
+  // (Masked forms with every lane set: GCC 12's plain _mm512_max_ps/_mm512_min_ps trip
+  // -Wmaybe-uninitialized on their undefined pass-through operand.)
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_maskz_max_ps(0xffff, lo, _mm512_loadu_ps(in + i));
+    if (clip) v = _mm512_maskz_min_ps(0xffff, hi, v);
+    _mm512_storeu_ps(out + i, v);
+  }
+  for (; i < n; ++i) out[i] = a.apply(in[i]);
+}
+
 void activate(const kernels::FusedActivation& a, const float* in, float* out, int64_t n) {
   // SiLU is a conv post-op (conv_common.h) and GELU a MatMul epilogue (gemm_kernel.h); should a
   // step get either, the scalar rule applies.
   const bool vector = a.kind == Kind::kRelu || a.kind == Kind::kClip || a.kind == Kind::kLeakyRelu;
+  static const bool avx512 = best_isa() == Isa::kAvx512;
+  if (avx512 && (a.kind == Kind::kRelu || a.kind == Kind::kClip)) {
+    return bound_avx512(a, in, out, n);
+  }
   if (have_avx2() && vector) return activate_avx2(a, in, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = a.apply(in[i]);
 }
