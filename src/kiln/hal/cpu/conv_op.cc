@@ -95,6 +95,7 @@ Status check_conv(const OpReader& op) { return read_conv(op).status(); }
 Status build_conv(ProgramBuilder& b) {
   const OpReader& op = b.op();
   KILN_ASSIGN_OR_RETURN(ConvParams p, read_conv(op));
+  if (conv_runs_as_product(op, p)) return build_conv_as_product(b, p.activation);
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& w = op.input(1).shape;
   const ConcreteShape& y = op.output(0).shape;

@@ -173,6 +173,13 @@ INSTANTIATE_TEST_SUITE_P(
                   }),
         make_case("pointwise_stride2_conv1d", {3, 16, 11}, {8, 16, 1},
                   [](ConvCase& c) { c.strides = {2}; }),
+        make_case("single_pixel_relu", {3, 64, 1, 1}, {16, 64, 1, 1},
+                  [](ConvCase& c) { c.activation = kRelu; }),
+        make_case("single_pixel_residual_runtime_weights", {2, 24, 1}, {40, 24, 1},
+                  [](ConvCase& c) {
+                    c.residual = true;
+                    c.constant_weights = false;
+                  }),
         make_case("pointwise_stride2_padded", {1, 16, 6, 6}, {16, 16, 1, 1},
                   [](ConvCase& c) {
                     c.strides = {2, 2};
@@ -403,6 +410,47 @@ TEST(CpuConvSubsampling, AStrided1x1ConvReadsOnlyItsPixels) {
           << "sample " << n << (after_conv ? " after a conv" : "");
     }
   }
+}
+
+// A 1x1 conv on single pixels (a squeeze-and-excitation block's fully connected convs) runs as
+// kiln's matrix product: each sample alone (its bits at any batch), a NaN in a sample's input
+// makes that sample's outputs NaN and no other's, and the fused SiLU keeps NaN.
+TEST(CpuConvSinglePixels, RunsAsAMatrixProductPerSample) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const Tensor w = random_tensor({48, 96, 1, 1}, 51), bias = random_tensor({48}, 52);
+  auto run = [&](const Tensor& x, std::string* steps) {
+    SpecBuilder s;
+    const int64_t n = x.shape()[0];
+    const int32_t xi = s.input("x", x.shape());
+    const int32_t y = s.output("y", {n, 48, 1, 1});
+    Attributes a;
+    kernels::set_fused_activation(a, {kernels::FusedActivation::Kind::kSilu});
+    s.dispatch("fc", "Conv", {xi, s.constant("w", w), s.constant("b", bias)}, {y}, a);
+    auto device = create_cpu_device({});
+    KILN_CHECK(device.ok());
+    auto exe = (*device)->prepare(s.spec());
+    KILN_CHECK(exe.ok());
+    if (steps != nullptr) *steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
+    auto out = run_program(**exe, s.spec(), {x});
+    KILN_CHECK(out.ok());
+    return (*out)[0];
+  };
+  Tensor x = random_tensor({3, 96, 1, 1}, 53);
+  std::string steps;
+  const Tensor y = run(x, &steps);
+  EXPECT_NE(steps.find("kiln_gemm"), std::string::npos) << steps;
+  ConvRef ref;
+  ref.strides = ref.dilations = {1, 1};
+  ref.pads_begin = ref.pads_end = {0, 0};
+  ref.group = 1;
+  ref.activation = {kernels::FusedActivation::Kind::kSilu};
+  EXPECT_TRUE(all_close(y, ref_conv(x, w, &bias, nullptr, ref)));
+  for (int64_t n = 0; n < 3; ++n) {
+    EXPECT_TRUE(bitwise_equal(run(slice_batch(x, n), nullptr), slice_batch(y, n))) << n;
+  }
+  x.mutable_values<float>()[96 + 7] = kNaN;  // sample 1
+  const auto v = run(x, nullptr).values<float>();
+  for (int64_t i = 0; i < 3 * 48; ++i) EXPECT_EQ(std::isnan(v[i]), i / 48 == 1) << i;
 }
 
 // The probe tells a batched brgconv that blocks output positions across images (a 3x3 conv with

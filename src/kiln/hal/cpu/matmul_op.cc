@@ -33,6 +33,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/gemm_kernel.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/plain_kernels.h"
@@ -619,6 +620,62 @@ bool matmul_reads_in_place(const OpReader& op, size_t slot, const std::vector<in
   const size_t rank = op.input(slot).shape.size();
   if (rank < 2 || rank != op.output(0).shape.size() || strides.size() != rank) return false;
   return slot == 1 || strides.back() == 1;
+}
+
+bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& conv) {
+  if (!use_kiln_kernel(op) || conv.group != 1) return false;
+  const ConcreteShape& x = op.input(0).shape;
+  const ConcreteShape& w = op.input(1).shape;
+  for (size_t i = 2; i < x.size(); ++i) {
+    if (x[i] != 1 || w[i] != 1 || conv.window.pads_begin[i - 2] != 0 ||
+        conv.window.pads_end[i - 2] != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation) {
+  const OpReader& op = b.op();
+  const ConcreteShape& x = op.input(0).shape;
+  const ConcreteShape& y = op.output(0).shape;
+  const int64_t rows = x[0], k = x[1], n = y[1];
+  gemm::Product p;
+  p.m = rows;
+  p.k = k;
+  p.n = n;
+  p.lda = k;
+  p.ldy = n;
+  GemmStep::Buffers buffers;
+  KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(x)));
+  // B[c][m] = W[m][c]: W [M, C, 1...] read along its columns.
+  GemmStep::Packing packing;
+  KILN_ASSIGN_OR_RETURN(buffers.packed,
+                        packed_b(b, op.input_index(1), 1, k, n, 1, k, packing, buffers.b));
+  if (op.has_input(2)) {
+    // The bias as C, one value per column, beta 1: fma(bias, 1, sum) = sum + bias.
+    KILN_ASSIGN_OR_RETURN(buffers.c, b.input_as(op.input_index(2), plain_desc(op.input(2).shape)));
+    p.beta = 1.0f;
+    p.c_col_stride = 1;
+  }
+  if (op.has_input(3)) {
+    KILN_ASSIGN_OR_RETURN(buffers.residual,
+                          b.input_as(op.input_index(3), plain_desc(op.input(3).shape)));
+    p.residual_row_stride = n;
+  }
+  KILN_ASSIGN_OR_RETURN(buffers.y, b.output(op.output_index(0), plain_desc(y)));
+  const std::string label =
+      fmt::format("{} (1x1 on single pixels){}{}", product_label("conv", p, 1),
+                  op.has_input(3) ? " +residual" : "",
+                  activation.kind == kernels::FusedActivation::Kind::kNone
+                      ? ""
+                      : " +" + kernels::describe(activation));
+  b.add(std::make_unique<GemmStep>(b.label(label), p, std::vector<int64_t>{0},
+                                   std::vector<int64_t>{0}, rows * n, buffers, std::move(packing)));
+  if (activation.kind != kernels::FusedActivation::Kind::kNone && rows * n > 0) {
+    add_activation(b, buffers.y, plain_desc(y), activation);
+  }
+  return ok_status();
 }
 
 Status build_gemm(ProgramBuilder& b) {

@@ -16,6 +16,7 @@
 #include "kiln/hal/cpu/op_params.h"
 #include "kiln/hal/cpu/sample_groups.h"
 #include "kiln/kernels/kernel.h"
+#include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
 
@@ -56,6 +57,12 @@ Status check_gemm(const OpReader& op);
 Status build_gemm(ProgramBuilder& b);
 Status check_matmul(const OpReader& op);
 Status build_matmul(ProgramBuilder& b);
+// A Conv of 1x1 kernels on inputs whose spatial dims are all 1 (a squeeze-and-excitation block's
+// fully connected convs, [N, C, 1, 1]), group 1, no padding, f32, where kiln's gemm runs: a matrix
+// product Y[N, M] = X[N, C] W^T (+ bias, + residual) on it, each row (sample) alone, then the
+// activation as kiln's step. oneDNN's 1x1 kernel took ~60-80 us for EfficientNet-B0's 1152 -> 48.
+bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& conv);
+Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation);
 // Whether the MatMul fast path reads input `slot` of `op` in place when it is stored as a dense
 // strided layout of its dims with `strides`: B in any (kiln's kernel packs B from any strides), A
 // where its last dim is contiguous (the kernel reads A's rows with a row stride). A Transpose
