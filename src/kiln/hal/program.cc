@@ -25,6 +25,18 @@ size_t plain_bytes(const ValueSpec& value) {
   return bytes ? static_cast<size_t>(*bytes) : 0;
 }
 
+StatusOr<std::optional<std::vector<double>>> constant_doubles(const ValueSpec& value) {
+  using Doubles = std::optional<std::vector<double>>;
+  const std::optional<int64_t> count = checked_product(value.shape);
+  if (count && *count == 0) return Doubles();
+  if (value.role != ValueRole::kConstant || value.constant == nullptr || !count) {
+    return unimplemented("'{}' is computed at run time", value.name);
+  }
+  std::vector<double> values(static_cast<size_t>(*count));
+  for (int64_t k = 0; k < *count; ++k) values[k] = element_as_double(*value.constant, k);
+  return Doubles(std::move(values));
+}
+
 Status check_dispatch_indices(const DispatchSpec& d, size_t value_count) {
   for (size_t i = 0; i < d.inputs.size(); ++i) {
     if (d.inputs[i] < -1 || d.inputs[i] >= static_cast<int32_t>(value_count)) {

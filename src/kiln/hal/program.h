@@ -59,6 +59,10 @@ struct ProgramSpec {
 // overflows.
 size_t plain_bytes(const ValueSpec& value);
 
+// The elements of a constant value as doubles (a Resize's scales or roi, read when a backend
+// plans the op); nullopt when it has none; an error naming it when it is computed at run time.
+StatusOr<std::optional<std::vector<double>>> constant_doubles(const ValueSpec& value);
+
 // Every input index of `dispatch` is -1 or a value of a program with `value_count` values, and
 // every output index a value. Errors name the input or output (callers add the dispatch).
 Status check_dispatch_indices(const DispatchSpec& dispatch, size_t value_count);

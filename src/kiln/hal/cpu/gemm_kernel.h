@@ -83,6 +83,17 @@ struct Product {
   Activation activation = Activation::kNone;
 };
 
+// The product of a row-major A [m, k] and Y [m, n] (lda k, ldy n), without epilogue.
+inline Product dense_product(int64_t m, int64_t k, int64_t n) {
+  Product p;
+  p.m = m;
+  p.k = k;
+  p.n = n;
+  p.lda = k;
+  p.ldy = n;
+  return p;
+}
+
 // `a_offsets.size()` products of one shape: product i reads A at a + a_offsets[i] and the packed
 // B at packed + b_offsets[i] (a multiple of 8 floats) and writes Y at y + i * y_stride (and reads
 // its residual, when set, at p.residual + i * y_stride). Products

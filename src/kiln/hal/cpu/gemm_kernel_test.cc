@@ -104,12 +104,7 @@ std::vector<float> run(const Problem& p, Isa isa) {
     b_offsets.push_back(q * per);
   }
   pack(k, n, p.b.data(), b_src, n, 1, packed.get());
-  Product prod;
-  prod.m = m;
-  prod.k = k;
-  prod.n = n;
-  prod.lda = k;
-  prod.ldy = n;
+  Product prod = dense_product(m, k, n);
   prod.alpha = p.alpha;
   if (p.c != CKind::kNone) {
     prod.c = p.c_values.data();

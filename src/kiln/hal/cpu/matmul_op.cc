@@ -493,12 +493,7 @@ Status build_gemm_kiln(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(const GemmParams g, read_gemm(op));
   const int64_t ta = g.trans_a, tb = g.trans_b, m = g.m, k = g.k, n = g.n;
   const double alpha = g.alpha, beta = g.beta;
-  gemm::Product p;
-  p.m = m;
-  p.k = k;
-  p.n = n;
-  p.lda = k;
-  p.ldy = n;
+  gemm::Product p = gemm::dense_product(m, k, n);
   p.alpha = static_cast<float>(alpha);
   GemmStep::Buffers buffers;
   // The kernel reads A along k: a transposed A is copied into rows first.
@@ -531,11 +526,7 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   const int64_t m = s.a[r - 2], k = s.a[r - 1], n = s.b[r - 1];
   const int64_t a_matrices = product(dnnl_dims(s.a.begin(), s.a.end() - 2), 0);
   const int64_t b_matrices = product(dnnl_dims(s.b.begin(), s.b.end() - 2), 0);
-  gemm::Product p;
-  p.k = k;
-  p.n = n;
-  p.lda = k;
-  p.ldy = n;
+  gemm::Product p = gemm::dense_product(0, k, n);  // m below
   // A read in place through its strides: a product per matrix, rows lda apart.
   const std::optional<dnnl_dims> a_strides = strided_a(b, op.input_index(0), r);
   if (a_strides) p.lda = (*a_strides)[r - 2];
@@ -640,12 +631,7 @@ Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& 
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& y = op.output(0).shape;
   const int64_t rows = x[0], k = x[1], n = y[1];
-  gemm::Product p;
-  p.m = rows;
-  p.k = k;
-  p.n = n;
-  p.lda = k;
-  p.ldy = n;
+  gemm::Product p = gemm::dense_product(rows, k, n);
   GemmStep::Buffers buffers;
   KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(x)));
   // B[c][m] = W[m][c]: W [M, C, 1...] read along its columns.

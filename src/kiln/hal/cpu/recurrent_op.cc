@@ -30,10 +30,7 @@ class GemmWeightProduct : public kernels::WeightProduct {
   }
 
   void multiply(int64_t m, const float* a, int64_t lda, float* y, int64_t ldy) const override {
-    gemm::Product p;
-    p.m = m;
-    p.k = k_;
-    p.n = n_;
+    gemm::Product p = gemm::dense_product(m, k_, n_);
     p.lda = lda;
     p.ldy = ldy;
     const int64_t offsets[] = {0};

@@ -101,17 +101,10 @@ std::optional<dnnl_desc> same_kind(const dnnl_desc& in, const dnnl_dims& dims) {
 
 // The constant values of input i as doubles; nullopt when absent or empty.
 StatusOr<std::optional<std::vector<double>>> constant_floats(const OpReader& op, size_t i) {
-  using Floats = std::optional<std::vector<double>>;
-  if (!op.has_input(i)) return Floats();
-  const ValueSpec& v = op.input(i);
-  const int64_t count = kernels::product(v.shape);
-  if (count == 0) return Floats();
-  if (v.role != ValueRole::kConstant || v.constant == nullptr) {
-    return unimplemented("input {} '{}' is computed at run time", i, v.name);
-  }
-  std::vector<double> values(static_cast<size_t>(count));
-  for (int64_t k = 0; k < count; ++k) values[k] = element_as_double(*v.constant, k);
-  return Floats(std::move(values));
+  if (!op.has_input(i)) return std::optional<std::vector<double>>();
+  auto values = constant_doubles(op.input(i));
+  if (!values.ok()) return std::move(values).status().with_note(fmt::format("input {}", i));
+  return values;
 }
 
 // The definition's plan, where this path runs it.

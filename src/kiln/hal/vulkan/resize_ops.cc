@@ -21,17 +21,11 @@ constexpr size_t kMaxResizeRank = 6;
 
 // The values of constant input i as doubles; nullopt when absent or empty.
 StatusOr<std::optional<std::vector<double>>> constant_floats(const KernelBuilder& b, size_t i) {
-  using Floats = std::optional<std::vector<double>>;
-  if (!b.has_input(i)) return Floats();
-  const ValueSpec& v = b.input(i);
-  const int64_t count = kernels::product(v.shape);
-  if (count == 0) return Floats();
-  if (v.role != ValueRole::kConstant || v.constant == nullptr) {
-    return unimplemented("Resize's input {} '{}' is computed at run time", i, v.name);
-  }
-  std::vector<double> values(static_cast<size_t>(count));
-  for (int64_t k = 0; k < count; ++k) values[k] = element_as_double(*v.constant, k);
-  return Floats(std::move(values));
+  if (!b.has_input(i)) return std::optional<std::vector<double>>();
+  auto values = constant_doubles(b.input(i));
+  if (!values.ok())
+    return std::move(values).status().with_note(fmt::format("Resize's input {}", i));
+  return values;
 }
 
 }  // namespace
