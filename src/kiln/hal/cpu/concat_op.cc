@@ -101,15 +101,6 @@ class ConcatStep : public Step {
   size_t total_ = 0;
 };
 
-// nChw8c / nChw16c (by `block` channels) of rank 3 to 5, or nullopt.
-std::optional<dnnl_desc> blocked_desc(const ConcreteShape& shape, int64_t block) {
-  using tag = dnnl::memory::format_tag;
-  static constexpr tag k8[] = {tag::aBc8b, tag::aBcd8b, tag::aBcde8b};
-  static constexpr tag k16[] = {tag::aBc16b, tag::aBcd16b, tag::aBcde16b};
-  if (shape.size() < 3 || shape.size() > 5 || (block != 8 && block != 16)) return std::nullopt;
-  return dnnl_desc(to_dnnl_dims(shape), dt::f32, (block == 8 ? k8 : k16)[shape.size() - 3]);
-}
-
 }  // namespace
 
 Status check_concat(const OpReader& op) {
@@ -135,11 +126,9 @@ Status build_concat(ProgramBuilder& b) {
   // else input 0's order of dims when it is a dense permutation; else plain.
   const dnnl_desc& first = b.layout(op.input_index(0));
   const auto& bk = first.data.format_desc.blocking;
-  const int64_t block = first.data.format_kind == dnnl_blocked && bk.inner_nblks == 1 &&
-                                bk.inner_idxs[0] == 1 && first.data.offset0 == 0
-                            ? bk.inner_blks[0]
-                            : 0;
-  bool blocked = block > 0 && axis == 1 && blocked_desc(op.output(0).shape, block).has_value();
+  const int64_t block =
+      first.data.format_kind == dnnl_blocked && bk.inner_nblks == 1 ? bk.inner_blks[0] : 0;
+  bool blocked = axis == 1 && alike_blocked(first, out_dims).has_value();
   for (const ConcreteShape& s : shapes) blocked = blocked && s[1] % block == 0;
   std::vector<dnnl_desc> layouts;
   dnnl_desc out_layout;
@@ -148,11 +137,11 @@ Status build_concat(ProgramBuilder& b) {
     // [N][C/B][spatial][B]: a sample's channels are one run.
     runs.outer = shapes[0][0];
     for (const ConcreteShape& s : shapes) {
-      layouts.push_back(*blocked_desc(s, block));
+      layouts.push_back(*alike_blocked(first, to_dnnl_dims(s)));
       runs.bytes.push_back(static_cast<size_t>(kernels::product(s) / std::max<int64_t>(1, s[0])) *
                            sizeof(float));
     }
-    out_layout = *blocked_desc(op.output(0).shape, block);
+    out_layout = *alike_blocked(first, out_dims);
   } else {
     const std::optional<dnnl_dims> strides = dense_strides(first);
     const dnnl_dims order = strides ? *strides : *dense_strides(plain_desc(shapes[0]));

@@ -70,6 +70,10 @@ std::optional<dnnl_desc> one_sample_layout(const dnnl_desc& desc);
 // Error when the layout does not store samples contiguously.
 StatusOr<dnnl_desc> with_batch(const dnnl_desc& one_sample, int64_t batch);
 
+// `dims` in the channel blocking `blocked` has (nChw8c, nChw16c and their 3-D/5-D kin), or nullopt
+// when `blocked` is not such a layout.
+std::optional<dnnl_desc> alike_blocked(const dnnl_desc& blocked, const dnnl_dims& dims);
+
 // Offset, in elements, of the element at logical `index` (one entry per dim) in a blocked layout
 // (plain, strided or blocked, e.g. nChw8c).
 int64_t element_offset(const dnnl_desc& desc, std::span<const int64_t> index);

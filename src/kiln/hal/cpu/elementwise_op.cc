@@ -68,24 +68,6 @@ BinaryOp binary_op(const std::string& type) {
   return BinaryOp::kAdd;
 }
 
-// `dims` in the channel blocking `blocked` has (nChw8c, nChw16c and their 3-D/5-D kin), or nullopt
-// when `blocked` is not such a layout.
-std::optional<dnnl_desc> alike_blocked(const dnnl_desc& blocked, const dnnl_dims& dims) {
-  using tag = dnnl::memory::format_tag;
-  const size_t rank = blocked.dims().size();
-  if (dims.size() != rank) return std::nullopt;
-  std::vector<tag> tags;
-  if (rank == 3) tags = {tag::aBc8b, tag::aBc16b};
-  if (rank == 4) tags = {tag::aBcd8b, tag::aBcd16b};
-  if (rank == 5) tags = {tag::aBcde8b, tag::aBcde16b};
-  for (tag t : tags) {
-    if (dnnl_desc(blocked.dims(), blocked.data_type(), t) == blocked) {
-      return dnnl_desc(dims, blocked.data_type(), t);
-    }
-  }
-  return std::nullopt;
-}
-
 dnnl::algorithm binary_algorithm(BinaryOp op) {
   switch (op) {
     case BinaryOp::kAdd: return dnnl::algorithm::binary_add;

@@ -83,20 +83,12 @@ std::optional<ChannelBlocks> channel_blocks(const dnnl_desc& layout) {
 // `dims`; nullopt for other kinds.
 std::optional<dnnl_desc> same_kind(const dnnl_desc& in, const dnnl_dims& dims) {
   static constexpr std::array<tag, 3> kLast = {tag::acb, tag::acdb, tag::acdeb};
-  static constexpr std::array<tag, 3> k8 = {tag::aBc8b, tag::aBcd8b, tag::aBcde8b};
-  static constexpr std::array<tag, 3> k16 = {tag::aBc16b, tag::aBcd16b, tag::aBcde16b};
   const size_t r = dims.size();
   if (r < 3 || r > 5) return std::nullopt;
   if (is_plain(in)) return plain_desc(std::vector<int64_t>(dims.begin(), dims.end()), dt::f32);
   const auto& bk = in.data.format_desc.blocking;
   if (bk.inner_nblks == 0 && bk.strides[1] == 1) return dnnl_desc(dims, dt::f32, kLast[r - 3]);
-  if (bk.inner_nblks == 1 && bk.inner_idxs[0] == 1 && bk.inner_blks[0] == 8) {
-    return dnnl_desc(dims, dt::f32, k8[r - 3]);
-  }
-  if (bk.inner_nblks == 1 && bk.inner_idxs[0] == 1 && bk.inner_blks[0] == 16) {
-    return dnnl_desc(dims, dt::f32, k16[r - 3]);
-  }
-  return std::nullopt;
+  return alike_blocked(in, dims);
 }
 
 // The constant values of input i as doubles; nullopt when absent or empty.
@@ -124,7 +116,7 @@ StatusOr<kernels::ResizePlan> plan(const OpReader& op) {
                         kernels::plan_resize(op.attributes(), in, out, scales, roi));
   for (size_t a = 0; a < p.axes.size(); ++a) {
     const kernels::ResizeAxisTaps& ax = p.axes[a];
-    if (!ax.outside.empty()) {
+    if (std::any_of(ax.outside.begin(), ax.outside.end(), [](uint8_t o) { return o != 0; })) {
       return unimplemented(
           "tf_crop_and_resize reaching outside the input runs on the portable path");
     }
