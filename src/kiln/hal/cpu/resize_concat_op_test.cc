@@ -119,6 +119,10 @@ std::vector<ResizeCase> resize_cases() {
        a({{"mode", "linear"}, {"coordinate_transformation_mode", "pytorch_half_pixel"}})},
       {"cubic", {1, 16, 6, 5}, {1, 1, 2, 1.5f}, a({{"mode", "cubic"}})},
       {"linear_1d", {2, 16, 9}, {1, 1, 2}, a({{"mode", "linear"}})},
+      // Single pixels (a global pooling's output, as in DeepLabV3's head): plain and
+      // channels-last store them alike.
+      {"nearest_from_single_pixels", {2, 16, 1, 1}, {1, 1, 4, 3}, a({{"mode", "nearest"}})},
+      {"linear_from_single_pixels_1d", {1, 2, 1}, {1, 1, 5}, a({{"mode", "linear"}})},
       {"linear_3d", {1, 16, 3, 4, 5}, {1, 1, 2, 2, 2}, a({{"mode", "linear"}})},
   };
 }

@@ -50,7 +50,9 @@ std::optional<ChannelBlocks> channel_blocks(const dnnl_desc& layout) {
     c.blocks = md.padded_dims[1] / c.lanes;
     c.block = bk.strides[1];
     c.pixel = c.lanes;
-  } else if (bk.inner_nblks == 0 && (bk.strides[1] == 1 || md.dims[1] == 1)) {
+  } else if (bk.inner_nblks == 0 && !is_plain(layout) && (bk.strides[1] == 1 || md.dims[1] == 1)) {
+    // Channels-last. (A plain layout of single pixels has channel stride 1 too: it counts as
+    // plain, the kind its resized output gets.)
     c.lanes = md.dims[1];
     c.pixel = md.dims[1];
   } else if (bk.inner_nblks == 0) {
