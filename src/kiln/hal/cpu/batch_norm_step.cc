@@ -53,31 +53,6 @@ void normalize_span(bool avx2, const float* x, float* y, int64_t n, const float*
 
 }  // namespace
 
-std::optional<ChannelRuns> channel_runs(const dnnl_desc& layout) {
-  const std::optional<dnnl_dims> strides = dense_strides(layout);
-  const dnnl_dims dims = layout.dims();
-  if (!strides || dims.size() < 2 || layout.data_type() != dnnl::memory::data_type::f32) {
-    return std::nullopt;
-  }
-  int64_t total = 1, inner = 1;
-  for (size_t d = 0; d < dims.size(); ++d) {
-    total *= dims[d];
-    if (d >= 2) inner *= dims[d];
-  }
-  // dense_strides promises a permutation of the dims without gaps.
-  if (total == 0 || static_cast<int64_t>(layout.get_size()) != total * 4) return std::nullopt;
-  const int64_t channels = dims[1];
-  if (channels == 1) return ChannelRuns{ChannelRuns::Order::kChannelOuter, 1, 1, total};
-  if ((*strides)[1] == 1) {
-    return ChannelRuns{ChannelRuns::Order::kChannelInnermost, channels, total / channels, channels};
-  }
-  // Each sample's channels in order, each channel's remaining dims contiguous.
-  if ((*strides)[1] == inner && ((*strides)[0] == channels * inner || dims[0] == 1)) {
-    return ChannelRuns{ChannelRuns::Order::kChannelOuter, channels, total / inner, inner};
-  }
-  return std::nullopt;
-}
-
 Status BatchNormStep::run(const ExecContext& ctx) {
   auto f32 = [&](const BufferRef& ref) { return reinterpret_cast<float*>(ctx.resolve(ref)); };
   const float* x = f32(ops_.x);

@@ -19,29 +19,12 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
-#include "kiln/hal/cpu/dnnl_util.h"
+#include "kiln/hal/cpu/channel_runs.h"
 #include "kiln/hal/cpu/step.h"
 
 namespace kiln::hal::cpu {
-
-// How X's elements meet their channels in memory.
-struct ChannelRuns {
-  enum class Order : uint8_t {
-    kChannelInnermost,  // rows of `channels` consecutive floats, channel j at row[j]
-    kChannelOuter,      // runs of `run` floats of one channel; run r belongs to channel r % C
-  };
-  Order order = Order::kChannelInnermost;
-  int64_t channels = 0;
-  int64_t runs = 0;  // rows (kChannelInnermost) or runs (kChannelOuter)
-  int64_t run = 0;   // floats per run (kChannelOuter); `channels` for kChannelInnermost
-};
-
-// The channel runs of an f32 value of rank >= 2 stored in `layout` (dim 1 = channels), or
-// nullopt where the layout is none of the two orders above.
-std::optional<ChannelRuns> channel_runs(const dnnl_desc& layout);
 
 // Y = BatchNormalization(X) (+ ReLU) over one value of `runs` shape; X and Y may be the same
 // buffer. `coefficients` is workspace for `runs.channels` floats.

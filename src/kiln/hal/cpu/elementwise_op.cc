@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/hal/cpu/activation_step.h"
+#include "kiln/hal/cpu/channel_binary_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/plain_kernels.h"
 #include "kiln/hal/cpu/program_builder.h"
@@ -83,6 +84,35 @@ dnnl_dims padded_dims(const ConcreteShape& shape, size_t rank) {
   dnnl_dims dims(rank - shape.size(), 1);
   dims.insert(dims.end(), shape.begin(), shape.end());
   return dims;
+}
+
+// `c` one value per sample and channel of `a` [N, C, ...] (shape [N or 1, C, 1, ...], right-
+// aligned), `a` f32 stored with channel runs (channel_runs.h): kiln's ChannelBinaryStep in a's
+// layout. Nullopt where that does not apply.
+std::optional<Status> add_channel_binary(ProgramBuilder& b, BinaryOp kind, int32_t a, int32_t c,
+                                         int32_t y) {
+  const ConcreteShape& as = b.value(a).shape;
+  const ConcreteShape& cs = b.value(c).shape;
+  if (b.value(a).dtype != DType::kF32 || b.value(c).dtype != DType::kF32 || as.size() < 3 ||
+      cs.size() > as.size() || cs == as) {
+    return std::nullopt;
+  }
+  const dnnl_dims cd = padded_dims(cs, as.size());
+  if (cd[1] != as[1] || (cd[0] != 1 && cd[0] != as[0])) return std::nullopt;
+  for (size_t d = 2; d < cd.size(); ++d) {
+    if (cd[d] != 1) return std::nullopt;
+  }
+  const dnnl_desc layout = b.layout(a);
+  const std::optional<ChannelRuns> runs = channel_runs(layout);
+  if (!runs) return std::nullopt;
+  KILN_ASSIGN_OR_RETURN(BufferRef x, b.input_as(a, layout));
+  KILN_ASSIGN_OR_RETURN(BufferRef s, b.input_as(c, plain_desc(cs)));
+  KILN_ASSIGN_OR_RETURN(BufferRef out, b.output(y, layout));
+  b.add(std::make_unique<ChannelBinaryStep>(
+      b.label(
+          fmt::format("binary kiln per channel {} {}", describe(layout), describe(plain_desc(cs)))),
+      kind, *runs, as[0], cd[0] > 1, x, s, out));
+  return ok_status();
 }
 
 Status add_plain_broadcast(ProgramBuilder& b, BinaryOp kind, int32_t a, int32_t c, int32_t y) {
@@ -198,6 +228,7 @@ Status build_binary(ProgramBuilder& b) {
     std::swap(a, c);
   }
   if (b.value(a).shape != ys) return add_plain_broadcast(b, kind, a, c, y);
+  if (std::optional<Status> done = add_channel_binary(b, kind, a, c, y)) return *done;
 
   // oneDNN binary: src0 and dst in A's layout; B in the same layout when it has the full shape,
   // else plain with broadcast dims of 1. f16/bf16 (same shapes): all in f32, then rounded.

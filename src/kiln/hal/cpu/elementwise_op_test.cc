@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "kiln/hal/cpu/cpu_device.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
@@ -129,6 +133,63 @@ TEST(CpuBinaryBlockedTest, MulPerSampleChannelScale) {
 }
 TEST(CpuBinaryBlockedTest, DivPerSampleChannelOddChannels) {
   check_binary_between_convs('/', 5, {2, 5, 1, 1}, false);
+}
+
+// One value per sample and channel beside a plain graph input or a conv's output (channels-last
+// on AVX-512: kiln's ChannelBinaryStep, channel_binary_step.h): each element is one f32
+// operation, so the output equals x op s computed here, bit for bit, NaN included; the conv's
+// output comes out of the same program as a second output.
+TEST(CpuChannelBinaryTest, EachElementIsOneOperation) {
+  for (char op : {'+', '-', '*', '/'}) {
+    for (const ConcreteShape& s_shape :
+         {ConcreteShape{2, 24, 1, 1}, ConcreteShape{1, 24, 1, 1}, ConcreteShape{24, 1, 1}}) {
+      for (bool after_conv : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} by {} {}", op, fmt::join(s_shape, "x"),
+                                 after_conv ? "after a conv" : "on a graph input"));
+        const ConcreteShape xs{2, 24, 5, 7};
+        Tensor x = random_tensor(xs, 61);
+        x.mutable_values<float>()[9] = std::numeric_limits<float>::quiet_NaN();
+        const Tensor sv = random_tensor(s_shape, 62, 0.5f, 2.0f);
+        const Tensor w = random_tensor({24, 24, 1, 1}, 63);
+        SpecBuilder s;
+        const int32_t xi = s.input("x", xs);
+        int32_t src = xi;
+        if (after_conv) {
+          src = s.value("c", xs);
+          s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {src});
+        }
+        const int32_t y = s.output("y", xs);
+        s.dispatch("op", op_name(op), {src, s.constant("s", sv)}, {y});
+        if (after_conv) {
+          s.dispatch("again", "Conv", {xi, s.constant("w2", w)}, {s.output("c_out", xs)});
+        }
+        auto exe = device()->prepare(s.spec());
+        ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+        const std::string steps =
+            fmt::format("{}", fmt::join((*exe)->describe_dispatch(after_conv ? 1 : 0), "\n"));
+        if (!after_conv) {
+          EXPECT_NE(steps.find("binary kiln per channel"), std::string::npos) << steps;
+        }
+        auto out = run_program(**exe, s.spec(), {x});
+        ASSERT_TRUE(out.ok()) << out.status().to_string();
+        const auto in = (after_conv ? (*out)[1] : x).values<float>();
+        const auto got = (*out)[0].values<float>();
+        const auto scale = sv.values<float>();
+        int64_t mismatches = 0;
+        for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+          const int64_t n = i / (24 * 35), c = i / 35 % 24;
+          const float v = scale[s_shape.size() == 4 && s_shape[0] == 2 ? n * 24 + c : c];
+          const float e = op == '+'   ? in[i] + v
+                          : op == '-' ? in[i] - v
+                          : op == '*' ? in[i] * v
+                                      : in[i] / v;
+          mismatches += std::memcmp(&e, &got[i], sizeof(float)) != 0 &&
+                        !(std::isnan(e) && std::isnan(got[i]));
+        }
+        EXPECT_EQ(mismatches, 0) << steps;
+      }
+    }
+  }
 }
 
 TEST(CpuSumTest, SameShapeMixedLayouts) {
