@@ -66,7 +66,9 @@ Status ChannelBinaryStep::run(const ExecContext& ctx) {
   const auto* s = reinterpret_cast<const float*>(ctx.resolve(s_));
   auto* y = reinterpret_cast<float*>(ctx.resolve(y_));
   static const Isa isa = best_isa();
-  const auto [along_row, along_run] = spans(op_, isa);
+  // (Not a structured binding: clang 14 cannot capture one into the OpenMP region.)
+  const std::pair<SpanFn, SpanFn> fns = spans(op_, isa);
+  const SpanFn along_row = fns.first, along_run = fns.second;
   const bool innermost = runs_.order == ChannelRuns::Order::kChannelInnermost;
   const int64_t channels = runs_.channels, run = runs_.run, total = runs_.runs * run;
   const int64_t per_sample = runs_.runs / std::max<int64_t>(1, samples_);  // runs of one sample
