@@ -449,7 +449,8 @@ TEST(CpuConvSinglePixels, RunsAsAMatrixProductPerSample) {
     EXPECT_TRUE(bitwise_equal(run(slice_batch(x, n), nullptr), slice_batch(y, n))) << n;
   }
   x.mutable_values<float>()[96 + 7] = kNaN;  // sample 1
-  const auto v = run(x, nullptr).values<float>();
+  const Tensor poisoned = run(x, nullptr);
+  const auto v = poisoned.values<float>();
   for (int64_t i = 0; i < 3 * 48; ++i) EXPECT_EQ(std::isnan(v[i]), i / 48 == 1) << i;
 }
 
