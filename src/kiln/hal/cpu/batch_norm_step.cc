@@ -65,24 +65,14 @@ Status BatchNormStep::run(const ExecContext& ctx) {
 
   const bool avx2 = cpu_has(Isa::kAvx2), relu = relu_;
   const bool innermost = runs_.order == ChannelRuns::Order::kChannelInnermost;
-  const int64_t run = runs_.run, total = runs_.runs * run;
-  const int64_t jobs = (total + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (jobs > 1)
-  for (int64_t j = 0; j < jobs; ++j) {
-    const int64_t end = std::min(total, (j + 1) * kChunk);
-    // Spans of the job that end at a run's end, where the channel (or the coefficients' start)
-    // changes.
-    for (int64_t i = j * kChunk; i < end;) {
-      const int64_t within = i % run, n = std::min(end - i, run - within);
-      if (innermost) {
-        normalize_span<1>(avx2, x + i, y + i, n, mean + within, a + within, shift + within, relu);
-      } else {
-        const int64_t c = (i / run) % channels;
-        normalize_span<0>(avx2, x + i, y + i, n, mean + c, a + c, shift + c, relu);
-      }
-      i += n;
+  for_each_channel_span(runs_, kChunk, [&](int64_t i, int64_t n, int64_t r, int64_t within) {
+    if (innermost) {
+      normalize_span<1>(avx2, x + i, y + i, n, mean + within, a + within, shift + within, relu);
+    } else {
+      const int64_t c = r % channels;
+      normalize_span<0>(avx2, x + i, y + i, n, mean + c, a + c, shift + c, relu);
     }
-  }
+  });
   return ok_status();
 }
 

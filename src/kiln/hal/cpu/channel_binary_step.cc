@@ -66,27 +66,20 @@ Status ChannelBinaryStep::run(const ExecContext& ctx) {
   const auto* s = reinterpret_cast<const float*>(ctx.resolve(s_));
   auto* y = reinterpret_cast<float*>(ctx.resolve(y_));
   static const Isa isa = best_isa();
-  // (Not a structured binding: clang 14 cannot capture one into the OpenMP region.)
+  // (Not a structured binding: clang 14 cannot capture one in the lambda below.)
   const std::pair<SpanFn, SpanFn> fns = spans(op_, isa);
   const SpanFn along_row = fns.first, along_run = fns.second;
   const bool innermost = runs_.order == ChannelRuns::Order::kChannelInnermost;
-  const int64_t channels = runs_.channels, run = runs_.run, total = runs_.runs * run;
+  const int64_t channels = runs_.channels;
   const int64_t per_sample = runs_.runs / std::max<int64_t>(1, samples_);  // runs of one sample
-  const int64_t jobs = (total + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (jobs > 1)
-  for (int64_t j = 0; j < jobs; ++j) {
-    const int64_t end = std::min(total, (j + 1) * kChunk);
-    for (int64_t i = j * kChunk; i < end;) {
-      const int64_t r = i / run, within = i % run, n = std::min(end - i, run - within);
-      const float* row = s + (per_sample_ ? r / per_sample * channels : 0);
-      if (innermost) {
-        along_row(x + i, row + within, y + i, n);
-      } else {
-        along_run(x + i, row + r % channels, y + i, n);
-      }
-      i += n;
+  for_each_channel_span(runs_, kChunk, [&](int64_t i, int64_t n, int64_t r, int64_t within) {
+    const float* row = s + (per_sample_ ? r / per_sample * channels : 0);
+    if (innermost) {
+      along_row(x + i, row + within, y + i, n);
+    } else {
+      along_run(x + i, row + r % channels, y + i, n);
     }
-  }
+  });
   return ok_status();
 }
 

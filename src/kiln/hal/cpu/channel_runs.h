@@ -4,6 +4,7 @@
 // layouts to oneDNN.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -27,5 +28,25 @@ struct ChannelRuns {
 // nullopt where the layout is none of the two orders above. In either order the samples (dim 0)
 // are outermost: sample n holds runs [n * runs / N, (n + 1) * runs / N).
 std::optional<ChannelRuns> channel_runs(const dnnl_desc& layout);
+
+// Walks the elements [0, runs.runs * runs.run) in fixed jobs of `chunk` floats over the OpenMP
+// team, calling span(first, count, run, within) for each piece of a job that stays inside one run:
+// elements [first, first + count) of run `run`, starting `within` floats into it (so one channel in
+// the outer order, consecutive channels from `within` in the innermost one). The split does not
+// depend on the team size.
+template <typename Span>
+void for_each_channel_span(const ChannelRuns& runs, int64_t chunk, Span&& span) {
+  const int64_t run = runs.run, total = runs.runs * run;
+  const int64_t jobs = (total + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (jobs > 1)
+  for (int64_t j = 0; j < jobs; ++j) {
+    const int64_t end = std::min(total, (j + 1) * chunk);
+    for (int64_t i = j * chunk; i < end;) {
+      const int64_t within = i % run, count = std::min(end - i, run - within);
+      span(i, count, i / run, within);
+      i += count;
+    }
+  }
+}
 
 }  // namespace kiln::hal::cpu
