@@ -69,6 +69,9 @@ int run_compile(const CompileFlags& flags) {
   import_options.weights_as_inputs = flags.weights_as_inputs;
   // Bound as the model loads, before import makes any shape decision.
   import_options.bind = std::map<std::string, int64_t>(bind->begin(), bind->end());
+  // The weights stay in the model's files until the module writer streams them out (and checks
+  // the files did not change meanwhile); a .kir written by --stop-after reads them in as usual.
+  import_options.weights_by_reference = flags.stop_after.empty();
   StepProgress progress("compile");
   progress.step("importing the model");
   auto graph = compiler::load_model(flags.model, import_options);

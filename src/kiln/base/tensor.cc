@@ -1,7 +1,9 @@
 #include "kiln/base/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "kiln/base/aligned_memory.h"
 #include "kiln/base/checked_math.h"
@@ -80,14 +82,62 @@ Tensor Tensor::borrow_mapped(DType dtype, ConcreteShape shape, const std::byte* 
   return out;
 }
 
-void Tensor::release_resident() const {
-  if (mapped_) release_mapped_pages(data_, byte_size());
+struct Tensor::FileBytes {
+  std::shared_ptr<const MappedFile> file;
+  const std::byte* source = nullptr;  // inside file's mapping
+  size_t size = 0;
+  std::once_flag copied;
+  std::shared_ptr<std::byte> copy;  // the bytes, aligned, once data() was asked for them
+};
+
+Tensor Tensor::borrow_from_file(DType dtype, ConcreteShape shape,
+                                std::shared_ptr<const MappedFile> file, size_t offset) {
+  Tensor out;
+  out.dtype_ = dtype;
+  out.element_count_ = checked_product(shape).value_or(0);
+  out.shape_ = std::move(shape);
+  auto bytes = std::make_shared<FileBytes>();
+  bytes->source = file->data() + offset;
+  bytes->size = out.byte_size();
+  bytes->file = std::move(file);
+  if (reinterpret_cast<uintptr_t>(bytes->source) % kAlignment == 0) {
+    out.data_ = bytes->source;
+    out.mapped_ = true;
+  }
+  out.file_ = std::move(bytes);
+  return out;
+}
+
+const std::byte* Tensor::file_bytes_copy() const {
+  FileBytes& bytes = *file_;
+  std::call_once(bytes.copied, [&bytes] {
+    bytes.copy = allocate_aligned(bytes.size, /*zero=*/false);
+    // data() cannot fail: running out of memory here ends the process, as it does for any
+    // allocation without a Status (a std::vector's).
+    KILN_CHECK(bytes.copy != nullptr && "out of memory copying a tensor's bytes from its file");
+    if (bytes.size > 0) std::memcpy(bytes.copy.get(), bytes.source, bytes.size);
+  });
+  return bytes.copy.get();
+}
+
+std::span<const std::byte> Tensor::bytes() const {
+  return {file_ != nullptr ? file_->source : data_, byte_size()};
+}
+
+Status Tensor::source_unchanged() const {
+  return file_ != nullptr ? file_->file->check_unchanged() : ok_status();
+}
+
+void Tensor::release_resident(size_t first, size_t count) const {
+  const size_t size = byte_size();
+  if ((!mapped_ && file_ == nullptr) || first >= size) return;
+  release_mapped_pages(bytes().data() + first, std::min(count, size - first));
 }
 
 Tensor Tensor::clone() const {
   auto copy = create_uninitialized(dtype_, shape_);
   KILN_CHECK(copy.ok());
-  if (byte_size() > 0) std::memcpy(copy->mutable_data(), data_, byte_size());
+  if (byte_size() > 0) std::memcpy(copy->mutable_data(), bytes().data(), byte_size());
   return std::move(copy).value();
 }
 

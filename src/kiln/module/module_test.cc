@@ -1,16 +1,19 @@
 #include "kiln/module/module.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "kiln/base/file_util.h"
+#include "kiln/base/mapped_file.h"
 #include "kiln/module/module_header.h"
 #include "tests/support/module/module_test_util.h"
 
@@ -380,6 +383,51 @@ TEST(Module, FailedWriteKeepsThePreviousModule) {
   Status no_dir = write_module(sample_contents(), dir.file("missing/m.kmod"));
   ASSERT_FALSE(no_dir.ok());
   EXPECT_THAT(no_dir.message(), HasSubstr(dir.file("missing/m.kmod")));
+}
+
+// A constant still in its model's file (Tensor::borrow_from_file, at an unaligned offset) is
+// written as the same bytes as a copy in memory; a file rewritten before the module is committed
+// fails the write and leaves no module.
+TEST(Module, ConstantsStillInTheirFileAreStreamedAndChecked) {
+  ScratchDir dir;
+  const ModuleContents in_memory = sample_contents();
+  const Tensor& weights = in_memory.values[1].constant;
+  ASSERT_GT(weights.byte_size(), 0u);
+  std::string source(5, 'x');
+  source.append(reinterpret_cast<const char*>(weights.data()), weights.byte_size());
+  {
+    std::ofstream out(dir.file("weights.bin"), std::ios::binary);
+    out.write(source.data(), static_cast<std::streamsize>(source.size()));
+  }
+  auto mapped = MappedFile::open(dir.file("weights.bin"));
+  ASSERT_TRUE(mapped.ok()) << mapped.status().to_string();
+  ModuleContents in_file = sample_contents();
+  in_file.values[1].constant = Tensor::borrow_from_file(
+      weights.dtype(), weights.shape(), std::make_shared<const MappedFile>(std::move(*mapped)), 5);
+
+  ASSERT_TRUE(write_module(in_memory, dir.file("a.kmod")).ok());
+  Status written = write_module(in_file, dir.file("b.kmod"));
+  ASSERT_TRUE(written.ok()) << written.to_string();
+  EXPECT_EQ(read_file(dir.file("a.kmod"), 1 << 20).value(),
+            read_file(dir.file("b.kmod"), 1 << 20).value());
+  auto serialized = serialize_module(in_file);
+  ASSERT_TRUE(serialized.ok()) << serialized.status().to_string();
+  const std::string a = read_file(dir.file("a.kmod"), 1 << 20).value();
+  EXPECT_EQ(std::string(serialized->begin(), serialized->end()), a);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the timestamp tick
+  source[6] ^= 0x55;
+  {
+    std::ofstream out(dir.file("weights.bin"), std::ios::binary | std::ios::in | std::ios::out);
+    out.write(source.data(), static_cast<std::streamsize>(source.size()));
+  }
+  Status changed = write_module(in_file, dir.file("c.kmod"));
+  ASSERT_FALSE(changed.ok());
+  EXPECT_EQ(changed.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(changed.message(), HasSubstr("a constant's file changed while it was read"));
+  EXPECT_THAT(changed.message(), HasSubstr(dir.file("weights.bin")));
+  EXPECT_THAT(dir.files(), ::testing::UnorderedElementsAre("weights.bin", "a.kmod", "b.kmod"));
+  EXPECT_FALSE(serialize_module(in_file).ok());
 }
 
 TEST(Module, LargeConstantsRoundTrip) {

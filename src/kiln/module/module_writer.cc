@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -18,6 +19,8 @@ namespace {
 namespace fbs = flatbuffers;
 
 constexpr std::byte kZeros[kSegmentAlignment] = {};
+// Bytes of a constant handed to a sink at a time (a multiple of any page size).
+constexpr uint64_t kStreamedPiece = uint64_t{16} << 20;
 
 struct ConstantPlacement {
   const Tensor* data = nullptr;
@@ -265,7 +268,14 @@ Status for_each_piece(const std::vector<uint8_t>& metadata,
   uint64_t position = 0;
   for (const ConstantPlacement& placement : placements) {
     if (placement.data == nullptr) continue;
-    KILN_RETURN_IF_ERROR(sink(placement.data->data(), placement.size));
+    const std::byte* bytes = placement.data->bytes().data();
+    // A constant still in its file (a mapped model's weights) leaves resident memory piece by
+    // piece as it is streamed, so a module of any size is written in little memory.
+    for (uint64_t done = 0; done < placement.size; done += kStreamedPiece) {
+      const uint64_t piece = std::min(kStreamedPiece, placement.size - done);
+      KILN_RETURN_IF_ERROR(sink(bytes + done, piece));
+      placement.data->release_resident(done, piece);
+    }
     position = placement.offset + placement.size;
     KILN_RETURN_IF_ERROR(sink(kZeros, align_to_segment(position) - position));
   }
@@ -326,12 +336,22 @@ StatusOr<LaidOut> lay_out(const ModuleContents& contents, std::string_view what)
   return out;
 }
 
-// Feeds every byte of the module file, header first, to `sink`.
+// Feeds every byte of the module file, header first, to `sink`, then checks that the constants
+// read in place from files (Tensor::borrow_from_file) were those files' bytes all along.
 template <typename Sink>
 Status emit(const LaidOut& module, Sink&& sink) {
   auto header_bytes = encode_header(module.header);
   KILN_RETURN_IF_ERROR(sink(header_bytes.data(), header_bytes.size()));
-  return for_each_piece(module.metadata, module.placements, module.padding, sink);
+  KILN_RETURN_IF_ERROR(for_each_piece(module.metadata, module.placements, module.padding, sink));
+  for (const ConstantPlacement& placement : module.placements) {
+    if (placement.data == nullptr) continue;
+    Status unchanged = placement.data->source_unchanged();
+    if (!unchanged.ok()) {
+      return Status(unchanged.code(), fmt::format("a constant's file changed while it was read: {}",
+                                                  unchanged.message()));
+    }
+  }
+  return ok_status();
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <thread>
 
 #include "kiln/onnx/importer.h"
 #include "tests/support/onnx/test_models.h"
@@ -27,7 +30,9 @@ std::string float_bytes(const std::vector<float>& values) {
 
 // root/model/      the model directory, with weights.bin (24 bytes of data at offset 64)
 // root/outside/    a directory the model must not read from
-class ExternalData : public ::testing::Test {
+// Each test runs twice: external data read in at import, and left in its file
+// (ImportOptions::weights_by_reference) with every check and error the same.
+class ExternalData : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     std::string pattern = (fs::temp_directory_path() / "kiln_external_XXXXXX").string();
@@ -69,7 +74,21 @@ class ExternalData : public ::testing::Test {
   StatusOr<ir::Graph> import_model(const ModelBuilder& b) {
     std::string path = (model_dir_ / "model.onnx").string();
     write_bytes(path, b.bytes());
-    return import_file(path);
+    ImportOptions options;
+    options.weights_by_reference = by_reference();
+    return import_file(path, options);
+  }
+
+  static bool by_reference() { return GetParam(); }
+
+  // Rewrites `path` in place with one byte changed, later than the file system's timestamp tick.
+  static void rewrite_in_place(const fs::path& path) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    bytes[bytes.size() / 2] ^= 0x55;
+    std::ofstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
 
   static void expect_error(const StatusOr<ir::Graph>& g, StatusCode code,
@@ -84,7 +103,7 @@ class ExternalData : public ::testing::Test {
   fs::path model_dir_;
 };
 
-TEST_F(ExternalData, ReadsOffsetAndLength) {
+TEST_P(ExternalData, ReadsOffsetAndLength) {
   auto g = import_model(model("weights.bin", "64", "24"));
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   auto w = g->find_value("w");
@@ -93,37 +112,37 @@ TEST_F(ExternalData, ReadsOffsetAndLength) {
   EXPECT_EQ(std::vector<float>(values.begin(), values.end()), kValues);
 }
 
-TEST_F(ExternalData, ReadsWholeFileInSubdirectory) {
+TEST_P(ExternalData, ReadsWholeFileInSubdirectory) {
   auto g = import_model(model("sub/w.bin"));
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   EXPECT_EQ(g->value(*g->find_value("w")).constant->values<float>()[5], 6.0f);
 }
 
-TEST_F(ExternalData, SymlinkInsideModelDirIsAllowed) {
+TEST_P(ExternalData, SymlinkInsideModelDirIsAllowed) {
   fs::create_symlink("sub/w.bin", model_dir_ / "alias.bin");
   auto g = import_model(model("alias.bin"));
   EXPECT_TRUE(g.ok()) << g.status().to_string();
 }
 
-TEST_F(ExternalData, RefusesAbsolutePath) {
+TEST_P(ExternalData, RefusesAbsolutePath) {
   std::string secret = (root_ / "outside" / "secret.bin").string();
   expect_error(import_model(model(secret)), StatusCode::kInvalidArgument, "absolute");
 }
 
-TEST_F(ExternalData, RefusesDotDot) {
+TEST_P(ExternalData, RefusesDotDot) {
   expect_error(import_model(model("../outside/secret.bin")), StatusCode::kInvalidArgument, "'..'");
   expect_error(import_model(model("sub/../../outside/secret.bin")), StatusCode::kInvalidArgument,
                "'..'");
 }
 
-TEST_F(ExternalData, RefusesSymlinkEscapingModelDir) {
+TEST_P(ExternalData, RefusesSymlinkEscapingModelDir) {
   fs::create_symlink(root_ / "outside" / "secret.bin", model_dir_ / "link.bin");
   expect_error(import_model(model("link.bin")), StatusCode::kInvalidArgument, "outside");
   fs::create_directory_symlink(root_ / "outside", model_dir_ / "linkdir");
   expect_error(import_model(model("linkdir/secret.bin")), StatusCode::kInvalidArgument, "outside");
 }
 
-TEST_F(ExternalData, RefusesRangesBeyondTheFile) {
+TEST_P(ExternalData, RefusesRangesBeyondTheFile) {
   expect_error(import_model(model("weights.bin", "1000")), StatusCode::kOutOfRange, "weights.bin");
   expect_error(import_model(model("weights.bin", "64", "4000")), StatusCode::kOutOfRange,
                "beyond the end");
@@ -131,13 +150,13 @@ TEST_F(ExternalData, RefusesRangesBeyondTheFile) {
                StatusCode::kOutOfRange, "beyond the end");
 }
 
-TEST_F(ExternalData, RefusesLengthMismatch) {
+TEST_P(ExternalData, RefusesLengthMismatch) {
   expect_error(import_model(model("weights.bin", "64", "20")), StatusCode::kInvalidArgument,
                "20 bytes");
   expect_error(import_model(model("weights.bin")), StatusCode::kInvalidArgument, "88 bytes");
 }
 
-TEST_F(ExternalData, RefusesBadKeysAndMissingFiles) {
+TEST_P(ExternalData, RefusesBadKeysAndMissingFiles) {
   expect_error(import_model(model("weights.bin", "-5")), StatusCode::kInvalidArgument, "offset");
   expect_error(import_model(model("weights.bin", "12abc")), StatusCode::kInvalidArgument, "offset");
   expect_error(import_model(model("missing.bin")), StatusCode::kNotFound, "missing.bin");
@@ -145,13 +164,53 @@ TEST_F(ExternalData, RefusesBadKeysAndMissingFiles) {
   expect_error(import_model(model("")), StatusCode::kInvalidArgument, "location");
 }
 
-TEST_F(ExternalData, RefusedWithoutModelDirectory) {
+TEST_P(ExternalData, RefusedWithoutModelDirectory) {
   std::string bytes = model("weights.bin", "64", "24").bytes();
   auto g = import_bytes(bytes.data(), bytes.size(), "");
   expect_error(g, StatusCode::kInvalidArgument, "without a model directory");
   auto with_dir = import_bytes(bytes.data(), bytes.size(), model_dir_.string());
   EXPECT_TRUE(with_dir.ok()) << with_dir.status().to_string();
 }
+
+// By reference, a constant holds its range of the file: a file rewritten after the import shows
+// in source_unchanged(). Read in, the constant is its own copy.
+TEST_P(ExternalData, ByReferenceAConstantStaysTiedToItsFile) {
+  auto g = import_model(model("weights.bin", "64", "24"));
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const Tensor w = *g->value(*g->find_value("w")).constant;
+  EXPECT_TRUE(w.source_unchanged().ok());
+  rewrite_in_place(model_dir_ / "weights.bin");
+  Status unchanged = w.source_unchanged();
+  EXPECT_EQ(unchanged.ok(), !by_reference()) << unchanged.to_string();
+  if (by_reference()) {
+    EXPECT_THAT(unchanged.message(), HasSubstr("weights.bin"));
+  }
+}
+
+// A big raw_data in the model file itself is left there too (the importer refers to it in place),
+// at whatever alignment protobuf put it; its values are the same either way.
+TEST_P(ExternalData, ByReferenceBigRawDataStaysInTheModelFile) {
+  std::vector<float> values(3000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.25f - 7.0f;
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {int64_t{3000}});
+  b.initializer("w", {3000}, values);
+  b.node("Add", {"x", "w"}, {"y"});
+  b.output("y");
+  auto g = import_model(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const Tensor w = *g->value(*g->find_value("w")).constant;
+  auto read = w.values<float>();
+  EXPECT_EQ(std::vector<float>(read.begin(), read.end()), values);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w.data()) % 64, 0u);
+  rewrite_in_place(model_dir_ / "model.onnx");
+  EXPECT_EQ(w.source_unchanged().ok(), !by_reference());
+}
+
+INSTANTIATE_TEST_SUITE_P(ReadInOrByReference, ExternalData, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "ByReference" : "ReadIn";
+                         });
 
 }  // namespace
 }  // namespace kiln::onnx_import

@@ -390,7 +390,8 @@ class Builder {
     for (const auto& init : proto_.initializer()) {
       if (by_name_.count(init.name())) continue;  // a runtime input (weights_as_inputs)
       std::string what = fmt::format("initializer '{}'", init.name());
-      KILN_ASSIGN_OR_RETURN(Tensor data, tensor_from_proto(init, model_dir_, what));
+      KILN_ASSIGN_OR_RETURN(Tensor data,
+                            tensor_from_proto(init, model_dir_, what, external_files()));
       auto declared = declared_constant_types_.find(init.name());
       if (declared != declared_constant_types_.end()) {
         const auto& tensor = declared->second->type().tensor_type();
@@ -422,7 +423,7 @@ class Builder {
     const std::string& name = attr.name();
     if (name == "value") {
       KILN_RETURN_IF_ERROR(expect(AttributeProto::TENSOR));
-      return tensor_from_proto(attr.t(), model_dir_, desc + " attribute 'value'");
+      return tensor_from_proto(attr.t(), model_dir_, desc + " attribute 'value'", external_files());
     }
     if (name == "value_float" || name == "value_int") {
       bool is_float = name == "value_float";
@@ -456,8 +457,9 @@ class Builder {
       return invalid_argument("{}: attribute 'value' must be TENSOR, got {}", desc,
                               AttributeProto::AttributeType_Name(attribute_type(attr)));
     }
-    KILN_ASSIGN_OR_RETURN(Tensor t,
-                          tensor_from_proto(attr.t(), model_dir_, desc + " attribute 'value'"));
+    KILN_ASSIGN_OR_RETURN(
+        Tensor t,
+        tensor_from_proto(attr.t(), model_dir_, desc + " attribute 'value'", external_files()));
     if (t.element_count() != 1) {
       return invalid_argument("{}: attribute 'value' must hold one element, got {}", desc,
                               t.element_count());
@@ -659,9 +661,17 @@ class Builder {
     return ok_status();
   }
 
+  // Where external data stays mapped when the weights stay in their files, shared by the whole
+  // model (the outermost graph's builder holds it); null when they are read in.
+  ExternalDataFiles* external_files() {
+    if (!options_.weights_by_reference) return nullptr;
+    return parent_ != nullptr ? parent_->external_files() : &external_files_;
+  }
+
   const onnx::GraphProto& proto_;
   const std::string& model_dir_;
   const ImportOptions& options_;
+  ExternalDataFiles external_files_;
   ir::Graph graph_;
   std::map<std::string, ir::ValueId> by_name_;
   std::map<std::string, const onnx::TensorProto*> initializers_;

@@ -65,6 +65,13 @@ struct ImportOptions {
   // nullopt leaves it an input.
   std::function<StatusOr<std::optional<Tensor>>(size_t position, const std::string& name)>
       compile_time_value;
+  // Leave external data in its files instead of reading it in, and with it the big raw_data of an
+  // imported file (which import_file turns into references to the file itself): each such
+  // constant maps its file and reads it in place (Tensor::borrow_from_file), so the weights are
+  // never copied into memory unless something asks for them aligned (Tensor::data). For a caller
+  // that writes them out at once (`kiln compile`): module::write_module checks that the files did
+  // not change meanwhile (Tensor::source_unchanged); any other reader must check the same.
+  bool weights_by_reference = false;
   // Refuse larger files before parsing (protobuf itself cannot exceed 2 GiB).
   uint64_t max_model_bytes = 2ull << 30;
 };

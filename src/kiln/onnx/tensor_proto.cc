@@ -119,16 +119,29 @@ StatusOr<fs::path> resolve_location(const std::string& model_dir, const std::str
 }
 
 // Checks the file range before allocating, so a tensor whose dims claim terabytes fails fast.
+// With `files`, the tensor holds its range of the mapped file instead of a copy.
 StatusOr<Tensor> read_external(const TensorProto& proto, const std::string& model_dir,
                                std::string_view what, DType dtype, const ConcreteShape& dims,
-                               int64_t bytes) {
+                               int64_t bytes, ExternalDataFiles* files) {
   KILN_ASSIGN_OR_RETURN(ExternalRef ref, parse_external_ref(proto, what));
   KILN_ASSIGN_OR_RETURN(fs::path path, resolve_location(model_dir, ref.location, what));
-  std::error_code ec;
-  uint64_t file_size = fs::file_size(path, ec);
-  if (ec) {
-    return not_found("{}: cannot stat external data file '{}': {}", what, path.string(),
-                     ec.message());
+  std::shared_ptr<const MappedFile> mapped;
+  uint64_t file_size = 0;
+  if (files != nullptr && bytes > 0) {
+    auto mapping = files->map(path.string());
+    if (!mapping.ok()) {
+      return Status(mapping.status().code(),
+                    fmt::format("{}: external data file: {}", what, mapping.status().message()));
+    }
+    mapped = std::move(mapping).value();
+    file_size = mapped->size();  // what the mapping holds, checked below like a stat's size
+  } else {
+    std::error_code ec;
+    file_size = fs::file_size(path, ec);
+    if (ec) {
+      return not_found("{}: cannot stat external data file '{}': {}", what, path.string(),
+                       ec.message());
+    }
   }
   uint64_t offset = ref.offset.value_or(0);
   if (offset > file_size) {
@@ -146,6 +159,9 @@ StatusOr<Tensor> read_external(const TensorProto& proto, const std::string& mode
     return invalid_argument("{}: external data in '{}' has {} bytes, but dims {} of {} need {}",
                             what, path.string(), length, shape_to_string(dims), dtype_name(dtype),
                             bytes);
+  }
+  if (mapped != nullptr) {
+    return Tensor::borrow_from_file(dtype, dims, std::move(mapped), static_cast<size_t>(offset));
   }
   KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::create_uninitialized(dtype, dims));
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
@@ -232,8 +248,17 @@ TensorProto::DataType onnx_type_of(DType dtype) {
   return TensorProto::UNDEFINED;
 }
 
+StatusOr<std::shared_ptr<const MappedFile>> ExternalDataFiles::map(const std::string& path) {
+  auto known = files_.find(path);
+  if (known != files_.end()) return known->second;
+  KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+  auto shared = std::make_shared<const MappedFile>(std::move(file));
+  files_.emplace(path, shared);
+  return shared;
+}
+
 StatusOr<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& model_dir,
-                                   std::string_view what) {
+                                   std::string_view what, ExternalDataFiles* files) {
   KILN_ASSIGN_OR_RETURN(DType dtype, dtype_from_onnx(proto.data_type(), what));
   if (proto.has_segment())
     return unimplemented("{} is segmented, which kiln does not support", what);
@@ -246,7 +271,7 @@ StatusOr<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& 
   if (!bytes) return out_of_range("{}: dims {} overflow", what, shape_to_string(dims));
 
   if (proto.data_location() == TensorProto::EXTERNAL) {
-    return read_external(proto, model_dir, what, dtype, dims, *bytes);
+    return read_external(proto, model_dir, what, dtype, dims, *bytes, files);
   }
   if (proto.has_raw_data()) {
     if (static_cast<int64_t>(proto.raw_data().size()) != *bytes) {

@@ -2,11 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "onnx/onnx_pb.h"
 
+#include "kiln/base/mapped_file.h"
 #include "kiln/base/status.h"
 #include "kiln/base/tensor.h"
 
@@ -23,13 +26,25 @@ StatusOr<DType> dtype_from_onnx(int32_t elem_type, std::string_view what);
 // that is not a DType enumerator.
 onnx::TensorProto::DataType onnx_type_of(DType dtype);
 
+// The files one import reads external data from, each mapped once, for an import that leaves
+// the weights in their files (ImportOptions::weights_by_reference).
+class ExternalDataFiles {
+ public:
+  // `path`'s mapping, made on the first call for that path.
+  StatusOr<std::shared_ptr<const MappedFile>> map(const std::string& path);
+
+ private:
+  std::map<std::string, std::shared_ptr<const MappedFile>> files_;
+};
+
 // Converts `proto` to a Tensor. Data comes from raw_data, the typed field for its type
 // (float_data, double_data, int64_data, uint64_data for u32/u64, int32_data for the narrower
 // integers, bool and f16/bf16 bit patterns; an out-of-range value is an error) or, for
 // data_location = EXTERNAL, a file inside `model_dir` (empty `model_dir` refuses external data).
 // The data length must match the dims exactly (product overflow-checked). `what` names the tensor
-// in errors ("initializer 'conv0.weight'").
+// in errors ("initializer 'conv0.weight'"). With `files`, external data is not read: the tensor
+// holds its range of the file, mapped through `files` (Tensor::borrow_from_file).
 StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& model_dir,
-                                   std::string_view what);
+                                   std::string_view what, ExternalDataFiles* files = nullptr);
 
 }  // namespace kiln::onnx_import

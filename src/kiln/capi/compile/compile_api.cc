@@ -50,6 +50,8 @@ kiln_status* kiln_compile_file(const char* model_path, const char* module_path,
       return kiln::invalid_argument("kiln_compile_file: model_path and module_path must be set");
     }
     KILN_ASSIGN_OR_RETURN(ParsedOptions parsed, parse_options(options));
+    // The weights stay in the model's files until write_module streams them out and checks them.
+    parsed.import.weights_by_reference = true;
     KILN_ASSIGN_OR_RETURN(kiln::ir::Graph graph,
                           kiln::compiler::load_model(model_path, parsed.import));
     KILN_ASSIGN_OR_RETURN(kiln::module::ModuleContents contents,
