@@ -40,6 +40,21 @@ std::shared_ptr<const MappedFile> map_file(const std::string& path) {
   return std::make_shared<const MappedFile>(std::move(mapped).value());
 }
 
+// A file of `header` bytes, then `count` floats (file_with_floats): its mapping, and the tensor
+// of the floats in it.
+struct FloatsInFile {
+  std::shared_ptr<const MappedFile> file;
+  Tensor tensor;
+};
+
+FloatsInFile floats_in_file(const TempDir& dir, size_t header, size_t count) {
+  write_plain_file(dir.file("w.bin"), file_with_floats(header, count));
+  auto file = map_file(dir.file("w.bin"));
+  Tensor tensor =
+      Tensor::borrow_from_file(DType::kF32, {static_cast<int64_t>(count)}, file, header);
+  return {std::move(file), std::move(tensor)};
+}
+
 void expect_floats(const Tensor& t, size_t count) {
   ASSERT_EQ(t.element_count(), static_cast<int64_t>(count));
   auto values = t.values<float>();
@@ -54,9 +69,7 @@ bool inside(const std::byte* p, const MappedFile& file) {
 
 TEST(FileTensor, AnAlignedRangeIsReadInPlace) {
   TempDir dir;
-  write_plain_file(dir.file("w.bin"), file_with_floats(64, 6));
-  auto file = map_file(dir.file("w.bin"));
-  Tensor t = Tensor::borrow_from_file(DType::kF32, {2, 3}, file, 64);
+  auto [file, t] = floats_in_file(dir, 64, 6);
   EXPECT_FALSE(t.empty_storage());
   EXPECT_EQ(t.data(), file->data() + 64);
   EXPECT_EQ(t.bytes().data(), file->data() + 64);
@@ -68,9 +81,7 @@ TEST(FileTensor, AnAlignedRangeIsReadInPlace) {
 TEST(FileTensor, AnUnalignedRangeIsCopiedOnceWhenAskedForAligned) {
   TempDir dir;
   const size_t count = 3000;  // a few pages
-  write_plain_file(dir.file("w.bin"), file_with_floats(3, count));
-  auto file = map_file(dir.file("w.bin"));
-  Tensor t = Tensor::borrow_from_file(DType::kF32, {static_cast<int64_t>(count)}, file, 3);
+  auto [file, t] = floats_in_file(dir, 3, count);
   EXPECT_FALSE(t.empty_storage());
   // In place until data() is asked for: bytes() reads the file's own bytes.
   EXPECT_EQ(t.bytes().data(), file->data() + 3);
@@ -91,9 +102,7 @@ TEST(FileTensor, AnUnalignedRangeIsCopiedOnceWhenAskedForAligned) {
 
 TEST(FileTensor, ThreadsAskingAtOnceGetOneCopy) {
   TempDir dir;
-  write_plain_file(dir.file("w.bin"), file_with_floats(5, 1000));
-  auto file = map_file(dir.file("w.bin"));
-  const Tensor t = Tensor::borrow_from_file(DType::kF32, {1000}, file, 5);
+  const Tensor t = floats_in_file(dir, 5, 1000).tensor;
   std::vector<const std::byte*> seen(4, nullptr);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < seen.size(); ++i) {
@@ -106,12 +115,7 @@ TEST(FileTensor, ThreadsAskingAtOnceGetOneCopy) {
 
 TEST(FileTensor, KeepsItsFileMapped) {
   TempDir dir;
-  write_plain_file(dir.file("w.bin"), file_with_floats(7, 10));
-  Tensor t;
-  {
-    auto file = map_file(dir.file("w.bin"));
-    t = Tensor::borrow_from_file(DType::kF32, {10}, file, 7);
-  }
+  const Tensor t = floats_in_file(dir, 7, 10).tensor;  // the only holder of the mapping
   std::filesystem::remove(dir.file("w.bin"));
   expect_floats(t, 10);
 }
@@ -119,9 +123,7 @@ TEST(FileTensor, KeepsItsFileMapped) {
 TEST(FileTensor, ReleasedPagesReadBackAndOtherTensorsKeepTheirBytes) {
   TempDir dir;
   const size_t count = 5000;  // spans whole pages
-  write_plain_file(dir.file("w.bin"), file_with_floats(64, count));
-  auto file = map_file(dir.file("w.bin"));
-  Tensor in_place = Tensor::borrow_from_file(DType::kF32, {static_cast<int64_t>(count)}, file, 64);
+  const Tensor in_place = floats_in_file(dir, 64, count).tensor;
   in_place.release_resident();
   in_place.release_resident(4096, 8192);
   in_place.release_resident(3 * count, 1 << 20);  // a range running past the end
