@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kiln/onnx/importer.h"
+#include "kiln/onnx/tensor_proto.h"
 #include "tests/support/onnx/test_models.h"
 
 namespace kiln::onnx_import {
@@ -81,9 +82,16 @@ class ExternalData : public ::testing::TestWithParam<bool> {
 
   static bool by_reference() { return GetParam(); }
 
-  // Rewrites `path` in place with one byte changed, later than the file system's timestamp tick.
+  // Rewrites `path` in place with one byte changed, later than the file system's timestamp tick
+  // (a clock tick of a few milliseconds).
   static void rewrite_in_place(const fs::path& path) {
+    wait_past_timestamp_tick();
+    flip_a_byte(path);
+  }
+  static void wait_past_timestamp_tick() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  static void flip_a_byte(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     bytes[bytes.size() / 2] ^= 0x55;
@@ -205,6 +213,45 @@ TEST_P(ExternalData, ByReferenceBigRawDataStaysInTheModelFile) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(w.data()) % 64, 0u);
   rewrite_in_place(model_dir_ / "model.onnx");
   EXPECT_EQ(w.source_unchanged().ok(), !by_reference());
+}
+
+// A model saved as one file per tensor: the first ExternalDataFiles::kMaxFiles files are mapped,
+// the rest read in; every value is right either way.
+TEST_P(ExternalData, ByReferenceMapsABoundedNumberOfFiles) {
+  const size_t count = ExternalDataFiles::kMaxFiles + 6;
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {int64_t{2}, int64_t{3}});
+  std::string sum = "x";
+  for (size_t i = 0; i < count; ++i) {
+    const std::string name = "w" + std::to_string(i);
+    write_bytes(model_dir_ / (name + ".bin"), float_bytes({1, 2, 3, 4, 5, static_cast<float>(i)}));
+    onnx::TensorProto* w = b.graph().add_initializer();
+    w->set_name(name);
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(2);
+    w->add_dims(3);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* location = w->add_external_data();
+    location->set_key("location");
+    location->set_value(name + ".bin");
+    const std::string next = "s" + std::to_string(i);
+    b.node("Add", {sum, name}, {next});
+    sum = next;
+  }
+  b.output(sum);
+  auto g = import_model(b);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  std::vector<Tensor> constants;
+  for (size_t i = 0; i < count; ++i) {
+    const Tensor w = *g->value(*g->find_value("w" + std::to_string(i))).constant;
+    ASSERT_EQ(w.values<float>()[5], static_cast<float>(i));
+    constants.push_back(w);
+  }
+  wait_past_timestamp_tick();
+  for (size_t i = 0; i < count; ++i) flip_a_byte(model_dir_ / ("w" + std::to_string(i) + ".bin"));
+  size_t tied = 0;
+  for (const Tensor& w : constants) tied += w.source_unchanged().ok() ? 0 : 1;
+  EXPECT_EQ(tied, by_reference() ? ExternalDataFiles::kMaxFiles : 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(ReadInOrByReference, ExternalData, ::testing::Bool(),

@@ -126,14 +126,16 @@ StatusOr<Tensor> read_external(const TensorProto& proto, const std::string& mode
   KILN_ASSIGN_OR_RETURN(ExternalRef ref, parse_external_ref(proto, what));
   KILN_ASSIGN_OR_RETURN(fs::path path, resolve_location(model_dir, ref.location, what));
   std::shared_ptr<const MappedFile> mapped;
-  uint64_t file_size = 0;
   if (files != nullptr && bytes > 0) {
     auto mapping = files->map(path.string());
     if (!mapping.ok()) {
       return Status(mapping.status().code(),
                     fmt::format("{}: external data file: {}", what, mapping.status().message()));
     }
-    mapped = std::move(mapping).value();
+    mapped = std::move(mapping).value();  // null: read in, as without `files`
+  }
+  uint64_t file_size = 0;
+  if (mapped != nullptr) {
     file_size = mapped->size();  // what the mapping holds, checked below like a stat's size
   } else {
     std::error_code ec;
@@ -251,6 +253,7 @@ TensorProto::DataType onnx_type_of(DType dtype) {
 StatusOr<std::shared_ptr<const MappedFile>> ExternalDataFiles::map(const std::string& path) {
   auto known = files_.find(path);
   if (known != files_.end()) return known->second;
+  if (files_.size() >= kMaxFiles) return std::shared_ptr<const MappedFile>();
   KILN_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
   auto shared = std::make_shared<const MappedFile>(std::move(file));
   files_.emplace(path, shared);

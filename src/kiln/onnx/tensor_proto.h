@@ -27,10 +27,14 @@ StatusOr<DType> dtype_from_onnx(int32_t elem_type, std::string_view what);
 onnx::TensorProto::DataType onnx_type_of(DType dtype);
 
 // The files one import reads external data from, each mapped once, for an import that leaves
-// the weights in their files (ImportOptions::weights_by_reference).
+// the weights in their files (ImportOptions::weights_by_reference). At most kMaxFiles files are
+// mapped: each holds a descriptor and one of the process's few guarded mappings
+// (base/mapped_file.h), and a model saved as one file per tensor can have thousands.
 class ExternalDataFiles {
  public:
-  // `path`'s mapping, made on the first call for that path.
+  static constexpr size_t kMaxFiles = 64;
+  // `path`'s mapping, made on the first call for that path; null once kMaxFiles other files are
+  // mapped (the caller then reads the data in).
   StatusOr<std::shared_ptr<const MappedFile>> map(const std::string& path);
 
  private:
