@@ -92,18 +92,14 @@ struct Tensor::FileBytes {
 
 Tensor Tensor::borrow_from_file(DType dtype, ConcreteShape shape,
                                 std::shared_ptr<const MappedFile> file, size_t offset) {
-  Tensor out;
-  out.dtype_ = dtype;
-  out.element_count_ = checked_product(shape).value_or(0);
-  out.shape_ = std::move(shape);
   auto bytes = std::make_shared<FileBytes>();
   bytes->source = file->data() + offset;
-  bytes->size = out.byte_size();
   bytes->file = std::move(file);
-  if (reinterpret_cast<uintptr_t>(bytes->source) % kAlignment == 0) {
-    out.data_ = bytes->source;
-    out.mapped_ = true;
-  }
+  // In place where aligned; else data_ stays null until data() asks for the aligned copy.
+  const bool aligned = reinterpret_cast<uintptr_t>(bytes->source) % kAlignment == 0;
+  Tensor out = borrow(dtype, std::move(shape), aligned ? bytes->source : nullptr, nullptr);
+  out.mapped_ = aligned;
+  bytes->size = out.byte_size();
   out.file_ = std::move(bytes);
   return out;
 }
