@@ -42,8 +42,11 @@ models-qdq-resnet: models
 bench-models: setup
 	@$(PY) bench/corpus_models.py --out $(MODELS)
 
+# ctest runs with TMPDIR in a folder of its own that must be empty afterwards
+# (scripts/no_leftovers.sh): a test that leaves its scratch files behind fails the run.
 test: build models
-	@KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
+	@KILN_MODEL_DIR=$(abspath $(MODELS)) scripts/no_leftovers.sh $(BUILD)/test-tmp -- \
+	  ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
 
 # The GPU checks that are too slow for `make test` where the GPU is lavapipe (ResNet-50 on the
 # Vulkan device at N = 1, 2, 3; triage of a fault planted in a GPU conv): scripts/test_gpu.sh.
@@ -85,8 +88,8 @@ sanitize: build models
 	@JOBS=$(JOBS) scripts/hardened_build.sh $(BUILD)-fuzz
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(abspath scripts/lsan_suppressions.txt) \
-	  KILN_MODEL_DIR=$(abspath $(MODELS)) ctest --test-dir $(BUILD)-fuzz -j$(JOBS) \
-	  --output-on-failure -E '$(SANITIZE_EXCLUDE)'
+	  KILN_MODEL_DIR=$(abspath $(MODELS)) scripts/no_leftovers.sh $(BUILD)-fuzz/test-tmp -- \
+	  ctest --test-dir $(BUILD)-fuzz -j$(JOBS) --output-on-failure -E '$(SANITIZE_EXCLUDE)'
 	@JOBS=$(JOBS) scripts/thread_sanitizer_build.sh $(BUILD)-tsan $(BUILD)/tools/kiln $(MODELS)
 
 # libFuzzer targets (clang), each run for FUZZ_SECONDS on seeds made from the test models; then

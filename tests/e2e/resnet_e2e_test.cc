@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <map>
 
@@ -14,6 +13,7 @@
 #include "kiln/compiler/pipeline.h"
 #include "kiln/runtime/session.h"
 #include "kiln/tooling/comparator.h"
+#include "tests/support/files.h"
 #include "tests/support/test_env.h"
 
 namespace kiln {
@@ -57,14 +57,10 @@ Tensor run_one(runtime::Session& session, const Tensor& input) {
 
 class ResNet50 : public ::testing::TestWithParam<std::string> {
  protected:
+  // The modules of this process's tests (100 MB each), removed when the process exits.
   static std::string work_dir() {
-    static std::string dir = [] {
-      auto path =
-          std::filesystem::temp_directory_path() / ("kiln_resnet_e2e_" + std::to_string(getpid()));
-      std::filesystem::create_directories(path);
-      return path.string();
-    }();
-    return dir;
+    static const testing::TempDir dir;
+    return dir.path().string();
   }
   // One dynamic module per model, shared by the tests of this process.
   runtime::Session& dynamic_session() {

@@ -59,6 +59,8 @@ async function runJob(ort, job) {
 }
 
 async function main() {
+  // ORT's telemetry otherwise leaves an empty mat-debug-PID.log in $TMPDIR on every start.
+  process.env.ORT_DISABLE_TELEMETRY = '1';
   const ort = require(ORT_DIR);
   const jobs = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
   for (const job of jobs) {

@@ -203,6 +203,8 @@ async function main() {
   const opts = parseArgs(process.argv.slice(2));
   let ort;
   try {
+    // ORT's telemetry otherwise leaves an empty mat-debug-PID.log in $TMPDIR on every start.
+    process.env.ORT_DISABLE_TELEMETRY = '1';
     ort = require('onnxruntime-node');
   } catch (e) {
     die(`cannot load onnxruntime-node (${e.message}); run: cd ${__dirname} && ONNXRUNTIME_NODE_INSTALL=skip npm install`);

@@ -12,20 +12,14 @@
 
 #include "kiln/graph_eval/graph_eval.h"
 #include "kiln/onnx/importer.h"
+#include "tests/support/files.h"
 #include "tests/support/onnx/test_models.h"
 
 namespace kiln::onnx_import {
 namespace {
 
 using namespace testing;
-
-std::string temp_path(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  auto dir = std::filesystem::temp_directory_path() /
-             ("kiln_exporter_" + std::to_string(getpid()) + "_" + info->name());
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
+using ::kiln::testing::TempDir;
 
 // x[N,2,4,4] -> conv (3x3, pad 1) -> relu -> add(x') where x' = conv's input through an
 // identity-like maxpool (k1) -> flatten.
@@ -57,6 +51,7 @@ ir::NodeId node_id(const ir::Graph& g, const std::string& name) {
 }
 
 TEST(ExportSubgraph, RoundTripComputesTheSameValues) {
+  TempDir dir;
   auto graph = import_bytes(small_model().bytes().data(), small_model().bytes().size(), "");
   ASSERT_TRUE(graph.ok()) << graph.status().to_string();
   Tensor x = Tensor::create(DType::kF32, {2, 2, 4, 4}).value();
@@ -68,7 +63,7 @@ TEST(ExportSubgraph, RoundTripComputesTheSameValues) {
   const std::vector<ir::NodeId> nodes = {node_id(*graph, "conv"), node_id(*graph, "relu"),
                                          node_id(*graph, "add")};
   const std::vector<ir::ValueId> outputs = {graph->find_value("s").value()};
-  const std::string path = temp_path("sub.onnx");
+  const std::string path = dir.file("sub.onnx");
   Status exported = export_subgraph(*graph, nodes, outputs, "sub", path);
   ASSERT_TRUE(exported.ok()) << exported.to_string();
 
@@ -93,6 +88,7 @@ TEST(ExportSubgraph, RoundTripComputesTheSameValues) {
 // An optimizer of ai.onnx.preview.training goes back into its domain (kiln's IR knows it by name
 // alone), so the exported model passes the checker and imports again.
 TEST(ExportSubgraph, TrainingDomainOpsKeepTheirDomain) {
+  TempDir dir;
   ModelBuilder b;
   auto* training = b.model.add_opset_import();
   training->set_domain("ai.onnx.preview.training");
@@ -109,7 +105,7 @@ TEST(ExportSubgraph, TrainingDomainOpsKeepTheirDomain) {
   const std::vector<ir::NodeId> nodes = {node_id(*graph, "adagrad")};
   const std::vector<ir::ValueId> outputs = {graph->find_value("x_new").value(),
                                             graph->find_value("h_new").value()};
-  const std::string path = temp_path("adagrad.onnx");
+  const std::string path = dir.file("adagrad.onnx");
   Status exported = export_subgraph(*graph, nodes, outputs, "sub", path);
   ASSERT_TRUE(exported.ok()) << exported.to_string();
   auto again = import_file(path);
@@ -120,9 +116,10 @@ TEST(ExportSubgraph, TrainingDomainOpsKeepTheirDomain) {
 }
 
 TEST(ExportSubgraph, RefusesWhatOnnxCannotSay) {
+  TempDir dir;
   auto graph = import_bytes(small_model().bytes().data(), small_model().bytes().size(), "");
   ASSERT_TRUE(graph.ok());
-  const std::string path = temp_path("bad.onnx");
+  const std::string path = dir.file("bad.onnx");
   const std::vector<ir::NodeId> relu = {node_id(*graph, "relu")};
   const std::vector<ir::ValueId> r = {graph->find_value("r").value()};
   const std::vector<ir::ValueId> s = {graph->find_value("s").value()};
@@ -143,12 +140,13 @@ TEST(ExportSubgraph, RefusesWhatOnnxCannotSay) {
 }
 
 TEST(WriteModelWithOutputs, ExposesIntermediates) {
-  const std::string model = temp_path("model.onnx");
+  TempDir dir;
+  const std::string model = dir.file("model.onnx");
   {
     std::ofstream out(model, std::ios::binary);
     out << small_model().bytes();
   }
-  const std::string copy = temp_path("copy.onnx");
+  const std::string copy = dir.file("copy.onnx");
   const std::vector<std::pair<std::string, DType>> extra = {
       {"c", DType::kF32}, {"p", DType::kF32}, {"f", DType::kF32}};
   Status written = write_model_with_outputs(model, extra, copy);
@@ -159,7 +157,7 @@ TEST(WriteModelWithOutputs, ExposesIntermediates) {
   EXPECT_EQ(graph->value(graph->outputs()[1]).name, "c");
 
   const std::vector<std::pair<std::string, DType>> unknown = {{"nope", DType::kF32}};
-  Status missing = write_model_with_outputs(model, unknown, temp_path("copy2.onnx"));
+  Status missing = write_model_with_outputs(model, unknown, dir.file("copy2.onnx"));
   EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(missing.message().find("'nope'"), std::string::npos);
 }
