@@ -303,5 +303,49 @@ TEST_F(GemmKernelTest, BestIsaFollowsTheCpuAndDnnlMaxCpuIsa) {
   EXPECT_EQ(best_isa(), want_avx512 ? Isa::kAvx512 : Isa::kAvx2) << (cap ? cap : "(unset)");
 }
 
+// pack() against the layout gemm_kernel.h states: matrix i's element (r, c) at
+// packed[i * packed_floats(k, n) + (c / 16) * k * 16 + r * 16 + c % 16], zeros where the last panel
+// has no column. Plain and transposed reads (a transposed one takes the 8 x 8 register path for
+// whole panels and 8 rows), ragged k and n, several matrices at their offsets.
+TEST(GemmPack, EveryReadOfTheSourcePacksTheLayoutTheHeaderStates) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const int64_t k : {1, 7, 8, 13, 64, 67}) {
+    for (const int64_t n : {1, 5, 16, 17, 40, 197}) {
+      for (const bool transposed : {false, true}) {
+        SCOPED_TRACE(fmt::format("k {} n {} {}", k, n, transposed ? "transposed" : "plain"));
+        // Transposed: column c contiguous along k, columns 3 floats apart beyond k (a view of a
+        // wider row, as K's columns in a fused QKV product).
+        const int64_t row_stride = transposed ? 1 : n + 2;
+        const int64_t col_stride = transposed ? k + 3 : 1;
+        const int64_t extent = (k - 1) * row_stride + (n - 1) * col_stride + 1;
+        const std::vector<int64_t> offsets = {5, 5 + extent + 9, 5 + 2 * (extent + 9)};
+        std::vector<float> src(static_cast<size_t>(offsets.back() + extent + 4));
+        for (float& v : src) v = dist(rng);
+        const int64_t per = packed_floats(k, n);
+        std::unique_ptr<float, decltype(&std::free)> packed(
+            static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(3 * per) * 4)),
+            &std::free);
+        std::fill(packed.get(), packed.get() + 3 * per, std::numeric_limits<float>::quiet_NaN());
+        pack(k, n, src.data(), offsets, row_stride, col_stride, packed.get());
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < 3; ++i) {
+          for (int64_t r = 0; r < k; ++r) {
+            for (int64_t c = 0; c < panel_count(n) * kPanelColumns; ++c) {
+              const float want = c < n ? src[static_cast<size_t>(offsets[static_cast<size_t>(i)] +
+                                                                 r * row_stride + c * col_stride)]
+                                       : 0.0f;
+              const float got = packed.get()[i * per + (c / kPanelColumns) * k * kPanelColumns +
+                                             r * kPanelColumns + c % kPanelColumns];
+              if (std::memcmp(&want, &got, sizeof(float)) != 0) ++wrong;
+            }
+          }
+        }
+        EXPECT_EQ(wrong, 0);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::hal::cpu::gemm
