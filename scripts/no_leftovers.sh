@@ -6,11 +6,13 @@
 # named. KILN_KEEP_TEST_DIRS=1 (tests keep their folders for a look) skips the check.
 # Usage: scripts/no_leftovers.sh DIR -- COMMAND [ARG...]
 set -uo pipefail
-dir=${1:?usage: scripts/no_leftovers.sh DIR -- COMMAND [ARG...]}
-shift
-[ "${1:-}" = "--" ] || { echo "usage: scripts/no_leftovers.sh DIR -- COMMAND [ARG...]" >&2; exit 2; }
-shift
-(($#)) || { echo "usage: scripts/no_leftovers.sh DIR -- COMMAND [ARG...]" >&2; exit 2; }
+usage() {
+  echo "usage: scripts/no_leftovers.sh DIR -- COMMAND [ARG...]" >&2
+  exit 2
+}
+(($# >= 3)) && [ "$2" = "--" ] || usage
+dir=$1
+shift 2
 rm -rf "$dir" && mkdir -p "$dir" || exit 2
 TMPDIR=$(cd "$dir" && pwd) "$@"
 rc=$?

@@ -467,8 +467,7 @@ void pack(int64_t k, int64_t n, const float* src, std::span<const int64_t> offse
   const int64_t panels = panel_count(n);
   const int64_t per_matrix = packed_floats(k, n);
   const int64_t items = static_cast<int64_t>(offsets.size()) * panels;
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  const bool transposed = row_stride == 1 && col_stride != 1 && avx2;
+  const bool transposed = row_stride == 1 && col_stride != 1 && cpu_supported();
 #pragma omp parallel for schedule(static) if (items * k * kPanelColumns > (int64_t{1} << 15))
   for (int64_t item = 0; item < items; ++item) {
     const int64_t i = item / panels, panel = item % panels;
