@@ -19,6 +19,7 @@
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/op_attributes.h"
 #include "kiln/kernels/quantize.h"
+#include "kiln/kernels/softmax_lane.h"
 
 namespace kiln::kernels {
 namespace {
@@ -59,7 +60,9 @@ constexpr std::array kMatmulDtypes = {DType::kF16, DType::kBF16, DType::kF32, DT
 // MatMul; then its optional input 2 'kiln_bias' [N] is added to every row, then input 3
 // 'kiln_residual' (the output's shape) element by element: the same operations, in the same order,
 // as MatMul then Mul then Add then Add. Its attribute 'kiln_activation' ("gelu" or "gelu_tanh",
-// activation.h) then applies GELU to every element, as a Gelu node after them.
+// activation.h) then applies GELU to every element, as a Gelu node after them; or its attribute
+// 'kiln_softmax' = 1 then applies Softmax along the last axis (each row of the result), as an
+// opset-13 Softmax node after them (softmax_lane.h: in double, rounded once).
 
 // `a` and `b` name the operands in errors (MatMul: input 0 'A', input 1 'B'; QLinearMatMul:
 // input 0 'a', input 3 'b').
@@ -85,13 +88,14 @@ StatusOr<Shape> matmul_shape(const ValueType& a, const ValueType& b,
 }
 
 Status infer_matmul(InferArgs& args) {
-  KILN_RETURN_IF_ERROR(
-      check_known_attributes(args.attributes, {kActivationAttribute, kMatmulScaleAttribute}));
+  KILN_RETURN_IF_ERROR(check_known_attributes(
+      args.attributes, {kActivationAttribute, kMatmulScaleAttribute, kMatmulSoftmaxAttribute}));
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
   KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "A"));
   KILN_RETURN_IF_ERROR(check_dtype(a, 0, "A", kMatmulDtypes));
   KILN_RETURN_IF_ERROR(read_matmul_activation(args.attributes, a.dtype).status());
   KILN_RETURN_IF_ERROR(read_matmul_scale(args.attributes, a.dtype).status());
+  KILN_ASSIGN_OR_RETURN(const bool softmax, read_matmul_softmax(args.attributes, a.dtype));
   KILN_ASSIGN_OR_RETURN(ValueType b, required_input(args, 1, "B"));
   KILN_RETURN_IF_ERROR(check_same_dtype(b, 1, "B", a.dtype, "input 0 'A'"));
   KILN_ASSIGN_OR_RETURN(Shape out, matmul_shape(a, b));
@@ -119,6 +123,11 @@ Status infer_matmul(InferArgs& args) {
                            fmt::format("input 3 'kiln_residual' dim {} (the product's shape {})", i,
                                        shape_to_string(out))));
     }
+  }
+  if (softmax && b.shape.size() < 2) {
+    // The softmax runs along B's columns, which a 1-D B does not give the output.
+    return invalid_argument("attribute '{}' needs input 1 'B' of rank >= 2, got {}",
+                            kMatmulSoftmaxAttribute, shape_to_string(b.shape));
   }
   args.outputs = {ValueType{a.dtype, std::move(out)}};
   return ok_status();
@@ -185,15 +194,17 @@ struct MatmulEpilogue {
   std::optional<float> scale;  // times this, float products only
   bool bias = false, residual = false;
   FusedActivation activation;
+  bool softmax = false;  // Softmax along each row, last (float products only)
 };
 
 // y = a @ b per batch, then * scale when set (floats), then + bias[j] on every row when `bias` is
 // set, then
-// + residual (y's shape) when set, then the activation; y fully written.
+// + residual (y's shape) when set, then the activation, then the softmax of the row when set;
+// y fully written.
 template <typename C>
 void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y, const C* bias = nullptr,
                  const C* residual = nullptr, const FusedActivation& activation = {},
-                 std::optional<float> scale = std::nullopt) {
+                 std::optional<float> scale = std::nullopt, bool softmax = false) {
   const auto batches = static_cast<int64_t>(d.a_batch.size());
   const int64_t m = d.m, k = d.k, n = d.n;
   parallel_rows(batches * m, k * n, [&](int64_t job) {
@@ -225,6 +236,11 @@ void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y, const C* bia
       if (activation.kind != FusedActivation::Kind::kNone) {
         for (int64_t j = 0; j < n; ++j) row[j] = activation.apply(row[j]);
       }
+      if (softmax) {
+        softmax_lane(
+            n, [row](int64_t j) { return static_cast<double>(row[j]); },
+            [row](int64_t j, double r) { row[j] = static_cast<C>(r); });
+      }
     }
   });
 }
@@ -239,7 +255,7 @@ class MatMulKernel : public Kernel {
         if constexpr (std::is_same_v<T, C>) {
           matmul_core<C>(d_, in[0].as<T>(), in[1].as<T>(), out[0].as<T>(),
                          e_.bias ? in[2].as<T>() : nullptr, e_.residual ? in[3].as<T>() : nullptr,
-                         e_.activation, e_.scale);
+                         e_.activation, e_.scale, e_.softmax);
         } else {
           const std::vector<C> a = widen<C, T>(in[0]);
           const std::vector<C> b = widen<C, T>(in[1]);
@@ -248,7 +264,8 @@ class MatMulKernel : public Kernel {
           const int64_t total = out[0].element_count();
           std::vector<C> y(static_cast<size_t>(total));
           matmul_core<C>(d_, a.data(), b.data(), y.data(), e_.bias ? bias.data() : nullptr,
-                         e_.residual ? residual.data() : nullptr, e_.activation, e_.scale);
+                         e_.residual ? residual.data() : nullptr, e_.activation, e_.scale,
+                         e_.softmax);
           for (int64_t i = 0; i < total; ++i) store(out[0].as<T>(), i, y[i]);
         }
         return ok_status();
@@ -270,6 +287,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
   KILN_ASSIGN_OR_RETURN(e.activation,
                         read_matmul_activation(args.attributes, args.inputs[0]->dtype));
   KILN_ASSIGN_OR_RETURN(e.scale, read_matmul_scale(args.attributes, args.inputs[0]->dtype));
+  KILN_ASSIGN_OR_RETURN(e.softmax, read_matmul_softmax(args.attributes, args.inputs[0]->dtype));
   return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(
       matmul_dims(args.input_dims(0), args.input_dims(1)), std::move(e)));
 }

@@ -155,6 +155,48 @@ TEST(MatMul, KilnScaleMultipliesTheSumBeforeTheBias) {
   EXPECT_FALSE(infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}}, text).ok());
 }
 
+// kiln's MatMul softmax (attribute kiln_softmax, passes::fuse_matmul): Softmax along each row of
+// the product after its scale and bias, hand-computed; a NaN makes its row NaN. Only 0 or 1, on
+// float products with a B of rank >= 2 and without kiln_activation.
+TEST(MatMul, KilnSoftmaxNormalizesEachRowLast) {
+  // [[1, 2], [0, 1]] @ [[1, 0, 0], [0, 1, 0]] = [[1, 2, 0], [0, 1, 0]], * 2, + bias [0, 0, NaN]
+  // in row 1 only by a NaN of A: row 0 is softmax([2, 4, 0]), row 1 NaN.
+  Attributes a;
+  a.set(kMatmulScaleAttribute, 2.0);
+  a.set(kMatmulSoftmaxAttribute, int64_t{1});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto y = run_one("MatMul", {f64({2, 2}, {1, 2, nan, 1}), f64({2, 3}, {1, 0, 0, 0, 1, 0})}, a);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const std::vector<double> v = values_of<double>(y);
+  const double sum = std::exp(2.0) + std::exp(4.0) + std::exp(0.0);
+  EXPECT_NEAR(v[0], std::exp(2.0) / sum, 1e-15);
+  EXPECT_NEAR(v[1], std::exp(4.0) / sum, 1e-15);
+  EXPECT_NEAR(v[2], 1.0 / sum, 1e-15);
+  for (size_t i = 3; i < 6; ++i) EXPECT_TRUE(std::isnan(v[i])) << i;
+  const std::vector<ValueType> floats = {{DType::kF32, {2, 8}}, {DType::kF32, {8, 5}}};
+  Attributes softmax_only;
+  softmax_only.set(kMatmulSoftmaxAttribute, int64_t{1});
+  Attributes two;
+  two.set(kMatmulSoftmaxAttribute, int64_t{2});
+  EXPECT_TRUE(has_error(infer_shape("MatMul", floats, two).status(), StatusCode::kInvalidArgument,
+                        {"kiln_softmax", "0 or 1", "2"}));
+  EXPECT_TRUE(has_error(
+      infer_shape("MatMul", {{DType::kI32, {2, 8}}, {DType::kI32, {8, 5}}}, softmax_only).status(),
+      StatusCode::kUnimplemented, {"kiln_softmax", "needs a float product", "i32"}));
+  EXPECT_TRUE(
+      has_error(infer_shape("MatMul", {{DType::kF32, {2, 8}}, {DType::kF32, {8}}}, a).status(),
+                StatusCode::kInvalidArgument, {"kiln_softmax", "input 1 'B' of rank >= 2", "[8]"}));
+  Attributes with_gelu = a;
+  with_gelu.set(kActivationAttribute, std::string("gelu"));
+  EXPECT_TRUE(has_error(infer_shape("MatMul", floats, with_gelu).status(),
+                        StatusCode::kInvalidArgument, {"kiln_softmax", "kiln_activation"}));
+  Attributes off;
+  off.set(kMatmulSoftmaxAttribute, int64_t{0});
+  auto plain = run_one("MatMul", {f64({1, 2}, {1, 2}), f64({2, 1}, {1, 1})}, off);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(values_of<double>(plain), std::vector<double>{3.0});
+}
+
 TEST(MatMul, KilnResidualAddsPerElementAfterTheBias) {
   // [[1, 2], [3, 4]] @ [[1], [1]] = [[3], [7]], + bias [1], + residual [[0.5], [NaN]].
   const double nan = std::numeric_limits<double>::quiet_NaN();

@@ -33,6 +33,7 @@
 #include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/op_attributes.h"
 #include "kiln/kernels/reduce_geometry.h"
+#include "kiln/kernels/softmax_lane.h"
 
 namespace kiln::kernels {
 namespace {
@@ -130,20 +131,12 @@ class LaneKernel : public Kernel {
             for (int64_t k = 0; k < n; ++k) norm += p_ == 1 ? std::fabs(v(k)) : v(k) * v(k);
             if (p_ == 2) norm = std::sqrt(norm);
             for (int64_t k = 0; k < n; ++k) put(k, norm == 0 ? 0.0 : v(k) / norm);
+          } else if constexpr (L == Lane::kSoftmax) {
+            softmax_lane(n, v, put);
           } else {
-            double m = -std::numeric_limits<double>::infinity();
-            for (int64_t k = 0; k < n; ++k) {
-              const double c = v(k);
-              if (c > m || std::isnan(c)) m = c;
-            }
-            double sum = 0;
-            for (int64_t k = 0; k < n; ++k) sum += std::exp(v(k) - m);
-            if constexpr (L == Lane::kSoftmax) {
-              for (int64_t k = 0; k < n; ++k) put(k, std::exp(v(k) - m) / sum);
-            } else {
-              const double shift = m + std::log(sum);
-              for (int64_t k = 0; k < n; ++k) put(k, v(k) - shift);
-            }
+            const SoftmaxStats stats = softmax_stats(n, v);
+            const double shift = stats.max + std::log(stats.sum);
+            for (int64_t k = 0; k < n; ++k) put(k, v(k) - shift);
           }
         }
       });

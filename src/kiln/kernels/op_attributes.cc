@@ -58,6 +58,25 @@ StatusOr<std::optional<float>> read_matmul_scale(const Attributes& attributes, D
   return std::optional<float>(scale);
 }
 
+StatusOr<bool> read_matmul_softmax(const Attributes& attributes, DType dtype) {
+  KILN_ASSIGN_OR_RETURN(int64_t value, attributes.get_int(kMatmulSoftmaxAttribute, 0));
+  if (value != 0 && value != 1) {
+    return invalid_argument("MatMul's attribute '{}' must be 0 or 1, got {}",
+                            kMatmulSoftmaxAttribute, value);
+  }
+  if (value == 0) return false;
+  if (!is_float(dtype)) {
+    return unimplemented("MatMul's attribute '{}' needs a float product, got {}",
+                         kMatmulSoftmaxAttribute, dtype_name(dtype));
+  }
+  KILN_ASSIGN_OR_RETURN(FusedActivation activation, read_fused_activation(attributes));
+  if (activation.kind != FusedActivation::Kind::kNone) {
+    return invalid_argument("MatMul's attributes '{}' and '{}' do not go together",
+                            kMatmulSoftmaxAttribute, kActivationAttribute);
+  }
+  return true;
+}
+
 StatusOr<PoolAttributes> read_pool_attributes(std::string_view op_type,
                                               const Attributes& attributes,
                                               std::span<const int64_t> x) {

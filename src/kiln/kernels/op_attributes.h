@@ -71,6 +71,13 @@ StatusOr<FusedActivation> read_matmul_activation(const Attributes& attributes, D
 inline constexpr const char* kMatmulScaleAttribute = "kiln_scale";
 StatusOr<std::optional<float>> read_matmul_scale(const Attributes& attributes, DType dtype);
 
+// MatMul's fused softmax (passes::fuse_matmul): whether the attribute kiln_softmax = 1 asks for
+// Softmax along the result's last axis after the rest of the epilogue (attention's scores); on a
+// float product without kiln_activation only, of rank >= 1; 0 or absent is no softmax, any other
+// value is InvalidArgument.
+inline constexpr const char* kMatmulSoftmaxAttribute = "kiln_softmax";
+StatusOr<bool> read_matmul_softmax(const Attributes& attributes, DType dtype);
+
 // Gelu's `approximate`: true for "tanh", false for "none".
 StatusOr<bool> read_gelu_tanh_approximation(const Attributes& attributes);
 

@@ -6,6 +6,16 @@
 // then x / c, bit for bit; a Mul is the same multiplication. f32 products with no bias, residual
 // or activation yet (the scale applies first); a and b may be computed.
 //
+// A scale of an operand instead, MatMul(Div(a, c), b) or MatMul(Mul(a, s), b) (either operand,
+// Mul in either order; PyTorch's MultiheadAttention divides q by sqrt(d) before q k^T), folds the
+// same way when the factor (s or 1/c) is a power of two and the scaled operand is read by the
+// MatMul alone: then the Div no longer materialises its copy of the operand, and a head split
+// before it becomes a view the product reads in place. Scaling by a power of two commutes with
+// every rounding of the sum, so (a/c) b and (a b)/c are the same floats wherever no scaled
+// operand, product or partial sum leaves f32's normal range (a result below 2^-126 loses its low
+// bits at another step; a sum above FLT_MAX * |factor| overflows in one order only). ONNX
+// Runtime folds such scales into its own products' alpha too (its MatMulScaleFusion).
+//
 // Then Add(MatMul(x, W), bias) with W a constant matrix and bias a constant [N] (or [1,
 // ..., 1, N]) becomes MatMul(x, W, bias): kiln's input 2 'kiln_bias' (kernels/linalg.cc), which
 // the CPU backend adds in its kernel's epilogue instead of running a separate broadcast Add. Then
@@ -56,8 +66,11 @@ std::optional<Tensor> bias_of(const ir::Value& v, DType dtype, int64_t n) {
   return std::move(t).value();
 }
 
-// A MatMul whose product ends with an activation: nothing more is added after it.
-bool has_activation(const ir::Node& mm) { return mm.attributes.has(kernels::kActivationAttribute); }
+// A MatMul whose product ends with an activation or a softmax: nothing more is added after it.
+bool ends_with_function(const ir::Node& mm) {
+  return mm.attributes.has(kernels::kActivationAttribute) ||
+         mm.attributes.has(kernels::kMatmulSoftmaxAttribute);
+}
 
 // Whether MatMul `mm`'s B is a constant f32 or f64 matrix (rank 2), as every fusion here asks.
 bool constant_matrix_b(const ir::Graph& graph, const ir::Node& mm) {
@@ -86,30 +99,80 @@ std::optional<float> exact_reciprocal(float c) {
   return reciprocal;
 }
 
+// A MatMul that can take a kiln_scale: f32, its two operands only, no scale or activation yet.
+bool takes_scale(const ir::Graph& graph, const ir::Node& mm) {
+  return mm.op_type == "MatMul" && mm.inputs.size() == 2 && mm.outputs.size() == 1 &&
+         !ends_with_function(mm) && !mm.attributes.has(kernels::kMatmulScaleAttribute) &&
+         graph.value(mm.inputs[0]).dtype == DType::kF32;
+}
+
+// The factor of a Mul or Div node by a constant scalar that broadcasts nothing up (the output has
+// the scaled value's shape), and the value it scales: Div(x, c) gives 1/c where that is exact,
+// Mul(x, s) or Mul(s, x) gives s.
+struct ScalarScale {
+  ir::ValueId scaled;
+  float factor;
+};
+std::optional<ScalarScale> scalar_scale(const ir::Graph& graph, const ir::Node& op) {
+  if ((op.op_type != "Mul" && op.op_type != "Div") || op.inputs.size() != 2 ||
+      op.outputs.size() != 1 || op.inputs[0] == op.inputs[1]) {
+    return std::nullopt;
+  }
+  const size_t rank = graph.value(op.outputs[0]).shape.size();
+  for (size_t slot : {size_t{1}, size_t{0}}) {
+    // Div only as x over c.
+    if (op.op_type == "Div" && slot == 0) break;
+    const std::optional<float> value = scalar_of(graph.value(op.inputs[slot]), rank);
+    if (!value) continue;
+    const std::optional<float> factor = op.op_type == "Mul" ? value : exact_reciprocal(*value);
+    const ir::ValueId scaled = op.inputs[1 - slot];
+    if (!factor || graph.value(scaled).shape.size() != rank) return std::nullopt;
+    return ScalarScale{scaled, *factor};
+  }
+  return std::nullopt;
+}
+
+// Whether `f` is a power of two (either sign): scaling by it rounds nothing in the normal range.
+bool power_of_two(float f) {
+  int exponent = 0;
+  return std::isfinite(f) && f != 0.0f && std::abs(std::frexp(f, &exponent)) == 0.5f;
+}
+
+// MatMul(scale(a), b) or MatMul(a, scale(b)), by a power of two, the scaled operand read by the
+// MatMul alone.
+bool fuse_operand_scale(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+                        ir::NodeId id) {
+  if (!takes_scale(graph, graph.node(id))) return false;
+  for (size_t slot = 0; slot < 2; ++slot) {
+    const ir::ValueId operand = graph.node(id).inputs[slot];
+    const ir::Value& v = graph.value(operand);
+    if (!v.producer || sole_consumer(graph, consumers, operand) != id) continue;
+    const ir::NodeId op_id = *v.producer;
+    const std::optional<ScalarScale> scale = scalar_scale(graph, graph.node(op_id));
+    if (!scale || !power_of_two(scale->factor) || graph.value(scale->scaled).dtype != DType::kF32) {
+      continue;
+    }
+    std::vector<std::string> origins = graph.node(op_id).origins;
+    ir::Node& mm = graph.node(id);
+    mm.inputs[slot] = scale->scaled;
+    mm.attributes.set(kernels::kMatmulScaleAttribute, static_cast<double>(scale->factor));
+    mm.origins.insert(mm.origins.begin(), origins.begin(), origins.end());
+    graph.erase_node(op_id);
+    return true;
+  }
+  return false;
+}
+
 bool fuse_scale(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                 ir::NodeId id) {
   const ir::Node& mm = graph.node(id);
-  if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1 ||
-      has_activation(mm) || mm.attributes.has(kernels::kMatmulScaleAttribute) ||
-      graph.value(mm.inputs[0]).dtype != DType::kF32) {
-    return false;
-  }
+  if (!takes_scale(graph, mm)) return false;
   const ir::ValueId y = mm.outputs[0];
   auto op_id = sole_consumer(graph, consumers, y);
   if (!op_id) return false;
-  const ir::Node& op = graph.node(*op_id);
-  if ((op.op_type != "Mul" && op.op_type != "Div") || op.inputs.size() != 2 ||
-      op.inputs[0] == op.inputs[1]) {
-    return false;
-  }
-  // Div only as the product over c; Mul in either order.
-  if (op.op_type == "Div" && op.inputs[0] != y) return false;
-  const ir::ValueId other = op.inputs[0] == y ? op.inputs[1] : op.inputs[0];
-  const std::optional<float> value = scalar_of(graph.value(other), graph.value(y).shape.size());
-  if (!value) return false;
-  const std::optional<float> scale = op.op_type == "Mul" ? value : exact_reciprocal(*value);
-  if (!scale) return false;
-  graph.node(id).attributes.set(kernels::kMatmulScaleAttribute, static_cast<double>(*scale));
+  const std::optional<ScalarScale> scale = scalar_scale(graph, graph.node(*op_id));
+  if (!scale || scale->scaled != y) return false;
+  graph.node(id).attributes.set(kernels::kMatmulScaleAttribute, static_cast<double>(scale->factor));
   absorb_successor(graph, id, *op_id);
   return true;
 }
@@ -118,7 +181,7 @@ bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& con
                ir::NodeId id) {
   const ir::Node& mm = graph.node(id);
   if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1 ||
-      has_activation(mm)) {
+      ends_with_function(mm)) {
     return false;
   }
   if (!constant_matrix_b(graph, mm)) return false;
@@ -154,7 +217,7 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
                    ir::NodeId id) {
   const ir::Node& mm = graph.node(id);
   if (mm.op_type != "MatMul" || mm.inputs.size() > 3 || mm.outputs.size() != 1 ||
-      has_activation(mm)) {
+      ends_with_function(mm)) {
     return false;
   }
   if (!constant_matrix_b(graph, mm)) return false;
@@ -182,7 +245,7 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
 bool fuse_gelu_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                           ir::NodeId id) {
   const ir::Node& mm = graph.node(id);
-  if (mm.op_type != "MatMul" || mm.outputs.size() != 1 || has_activation(mm) ||
+  if (mm.op_type != "MatMul" || mm.outputs.size() != 1 || ends_with_function(mm) ||
       !constant_matrix_b(graph, mm)) {
     return false;
   }
@@ -199,6 +262,30 @@ bool fuse_gelu_activation(ir::Graph& graph, const std::vector<std::vector<ir::No
   return true;
 }
 
+// An f32 MatMul with a B of rank >= 2 whose only consumer is an opset-13 Softmax along the last
+// axis (attention's scores).
+bool fuse_softmax(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+                  ir::NodeId id) {
+  const ir::Node& mm = graph.node(id);
+  if (mm.op_type != "MatMul" || mm.outputs.size() != 1 || ends_with_function(mm) ||
+      graph.opset < 13 || graph.value(mm.inputs[0]).dtype != DType::kF32 ||
+      graph.value(mm.inputs[1]).shape.size() < 2) {
+    return false;
+  }
+  auto softmax_id = sole_consumer(graph, consumers, mm.outputs[0]);
+  if (!softmax_id) return false;
+  const ir::Node& softmax = graph.node(*softmax_id);
+  if (softmax.op_type != "Softmax" || softmax.inputs.size() != 1 || softmax.outputs.size() != 1) {
+    return false;
+  }
+  const auto rank = static_cast<int64_t>(graph.value(mm.outputs[0]).shape.size());
+  auto axis = kernels::read_softmax_axis(softmax.attributes, rank);
+  if (!axis.ok() || *axis != rank - 1) return false;
+  graph.node(id).attributes.set(kernels::kMatmulSoftmaxAttribute, int64_t{1});
+  absorb_successor(graph, id, *softmax_id);
+  return true;
+}
+
 }  // namespace
 
 StatusOr<int> fuse_matmul(ir::Graph& graph) {
@@ -206,10 +293,11 @@ StatusOr<int> fuse_matmul(ir::Graph& graph) {
   auto consumers = graph.consumers();
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
     if (graph.node(id).outputs.empty()) continue;
-    // The scale first, then the bias, the residual after it, then the activation, on the same
-    // MatMul.
-    while (fuse_scale(graph, consumers, id) || fuse_bias(graph, consumers, id) ||
-           fuse_residual(graph, consumers, id) || fuse_gelu_activation(graph, consumers, id)) {
+    // The scale first, then the bias, the residual after it, then the activation or the
+    // softmax, on the same MatMul.
+    while (fuse_operand_scale(graph, consumers, id) || fuse_scale(graph, consumers, id) ||
+           fuse_bias(graph, consumers, id) || fuse_residual(graph, consumers, id) ||
+           fuse_gelu_activation(graph, consumers, id) || fuse_softmax(graph, consumers, id)) {
       ++rewrites;
       consumers = graph.consumers();
     }

@@ -24,9 +24,12 @@
 //   fuse_layer_norm layer normalization written out (ReduceMean, Sub, Pow or Mul, ReduceMean, Add
 //                   eps, Sqrt, Div, optional Mul gamma and Add beta) over the last axes becomes one
 //                   LayerNormalization node (ONNX opset 17 semantics)
-//   fuse_matmul     fold an f32/f64 constant bias Add, then a residual Add of a computed value of
-//                   the same shape, then a Gelu, into the MatMul of a constant matrix before them
-//                   (kiln_bias, kiln_residual, kiln_activation: kernels/linalg.cc)
+//   fuse_matmul     fold a scalar scale of an f32 product (Mul or Div after it, or a power of two
+//                   scaling an operand before it: kiln_scale), an f32/f64 constant bias Add, then a
+//                   residual Add of a computed value of the same shape, then a Gelu, into the
+//                   MatMul of a constant matrix before them (kiln_bias, kiln_residual,
+//                   kiln_activation), or a Softmax along the last axis into any f32 product
+//                   (kiln_softmax: attention's scores; kernels/linalg.cc)
 //   remove_dead     drop nodes and values nothing uses
 // Each pass keeps the graph verified and its shapes unchanged, and records the ONNX nodes it
 // absorbs in Node::origins. Each returns the number of rewrites it made.

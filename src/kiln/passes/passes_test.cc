@@ -946,6 +946,147 @@ TEST(FuseMatmul, FoldsAScalarScaleWithTheUnfusedBits) {
   }
 }
 
+// attention's scores with q scaled first (PyTorch's MultiheadAttention): MatMul(Div(q, 8), k) or
+// MatMul(q, Mul(s, k)) -> y: a power-of-two factor folds as kiln_scale and the scaling node goes,
+// with the unfused graph's values and NaN kept; a factor that is not a power of two (its rounding
+// would move), a scaled operand read again elsewhere and a scalar that broadcasts the operand up
+// stay.
+TEST(FuseMatmul, FoldsAPowerOfTwoScaleOfAnOperand) {
+  struct Case {
+    const char* op;
+    size_t slot;  // the MatMul operand the node scales
+    ConcreteShape scalar_shape;
+    float value;
+    bool scaled_read_again;
+    bool folds;
+  };
+  for (const Case& c :
+       {Case{"Div", 0, {}, 8.0f, false, true}, Case{"Mul", 1, {1}, 0.25f, false, true},
+        Case{"Mul", 0, {1, 1, 1}, -2.0f, false, true}, Case{"Div", 0, {}, 3.0f, false, false},
+        Case{"Mul", 0, {}, 0.3f, false, false}, Case{"Div", 1, {}, 8.0f, true, false},
+        Case{"Mul", 0, {1, 1, 1, 1}, 0.5f, false, false}}) {
+    const std::string name = fmt::format("{} {} of operand {}", c.op, c.value, c.slot);
+    std::mt19937 rng(23);
+    Graph g;
+    g.name = "prescaled_scores";
+    const DimExpr batch = DimExpr::symbol("B");
+    const Shape qs{batch, 4, 8}, ks{batch, 8, 6};
+    ValueId q = g.add_input("q", DType::kF32, qs);
+    ValueId k = g.add_input("k", DType::kF32, ks);
+    Tensor scalar = Tensor::create(DType::kF32, c.scalar_shape).value();
+    scalar.mutable_values<float>()[0] = c.value;
+    ValueId sv = g.add_constant("s", std::move(scalar));
+    Shape scaled_shape = c.slot == 0 ? qs : ks;
+    if (c.scalar_shape.size() > 3) scaled_shape.insert(scaled_shape.begin(), DimExpr(1));
+    ValueId scaled = g.add_value({"scaled", DType::kF32, scaled_shape, {}, {}});
+    const ValueId operand = c.slot == 0 ? q : k;
+    g.add_node({"scale",
+                c.op,
+                std::string(c.op) == "Mul" ? std::vector<ValueId>{sv, operand}
+                                           : std::vector<ValueId>{operand, sv},
+                {scaled},
+                {},
+                {}});
+    Shape ys{batch, 4, 6};
+    if (c.scalar_shape.size() > 3) ys.insert(ys.begin(), DimExpr(1));
+    ValueId y = g.add_value({"y", DType::kF32, ys, {}, {}});
+    g.add_node({"mm",
+                "MatMul",
+                c.slot == 0 ? std::vector<ValueId>{scaled, k} : std::vector<ValueId>{q, scaled},
+                {y},
+                {},
+                {}});
+    g.add_output(y);
+    if (c.scaled_read_again) g.add_output(scaled);
+    std::vector<Tensor> in{random_tensor({2, 4, 8}, rng), random_tensor({2, 8, 6}, rng)};
+    in[0].mutable_values<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    auto before = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    EXPECT_EQ(fuse_matmul(g).value(), c.folds ? 1 : 0) << name;
+    ASSERT_TRUE(ir::verify_graph(g).ok()) << name;
+    EXPECT_EQ(count_op(g, c.op), c.folds ? 0 : 1) << name;
+    if (!c.folds) continue;
+    ASSERT_EQ(g.nodes().size(), 1u) << name;
+    const Node& mm = g.nodes()[0];
+    EXPECT_EQ(mm.inputs, (std::vector<ValueId>{q, k})) << name;
+    const double want = std::string(c.op) == "Div" ? 1.0 / c.value : c.value;
+    EXPECT_EQ(mm.attributes.get_float(kernels::kMatmulScaleAttribute, 0).value(), want) << name;
+    EXPECT_NE(std::find(mm.origins.begin(), mm.origins.end(), "scale"), mm.origins.end()) << name;
+    auto after = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(after.ok()) << after.status().to_string();
+    expect_close((*after)[0], (*before)[0], 1e-6);
+    for (int j = 0; j < 6; ++j) EXPECT_TRUE(std::isnan((*after)[0].values<float>()[j])) << j;
+  }
+}
+
+// attention's probabilities: Softmax(Div(MatMul(q, k), 8)) along the last axis -> y: the scale
+// and the softmax fold (kiln_softmax) with the unfused graph's values (the reference evaluates in
+// f64 and rounds once instead of per node; CpuMatMulTest checks the kernel's bits), a NaN making
+// its row NaN;
+// a Softmax along another axis, one in a graph of opset 12, a product also read elsewhere and a B
+// of rank 1 stay; nothing folds after the softmax (the bias Add after it stays).
+TEST(FuseMatmul, FoldsASoftmaxAlongTheLastAxis) {
+  struct Case {
+    const char* name;
+    int64_t axis = -1;
+    int64_t opset = 17;
+    bool product_read_again = false;
+    bool add_after = false;
+    bool folds = true;
+  };
+  for (const Case& c :
+       {Case{"scores"}, Case{"axis 2", 2}, Case{"bias after", -1, 17, false, true},
+        Case{"axis 1", 1, 17, false, false, false}, Case{"opset 12", -1, 12, false, false, false},
+        Case{"read again", -1, 17, true, false, false}}) {
+    std::mt19937 rng(24);
+    Graph g;
+    g.name = "probabilities";
+    g.opset = c.opset;
+    const DimExpr batch = DimExpr::symbol("B");
+    const Shape ps{batch, 4, 6};
+    ValueId q = g.add_input("q", DType::kF32, {batch, 4, 8});
+    ValueId k = g.add_input("k", DType::kF32, {batch, 8, 6});
+    ValueId p = g.add_value({"p", DType::kF32, ps, {}, {}});
+    ValueId scaled = g.add_value({"scaled", DType::kF32, ps, {}, {}});
+    ValueId probs = g.add_value({"probs", DType::kF32, ps, {}, {}});
+    g.add_node({"mm", "MatMul", {q, k}, {p}, {}, {}});
+    g.add_node({"scale", "Div", {p, g.add_constant("eight", f32_scalar(8.0f))}, {scaled}, {}, {}});
+    Node softmax{"softmax", "Softmax", {scaled}, {probs}, {}, {}};
+    softmax.attributes.set("axis", c.axis);
+    g.add_node(std::move(softmax));
+    if (c.add_after) {
+      ValueId y = g.add_value({"y", DType::kF32, ps, {}, {}});
+      g.add_node({"bias_add",
+                  "Add",
+                  {probs, g.add_constant("bias", random_tensor({6}, rng))},
+                  {y},
+                  {},
+                  {}});
+      g.add_output(y);
+    } else {
+      g.add_output(probs);
+    }
+    if (c.product_read_again) g.add_output(scaled);
+    std::vector<Tensor> in{random_tensor({2, 4, 8}, rng, -3.0f, 3.0f),
+                           random_tensor({2, 8, 6}, rng)};
+    in[0].mutable_values<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    auto before = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    EXPECT_EQ(fuse_matmul(g).value(), c.folds ? 2 : 1) << c.name;
+    ASSERT_TRUE(ir::verify_graph(g).ok()) << c.name;
+    EXPECT_EQ(count_op(g, "Softmax"), c.folds ? 0 : 1) << c.name;
+    EXPECT_EQ(count_op(g, "Add"), c.add_after ? 1 : 0) << c.name;
+    auto after = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(after.ok()) << after.status().to_string();
+    expect_close((*after)[0], (*before)[0], 1e-6);
+    if (!c.folds) continue;
+    const Node& mm = g.nodes()[0];
+    EXPECT_EQ(mm.attributes.get_int(kernels::kMatmulSoftmaxAttribute, 0).value(), 1) << c.name;
+    EXPECT_NE(std::find(mm.origins.begin(), mm.origins.end(), "softmax"), mm.origins.end());
+    for (int j = 0; j < 6; ++j) EXPECT_TRUE(std::isnan((*after)[0].values<float>()[j])) << j;
+  }
+}
+
 // The scale folds first, then a constant bias after it: Y = s * (x W) + bias.
 TEST(FuseMatmul, FoldsTheScaleBeforeTheBias) {
   std::mt19937 rng(22);

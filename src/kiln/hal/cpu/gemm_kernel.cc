@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "kiln/hal/cpu/gemm_activation.h"
+#include "kiln/hal/cpu/softmax_kernel.h"
 
 namespace kiln::hal::cpu::gemm {
 namespace {
@@ -512,15 +513,16 @@ void multiply(const Product& p, const float* a, std::span<const int64_t> a_offse
   auto split = [&](int64_t total, int64_t pieces, int64_t unit) {
     return round_up((total + pieces - 1) / pieces, unit);  // the size of each piece
   };
+  // A softmax of the rows needs whole rows in each work item: one group of every panel.
   int64_t row_pieces = std::max<int64_t>(1, (p.m + 95) / 96);
-  int64_t panel_pieces = std::max<int64_t>(1, panels / (4 * wide));
+  int64_t panel_pieces = p.softmax ? 1 : std::max<int64_t>(1, panels / (4 * wide));
   const int64_t want = threads > 1 ? 4 * threads : 1;
   int64_t chunk_rows = split(p.m, row_pieces, rows), group = split(panels, panel_pieces, wide);
   auto items = [&] {
     return count * ((p.m + chunk_rows - 1) / chunk_rows) * ((panels + group - 1) / group);
   };
   // Fewer than wanted: split the panels further, then the rows, down to one register block.
-  while (items() < want && group > wide) group = split(panels, ++panel_pieces, wide);
+  while (items() < want && group > wide && !p.softmax) group = split(panels, ++panel_pieces, wide);
   while (items() < want && chunk_rows > rows) chunk_rows = split(p.m, ++row_pieces, rows);
   const int64_t chunks = (p.m + chunk_rows - 1) / chunk_rows;
   const int64_t groups = (panels + group - 1) / group;
@@ -532,8 +534,12 @@ void multiply(const Product& p, const float* a, std::span<const int64_t> a_offse
     const int64_t g = item / chunks % groups, chunk = item % chunks;
     Product q = p;
     if (q.residual != nullptr) q.residual += i * y_stride;
-    run(q, a + a_offsets[i], packed + b_offsets[i], y + i * y_stride, chunk * chunk_rows,
-        std::min(p.m, (chunk + 1) * chunk_rows), g * group, std::min(panels, (g + 1) * group));
+    const int64_t r0 = chunk * chunk_rows, r1 = std::min(p.m, r0 + chunk_rows);
+    float* yi = y + i * y_stride;
+    run(q, a + a_offsets[i], packed + b_offsets[i], yi, r0, r1, g * group,
+        std::min(panels, (g + 1) * group));
+    if (p.softmax)
+      softmax::rows_on_this_thread(yi + r0 * p.ldy, yi + r0 * p.ldy, r1 - r0, p.n, isa);
   }
 }
 

@@ -66,7 +66,8 @@ enum class Activation : uint8_t { kNone, kGelu, kGeluTanh };
 
 // One product's sizes and epilogue: Y[i, j] = act(alpha * sum_k A[i, k] B[k, j] + beta * C[i, j]
 // (+ R[i, j])), rounded after each step in that order: the sum, times alpha (when not 1), one FMA
-// with beta * C, one addition of the residual R, the activation.
+// with beta * C, one addition of the residual R, the activation; then, when asked, the softmax of
+// each row.
 struct Product {
   int64_t m = 0, k = 0, n = 0;
   int64_t lda = 0;  // A's row stride (its columns are contiguous)
@@ -81,6 +82,10 @@ struct Product {
   const float* residual = nullptr;
   int64_t residual_row_stride = 0;
   Activation activation = Activation::kNone;
+  // Then Softmax along each row of Y (a MatMul's kiln_softmax), with softmax_kernel.h's kernel
+  // and so its bits: a work item computes whole rows and applies it to them while they are in
+  // its cache. Needs ldy == n.
+  bool softmax = false;
 };
 
 // The product of a row-major A [m, k] and Y [m, n] (lda k, ldy n), without epilogue.

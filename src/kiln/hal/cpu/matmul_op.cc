@@ -303,16 +303,18 @@ StatusOr<gemm::Activation> matmul_activation(const OpReader& op) {
 }  // namespace
 
 // What the MatMul fast path runs: f32, f16 or bf16 operands of rank 1 to 6 whose batch dims it
-// can broadcast (matmul_shapes), and a kiln_scale, kiln_bias, kiln_residual (inputs 2, 3) or
-// kiln_activation on kiln's kernel only. The definition has checked the rest (select_path).
+// can broadcast (matmul_shapes), and a kiln_scale, kiln_bias, kiln_residual (inputs 2, 3),
+// kiln_activation or kiln_softmax on kiln's kernel only. The definition has checked the rest
+// (select_path).
 Status check_matmul(const OpReader& op) {
   KILN_ASSIGN_OR_RETURN(gemm::Activation activation, matmul_activation(op));
   if ((op.has_input(2) || op.has_input(3) || activation != gemm::Activation::kNone ||
-       op.attributes().has(kernels::kMatmulScaleAttribute)) &&
+       op.attributes().has(kernels::kMatmulScaleAttribute) ||
+       op.attributes().has(kernels::kMatmulSoftmaxAttribute)) &&
       !use_kiln_kernel(op)) {
     return unimplemented(
-        "MatMul's kiln_scale, kiln_bias, kiln_residual and kiln_activation run on kiln's f32 "
-        "kernel only (AVX2 + FMA)");
+        "MatMul's kiln_scale, kiln_bias, kiln_residual, kiln_activation and kiln_softmax run on "
+        "kiln's f32 kernel only (AVX2 + FMA)");
   }
   KILN_RETURN_IF_ERROR(check_stored_dtype(op));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 1, 6));
@@ -483,6 +485,7 @@ std::optional<dnnl_dims> strided_a(const ProgramBuilder& b, int32_t v, size_t ra
 std::string product_label(const char* what, const gemm::Product& p, size_t count) {
   const char* activation = p.activation == gemm::Activation::kGelu       ? " +gelu"
                            : p.activation == gemm::Activation::kGeluTanh ? " +gelu_tanh"
+                           : p.softmax                                   ? " +softmax"
                                                                          : "";
   return fmt::format("{} kiln_gemm:{} {}x{}x{}{}{}", what, gemm::isa_name(gemm::best_isa()), p.m,
                      p.k, p.n, count > 1 ? fmt::format(" x{} matrices", count) : "", activation);
@@ -575,6 +578,9 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(const std::optional<float> scale,
                         kernels::read_matmul_scale(op.attributes(), op.input(0).dtype));
   if (scale) p.alpha = *scale;
+  // kiln_softmax: each row's softmax, by the work item that computed the row.
+  KILN_ASSIGN_OR_RETURN(p.softmax,
+                        kernels::read_matmul_softmax(op.attributes(), op.input(0).dtype));
   if (op.has_input(3)) {
     // kiln_residual: the output's shape, row stride n (each product's at its Y's offset).
     KILN_ASSIGN_OR_RETURN(buffers.residual,

@@ -371,6 +371,100 @@ TEST(CpuMatMulTest, KilnScaleGivesTheBitsOfAMulAfterTheProduct) {
   }
 }
 
+// What passes::fuse_matmul relies on to fold a power-of-two scale of an operand: a MatMul with
+// kiln_scale s gives the bits of the product of A (or of B) scaled by s first, as Div or Mul by a
+// scalar, when the values stay in f32's normal range (PyTorch's MultiheadAttention divides q by
+// sqrt(64) before q k^T).
+TEST(CpuMatMulTest, APowerOfTwoKilnScaleGivesTheBitsOfScalingAnOperandFirst) {
+  const ConcreteShape as{2, 3, 17, 64}, bs{2, 3, 64, 19}, ys{2, 3, 17, 19};
+  const Tensor a = random_tensor(as, 53), b = random_tensor(bs, 54);
+  for (const auto& [scale, op, slot] :
+       {std::tuple{0.125f, "Div", 0}, std::tuple{0.25f, "Mul", 1}, std::tuple{-2.0f, "Mul", 0}}) {
+    std::vector<Tensor> outputs;
+    for (bool fused : {true, false}) {
+      SpecBuilder s;
+      const int32_t ai = s.input("a", as), bi = s.input("b", bs);
+      const int32_t y = s.output("y", ys);
+      if (fused) {
+        s.dispatch("mm", "MatMul", {ai, bi}, {y},
+                   attrs({{kernels::kMatmulScaleAttribute, static_cast<double>(scale)}}));
+      } else {
+        Tensor factor = Tensor::create(DType::kF32, {}).value();
+        factor.mutable_values<float>()[0] = std::string(op) == "Div" ? 1.0f / scale : scale;
+        const int32_t c = s.constant("c", factor);
+        const int32_t operand = slot == 0 ? ai : bi;
+        const int32_t scaled = s.value("scaled", slot == 0 ? as : bs);
+        s.dispatch("scale", op, {operand, c}, {scaled});
+        s.dispatch("mm", "MatMul", {slot == 0 ? scaled : ai, slot == 0 ? bi : scaled}, {y});
+      }
+      auto exe = device()->prepare(s.spec());
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      auto ran = run_program(**exe, s.spec(), {a, b});
+      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+      outputs.push_back(std::move(ran)->at(0));
+    }
+    EXPECT_TRUE(identical(outputs[0], outputs[1])) << op << " " << scale << " of operand " << slot;
+  }
+}
+
+// A MatMul with kiln_softmax (and kiln_scale) gives the bits of the MatMul followed by a Softmax
+// dispatch along the last axis: batched scores of ragged sizes, a row with a NaN (NaN throughout)
+// and a row with a +inf (NaN throughout, as the definition gives), on both ISAs' code.
+TEST(CpuMatMulTest, KilnSoftmaxGivesTheBitsOfASoftmaxAfterTheProduct) {
+  struct Case {
+    ConcreteShape a, b;
+  };
+  for (const Case& c : {Case{{2, 3, 17, 64}, {2, 3, 64, 19}}, Case{{197, 64}, {64, 197}},
+                        Case{{4, 9, 5}, {5, 40}}}) {
+    Tensor a = random_tensor(c.a, 55, -4.0f, 4.0f);
+    const Tensor b = random_tensor(c.b, 56);
+    const int64_t k = c.a.back();
+    a.mutable_values<float>()[static_cast<size_t>(2 * k + 1)] =
+        std::numeric_limits<float>::quiet_NaN();
+    a.mutable_values<float>()[static_cast<size_t>(3 * k)] = std::numeric_limits<float>::infinity();
+    ConcreteShape ys = c.a.size() >= c.b.size() ? c.a : c.b;
+    ys[ys.size() - 2] = c.a[c.a.size() - 2];
+    ys.back() = c.b.back();
+    std::vector<Tensor> outputs;
+    for (bool fused : {true, false}) {
+      SpecBuilder s;
+      const int32_t ai = s.input("a", c.a), bi = s.input("b", c.b);
+      const int32_t y = s.output("y", ys);
+      if (fused) {
+        s.dispatch("mm", "MatMul", {ai, bi}, {y},
+                   attrs({{kernels::kMatmulScaleAttribute, 0.125},
+                          {kernels::kMatmulSoftmaxAttribute, int64_t{1}}}));
+      } else {
+        const int32_t p = s.value("p", ys);
+        s.dispatch("mm", "MatMul", {ai, bi}, {p}, attrs({{kernels::kMatmulScaleAttribute, 0.125}}));
+        s.dispatch("softmax", "Softmax", {p}, {y}, attrs({{"axis", int64_t{-1}}}));
+      }
+      auto exe = device()->prepare(s.spec());
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      if (fused) {
+        const std::vector<std::string> lines = (*exe)->describe_dispatch(0);
+        ASSERT_FALSE(lines.empty());
+        EXPECT_NE(lines[0].find("+softmax"), std::string::npos) << lines[0];
+      }
+      auto ran = run_program(**exe, s.spec(), {a, b});
+      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+      outputs.push_back(std::move(ran)->at(0));
+    }
+    const std::string name = fmt::format("{}", fmt::join(c.a, "x"));
+    EXPECT_TRUE(identical(outputs[0], outputs[1])) << name;
+    const int64_t n = c.b.back();
+    const std::span<const float> y = outputs[0].values<float>();
+    for (int64_t row : {2, 3}) {
+      for (int64_t j = 0; j < n; ++j) {
+        EXPECT_TRUE(std::isnan(y[static_cast<size_t>(row * n + j)])) << name << " row " << row;
+      }
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += y[static_cast<size_t>(n + j)];
+    EXPECT_NEAR(sum, 1.0, 1e-5) << name;
+  }
+}
+
 TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   SpecBuilder s;
   const int32_t a = s.input("a", {2, 3}), b = s.input("b", {4, 5});

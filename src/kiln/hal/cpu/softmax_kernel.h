@@ -27,6 +27,10 @@ namespace kiln::hal::cpu::softmax {
 // OpenMP team, with `isa`'s code (AVX2 where the CPU lacks AVX-512F).
 void rows(const float* x, float* y, int64_t rows, int64_t n, Isa isa = best_isa());
 
+// As rows(), on the calling thread alone (a caller that already runs on a team: kiln's gemm
+// applying a MatMul's fused softmax to the rows it has just computed).
+void rows_on_this_thread(const float* x, float* y, int64_t rows, int64_t n, Isa isa = best_isa());
+
 namespace detail {
 // Rows [first, last) as above, on one thread; call each only where the CPU has its ISA.
 void rows_avx2(const float* x, float* y, int64_t first, int64_t last, int64_t n);

@@ -228,6 +228,15 @@ TEST_F(VulkanLinalgTest, MatMulKilnScaleRunsOnTheGpu) {
         attrs({{"kiln_scale", 0.125}}));
 }
 
+// kiln_softmax (passes::fuse_matmul) runs on the GPU too: the product, then the softmax shader's
+// rows in place; rows longer than a workgroup, and a NaN in A making its row NaN.
+TEST_F(VulkanLinalgTest, MatMulKilnSoftmaxRunsOnTheGpu) {
+  Tensor a = random_tensor({2, 3, 17, 9}, 3, -3.0f, 3.0f);
+  a.mutable_values<float>()[9 + 4] = std::numeric_limits<float>::quiet_NaN();
+  check("MatMul", {{a}, {random_tensor({2, 3, 9, 300}, 4)}},
+        attrs({{"kiln_scale", 0.125}, {"kiln_softmax", int64_t{1}}}));
+}
+
 TEST_F(VulkanLinalgTest, MatMulPropagatesNaN) {
   Tensor a = random_tensor({5, 20}, 14);
   a.mutable_values<float>()[2 * 20 + 3] = std::numeric_limits<float>::quiet_NaN();

@@ -111,6 +111,8 @@ Status build_matmul(KernelBuilder& b) {
   // kiln_scale (passes::fuse_matmul): the shader's alpha, each sum times it.
   KILN_ASSIGN_OR_RETURN(const std::optional<float> scale,
                         kernels::read_matmul_scale(b.attributes(), DType::kF32));
+  KILN_ASSIGN_OR_RETURN(const bool softmax,
+                        kernels::read_matmul_softmax(b.attributes(), DType::kF32));
   ConcreteShape as = b.input(0).shape, bs = b.input(1).shape;
   if (as.empty() || bs.empty()) return internal_error("MatMul of a scalar passed its checks");
   if (as.size() == 1) as.insert(as.begin(), 1);
@@ -140,7 +142,15 @@ Status build_matmul(KernelBuilder& b) {
   }
   KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
   KILN_ASSIGN_OR_RETURN(Operand bm, b.input_operand(1));
-  return launch_product(b, p, a, bm, a, "matmul");
+  KILN_RETURN_IF_ERROR(launch_product(b, p, a, bm, a, "matmul"));
+  if (!softmax || p.batches * p.m * p.n == 0) return ok_status();
+  // kiln_softmax: the softmax shader's row form over the product, in place (each invocation reads
+  // its elements before it writes them), as a Softmax dispatch after the MatMul would run.
+  const uint64_t rows = p.batches * p.m;
+  b.describe(
+      fmt::format("vulkan softmax of the product ({} rows of {}, a workgroup per row)", rows, p.n));
+  return b.launch_rows("softmax", {0u, 1u}, rows, {b.output_operand(0), b.output_operand(0)},
+                       {static_cast<uint32_t>(rows), static_cast<uint32_t>(p.n), 1u});
 }
 
 Status build_gemm(KernelBuilder& b) {
