@@ -32,6 +32,7 @@ Status run_stage(ir::Graph& graph, const CompileOptions& options, Stage stage) {
       KILN_RETURN_IF_ERROR(passes::fuse_gelu(graph).status());
       KILN_RETURN_IF_ERROR(passes::fuse_layer_norm(graph).status());
       KILN_RETURN_IF_ERROR(passes::fuse_matmul(graph).status());
+      KILN_RETURN_IF_ERROR(passes::split_sliced_matmul(graph).status());
       return passes::remove_dead(graph).status();
     }
     case Stage::kEmit: return ir::verify_graph(graph);

@@ -30,6 +30,10 @@
 //                   MatMul of a constant matrix before them (kiln_bias, kiln_residual,
 //                   kiln_activation), or a Softmax along the last axis into any f32 product
 //                   (kiln_softmax: attention's scores; kernels/linalg.cc)
+//   split_sliced_matmul
+//                   a MatMul of a constant f32 matrix read only by Slices and Splits of its last
+//                   axis becomes one MatMul per piece, of that piece's columns (attention's packed
+//                   q, k, v projection): no copies, the same bits
 //   remove_dead     drop nodes and values nothing uses
 // Each pass keeps the graph verified and its shapes unchanged, and records the ONNX nodes it
 // absorbs in Node::origins. Each returns the number of rewrites it made.
@@ -49,6 +53,7 @@ StatusOr<int> fuse_conv(ir::Graph& graph);
 StatusOr<int> fuse_gelu(ir::Graph& graph);
 StatusOr<int> fuse_layer_norm(ir::Graph& graph);
 StatusOr<int> fuse_matmul(ir::Graph& graph);
+StatusOr<int> split_sliced_matmul(ir::Graph& graph);
 StatusOr<int> remove_dead(ir::Graph& graph);
 
 }  // namespace kiln::passes
