@@ -494,9 +494,13 @@ void pack(int64_t k, int64_t n, const float* src, std::span<const int64_t> offse
   }
 }
 
-void multiply(const Product& p, const float* a, std::span<const int64_t> a_offsets,
-              const float* packed, std::span<const int64_t> b_offsets, float* y, int64_t y_stride,
-              Isa isa) {
+namespace {
+
+// Both multiply() forms: product i writes Y at y + y_offsets[i], or at y + i * y_stride (and then
+// reads its residual at p.residual + i * y_stride) where y_offsets is empty.
+void multiply_products(const Product& p, const float* a, std::span<const int64_t> a_offsets,
+                       const float* packed, std::span<const int64_t> b_offsets, float* y,
+                       int64_t y_stride, std::span<const int64_t> y_offsets, Isa isa) {
   const int64_t count = static_cast<int64_t>(a_offsets.size());
   if (count == 0 || p.m <= 0 || p.n <= 0) return;
   if (isa == Isa::kAvx512 && !__builtin_cpu_supports("avx512f")) isa = Isa::kAvx2;
@@ -535,12 +539,26 @@ void multiply(const Product& p, const float* a, std::span<const int64_t> a_offse
     Product q = p;
     if (q.residual != nullptr) q.residual += i * y_stride;
     const int64_t r0 = chunk * chunk_rows, r1 = std::min(p.m, r0 + chunk_rows);
-    float* yi = y + i * y_stride;
+    float* yi = y + (y_offsets.empty() ? i * y_stride : y_offsets[static_cast<size_t>(i)]);
     run(q, a + a_offsets[i], packed + b_offsets[i], yi, r0, r1, g * group,
         std::min(panels, (g + 1) * group));
     if (p.softmax)
       softmax::rows_on_this_thread(yi + r0 * p.ldy, yi + r0 * p.ldy, r1 - r0, p.n, isa);
   }
+}
+
+}  // namespace
+
+void multiply(const Product& p, const float* a, std::span<const int64_t> a_offsets,
+              const float* packed, std::span<const int64_t> b_offsets, float* y, int64_t y_stride,
+              Isa isa) {
+  multiply_products(p, a, a_offsets, packed, b_offsets, y, y_stride, {}, isa);
+}
+
+void multiply(const Product& p, const float* a, std::span<const int64_t> a_offsets,
+              const float* packed, std::span<const int64_t> b_offsets, float* y,
+              std::span<const int64_t> y_offsets, Isa isa) {
+  multiply_products(p, a, a_offsets, packed, b_offsets, y, 0, y_offsets, isa);
 }
 
 }  // namespace kiln::hal::cpu::gemm

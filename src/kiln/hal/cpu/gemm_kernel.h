@@ -107,5 +107,10 @@ inline Product dense_product(int64_t m, int64_t k, int64_t n) {
 void multiply(const Product& p, const float* a, std::span<const int64_t> a_offsets,
               const float* packed, std::span<const int64_t> b_offsets, float* y, int64_t y_stride,
               Isa isa = best_isa());
+// As above, product i writing Y at y + y_offsets[i] (a product's rows p.ldy apart): Y laid out
+// as a later transpose wants it (attention's head merge). No residual.
+void multiply(const Product& p, const float* a, std::span<const int64_t> a_offsets,
+              const float* packed, std::span<const int64_t> b_offsets, float* y,
+              std::span<const int64_t> y_offsets, Isa isa = best_isa());
 
 }  // namespace kiln::hal::cpu::gemm

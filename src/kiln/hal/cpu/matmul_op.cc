@@ -391,10 +391,17 @@ class GemmStep : public Step {
     gemm::Product p = product_;
     p.c = reinterpret_cast<const float*>(ctx.resolve(buffers_.c));  // null when there is no C
     p.residual = reinterpret_cast<const float*>(ctx.resolve(buffers_.residual));
-    gemm::multiply(p, reinterpret_cast<const float*>(ctx.resolve(buffers_.a)), a_offsets_, packed,
-                   b_offsets_, reinterpret_cast<float*>(ctx.resolve(buffers_.y)), y_stride_);
+    const auto* a = reinterpret_cast<const float*>(ctx.resolve(buffers_.a));
+    auto* y = reinterpret_cast<float*>(ctx.resolve(buffers_.y));
+    if (y_offsets_.empty()) {
+      gemm::multiply(p, a, a_offsets_, packed, b_offsets_, y, y_stride_);
+    } else {
+      gemm::multiply(p, a, a_offsets_, packed, b_offsets_, y, y_offsets_);
+    }
     return ok_status();
   }
+  // Product i writes Y at y_offsets[i] instead of i * y_stride (a strided output).
+  void write_at(std::vector<int64_t> y_offsets) { y_offsets_ = std::move(y_offsets); }
   std::string describe() const override { return label_; }
 
  private:
@@ -402,6 +409,7 @@ class GemmStep : public Step {
   gemm::Product product_;
   std::vector<int64_t> a_offsets_, b_offsets_;
   int64_t y_stride_;
+  std::vector<int64_t> y_offsets_;
   Buffers buffers_;
   Packing packing_;
 };
@@ -482,6 +490,32 @@ std::optional<dnnl_dims> strided_a(const ProgramBuilder& b, int32_t v, size_t ra
   return strides;
 }
 
+// Attention's head merge: where MatMul output `y` (rank r) is read only by one Transpose that
+// keeps the last axis last, the strides that make that Transpose's output plain (output dim i
+// of the Transpose walks y's dim perm[i]): the product writes its matrices there and the
+// Transpose only relabels the bytes (transpose_op.cc). Nullopt otherwise.
+std::optional<dnnl_dims> merged_output_strides(const ProgramBuilder& b, int32_t y, size_t r) {
+  std::vector<int64_t> perm;
+  int readers = 0;
+  const bool one_transpose =
+      b.readers_accept(y, [&](const OpReader& reader, const OpPath& path, size_t slot) {
+        if (path.op_type != "Transpose" || slot != 0 || ++readers > 1) return false;
+        auto read = kernels::read_transpose_perm(reader.attributes(), r);
+        if (!read.ok() || read->back() != static_cast<int64_t>(r) - 1) return false;
+        perm = *std::move(read);
+        return true;
+      });
+  if (!one_transpose || readers != 1) return std::nullopt;
+  const ConcreteShape& dims = b.value(y).shape;
+  dnnl_dims strides(r);
+  int64_t stride = 1;
+  for (size_t i = r; i-- > 0;) {
+    strides[static_cast<size_t>(perm[i])] = stride;
+    stride *= std::max<int64_t>(dims[static_cast<size_t>(perm[i])], 1);
+  }
+  return strides;
+}
+
 std::string product_label(const char* what, const gemm::Product& p, size_t count) {
   const char* activation = p.activation == gemm::Activation::kGelu       ? " +gelu"
                            : p.activation == gemm::Activation::kGeluTanh ? " +gelu_tanh"
@@ -533,8 +567,15 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   // A read in place through its strides: a product per matrix, rows lda apart.
   const std::optional<dnnl_dims> a_strides = strided_a(b, op.input_index(0), r);
   if (a_strides) p.lda = (*a_strides)[r - 2];
-  std::vector<int64_t> a_offsets, b_offsets;
-  if (b_matrices == 1 && !a_strides) {
+  // Y written strided for a head merge after it; not with a residual (read as Y is written) or a
+  // softmax (over contiguous rows).
+  std::optional<dnnl_dims> y_strides;
+  if (!op.has_input(3) && !op.attributes().has(kernels::kMatmulSoftmaxAttribute) && r > 2) {
+    y_strides = merged_output_strides(b, op.output_index(0), r);
+  }
+  if (y_strides) p.ldy = (*y_strides)[r - 2];
+  std::vector<int64_t> a_offsets, b_offsets, y_offsets;
+  if (b_matrices == 1 && !a_strides && !y_strides) {
     // One B for every matrix of A (broadcast over A's leading dims, which are then the
     // output's): one product of all of A's rows.
     p.m = a_matrices * m;
@@ -549,9 +590,11 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     b_offsets.resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
       int64_t rest = i, a_index = 0, b_index = 0, a_scale = 1, b_scale = 1, a_offset = 0;
+      int64_t y_offset = 0;
       for (size_t d = r - 2; d-- > 0;) {
         const int64_t index = rest % s.y[d];
         rest /= s.y[d];
+        if (y_strides) y_offset += index * (*y_strides)[d];
         if (s.a[d] != 1) {
           a_index += index * a_scale;
           if (a_strides) a_offset += index * (*a_strides)[d];
@@ -562,6 +605,7 @@ Status build_matmul_kiln(ProgramBuilder& b) {
       }
       a_offsets[static_cast<size_t>(i)] = a_strides ? a_offset : a_index * m * k;
       b_offsets[static_cast<size_t>(i)] = b_index * per_packed;
+      if (y_strides) y_offsets.push_back(y_offset);
     }
   }
   GemmStep::Buffers buffers;
@@ -600,11 +644,17 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     KILN_ASSIGN_OR_RETURN(
         buffers.packed, packed_b(b, op.input_index(1), b_matrices, k, n, n, 1, packing, buffers.b));
   }
-  KILN_ASSIGN_OR_RETURN(buffers.y, b.output(op.output_index(0), plain_desc(op.output(0).shape)));
+  const dnnl_desc y_layout = y_strides ? strided_desc(to_dnnl_dims(op.output(0).shape), *y_strides)
+                                       : plain_desc(op.output(0).shape);
+  KILN_ASSIGN_OR_RETURN(buffers.y, b.output(op.output_index(0), y_layout));
   const size_t count = a_offsets.size();
-  b.add(std::make_unique<GemmStep>(b.label(product_label("matmul", p, count)), p,
-                                   std::move(a_offsets), std::move(b_offsets), p.m * n, buffers,
-                                   std::move(packing)));
+  std::string label = product_label("matmul", p, count);
+  if (y_strides) label += " (written for the transpose after it)";
+  auto step =
+      std::make_unique<GemmStep>(b.label(label), p, std::move(a_offsets), std::move(b_offsets),
+                                 p.m * n, buffers, std::move(packing));
+  if (y_strides) step->write_at(std::move(y_offsets));
+  b.add(std::move(step));
   return ok_status();
 }
 

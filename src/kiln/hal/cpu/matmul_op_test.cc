@@ -465,6 +465,52 @@ TEST(CpuMatMulTest, KilnSoftmaxGivesTheBitsOfASoftmaxAfterTheProduct) {
   }
 }
 
+// Attention's head merge: a batched product read only by a Transpose that keeps the last axis
+// last is written in the layout that makes the Transpose's output plain, and the Transpose then
+// copies nothing; the bits are those of the plain product and a copying Transpose (the same
+// program with the product also read by a second dispatch). Rank 3 (ViT's [heads, tokens, d]) and
+// rank 4 (BERT's [batch, heads, tokens, d]); the Transpose's output read by a Relu.
+TEST(CpuMatMulTest, AProductBeforeAHeadMergeIsWrittenForTheTranspose) {
+  struct Case {
+    ConcreteShape a, b, perm;
+  };
+  for (const Case& c :
+       {Case{{12, 7, 5}, {12, 5, 9}, {1, 0, 2}}, Case{{2, 3, 4, 5}, {2, 3, 5, 6}, {0, 2, 1, 3}}}) {
+    const std::string name = fmt::format("{}", fmt::join(c.a, "x"));
+    const Tensor a = random_tensor(c.a, 57), b = random_tensor(c.b, 58);
+    ConcreteShape ys = c.a;
+    ys.back() = c.b.back();
+    ConcreteShape ts;
+    for (int64_t p : c.perm) ts.push_back(ys[static_cast<size_t>(p)]);
+    std::vector<Tensor> outputs;
+    for (bool also_read : {false, true}) {
+      SpecBuilder s;
+      const int32_t ai = s.input("a", c.a), bi = s.input("b", c.b);
+      const int32_t y = s.value("y", ys), t = s.value("t", ts);
+      const int32_t out = s.output("out", ts);
+      s.dispatch("mm", "MatMul", {ai, bi}, {y});
+      s.dispatch("merge", "Transpose", {y}, {t}, attrs({{"perm", c.perm}}));
+      s.dispatch("relu", "Relu", {t}, {out});
+      if (also_read) s.dispatch("again", "Relu", {y}, {s.output("y_again", ys)});
+      auto exe = device()->prepare(s.spec());
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      const std::vector<std::string> product = (*exe)->describe_dispatch(0);
+      const std::vector<std::string> merge = (*exe)->describe_dispatch(1);
+      ASSERT_FALSE(product.empty() || merge.empty()) << name;
+      EXPECT_EQ(product[0].find("written for the transpose") != std::string::npos, !also_read)
+          << name << ": " << product[0];
+      EXPECT_EQ(merge[0].find("reorder") == std::string::npos, !also_read)
+          << name << ": " << merge[0];
+      auto ran = run_program(**exe, s.spec(), {a, b});
+      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+      outputs.push_back(std::move(ran)->at(0));
+    }
+    EXPECT_TRUE(identical(outputs[0], outputs[1])) << name;
+    Tensor merged = reference("Transpose", {ref_matmul(a, b)}, attrs({{"perm", c.perm}}));
+    EXPECT_TRUE(all_close(outputs[0], ref_relu(merged), {.atol = 1e-5, .rtol = 1e-5})) << name;
+  }
+}
+
 TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   SpecBuilder s;
   const int32_t a = s.input("a", {2, 3}), b = s.input("b", {4, 5});
