@@ -13,7 +13,9 @@
 // a straight copy of them. Where every reader is a MatMul that reads the view in place (kiln's
 // kernel packs B from any strides, and reads A's rows through a row stride where the last axis
 // stays last), the output is that strided view over the input's bytes: K^T in attention (a "cab"
-// view of K) and the head split of Q (a "acbd" view) cost no copy.
+// view of K) and the head split of Q (a "acbd" view) cost no copy. A MatMul whose only reader is
+// such a transpose (the head merge after attention's A·V) writes its matrices in the layout that
+// makes this view plain (matmul_op.cc), so the transpose only relabels the bytes.
 #include <fmt/format.h>
 
 #include "kiln/base/checked_math.h"
