@@ -506,19 +506,24 @@ void multiply_products(const Product& p, const float* a, std::span<const int64_t
   if (isa == Isa::kAvx512 && !__builtin_cpu_supports("avx512f")) isa = Isa::kAvx2;
   const int64_t panels = panel_count(p.n);
   // The split over threads changes no bits (see the header); it only balances the work. Work
-  // items are chunks of about 96 rows x groups of panels, all of k, of nearly equal sizes
-  // (whole register blocks), at least 4 per thread where the product allows. They go in order
-  // of panel group, then chunk: the threads' chunks of rows use a group's B at about the same
-  // time, so a B larger than the caches comes from memory about once (BERT-base at batch 1: its
-  // products took ~7% less time than in chunk-major order).
+  // items are all rows or chunks of about 96 rows (below) x groups of panels, all of k, of nearly
+  // equal sizes (whole register blocks), at least 4 per thread where the product allows. They go
+  // in order of panel group, then chunk: the threads' chunks of rows use a group's B at about the
+  // same time, so a B larger than the caches comes from memory about once (BERT-base at batch 1:
+  // its products took ~7% less time than in chunk-major order).
   const int64_t threads = omp_get_max_threads();
   const int64_t rows = block_rows(isa), wide = block_panels(isa);
   auto round_up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
   auto split = [&](int64_t total, int64_t pieces, int64_t unit) {
     return round_up((total + pieces - 1) / pieces, unit);  // the size of each piece
   };
+  // A product of few rows whose A is small (one k block, or at most 2 MiB) gives each item all
+  // rows of its group of panels, so that each group of B comes to one core, once (ViT-B/16's
+  // weight products at 197 rows, B from memory: 2-4% faster than with chunks of rows sharing a
+  // group between the cores); otherwise items take chunks of rows, whose A stays in L2.
+  const bool all_rows = p.m <= 1024 && (p.k <= kBlockK || p.m * p.k <= (int64_t{1} << 19));
   // A softmax of the rows needs whole rows in each work item: one group of every panel.
-  int64_t row_pieces = std::max<int64_t>(1, (p.m + 95) / 96);
+  int64_t row_pieces = all_rows ? 1 : std::max<int64_t>(1, (p.m + 95) / 96);
   int64_t panel_pieces = p.softmax ? 1 : std::max<int64_t>(1, panels / (4 * wide));
   const int64_t want = threads > 1 ? 4 * threads : 1;
   int64_t chunk_rows = split(p.m, row_pieces, rows), group = split(panels, panel_pieces, wide);

@@ -177,17 +177,23 @@ TEST_F(GemmKernelTest, BothIsasGiveTheContractsBits) {
   }
 }
 
-// The thread count and several products per call change no bits.
+// The thread count and several products per call change no bits, whether the work items take
+// all rows of a group of panels (few rows, a small A) or chunks of rows (over 1024 rows; an A of
+// over 2 MiB whose k spans several blocks).
 TEST_F(GemmKernelTest, ThreadsAndProductCountChangeNoBits) {
   const int saved = omp_get_max_threads();
+  const Shape shapes[] = {{37, 130, 70}, {1100, 40, 70}, {400, 1600, 20}};
   for (int threads : {1, 2, 3}) {
     omp_set_num_threads(threads);
-    for (int64_t count : {1, 3}) {
-      const Problem p = make_problem({37, 130, 70}, count, 1.0f, 1.0f, CKind::kRowVector, 99);
-      const std::vector<float> want = expected(p);
-      for (Isa isa : isas()) {
-        expect_same_bits(run(p, isa), want,
-                         fmt::format("{} threads {} count {}", isa_name(isa), threads, count));
+    for (const Shape& s : shapes) {
+      for (int64_t count : {1, 3}) {
+        const Problem p = make_problem(s, count, 1.0f, 1.0f, CKind::kRowVector, 99);
+        const std::vector<float> want = expected(p);
+        for (Isa isa : isas()) {
+          expect_same_bits(run(p, isa), want,
+                           fmt::format("{} threads {} {}x{}x{} count {}", isa_name(isa), threads,
+                                       s.m, s.k, s.n, count));
+        }
       }
     }
   }
