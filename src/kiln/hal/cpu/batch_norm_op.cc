@@ -59,11 +59,14 @@ Status build_batch_norm(ProgramBuilder& b) {
     KILN_ASSIGN_OR_RETURN(o.shift, b.input_as(op.input_index(2), channel));
     KILN_ASSIGN_OR_RETURN(o.mean, b.input_as(op.input_index(3), channel));
     KILN_ASSIGN_OR_RETURN(o.var, b.input_as(op.input_index(4), channel));
-    KILN_ASSIGN_OR_RETURN(o.y, b.output(op.output_index(0), src));
+    // Over x's bytes where nothing reads x later (output_over_if_free).
+    bool in_place = false;
+    KILN_ASSIGN_OR_RETURN(o.y, b.output_over_if_free(op.output_index(0), x, src, in_place));
     o.coefficients = b.temp(static_cast<size_t>(runs->channels) * sizeof(float));
     b.add(std::make_unique<BatchNormStep>(
-        b.label(fmt::format("batch_norm kiln {}{}", describe(src), p.relu ? " +relu" : "")), *runs,
-        p.epsilon, p.relu, o));
+        b.label(fmt::format("batch_norm kiln {}{}{}", describe(src), p.relu ? " +relu" : "",
+                            in_place ? " (in place)" : "")),
+        *runs, p.epsilon, p.relu, o));
     return ok_status();
   }
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |

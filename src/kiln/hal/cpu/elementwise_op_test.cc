@@ -192,65 +192,6 @@ TEST(CpuChannelBinaryTest, EachElementIsOneOperation) {
   }
 }
 
-// The step writes over its input where nothing reads the input later (a squeeze-and-excitation
-// scale after the conv it scales), with the bits it writes to a buffer of its own otherwise;
-// where a later dispatch still reads the input, it writes a buffer of its own and that reader
-// sees the input unchanged. The input comes from a Relu (plain) or a conv (channels-last where
-// oneDNN picks it, on AVX-512; elsewhere the conv's blocked output goes to oneDNN's binary).
-TEST(CpuChannelBinaryTest, WritesOverItsInputWhereNothingReadsItLater) {
-  const ConcreteShape xs{2, 24, 5, 7};
-  const Tensor x = random_tensor(xs, 71);
-  const Tensor w = random_tensor({24, 24, 1, 1}, 72);
-  const Tensor sv = random_tensor({2, 24, 1, 1}, 73, 0.5f, 2.0f);
-  const Tensor zero = make_tensor(DType::kF32, {1}, std::vector<float>{0.0f});
-  for (const char* producer : {"Relu", "Conv"}) {
-    SCOPED_TRACE(producer);
-    auto run = [&](bool read_later, std::string* steps) {
-      SpecBuilder s;
-      const int32_t xi = s.input("x", xs);
-      const int32_t c = s.value("c", xs);
-      if (std::string(producer) == "Conv") {
-        s.dispatch("produce", "Conv", {xi, s.constant("w", w)}, {c});
-      } else {
-        s.dispatch("produce", "Relu", {xi}, {c});
-      }
-      // The product read by a later dispatch (as by the conv after a squeeze-and-excitation
-      // scale): m + 0, its bits.
-      const int32_t m = s.value("m", xs);
-      const int32_t z = s.constant("zero", zero);
-      s.dispatch("scale", "Mul", {c, s.constant("s", sv)}, {m});
-      s.dispatch("next", "Add", {m, z}, {s.output("y", xs)});
-      // c + 0: c's bits as a later reader of c sees them.
-      if (read_later) s.dispatch("later", "Add", {c, z}, {s.output("c", xs)});
-      auto exe = device()->prepare(s.spec());
-      KILN_CHECK(exe.ok());
-      *steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(1), "\n"));
-      auto out = run_program(**exe, s.spec(), {x});
-      KILN_CHECK(out.ok());
-      return *std::move(out);
-    };
-    std::string in_place, own_buffer;
-    const std::vector<Tensor> alone = run(false, &in_place);
-    const std::vector<Tensor> read = run(true, &own_buffer);
-    if (in_place.find("binary kiln per channel") == std::string::npos) {
-      EXPECT_STREQ(producer, "Conv") << in_place;  // a plain input always takes kiln's step
-      continue;
-    }
-    EXPECT_NE(in_place.find("(in place)"), std::string::npos) << in_place;
-    EXPECT_EQ(own_buffer.find("(in place)"), std::string::npos) << own_buffer;
-    EXPECT_TRUE(bitwise_equal(alone[0], read[0]));
-    const auto c = read[1].values<float>();
-    const auto y = read[0].values<float>();
-    const auto scale = sv.values<float>();
-    int64_t mismatches = 0;
-    for (int64_t i = 0; i < static_cast<int64_t>(c.size()); ++i) {
-      const float e = c[i] * scale[i / 35];  // one value per sample and channel: i / (5 * 7)
-      mismatches += std::memcmp(&e, &y[i], sizeof(float)) != 0;
-    }
-    EXPECT_EQ(mismatches, 0);
-  }
-}
-
 TEST(CpuSumTest, SameShapeMixedLayouts) {
   const ConcreteShape xs{2, 8, 5, 5};
   Tensor x = random_tensor(xs, 1);

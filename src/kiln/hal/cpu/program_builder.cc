@@ -212,6 +212,12 @@ StatusOr<BufferRef> ProgramBuilder::output_over(int32_t out, int32_t in, const d
   return BufferRef::of_value(out);
 }
 
+StatusOr<BufferRef> ProgramBuilder::output_over_if_free(int32_t out, int32_t in,
+                                                        const dnnl_desc& layout, bool& over) {
+  over = can_overwrite(in, out, layout);
+  return over ? output_over(out, in, layout) : output(out, layout);
+}
+
 bool ProgramBuilder::can_alias_over(int32_t in, int32_t out, const dnnl_desc& layout) const {
   const ValueSpec& from = values()[in];
   const ValueSpec& to = values()[out];

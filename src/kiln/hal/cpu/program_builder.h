@@ -100,6 +100,11 @@ class ProgramBuilder {
   // (can_overwrite must hold, else an error): adds the copy, which does nothing when the runtime
   // placed both at one offset as storage_shared_with offers.
   StatusOr<BufferRef> output_over(int32_t out, int32_t in, const dnnl_desc& layout);
+  // output_over() where can_overwrite holds, else output(): for a step that reads each element of
+  // `in` before it writes the same element of `out` (element by element, in one layout). Writing
+  // a line just read saves fetching a line of its own. `over` says which it took.
+  StatusOr<BufferRef> output_over_if_free(int32_t out, int32_t in, const dnnl_desc& layout,
+                                          bool& over);
   // Whether intermediate `out` may be stored in `layout` (its dims, the same dtype and byte size
   // as `in`'s stored layout; plain where `out` must be) over the bytes of intermediate `in`,
   // which no later dispatch nor another input slot of this one reads: a relabelling of `in`'s
