@@ -269,14 +269,16 @@ Status build_binary(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(BufferRef a_ref, b.input_as(a, src0));
   KILN_ASSIGN_OR_RETURN(BufferRef c_ref, b.input_as(c, src1));
   BufferRef y_ref;
+  bool in_place = false;  // over A's bytes where nothing reads A later (oneDNN allows dst = src0)
   if (f32) {
-    KILN_ASSIGN_OR_RETURN(y_ref, b.output(y, pd.dst_desc()));
+    KILN_ASSIGN_OR_RETURN(y_ref, b.output_over_if_free(y, a, pd.dst_desc(), in_place));
   } else {
     y_ref = b.temp(pd.dst_desc().get_size());
   }
-  PrimitiveStep& step = b.add_primitive(
-      b.label(fmt::format("binary {} {} {}", impl_name(pd), describe(src0), describe(src1))), pd,
-      dnnl::binary(pd));
+  PrimitiveStep& step =
+      b.add_primitive(b.label(fmt::format("binary {} {} {}{}", impl_name(pd), describe(src0),
+                                          describe(src1), in_place ? " (in place)" : "")),
+                      pd, dnnl::binary(pd));
   step.bind(DNNL_ARG_SRC_0, src0, a_ref);
   step.bind(DNNL_ARG_SRC_1, src1, c_ref);
   step.bind(DNNL_ARG_DST, pd.dst_desc(), y_ref);

@@ -1,13 +1,16 @@
 // Steps that write over an input nothing reads later (ProgramBuilder::output_over_if_free): a
-// per-channel binary op (a squeeze-and-excitation scale) and kiln's BatchNormalization. Each
-// writes the bits it writes to a buffer of its own; where a later dispatch still reads the
-// input, the step writes a buffer of its own and that reader sees the input unchanged. The input
-// comes from a Relu (plain) or a conv (channels-last where oneDNN picks it, on AVX-512; its
-// blocked output elsewhere goes to oneDNN's kernels, which this does not cover).
+// per-channel binary op (a squeeze-and-excitation scale), oneDNN's binary op (a residual Add, an attention mask),
+// kiln's BatchNormalization and LayerNormalization. Each writes the bits it writes to a buffer of
+// its own; where a later dispatch still reads the input, the step writes a buffer of its own and
+// that reader sees the input unchanged. The input comes from a Relu (plain) or a conv
+// (channels-last where oneDNN picks it, on AVX-512; its blocked output elsewhere goes to oneDNN's
+// batch norm and per-channel binary op, which this does not cover; layer norm reads plain data,
+// so only after the Relu).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,7 +44,14 @@ Prepared run_chain(const std::string& producer, const std::string& op, bool read
   }
   const int32_t m = s.value("m", xs);
   const int32_t z = s.constant("zero", zero);
-  if (op == "Mul") {
+  if (op == "Add") {
+    s.dispatch("step", "Add", {c, s.constant("r", random_tensor(xs, 78))}, {m});
+  } else if (op == "LayerNormalization") {
+    s.dispatch("step", "LayerNormalization",
+               {c, s.constant("scale", random_tensor({7}, 79, 0.5f, 2.0f)),
+                s.constant("B", random_tensor({7}, 80))},
+               {m}, attrs({{"axis", int64_t{-1}}}));
+  } else if (op == "Mul") {
     s.dispatch("step", "Mul", {c, s.constant("s", random_tensor({2, 24, 1, 1}, 73, 0.5f, 2.0f))},
                {m});
   } else {
@@ -70,14 +80,19 @@ Prepared run_chain(const std::string& producer, const std::string& op, bool read
 
 TEST(CpuInPlace, AStepWritesOverAnInputNothingReadsLater) {
   const Tensor x = random_tensor({2, 24, 5, 7}, 71);
-  for (const std::string op : {"Mul", "BatchNormalization"}) {
-    const std::string kiln_step = op == "Mul" ? "binary kiln per channel" : "batch_norm kiln";
+  const std::map<std::string, std::string> kernels = {{"Mul", "binary kiln per channel"},
+                                                      {"Add", "binary "},
+                                                      {"BatchNormalization", "batch_norm kiln"},
+                                                      {"LayerNormalization", "layer norm kiln"}};
+  for (const auto& [op, kernel] : kernels) {
     for (const std::string producer : {"Relu", "Conv"}) {
+      // Layer norm reads plain data: after a conv it reads a reordered copy, no value's bytes.
+      if (op == "LayerNormalization" && producer == "Conv") continue;
       SCOPED_TRACE(op + " after a " + producer);
       const Prepared alone = run_chain(producer, op, false);
       const Prepared later = run_chain(producer, op, true);
-      if (alone.steps.find(kiln_step) == std::string::npos) {
-        EXPECT_EQ(producer, "Conv") << alone.steps;  // a plain input always takes kiln's step
+      if (alone.steps.find(kernel) == std::string::npos) {
+        EXPECT_EQ(producer, "Conv") << alone.steps;  // a plain input always takes this step
         continue;
       }
       EXPECT_NE(alone.steps.find("(in place)"), std::string::npos) << alone.steps;

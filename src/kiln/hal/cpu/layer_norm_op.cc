@@ -188,11 +188,17 @@ Status build_layer_norm(ProgramBuilder& b) {
   if (op.has_input(2)) {
     KILN_ASSIGN_OR_RETURN(bias, plain_input(2));
   }
-  KILN_ASSIGN_OR_RETURN(BufferRef y, b.output(op.output_index(0), plain_desc(op.input(0).shape)));
+  // Over X's bytes where nothing reads X later (a row's statistics are summed before it is
+  // written).
+  bool in_place = false;
+  KILN_ASSIGN_OR_RETURN(BufferRef y,
+                        b.output_over_if_free(op.output_index(0), op.input_index(0),
+                                              plain_desc(op.input(0).shape), in_place));
   if (p.rows == 0 || p.params.block == 0) return ok_status();
   b.add(std::make_unique<LayerNormStep>(
-      b.label(fmt::format("layer norm kiln {} rows of {}", p.rows, p.params.block)), p.params,
-      p.rows, x, scale, bias, y));
+      b.label(fmt::format("layer norm kiln {} rows of {}{}", p.rows, p.params.block,
+                          in_place ? " (in place)" : "")),
+      p.params, p.rows, x, scale, bias, y));
   return ok_status();
 }
 
