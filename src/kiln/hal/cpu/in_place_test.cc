@@ -1,11 +1,11 @@
 // Steps that write over an input nothing reads later (ProgramBuilder::output_over_if_free): a
-// per-channel binary op (a squeeze-and-excitation scale), oneDNN's binary op (a residual Add, an attention mask),
-// kiln's BatchNormalization and LayerNormalization. Each writes the bits it writes to a buffer of
-// its own; where a later dispatch still reads the input, the step writes a buffer of its own and
-// that reader sees the input unchanged. The input comes from a Relu (plain) or a conv
-// (channels-last where oneDNN picks it, on AVX-512; its blocked output elsewhere goes to oneDNN's
-// batch norm and per-channel binary op, which this does not cover; layer norm reads plain data,
-// so only after the Relu).
+// per-channel binary op (a squeeze-and-excitation scale), oneDNN's binary op (a residual Add, an
+// attention mask), kiln's BatchNormalization and LayerNormalization. Each writes the bits it
+// writes to a buffer of its own; where a later dispatch still reads the input, the step writes a
+// buffer of its own and that reader sees the input unchanged. The input comes from a Relu
+// (plain) or a conv (channels-last where oneDNN picks it, on AVX-512; its blocked output
+// elsewhere goes to oneDNN's batch norm and per-channel binary op, which this does not cover;
+// layer norm reads plain data, so only after the Relu).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
