@@ -1,11 +1,11 @@
 // Steps that write over an input nothing reads later (ProgramBuilder::output_over_if_free): a
 // per-channel binary op (a squeeze-and-excitation scale), oneDNN's binary op (a residual Add, an
-// attention mask), kiln's BatchNormalization and LayerNormalization. Each writes the bits it
-// writes to a buffer of its own; where a later dispatch still reads the input, the step writes a
+// attention mask), kiln's BatchNormalization, LayerNormalization and Softmax. Each writes the bits
+// it writes to a buffer of its own; where a later dispatch still reads the input, the step writes a
 // buffer of its own and that reader sees the input unchanged. The input comes from a Relu
 // (plain) or a conv (channels-last where oneDNN picks it, on AVX-512; its blocked output
 // elsewhere goes to oneDNN's batch norm and per-channel binary op, which this does not cover;
-// layer norm reads plain data, so only after the Relu).
+// layer norm and softmax read plain data, so only after the Relu).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -51,6 +51,8 @@ Prepared run_chain(const std::string& producer, const std::string& op, bool read
                {c, s.constant("scale", random_tensor({7}, 79, 0.5f, 2.0f)),
                 s.constant("B", random_tensor({7}, 80))},
                {m}, attrs({{"axis", int64_t{-1}}}));
+  } else if (op == "Softmax") {
+    s.dispatch("step", "Softmax", {c}, {m}, attrs({{"axis", int64_t{-1}}}));
   } else if (op == "Mul") {
     s.dispatch("step", "Mul", {c, s.constant("s", random_tensor({2, 24, 1, 1}, 73, 0.5f, 2.0f))},
                {m});
@@ -83,11 +85,12 @@ TEST(CpuInPlace, AStepWritesOverAnInputNothingReadsLater) {
   const std::map<std::string, std::string> kernels = {{"Mul", "binary kiln per channel"},
                                                       {"Add", "binary "},
                                                       {"BatchNormalization", "batch_norm kiln"},
-                                                      {"LayerNormalization", "layer norm kiln"}};
+                                                      {"LayerNormalization", "layer norm kiln"},
+                                                      {"Softmax", "softmax kiln"}};
   for (const auto& [op, kernel] : kernels) {
     for (const std::string producer : {"Relu", "Conv"}) {
-      // Layer norm reads plain data: after a conv it reads a reordered copy, no value's bytes.
-      if (op == "LayerNormalization" && producer == "Conv") continue;
+      // Layer norm and softmax read plain data: after a conv, a reordered copy, no value's bytes.
+      if ((op == "LayerNormalization" || op == "Softmax") && producer == "Conv") continue;
       SCOPED_TRACE(op + " after a " + producer);
       const Prepared alone = run_chain(producer, op, false);
       const Prepared later = run_chain(producer, op, true);

@@ -58,10 +58,14 @@ Status build_softmax(ProgramBuilder& b) {
   const int64_t n = x.empty() ? 1 : x[axis];
   if (inner == 1 && cpu_has(Isa::kAvx2)) {
     KILN_ASSIGN_OR_RETURN(BufferRef src, b.input_as(op.input_index(0), data));
-    KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output(op.output_index(0), data));
+    // Over X's bytes where nothing reads X later (softmax_kernel.h allows y == x).
+    bool in_place = false;
+    KILN_ASSIGN_OR_RETURN(BufferRef dst, b.output_over_if_free(op.output_index(0),
+                                                               op.input_index(0), data, in_place));
     b.add(std::make_unique<SoftmaxStep>(
-        b.label(fmt::format("softmax kiln:{} {} rows of {}", isa_name(best_isa()), outer, n)), src,
-        dst, outer, n));
+        b.label(fmt::format("softmax kiln:{} {} rows of {}{}", isa_name(best_isa()), outer, n,
+                            in_place ? " (in place)" : "")),
+        src, dst, outer, n));
     return ok_status();
   }
   dnnl::softmax_forward::desc desc(dnnl::prop_kind::forward_inference, data, axis);
