@@ -29,10 +29,11 @@ struct Prepared {
   std::vector<Tensor> outputs;  // y = step(c) + 0, then, when read later, c + 0
 };
 
-// x -> producer -> c -> `op` -> m -> m + 0 = y; with `read_later`, c + 0 as a second output.
-Prepared run_chain(const std::string& producer, const std::string& op, bool read_later) {
-  const ConcreteShape xs{2, 24, 5, 7};
-  const Tensor x = random_tensor(xs, 71);
+// x [2, 24, 5, 7] -> producer -> c -> `op` -> m -> m + 0 = y; with `read_later`, c + 0 as a second
+// output.
+Prepared run_chain(const Tensor& x, const std::string& producer, const std::string& op,
+                   bool read_later) {
+  const ConcreteShape& xs = x.shape();
   const Tensor zero = make_tensor(DType::kF32, {1}, std::vector<float>{0.0f});
   SpecBuilder s;
   const int32_t xi = s.input("x", xs);
@@ -92,8 +93,8 @@ TEST(CpuInPlace, AStepWritesOverAnInputNothingReadsLater) {
       // Layer norm and softmax read plain data: after a conv, a reordered copy, no value's bytes.
       if ((op == "LayerNormalization" || op == "Softmax") && producer == "Conv") continue;
       SCOPED_TRACE(op + " after a " + producer);
-      const Prepared alone = run_chain(producer, op, false);
-      const Prepared later = run_chain(producer, op, true);
+      const Prepared alone = run_chain(x, producer, op, false);
+      const Prepared later = run_chain(x, producer, op, true);
       if (alone.steps.find(kernel) == std::string::npos) {
         EXPECT_EQ(producer, "Conv") << alone.steps;  // a plain input always takes this step
         continue;
