@@ -1,0 +1,164 @@
+// GlobalAveragePool on kiln's GlobalAverageStep (global_average_step.h): channels-last data (an
+// NHWC graph input relabelled by a Transpose, as a tf2onnx graph or a conv on AVX-512 leaves it)
+// and plain data, against a float64 mean; NaN and Inf; and a sample's bits at any batch size and
+// team size.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kiln/hal/cpu/cpu_device.h"
+#include "tests/support/expect.h"
+#include "tests/support/hal/program.h"
+#include "tests/support/tensors.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using namespace testing;
+
+// [N, C, H, W] as GlobalAveragePool sees it, and whether the graph input is NHWC (then relabelled
+// to NCHW by a Transpose, so the pool reads channels-last) or NCHW (plain).
+struct Pooled {
+  ConcreteShape nchw;
+  bool channels_last = false;
+};
+
+void PrintTo(const Pooled& p, std::ostream* os) {
+  *os << (p.channels_last ? "channels last " : "plain ")
+      << fmt::format("{}", fmt::join(p.nchw, "x"));
+}
+
+ConcreteShape input_shape(const Pooled& p) {
+  const ConcreteShape& s = p.nchw;
+  return p.channels_last ? ConcreteShape{s[0], s[2], s[3], s[1]} : s;
+}
+
+// The graph: [Transpose,] GlobalAveragePool; `pool` is the pool's dispatch index.
+SpecBuilder pool_graph(const Pooled& p, size_t& pool) {
+  SpecBuilder s;
+  int32_t x = s.input("x", input_shape(p));
+  if (p.channels_last) {
+    const int32_t nchw = s.value("nchw", p.nchw);
+    s.dispatch("to_nchw", "Transpose", {x}, {nchw},
+               attrs({{"perm", std::vector<int64_t>{0, 3, 1, 2}}}));
+    x = nchw;
+  }
+  const int32_t y = s.output("y", {p.nchw[0], p.nchw[1], 1, 1});
+  s.dispatch("pool", "GlobalAveragePool", {x}, {y});
+  pool = p.channels_last ? 1 : 0;
+  return s;
+}
+
+// Runs the graph on `threads` threads; `steps` gets the pool's step descriptions.
+StatusOr<Tensor> run_pool(const Pooled& p, const Tensor& x, int threads, std::string* steps) {
+  size_t pool = 0;
+  SpecBuilder s = pool_graph(p, pool);
+  KILN_ASSIGN_OR_RETURN(auto device, create_cpu_device({threads}));
+  KILN_ASSIGN_OR_RETURN(auto exe, device->prepare(s.spec()));
+  if (steps != nullptr) *steps = fmt::format("{}", fmt::join(exe->describe_dispatch(pool), "\n"));
+  KILN_ASSIGN_OR_RETURN(auto out, run_program(*exe, s.spec(), {x}));
+  return out[0];
+}
+
+// The mean of each (n, c) plane in float64, from the graph input's layout.
+std::vector<double> float64_means(const Pooled& p, const Tensor& x) {
+  const ConcreteShape& s = p.nchw;
+  const int64_t n_count = s[0], channels = s[1], pixels = s[2] * s[3];
+  const auto v = x.values<float>();
+  std::vector<double> means;
+  for (int64_t n = 0; n < n_count; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      double sum = 0;
+      for (int64_t q = 0; q < pixels; ++q) {
+        sum += p.channels_last ? v[(n * pixels + q) * channels + c]
+                               : v[(n * channels + c) * pixels + q];
+      }
+      means.push_back(sum / static_cast<double>(pixels));
+    }
+  }
+  return means;
+}
+
+class GlobalAverageTest : public ::testing::TestWithParam<Pooled> {};
+
+TEST_P(GlobalAverageTest, MatchesAFloat64MeanOnKilnsStep) {
+  const Pooled& p = GetParam();
+  const Tensor x = random_tensor(input_shape(p), 21, -1.0f, 3.0f);
+  std::string steps;
+  auto y = run_pool(p, x, 2, &steps);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_NE(steps.find(p.channels_last ? "global average kiln acdb" : "global average kiln plain"),
+            std::string::npos)
+      << steps;
+  expect_close(*y, {p.nchw[0], p.nchw[1], 1, 1}, float64_means(p, x), 1e-6, 1e-5);
+}
+
+TEST_P(GlobalAverageTest, ASampleHasTheSameBitsAtAnyBatchSizeAndTeamSize) {
+  const Pooled& p = GetParam();
+  const Tensor x = random_tensor(input_shape(p), 22);
+  auto batch = run_pool(p, x, 2, nullptr);
+  ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+  for (int64_t n = 0; n < p.nchw[0]; ++n) {
+    Pooled one = p;
+    one.nchw[0] = 1;
+    for (int threads : {1, 2}) {
+      auto alone = run_pool(one, slice_batch(x, n), threads, nullptr);
+      ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+      EXPECT_TRUE(identical(*alone, slice_batch(*batch, n)))
+          << "sample " << n << " alone on " << threads << " thread(s)";
+    }
+  }
+}
+
+TEST_P(GlobalAverageTest, NanAndInfinityReachTheirChannelsMeanOnly) {
+  const Pooled& p = GetParam();
+  Tensor x = random_tensor(input_shape(p), 23);
+  const ConcreteShape& s = p.nchw;
+  const int64_t channels = s[1], pixels = s[2] * s[3];
+  // Element (n = last sample, channel c, pixel q) in the graph input's layout.
+  auto at = [&](int64_t c, int64_t q) {
+    const int64_t n = s[0] - 1;
+    return p.channels_last ? (n * pixels + q) * channels + c : (n * channels + c) * pixels + q;
+  };
+  auto v = x.mutable_values<float>();
+  const float inf = std::numeric_limits<float>::infinity();
+  v[at(0, pixels - 1)] = std::numeric_limits<float>::quiet_NaN();
+  v[at(1, pixels / 2)] = inf;
+  v[at(2, 0)] = inf;
+  v[at(2, pixels - 1)] = -inf;
+  v[at(3, pixels / 3)] = -inf;
+  auto y = run_pool(p, x, 2, nullptr);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const auto got = y->values<float>();
+  const int64_t last = (s[0] - 1) * channels;
+  EXPECT_TRUE(std::isnan(got[last + 0]));
+  EXPECT_EQ(got[last + 1], inf);
+  EXPECT_TRUE(std::isnan(got[last + 2]));
+  EXPECT_EQ(got[last + 3], -inf);
+  for (int64_t i = 0; i < static_cast<int64_t>(got.size()); ++i) {
+    if (i < last || i >= last + 4) {
+      EXPECT_TRUE(std::isfinite(got[i])) << "element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, GlobalAverageTest,
+    // Channels last: 1147 pixels of 40 channels are 3 chunks of up to 409; 7x7 of 1152 channels
+    // are 4 chunks of up to 14 pixels; 5x3 of 6 channels are one. Plain: runs of 561 and 7.
+    ::testing::Values(Pooled{{3, 40, 31, 37}, true}, Pooled{{2, 1152, 7, 7}, true},
+                      Pooled{{2, 6, 5, 3}, true}, Pooled{{2, 5, 33, 17}, false},
+                      Pooled{{3, 4, 7, 1}, false}),
+    [](const ::testing::TestParamInfo<Pooled>& info) {
+      const ConcreteShape& s = info.param.nchw;
+      return fmt::format("{}_{}x{}x{}x{}", info.param.channels_last ? "channels_last" : "plain",
+                         s[0], s[1], s[2], s[3]);
+    });
+
+}  // namespace
+}  // namespace kiln::hal::cpu
