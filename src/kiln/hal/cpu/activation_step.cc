@@ -10,6 +10,7 @@
 
 #include "kiln/hal/cpu/cpu_isa.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/hal/cpu/silu_kernel.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -74,8 +75,8 @@ KILN_AVX512 void bound_avx512(const kernels::FusedActivation& a, const float* in
 }
 
 void activate(const kernels::FusedActivation& a, const float* in, float* out, int64_t n) {
-  // SiLU is a conv post-op (conv_common.h) and GELU a MatMul epilogue (gemm_kernel.h); should a
-  // step get either, the scalar rule applies.
+  // GELU is a MatMul epilogue (gemm_kernel.h); should a step get it, the scalar rule applies.
+  if (a.kind == Kind::kSilu && have_avx2()) return silu::apply(in, out, n);
   const bool vector = a.kind == Kind::kRelu || a.kind == Kind::kClip || a.kind == Kind::kLeakyRelu;
   static const bool avx512 = best_isa() == Isa::kAvx512;
   if (avx512 && (a.kind == Kind::kRelu || a.kind == Kind::kClip)) {

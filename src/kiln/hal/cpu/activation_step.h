@@ -5,9 +5,10 @@
 // ONNX Runtime and PyTorch give NaN outputs. kiln therefore never hands relu or clip to oneDNN:
 // the producer (conv, batch norm) writes the pre-activation value, and an ActivationStep applies
 // the activation in place right after, while the data is still in cache (kernels/activation.h
-// gives the rule; NaN stays NaN). Gelu, Sigmoid and Tanh run on oneDNN's eltwise, followed by an
-// EltwiseEdgeStep that rewrites the non-finite inputs' outputs (as the exact functions and ONNX
-// Runtime give them).
+// gives the rule; NaN stays NaN). A conv's fused SiLU runs there too, on kiln's vector kernel
+// (silu_kernel.h), cheaper than oneDNN's swish post-op. Gelu, Sigmoid and Tanh run on oneDNN's
+// eltwise, followed by an EltwiseEdgeStep that rewrites the non-finite inputs' outputs (as the
+// exact functions and ONNX Runtime give them).
 #pragma once
 
 #include <cstddef>

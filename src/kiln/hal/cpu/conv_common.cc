@@ -28,20 +28,9 @@ StatusOr<ConvDestination> conv_destination(ProgramBuilder& b, const ConvParams& 
   return d;
 }
 
-bool activation_is_post_op(const kernels::FusedActivation& activation) {
-  return activation.kind == kernels::FusedActivation::Kind::kSilu;
-}
-
-void append_activation_post_op(dnnl::post_ops& post_ops,
-                               const kernels::FusedActivation& activation) {
-  if (activation.kind == kernels::FusedActivation::Kind::kSilu) {
-    post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
-  }
-}
-
 Status finish_conv(ProgramBuilder& b, const ConvParams& p, const ConvDestination& d,
                    const dnnl_desc& layout) {
-  if (!activation_is_post_op(p.activation)) add_activation(b, d.buffer, layout, p.activation);
+  add_activation(b, d.buffer, layout, p.activation);
   if (p.data == dnnl::memory::data_type::f32) return ok_status();
   const int32_t out = b.op().output_index(0);
   const dnnl_desc stored = b.requires_plain(out) ? plain_desc(b.value(out).shape, p.data)

@@ -39,19 +39,10 @@ struct ConvDestination {
 };
 StatusOr<ConvDestination> conv_destination(ProgramBuilder& b, const ConvParams& p,
                                            const dnnl_desc& layout);
-// Whether the conv primitive applies `activation` itself, as a oneDNN post-op after the bias and
-// the residual, rather than kiln's ActivationStep after it: SiLU, as oneDNN's swish (alpha 1),
-// which ends in a multiply by the pre-activation value, so a NaN stays NaN; relu, clip and leaky
-// relu stay kiln's (activation_step.h).
-bool activation_is_post_op(const kernels::FusedActivation& activation);
-// Appends that post-op to `post_ops` when activation_is_post_op.
-void append_activation_post_op(dnnl::post_ops& post_ops,
-                               const kernels::FusedActivation& activation);
-
-// The steps after the conv's: the fused activation on the destination unless the primitive
-// applied it (activation_step.h), then,
-// for f16 or bf16 data, the conversion into the output (in `layout`'s blocking with the output's
-// data type, or plain for a graph output).
+// The steps after the conv's: the fused activation on the destination (activation_step.h: kiln's
+// relu, clip, leaky relu and SiLU, which keep NaN), then, for f16 or bf16 data, the conversion
+// into the output (in `layout`'s blocking with the output's data type, or plain for a graph
+// output).
 Status finish_conv(ProgramBuilder& b, const ConvParams& p, const ConvDestination& d,
                    const dnnl_desc& layout);
 

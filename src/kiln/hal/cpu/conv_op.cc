@@ -8,13 +8,12 @@
 // Either way the destination is f32 (oneDNN's low-precision kernels accumulate in f32), and the
 // result is rounded to f16/bf16 once, after bias, residual and activation (conv_common.h), as
 // ONNX Runtime's f32-computing f16 conv rounds it. The choice depends on the dtype and the
-// machine only. Bias and kiln's residual (a sum post-op over the
-// destination pre-filled with the residual) are fused; the activation (relu, clip or leaky relu)
-// runs as kiln's ActivationStep right after, in place, because oneDNN's eltwise post-op maps a NaN
-// to the lower bound (activation_step.h); SiLU, which keeps NaN on oneDNN, is a post-op
-// (conv_common.h). When nothing reads the residual afterwards and it is
-// stored in the destination's layout, the destination offers to take over its bytes, and the
-// pre-fill copy then does nothing.
+// machine only. Bias and kiln's residual (a sum post-op over the destination pre-filled with the
+// residual) are fused; the activation (relu, clip, leaky relu or SiLU) runs as kiln's
+// ActivationStep right after, in place: oneDNN's eltwise post-op maps a NaN to the lower bound
+// (activation_step.h), and its swish post-op cost more than kiln's SiLU pass (silu_kernel.h).
+// When nothing reads the residual afterwards and it is stored in the destination's layout, the
+// destination offers to take over its bytes, and the pre-fill copy then does nothing.
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/conv_batch_probe.h"
@@ -126,7 +125,6 @@ Status build_conv(ProgramBuilder& b) {
   dnnl::primitive_attr attr = b.attr();
   dnnl::post_ops post_ops;
   if (p.has_residual) post_ops.append_sum(1.0f);
-  append_activation_post_op(post_ops, p.activation);
   attr.set_post_ops(post_ops);
 
   // X and W in `compute`, B and Y in f32.

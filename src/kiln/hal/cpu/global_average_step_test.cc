@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/global_average_step.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/tensors.h"
@@ -144,6 +147,46 @@ TEST_P(GlobalAverageTest, NanAndInfinityReachTheirChannelsMeanOnly) {
     if (i < last || i >= last + 4) {
       EXPECT_TRUE(std::isfinite(got[i])) << "element " << i;
     }
+  }
+}
+
+// The step alone on one tensor stored plain, channels last, and blocked by 8 and 16 channels (the
+// conv layouts of AVX2 and AVX-512, with padded channels holding garbage): the same bits in each.
+TEST(GlobalAverageStepTest, EveryLayoutGivesTheSameBits) {
+  using tag = dnnl::memory::format_tag;
+  const ConcreteShape shape{2, 21, 23, 19};
+  const Tensor x = random_tensor(shape, 24, -2.0f, 2.0f);
+  const auto v = x.values<float>();
+  const int64_t channels = shape[1], pixels = shape[2] * shape[3];
+  std::vector<std::vector<float>> results;
+  for (tag layout : {tag::abcd, tag::acdb, tag::aBcd8b, tag::aBcd16b}) {
+    const dnnl_desc desc(to_dnnl_dims(shape), dnnl::memory::data_type::f32, layout);
+    const std::optional<PlaneWalk> walk = plane_walk(desc);
+    ASSERT_TRUE(walk.has_value()) << static_cast<int>(layout);
+    // Scatter x into the layout through the walk; padding gets NaN, which no sum may read.
+    std::vector<float> stored(desc.get_size() / sizeof(float),
+                              std::numeric_limits<float>::quiet_NaN());
+    for (int64_t n = 0; n < shape[0]; ++n) {
+      for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t p = 0; p < pixels; ++p) {
+          stored[n * walk->sample_stride + c / walk->group * walk->group_stride +
+                 c % walk->group * walk->channel_stride + p * walk->pixel_stride] =
+              v[(n * channels + c) * pixels + p];
+        }
+      }
+    }
+    std::vector<float> partials(GlobalAverageStep::partial_floats(*walk));
+    std::vector<float> y(shape[0] * channels);
+    GlobalAverageStep step("gap", *walk, BufferRef::at(reinterpret_cast<std::byte*>(stored.data())),
+                           BufferRef::at(reinterpret_cast<std::byte*>(partials.data())),
+                           BufferRef::at(reinterpret_cast<std::byte*>(y.data())));
+    ASSERT_TRUE(step.run(ExecContext{}).ok());
+    for (float value : y) ASSERT_TRUE(std::isfinite(value));
+    results.push_back(std::move(y));
+  }
+  for (size_t i = 1; i < results.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(results[0].data(), results[i].data(), results[0].size() * 4))
+        << "layout " << i;
   }
 }
 

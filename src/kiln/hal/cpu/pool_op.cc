@@ -1,7 +1,7 @@
 // MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool on oneDNN pooling_v2 (dilations),
 // reading the input in whatever layout its producer chose and writing the same kind of layout;
-// an f32 GlobalAveragePool of channels-last or plain data on kiln's GlobalAverageStep instead
-// (global_average_step.h), written plain.
+// an f32 GlobalAveragePool on kiln's GlobalAverageStep instead (global_average_step.h), written
+// plain.
 // ceil_mode becomes extra end padding: oneDNN ignores padding for max and, with
 // avg_exclude_padding, for the average's divisor. oneDNN's max skips a NaN in the window; a second
 // pooling by average marks those windows and MaxPoolNanStep makes their max NaN, as PyTorch and
@@ -74,19 +74,18 @@ StatusOr<PoolParams> read_pool(const OpReader& op) {
   return p;
 }
 
-// GlobalAveragePool of an f32 input stored with channel runs: kiln's GlobalAverageStep (its header
+// GlobalAveragePool of an f32 input that plane_walk reads: kiln's GlobalAverageStep (its header
 // says why), writing the output plain.
-Status build_global_average(ProgramBuilder& b, const dnnl_desc& layout, const ChannelRuns& runs) {
+Status build_global_average(ProgramBuilder& b, const dnnl_desc& layout, const PlaneWalk& walk) {
   const OpReader& op = b.op();
   KILN_ASSIGN_OR_RETURN(BufferRef x, b.input_as(op.input_index(0), layout));
-  const int64_t samples = op.input(0).shape[0];
-  const size_t partials = static_cast<size_t>(GlobalAverageStep::partial_floats(runs, samples));
+  const size_t partials = static_cast<size_t>(GlobalAverageStep::partial_floats(walk));
   const BufferRef workspace = b.temp(std::max<size_t>(1, partials) * sizeof(float));
   const dnnl_desc out = plain_desc(op.output(0).shape);
   KILN_ASSIGN_OR_RETURN(BufferRef y, b.output(op.output_index(0), out));
   b.add(std::make_unique<GlobalAverageStep>(
-      b.label(fmt::format("global average kiln {} -> {}", describe(layout), describe(out))), runs,
-      samples, x, workspace, y));
+      b.label(fmt::format("global average kiln {} -> {}", describe(layout), describe(out))), walk,
+      x, workspace, y));
   return ok_status();
 }
 
@@ -103,8 +102,8 @@ Status build_pool(ProgramBuilder& b) {
   const int32_t x = op.input_index(0);
   const bool f32 = p.data == dnnl::memory::data_type::f32;
   if (f32 && op.dispatch().op_type == "GlobalAveragePool") {
-    if (const std::optional<ChannelRuns> runs = channel_runs(b.layout(x))) {
-      return build_global_average(b, b.layout(x), *runs);
+    if (const std::optional<PlaneWalk> walk = plane_walk(b.layout(x))) {
+      return build_global_average(b, b.layout(x), *walk);
     }
   }
   const dnnl_desc src = with_data_type(b.layout(x), dnnl::memory::data_type::f32);

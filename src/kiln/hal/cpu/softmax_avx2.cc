@@ -1,4 +1,4 @@
-// softmax_kernel.h on AVX2 + FMA: 16 lanes as two 8-float vectors, lanes 0-7 and 8-15.
+// softmax_kernel.h and silu_kernel.h on AVX2 + FMA: 16 lanes as two 8-float vectors, lanes 0-7 and 8-15.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -6,10 +6,11 @@
 // Every header with inline code but the vector template goes before the target options
 // (isa_target.h).
 #include "kiln/hal/cpu/isa_target.h"
+#include "kiln/hal/cpu/silu_kernel.h"
 #include "kiln/hal/cpu/softmax_kernel.h"
 
 // Everything below is compiled for AVX2 + FMA, so this file adds no such instruction anywhere
-// else; softmax_kernel.cc calls it only where the CPU has them.
+// else; softmax_kernel.cc and silu_kernel.cc call it only where the CPU has them.
 KILN_ISA_TARGET_BEGIN("avx2,fma")
 
 #include "kiln/hal/cpu/softmax_math.h"
@@ -47,6 +48,14 @@ struct Avx2 {
   static R sub(R a, R b) { return R{_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
   static R mul(R a, R b) { return R{_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
   static R max(R a, R b) { return R{_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+  static R min(R a, R b) { return R{_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
+  static R div(R a, R b) { return R{_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+  // `then` where x < 0, else `other` (false for NaN and -0).
+  static R where_negative(R x, R then, R other) {
+    const __m256 zero = _mm256_setzero_ps();
+    return R{_mm256_blendv_ps(other.lo, then.lo, _mm256_cmp_ps(x.lo, zero, _CMP_LT_OQ)),
+             _mm256_blendv_ps(other.hi, then.hi, _mm256_cmp_ps(x.hi, zero, _CMP_LT_OQ))};
+  }
   static R fmadd(R a, R b, R c) {
     return R{_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
   }
@@ -86,5 +95,13 @@ void rows_avx2(const float* x, float* y, int64_t first, int64_t last, int64_t n)
 }
 
 }  // namespace kiln::hal::cpu::softmax::detail
+
+namespace kiln::hal::cpu::silu::detail {
+
+void apply_avx2(const float* x, float* y, int64_t n) {
+  softmax::detail::silu_span<softmax::detail::Avx2>(x, y, n);
+}
+
+}  // namespace kiln::hal::cpu::silu::detail
 
 KILN_ISA_TARGET_END()

@@ -1,4 +1,4 @@
-// softmax_kernel.h on AVX-512: one 16-float vector.
+// softmax_kernel.h and silu_kernel.h on AVX-512: one 16-float vector.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -6,10 +6,11 @@
 // Every header with inline code but the vector template goes before the target options
 // (isa_target.h).
 #include "kiln/hal/cpu/isa_target.h"
+#include "kiln/hal/cpu/silu_kernel.h"
 #include "kiln/hal/cpu/softmax_kernel.h"
 
 // Everything below is compiled for AVX-512, so this file adds no such instruction anywhere
-// else; softmax_kernel.cc calls it only where the CPU has AVX-512F.
+// else; softmax_kernel.cc and silu_kernel.cc call it only where the CPU has AVX-512F.
 KILN_ISA_TARGET_BEGIN("avx512f,avx2,fma")
 
 #include "kiln/hal/cpu/softmax_math.h"
@@ -38,6 +39,12 @@ struct Avx512 {
   // (-Wmaybe-uninitialized, GCC bug 105593).
   static constexpr __mmask16 kAll = 0xFFFF;
   static R max(R a, R b) { return _mm512_maskz_max_ps(kAll, a, b); }
+  static R min(R a, R b) { return _mm512_maskz_min_ps(kAll, a, b); }
+  static R div(R a, R b) { return _mm512_div_ps(a, b); }
+  // `then` where x < 0, else `other` (false for NaN and -0).
+  static R where_negative(R x, R then, R other) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, set1(0.0f), _CMP_LT_OQ), other, then);
+  }
   static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R round(R x) { return _mm512_maskz_roundscale_ps(kAll, x, _MM_FROUND_TO_NEAREST_INT); }
   // 2^n for integral n in [-126, 0].
@@ -83,5 +90,13 @@ void rows_avx512(const float* x, float* y, int64_t first, int64_t last, int64_t 
 }
 
 }  // namespace kiln::hal::cpu::softmax::detail
+
+namespace kiln::hal::cpu::silu::detail {
+
+void apply_avx512(const float* x, float* y, int64_t n) {
+  softmax::detail::silu_span<softmax::detail::Avx512>(x, y, n);
+}
+
+}  // namespace kiln::hal::cpu::silu::detail
 
 KILN_ISA_TARGET_END()

@@ -1,6 +1,6 @@
-// The vector code of softmax_kernel.h, written once over an ISA's 16-lane vector operations `V`
-// and compiled in softmax_avx2.cc and softmax_avx512.cc under their target options. Include only
-// there, inside those options.
+// The vector code of softmax_kernel.h and silu_kernel.h (which share its exp), written once over
+// an ISA's 16-lane vector operations `V` and compiled in softmax_avx2.cc and softmax_avx512.cc
+// under their target options. Include only there, inside those options.
 #pragma once
 
 #include <immintrin.h>
@@ -94,6 +94,24 @@ void softmax_rows(const float* x, float* y, int64_t first, int64_t last, int64_t
       V::store_partial(yr + full, tail, V::mul(V::load_partial(yr + full, tail, 0.0f), scale));
     }
   }
+}
+
+// SiLU of n floats (silu_kernel.h): x * (num / (1 + e)) with e = exp(-|x|) and num = e where
+// x < 0, else 1. A tail shorter than 16 goes through the same lanes (its other lanes hold 0).
+template <class V>
+typename V::R silu(typename V::R x) {
+  using R = typename V::R;
+  const R one = V::set1(1.0f);
+  const R e = exp_non_positive<V>(V::min(x, V::sub(V::set1(0.0f), x)));
+  return V::mul(x, V::div(V::where_negative(x, e, one), V::add(one, e)));
+}
+
+template <class V>
+void silu_span(const float* x, float* y, int64_t n) {
+  constexpr int64_t kWidth = 16;
+  const int64_t full = n / kWidth * kWidth, tail = n - full;
+  for (int64_t i = 0; i < full; i += kWidth) V::store(y + i, silu<V>(V::load(x + i)));
+  if (tail > 0) V::store_partial(y + full, tail, silu<V>(V::load_partial(x + full, tail, 0.0f)));
 }
 
 }  // namespace kiln::hal::cpu::softmax::detail

@@ -93,7 +93,8 @@ std::optional<winograd::Conv3x3> winograd_shape(
   }
   const Isa isa = best_isa();
   if (b.constant(op.input_index(1)) == nullptr || !cpu_has(isa)) return std::nullopt;
-  if (activation_is_post_op(p.activation)) return std::nullopt;  // its epilogue has no SiLU
+  // Its epilogue has no SiLU (winograd_transforms.h).
+  if (p.activation.kind == kernels::FusedActivation::Kind::kSilu) return std::nullopt;
   // oneDNN's direct kernel of that ISA: AVX2's jit kernel, AVX-512's jit or brgconv kernel.
   const std::string impl = impl_name(direct);
   if (isa == Isa::kAvx512 ? impl != "jit:avx512_core" && impl != "brgconv:avx512_core"
