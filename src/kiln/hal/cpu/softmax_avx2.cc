@@ -1,4 +1,5 @@
-// softmax_kernel.h and silu_kernel.h on AVX2 + FMA: 16 lanes as two 8-float vectors, lanes 0-7 and 8-15.
+// softmax_kernel.h and silu_kernel.h on AVX2 + FMA: 16 lanes as two 8-float vectors, lanes 0-7 and
+// 8-15.
 #include <immintrin.h>
 
 #include <cstdint>
