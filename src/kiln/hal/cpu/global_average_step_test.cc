@@ -1,7 +1,7 @@
 // GlobalAveragePool on kiln's GlobalAverageStep (global_average_step.h): channels-last data (an
 // NHWC graph input relabelled by a Transpose, as a tf2onnx graph or a conv on AVX-512 leaves it)
-// and plain data, against a float64 mean; NaN and Inf; and a sample's bits at any batch size and
-// team size.
+// and plain data, against a float64 mean; NaN and Inf; a sample's bits at any batch size and team
+// size; and the step alone on one tensor in every layout it reads, for the same bits.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
