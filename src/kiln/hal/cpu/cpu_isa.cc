@@ -16,4 +16,12 @@ Isa best_isa() {
 
 const char* isa_name(Isa isa) { return isa == Isa::kAvx512 ? "avx512" : "avx2"; }
 
+std::vector<Isa> runnable_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (cpu_has(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
 }  // namespace kiln::hal::cpu

@@ -2,6 +2,8 @@
 // winograd_conv.h), and which one this process runs.
 #pragma once
 
+#include <vector>
+
 namespace kiln::hal::cpu {
 
 enum class Isa { kAvx2, kAvx512 };
@@ -15,5 +17,8 @@ bool cpu_has(Isa isa);
 Isa best_isa();
 // "avx2" or "avx512", for kernel names in plans.
 const char* isa_name(Isa isa);
+// The instruction sets whose code this CPU runs (cpu_has), AVX2 first: the kernels' tests run
+// each of them, whatever best_isa picks.
+std::vector<Isa> runnable_isas();
 
 }  // namespace kiln::hal::cpu

@@ -135,12 +135,6 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& w
   }
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> v = {Isa::kAvx2};
-  if (__builtin_cpu_supports("avx512f")) v.push_back(Isa::kAvx512);
-  return v;
-}
-
 class GemmKernelTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -168,7 +162,7 @@ TEST_F(GemmKernelTest, BothIsasGiveTheContractsBits) {
       Problem p = make_problem(s, 1, e.alpha, e.beta, e.c, seed += 3);
       p.residual = e.residual;
       const std::vector<float> want = expected(p);
-      for (Isa isa : isas()) {
+      for (Isa isa : runnable_isas()) {
         expect_same_bits(run(p, isa), want,
                          fmt::format("{} {}x{}x{} c kind {} residual {}", isa_name(isa), s.m, s.k,
                                      s.n, static_cast<int>(e.c), e.residual));
@@ -189,7 +183,7 @@ TEST_F(GemmKernelTest, ThreadsAndProductCountChangeNoBits) {
       for (int64_t count : {1, 3}) {
         const Problem p = make_problem(s, count, 1.0f, 1.0f, CKind::kRowVector, 99);
         const std::vector<float> want = expected(p);
-        for (Isa isa : isas()) {
+        for (Isa isa : runnable_isas()) {
           expect_same_bits(run(p, isa), want,
                            fmt::format("{} threads {} {}x{}x{} count {}", isa_name(isa), threads,
                                        s.m, s.k, s.n, count));
@@ -221,7 +215,7 @@ TEST_F(GemmKernelTest, NanAndInfPropagate) {
   EXPECT_TRUE(std::isnan(want[0 * 35 + 30]));
   EXPECT_TRUE(std::isnan(want[8 * 35 + 2]));
   EXPECT_TRUE(std::isnan(want[7 * 35 + 9]));
-  for (Isa isa : isas()) expect_same_bits(run(p, isa), want, isa_name(isa));
+  for (Isa isa : runnable_isas()) expect_same_bits(run(p, isa), want, isa_name(isa));
 }
 
 // GELU, exactly (in double): ONNX Gelu, approximate "none" or "tanh".
@@ -246,7 +240,7 @@ TEST_F(GemmKernelTest, GeluEndsTheEpilogueWithinItsBoundAndAlikeOnBothIsas) {
       const std::vector<float> plain = expected(p);
       p.activation = activation;
       std::vector<float> first;
-      for (Isa isa : isas()) {
+      for (Isa isa : runnable_isas()) {
         const std::vector<float> got = run(p, isa);
         const std::string what = fmt::format("{} {}x{}x{} activation {}", isa_name(isa), s.m, s.k,
                                              s.n, static_cast<int>(activation));
@@ -278,7 +272,7 @@ TEST_F(GemmKernelTest, GeluOfNonFiniteAndLargeValues) {
   std::copy(xs.begin(), xs.end(), p.c_values.begin());
   for (Activation activation : {Activation::kGelu, Activation::kGeluTanh}) {
     p.activation = activation;
-    for (Isa isa : isas()) {
+    for (Isa isa : runnable_isas()) {
       const std::vector<float> y = run(p, isa);
       const std::string what =
           fmt::format("{} activation {}", isa_name(isa), static_cast<int>(activation));
