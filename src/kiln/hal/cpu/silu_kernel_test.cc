@@ -59,10 +59,13 @@ TEST_F(SiluKernelTest, BothIsasAnyLengthAndOffsetGiveTheSameBits) {
   for (Isa isa : runnable_isas()) {
     for (int64_t first : {0, 1, 7, 16, 33}) {
       for (int64_t n : {0, 1, 5, 15, 16, 17, 31, 48, 100}) {
-        std::vector<float> y(x.begin() + first, x.begin() + first + n);  // in place
+        // In place, in a buffer of its own (with a guard float after it, which must stay).
+        std::vector<float> y(x.begin() + first, x.begin() + first + n);
+        y.push_back(-1.0f);
         apply(y.data(), y.data(), n, isa);
         EXPECT_EQ(0, std::memcmp(y.data(), whole.data() + first, n * sizeof(float)))
             << fmt::format("{} floats from {} on {}", n, first, isa_name(isa));
+        EXPECT_EQ(y.back(), -1.0f) << fmt::format("{} floats on {}", n, isa_name(isa));
       }
     }
   }
