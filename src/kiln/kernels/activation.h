@@ -20,10 +20,11 @@
 //                                   that take no GELU say so (reject_gelu).
 //
 // NaN stays NaN, on every path: the portable and reference kernels use apply(); the CPU backend
-// never hands relu or clip to oneDNN (whose max(x, bound) maps a NaN to the bound) but applies
-// them with kiln's own code (hal/cpu/activation_step.h, the Winograd kernel's epilogue), as ONNX
-// Runtime and PyTorch keep NaN. -0 stays -0 (v < 0 is false for it). SiLU runs as oneDNN's
-// swish post-op, whose results at the non-finite inputs the CPU tests pin down.
+// hands relu or clip to oneDNN (whose max(x, bound) maps a NaN to the bound) only where the conv's
+// input rules a NaN out (hal/cpu/finite_guard.h), and otherwise applies them with kiln's own code
+// (hal/cpu/activation_step.h, the Winograd kernel's epilogue), as ONNX Runtime and PyTorch keep
+// NaN. -0 stays -0 (v < 0 is false for it). SiLU runs on kiln's vector kernel
+// (hal/cpu/silu_kernel.h), whose results at the non-finite inputs the CPU tests pin down.
 #pragma once
 
 #include <cmath>

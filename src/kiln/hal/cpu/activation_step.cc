@@ -136,12 +136,16 @@ std::string label_of(const ProgramBuilder& b, const kernels::FusedActivation& a,
 
 }  // namespace
 
-Status ActivationStep::run(const ExecContext& ctx) {
-  const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
-  auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
-  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
-    activate(activation_, in + begin, out + begin, n);
+void apply_activation(const kernels::FusedActivation& activation, const float* in, float* out,
+                      size_t count) {
+  parallel_chunks(static_cast<int64_t>(count), [&](int64_t begin, int64_t n) {
+    activate(activation, in + begin, out + begin, n);
   });
+}
+
+Status ActivationStep::run(const ExecContext& ctx) {
+  apply_activation(activation_, reinterpret_cast<const float*>(ctx.resolve(in_)),
+                   reinterpret_cast<float*>(ctx.resolve(out_)), count_);
   return ok_status();
 }
 

@@ -2,10 +2,11 @@
 //
 // oneDNN 2.6 computes relu and clip (eltwise and post-op alike, and fuse_norm_relu) with
 // max(x, bound): a NaN comes out as the bound, so one NaN pixel vanished inside ResNet-50 while
-// ONNX Runtime and PyTorch give NaN outputs. kiln therefore never hands relu or clip to oneDNN:
-// the producer (conv, batch norm) writes the pre-activation value, and an ActivationStep applies
-// the activation in place right after, while the data is still in cache (kernels/activation.h
-// gives the rule; NaN stays NaN). A conv's fused SiLU runs there too, on kiln's vector kernel
+// ONNX Runtime and PyTorch give NaN outputs. kiln therefore hands relu or clip to oneDNN only
+// where no value can be NaN (a conv's guarded post-op, finite_guard.h): elsewhere the producer
+// (conv, batch norm) writes the pre-activation value, and an ActivationStep applies the
+// activation in place right after, while the data is still in cache (kernels/activation.h gives
+// the rule; NaN stays NaN). A conv's fused SiLU runs there too, on kiln's vector kernel
 // (silu_kernel.h), cheaper than oneDNN's swish post-op. Gelu, Sigmoid and Tanh run on oneDNN's
 // eltwise, followed by an EltwiseEdgeStep that rewrites the non-finite inputs' outputs (as the
 // exact functions and ONNX Runtime give them).
@@ -27,6 +28,10 @@ class ProgramBuilder;
 
 // out[i] = activation(in[i]) for `count` floats; `in` may equal `out`. OpenMP-parallel over
 // fixed chunks; every element gets the same expression whatever the thread count.
+void apply_activation(const kernels::FusedActivation& activation, const float* in, float* out,
+                      size_t count);
+
+// apply_activation as a step.
 class ActivationStep : public Step {
  public:
   ActivationStep(std::string label, kernels::FusedActivation activation, BufferRef in,

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kiln/base/tensor.h"
+#include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/device_state.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 
@@ -41,9 +42,18 @@ void fill_random(std::span<float> values, uint32_t seed) {
   }
 }
 
-// A random source, weights, bias and a residual (the destination's first contents: a sum
-// post-op reads it, others overwrite it) for convolutions with `pd`'s layouts, and a way to run
-// such a convolution on them.
+// Whether `pd` adds its destination's first contents (a sum post-op: kiln's residual).
+bool sums_into_destination(const dnnl::convolution_forward::primitive_desc& pd) {
+  const dnnl::post_ops ops = pd.get_primitive_attr().get_post_ops();
+  for (int i = 0; i < ops.len(); ++i) {
+    if (ops.kind(i) == dnnl::primitive::kind::sum) return true;
+  }
+  return false;
+}
+
+// A random source, weights, bias and, where `pd` sums into its destination, a residual (the
+// destination's first contents; other convs overwrite it, and get zeros) for convolutions with
+// `pd`'s layouts, and a way to run such a convolution on them.
 class ProbeInputs {
  public:
   ProbeInputs(const dnnl::engine& engine, const dnnl::convolution_forward::primitive_desc& pd,
@@ -52,7 +62,8 @@ class ProbeInputs {
     src_ = floats(storage_[3], pd.src_desc().get_size());
     weights_ = floats(storage_[0], pd.weights_desc().get_size());
     bias_ = floats(storage_[1], has_bias ? pd.bias_desc().get_size() : 0);
-    residual_ = floats(storage_[2], pd.dst_desc().get_size());
+    residual_ = floats(storage_[2], sums_into_destination(pd) ? pd.dst_desc().get_size() : 0);
+    padded_ = has_padding(pd.dst_desc());
     fill_random(src_, 1);
     fill_random(weights_, 2);
     fill_random(bias_, 3);
@@ -61,9 +72,19 @@ class ProbeInputs {
   }
 
   float* src() { return src_.data(); }
-  std::span<const float> residual() const { return residual_; }
 
-  // Runs `pd` from `src` into `dst` (which the caller filled with the residual's bytes).
+  // The destination's first contents: `bytes` of the residual from float `offset`; else zeros
+  // where the layout has padding, which a conv need not write; else nothing (the conv writes
+  // every byte).
+  void prefill(float* dst, size_t offset, size_t bytes) const {
+    if (!residual_.empty()) {
+      std::memcpy(dst, residual_.data() + offset, bytes);
+    } else if (padded_) {
+      std::memset(dst, 0, bytes);
+    }
+  }
+
+  // Runs `pd` from `src` into `dst` (which the caller prefilled).
   void run(const dnnl::convolution_forward::primitive_desc& pd, float* src, float* dst) {
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, dnnl::memory(pd.src_desc(), engine_, src)},
@@ -81,6 +102,7 @@ class ProbeInputs {
   dnnl::engine engine_;
   dnnl::stream stream_;
   bool has_bias_;
+  bool padded_ = false;
   Tensor storage_[4];
   std::span<float> src_, weights_, bias_, residual_;
   dnnl::memory scratchpad_;
@@ -135,11 +157,11 @@ bool batched_conv_matches_per_sample(const dnnl::engine& engine,
     const size_t dst_bytes = batched.dst_desc().get_size();
     const std::span<float> all = floats(storage[0], dst_bytes);
     const std::span<float> one = floats(storage[1], *dst_stride);
-    std::memcpy(all.data(), inputs.residual().data(), dst_bytes);
+    inputs.prefill(all.data(), 0, dst_bytes);
     inputs.run(batched, inputs.src(), all.data());
     const size_t src_floats = *src_stride / sizeof(float), dst_floats = one.size();
     for (int64_t n = 0; n < batch; ++n) {
-      std::memcpy(one.data(), inputs.residual().data() + n * dst_floats, *dst_stride);
+      inputs.prefill(one.data(), n * dst_floats, *dst_stride);
       inputs.run(single, inputs.src() + n * src_floats, one.data());
       if (std::memcmp(one.data(), all.data() + n * dst_floats, *dst_stride) != 0) return false;
     }
@@ -162,8 +184,8 @@ bool conv_gives_full_team_bits(const dnnl::engine& engine,
     const size_t dst_bytes = pd.dst_desc().get_size();
     const std::span<float> mine = floats(storage[0], dst_bytes);
     const std::span<float> theirs = floats(storage[1], dst_bytes);
-    std::memcpy(mine.data(), inputs.residual().data(), dst_bytes);
-    std::memcpy(theirs.data(), inputs.residual().data(), dst_bytes);
+    inputs.prefill(mine.data(), 0, dst_bytes);
+    inputs.prefill(theirs.data(), 0, dst_bytes);
     inputs.run(pd, inputs.src(), mine.data());
     {
       const CallerThreads restore;
@@ -171,6 +193,30 @@ bool conv_gives_full_team_bits(const dnnl::engine& engine,
       inputs.run(full, inputs.src(), theirs.data());
     }
     return std::memcmp(mine.data(), theirs.data(), dst_bytes) == 0;
+  });
+}
+
+bool fused_activation_matches(const dnnl::engine& engine,
+                              const dnnl::convolution_forward::primitive_desc& plain,
+                              const dnnl::convolution_forward::primitive_desc& fused, bool has_bias,
+                              const kernels::FusedActivation& activation) {
+  if (!all_f32(plain) || plain.src_desc() != fused.src_desc() ||
+      plain.dst_desc() != fused.dst_desc() || plain.weights_desc() != fused.weights_desc() ||
+      (has_bias && plain.bias_desc() != fused.bias_desc())) {
+    return false;
+  }
+  return false_on_throw([&] {
+    ProbeInputs inputs(engine, plain, has_bias, larger_scratchpad(plain, fused));
+    Tensor storage[2];
+    const size_t dst_bytes = plain.dst_desc().get_size();
+    const std::span<float> expected = floats(storage[0], dst_bytes);
+    const std::span<float> got = floats(storage[1], dst_bytes);
+    inputs.prefill(expected.data(), 0, dst_bytes);
+    inputs.prefill(got.data(), 0, dst_bytes);
+    inputs.run(plain, inputs.src(), expected.data());
+    apply_activation(activation, expected.data(), expected.data(), expected.size());
+    inputs.run(fused, inputs.src(), got.data());
+    return std::memcmp(expected.data(), got.data(), dst_bytes) == 0;
   });
 }
 

@@ -19,6 +19,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "kiln/kernels/activation.h"
+
 namespace kiln::hal::cpu {
 
 // `single` and `batched`: the same convolution (attributes and post-ops included) at batch 1 and
@@ -40,5 +42,15 @@ bool conv_gives_full_team_bits(const dnnl::engine& engine,
                                const dnnl::convolution_forward::primitive_desc& pd,
                                const dnnl::convolution_forward::primitive_desc& full, int full_team,
                                bool has_bias);
+
+// The same question for a fused activation (finite_guard.h): whether `fused` (the convolution
+// `plain` with `activation` appended to its post-ops, the same layouts) gives the bits `plain`
+// followed by kiln's rule for `activation` gives, each run once on the same random inputs: that
+// is, whether the primitive with the post-op sums in the plain one's order. False also for data
+// types other than f32 and where the layouts differ or running fails.
+bool fused_activation_matches(const dnnl::engine& engine,
+                              const dnnl::convolution_forward::primitive_desc& plain,
+                              const dnnl::convolution_forward::primitive_desc& fused, bool has_bias,
+                              const kernels::FusedActivation& activation);
 
 }  // namespace kiln::hal::cpu

@@ -12,12 +12,18 @@
 // residual) are fused; the activation (relu, clip, leaky relu or SiLU) runs as kiln's
 // ActivationStep right after, in place: oneDNN's eltwise post-op maps a NaN to the lower bound
 // (activation_step.h), and its swish post-op cost more than kiln's SiLU pass (silu_kernel.h).
+// An f32 conv's relu, clip or leaky relu runs as the post-op instead on every run whose input
+// rules out a NaN (finite_guard.h: a GuardedStep with both paths).
 // When nothing reads the residual afterwards and it is stored in the destination's layout, the
 // destination offers to take over its bytes, and the pre-fill copy then does nothing.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "kiln/hal/cpu/conv_batch_probe.h"
 #include "kiln/hal/cpu/conv_common.h"
+#include "kiln/hal/cpu/conv_guard.h"
+#include "kiln/hal/cpu/finite_guard.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/winograd_conv_op.h"
@@ -129,14 +135,15 @@ Status build_conv(ProgramBuilder& b) {
 
   // X and W in `compute`, B and Y in f32.
   dt compute = dt::f32;
-  auto make_pd = [&](int64_t n) {
+  auto make_pd_with = [&](int64_t n, const dnnl::primitive_attr& with) {
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
         dnnl_desc(with_dim0(src_dims, n), compute, tag::any),
         dnnl_desc(wei_dims, compute, tag::any), bias_desc,
         dnnl_desc(with_dim0(dst_dims, n), dt::f32, tag::any), strides, dilates, pad_l, pad_r);
-    return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
+    return dnnl::convolution_forward::primitive_desc(desc, with, b.engine());
   };
+  auto make_pd = [&](int64_t n) { return make_pd_with(n, attr); };
   if (p.data != dt::f32) {
     compute = p.data;
     try {
@@ -195,7 +202,29 @@ Status build_conv(ProgramBuilder& b) {
   if (p.has_bias) {
     KILN_ASSIGN_OR_RETURN(bias, b.input_as(op.input_index(2), bias_desc));
   }
+  // The activation inside the primitive where the input allows (finite_guard.h).
+  std::optional<dnnl::convolution_forward::primitive_desc> fused;
+  const std::optional<InputGuard> guard = input_guard(b, p, src_layout, dst_layout);
+  if (guard) {
+    dnnl::primitive_attr fused_attr = b.attr();
+    dnnl::post_ops fused_ops = post_ops;
+    append_activation_post_op(fused_ops, p.activation);
+    fused_attr.set_post_ops(fused_ops);
+    const auto candidate = make_pd_with(pd.src_desc().dims()[0], fused_attr);
+    if (impl_name(candidate) == impl_name(pd) &&
+        fused_activation_matches(b.engine(), pd, candidate, p.has_bias, p.activation)) {
+      fused = candidate;
+    }
+  }
+
   KILN_ASSIGN_OR_RETURN(ConvDestination dst, conv_destination(b, p, dst_layout));
+  const size_t first_step = b.step_count();
+  auto bind = [&](PrimitiveStep& step, const dnnl::convolution_forward::primitive_desc& with) {
+    step.bind(DNNL_ARG_SRC, with.src_desc(), src, src_stride);
+    step.bind(DNNL_ARG_WEIGHTS, with.weights_desc(), wei);
+    if (p.has_bias) step.bind(DNNL_ARG_BIAS, bias_desc, bias);
+    step.bind(DNNL_ARG_DST, with.dst_desc(), dst.buffer, dst_stride);
+  };
   std::string what =
       fmt::format("conv {} {} -> {}{}{}", impl_name(pd), describe(src_layout), describe(dst_layout),
                   dst.suffix, repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
@@ -212,11 +241,31 @@ Status build_conv(ProgramBuilder& b) {
       step.mark_team_dependent();
     }
   }
-  step.bind(DNNL_ARG_SRC, pd.src_desc(), src, src_stride);
-  step.bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), wei);
-  if (p.has_bias) step.bind(DNNL_ARG_BIAS, bias_desc, bias);
-  step.bind(DNNL_ARG_DST, pd.dst_desc(), dst.buffer, dst_stride);
-  return finish_conv(b, p, dst, dst_layout);
+  bind(step, pd);
+  KILN_RETURN_IF_ERROR(finish_conv(b, p, dst, dst_layout));
+  if (!fused) return ok_status();
+
+  // The plain primitive and kiln's pass become the fallback of a GuardedStep.
+  const bool team_dependent = !step.same_bits_at_any_team_size();
+  std::vector<std::unique_ptr<Step>> fallback = b.take_steps(first_step);
+  PrimitiveStep& fused_step = b.add_primitive(b.label(what + " fused while finite"), *fused,
+                                              dnnl::convolution_forward(*fused), repeat);
+  if (team_dependent) fused_step.mark_team_dependent();
+  bind(fused_step, *fused);
+  std::vector<FiniteBound> checks{
+      {src, src_layout.get_size() / sizeof(float), guard->bound, guard->vouched_by}};
+  if (p.has_residual) {
+    // The destination holds the residual when the step runs (conv_common.h).
+    checks.push_back({dst.buffer, dst_layout.get_size() / sizeof(float), kResidualBound});
+  }
+  const int32_t out = op.output_index(0);
+  const std::optional<float> keeps = output_bound(p.activation);
+  if (keeps) b.vouch(out, *keeps);
+  b.add(std::make_unique<GuardedStep>(
+      std::move(checks), b.take_steps(first_step), std::move(fallback),
+      fmt::format("the plain conv and kiln's {}", kernels::describe(p.activation)),
+      keeps ? out : -1));
+  return ok_status();
 }
 
 }  // namespace kiln::hal::cpu

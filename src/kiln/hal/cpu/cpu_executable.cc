@@ -54,6 +54,7 @@ StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(Parts parts) {
     return ok_status();
   }));
   exe->sample_ptrs_.assign(exe->parts_.values.size(), nullptr);
+  exe->vouched_.assign(exe->parts_.values.size(), 0);
   exe->group_of_.assign(exe->parts_.dispatches.size(), -1);
   for (size_t g = 0; g < exe->parts_.groups.size(); ++g) {
     const SampleGroup& group = exe->parts_.groups[g].group;
@@ -160,7 +161,7 @@ size_t CpuExecutable::scratch_bytes() const {
 size_t CpuExecutable::memory_bytes() const {
   size_t primitives = 0;
   for (const auto& step : parts_.steps) {
-    primitives += dynamic_cast<const PrimitiveStep*>(step.get()) != nullptr;
+    primitives += step->primitive_count();
   }
   const size_t plans = (own_scratch_ != nullptr ? scratch_bytes() : 0) +
                        parts_.steps.size() * kStepBytes + primitives * kPrimitiveBytes;
@@ -236,7 +237,8 @@ Status CpuExecutable::run(const RunArgs& args) {
   std::byte* workspace = parts_.workspace_bytes > 0 ? scratch : nullptr;
   std::byte* scratchpad =
       parts_.scratchpad_bytes > 0 ? scratch + rounded(parts_.workspace_bytes) : nullptr;
-  ExecContext ctx{value_ptrs_, workspace, scratchpad, stream_.get()};
+  std::fill(vouched_.begin(), vouched_.end(), uint8_t{0});
+  ExecContext ctx{value_ptrs_, workspace, scratchpad, stream_.get(), vouched_.data()};
   // Each dispatch sets its team size; the caller gets its own back.
   const CallerThreads restore;
   Team team = choose_team();
@@ -287,7 +289,7 @@ ExecContext CpuExecutable::at_sample(const ExecContext& ctx, const Parts::GroupR
                           ? value_ptrs_[v] + static_cast<size_t>(sample) * run.strides[i]
                           : nullptr;
   }
-  return ExecContext{sample_ptrs_, ctx.workspace, ctx.scratchpad, ctx.stream};
+  return ExecContext{sample_ptrs_, ctx.workspace, ctx.scratchpad, ctx.stream, ctx.vouched};
 }
 
 namespace {

@@ -163,6 +163,7 @@ class CpuExecutable : public Executable {
   std::byte* own_scratch_ = nullptr;  // for runs without RunArgs::scratch
   std::vector<std::byte*> value_ptrs_;
   std::vector<std::byte*> sample_ptrs_;  // value_ptrs_ at one sample of a group
+  std::vector<uint8_t> vouched_;         // ExecContext::vouched
   std::vector<int32_t> group_of_;        // per dispatch: its index in parts_.groups, or -1
   dnnl::stream stream_;
 };

@@ -335,6 +335,23 @@ PrimitiveStep& ProgramBuilder::add_primitive(std::string label, const dnnl::prim
   return ref;
 }
 
+void ProgramBuilder::vouch(int32_t v, float bound) {
+  vouched_[static_cast<size_t>(v)] = Vouched{bound, group_};
+}
+
+std::optional<float> ProgramBuilder::vouched_bound(int32_t v) const {
+  const std::optional<Vouched>& known = vouched_[static_cast<size_t>(v)];
+  if (!known || known->group != group_) return std::nullopt;
+  return known->bound;
+}
+
+std::vector<std::unique_ptr<Step>> ProgramBuilder::take_steps(size_t first) {
+  std::vector<std::unique_ptr<Step>> taken;
+  for (size_t i = first; i < steps_.size(); ++i) taken.push_back(std::move(steps_[i]));
+  steps_.resize(std::min(first, steps_.size()));
+  return taken;
+}
+
 void ProgramBuilder::add_reorder(const BufferRef& from, const dnnl_desc& from_desc,
                                  const BufferRef& to, const dnnl_desc& to_desc) {
   if (from_desc == to_desc) {
@@ -497,6 +514,7 @@ StatusOr<std::unique_ptr<CpuExecutable>> ProgramBuilder::build() {
   const size_t n = spec_.values.size();
   layouts_.assign(n, std::nullopt);
   available_.assign(n, false);
+  vouched_.assign(n, std::nullopt);
   storage_.assign(n, 0);
   shared_storage_.assign(n, -1);
   last_reader_.assign(n, -1);

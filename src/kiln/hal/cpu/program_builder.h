@@ -155,6 +155,17 @@ class ProgramBuilder {
   void add_reorder(const BufferRef& from, const dnnl_desc& from_desc, const BufferRef& to,
                    const dnnl_desc& to_desc);
   void add(std::unique_ptr<Step> step) { steps_.push_back(std::move(step)); }
+  // Vouching (finite_guard.h): the dispatch being built promises that, in a run where its
+  // GuardedStep marks `v` in ExecContext::vouched, `v` holds only finite values within `bound`.
+  void vouch(int32_t v, float bound);
+  // The bound a marked `v` holds, for a reader in the dispatch being built: only where `v`'s
+  // producer ran in the same sample group as this dispatch, or both outside any (a mark set for
+  // one sample says nothing of the batch).
+  std::optional<float> vouched_bound(int32_t v) const;
+  // The number of steps added so far, and the steps added since `first` of them, taken out of the
+  // list (to run inside another step: GuardedStep).
+  size_t step_count() const { return steps_.size(); }
+  std::vector<std::unique_ptr<Step>> take_steps(size_t first);
 
  private:
   Status validate_spec() const;
@@ -196,6 +207,11 @@ class ProgramBuilder {
   std::vector<ValueSpec> sample_values_;  // spec_.values, sliced ones with dim 0 = 1
   std::vector<std::optional<dnnl_desc>> sample_layouts_;  // per sliced value, once known
   int32_t group_ = -1;                                    // the group being built, or -1
+  struct Vouched {
+    float bound;
+    int32_t group;
+  };
+  std::vector<std::optional<Vouched>> vouched_;  // per value: vouch()
   struct PendingReorder {
     BufferRef from;
     dnnl_desc from_desc;

@@ -41,6 +41,9 @@ struct ExecContext {
   std::byte* workspace = nullptr;
   std::byte* scratchpad = nullptr;
   dnnl_stream_t stream = nullptr;
+  // Per value, cleared before each run: 1 once a GuardedStep that vouches for it (finite_guard.h)
+  // ran its fused path for it in this run. Null where no executable runs the steps (tests).
+  uint8_t* vouched = nullptr;
 
   std::byte* resolve(const BufferRef& ref) const {
     switch (ref.kind) {
@@ -73,6 +76,8 @@ class Step {
   // kernels split work only where each result is computed the same way whatever the split;
   // a oneDNN primitive answers per kind (PrimitiveStep).
   virtual bool same_bits_at_any_team_size() const { return true; }
+  // The oneDNN primitives the step holds (for the executable's memory estimate).
+  virtual size_t primitive_count() const { return 0; }
 };
 
 // A oneDNN primitive with its arguments. With `repeat` > 1 the primitive was created for one
@@ -101,6 +106,7 @@ class PrimitiveStep : public Step {
   // For a kind the rule above trusts but whose bits, for this primitive, were seen to depend on
   // the team size (conv_batch_probe.h: conv_gives_full_team_bits).
   void mark_team_dependent() { same_bits_at_any_team_size_ = false; }
+  size_t primitive_count() const override { return 1; }
 
  private:
   struct Binding {

@@ -1,0 +1,179 @@
+// Convs whose relu, clip or leaky relu runs inside oneDNN's primitive while the input allows it
+// (finite_guard.h): an inverted-residual chain (1x1 expansion, strided depthwise conv, 1x1
+// projection), whose expansion checks its input and whose depthwise conv is vouched for by the
+// expansion's clip. A NaN or a pair of infinities in one sample sends the batch down the plain
+// path: that sample's output keeps the NaN (as the float64 reference has it) and every other
+// sample keeps the bits it has in a clean run, run as a whole batch or one sample at a time.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "kiln/hal/cpu/cpu_device.h"
+#include "tests/support/expect.h"
+#include "tests/support/hal/program.h"
+#include "tests/support/hal/reference.h"
+#include "tests/support/tensors.h"
+
+namespace kiln::hal::cpu {
+namespace {
+
+using namespace testing;
+using Kind = kernels::FusedActivation::Kind;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+constexpr int64_t kBatch = 3;
+
+struct ChainCase {
+  std::string name;
+  kernels::FusedActivation first;  // the expansion's activation; the depthwise conv's is relu6
+  bool grouped = false;            // run one sample at a time (sample_groups.h)
+};
+
+void PrintTo(const ChainCase& c, std::ostream* os) { *os << c.name; }
+
+const kernels::FusedActivation kRelu6{Kind::kClip, 0.0, 6.0};
+
+// x[3,8,10,10] -> expand 1x1 to 24 (+ first) -> depthwise 3x3 stride 2 (+ relu6) -> project 1x1
+// to 8 -> y[3,8,5,5], each conv with a bias.
+struct Chain {
+  Tensor expand = random_tensor({24, 8, 1, 1}, 41, -0.5f, 0.5f), expand_b = random_tensor({24}, 42);
+  Tensor dw = random_tensor({24, 1, 3, 3}, 43, -0.5f, 0.5f), dw_b = random_tensor({24}, 44);
+  Tensor project = random_tensor({8, 24, 1, 1}, 45, -0.5f, 0.5f);
+  Tensor project_b = random_tensor({8}, 46);
+  kernels::FusedActivation first;
+  SpecBuilder s;
+
+  explicit Chain(const kernels::FusedActivation& activation) : first(activation) {
+    const int32_t x = s.input("x", {kBatch, 8, 10, 10});
+    const int32_t expanded = s.value("expanded", {kBatch, 24, 10, 10});
+    Attributes a;
+    kernels::set_fused_activation(a, first);
+    s.dispatch("expand", "Conv", {x, s.constant("ew", expand), s.constant("eb", expand_b)},
+               {expanded}, a);
+    const int32_t depthwise = s.value("depthwise", {kBatch, 24, 5, 5});
+    Attributes d;
+    d.set("group", int64_t{24});
+    d.set("strides", std::vector<int64_t>{2, 2});
+    d.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    kernels::set_fused_activation(d, kRelu6);
+    s.dispatch("depthwise", "Conv", {expanded, s.constant("dw", dw), s.constant("db", dw_b)},
+               {depthwise}, d);
+    const int32_t y = s.output("y", {kBatch, 8, 5, 5});
+    s.dispatch("project", "Conv",
+               {depthwise, s.constant("pw", project), s.constant("pb", project_b)}, {y});
+  }
+
+  // The float64 reference of the chain.
+  Tensor reference(const Tensor& x) const {
+    ConvRef one;
+    one.strides = {1, 1};
+    one.dilations = {1, 1};
+    one.pads_begin = one.pads_end = {0, 0};
+    ConvRef expand_ref = one;
+    expand_ref.activation = first;
+    ConvRef dw_ref = one;
+    dw_ref.strides = {2, 2};
+    dw_ref.pads_begin = dw_ref.pads_end = {1, 1};
+    dw_ref.group = 24;
+    dw_ref.activation = kRelu6;
+    const Tensor e = ref_conv(x, expand, &expand_b, nullptr, expand_ref);
+    const Tensor d = ref_conv(e, dw, &dw_b, nullptr, dw_ref);
+    return ref_conv(d, project, &project_b, nullptr, one);
+  }
+};
+
+std::unique_ptr<Device> device(bool grouped) {
+  DeviceOptions options;
+  options.sample_group_bytes = grouped ? 0 : kNever;
+  auto d = create_cpu_device(options);
+  KILN_CHECK(d.ok());
+  return std::move(d).value();
+}
+
+int64_t nan_count(const Tensor& t) {
+  int64_t n = 0;
+  for (float v : t.values<float>()) n += std::isnan(v);
+  return n;
+}
+
+// The input with sample 1's pixel (4, 5) made NaN in channel 3, or +inf in channel 0 and -inf in
+// channel 1 (whose sum is NaN in every output channel whose two weights have one sign).
+Tensor poisoned(const Tensor& clean, bool infinities) {
+  Tensor x = clean.clone();
+  auto v = x.mutable_values<float>();
+  const int64_t plane = 10 * 10, sample = 8 * plane, pixel = 4 * 10 + 5;
+  if (infinities) {
+    v[sample + 0 * plane + pixel] = kInf;
+    v[sample + 1 * plane + pixel] = -kInf;
+  } else {
+    v[sample + 3 * plane + pixel] = kNaN;
+  }
+  return x;
+}
+
+class GuardedConvChain : public ::testing::TestWithParam<ChainCase> {};
+
+TEST_P(GuardedConvChain, FusesWhereTheInputAllowsIt) {
+  const ChainCase& c = GetParam();
+  Chain chain(c.first);
+  auto dev = device(c.grouped);
+  auto exe = dev->prepare(chain.s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  auto fused = [&](size_t d) {
+    const std::string steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(d), "\n"));
+    return steps.find("fused while finite") != std::string::npos;
+  };
+  // The expansion reads a smaller input than it writes: it checks it. The depthwise conv reads
+  // more than it writes: only a clip before it (a bound) vouches for its input.
+  EXPECT_TRUE(fused(0));
+  EXPECT_EQ(fused(1), c.first.kind == Kind::kClip);
+  EXPECT_FALSE(fused(2));  // no activation
+}
+
+TEST_P(GuardedConvChain, ASampleKeepsItsBitsWhileAnotherHoldsNaNOrInfinities) {
+  const ChainCase& c = GetParam();
+  Chain chain(c.first);
+  auto dev = device(c.grouped);
+  auto exe = dev->prepare(chain.s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  const Tensor x = random_tensor({kBatch, 8, 10, 10}, 47);
+  auto clean = run_program(**exe, chain.s.spec(), {x});
+  ASSERT_TRUE(clean.ok()) << clean.status().to_string();
+  EXPECT_EQ(nan_count((*clean)[0]), 0);
+  EXPECT_TRUE(all_close((*clean)[0], chain.reference(x)));
+  for (bool infinities : {false, true}) {
+    SCOPED_TRACE(infinities ? "+inf and -inf" : "NaN");
+    const Tensor bad = poisoned(x, infinities);
+    auto got = run_program(**exe, chain.s.spec(), {bad});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    const Tensor expected = chain.reference(bad);
+    const Tensor sample = slice_batch((*got)[0], 1), want = slice_batch(expected, 1);
+    ASSERT_GT(nan_count(want), 0);
+    EXPECT_EQ(nan_count(sample), nan_count(want));
+    EXPECT_TRUE(all_close(sample, want));
+    for (int64_t n : {0, 2}) {
+      EXPECT_TRUE(identical(slice_batch((*got)[0], n), slice_batch((*clean)[0], n))) << n;
+    }
+  }
+  // And clean again: nothing of the poisoned runs stays behind.
+  auto again = run_program(**exe, chain.s.spec(), {x});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(identical((*again)[0], (*clean)[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Activations, GuardedConvChain,
+    ::testing::Values(ChainCase{"relu6", kRelu6}, ChainCase{"relu6_grouped", kRelu6, true},
+                      ChainCase{"relu", {Kind::kRelu}},
+                      ChainCase{"relu_grouped", {Kind::kRelu}, true},
+                      ChainCase{"leaky_relu", {.kind = Kind::kLeakyRelu, .alpha = 0.1}},
+                      ChainCase{"clip_minus_one_to_two", {Kind::kClip, -1.0, 2.0}, true}),
+    [](const ::testing::TestParamInfo<ChainCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace kiln::hal::cpu
