@@ -126,10 +126,31 @@ bool false_on_throw(Probe&& probe) {
   }
 }
 
+// Whether `first` and `second`, each filling a destination of `dst_bytes` prefilled alike from
+// `inputs`, give the same bits.
+template <typename First, typename Second>
+bool same_destination_bits(const ProbeInputs& inputs, size_t dst_bytes, First&& first,
+                           Second&& second) {
+  Tensor storage[2];
+  const std::span<float> a = floats(storage[0], dst_bytes), b = floats(storage[1], dst_bytes);
+  inputs.prefill(a.data(), 0, dst_bytes);
+  inputs.prefill(b.data(), 0, dst_bytes);
+  first(a);
+  second(b);
+  return std::memcmp(a.data(), b.data(), dst_bytes) == 0;
+}
+
 bool all_f32(const dnnl::convolution_forward::primitive_desc& pd) {
   const auto f32 = dnnl::memory::data_type::f32;
   return pd.src_desc().data_type() == f32 && pd.weights_desc().data_type() == f32 &&
          pd.dst_desc().data_type() == f32;
+}
+
+// Whether two convolutions compute in f32 and read and write the same layouts.
+bool same_f32_layouts(const dnnl::convolution_forward::primitive_desc& a,
+                      const dnnl::convolution_forward::primitive_desc& b, bool has_bias) {
+  return all_f32(a) && a.src_desc() == b.src_desc() && a.dst_desc() == b.dst_desc() &&
+         a.weights_desc() == b.weights_desc() && (!has_bias || a.bias_desc() == b.bias_desc());
 }
 
 }  // namespace
@@ -173,26 +194,17 @@ bool conv_gives_full_team_bits(const dnnl::engine& engine,
                                const dnnl::convolution_forward::primitive_desc& pd,
                                const dnnl::convolution_forward::primitive_desc& full, int full_team,
                                bool has_bias) {
-  if (!all_f32(pd) || pd.src_desc() != full.src_desc() || pd.dst_desc() != full.dst_desc() ||
-      pd.weights_desc() != full.weights_desc() ||
-      (has_bias && pd.bias_desc() != full.bias_desc())) {
-    return false;
-  }
+  if (!same_f32_layouts(pd, full, has_bias)) return false;
   return false_on_throw([&] {
     ProbeInputs inputs(engine, pd, has_bias, larger_scratchpad(pd, full));
-    Tensor storage[2];
-    const size_t dst_bytes = pd.dst_desc().get_size();
-    const std::span<float> mine = floats(storage[0], dst_bytes);
-    const std::span<float> theirs = floats(storage[1], dst_bytes);
-    inputs.prefill(mine.data(), 0, dst_bytes);
-    inputs.prefill(theirs.data(), 0, dst_bytes);
-    inputs.run(pd, inputs.src(), mine.data());
-    {
-      const CallerThreads restore;
-      use_threads(full_team);
-      inputs.run(full, inputs.src(), theirs.data());
-    }
-    return std::memcmp(mine.data(), theirs.data(), dst_bytes) == 0;
+    return same_destination_bits(
+        inputs, pd.dst_desc().get_size(),
+        [&](std::span<float> mine) { inputs.run(pd, inputs.src(), mine.data()); },
+        [&](std::span<float> theirs) {
+          const CallerThreads restore;
+          use_threads(full_team);
+          inputs.run(full, inputs.src(), theirs.data());
+        });
   });
 }
 
@@ -200,23 +212,16 @@ bool fused_activation_matches(const dnnl::engine& engine,
                               const dnnl::convolution_forward::primitive_desc& plain,
                               const dnnl::convolution_forward::primitive_desc& fused, bool has_bias,
                               const kernels::FusedActivation& activation) {
-  if (!all_f32(plain) || plain.src_desc() != fused.src_desc() ||
-      plain.dst_desc() != fused.dst_desc() || plain.weights_desc() != fused.weights_desc() ||
-      (has_bias && plain.bias_desc() != fused.bias_desc())) {
-    return false;
-  }
+  if (!same_f32_layouts(plain, fused, has_bias)) return false;
   return false_on_throw([&] {
     ProbeInputs inputs(engine, plain, has_bias, larger_scratchpad(plain, fused));
-    Tensor storage[2];
-    const size_t dst_bytes = plain.dst_desc().get_size();
-    const std::span<float> expected = floats(storage[0], dst_bytes);
-    const std::span<float> got = floats(storage[1], dst_bytes);
-    inputs.prefill(expected.data(), 0, dst_bytes);
-    inputs.prefill(got.data(), 0, dst_bytes);
-    inputs.run(plain, inputs.src(), expected.data());
-    apply_activation(activation, expected.data(), expected.data(), expected.size());
-    inputs.run(fused, inputs.src(), got.data());
-    return std::memcmp(expected.data(), got.data(), dst_bytes) == 0;
+    return same_destination_bits(
+        inputs, plain.dst_desc().get_size(),
+        [&](std::span<float> expected) {
+          inputs.run(plain, inputs.src(), expected.data());
+          apply_activation(activation, expected.data(), expected.data(), expected.size());
+        },
+        [&](std::span<float> got) { inputs.run(fused, inputs.src(), got.data()); });
   });
 }
 

@@ -116,16 +116,26 @@ Tensor poisoned(const Tensor& clean, bool infinities) {
   return x;
 }
 
-class GuardedConvChain : public ::testing::TestWithParam<ChainCase> {};
+// The case's chain prepared on its device.
+class GuardedConvChain : public ::testing::TestWithParam<ChainCase> {
+ protected:
+  void SetUp() override {
+    chain_ = std::make_unique<Chain>(GetParam().first);
+    device_ = device(GetParam().grouped);
+    auto exe = device_->prepare(chain_->s.spec());
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    exe_ = std::move(exe).value();
+  }
+
+  std::unique_ptr<Chain> chain_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Executable> exe_;
+};
 
 TEST_P(GuardedConvChain, FusesWhereTheInputAllowsIt) {
   const ChainCase& c = GetParam();
-  Chain chain(c.first);
-  auto dev = device(c.grouped);
-  auto exe = dev->prepare(chain.s.spec());
-  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   auto fused = [&](size_t d) {
-    const std::string steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(d), "\n"));
+    const std::string steps = fmt::format("{}", fmt::join(exe_->describe_dispatch(d), "\n"));
     return steps.find("fused while finite") != std::string::npos;
   };
   // The expansion reads a smaller input than it writes: it checks it. The depthwise conv reads
@@ -136,20 +146,17 @@ TEST_P(GuardedConvChain, FusesWhereTheInputAllowsIt) {
 }
 
 TEST_P(GuardedConvChain, ASampleKeepsItsBitsWhileAnotherHoldsNaNOrInfinities) {
-  const ChainCase& c = GetParam();
-  Chain chain(c.first);
-  auto dev = device(c.grouped);
-  auto exe = dev->prepare(chain.s.spec());
-  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  Chain& chain = *chain_;
+  Executable& exe = *exe_;
   const Tensor x = random_tensor({kBatch, 8, 10, 10}, 47);
-  auto clean = run_program(**exe, chain.s.spec(), {x});
+  auto clean = run_program(exe, chain.s.spec(), {x});
   ASSERT_TRUE(clean.ok()) << clean.status().to_string();
   EXPECT_EQ(nan_count((*clean)[0]), 0);
   EXPECT_TRUE(all_close((*clean)[0], chain.reference(x)));
   for (bool infinities : {false, true}) {
     SCOPED_TRACE(infinities ? "+inf and -inf" : "NaN");
     const Tensor bad = poisoned(x, infinities);
-    auto got = run_program(**exe, chain.s.spec(), {bad});
+    auto got = run_program(exe, chain.s.spec(), {bad});
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     const Tensor expected = chain.reference(bad);
     const Tensor sample = slice_batch((*got)[0], 1), want = slice_batch(expected, 1);
@@ -161,7 +168,7 @@ TEST_P(GuardedConvChain, ASampleKeepsItsBitsWhileAnotherHoldsNaNOrInfinities) {
     }
   }
   // And clean again: nothing of the poisoned runs stays behind.
-  auto again = run_program(**exe, chain.s.spec(), {x});
+  auto again = run_program(exe, chain.s.spec(), {x});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(identical((*again)[0], (*clean)[0]));
 }
