@@ -17,8 +17,10 @@
 // as they are.
 //
 // The check is one vectorized read of the input. The builder uses the guard only where that read
-// is smaller than the output (an expanding 1x1 conv reads a sixth of what it writes; a depthwise
-// conv reads what it writes, where the pass would read and write it).
+// is no larger than the output (an expanding 1x1 conv reads a sixth of what it writes; a depthwise
+// conv reads what it writes, where the pass would read and write it), or where the input's
+// producer vouches for it: a guarded clip whose fused path ran marks its output as within its
+// bounds (ProgramBuilder::vouch), and the check then needs no read.
 #pragma once
 
 #include <cstddef>
