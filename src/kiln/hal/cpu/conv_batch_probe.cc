@@ -52,8 +52,8 @@ bool sums_into_destination(const dnnl::convolution_forward::primitive_desc& pd) 
 }
 
 // A random source, weights, bias and, where `pd` sums into its destination, a residual (the
-// destination's first contents; other convs overwrite it, and get zeros) for convolutions with
-// `pd`'s layouts, and a way to run such a convolution on them.
+// destination's first contents, which the sum adds; other convs write every element, see
+// prefill) for convolutions with `pd`'s layouts, and a way to run such a convolution on them.
 class ProbeInputs {
  public:
   ProbeInputs(const dnnl::engine& engine, const dnnl::convolution_forward::primitive_desc& pd,
