@@ -111,13 +111,15 @@ uint64_t largest_cache_bytes() {
   return largest;
 }
 
+uint64_t sample_group_bytes_for(uint64_t sysfs_largest, int64_t sysconf_level3) {
+  constexpr uint64_t kReachable = uint64_t{32} << 20;
+  if (sysfs_largest > 0) return sysfs_largest / 2;
+  if (sysconf_level3 > 0) return std::min(static_cast<uint64_t>(sysconf_level3), kReachable) / 2;
+  return kReachable / 2;
+}
+
 uint64_t default_sample_group_bytes() {
-  uint64_t cache = largest_cache_bytes();
-  if (cache == 0) {
-    const long reported = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    cache = reported > 0 ? static_cast<uint64_t>(reported) : uint64_t{32} << 20;
-  }
-  return cache / 2;
+  return sample_group_bytes_for(largest_cache_bytes(), sysconf(_SC_LEVEL3_CACHE_SIZE));
 }
 
 bool holds_samples(const ProgramSpec& spec, std::span<const SampleInputs> inputs, size_t d,

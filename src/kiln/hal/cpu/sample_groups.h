@@ -60,9 +60,16 @@ struct SampleGroupPlan {
 };
 
 // Default threshold: a dispatch is worth slicing when its sliced inputs and outputs together
-// take at least half of the last-level cache (CPU 0's largest cache in sysfs, else sysconf's
-// level 3, else 32 MiB).
+// take at least half of the last-level cache: sample_group_bytes_for(CPU 0's largest cache in
+// sysfs, sysconf's level 3).
 uint64_t default_sample_group_bytes();
+
+// Half of `sysfs_largest` where sysfs describes the caches (not 0); else half of sysconf's level
+// 3 (from cpuid) at most 32 MiB, else 16 MiB. cpuid's level 3 is the whole package's under some
+// hypervisors: 512 MiB on an AMD EPYC VM without sysfs cache entries, where a core reaches its
+// own 32 MiB and the threshold put every layer of MobileNetV2 at batch 8 below it (no group
+// formed). 32 MiB is the largest level-3 cache one AMD core complex has without stacked cache.
+uint64_t sample_group_bytes_for(uint64_t sysfs_largest, int64_t sysconf_level3);
 
 // Plans the groups of `spec` (which check_program accepts). `inputs`: per dispatch, what its op
 // path says (SampleInputs). A dispatch may join a group when its outputs are f32 intermediates or

@@ -179,5 +179,17 @@ TEST(SampleGroups, DefaultThresholdIsHalfACache) {
   EXPECT_LT(bytes, uint64_t{1} << 32);
 }
 
+// sysfs's figure where it has one; cpuid's (sysconf) at most 32 MiB, as a hypervisor may report
+// the whole package's; 32 MiB where neither says.
+TEST(SampleGroups, ThresholdIsHalfTheCacheOneCoreReaches) {
+  constexpr uint64_t MiB = uint64_t{1} << 20;
+  EXPECT_EQ(sample_group_bytes_for(96 * MiB, 512 * MiB), 48 * MiB);
+  EXPECT_EQ(sample_group_bytes_for(8 * MiB, 0), 4 * MiB);
+  EXPECT_EQ(sample_group_bytes_for(0, 512 * MiB), 16 * MiB);
+  EXPECT_EQ(sample_group_bytes_for(0, 8 * MiB), 4 * MiB);
+  EXPECT_EQ(sample_group_bytes_for(0, 0), 16 * MiB);
+  EXPECT_EQ(sample_group_bytes_for(0, -1), 16 * MiB);
+}
+
 }  // namespace
 }  // namespace kiln::hal::cpu
