@@ -42,13 +42,16 @@ std::optional<InputGuard> input_guard(const ProgramBuilder& b, const ConvParams&
   const Tensor* weights = b.constant(op.input_index(1));
   const Tensor* bias = b.constant(op.input_index(2));
   if (weights == nullptr || bias == nullptr) return std::nullopt;
+  // The cheap rules first: the bound reads every weight.
+  const int32_t x = op.input_index(0);
+  const std::optional<float> known = p.has_residual ? std::nullopt : b.vouched_bound(x);
+  const size_t read = src_layout.get_size() + (p.has_residual ? dst_layout.get_size() : 0);
+  const bool small_read = read <= dst_layout.get_size();
+  if (!known && !small_read) return std::nullopt;
   const std::optional<float> bound = conv_input_bound(*weights, bias);
   if (!bound) return std::nullopt;
-  const int32_t x = op.input_index(0);
-  const std::optional<float> known = b.vouched_bound(x);
-  if (known && *known <= *bound && !p.has_residual) return InputGuard{*bound, x};
-  const size_t read = src_layout.get_size() + (p.has_residual ? dst_layout.get_size() : 0);
-  if (read > dst_layout.get_size()) return std::nullopt;
+  if (known && *known <= *bound) return InputGuard{*bound, x};
+  if (!small_read) return std::nullopt;
   return InputGuard{*bound, -1};
 }
 
