@@ -42,15 +42,6 @@ void fill_random(std::span<float> values, uint32_t seed) {
   }
 }
 
-// Whether `pd` adds its destination's first contents (a sum post-op: kiln's residual).
-bool sums_into_destination(const dnnl::convolution_forward::primitive_desc& pd) {
-  const dnnl::post_ops ops = pd.get_primitive_attr().get_post_ops();
-  for (int i = 0; i < ops.len(); ++i) {
-    if (ops.kind(i) == dnnl::primitive::kind::sum) return true;
-  }
-  return false;
-}
-
 // A random source, weights, bias and, where `pd` sums into its destination, a residual (the
 // destination's first contents, which the sum adds; other convs write every element, see
 // prefill) for convolutions with `pd`'s layouts, and a way to run such a convolution on them.

@@ -454,6 +454,32 @@ TEST(CpuConvSinglePixels, RunsAsAMatrixProductPerSample) {
   for (int64_t i = 0; i < 3 * 48; ++i) EXPECT_EQ(std::isnan(v[i]), i / 48 == 1) << i;
 }
 
+// A sum post-op (kiln's residual) is seen in a primitive descriptor, whatever other post-ops it
+// has. oneDNN's get_post_ops() hands out a view into the attribute it is called on: read through
+// a temporary attribute the kinds were garbage, so every probe below ran without its residual,
+// on whatever the allocator's memory held.
+TEST(DnnlUtil, SumsIntoDestination) {
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  auto conv = [&](bool sum, bool relu) {
+    dnnl::post_ops ops;
+    if (sum) ops.append_sum(1.0f);
+    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        dnnl_desc({1, 16, 4, 4}, dt::f32, tag::any), dnnl_desc({16, 16, 1, 1}, dt::f32, tag::any),
+        dnnl_desc({1, 16, 4, 4}, dt::f32, tag::any), {1, 1}, {0, 0}, {0, 0});
+    return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+  };
+  EXPECT_TRUE(sums_into_destination(conv(true, false)));
+  EXPECT_TRUE(sums_into_destination(conv(true, true)));
+  EXPECT_FALSE(sums_into_destination(conv(false, true)));
+  EXPECT_FALSE(sums_into_destination(conv(false, false)));
+}
+
 // The probe tells a batched brgconv that blocks output positions across images (a 3x3 conv with
 // 3x4 outputs per image: sample 0 rounds differently at batch 2) from one that does not (a 1x1
 // conv on 7x7 images), by running both. Only where oneDNN runs brgconv (AVX-512).
@@ -485,6 +511,46 @@ TEST(ConvBatchProbe, TellsBatchedKernelsThatSumInAnotherOrder) {
     }
     EXPECT_EQ(batched_conv_matches_per_sample(engine, single, batched, t.batch, true), t.same_bits);
   }
+}
+
+// With a residual (a sum post-op) the probes fill the destination with it before each run, so
+// they compare sums, not what the memory held before. A conv whose batched kernel sums in the
+// one-sample order (ResNet's last 1x1 conv of a block on 7x7 images) passes both the batch probe
+// and the fused-relu probe, also after the allocator has handed out memory full of other values
+// (which the two runs of a probe that skipped the residual would each have added).
+TEST(ConvBatchProbe, AddsTheResidualBeforeEachRun) {
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  const int64_t batch = 8, c = 128, m = 512, h = 7;
+  auto conv = [&](int64_t n, bool relu) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_post_ops(ops);
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        dnnl_desc({n, c, h, h}, dt::f32, tag::acdb), dnnl_desc({m, c, 1, 1}, dt::f32, tag::any),
+        dnnl_desc({m}, dt::f32, tag::a), dnnl_desc({n, m, h, h}, dt::f32, tag::acdb), {1, 1},
+        {0, 0}, {0, 0});
+    return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+  };
+  const auto single = conv(1, false), batched = conv(batch, false);
+  if (impl_name(batched) != impl_name(single) ||
+      impl_name(conv(batch, true)) != impl_name(single)) {
+    GTEST_SKIP() << "oneDNN runs " << impl_name(batched) << " at batch " << batch << ", "
+                 << impl_name(single) << " alone";
+  }
+  // Memory of the destination's size, full of distinct values, back to the allocator.
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Tensor t = random_tensor({batch * m * h * h}, seed);
+    t.mutable_values<float>()[0] += 1.0f;
+  }
+  EXPECT_TRUE(batched_conv_matches_per_sample(engine, single, batched, batch, true));
+  EXPECT_TRUE(fused_activation_matches(engine, batched, conv(batch, true), true,
+                                       {kernels::FusedActivation::Kind::kRelu}));
 }
 
 }  // namespace

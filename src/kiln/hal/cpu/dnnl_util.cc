@@ -186,6 +186,17 @@ std::string impl_name(const dnnl::primitive_desc_base& pd) {
   return name;
 }
 
+bool sums_into_destination(const dnnl::primitive_desc_base& pd) {
+  // A temporary attribute would free the post-ops the view reads (oneDNN 2.6's get_post_ops()
+  // returns a non-owning handle).
+  const dnnl::primitive_attr attr = pd.get_primitive_attr();
+  const dnnl::post_ops ops = attr.get_post_ops();
+  for (int i = 0; i < ops.len(); ++i) {
+    if (ops.kind(i) == dnnl::primitive::kind::sum) return true;
+  }
+  return false;
+}
+
 bool reduction_may_depend_on_batch(const std::string& impl) {
   return impl.find("gemm") != std::string::npos && impl.rfind("brg", 0) != 0;
 }

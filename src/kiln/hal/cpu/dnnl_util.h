@@ -86,6 +86,10 @@ std::string describe(const dnnl_desc& desc);
 
 // Implementation name of a primitive descriptor ("jit:avx2", "brgconv:avx512_core", ...).
 std::string impl_name(const dnnl::primitive_desc_base& pd);
+// Whether `pd`'s post-ops include a sum: it adds its destination's first contents (kiln's
+// residual). oneDNN's primitive_attr::get_post_ops() hands out a view into the attribute it is
+// called on, so this keeps that attribute alive while it reads the view.
+bool sums_into_destination(const dnnl::primitive_desc_base& pd);
 // Whether results of an implementation may depend on the minibatch: gemm-based kernels spread
 // the reduction of one output over threads according to how much other work exists (measured
 // with oneDNN 2.6: x64:gemm:jit inner product and matmul give different rounding at mb 8 than
