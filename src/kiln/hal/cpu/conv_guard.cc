@@ -44,7 +44,9 @@ std::optional<InputGuard> input_guard(const ProgramBuilder& b, const ConvParams&
   if (weights == nullptr || bias == nullptr) return std::nullopt;
   // The cheap rules first: the bound reads every weight.
   const int32_t x = op.input_index(0);
-  const std::optional<float> known = p.has_residual ? std::nullopt : b.vouched_bound(x);
+  // A relu's vouch (kGuardedSumBound) would serve only weights whose sums of |w| stay below 1/8.
+  std::optional<float> known = p.has_residual ? std::nullopt : b.vouched_bound(x);
+  if (known && *known >= kGuardedSumBound) known.reset();
   const size_t read = src_layout.get_size() + (p.has_residual ? dst_layout.get_size() : 0);
   const bool small_read = read <= dst_layout.get_size();
   if (!known && !small_read) return std::nullopt;
@@ -56,10 +58,12 @@ std::optional<InputGuard> input_guard(const ProgramBuilder& b, const ConvParams&
 }
 
 std::optional<float> output_bound(const kernels::FusedActivation& a) {
-  if (a.kind != kernels::FusedActivation::Kind::kClip) return std::nullopt;
+  using Kind = kernels::FusedActivation::Kind;
+  if (a.kind == Kind::kRelu) return kGuardedSumBound;
+  if (a.kind != Kind::kClip) return std::nullopt;
   const float lo = static_cast<float>(a.min), hi = static_cast<float>(a.max);
   if (!std::isfinite(lo) || !std::isfinite(hi)) return std::nullopt;
-  return std::max(std::fabs(lo), std::fabs(hi));
+  return std::min(std::max(std::fabs(lo), std::fabs(hi)), kGuardedSumBound);
 }
 
 }  // namespace kiln::hal::cpu

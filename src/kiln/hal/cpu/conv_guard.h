@@ -38,7 +38,9 @@ std::optional<InputGuard> input_guard(const ProgramBuilder& b, const ConvParams&
                                       const dnnl_desc& src_layout, const dnnl_desc& dst_layout);
 
 // The bound a guarded conv's output keeps when its fused path ran: a clip's larger bound in
-// magnitude, where both are finite; nullopt for relu and leaky relu (unbounded).
+// magnitude, where both are finite; for relu, kGuardedSumBound (finite_guard.h: no pre-activation
+// sum of a guarded conv reaches it), which a max pool reading it needs (pool_op.cc) and only a
+// conv with tiny weights can use; nullopt for leaky relu.
 std::optional<float> output_bound(const kernels::FusedActivation& a);
 
 }  // namespace kiln::hal::cpu

@@ -20,7 +20,8 @@
 // is no larger than the output (an expanding 1x1 conv reads a sixth of what it writes; a depthwise
 // conv reads what it writes, where the pass would read and write it), or where the input's
 // producer vouches for it: a guarded clip whose fused path ran marks its output as within its
-// bounds (ProgramBuilder::vouch), and the check then needs no read.
+// bounds (ProgramBuilder::vouch), and the check then needs no read. A guarded relu vouches with
+// kGuardedSumBound; an f32 max pool guards its NaN passes the same way (pool_op.cc).
 #pragma once
 
 #include <cstddef>
@@ -48,6 +49,9 @@ struct FiniteBound {
 
 // The largest magnitude a residual added by the sum post-op may have: 2^120.
 inline constexpr float kResidualBound = 0x1p120f;
+// A bound on every sum of a conv whose checks held (bias and residual included): 2^123, above the
+// 2^122 conv_input_bound keeps each sum below, so also on a relu of it.
+inline constexpr float kGuardedSumBound = 0x1p123f;
 
 // Whether each of the `count` floats at `x` is finite with |x| <= bound (false for NaN and
 // infinities whatever the bound). Splits the read over the calling thread's OpenMP team.

@@ -3,7 +3,8 @@
 // projection), whose expansion checks its input and whose depthwise conv is vouched for by the
 // expansion's clip. A NaN or a pair of infinities in one sample sends the batch down the plain
 // path: that sample's output keeps the NaN (as the float64 reference has it) and every other
-// sample keeps the bits it has in a clean run, run as a whole batch or one sample at a time.
+// sample keeps the bits it has in a clean run, run as a whole batch or one sample at a time. The
+// relu of such a conv vouches for a max pool after it, which then skips its NaN windows.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -181,6 +182,83 @@ INSTANTIATE_TEST_SUITE_P(
                       ChainCase{"leaky_relu", {.kind = Kind::kLeakyRelu, .alpha = 0.1}},
                       ChainCase{"clip_minus_one_to_two", {Kind::kClip, -1.0, 2.0}, true}),
     [](const ::testing::TestParamInfo<ChainCase>& info) { return info.param.name; });
+
+// A conv's relu vouches for its output when its fused path ran, and a max pool reading it then
+// runs oneDNN's max alone, without reading its input (pool_op.cc): x[3,8,10,10] -> 1x1 conv to 24
+// + relu -> MaxPool 3x3 stride 2 pad 1 -> y[3,24,5,5]. A NaN in one sample sends the conv down its
+// plain path, whose relu keeps the NaN: the vouch is gone, so the max pool runs its NaN windows
+// too and that sample's windows over the NaN are NaN, while the other samples keep their bits.
+class ReluIntoMaxPool : public ::testing::TestWithParam<bool> {
+ protected:
+  ReluIntoMaxPool() {
+    const int32_t x = s_.input("x", {kBatch, 8, 10, 10});
+    const int32_t relu = s_.value("relu", {kBatch, 24, 10, 10});
+    Attributes a;
+    kernels::set_fused_activation(a, {Kind::kRelu});
+    s_.dispatch("conv", "Conv", {x, s_.constant("w", w_), s_.constant("b", b_)}, {relu}, a);
+    const int32_t y = s_.output("y", {kBatch, 24, 5, 5});
+    Attributes m;
+    m.set("kernel_shape", std::vector<int64_t>{3, 3});
+    m.set("strides", std::vector<int64_t>{2, 2});
+    m.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    s_.dispatch("pool", "MaxPool", {relu}, {y}, m);
+  }
+
+  Tensor reference(const Tensor& x) const {
+    ConvRef c;
+    c.strides = c.dilations = {1, 1};
+    c.pads_begin = c.pads_end = {0, 0};
+    c.activation = {Kind::kRelu};
+    PoolRef p;
+    p.kernel = {3, 3};
+    p.strides = {2, 2};
+    p.pads_begin = p.pads_end = {1, 1};
+    p.dilations = {1, 1};
+    p.out = {kBatch, 24, 5, 5};
+    return ref_pool(ref_conv(x, w_, &b_, nullptr, c), p);
+  }
+
+  Tensor w_ = random_tensor({24, 8, 1, 1}, 51, -0.5f, 0.5f), b_ = random_tensor({24}, 52);
+  SpecBuilder s_;
+};
+
+TEST_P(ReluIntoMaxPool, RunsTheMaxAloneOnlyWhileTheReluVouches) {
+  auto dev = device(GetParam());
+  auto prepared = dev->prepare(s_.spec());
+  ASSERT_TRUE(prepared.ok()) << prepared.status().to_string();
+  Executable& exe = **prepared;
+  auto steps = [&](size_t d) {
+    return fmt::format("{}", fmt::join(exe.describe_dispatch(d), "\n"));
+  };
+  EXPECT_NE(steps(0).find("fused while finite"), std::string::npos) << steps(0);
+  EXPECT_NE(steps(1).find("else oneDNN's max and kiln's NaN windows"), std::string::npos)
+      << steps(1);
+
+  const Tensor x = random_tensor({kBatch, 8, 10, 10}, 53);
+  auto clean = run_program(exe, s_.spec(), {x});
+  ASSERT_TRUE(clean.ok()) << clean.status().to_string();
+  EXPECT_EQ(nan_count((*clean)[0]), 0);
+  EXPECT_TRUE(all_close((*clean)[0], reference(x)));
+
+  const Tensor bad = poisoned(x, false);
+  auto got = run_program(exe, s_.spec(), {bad});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  const Tensor sample = slice_batch((*got)[0], 1), want = slice_batch(reference(bad), 1);
+  ASSERT_GT(nan_count(want), 0);
+  EXPECT_EQ(nan_count(sample), nan_count(want));
+  EXPECT_TRUE(all_close(sample, want));
+  for (int64_t n : {0, 2}) {
+    EXPECT_TRUE(identical(slice_batch((*got)[0], n), slice_batch((*clean)[0], n))) << n;
+  }
+  auto again = run_program(exe, s_.spec(), {x});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(identical((*again)[0], (*clean)[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(SampleGroups, ReluIntoMaxPool, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "grouped" : "whole_batch";
+                         });
 
 }  // namespace
 }  // namespace kiln::hal::cpu

@@ -6,15 +6,21 @@
 // avg_exclude_padding, for the average's divisor. oneDNN's max skips a NaN in the window; a second
 // pooling by average marks those windows and MaxPoolNanStep makes their max NaN, as PyTorch and
 // kiln's portable kernel give, reading the taps of a window whose max is +inf (activation_step.h).
+// An f32 max needs those two passes only where the input holds a NaN: a GuardedStep
+// (finite_guard.h) runs the max alone when every input value is finite, which the producer's vouch
+// (a guarded conv's relu or clip, or another such max) tells without a read, else one vectorized
+// read; the max alone gives the bits of the three steps on such an input, being their first.
 // f16 and bf16 pool in f32 (oneDNN 2.6 has no f16 pooling, and kiln's NaN step reads f32): the
 // input is converted into an f32 temporary in its own layout and the result converted back; max
 // and average then round once, as the portable kernel does.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "kiln/hal/cpu/activation_step.h"
+#include "kiln/hal/cpu/finite_guard.h"
 #include "kiln/hal/cpu/global_average_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
@@ -123,12 +129,16 @@ Status build_pool(ProgramBuilder& b) {
   } else {
     dst_ref = b.temp(pd.dst_desc().get_size());
   }
-  PrimitiveStep& step =
-      b.add_primitive(b.label(fmt::format("pool {} {} -> {}", impl_name(pd), describe(src),
-                                          describe(pd.dst_desc()))),
-                      pd, dnnl::pooling_v2_forward(pd));
-  step.bind(DNNL_ARG_SRC, src, src_ref);
-  step.bind(DNNL_ARG_DST, pd.dst_desc(), dst_ref);
+  const size_t first_step = b.step_count();
+  auto add_pool = [&] {
+    PrimitiveStep& step =
+        b.add_primitive(b.label(fmt::format("pool {} {} -> {}", impl_name(pd), describe(src),
+                                            describe(pd.dst_desc()))),
+                        pd, dnnl::pooling_v2_forward(pd));
+    step.bind(DNNL_ARG_SRC, src, src_ref);
+    step.bind(DNNL_ARG_DST, pd.dst_desc(), dst_ref);
+  };
+  add_pool();
   if (p.algorithm == dnnl::algorithm::pooling_max) {
     // oneDNN's max skips NaN: an average over the same windows finds them (activation_step.h).
     dnnl::pooling_v2_forward::desc mask_desc(
@@ -153,6 +163,20 @@ Status build_pool(ProgramBuilder& b) {
     b.add(std::make_unique<MaxPoolNanStep>(b.label("max of NaN windows is NaN (kiln)"), src_ref,
                                            mask, dst_ref, pd.dst_desc().get_size() / sizeof(float),
                                            std::move(windows)));
+    if (f32) {
+      // The max alone while the input is finite; its output then is too, within the input's
+      // bound where that is vouched for.
+      std::vector<std::unique_ptr<Step>> fallback = b.take_steps(first_step);
+      add_pool();
+      const std::optional<float> known = b.vouched_bound(x);
+      const float bound = known.value_or(std::numeric_limits<float>::max());
+      const int32_t y = op.output_index(0);
+      b.vouch(y, bound);
+      b.add(std::make_unique<GuardedStep>(
+          std::vector<FiniteBound>{
+              {src_ref, src.get_size() / sizeof(float), bound, known ? x : -1}},
+          b.take_steps(first_step), std::move(fallback), "oneDNN's max and kiln's NaN windows", y));
+    }
   }
   if (!f32) {
     const int32_t y = op.output_index(0);
