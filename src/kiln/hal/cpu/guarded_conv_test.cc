@@ -222,7 +222,7 @@ class ReluIntoMaxPool : public ::testing::TestWithParam<bool> {
   SpecBuilder s_;
 };
 
-TEST_P(ReluIntoMaxPool, RunsTheMaxAloneOnlyWhileTheReluVouches) {
+TEST_P(ReluIntoMaxPool, GuardsTheMaxAndKeepsNaNWindowsWhereTheReluFellBack) {
   auto dev = device(GetParam());
   auto prepared = dev->prepare(s_.spec());
   ASSERT_TRUE(prepared.ok()) << prepared.status().to_string();
