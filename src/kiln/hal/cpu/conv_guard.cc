@@ -52,9 +52,9 @@ std::optional<InputGuard> input_guard(const ProgramBuilder& b, const ConvParams&
   if (!known && !small_read) return std::nullopt;
   const std::optional<float> bound = conv_input_bound(*weights, bias);
   if (!bound) return std::nullopt;
-  if (known && *known <= *bound) return InputGuard{*bound, x};
-  if (!small_read) return std::nullopt;
-  return InputGuard{*bound, -1};
+  const bool vouched = known && *known <= *bound;
+  if (!vouched && !small_read) return std::nullopt;
+  return InputGuard{*bound, vouched ? x : -1};
 }
 
 std::optional<float> output_bound(const kernels::FusedActivation& a) {
@@ -63,7 +63,7 @@ std::optional<float> output_bound(const kernels::FusedActivation& a) {
   if (a.kind != Kind::kClip) return std::nullopt;
   const float lo = static_cast<float>(a.min), hi = static_cast<float>(a.max);
   if (!std::isfinite(lo) || !std::isfinite(hi)) return std::nullopt;
-  return std::min(std::max(std::fabs(lo), std::fabs(hi)), kGuardedSumBound);
+  return std::max(std::fabs(lo), std::fabs(hi));
 }
 
 }  // namespace kiln::hal::cpu
