@@ -216,12 +216,18 @@ def print_table(rows, costs, peak, summary, threads):
     if env.get("DNNL_MAX_CPU_ISA"):
         isa_line += f"; kiln with DNNL_MAX_CPU_ISA={env['DNNL_MAX_CPU_ISA']} (oneDNN's AVX2 code path)"
     print(f"\ncorpus, {threads} threads, kiln vs ONNX Runtime's best case; {isa_line}; FMA peak {peak:.1f} GFLOP/s")
-    print(f"{'model':<22}{'size':>8}{'kiln ms':>10}{'ORT ms':>10}{'k/ORT':>8}{'GFLOP/s':>9}{'% peak':>8}  kernels")
+    # % peak: kiln's FLOPs (convolutions and matrix products, direct algorithm) per second over the
+    # FMA peak; ORT %: the same FLOPs over ONNX Runtime's time. A ratio limit L asks kiln for
+    # ORT's fraction / L of the peak, so where ORT runs near the peak no kernel meets it.
+    print(f"{'model':<22}{'size':>8}{'kiln ms':>10}{'ORT ms':>10}{'k/ORT':>8}{'GFLOP/s':>9}{'% peak':>8}"
+          f"{'ORT %':>7}  kernels")
     for r in rows:
-        pct = f"{100 * r['kiln_gflop_per_s'] / peak:>7.1f}%" if r["flops_dominate"] else f"{'-':>8}"
+        r["fraction_of_peak"] = r["kiln_gflop_per_s"] / peak
+        r["ort_fraction_of_peak"] = r["gflop"] / (r["ort_ms"] / 1000) / peak
+        pct = (f"{100 * r['fraction_of_peak']:>7.1f}%{100 * r['ort_fraction_of_peak']:>6.1f}%"
+               if r["flops_dominate"] else f"{'-':>8}{'-':>7}")
         print(f"{r['model']:<22}{r['sizes']:>8}{r['kiln_ms']:>10.3f}{r['ort_ms']:>10.3f}{r['ratio']:>8.3f}"
               f"{r['kiln_gflop_per_s']:>9.1f}{pct}  {', '.join(r['kernels'])}")
-        r["fraction_of_peak"] = r["kiln_gflop_per_s"] / peak
     ratios = [r["ratio"] for r in rows]
     gm, above = geomean(ratios), sum(1 for x in ratios if x > 1.0)
     summary["corpus_geomean"], summary["corpus_above_1"] = gm, above
@@ -235,17 +241,23 @@ def print_table(rows, costs, peak, summary, threads):
 
     checks = []
 
-    def target(what, value, limit, fmt="{:.3f}"):
+    def target(what, value, limit, fmt="{:.3f}", row=None):
         ok = value <= limit
-        checks.append({"target": what, "value": value, "limit": limit, "met": ok})
-        print(f"  [{'x' if ok else ' '}] {what}: {fmt.format(value)} (target <= {fmt.format(limit)})")
+        check = {"target": what, "value": value, "limit": limit, "met": ok}
+        needs = ""
+        if row is not None and row["flops_dominate"]:
+            check["needs_fraction_of_peak"] = row["ort_fraction_of_peak"] / limit
+            needs = (f"; needs kiln at {100 * check['needs_fraction_of_peak']:.1f}% of FMA peak, "
+                     f"now {100 * row['fraction_of_peak']:.1f}%")
+        checks.append(check)
+        print(f"  [{'x' if ok else ' '}] {what}: {fmt.format(value)} (target <= {fmt.format(limit)}{needs})")
 
     print("\ncorpus targets (issue 19):")
     target("corpus geometric mean kiln/ORT", gm, 0.80)
     target("corpus rows above 1.0", above, 0, "{}")
     for r in rows:
         strict = r["model"].startswith(("resnet50", "bert_base", "gpt2_small", "vit_b_16"))
-        target(f"{r['model']} {r['sizes']} kiln/ORT", r["ratio"], 0.85 if strict else 1.0)
+        target(f"{r['model']} {r['sizes']} kiln/ORT", r["ratio"], 0.85 if strict else 1.0, row=r)
         if r["model"].startswith("resnet50") and r["sizes"] == "8":
             ok = r["fraction_of_peak"] >= 0.85
             checks.append({"target": f"{r['model']} 8 fraction of FMA peak", "value": r["fraction_of_peak"],
