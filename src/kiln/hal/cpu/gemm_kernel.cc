@@ -517,13 +517,15 @@ void multiply_products(const Product& p, const float* a, std::span<const int64_t
   auto split = [&](int64_t total, int64_t pieces, int64_t unit) {
     return round_up((total + pieces - 1) / pieces, unit);  // the size of each piece
   };
-  // A product of few rows whose A is small (at most 2 MiB) gives each item all rows of its group
-  // of panels, so that each group of B comes to one core, once (ViT-B/16's weight products at 197
-  // rows, B from memory: 2-4% faster than with chunks of rows sharing a group between the cores);
-  // otherwise items take chunks of rows, whose A stays in L2. (An A of one k block but more than
-  // 2 MiB, ViT-B/16's 788 x 768 at batch 4, went through the caches once per group of panels: its
-  // products with 3072 columns ran 3-4% slower than in chunks of rows, Zen 5, 2 threads.)
-  const bool all_rows = p.m <= 1024 && p.m * p.k <= (int64_t{1} << 19);
+  // A product of few rows whose A is small gives each item all rows of its group of panels, so
+  // that each group of B comes to one core, once (ViT-B/16's weight products at 197 rows, B from
+  // memory: 2-4% faster than with chunks of rows sharing a group between the cores); otherwise
+  // items take chunks of rows, whose A stays in L2. Small: at most 2 MiB, and at most 1 MiB (a
+  // Zen 5 core's L2) in one block of k, which every group of panels reads again. (BERT-base's
+  // products of 512 x 768 at batch 4 and ViT-B/16's of 788 x 768 ran 3-4% slower with all rows
+  // per item, Zen 5, 2 threads: their A went through the caches once per group of panels.)
+  const bool all_rows = p.m <= 1024 && p.m * p.k <= (int64_t{1} << 19) &&
+                        p.m * std::min(p.k, kBlockK) <= (int64_t{1} << 18);
   // A softmax of the rows needs whole rows in each work item: one group of every panel.
   int64_t row_pieces = all_rows ? 1 : std::max<int64_t>(1, (p.m + 95) / 96);
   int64_t panel_pieces = p.softmax ? 1 : std::max<int64_t>(1, panels / (4 * wide));
