@@ -524,8 +524,10 @@ void multiply_products(const Product& p, const float* a, std::span<const int64_t
   // Zen 5 core's L2) in one block of k, which every group of panels reads again. (BERT-base's
   // products of 512 x 768 at batch 4 and ViT-B/16's of 788 x 768 ran 3-4% slower with all rows
   // per item, Zen 5, 2 threads: their A went through the caches once per group of panels.)
-  const bool all_rows = p.m <= 1024 && p.m * p.k <= (int64_t{1} << 19) &&
-                        p.m * std::min(p.k, kBlockK) <= (int64_t{1} << 18);
+  constexpr int64_t kAllRowsMaxA = int64_t{1} << 19;       // floats: 2 MiB
+  constexpr int64_t kAllRowsMaxABlock = int64_t{1} << 18;  // floats: 1 MiB
+  const bool all_rows =
+      p.m <= 1024 && p.m * p.k <= kAllRowsMaxA && p.m * std::min(p.k, kBlockK) <= kAllRowsMaxABlock;
   // A softmax of the rows needs whole rows in each work item: one group of every panel.
   int64_t row_pieces = all_rows ? 1 : std::max<int64_t>(1, (p.m + 95) / 96);
   int64_t panel_pieces = p.softmax ? 1 : std::max<int64_t>(1, panels / (4 * wide));
