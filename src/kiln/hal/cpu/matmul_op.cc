@@ -575,7 +575,22 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   }
   if (y_strides) p.ldy = (*y_strides)[r - 2];
   std::vector<int64_t> a_offsets, b_offsets, y_offsets;
-  if (b_matrices == 1 && !a_strides && !y_strides) {
+  if (a_strides && r == 3 && b_matrices == 1 && !y_strides && !op.has_input(3) &&
+      !op.attributes().has(kernels::kMatmulSoftmaxAttribute) && s.a[0] > s.a[1]) {
+    // A [d0, d1, k] read through its strides with one B, d0 > d1 (a sequence-first view,
+    // PyTorch's MultiheadAttention: [T, N, k] over the bytes of [N, T, k]): a product per index
+    // of dim 1, whose rows walk dim 0, rather than d0 products of d1 rows each; it writes Y
+    // [d0, d1, n] with rows d1 * n apart. Every element is the same sum either way
+    // (gemm_kernel.h).
+    p.m = s.a[0];
+    p.lda = (*a_strides)[0];
+    p.ldy = s.y[1] * n;
+    for (int64_t i = 0; i < s.y[1]; ++i) {
+      a_offsets.push_back(i * (*a_strides)[1]);
+      b_offsets.push_back(0);
+      y_offsets.push_back(i * n);
+    }
+  } else if (b_matrices == 1 && !a_strides && !y_strides) {
     // One B for every matrix of A (broadcast over A's leading dims, which are then the
     // output's): one product of all of A's rows.
     p.m = a_matrices * m;
@@ -650,10 +665,11 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   const size_t count = a_offsets.size();
   std::string label = product_label("matmul", p, count);
   if (y_strides) label += " (written for the transpose after it)";
+  if (!y_strides && !y_offsets.empty()) label += " (rows along dim 0 of a transposed A)";
   auto step =
       std::make_unique<GemmStep>(b.label(label), p, std::move(a_offsets), std::move(b_offsets),
                                  p.m * n, buffers, std::move(packing));
-  if (y_strides) step->write_at(std::move(y_offsets));
+  if (!y_offsets.empty()) step->write_at(std::move(y_offsets));
   b.add(std::move(step));
   return ok_status();
 }

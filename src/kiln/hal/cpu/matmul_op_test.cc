@@ -220,6 +220,8 @@ struct TransposedOperand {
   size_t slot;
   Tensor other;
   bool constant_other = false;
+  bool shape_reader = false;  // a Shape of the transpose too, which reads its dims only
+  std::string matmul_says;    // what the MatMul's description holds where the view is read
 };
 
 // Runs `c` twice: with the MatMul the transpose's only reader, where the transpose must be a view
@@ -258,6 +260,10 @@ std::vector<Tensor> run_view_and_copy(const TransposedOperand& c) {
       const int32_t copy = s.output("t_copy", t_shape);
       s.dispatch("identity", "Relu", {t}, {copy});
     }
+    if (c.shape_reader) {
+      const int32_t dims = s.output("t_shape", {static_cast<int64_t>(t_shape.size())}, DType::kI64);
+      s.dispatch("shape", "Shape", {t}, {dims});
+    }
     auto exe = device()->prepare(s.spec());
     if (!exe.ok()) {
       ADD_FAILURE() << exe.status().to_string();
@@ -266,6 +272,11 @@ std::vector<Tensor> run_view_and_copy(const TransposedOperand& c) {
     const std::vector<std::string> lines = (*exe)->describe_dispatch(1);
     EXPECT_EQ(!lines.empty() && lines[0].find("reorder") == std::string::npos, !also_read)
         << name << (lines.empty() ? "" : lines[0]);
+    if (!also_read && !c.matmul_says.empty()) {
+      const std::vector<std::string> matmul = (*exe)->describe_dispatch(2);
+      EXPECT_TRUE(!matmul.empty() && matmul[0].find(c.matmul_says) != std::string::npos)
+          << name << (matmul.empty() ? "" : matmul[0]);
+    }
     outputs.push_back(value_or_fail(run_program(**exe, s.spec(), inputs)));
   }
   return outputs;
@@ -293,16 +304,26 @@ TEST(CpuMatMulTest, ATransposedBIsReadThroughItsStridesWithTheCopysBits) {
 // A Transpose feeding a MatMul as A, keeping the last axis last (attention's head split of Q), is
 // read through its strides in place, with the bits of the copied transpose: B an input of the
 // output's rank (a product per matrix), and B a constant matrix (one B for every matrix of A).
+// A sequence-first view [T, N, k] of [N, T, k] bytes with a constant B (PyTorch's
+// MultiheadAttention's in_proj) runs a product of T rows per sample, and a Shape reading the
+// transpose (the export's size arithmetic) leaves it a view.
 TEST(CpuMatMulTest, ATransposedAIsReadThroughItsStridesWithTheCopysBits) {
   struct Case {
     ConcreteShape q, perm, b;
     bool constant_b;
+    bool shape_reader = false;
+    std::string matmul_says;
   };
-  for (const Case& c : {Case{{2, 5, 3, 4}, {0, 2, 1, 3}, {2, 3, 4, 6}, false},
-                        Case{{9, 2, 8}, {1, 0, 2}, {8, 7}, true},
-                        Case{{3, 1, 4, 2, 5}, {1, 3, 0, 2, 4}, {1, 2, 3, 5, 3}, false}}) {
+  const std::string rows_along_dim0 = "rows along dim 0";
+  for (const Case& c :
+       {Case{{2, 5, 3, 4}, {0, 2, 1, 3}, {2, 3, 4, 6}, false},
+        Case{{9, 2, 8}, {1, 0, 2}, {8, 7}, true, false, "9x8x7 x2 matrices"},
+        Case{{3, 1, 4, 2, 5}, {1, 3, 0, 2, 4}, {1, 2, 3, 5, 3}, false},
+        Case{{2, 9, 8}, {1, 0, 2}, {8, 7}, true, true, "9x8x7 x2 matrices (" + rows_along_dim0},
+        Case{{3, 40, 70}, {1, 0, 2}, {70, 50}, true, true, "40x70x50 x3 matrices"}}) {
     const Tensor q = random_tensor(c.q, 41), other = random_tensor(c.b, 42);
-    const std::vector<Tensor> outputs = run_view_and_copy({q, c.perm, 0, other, c.constant_b});
+    const std::vector<Tensor> outputs =
+        run_view_and_copy({q, c.perm, 0, other, c.constant_b, c.shape_reader, c.matmul_says});
     ASSERT_EQ(outputs.size(), 2u);
     const std::string name = fmt::format("{}", fmt::join(c.q, "x"));
     EXPECT_TRUE(identical(outputs[0], outputs[1])) << name;

@@ -68,6 +68,11 @@ StatusOr<const OpPath*> select_path(const OpReader& op) {
   return &kPortable;
 }
 
+bool reads_dims_only(const OpReader& op) {
+  const std::string& type = op.dispatch().op_type;
+  return type == "Shape" || type == "Size";
+}
+
 std::vector<std::string> supported_op_types() {
   std::vector<std::string> out;
   for (const kernels::OpDef& def : kernels::all_op_defs()) {

@@ -37,6 +37,9 @@ const OpPath* find_fast_path(std::string_view op_type);
 // definition's when it refuses the dispatch; else the fast path's when neither it nor the
 // portable path can run it; else the portable path's (naming the unsupported detail).
 StatusOr<const OpPath*> select_path(const OpReader& op);
+// Whether the dispatch reads only its inputs' dims, never their bytes (Shape, Size): it takes an
+// input in any layout, and a view over another value's bytes costs it nothing.
+bool reads_dims_only(const OpReader& op);
 // Every op type the backend runs (specialized or portable), sorted.
 std::vector<std::string> supported_op_types();
 

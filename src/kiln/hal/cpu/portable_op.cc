@@ -116,7 +116,9 @@ Status build_kernel(ProgramBuilder& b, kernels::MakeFn make, std::string_view wh
     const ValueSpec& spec = b.value(v);
     dims.push_back(spec.shape);
     inputs.push_back({spec.dtype, dims.back(), nullptr});
-    if (auto type = stored_data_type(spec.dtype)) {
+    if (reads_dims_only(op)) {
+      input_refs.push_back(BufferRef::at(nullptr));  // its dims only: any layout serves
+    } else if (auto type = stored_data_type(spec.dtype)) {
       KILN_ASSIGN_OR_RETURN(BufferRef ref, b.input_as(v, plain_desc(spec.shape, *type)));
       input_refs.push_back(ref);
     } else {

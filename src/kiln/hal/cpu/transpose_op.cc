@@ -12,8 +12,10 @@
 // (ProgramBuilder::alias_over), with nothing copied, where nothing else reads the input; else as
 // a straight copy of them. Where every reader is a MatMul that reads the view in place (kiln's
 // kernel packs B from any strides, and reads A's rows through a row stride where the last axis
-// stays last), the output is that strided view over the input's bytes: K^T in attention (a "cab"
-// view of K) and the head split of Q (a "acbd" view) cost no copy. A MatMul whose only reader is
+// stays last) or a Shape or Size (dims only), the output is that strided view over the input's
+// bytes: K^T in attention (a "cab" view of K), the head split of Q (a "acbd" view) and a
+// sequence-first model's [N,T,k] -> [T,N,k] before its input projection (a "bac" view, whose
+// size arithmetic reads its Shape) cost no copy. A MatMul whose only reader is
 // such a transpose (the head merge after attention's A·V) writes its matrices in the layout that
 // makes this view plain (matmul_op.cc), so the transpose only relabels the bytes.
 #include <fmt/format.h>
@@ -65,7 +67,8 @@ Status build_transpose(ProgramBuilder& b) {
   // axis stays last) get the view itself.
   if (b.can_alias_over(x, y, view) &&
       b.readers_accept(y, [&view_strides](const OpReader& reader, const OpPath& path, size_t slot) {
-        return path.op_type == "MatMul" && matmul_reads_in_place(reader, slot, view_strides);
+        return reads_dims_only(reader) ||
+               (path.op_type == "MatMul" && matmul_reads_in_place(reader, slot, view_strides));
       })) {
     return b.alias_over(y, x, view).status();
   }
