@@ -86,14 +86,16 @@ struct Work {
   void input(float* v, int64_t first, int64_t slot, int64_t cb) const {
     k.transform_input(s, g, src, v, first + slot, slot, cb);
   }
-  // The products of plane xi, output block ob, for the chunk's blocks.
-  void products(const float* v, float* m, int64_t blocks, int64_t xi, int64_t ob) const {
+  // The products of plane xi, output block ob, for the chunk's blocks (from block `first`).
+  void products(const float* v, float* m, int64_t first, int64_t blocks, int64_t xi,
+                int64_t ob) const {
     const int64_t per_block = k.blocking.tiles_per_block, outs = k.blocking.out_per_block;
     const int64_t out0 = ob * outs;
     const float* u_block = u + (xi * s.out_channels + out0) * s.channels;
     for (int64_t slot = 0; slot < blocks; ++slot) {
+      const int64_t live = std::min(per_block, g.tiles - (first + slot) * per_block);
       k.multiply(v + xi * g.v_plane + slot * g.cb * per_block * k.blocking.vec, u_block,
-                 s.channels * kPanel, g.cb, std::min(outs, s.out_channels - out0),
+                 s.channels * kPanel, g.cb, std::min(outs, s.out_channels - out0), live,
                  m + xi * g.m_plane + slot * per_block * s.out_channels + out0, s.out_channels);
     }
   }
@@ -153,7 +155,7 @@ void run(const Conv3x3& s, int64_t batch, const float* src, const float* u, cons
           for (int64_t cb = 0; cb < g.cb; ++cb) w.input(v, first, slot, cb);
         }
         for (int64_t xi = 0; xi < 16; ++xi) {
-          for (int64_t ob = 0; ob < g.ob; ++ob) w.products(v, m, blocks, xi, ob);
+          for (int64_t ob = 0; ob < g.ob; ++ob) w.products(v, m, first, blocks, xi, ob);
         }
         const int64_t tiles = w.chunk_tiles(first, blocks);
         for (int64_t slot = 0; slot < tiles; ++slot) {
@@ -176,7 +178,7 @@ void run(const Conv3x3& s, int64_t batch, const float* src, const float* u, cons
     // Each (xi, output block) pair keeps its C x outs weights in cache over the chunk's blocks.
 #pragma omp for collapse(2) schedule(static)
     for (int64_t xi = 0; xi < 16; ++xi) {
-      for (int64_t ob = 0; ob < g.ob; ++ob) w.products(v, m, blocks, xi, ob);
+      for (int64_t ob = 0; ob < g.ob; ++ob) w.products(v, m, first, blocks, xi, ob);
     }
     const int64_t tiles = w.chunk_tiles(first, blocks);
 #pragma omp for collapse(2) schedule(static)

@@ -6,7 +6,8 @@
 // transformed once (U = G g G^T, in double, then rounded) and the patch V = B^T d B on the fly:
 // 16 multiplies per tile and channel pair instead of 36. The 16 products U . V, summed over the
 // input channels, are 16 matrix products [tiles x C] x [C x M] run by one register-blocked kernel
-// per ISA (AVX2: 6 tiles x 16 output channels; AVX-512: 8 tiles x 32 output channels).
+// per ISA (AVX2: 6 tiles x 16 output channels; AVX-512: 8 tiles x 32 output channels, and only
+// the tiles that exist in a batch's last block: 49 tiles of a 14x14 image leave 1 of 8 there).
 //
 // Numerics: not the direct convolution's sums. The transforms' coefficients are 0, +-1 and 1/2,
 // so the error stays of the order of a direct f32 sum's (tested against a float64 reference).

@@ -36,15 +36,16 @@ struct Avx512 {
   }
 };
 
-// kTilesPerBlock tiles x W panels of 16 output channels, one accumulator each, summing the
-// channels in order by one FMA each: per channel, W weight loads, 8 broadcasts, 8 W FMAs.
-template <int W>
+// R tiles (at most kTilesPerBlock: fewer in a batch's last block) x W panels of 16 output
+// channels, one accumulator each, summing the channels in order by one FMA each: per channel, W
+// weight loads, R broadcasts, R W FMAs.
+template <int R, int W>
 void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
                     float* m, int64_t ldm) {
   constexpr int64_t kVec = Avx512::kWidth;
-  __m512 acc[kTilesPerBlock][W];
+  __m512 acc[R][W];
 #pragma GCC unroll 8
-  for (int t = 0; t < kTilesPerBlock; ++t) {
+  for (int t = 0; t < R; ++t) {
 #pragma GCC unroll 2
     for (int w = 0; w < W; ++w) acc[t][w] = _mm512_setzero_ps();
   }
@@ -55,7 +56,7 @@ void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_
 #pragma GCC unroll 2
       for (int w = 0; w < W; ++w) b[w] = _mm512_loadu_ps(u + w * panel_stride + ci * kVec);
 #pragma GCC unroll 8
-      for (int t = 0; t < kTilesPerBlock; ++t) {
+      for (int t = 0; t < R; ++t) {
         const __m512 x = _mm512_set1_ps(v[t * kVec + ci]);
 #pragma GCC unroll 2
         for (int w = 0; w < W; ++w) acc[t][w] = _mm512_fmadd_ps(x, b[w], acc[t][w]);
@@ -65,18 +66,33 @@ void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_
     u += kVec * kVec;
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < kTilesPerBlock; ++t) {
+  for (int t = 0; t < R; ++t) {
 #pragma GCC unroll 2
     for (int w = 0; w < W; ++w) _mm512_storeu_ps(m + t * ldm + w * kVec, acc[t][w]);
   }
 }
 
+template <int W>
+void multiply_panels(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
+                     int64_t tiles, float* m, int64_t ldm) {
+  switch (tiles) {
+    case 1: multiply_tiles<1, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
+    case 2: multiply_tiles<2, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
+    case 3: multiply_tiles<3, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
+    case 4: multiply_tiles<4, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
+    case 5: multiply_tiles<5, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
+    case 6: multiply_tiles<6, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
+    case 7: multiply_tiles<7, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
+    default: multiply_tiles<kTilesPerBlock, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
+  }
+}
+
 void multiply_block(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
-                    int64_t outs, float* m, int64_t ldm) {
+                    int64_t outs, int64_t tiles, float* m, int64_t ldm) {
   if (outs >= kOutPerBlock) {
-    multiply_tiles<2>(v, u, panel_stride, channel_blocks, m, ldm);
+    multiply_panels<2>(v, u, panel_stride, channel_blocks, tiles, m, ldm);
   } else {
-    multiply_tiles<1>(v, u, panel_stride, channel_blocks, m, ldm);
+    multiply_panels<1>(v, u, panel_stride, channel_blocks, tiles, m, ldm);
   }
 }
 

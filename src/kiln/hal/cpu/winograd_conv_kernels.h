@@ -92,11 +92,12 @@ struct Kernels {
   void (*transform_input)(const Conv3x3& s, const Geometry& g, const float* src, float* v,
                           int64_t block, int64_t slot, int64_t cb);
   // The products of one register block: m[t * ldm + j] = sum over c of v[c][t] * u[c][j] for the
-  // block's tiles t and its `outs` output channels j (a multiple of 16, at most out_per_block);
-  // v at the block's [C/vec][tiles][vec], u at the first 16-column panel [C][16], the next
-  // panels `panel_stride` floats apart.
+  // block's first `tiles` tiles t (1 to tiles_per_block: fewer in the batch's last block, whose
+  // other tiles are padding; a kernel may compute those too) and its `outs` output channels j (a
+  // multiple of 16, at most out_per_block); v at the block's [C/vec][tiles_per_block][vec], u at
+  // the first 16-column panel [C][16], the next panels `panel_stride` floats apart.
   void (*multiply)(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
-                   int64_t outs, float* m, int64_t ldm);
+                   int64_t outs, int64_t tiles, float* m, int64_t ldm);
   // Y = A^T M A of one tile for output channel block `ov` (of vec channels), then the epilogue.
   void (*transform_output)(const Conv3x3& s, const Geometry& g, const float* m, const Epilogue& e,
                            float* dst, int64_t ov, int64_t t, int64_t slot);
