@@ -1,0 +1,154 @@
+// kiln's f32 gemm (hal/cpu/gemm_kernel.h) against oneDNN's matmul on the products of kiln's
+// benchmark corpus (BERT-base, ViT-B/16 at batch 1 and 4; attention's per-head products),
+// milliseconds side by side (never a test):
+//   cmake --build build --target gemm_kernel_bench &&
+//   ./build/bench/gemm_kernel_bench [reps [flush]]
+// Both get their B prepared once (kiln's packed panels; oneDNN's weights in the layout its
+// primitive asks for), as a constant weight is in a module; attention's B, computed in a model,
+// is prepared once here too, so those rows time the product alone. With `flush` 1 (the default),
+// a 64 MiB buffer is read between runs, so every operand comes from memory, as a transformer's
+// weights do between its layers (kiln bench --per-dispatch gives the in-model figures); with 0
+// every operand stays in cache. Prints the median of `reps` alternating runs of each and their
+// ratio, with this process's thread count (OMP_NUM_THREADS) and the ISA kiln's kernel runs
+// (DNNL_MAX_CPU_ISA caps both).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "kiln/base/aligned_memory.h"
+#include "kiln/hal/cpu/dnnl_util.h"
+#include "kiln/hal/cpu/gemm_kernel.h"
+
+namespace {
+
+using namespace kiln::hal::cpu;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+double time_ms(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Shape {
+  const char* name;
+  int64_t m, k, n, count;  // `count` products of one shape, each with its own A, B and Y
+};
+
+std::vector<float> random_floats(size_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = uniform(rng);
+  return v;
+}
+
+void bench(dnnl::engine& eng, dnnl::stream& strm, const Shape& s, int reps, bool flush) {
+  std::mt19937 rng(1);
+  const int64_t a_size = s.m * s.k, b_size = s.k * s.n, y_size = s.m * s.n;
+  const std::vector<float> a = random_floats(static_cast<size_t>(s.count * a_size), rng);
+  const std::vector<float> b = random_floats(static_cast<size_t>(s.count * b_size), rng);
+  std::vector<float> y(static_cast<size_t>(s.count * y_size));
+
+  // kiln: B packed once, the products in one call.
+  const int64_t per_packed = gemm::packed_floats(s.k, s.n);
+  // Packed panels as kiln keeps a constant's: aligned, huge pages for a big one.
+  std::unique_ptr<float, decltype(&std::free)> packed(
+      static_cast<float*>(
+          kiln::allocate_aligned_memory(static_cast<size_t>(s.count * per_packed) * sizeof(float))),
+      &std::free);
+  std::vector<int64_t> a_offsets, b_offsets, b_sources;
+  for (int64_t i = 0; i < s.count; ++i) {
+    a_offsets.push_back(i * a_size);
+    b_offsets.push_back(i * per_packed);
+    b_sources.push_back(i * b_size);
+  }
+  gemm::pack(s.k, s.n, b.data(), b_sources, s.n, 1, packed.get());
+  const gemm::Product product = gemm::dense_product(s.m, s.k, s.n);
+  auto run_kiln = [&] {
+    gemm::multiply(product, a.data(), a_offsets, packed.get(), b_offsets, y.data(), y_size);
+  };
+
+  // oneDNN: one (batched) matmul, B reordered once into the layout the primitive asks for.
+  const dnnl::memory::dims ad{s.count, s.m, s.k}, bd{s.count, s.k, s.n}, yd{s.count, s.m, s.n};
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(dnnl::memory::desc(ad, dt::f32, tag::abc),
+                                                     dnnl::memory::desc(bd, dt::f32, tag::any),
+                                                     dnnl::memory::desc(yd, dt::f32, tag::abc)),
+                                  eng);
+  dnnl::memory b_plain({bd, dt::f32, tag::abc}, eng, const_cast<float*>(b.data()));
+  dnnl::memory b_mem(pd.weights_desc(), eng);
+  dnnl::reorder(b_plain, b_mem).execute(strm, b_plain, b_mem);
+  dnnl::memory a_mem(pd.src_desc(), eng, const_cast<float*>(a.data()));
+  dnnl::memory y_mem(pd.dst_desc(), eng, y.data());
+  dnnl::matmul matmul(pd);
+  auto run_dnnl = [&] {
+    matmul.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, y_mem}});
+    strm.wait();
+  };
+
+  // Read, not written: no dirty lines to write back while the next run is timed.
+  const std::vector<float> junk(flush ? size_t{16} << 20 : 0, 1.0f);  // 64 MiB
+  volatile float sink = 0.0f;
+  auto evict = [&] {
+    float sum = 0.0f;
+    for (size_t i = 0; i < junk.size(); i += 16) sum += junk[i];
+    sink = sink + sum;
+  };
+  run_kiln();
+  run_dnnl();
+  std::vector<double> kiln_ms, dnnl_ms;
+  for (int r = 0; r < reps; ++r) {
+    evict();
+    kiln_ms.push_back(time_ms(run_kiln));
+    evict();
+    dnnl_ms.push_back(time_ms(run_dnnl));
+  }
+  const double kiln = median(kiln_ms), onednn = median(dnnl_ms);
+  const double gflop = 2.0 * static_cast<double>(s.count * s.m * s.k * s.n) * 1e-9;
+  std::printf(
+      "%-22s %4lldx%-4lldx%-5lld x%-3lld  oneDNN %-16s %7.3f ms (%4.0f GFLOP/s)  "
+      "kiln_gemm:%-7s %7.3f ms (%4.0f)  ratio %.2f\n",
+      s.name, static_cast<long long>(s.m), static_cast<long long>(s.k), static_cast<long long>(s.n),
+      static_cast<long long>(s.count), impl_name(pd).c_str(), onednn, gflop / onednn * 1e3,
+      gemm::isa_name(gemm::best_isa()), kiln, gflop / kiln * 1e3, kiln / onednn);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 21;
+  const bool flush = argc > 2 ? std::atoi(argv[2]) != 0 : true;
+  if (!gemm::cpu_supported()) {
+    std::printf("this CPU lacks AVX2 and FMA: kiln's gemm does not run here\n");
+    return 0;
+  }
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  std::printf("threads %d, caches %s between runs\n", omp_get_max_threads(),
+              flush ? "flushed" : "kept");
+  const Shape shapes[] = {
+      {"bert qkv/proj b1", 128, 768, 768, 1}, {"bert ffn.0 b1", 128, 768, 3072, 1},
+      {"bert ffn.2 b1", 128, 3072, 768, 1},   {"bert qkv/proj b4", 512, 768, 768, 1},
+      {"bert ffn.0 b4", 512, 768, 3072, 1},   {"bert ffn.2 b4", 512, 3072, 768, 1},
+      {"vit mlp.0 b1", 197, 768, 3072, 1},    {"vit mlp.3 b1", 197, 3072, 768, 1},
+      {"vit mlp.0 b4", 788, 768, 3072, 1},    {"vit mlp.3 b4", 788, 3072, 768, 1},
+      {"bert scores b1", 128, 64, 128, 12},   {"bert context b1", 128, 128, 64, 12},
+      {"vit scores b1", 197, 64, 197, 12},    {"vit context b1", 197, 197, 64, 12},
+  };
+  for (const Shape& s : shapes) bench(eng, strm, s, reps, flush);
+  return 0;
+}
