@@ -13,37 +13,23 @@
 // (DNNL_MAX_CPU_ISA caps both).
 #include <omp.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
-#include <span>
 #include <vector>
 
 #include "kiln/base/aligned_memory.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 #include "kiln/hal/cpu/gemm_kernel.h"
+#include "side_by_side.h"
 
 namespace {
 
 using namespace kiln::hal::cpu;
-using tag = dnnl::memory::format_tag;
-using dt = dnnl::memory::data_type;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <class F>
-double time_ms(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
+using kiln::bench::median;
+using kiln::bench::time_ms;
 
 struct Shape {
   const char* name;
@@ -85,11 +71,14 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, const Shape& s, int reps, bool
 
   // oneDNN: one (batched) matmul, B reordered once into the layout the primitive asks for.
   const dnnl::memory::dims ad{s.count, s.m, s.k}, bd{s.count, s.k, s.n}, yd{s.count, s.m, s.n};
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(dnnl::memory::desc(ad, dt::f32, tag::abc),
-                                                     dnnl::memory::desc(bd, dt::f32, tag::any),
-                                                     dnnl::memory::desc(yd, dt::f32, tag::abc)),
+  // A plain f32 operand of dims `d`, or one in the layout the primitive picks.
+  auto f32 = [](const dnnl::memory::dims& d, bool any) {
+    return dnnl::memory::desc(d, dnnl::memory::data_type::f32,
+                              any ? dnnl::memory::format_tag::any : dnnl::memory::format_tag::abc);
+  };
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(f32(ad, false), f32(bd, true), f32(yd, false)),
                                   eng);
-  dnnl::memory b_plain({bd, dt::f32, tag::abc}, eng, const_cast<float*>(b.data()));
+  dnnl::memory b_plain(f32(bd, false), eng, const_cast<float*>(b.data()));
   dnnl::memory b_mem(pd.weights_desc(), eng);
   dnnl::reorder(b_plain, b_mem).execute(strm, b_plain, b_mem);
   dnnl::memory a_mem(pd.src_desc(), eng, const_cast<float*>(a.data()));

@@ -7,8 +7,6 @@
 // prepared once. Prints the median of `reps` runs of each, alternating, at batch 1 and 8.
 #include <omp.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -18,24 +16,15 @@
 #include "kiln/hal/cpu/cpu_isa.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 #include "kiln/hal/cpu/winograd_conv.h"
+#include "side_by_side.h"
 
 namespace {
 
 using namespace kiln::hal::cpu;
+using kiln::bench::median;
+using kiln::bench::time_ms;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <class F>
-double time_ms(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 void bench(dnnl::engine& eng, dnnl::stream& strm, int64_t n, int64_t c, int64_t hw, int reps) {
   const dnnl::memory::dims x1{1, c, hw, hw}, w{c, c, 3, 3}, pads{1, 1}, strides{1, 1};
