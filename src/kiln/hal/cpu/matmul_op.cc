@@ -575,8 +575,10 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   }
   if (y_strides) p.ldy = (*y_strides)[r - 2];
   std::vector<int64_t> a_offsets, b_offsets, y_offsets;
-  if (a_strides && r == 3 && b_matrices == 1 && !y_strides && !op.has_input(3) &&
-      !op.attributes().has(kernels::kMatmulSoftmaxAttribute) && s.a[0] > s.a[1]) {
+  const bool rows_along_dim0 =
+      a_strides && r == 3 && b_matrices == 1 && !y_strides && !op.has_input(3) &&
+      !op.attributes().has(kernels::kMatmulSoftmaxAttribute) && s.a[0] > s.a[1];
+  if (rows_along_dim0) {
     // A [d0, d1, k] read through its strides with one B, d0 > d1 (a sequence-first view,
     // PyTorch's MultiheadAttention: [T, N, k] over the bytes of [N, T, k]): a product per index
     // of dim 1, whose rows walk dim 0, rather than d0 products of d1 rows each; it writes Y
@@ -665,7 +667,7 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   const size_t count = a_offsets.size();
   std::string label = product_label("matmul", p, count);
   if (y_strides) label += " (written for the transpose after it)";
-  if (!y_strides && !y_offsets.empty()) label += " (rows along dim 0 of a transposed A)";
+  if (rows_along_dim0) label += " (rows along dim 0 of a transposed A)";
   auto step =
       std::make_unique<GemmStep>(b.label(label), p, std::move(a_offsets), std::move(b_offsets),
                                  p.m * n, buffers, std::move(packing));

@@ -106,6 +106,7 @@ Status build_kernel(ProgramBuilder& b, kernels::MakeFn make, std::string_view wh
   dims.reserve(op.dispatch().inputs.size() + op.output_count());
   std::vector<kernels::ConstBuffer> inputs;
   std::vector<BufferRef> input_refs;
+  const bool dims_only = reads_dims_only(op);
   for (size_t i = 0; i < op.dispatch().inputs.size(); ++i) {
     const int32_t v = op.input_index(i);
     if (v < 0) {
@@ -116,7 +117,7 @@ Status build_kernel(ProgramBuilder& b, kernels::MakeFn make, std::string_view wh
     const ValueSpec& spec = b.value(v);
     dims.push_back(spec.shape);
     inputs.push_back({spec.dtype, dims.back(), nullptr});
-    if (reads_dims_only(op)) {
+    if (dims_only) {
       input_refs.push_back(BufferRef::at(nullptr));  // its dims only: any layout serves
     } else if (auto type = stored_data_type(spec.dtype)) {
       KILN_ASSIGN_OR_RETURN(BufferRef ref, b.input_as(v, plain_desc(spec.shape, *type)));

@@ -275,12 +275,13 @@ bool ProgramBuilder::readers_accept(
     if (std::count(reader.inputs.begin(), reader.inputs.end(), v) == 0) continue;
     const OpReader op(reader, spec_.values);
     if (!op.check_indices().ok()) return false;
+    read = true;
+    if (reads_dims_only(op)) continue;
     const StatusOr<const OpPath*> path = select_path(op);
     if (!path.ok()) return false;
     for (size_t slot = 0; slot < reader.inputs.size(); ++slot) {
       if (reader.inputs[slot] == v && !accepts(op, **path, slot)) return false;
     }
-    read = true;
   }
   return read;
 }

@@ -131,7 +131,8 @@ class ProgramBuilder {
   // plain) with int8_output; readers find it with stored_as / int8_layout.
   bool int8_readers_take_channels_last(int32_t v) const;
   // Whether intermediate `v` is read by a later dispatch, and every later dispatch reads it only
-  // at input slots that `accepts` (the reader, the op path it takes, the slot).
+  // at input slots that `accepts` (the reader, the op path it takes, the slot). A reader of dims
+  // only (Shape, Size: reads_dims_only) takes any layout and is not asked.
   bool readers_accept(
       int32_t v, const std::function<bool(const OpReader&, const OpPath&, size_t)>& accepts) const;
   BufferRef int8_output(int32_t v, const dnnl_desc& layout);

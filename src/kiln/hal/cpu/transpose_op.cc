@@ -64,11 +64,10 @@ Status build_transpose(ProgramBuilder& b) {
                                                                 dnnl::memory::format_tag::acdb));
   if (relabels && b.can_alias_over(x, y, view)) return b.alias_over(y, x, view).status();
   // Readers that take the strided view in place (kiln's MatMul: B in any, A where the last
-  // axis stays last) get the view itself.
+  // axis stays last; Shape and Size, which readers_accept lets through) get the view itself.
   if (b.can_alias_over(x, y, view) &&
       b.readers_accept(y, [&view_strides](const OpReader& reader, const OpPath& path, size_t slot) {
-        return reads_dims_only(reader) ||
-               (path.op_type == "MatMul" && matmul_reads_in_place(reader, slot, view_strides));
+        return path.op_type == "MatMul" && matmul_reads_in_place(reader, slot, view_strides);
       })) {
     return b.alias_over(y, x, view).status();
   }
