@@ -1,10 +1,13 @@
-// kiln's Winograd F(2x2, 3x3) kernel (hal/cpu/winograd_conv.h) against oneDNN's direct
-// convolution on ResNet-50's 3x3 stride-1 shapes, milliseconds side by side (never a test):
+// kiln's Winograd F(2x2, 3x3) and F(4x4, 3x3) kernels (hal/cpu/winograd_conv.h) against oneDNN's
+// direct convolution on ResNet-50's 3x3 stride-1 shapes, milliseconds side by side (never a test):
 //   cmake --build build --target winograd_conv_bench &&
 //   ./build/bench/winograd_conv_bench [reps [channels [batch]]]
 // Both read and write the layout oneDNN's direct kernel picks for one sample on this machine
 // (DNNL_MAX_CPU_ISA applies), the direct kernel run per sample as kiln runs it, with the weights
-// prepared once. Prints the median of `reps` runs of each, alternating, at batch 1 and 8.
+// prepared once. Prints the median of `reps` runs of each, alternating, at batch 1 and 8, and
+// marks the tile edge kiln picks for the shape (winograd::preferred_tile). The weights stay in
+// cache from run to run here; in a model they come from memory, which favours F(2x2)'s smaller
+// ones at batch 1 more than this table shows.
 #include <omp.h>
 
 #include <cstdio>
@@ -38,6 +41,7 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, int64_t n, int64_t c, int64_t 
   const Isa isa = best_isa();
   winograd::Conv3x3 s{c, c, hw, hw, hw, hw, 1, 1, nhwc};
   if (winograd::unsupported_reason(s, isa) != nullptr) return;
+  const int64_t preferred = winograd::preferred_tile(s);
 
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -64,31 +68,50 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, int64_t n, int64_t c, int64_t 
     }
     strm.wait();
   };
-  std::vector<float> u(winograd::transformed_weight_count(s));
-  winograd::transform_weights(s, weights.data(), u.data());
+  // One Winograd run per tile edge, each with its own weights and workspace.
+  struct Winograd {
+    winograd::Conv3x3 shape;
+    std::vector<float> u;
+    std::vector<std::byte> workspace;
+    std::vector<double> ms;
+  };
   const int threads = omp_get_max_threads();
-  std::vector<std::byte> ws(winograd::workspace_bytes(s, n, isa, threads) + 64);
-  std::byte* aligned = ws.data() + (64 - reinterpret_cast<uintptr_t>(ws.data()) % 64) % 64;
+  std::vector<Winograd> runs;
+  for (int64_t tile : {2, 4}) {
+    Winograd r{s, {}, {}, {}};
+    r.shape.tile = tile;
+    r.u.resize(winograd::transformed_weight_count(r.shape));
+    winograd::transform_weights(r.shape, weights.data(), r.u.data());
+    r.workspace.resize(winograd::workspace_bytes(r.shape, n, isa, threads) + 64);
+    runs.push_back(std::move(r));
+  }
   const winograd::Epilogue e{bias.data(), false, {}};
-  auto run_winograd = [&] {
-    winograd::run(s, n, x.data(), u.data(), e, y.data(), aligned, isa, threads);
+  auto run_winograd = [&](Winograd& r) {
+    std::byte* aligned =
+        r.workspace.data() + (64 - reinterpret_cast<uintptr_t>(r.workspace.data()) % 64) % 64;
+    winograd::run(r.shape, n, x.data(), r.u.data(), e, y.data(), aligned, isa, threads);
   };
 
   run_direct();
-  run_winograd();
-  std::vector<double> direct_ms, winograd_ms;
-  for (int r = 0; r < reps; ++r) {
+  for (Winograd& r : runs) run_winograd(r);
+  std::vector<double> direct_ms;
+  for (int rep = 0; rep < reps; ++rep) {
     direct_ms.push_back(time_ms(run_direct));
-    winograd_ms.push_back(time_ms(run_winograd));
+    for (Winograd& r : runs) r.ms.push_back(time_ms([&] { run_winograd(r); }));
   }
-  const double direct = median(direct_ms), wino = median(winograd_ms);
+  const double direct = median(direct_ms);
   const double gflop = 2.0 * n * c * c * 9 * hw * hw * 1e-9;
-  std::printf(
-      "N %2lld C=M %3lld %2lldx%-2lld %-6s direct %-22s %7.3f ms (%5.0f GFLOP/s)  "
-      "winograd:%s %7.3f ms (%5.0f)  ratio %.2f\n",
-      static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(hw),
-      static_cast<long long>(hw), nhwc ? "nhwc" : "blocked", impl_name(pd).c_str(), direct,
-      gflop / direct * 1e3, isa_name(isa), wino, gflop / wino * 1e3, wino / direct);
+  std::printf("N %2lld C=M %3lld %2lldx%-2lld %-6s direct %-22s %7.3f ms (%5.0f GFLOP/s)",
+              static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(hw),
+              static_cast<long long>(hw), nhwc ? "nhwc" : "blocked", impl_name(pd).c_str(), direct,
+              gflop / direct * 1e3);
+  for (const Winograd& r : runs) {
+    const double wino = median(r.ms);
+    std::printf("  %sF%lld:%s %7.3f ms (%5.0f) ratio %.2f", r.shape.tile == preferred ? "*" : " ",
+                static_cast<long long>(r.shape.tile), isa_name(isa), wino, gflop / wino * 1e3,
+                wino / direct);
+  }
+  std::printf("\n");
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kiln/hal/cpu/cpu_device.h"
@@ -200,6 +202,51 @@ INSTANTIATE_TEST_SUITE_P(
                                   c.residual = true;
                                   c.winograd = true;
                                 })));
+
+// Winograd F(4x4, 3x3) mixes a 6x6 patch's values, so a NaN would reach outputs whose window does
+// not hold it, and a huge value would leave rounding errors of its size there (or overflow): a
+// sample with such a value runs by F(2x2) (winograd_conv_op.cc). Sample 1 holds a NaN, sample 2 a
+// value of 3e36 (beyond F(4x4)'s bound; by F(4x4) an output of 2.3 came out as 5e27), sample 0
+// neither: 0 keeps the bits it gets alone, and 1 and 2 match the float64 reference.
+TEST(NanThroughWinograd, ASampleWithANonFiniteOrHugeValueRunsByF2x2) {
+  const ConcreteShape x_shape{3, 16, 8, 8}, w_shape{16, 16, 3, 3};
+  const int64_t image = 16 * 8 * 8;
+  Tensor x = planted(planted(random_tensor(x_shape, 71), {image + 3 * 64 + 4 * 8 + 4}),
+                     {2 * image + 5 * 64 + 2 * 8 + 3}, 3e36f);
+  Tensor w = random_tensor(w_shape, 72);
+  Tensor b = random_tensor({16}, 73);
+  ConvRef ref;
+  ref.strides = ref.dilations = {1, 1};
+  ref.pads_begin = ref.pads_end = {1, 1};
+  ref.activation = kRelu;
+  const Tensor expected = ref_conv(x, w, &b, nullptr, ref);
+
+  auto run_conv = [&](const Tensor& input) {
+    SpecBuilder s;
+    const int32_t y = s.output("y", {input.shape()[0], 16, 8, 8});
+    Attributes a;
+    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    a.set("kernel_shape", std::vector<int64_t>{3, 3});
+    kernels::set_fused_activation(a, kRelu);
+    s.dispatch("conv", "Conv",
+               {s.input("x", input.shape()), s.constant("w", w), s.constant("b", b)}, {y}, a);
+    return run(s, {input});
+  };
+  auto batch = run_conv(x);
+  ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+  if (!winograd_layout_in(batch->steps)) GTEST_SKIP() << "no Winograd layout here";
+  ASSERT_NE(batch->steps.find("conv winograd_4x4_3x3"), std::string::npos) << batch->steps;
+  EXPECT_TRUE(keeps_nan(batch->outputs[0], expected)) << batch->steps;
+
+  Tensor first = Tensor::create(DType::kF32, {1, 16, 8, 8}).value();
+  std::copy_n(x.values<float>().begin(), image, first.mutable_values<float>().begin());
+  auto alone = run_conv(first);
+  ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+  EXPECT_EQ(std::memcmp(alone->outputs[0].values<float>().data(),
+                        batch->outputs[0].values<float>().data(), image * sizeof(float)),
+            0)
+      << "sample 0 in a batch with a NaN sample against alone";
+}
 
 // SiLU is oneDNN's swish post-op: at the non-finite and extreme pre-activations it gives what
 // Mul(y, Sigmoid(y)) gives (kernels/activation.h): NaN -> NaN, +inf -> +inf, -inf -> NaN

@@ -25,6 +25,7 @@ size_t round_up_64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 int64_t vector_width(Isa isa) { return kernels_for(isa).blocking.vec; }
 
 const char* unsupported_reason(const Conv3x3& s, Isa isa) {
+  if (s.tile != 2 && s.tile != 4) return "tile edge not 2 or 4";
   if (s.channels < vector_width(isa) || s.channels % vector_width(isa) != 0) {
     return isa == Isa::kAvx512 ? "input channels not a multiple of 16"
                                : "input channels not a multiple of 8";
@@ -40,33 +41,65 @@ const char* unsupported_reason(const Conv3x3& s, Isa isa) {
   return nullptr;
 }
 
-size_t transformed_weight_count(const Conv3x3& s) {
-  return static_cast<size_t>(16 * s.out_channels * s.channels);
+int64_t preferred_tile(const Conv3x3& s) {
+  constexpr int64_t kMaxF4x4WeightBytes = int64_t{4} << 20;
+  const int64_t f4x4_weight_bytes = 36 * s.out_channels * s.channels * int64_t{sizeof(float)};
+  if (f4x4_weight_bytes > kMaxF4x4WeightBytes) return 2;
+  auto products = [&s](int64_t tile) {  // per image and channel pair
+    return ((s.out_h + tile - 1) / tile) * ((s.out_w + tile - 1) / tile) * (tile + 2) * (tile + 2);
+  };
+  return products(4) < products(2) ? 4 : 2;
 }
 
-void transform_weights(const Conv3x3& s, const float* oihw, float* u) {
-  static constexpr double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+size_t transformed_weight_count(const Conv3x3& s) {
+  return static_cast<size_t>((s.tile + 2) * (s.tile + 2) * s.out_channels * s.channels);
+}
+
+namespace {
+
+// G of each tile edge (winograd_transforms.h has B^T and A^T), rows of 3.
+constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
+                              {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                              {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                              {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                              {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                              {0, 0, 1}};
+
+template <int kAlpha>
+void transform_weights_with(const Conv3x3& s, const double (&kG)[kAlpha][3], const float* oihw,
+                            float* u) {
   const int64_t c_count = s.channels, m_count = s.out_channels;
   const int64_t panels = m_count / kPanel;
 #pragma omp parallel for schedule(static)
   for (int64_t m = 0; m < m_count; ++m) {
     for (int64_t c = 0; c < c_count; ++c) {
       const float* g = oihw + (m * c_count + c) * 9;
-      double gg[4][3];  // G g
-      for (int i = 0; i < 4; ++i) {
+      double gg[kAlpha][3];  // G g
+      for (int i = 0; i < kAlpha; ++i) {
         for (int k = 0; k < 3; ++k) {
           gg[i][k] = kG[i][0] * g[0 * 3 + k] + kG[i][1] * g[1 * 3 + k] + kG[i][2] * g[2 * 3 + k];
         }
       }
-      for (int i = 0; i < 4; ++i) {
-        for (int k = 0; k < 4; ++k) {  // (G g) G^T
+      for (int i = 0; i < kAlpha; ++i) {
+        for (int k = 0; k < kAlpha; ++k) {  // (G g) G^T
           const double value = gg[i][0] * kG[k][0] + gg[i][1] * kG[k][1] + gg[i][2] * kG[k][2];
-          const int64_t xi = i * 4 + k;
+          const int64_t xi = i * kAlpha + k;
           u[((xi * panels + m / kPanel) * c_count + c) * kPanel + m % kPanel] =
               static_cast<float>(value);
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+void transform_weights(const Conv3x3& s, const float* oihw, float* u) {
+  if (s.tile == 4) {
+    transform_weights_with<6>(s, kG4, oihw, u);
+  } else {
+    transform_weights_with<4>(s, kG2, oihw, u);
   }
 }
 
@@ -76,6 +109,7 @@ namespace {
 struct Work {
   const Conv3x3& s;
   const Kernels& k;
+  const detail::Transforms& transforms;
   const Geometry& g;
   const float* src;
   const float* u;
@@ -84,7 +118,7 @@ struct Work {
 
   // Chunk [first, first + blocks) of register blocks, into one chunk's workspace v, m.
   void input(float* v, int64_t first, int64_t slot, int64_t cb) const {
-    k.transform_input(s, g, src, v, first + slot, slot, cb);
+    transforms.input(s, g, src, v, first + slot, slot, cb);
   }
   // The products of plane xi, output block ob, for the chunk's blocks (from block `first`).
   void products(const float* v, float* m, int64_t first, int64_t blocks, int64_t xi,
@@ -100,7 +134,7 @@ struct Work {
     }
   }
   void output(const float* m, int64_t first, int64_t ov, int64_t slot) const {
-    k.transform_output(s, g, m, e, dst, ov, first * k.blocking.tiles_per_block + slot, slot);
+    transforms.output(s, g, m, e, dst, ov, first * k.blocking.tiles_per_block + slot, slot);
   }
   // Tiles of the chunk from block `first` with `blocks` blocks.
   int64_t chunk_tiles(int64_t first, int64_t blocks) const {
@@ -135,7 +169,7 @@ void run(const Conv3x3& s, int64_t batch, const float* src, const float* u, cons
          float* dst, std::byte* workspace, Isa isa, int threads) {
   const Kernels& k = kernels_for(isa);
   const Geometry g(s, batch, k.blocking);
-  const Work w{s, k, g, src, u, e, dst};
+  const Work w{s, k, k.transforms(s.tile), g, src, u, e, dst};
   const size_t chunk_bytes = chunk_workspace_bytes(g);
   const int64_t chunks = chunk_count(g);
   // The way of splitting follows `threads`, as the workspace's size did; the team may be smaller.
@@ -154,7 +188,7 @@ void run(const Conv3x3& s, int64_t batch, const float* src, const float* u, cons
         for (int64_t slot = 0; slot < blocks; ++slot) {
           for (int64_t cb = 0; cb < g.cb; ++cb) w.input(v, first, slot, cb);
         }
-        for (int64_t xi = 0; xi < 16; ++xi) {
+        for (int64_t xi = 0; xi < g.planes; ++xi) {
           for (int64_t ob = 0; ob < g.ob; ++ob) w.products(v, m, first, blocks, xi, ob);
         }
         const int64_t tiles = w.chunk_tiles(first, blocks);
@@ -177,7 +211,7 @@ void run(const Conv3x3& s, int64_t batch, const float* src, const float* u, cons
     }
     // Each (xi, output block) pair keeps its C x outs weights in cache over the chunk's blocks.
 #pragma omp for collapse(2) schedule(static)
-    for (int64_t xi = 0; xi < 16; ++xi) {
+    for (int64_t xi = 0; xi < g.planes; ++xi) {
       for (int64_t ob = 0; ob < g.ob; ++ob) w.products(v, m, first, blocks, xi, ob);
     }
     const int64_t tiles = w.chunk_tiles(first, blocks);

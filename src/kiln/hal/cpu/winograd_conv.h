@@ -1,16 +1,21 @@
-// 3x3 convolution with stride 1 by Winograd's minimal filtering F(2x2, 3x3), for f32 activations
-// in a blocked layout (nChw8c on AVX2, nChw16c on AVX-512: [C/V][H][W][V] per sample, V the
-// ISA's vector width) or channels last (NHWC: [H][W][C] per sample), on AVX2 + FMA or AVX-512.
+// 3x3 convolution with stride 1 by Winograd's minimal filtering F(2x2, 3x3) or F(4x4, 3x3), for
+// f32 activations in a blocked layout (nChw8c on AVX2, nChw16c on AVX-512: [C/V][H][W][V] per
+// sample, V the ISA's vector width) or channels last (NHWC: [H][W][C] per sample), on AVX2 + FMA
+// or AVX-512.
 //
-// Each 2x2 output tile comes from a 4x4 input patch d as Y = A^T [U . V] A, with the weights
-// transformed once (U = G g G^T, in double, then rounded) and the patch V = B^T d B on the fly:
-// 16 multiplies per tile and channel pair instead of 36. The 16 products U . V, summed over the
-// input channels, are 16 matrix products [tiles x C] x [C x M] run by one register-blocked kernel
-// per ISA (AVX2: 6 tiles x 16 output channels; AVX-512: 8 tiles x 32 output channels, and only
-// the tiles that exist in a batch's last block: 49 tiles of a 14x14 image leave 1 of 8 there).
+// Each t x t output tile (t = 2 or 4, `Conv3x3::tile`) comes from an a x a input patch d (a =
+// t + 2) as Y = A^T [U . V] A, with the weights transformed once (U = G g G^T, in double, then
+// rounded) and the patch V = B^T d B on the fly: a^2 multiplies per tile and channel pair instead
+// of 9 t^2 (F(2x2): 16 instead of 36; F(4x4): 36 instead of 144). The a^2 products U . V, summed
+// over the input channels, are a^2 matrix products [tiles x C] x [C x M] run by one
+// register-blocked kernel per ISA (AVX2: 6 tiles x 16 output channels; AVX-512: 8 tiles x 32
+// output channels, and only the tiles that exist in a batch's last block: 49 tiles of a 14x14
+// image leave 1 of 8 there).
 //
-// Numerics: not the direct convolution's sums. The transforms' coefficients are 0, +-1 and 1/2,
-// so the error stays of the order of a direct f32 sum's (tested against a float64 reference).
+// Numerics: not the direct convolution's sums. F(2x2)'s transforms have coefficients 0, +-1 and
+// 1/2, so its error stays of the order of a direct f32 sum's. F(4x4)'s (Lavin and Gray's, points
+// 0, +-1, +-2) reach 5 and 8 in B and A and 1/24 in G: a few times a direct sum's error, which
+// kiln's tests bound against a float64 reference (winograd_conv_test.cc).
 // Every output element is computed by the same sequence of operations whatever the sample's
 // position in a batch, the batch size, the thread count, the split of work over threads or the
 // ISA: each tile's patch is transformed by the same additions, its products are summed over the
@@ -39,7 +44,20 @@ struct Conv3x3 {
   int64_t out_h = 0, out_w = 0;
   int64_t pad_top = 0, pad_left = 0;  // 0..2
   bool channels_last = false;         // NHWC source and destination, else the blocked layout
+  int64_t tile = 2;                   // output tile edge: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3)
 };
+
+// The tile edge kiln runs a convolution of `shape` (its tile ignored) with: the one with fewer
+// products per image (ceil(out_h / t) ceil(out_w / t) (t + 2)^2: 4 from 3 x 3 outputs on, except
+// 5 x 5 and 6 x 6, a tie), but 2 where F(4x4)'s transformed weights (36 M C floats) exceed 4 MiB.
+// In a model each convolution's weights come from memory, and at batch 1 2.25 times F(2x2)'s
+// bytes cost about what the products save (measured on Zen 5, ResNet-50 v1: its 256-channel 14x14
+// stage, 9 MiB, took 0.50 ms a convolution by F(4x4) against 0.46 by F(2x2), the whole model
+// 19.3-20.0 ms with a 4 MiB limit against 19.6-20.9 with 9 MiB; its 512-channel 7x7 stage ran
+// 1.3-1.4 times slower even with hot caches). ResNet-50's 64- and 128-channel stages (0.6 and 2.4
+// MiB) run 25-30% faster by F(4x4). Depends on the sample's shape only, never on the batch, so an
+// image gets the same bits at every batch size.
+int64_t preferred_tile(const Conv3x3& shape);
 
 // What is done to each output after the sum: + bias[m] (when not null), + the value already in
 // the destination (when `accumulate`: kiln's residual), then the activation.
@@ -52,18 +70,18 @@ struct Epilogue {
 // Floats per vector of `isa`: the channel block of its blocked layout (8 or 16).
 int64_t vector_width(Isa isa);
 
-// Whether `shape` is one `isa`'s kernel takes: channel counts as above, pads 0..2, and output
-// sizes consistent with them. Says why not when not.
+// Whether `shape` is one `isa`'s kernel takes: a tile of 2 or 4, channel counts as above, pads
+// 0..2, and output sizes consistent with them. Says why not when not.
 const char* unsupported_reason(const Conv3x3& shape, Isa isa);
 
-// Floats of the transformed weights: 16 * M * C (the same for both ISAs).
+// Floats of the transformed weights: (tile + 2)^2 * M * C (the same for both ISAs).
 size_t transformed_weight_count(const Conv3x3& shape);
 // U from OIHW weights [M][C][3][3]; `u` holds transformed_weight_count floats.
 void transform_weights(const Conv3x3& shape, const float* oihw, float* u);
 
 // Bytes of scratch `batch` samples need on `isa` with up to `threads` threads (a chunk's
-// transformed input and 16 products, at most about max(512 KiB, a quarter of the transformed
-// weights), per thread where each thread runs chunks of its own), 64-aligned.
+// transformed input and (tile + 2)^2 products, at most about max(512 KiB, a quarter of the
+// transformed weights), per thread where each thread runs chunks of its own), 64-aligned.
 size_t workspace_bytes(const Conv3x3& shape, int64_t batch, Isa isa, int threads);
 
 // `batch` samples: `src` [N][C/V][in_h][in_w][V] or [N][in_h][in_w][C], `dst` likewise with M and

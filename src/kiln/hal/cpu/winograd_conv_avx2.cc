@@ -27,6 +27,7 @@ struct Avx2 {
   static R add(R a, R b) { return _mm256_add_ps(a, b); }
   static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  static R fmadd(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R max(R a, R b) { return _mm256_max_ps(a, b); }
   static R min(R a, R b) { return _mm256_min_ps(a, b); }
   static R below_zero(R y, R a) {
@@ -103,7 +104,9 @@ namespace kiln::hal::cpu::winograd::detail {
 
 const Kernels& avx2_kernels() {
   static constexpr Kernels kKernels{Blocking{Avx2::kWidth, kTilesPerBlock, kOutPerBlock},
-                                    transform_input<Avx2>, multiply_block, transform_output<Avx2>};
+                                    Transforms{transform_input<Avx2, 2>, transform_output<Avx2, 2>},
+                                    Transforms{transform_input<Avx2, 4>, transform_output<Avx2, 4>},
+                                    multiply_block};
   return kKernels;
 }
 

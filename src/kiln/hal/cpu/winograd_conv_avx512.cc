@@ -27,6 +27,7 @@ struct Avx512 {
   static R add(R a, R b) { return _mm512_add_ps(a, b); }
   static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   // (Masked forms with every lane set: GCC 12's plain _mm512_max_ps/_mm512_min_ps trip
   // -Wmaybe-uninitialized on their undefined pass-through operand.)
   static R max(R a, R b) { return _mm512_maskz_max_ps(0xffff, a, b); }
@@ -104,9 +105,10 @@ KILN_ISA_TARGET_END()
 namespace kiln::hal::cpu::winograd::detail {
 
 const Kernels& avx512_kernels() {
-  static constexpr Kernels kKernels{Blocking{Avx512::kWidth, kTilesPerBlock, kOutPerBlock},
-                                    transform_input<Avx512>, multiply_block,
-                                    transform_output<Avx512>};
+  static constexpr Kernels kKernels{
+      Blocking{Avx512::kWidth, kTilesPerBlock, kOutPerBlock},
+      Transforms{transform_input<Avx512, 2>, transform_output<Avx512, 2>},
+      Transforms{transform_input<Avx512, 4>, transform_output<Avx512, 4>}, multiply_block};
   return kKernels;
 }
 

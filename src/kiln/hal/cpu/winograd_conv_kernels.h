@@ -33,41 +33,46 @@ inline constexpr int64_t kChunkBytes = int64_t{1} << 19;
 struct Geometry {
   static constexpr int64_t kFloat = sizeof(float);
   Blocking k;
+  int64_t tile, alpha;        // output tile edge (2 or 4); input patch edge, tile + 2
+  int64_t planes;             // alpha^2: planes of the transformed input and of the products
   int64_t cb, ob, ov;         // C/vec, ceil(M / out_per_block), M/vec
-  int64_t tiles_h, tiles_w;   // 2x2 output tiles per column and row of one image
+  int64_t tiles_h, tiles_w;   // output tiles per column and row of one image
   int64_t image_tiles;        // tiles of one image
   int64_t tiles, blocks;      // all images' tiles, image after image; register blocks of them
   int64_t chunk_blocks;       // blocks per chunk
   int64_t chunk_tiles;        // tiles per chunk (a multiple of tiles_per_block)
-  int64_t v_plane, m_plane;   // floats from one of the 16 planes of V (and of M) to the next
-  size_t v_floats, m_floats;  // one chunk's transformed input and 16 products
+  int64_t v_plane, m_plane;   // floats from one plane of V (and of M) to the next
+  size_t v_floats, m_floats;  // one chunk's transformed input and products
   Strides in, out;
 
   Geometry(const Conv3x3& s, int64_t batch, const Blocking& blocking)
       : k(blocking),
+        tile(s.tile),
+        alpha(s.tile + 2),
+        planes(alpha * alpha),
         cb(s.channels / k.vec),
         ob((s.out_channels + k.out_per_block - 1) / k.out_per_block),
         ov(s.out_channels / k.vec),
-        tiles_h((s.out_h + 1) / 2),
-        tiles_w((s.out_w + 1) / 2),
+        tiles_h((s.out_h + tile - 1) / tile),
+        tiles_w((s.out_w + tile - 1) / tile),
         image_tiles(tiles_h * tiles_w),
         tiles(batch * image_tiles),
         blocks((tiles + k.tiles_per_block - 1) / k.tiles_per_block),
         chunk_blocks(std::clamp<int64_t>(
-            std::max(kChunkBytes, 16 * s.channels * s.out_channels * kFloat / 4) /
-                (16 * k.tiles_per_block * (s.channels + s.out_channels) * kFloat),
+            std::max(kChunkBytes, planes * s.channels * s.out_channels * kFloat / 4) /
+                (planes * k.tiles_per_block * (s.channels + s.out_channels) * kFloat),
             1, blocks)),
         chunk_tiles(chunk_blocks * k.tiles_per_block),
         v_plane(plane_stride(chunk_tiles * s.channels)),
         m_plane(plane_stride(chunk_tiles * s.out_channels)),
-        v_floats(static_cast<size_t>(16 * v_plane)),
-        m_floats(static_cast<size_t>(16 * m_plane)),
+        v_floats(static_cast<size_t>(planes * v_plane)),
+        m_floats(static_cast<size_t>(planes * m_plane)),
         in(strides(s.channels, s.in_h * s.in_w, s.channels_last, k.vec)),
         out(strides(s.out_channels, s.out_h * s.out_w, s.channels_last, k.vec)) {}
 
-  // The transforms read or write one vector in each of the 16 planes in turn: planes an odd
-  // number of cache lines apart put those 16 vectors in 16 different cache sets (a stride of a
-  // multiple of 4 KiB would put them all in one set, more than its ways).
+  // The transforms read or write one vector in each plane in turn: planes an odd number of cache
+  // lines apart put those vectors in different cache sets (a stride of a multiple of 4 KiB would
+  // put them all in one set, more than its ways).
   static int64_t plane_stride(int64_t floats) {
     const int64_t lines = (floats + 15) / 16;
     return (lines | 1) * 16;
@@ -82,15 +87,24 @@ struct Geometry {
 // The kernels of one ISA. In the chunk whose first register block is `first`, `slot` counts the
 // blocks (or tiles) from the chunk's first; `block` and `t` count over the whole batch.
 //
-// V, per chunk: 16 planes v_plane floats apart, each [chunk blocks][C/vec][tiles_per_block][vec],
-// so the product kernel broadcasts a block's tiles' values of one channel from consecutive floats.
-// The products M, per chunk: 16 planes m_plane floats apart, each [chunk tiles][M]. U:
-// [16][M/16][C][16] (transform_weights).
+// V, per chunk: `planes` planes v_plane floats apart, each
+// [chunk blocks][C/vec][tiles_per_block][vec], so the product kernel broadcasts a block's tiles'
+// values of one channel from consecutive floats. The products M, per chunk: `planes` planes
+// m_plane floats apart, each [chunk tiles][M]. U: [planes][M/16][C][16] (transform_weights).
+//
+// The transforms of one tile edge.
+struct Transforms {
+  // V of channel block `cb` of register block `block` (zeros for tiles past the batch's last).
+  void (*input)(const Conv3x3& s, const Geometry& g, const float* src, float* v, int64_t block,
+                int64_t slot, int64_t cb);
+  // Y = A^T M A of one tile for output channel block `ov` (of vec channels), then the epilogue.
+  void (*output)(const Conv3x3& s, const Geometry& g, const float* m, const Epilogue& e, float* dst,
+                 int64_t ov, int64_t t, int64_t slot);
+};
+
 struct Kernels {
   Blocking blocking;
-  // V of channel block `cb` of register block `block` (zeros for tiles past the batch's last).
-  void (*transform_input)(const Conv3x3& s, const Geometry& g, const float* src, float* v,
-                          int64_t block, int64_t slot, int64_t cb);
+  Transforms f2x2, f4x4;  // F(2x2, 3x3) and F(4x4, 3x3)
   // The products of one register block: m[t * ldm + j] = sum over c of v[c][t] * u[c][j] for the
   // block's first `tiles` tiles t (1 to tiles_per_block: fewer in the batch's last block, whose
   // other tiles are padding; a kernel may compute those too) and its `outs` output channels j (a
@@ -98,9 +112,8 @@ struct Kernels {
   // the first 16-column panel [C][16], the next panels `panel_stride` floats apart.
   void (*multiply)(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
                    int64_t outs, int64_t tiles, float* m, int64_t ldm);
-  // Y = A^T M A of one tile for output channel block `ov` (of vec channels), then the epilogue.
-  void (*transform_output)(const Conv3x3& s, const Geometry& g, const float* m, const Epilogue& e,
-                           float* dst, int64_t ov, int64_t t, int64_t slot);
+
+  const Transforms& transforms(int64_t tile) const { return tile == 4 ? f4x4 : f2x2; }
 };
 
 const Kernels& avx2_kernels();

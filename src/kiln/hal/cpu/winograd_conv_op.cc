@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
+
+#include "kiln/hal/cpu/finite_guard.h"
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/winograd_conv.h"
 
@@ -34,17 +38,34 @@ dnnl_desc layout(const ConcreteShape& shape, const winograd::Conv3x3& s, Isa isa
   return dnnl_desc(to_dnnl_dims(shape), dt::f32, s.channels_last ? tag::nhwc : blocked);
 }
 
-// Runs the kernel over the whole batch.
+// The largest input magnitude F(4x4)'s transforms and products take without overflow: conv
+// input_bound's 2^120 / max over output channels of sum |w|, over 2^16. (B^T d B is at most 100
+// times max |d|, each transformed weight at most the sum of its 3x3 taps' |w|, and A^T M A at
+// most 361 times max |M|: 36100 < 2^16.) nullopt where a weight is not finite.
+std::optional<float> f4x4_input_bound(const Tensor& weights) {
+  const std::optional<float> bound = conv_input_bound(weights, nullptr);
+  if (!bound) return std::nullopt;
+  return std::ldexp(*bound, -16);
+}
+
+// Runs the kernel over the whole batch. With F(4x4) it first checks that every input value is
+// finite and within f4x4_input_bound: F(4x4)'s transforms mix a patch's values, so a NaN or an
+// infinity would reach outputs whose window does not hold it (and a huge value could overflow
+// where the direct sum does not). When some value is not, each sample runs alone: by F(4x4)
+// where its own values pass, by F(2x2) (whose additions keep a NaN within the outputs that read
+// it) where not. Each image's bits do not depend on the batch (winograd_conv.h), so a NaN in one
+// sample leaves every other sample's bits as they are.
 class WinogradConvStep : public Step {
  public:
   struct Buffers {
-    BufferRef src, weights, bias, dst, workspace;
+    BufferRef src, weights, fallback_weights, bias, dst, workspace;
   };
-  WinogradConvStep(std::string label, winograd::Conv3x3 shape, int64_t batch, Isa isa, int threads,
-                   Buffers buffers, bool has_bias, bool accumulate,
-                   kernels::FusedActivation activation)
+  WinogradConvStep(std::string label, winograd::Conv3x3 shape, std::optional<float> input_bound,
+                   int64_t batch, Isa isa, int threads, Buffers buffers, bool has_bias,
+                   bool accumulate, kernels::FusedActivation activation)
       : label_(std::move(label)),
         shape_(shape),
+        input_bound_(input_bound),
         batch_(batch),
         isa_(isa),
         threads_(threads),
@@ -57,13 +78,28 @@ class WinogradConvStep : public Step {
     const auto* src = reinterpret_cast<const float*>(ctx.resolve(buffers_.src));
     const auto* weights = reinterpret_cast<const float*>(ctx.resolve(buffers_.weights));
     auto* dst = reinterpret_cast<float*>(ctx.resolve(buffers_.dst));
+    std::byte* workspace = ctx.resolve(buffers_.workspace);
     winograd::Epilogue epilogue;
     epilogue.bias =
         has_bias_ ? reinterpret_cast<const float*>(ctx.resolve(buffers_.bias)) : nullptr;
     epilogue.accumulate = accumulate_;
     epilogue.activation = activation_;
-    winograd::run(shape_, batch_, src, weights, epilogue, dst, ctx.resolve(buffers_.workspace),
-                  isa_, threads_);
+    const int64_t image = shape_.channels * shape_.in_h * shape_.in_w;
+    if (!input_bound_ || all_within(src, batch_ * image, *input_bound_)) {
+      winograd::run(shape_, batch_, src, weights, epilogue, dst, workspace, isa_, threads_);
+      return ok_status();
+    }
+    const auto* fallback_weights =
+        reinterpret_cast<const float*>(ctx.resolve(buffers_.fallback_weights));
+    winograd::Conv3x3 fallback = shape_;
+    fallback.tile = 2;
+    const int64_t out_image = shape_.out_channels * shape_.out_h * shape_.out_w;
+    for (int64_t n = 0; n < batch_; ++n) {
+      const float* x = src + n * image;
+      const bool passes = all_within(x, image, *input_bound_);
+      winograd::run(passes ? shape_ : fallback, 1, x, passes ? weights : fallback_weights, epilogue,
+                    dst + n * out_image, workspace, isa_, threads_);
+    }
     return ok_status();
   }
   std::string describe() const override { return label_; }
@@ -71,6 +107,7 @@ class WinogradConvStep : public Step {
  private:
   std::string label_;
   winograd::Conv3x3 shape_;
+  std::optional<float> input_bound_;  // F(4x4)'s (f4x4_input_bound); nullopt for F(2x2)
   int64_t batch_;
   Isa isa_;
   int threads_;  // the dispatch's team size (thread_policy.h), which sized the workspace
@@ -78,6 +115,22 @@ class WinogradConvStep : public Step {
   bool has_bias_, accumulate_;
   kernels::FusedActivation activation_;
 };
+
+// The packed layout of `shape`'s transformed weights, [planes][M/16][C][16].
+dnnl_desc transformed_layout(const winograd::Conv3x3& shape) {
+  const int64_t planes = (shape.tile + 2) * (shape.tile + 2);
+  return dnnl_desc({planes, shape.out_channels / 16, shape.channels, 16}, dt::f32, tag::abcd);
+}
+
+// Value `v` (OIHW weights of `w` dims) transformed for `shape`'s tile edge, once per plan.
+StatusOr<BufferRef> transformed_weights(ProgramBuilder& b, int32_t v, const ConcreteShape& w,
+                                        const winograd::Conv3x3& shape) {
+  return b.constant_transformed(
+      v, plain_desc(w), transformed_layout(shape), [shape](const std::byte* oihw, std::byte* u) {
+        winograd::transform_weights(shape, reinterpret_cast<const float*>(oihw),
+                                    reinterpret_cast<float*>(u));
+      });
+}
 
 }  // namespace
 
@@ -102,6 +155,7 @@ std::optional<winograd::Conv3x3> winograd_shape(
     return std::nullopt;
   }
   winograd::Conv3x3 s = one_sample(op, w);
+  s.tile = winograd::preferred_tile(s);
   if (winograd::unsupported_reason(s, isa) != nullptr) return std::nullopt;
   ConcreteShape x_one = op.input(0).shape, y_one = op.output(0).shape;
   x_one[0] = y_one[0] = 1;
@@ -127,24 +181,30 @@ bool winograd_layout_in(std::string_view steps) {
   return false;
 }
 
-Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p, const winograd::Conv3x3& shape) {
+Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p,
+                           const winograd::Conv3x3& preferred) {
   const OpReader& op = b.op();
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& w = op.input(1).shape;
   const ConcreteShape& y = op.output(0).shape;
   const Isa isa = best_isa();
+  winograd::Conv3x3 shape = preferred;
+  winograd::Conv3x3 fallback = shape;
+  fallback.tile = 2;
+  std::optional<float> input_bound;
+  if (shape.tile == 4) {
+    input_bound = f4x4_input_bound(*b.constant(op.input_index(1)));
+    if (!input_bound) shape = fallback;
+  }
   const dnnl_desc src_layout = layout(x, shape, isa), dst_layout = layout(y, shape, isa);
 
   WinogradConvStep::Buffers buffers;
   KILN_ASSIGN_OR_RETURN(buffers.src, b.input_as(op.input_index(0), src_layout));
-  const dnnl_desc packed({16, shape.out_channels / 16, shape.channels, 16}, dt::f32, tag::abcd);
-  KILN_ASSIGN_OR_RETURN(buffers.weights,
-                        b.constant_transformed(op.input_index(1), plain_desc(w), packed,
-                                               [shape](const std::byte* oihw, std::byte* u) {
-                                                 winograd::transform_weights(
-                                                     shape, reinterpret_cast<const float*>(oihw),
-                                                     reinterpret_cast<float*>(u));
-                                               }));
+  KILN_ASSIGN_OR_RETURN(buffers.weights, transformed_weights(b, op.input_index(1), w, shape));
+  if (input_bound) {
+    KILN_ASSIGN_OR_RETURN(buffers.fallback_weights,
+                          transformed_weights(b, op.input_index(1), w, fallback));
+  }
   if (p.has_bias) {
     KILN_ASSIGN_OR_RETURN(buffers.bias,
                           b.input_as(op.input_index(2), plain_desc(op.input(2).shape)));
@@ -152,11 +212,20 @@ Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p, const winogra
   KILN_ASSIGN_OR_RETURN(ConvDestination dst, conv_destination(b, p, dst_layout));
   buffers.dst = dst.buffer;
   const int threads = omp_get_max_threads();  // the dispatch's team size while it is built
-  buffers.workspace = b.temp(winograd::workspace_bytes(shape, x[0], isa, threads));
-  std::string what = fmt::format("conv winograd_2x2_3x3:{} {} -> {}{}", isa_name(isa),
-                                 describe(src_layout), describe(dst_layout), dst.suffix);
-  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, x[0], isa, threads, buffers,
-                                           p.has_bias, p.has_residual, p.activation));
+  size_t workspace = winograd::workspace_bytes(shape, x[0], isa, threads);
+  if (input_bound) {  // one sample at a time by either tile edge
+    workspace = std::max({workspace, winograd::workspace_bytes(shape, 1, isa, threads),
+                          winograd::workspace_bytes(fallback, 1, isa, threads)});
+  }
+  buffers.workspace = b.temp(workspace);
+  std::string what =
+      fmt::format("conv winograd_{0}x{0}_3x3:{1} {2} -> {3}{4}{5}", shape.tile, isa_name(isa),
+                  describe(src_layout), describe(dst_layout), dst.suffix,
+                  input_bound ? " (a sample with a value not finite or beyond "
+                                "the bound: winograd_2x2_3x3)"
+                              : "");
+  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, input_bound, x[0], isa, threads,
+                                           buffers, p.has_bias, p.has_residual, p.activation));
   return ok_status();
 }
 

@@ -1,11 +1,14 @@
-// Conv dispatches run by Winograd F(2x2, 3x3) (winograd_conv.h) instead of oneDNN's direct
-// kernel: 3x3, stride 1, no dilation, one group, constant weights, channel counts the kernel
-// takes, an activation other than SiLU, where oneDNN itself would run a direct kernel of the ISA
-// kiln's kernels run here (cpu_isa.h best_isa: its AVX2 jit kernel on nChw8c or NHWC data; its
-// AVX-512 jit or brgconv kernel on nChw16c or NHWC data), so the Winograd step reads and writes the
-// layouts oneDNN's neighbours use and adds no reorder. The choice depends on the dispatch's
-// concrete per-sample shapes and the machine only (docs/architecture.md invariant 1); each output's
-// arithmetic does not depend on the batch (invariant 4, see winograd_conv.h).
+// Conv dispatches run by Winograd F(2x2, 3x3) or F(4x4, 3x3) (winograd_conv.h) instead of
+// oneDNN's direct kernel: 3x3, stride 1, no dilation, one group, constant weights, channel counts
+// the kernel takes, an activation other than SiLU, where oneDNN itself would run a direct kernel
+// of the ISA kiln's kernels run here (cpu_isa.h best_isa: its AVX2 jit kernel on nChw8c or NHWC
+// data; its AVX-512 jit or brgconv kernel on nChw16c or NHWC data), so the Winograd step reads and
+// writes the layouts oneDNN's neighbours use and adds no reorder. The choice, and the tile edge
+// (winograd::preferred_tile), depend on the dispatch's concrete per-sample shapes and the machine
+// only (docs/architecture.md invariant 1); each output's arithmetic does not depend on the batch
+// (invariant 4, see winograd_conv.h). An F(4x4) step checks its input on every run and runs a
+// sample holding a value that is not finite, or too large for its sums, by F(2x2) instead
+// (winograd_conv_op.cc): the plan holds both tile edges' weights.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>

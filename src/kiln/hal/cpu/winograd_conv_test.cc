@@ -1,9 +1,9 @@
-// kiln's Winograd F(2x2, 3x3) kernel on its own, on each ISA (AVX2; AVX-512 where the CPU has it)
-// and each layout (blocked, channels last): against a float64 direct convolution, across tile
-// edges, pads, images of a batch, chunk boundaries, register blocks of output channels and the
-// epilogue (bias, accumulate, relu/clip/leaky relu); the same bits on one thread and two, for an
-// image alone and in a batch, on both ISAs and in both layouts; NaN kept by the fused
-// activations; shapes it refuses.
+// kiln's Winograd F(2x2, 3x3) and F(4x4, 3x3) kernels on their own, on each ISA (AVX2; AVX-512
+// where the CPU has it), each layout (blocked, channels last) and each tile edge: against a float64
+// direct convolution, across tile edges, pads, images of a batch, chunk boundaries, register blocks
+// of output channels and the epilogue (bias, accumulate, relu/clip/leaky relu); the same bits on
+// one thread and two, for an image alone and in a batch, on both ISAs and in both layouts; NaN kept
+// by the fused activations; shapes it refuses.
 #include "kiln/hal/cpu/winograd_conv.h"
 
 #include <gtest/gtest.h>
@@ -31,7 +31,7 @@ void PrintTo(const Case& k, std::ostream* os) {
       << k.pad_left << "," << k.pad_bottom << "," << k.pad_right;
 }
 
-Conv3x3 shape_of(const Case& k) {
+Conv3x3 shape_of(const Case& k, int64_t tile) {
   return Conv3x3{k.c,
                  k.m,
                  k.h,
@@ -39,7 +39,9 @@ Conv3x3 shape_of(const Case& k) {
                  k.h + k.pad_top + k.pad_bottom - 2,
                  k.w + k.pad_left + k.pad_right - 2,
                  k.pad_top,
-                 k.pad_left};
+                 k.pad_left,
+                 false,
+                 tile};
 }
 
 // Where the kernel's layout holds channel `ch` of pixel `i` of an image of `c` channels and `hw`
@@ -83,8 +85,12 @@ struct Problem {
   std::vector<std::byte> workspace_storage;
   std::byte* workspace;
 
-  Problem(const Case& k, uint32_t seed, Isa isa_, bool channels_last, int64_t batch_size = 1)
-      : s(shape_of(k)), isa(isa_), layout{vector_width(isa_), channels_last}, batch(batch_size) {
+  Problem(const Case& k, int64_t tile, uint32_t seed, Isa isa_, bool channels_last,
+          int64_t batch_size = 1)
+      : s(shape_of(k, tile)),
+        isa(isa_),
+        layout{vector_width(isa_), channels_last},
+        batch(batch_size) {
     s.channels_last = channels_last;
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -144,14 +150,19 @@ struct Problem {
 // The ISAs this CPU runs.
 std::string layout_name(bool channels_last) { return channels_last ? "nhwc" : "blocked"; }
 
-using Param = std::tuple<Case, Isa, bool>;  // shape, ISA, channels last
+using Param = std::tuple<Case, Isa, bool, int64_t>;  // shape, ISA, channels last, tile edge
+
+// The error bound of each tile edge, in units of the terms' magnitude (bias + sum |x w|): a few
+// f32 roundings for F(2x2); F(4x4)'s transforms scale values by up to 5 and 8 and its weights by
+// 1/24, so a few times that (a wrong tap or tile is off by O(1)).
+double error_bound(int64_t tile) { return tile == 4 ? 4e-6 : 1e-6; }
 
 class WinogradConvTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(WinogradConvTest, AgreesWithFloat64DirectConvolution) {
-  const auto& [shape, isa, channels_last] = GetParam();
+  const auto& [shape, isa, channels_last, tile] = GetParam();
   KILN_SKIP_WITHOUT(isa);
-  Problem p(shape, 7, isa, channels_last, /*batch_size=*/2);
+  Problem p(shape, tile, 7, isa, channels_last, /*batch_size=*/2);
   ASSERT_EQ(unsupported_reason(p.s, isa), nullptr);
   std::vector<float> residual(p.out_size());
   std::mt19937 rng(9);
@@ -179,8 +190,7 @@ TEST_P(WinogradConvTest, AgreesWithFloat64DirectConvolution) {
           if (act.kind == Kind::kClip) expected = std::clamp(expected, act.min, act.max);
           if (act.kind == Kind::kLeakyRelu && expected < 0) expected *= act.alpha;
           const double got = p.out_at(y, n, m, i);
-          // A few f32 roundings of the terms' magnitude: a wrong tap or tile is off by O(1).
-          const double bound = 1e-6 * (magnitude + (accumulate ? 4.0 : 0.0));
+          const double bound = error_bound(tile) * (magnitude + (accumulate ? 4.0 : 0.0));
           if (!(std::fabs(got - expected) <= bound)) {
             ++failures;
             ADD_FAILURE() << "image " << n << ", output channel " << m << ", pixel " << i << " ("
@@ -194,11 +204,11 @@ TEST_P(WinogradConvTest, AgreesWithFloat64DirectConvolution) {
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  const auto& [k, isa, channels_last] = info.param;
-  return std::string(isa_name(isa)) + "_" + layout_name(channels_last) + "_c" +
-         std::to_string(k.c) + "_" + std::to_string(k.h) + "x" + std::to_string(k.w) + "_m" +
-         std::to_string(k.m) + "_pads" + std::to_string(k.pad_top) + std::to_string(k.pad_left) +
-         std::to_string(k.pad_bottom) + std::to_string(k.pad_right);
+  const auto& [k, isa, channels_last, tile] = info.param;
+  return std::string(isa_name(isa)) + "_" + layout_name(channels_last) + "_f" +
+         std::to_string(tile) + "_c" + std::to_string(k.c) + "_" + std::to_string(k.h) + "x" +
+         std::to_string(k.w) + "_m" + std::to_string(k.m) + "_pads" + std::to_string(k.pad_top) +
+         std::to_string(k.pad_left) + std::to_string(k.pad_bottom) + std::to_string(k.pad_right);
 }
 
 // Shapes with channel counts both ISAs take (C a multiple of 16).
@@ -216,7 +226,7 @@ const auto kSharedShapes = ::testing::Values(
 INSTANTIATE_TEST_SUITE_P(Shapes, WinogradConvTest,
                          ::testing::Combine(kSharedShapes,
                                             ::testing::Values(Isa::kAvx2, Isa::kAvx512),
-                                            ::testing::Bool()),
+                                            ::testing::Bool(), ::testing::Values(2, 4)),
                          param_name);
 
 // Channel counts only AVX2 takes (multiples of 8).
@@ -224,20 +234,21 @@ INSTANTIATE_TEST_SUITE_P(Avx2Shapes, WinogradConvTest,
                          ::testing::Combine(::testing::Values(Case{8, 8, 8, 16, 1, 1, 1, 1},
                                                               Case{24, 6, 5, 16, 0, 0, 0, 0},
                                                               Case{8, 40, 38, 16, 1, 1, 1, 1}),
-                                            ::testing::Values(Isa::kAvx2), ::testing::Bool()),
+                                            ::testing::Values(Isa::kAvx2), ::testing::Bool(),
+                                            ::testing::Values(2, 4)),
                          param_name);
 
-// Each ISA and layout, over all of one test.
-class WinogradConvEachIsa : public ::testing::TestWithParam<std::tuple<Isa, bool>> {};
+// Each ISA, layout and tile edge, over all of one test.
+class WinogradConvEachIsa : public ::testing::TestWithParam<std::tuple<Isa, bool, int64_t>> {};
 
 // On two threads the first shape's few chunks are shared by the team, the second's many chunks
 // are run by one thread each.
 TEST_P(WinogradConvEachIsa, SameBitsOnOneThreadAndTwo) {
-  const auto& [isa, channels_last] = GetParam();
+  const auto& [isa, channels_last, tile] = GetParam();
   KILN_SKIP_WITHOUT(isa);
   for (const auto& [k, batch] :
        {std::pair{Case{32, 23, 17, 48, 1, 1, 1, 1}, 1}, {Case{16, 61, 59, 32, 1, 1, 1, 1}, 3}}) {
-    Problem p(k, 3, isa, channels_last, batch);
+    Problem p(k, tile, 3, isa, channels_last, batch);
     const Epilogue e{p.bias.data(), false, {Kind::kRelu}};
     const int before = omp_get_max_threads();
     std::vector<float> one(p.out_size()), two(p.out_size());
@@ -256,16 +267,16 @@ TEST_P(WinogradConvEachIsa, SameBitsOnOneThreadAndTwo) {
 // 6; the 5x9 case 15, not a multiple of 6 or 8; the 40x38 case's batch spans several chunks,
 // which on 2 threads are run by one thread each, while the image alone's are shared).
 TEST_P(WinogradConvEachIsa, AnImageGetsTheSameBitsAloneAndInABatch) {
-  const auto& [isa, channels_last] = GetParam();
+  const auto& [isa, channels_last, tile] = GetParam();
   KILN_SKIP_WITHOUT(isa);
   for (const Case& k : {Case{64, 7, 7, 32, 1, 1, 1, 1}, Case{32, 5, 9, 48, 1, 1, 1, 1},
                         Case{16, 40, 38, 16, 1, 1, 1, 1}}) {
-    Problem batched(k, 11, isa, channels_last, /*batch_size=*/3);
+    Problem batched(k, tile, 11, isa, channels_last, /*batch_size=*/3);
     const Epilogue e{batched.bias.data(), false, {Kind::kRelu}};
     std::vector<float> all(batched.out_size());
     batched.run_into(all, e);
     for (int64_t n = 0; n < 3; ++n) {
-      Problem alone(k, 11, isa, channels_last);
+      Problem alone(k, tile, 11, isa, channels_last);
       alone.u = batched.u;  // same weights; the epilogue's bias is batched's
       const size_t in_size = alone.x.size();
       std::copy_n(batched.x_blocked.begin() + n * in_size, in_size, alone.x_blocked.begin());
@@ -279,10 +290,10 @@ TEST_P(WinogradConvEachIsa, AnImageGetsTheSameBitsAloneAndInABatch) {
 }
 
 TEST_P(WinogradConvEachIsa, FusedActivationsKeepNaN) {
-  const auto& [isa, channels_last] = GetParam();
+  const auto& [isa, channels_last, tile] = GetParam();
   KILN_SKIP_WITHOUT(isa);
   const Case k{16, 6, 6, 32, 1, 1, 1, 1};
-  Problem p(k, 5, isa, channels_last);
+  Problem p(k, tile, 5, isa, channels_last);
   // A NaN at input pixel (2, 2) of channel 3 reaches outputs (1..3, 1..3), through every tile
   // that reads it; the tile at the far corner does not read it.
   p.x[(3 * k.h + 2) * k.w + 2] = std::numeric_limits<float>::quiet_NaN();
@@ -302,23 +313,27 @@ TEST_P(WinogradConvEachIsa, FusedActivationsKeepNaN) {
 
 INSTANTIATE_TEST_SUITE_P(Isas, WinogradConvEachIsa,
                          ::testing::Combine(::testing::Values(Isa::kAvx2, Isa::kAvx512),
-                                            ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<std::tuple<Isa, bool>>& info) {
+                                            ::testing::Bool(), ::testing::Values(2, 4)),
+                         [](const auto& info) {
                            return std::string(isa_name(std::get<0>(info.param))) + "_" +
-                                  layout_name(std::get<1>(info.param));
+                                  layout_name(std::get<1>(info.param)) + "_f" +
+                                  std::to_string(std::get<2>(info.param));
                          });
 
 // The header's promise: each output is the same sequence of operations on every ISA and in both
 // layouts, so all give the same bits (shapes with partial tiles and register blocks; both ISAs
-// where the CPU has AVX-512).
-TEST(WinogradConv, BothIsasAndLayoutsGiveTheSameBits) {
+// where the CPU has AVX-512), for each tile edge.
+class WinogradConvEachTile : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(WinogradConvEachTile, BothIsasAndLayoutsGiveTheSameBits) {
   KILN_SKIP_WITHOUT(Isa::kAvx2);
+  const int64_t tile = GetParam();
   for (const Case& k : {Case{48, 9, 11, 80, 1, 2, 0, 1}, Case{64, 7, 7, 64, 1, 1, 1, 1}}) {
     std::vector<float> first;
     std::string first_name;
     for (Isa isa : runnable_isas()) {
       for (bool channels_last : {false, true}) {
-        Problem p(k, 13, isa, channels_last, /*batch_size=*/2);
+        Problem p(k, tile, 13, isa, channels_last, /*batch_size=*/2);
         std::vector<float> y(p.out_size(), 0.5f), plain(p.out_size());
         p.run_into(y, Epilogue{p.bias.data(), true, {Kind::kRelu}});
         // Back to plain [N][M][H][W] to compare layouts.
@@ -344,6 +359,9 @@ TEST(WinogradConv, BothIsasAndLayoutsGiveTheSameBits) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Tiles, WinogradConvEachTile, ::testing::Values(2, 4),
+                         [](const auto& info) { return "f" + std::to_string(info.param); });
+
 TEST(WinogradConv, RefusesShapesItCannotRun) {
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
     EXPECT_EQ(unsupported_reason(Conv3x3{16, 16, 4, 4, 4, 4, 1, 1}, isa), nullptr);
@@ -356,6 +374,9 @@ TEST(WinogradConv, RefusesShapesItCannotRun) {
     EXPECT_STREQ(unsupported_reason(Conv3x3{16, 16, 0, 4, 1, 4, 1, 1}, isa), "empty image");
     EXPECT_STREQ(unsupported_reason(Conv3x3{16, 16, 4, 4, 7, 4, 1, 1}, isa),
                  "output larger than the padded input allows");
+    EXPECT_EQ(unsupported_reason(Conv3x3{16, 16, 4, 4, 4, 4, 1, 1, false, 4}, isa), nullptr);
+    EXPECT_STREQ(unsupported_reason(Conv3x3{16, 16, 4, 4, 4, 4, 1, 1, false, 3}, isa),
+                 "tile edge not 2 or 4");
   }
   EXPECT_EQ(unsupported_reason(Conv3x3{8, 16, 4, 4, 4, 4, 1, 1}, Isa::kAvx2), nullptr);
   EXPECT_STREQ(unsupported_reason(Conv3x3{8, 16, 4, 4, 4, 4, 1, 1}, Isa::kAvx512),
