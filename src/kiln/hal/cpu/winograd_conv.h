@@ -14,13 +14,17 @@
 //
 // Numerics: not the direct convolution's sums. F(2x2)'s transforms have coefficients 0, +-1 and
 // 1/2, so its error stays of the order of a direct f32 sum's. F(4x4)'s (Lavin and Gray's, points
-// 0, +-1, +-2) reach 5 and 8 in B and A and 1/24 in G: a few times a direct sum's error, which
-// kiln's tests bound against a float64 reference (winograd_conv_test.cc).
+// 0, +-1, +-2) reach 5 and 8 in B and A and 1/24 in G: up to about 3 times a direct sum's error
+// relative to sum |x w| (kiln's tests bound it at 4e-6 of that against a float64 reference,
+// winograd_conv_test.cc). And it mixes the whole 6x6 patch into each of the tile's 16 outputs, so
+// one large input value leaves rounding errors in proportion to it in the tile's outputs whose
+// window does not hold it (F(2x2)'s additions keep each value within the outputs that read it);
+// winograd_conv_op.cc runs a sample with a value not finite or beyond an overflow bound by F(2x2).
 // Every output element is computed by the same sequence of operations whatever the sample's
 // position in a batch, the batch size, the thread count, the split of work over threads or the
-// ISA: each tile's patch is transformed by the same additions, its products are summed over the
+// ISA: each tile's patch is transformed by the same operations, its products are summed over the
 // channels in order by one fused multiply-add each, in a register lane of their own, and its
-// outputs are transformed by the same additions (docs/architecture.md invariant 4). Both ISAs
+// outputs are transformed by the same operations (docs/architecture.md invariant 4). Both ISAs
 // and both layouts therefore give the same bits. A batch's tiles are processed together, image
 // after image, so big weights are read once per chunk of tiles rather than once per image.
 //

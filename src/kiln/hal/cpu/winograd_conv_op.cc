@@ -38,10 +38,11 @@ dnnl_desc layout(const ConcreteShape& shape, const winograd::Conv3x3& s, Isa isa
   return dnnl_desc(to_dnnl_dims(shape), dt::f32, s.channels_last ? tag::nhwc : blocked);
 }
 
-// The largest input magnitude F(4x4)'s transforms and products take without overflow: conv
-// input_bound's 2^120 / max over output channels of sum |w|, over 2^16. (B^T d B is at most 100
-// times max |d|, each transformed weight at most the sum of its 3x3 taps' |w|, and A^T M A at
-// most 361 times max |M|: 36100 < 2^16.) nullopt where a weight is not finite.
+// The largest input magnitude F(4x4)'s transforms and products take without overflow: the bound
+// of finite_guard.h's conv_input_bound (2^120 / max over output channels of sum |w|) over 2^16.
+// (B^T d B is at most 100 times max |d|, each transformed weight at most the sum of its 3x3 taps'
+// |w|, and A^T M A at most 361 times max |M|: 36100 < 2^16.) nullopt where a weight is not
+// finite.
 std::optional<float> f4x4_input_bound(const Tensor& weights) {
   const std::optional<float> bound = conv_input_bound(weights, nullptr);
   if (!bound) return std::nullopt;
