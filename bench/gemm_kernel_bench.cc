@@ -137,6 +137,10 @@ int main(int argc, char** argv) {
       {"vit mlp.0 b4", 788, 768, 3072, 1},    {"vit mlp.3 b4", 788, 3072, 768, 1},
       {"bert scores b1", 128, 64, 128, 12},   {"bert context b1", 128, 128, 64, 12},
       {"vit scores b1", 197, 64, 197, 12},    {"vit context b1", 197, 197, 64, 12},
+      {"r50 56 in", 3136, 256, 64, 1},        {"r50 56 out", 3136, 64, 256, 1},
+      {"r50 28 in", 784, 512, 128, 1},        {"r50 28 out", 784, 128, 512, 1},
+      {"r50 14 in", 196, 1024, 256, 1},       {"r50 14 out", 196, 256, 1024, 1},
+      {"r50 7 in", 49, 2048, 512, 1},         {"r50 7 out", 49, 512, 2048, 1},
   };
   for (const Shape& s : shapes) bench(eng, strm, s, reps, flush);
   return 0;

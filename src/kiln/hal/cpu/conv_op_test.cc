@@ -462,6 +462,61 @@ TEST(CpuConvSinglePixels, RunsAsAMatrixProductPerSample) {
   for (int64_t i = 0; i < 3 * 48; ++i) EXPECT_EQ(std::isnan(v[i]), i / 48 == 1) << i;
 }
 
+// A 1x1 stride-1 conv on channels-last data of at most 64 pixels (ResNet's 7x7 stage on AVX-512,
+// where oneDNN keeps NHWC) runs as kiln's matrix product over the pixels, a row each, with bias,
+// residual and relu in its epilogue: the reference's values, each sample's bits at any batch, and a
+// NaN pixel makes that pixel's outputs NaN (through the relu) and no others.
+TEST(CpuConvChannelsLastPointwise, RunsAsAMatrixProductOverPixels) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const Tensor w = random_tensor({256, 512, 1, 1}, 61), bias = random_tensor({256}, 62);
+  auto run = [&](const Tensor& x, const Tensor& residual, std::string* steps) {
+    SpecBuilder s;
+    const int64_t n = x.shape()[0];
+    const int32_t xi = s.input("x", x.shape());
+    const int32_t ri = s.input("res", residual.shape());
+    const int32_t y = s.output("y", {n, 256, 7, 7});
+    Attributes a;
+    kernels::set_fused_activation(a, {kernels::FusedActivation::Kind::kRelu});
+    s.dispatch("conv", "Conv", {xi, s.constant("w", w), s.constant("b", bias), ri}, {y}, a);
+    auto device = create_cpu_device({});
+    KILN_CHECK(device.ok());
+    auto exe = (*device)->prepare(s.spec());
+    KILN_CHECK(exe.ok());
+    if (steps != nullptr) *steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
+    auto out = run_program(**exe, s.spec(), {x, residual});
+    KILN_CHECK(out.ok());
+    return (*out)[0];
+  };
+  Tensor x = random_tensor({3, 512, 7, 7}, 63);
+  const Tensor residual = random_tensor({3, 256, 7, 7}, 64);
+  std::string steps;
+  const Tensor y = run(x, residual, &steps);
+  if (steps.find("acdb") == std::string::npos) {
+    GTEST_SKIP() << "oneDNN keeps this conv's data in another layout here:\n" << steps;
+  }
+  EXPECT_NE(steps.find("kiln_gemm"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("1x1 over channels-last pixels"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("+relu"), std::string::npos) << steps;
+  ConvRef ref;
+  ref.strides = ref.dilations = {1, 1};
+  ref.pads_begin = ref.pads_end = {0, 0};
+  ref.group = 1;
+  ref.activation = {kernels::FusedActivation::Kind::kRelu};
+  EXPECT_TRUE(all_close(y, ref_conv(x, w, &bias, &residual, ref)));
+  for (int64_t n = 0; n < 3; ++n) {
+    EXPECT_TRUE(
+        bitwise_equal(run(slice_batch(x, n), slice_batch(residual, n), nullptr), slice_batch(y, n)))
+        << n;
+  }
+  const int64_t pixels = 7 * 7, pixel = 5 * 7 + 2;
+  x.mutable_values<float>()[(1 * 512 + 17) * pixels + pixel] = kNaN;  // sample 1, channel 17
+  const Tensor poisoned = run(x, residual, nullptr);
+  const auto v = poisoned.values<float>();
+  for (int64_t i = 0; i < 3 * 256 * pixels; ++i) {
+    EXPECT_EQ(std::isnan(v[i]), i / (256 * pixels) == 1 && i % pixels == pixel) << i;
+  }
+}
+
 // A sum post-op (kiln's residual) is seen in a primitive descriptor, whatever other post-ops it
 // has. oneDNN's get_post_ops() hands out a view into the attribute it is called on: read through
 // a temporary attribute the kinds were garbage, so every probe below ran without its residual,

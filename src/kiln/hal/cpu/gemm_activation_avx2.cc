@@ -34,6 +34,7 @@ struct Avx2 {
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
   static R div(R a, R b) { return _mm256_div_ps(a, b); }
   static R fmadd(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static R max(R a, R b) { return _mm256_max_ps(a, b); }
   // `then` where x >= limit (x <= limit), else `other`; false for NaN.
   static R where_at_least(R x, float limit, R then, R other) {
     return _mm256_blendv_ps(other, then, _mm256_cmp_ps(x, set1(limit), _CMP_GE_OQ));

@@ -31,6 +31,9 @@ struct Avx512 {
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
   static R div(R a, R b) { return _mm512_div_ps(a, b); }
   static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  // (The masked form with every lane set: GCC 12's plain _mm512_max_ps trips
+  // -Wmaybe-uninitialized on its undefined pass-through operand.)
+  static R max(R a, R b) { return _mm512_maskz_max_ps(0xffff, a, b); }
   // `then` where x >= limit (x <= limit), else `other`; false for NaN.
   static R where_at_least(R x, float limit, R then, R other) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, set1(limit), _CMP_GE_OQ), other, then);

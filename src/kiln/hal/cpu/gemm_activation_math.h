@@ -1,4 +1,5 @@
-// The vector code of gemm_activation.h, written once over an ISA's vector operations `V` and
+// The vector code of gemm_activation.h, written once over an ISA's vector operations `V` (max(a, b)
+// returning b where either is NaN or both are zeros, as x86's max does) and
 // compiled in gemm_activation_avx2.cc and gemm_activation_avx512.cc under their target options.
 // Include only there, inside those options.
 #pragma once
@@ -62,16 +63,27 @@ typename V::R gelu(typename V::R x, Activation activation) {
   return V::mul(V::mul(x, V::set1(0.5f)), V::add(V::set1(1.0f), t));
 }
 
+// max(+0, x) returns x where x is NaN or a zero (x86's max returns its second operand then).
+template <class V>
+typename V::R relu(typename V::R x) {
+  return V::max(V::set1(0.0f), x);
+}
+
+template <class V>
+typename V::R activate(typename V::R x, Activation activation) {
+  return activation == Activation::kRelu ? relu<V>(x) : gelu<V>(x, activation);
+}
+
 template <class V>
 void activate_rows(Activation activation, float* y, int64_t ldy, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = y + r * ldy;
     int64_t c = 0;
     for (; c + V::kWidth <= cols; c += V::kWidth)
-      V::store(row + c, gelu<V>(V::load(row + c), activation));
+      V::store(row + c, activate<V>(V::load(row + c), activation));
     if (c < cols) {
       const auto mask = V::mask(cols - c);
-      V::store_partial(row + c, mask, gelu<V>(V::load_partial(row + c, mask), activation));
+      V::store_partial(row + c, mask, activate<V>(V::load_partial(row + c, mask), activation));
     }
   }
 }

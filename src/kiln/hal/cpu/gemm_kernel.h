@@ -61,8 +61,9 @@ void pack(int64_t k, int64_t n, const float* src, std::span<const int64_t> offse
 // The function applied to each element of Y last, after the epilogue: GELU in its erf form
 // (ONNX Gelu) or its tanh form (approximate = "tanh"), each by one fixed sequence of operations,
 // the same on both ISAs, within 1.5e-6 * max(1, |GELU(x)|) of the exact function
-// (gemm_activation.h).
-enum class Activation : uint8_t { kNone, kGelu, kGeluTanh };
+// (gemm_activation.h); or relu, exact, as kiln's rule (kernels/activation.h): x < 0 ? +0 : x, so
+// NaN and -0 stay.
+enum class Activation : uint8_t { kNone, kGelu, kGeluTanh, kRelu };
 
 // One product's sizes and epilogue: Y[i, j] = act(alpha * sum_k A[i, k] B[k, j] + beta * C[i, j]
 // (+ R[i, j])), rounded after each step in that order: the sum, times alpha (when not 1), one FMA

@@ -294,6 +294,50 @@ TEST_F(GemmKernelTest, GeluOfNonFiniteAndLargeValues) {
   }
 }
 
+// Relu ends the epilogue exactly as kiln's rule (x < 0 ? +0 : x) on the epilogue's result, on
+// both ISAs: against the same product without it, bit for bit, for ragged and full register
+// blocks with a residual; and NaN, +-inf and tiny negatives.
+TEST_F(GemmKernelTest, ReluEndsTheEpilogueAsKilnsRule) {
+  for (const Shape& s : {Shape{7, 64, 47}, Shape{17, 800, 97}}) {
+    Problem p = make_problem(s, 1, 1.0f, 1.0f, CKind::kRowVector, 91);
+    p.residual = true;
+    for (Isa isa : runnable_isas()) {
+      p.activation = Activation::kNone;
+      std::vector<float> want = run(p, isa);
+      int negatives = 0;
+      for (float& v : want) {
+        negatives += v < 0.0f;
+        if (v < 0.0f) v = 0.0f;
+      }
+      ASSERT_GT(negatives, static_cast<int>(want.size() / 4)) << "the sums take both signs";
+      p.activation = Activation::kRelu;
+      expect_same_bits(run(p, isa), want, fmt::format("{} {}x{}x{}", isa_name(isa), s.m, s.k, s.n));
+    }
+  }
+  // x = bias: A is zero, so each column's result is its bias.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> xs = {nan, inf, -inf, -1e-30f, 2.5f};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Problem p = make_problem({2, 4, n}, 1, 1.0f, 1.0f, CKind::kRowVector, 92);
+  std::fill(p.a.begin(), p.a.end(), 0.0f);
+  std::copy(xs.begin(), xs.end(), p.c_values.begin());
+  p.activation = Activation::kRelu;
+  for (Isa isa : runnable_isas()) {
+    const std::vector<float> y = run(p, isa);
+    for (int64_t row = 0; row < 2; ++row) {
+      const float* r = y.data() + row * n;
+      EXPECT_TRUE(std::isnan(r[0])) << isa_name(isa);
+      EXPECT_EQ(r[1], inf) << isa_name(isa);
+      EXPECT_EQ(r[2], 0.0f) << isa_name(isa);
+      EXPECT_FALSE(std::signbit(r[2])) << isa_name(isa) << ": relu(-inf) is +0";
+      EXPECT_EQ(r[3], 0.0f) << isa_name(isa);
+      EXPECT_FALSE(std::signbit(r[3])) << isa_name(isa) << ": relu(-1e-30) is +0";
+      EXPECT_EQ(r[4], 2.5f) << isa_name(isa);
+    }
+  }
+}
+
 // DNNL_MAX_CPU_ISA=AVX2 (or lower) selects the AVX2 code; otherwise AVX-512 where the CPU has it.
 TEST_F(GemmKernelTest, BestIsaFollowsTheCpuAndDnnlMaxCpuIsa) {
   const char* cap = std::getenv("DNNL_MAX_CPU_ISA");

@@ -519,6 +519,7 @@ std::optional<dnnl_dims> merged_output_strides(const ProgramBuilder& b, int32_t 
 std::string product_label(const char* what, const gemm::Product& p, size_t count) {
   const char* activation = p.activation == gemm::Activation::kGelu       ? " +gelu"
                            : p.activation == gemm::Activation::kGeluTanh ? " +gelu_tanh"
+                           : p.activation == gemm::Activation::kRelu     ? " +relu"
                            : p.softmax                                   ? " +softmax"
                                                                          : "";
   return fmt::format("{} kiln_gemm:{} {}x{}x{}{}{}", what, gemm::isa_name(gemm::best_isa()), p.m,
@@ -700,14 +701,21 @@ bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& con
   return true;
 }
 
-Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation) {
+Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation,
+                             bool channels_last) {
   const OpReader& op = b.op();
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& y = op.output(0).shape;
-  const int64_t rows = x[0], k = x[1], n = y[1];
+  const int64_t k = x[1], n = y[1];
+  const int64_t rows = product(to_dnnl_dims(x), 0) / k;  // one per pixel of every sample
+  // Channels last, a pixel's channels are one row: [N, C, spatial...] as [N * pixels, C].
+  auto layout = [channels_last](const ConcreteShape& shape) {
+    if (!channels_last) return plain_desc(shape);
+    return dnnl_desc(to_dnnl_dims(shape), dt::f32, shape.size() == 4 ? tag::nhwc : tag::ndhwc);
+  };
   gemm::Product p = gemm::dense_product(rows, k, n);
   GemmStep::Buffers buffers;
-  KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), plain_desc(x)));
+  KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), layout(x)));
   // B[c][m] = W[m][c]: W [M, C, 1...] read along its columns.
   GemmStep::Packing packing;
   KILN_ASSIGN_OR_RETURN(buffers.packed,
@@ -719,21 +727,26 @@ Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& 
     p.c_col_stride = 1;
   }
   if (op.has_input(3)) {
-    KILN_ASSIGN_OR_RETURN(buffers.residual,
-                          b.input_as(op.input_index(3), plain_desc(op.input(3).shape)));
+    KILN_ASSIGN_OR_RETURN(buffers.residual, b.input_as(op.input_index(3), layout(y)));
     p.residual_row_stride = n;
   }
-  KILN_ASSIGN_OR_RETURN(buffers.y, b.output(op.output_index(0), plain_desc(y)));
+  // Relu in the product's epilogue, while a block is in cache; another activation as kiln's step.
+  const bool relu = activation.kind == kernels::FusedActivation::Kind::kRelu;
+  if (relu) p.activation = gemm::Activation::kRelu;
+  KILN_ASSIGN_OR_RETURN(buffers.y, b.output(op.output_index(0), layout(y)));
   const std::string label =
-      fmt::format("{} (1x1 on single pixels){}{}", product_label("conv", p, 1),
+      fmt::format("{} ({}){}{}", product_label("conv", p, 1),
+                  channels_last ? fmt::format("1x1 over channels-last pixels, {} -> {}",
+                                              describe(layout(x)), describe(layout(y)))
+                                : "1x1 on single pixels",
                   op.has_input(3) ? " +residual" : "",
-                  activation.kind == kernels::FusedActivation::Kind::kNone
+                  activation.kind == kernels::FusedActivation::Kind::kNone || relu
                       ? ""
                       : " +" + kernels::describe(activation));
   b.add(std::make_unique<GemmStep>(b.label(label), p, std::vector<int64_t>{0},
                                    std::vector<int64_t>{0}, rows * n, buffers, std::move(packing)));
-  if (activation.kind != kernels::FusedActivation::Kind::kNone && rows * n > 0) {
-    add_activation(b, buffers.y, plain_desc(y), activation);
+  if (activation.kind != kernels::FusedActivation::Kind::kNone && !relu && rows * n > 0) {
+    add_activation(b, buffers.y, layout(y), activation);
   }
   return ok_status();
 }

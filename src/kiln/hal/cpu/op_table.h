@@ -62,10 +62,17 @@ Status check_matmul(const OpReader& op);
 Status build_matmul(ProgramBuilder& b);
 // A Conv of 1x1 kernels on inputs whose spatial dims are all 1 (a squeeze-and-excitation block's
 // fully connected convs, [N, C, 1, 1]), group 1, no padding, f32, where kiln's gemm runs: a matrix
-// product Y[N, M] = X[N, C] W^T (+ bias, + residual) on it, each row (sample) alone, then the
-// activation as kiln's step. oneDNN's 1x1 kernel took ~60-80 us for EfficientNet-B0's 1152 -> 48.
+// product Y[N, M] = X[N, C] W^T (+ bias, + residual) on it, each row (sample) alone.
+// oneDNN's 1x1 kernel took ~60-80 us for EfficientNet-B0's 1152 -> 48.
 bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& conv);
-Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation);
+// Appends that product for the dispatch being built: on plain data (single pixels), or, with
+// `channels_last`, on NHWC (NDHWC) data of any spatial size, a row per pixel:
+// Y[N * pixels, M] = X[N * pixels, C] W^T (conv_op.cc decides where: 1x1, stride 1, no padding,
+// where oneDNN keeps the data channels last). Relu runs in the product's epilogue, another
+// activation as kiln's step after it. Each row's bits do not depend on the rows around it
+// (gemm_kernel.h), so a sample's do not depend on the batch.
+Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation,
+                             bool channels_last = false);
 // Whether the MatMul fast path reads input `slot` of `op` in place when it is stored as a dense
 // strided layout of its dims with `strides`: B in any (kiln's kernel packs B from any strides), A
 // where its last dim is contiguous (the kernel reads A's rows with a row stride). A Transpose
