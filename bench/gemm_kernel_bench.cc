@@ -1,6 +1,7 @@
 // kiln's f32 gemm (hal/cpu/gemm_kernel.h) against oneDNN's matmul on the products of kiln's
-// benchmark corpus (BERT-base, ViT-B/16 at batch 1 and 4; attention's per-head products),
-// milliseconds side by side (never a test):
+// benchmark corpus (BERT-base, ViT-B/16 at batch 1 and 4; attention's per-head products;
+// ResNet-50's 1x1 convolutions at batch 1, a row per pixel, as a channels-last 1x1 conv of up to 64
+// pixels runs, conv_op.cc), milliseconds side by side (never a test):
 //   cmake --build build --target gemm_kernel_bench &&
 //   ./build/bench/gemm_kernel_bench [reps [flush]]
 // Both get their B prepared once (kiln's packed panels; oneDNN's weights in the layout its
@@ -130,17 +131,17 @@ int main(int argc, char** argv) {
   std::printf("threads %d, caches %s between runs\n", omp_get_max_threads(),
               flush ? "flushed" : "kept");
   const Shape shapes[] = {
-      {"bert qkv/proj b1", 128, 768, 768, 1}, {"bert ffn.0 b1", 128, 768, 3072, 1},
-      {"bert ffn.2 b1", 128, 3072, 768, 1},   {"bert qkv/proj b4", 512, 768, 768, 1},
-      {"bert ffn.0 b4", 512, 768, 3072, 1},   {"bert ffn.2 b4", 512, 3072, 768, 1},
-      {"vit mlp.0 b1", 197, 768, 3072, 1},    {"vit mlp.3 b1", 197, 3072, 768, 1},
-      {"vit mlp.0 b4", 788, 768, 3072, 1},    {"vit mlp.3 b4", 788, 3072, 768, 1},
-      {"bert scores b1", 128, 64, 128, 12},   {"bert context b1", 128, 128, 64, 12},
-      {"vit scores b1", 197, 64, 197, 12},    {"vit context b1", 197, 197, 64, 12},
-      {"r50 56 in", 3136, 256, 64, 1},        {"r50 56 out", 3136, 64, 256, 1},
-      {"r50 28 in", 784, 512, 128, 1},        {"r50 28 out", 784, 128, 512, 1},
-      {"r50 14 in", 196, 1024, 256, 1},       {"r50 14 out", 196, 256, 1024, 1},
-      {"r50 7 in", 49, 2048, 512, 1},         {"r50 7 out", 49, 512, 2048, 1},
+      {"bert qkv/proj b1", 128, 768, 768, 1},       {"bert ffn.0 b1", 128, 768, 3072, 1},
+      {"bert ffn.2 b1", 128, 3072, 768, 1},         {"bert qkv/proj b4", 512, 768, 768, 1},
+      {"bert ffn.0 b4", 512, 768, 3072, 1},         {"bert ffn.2 b4", 512, 3072, 768, 1},
+      {"vit mlp.0 b1", 197, 768, 3072, 1},          {"vit mlp.3 b1", 197, 3072, 768, 1},
+      {"vit mlp.0 b4", 788, 768, 3072, 1},          {"vit mlp.3 b4", 788, 3072, 768, 1},
+      {"bert scores b1", 128, 64, 128, 12},         {"bert context b1", 128, 128, 64, 12},
+      {"vit scores b1", 197, 64, 197, 12},          {"vit context b1", 197, 197, 64, 12},
+      {"resnet 56x56 256>64", 3136, 256, 64, 1},    {"resnet 56x56 64>256", 3136, 64, 256, 1},
+      {"resnet 28x28 512>128", 784, 512, 128, 1},   {"resnet 28x28 128>512", 784, 128, 512, 1},
+      {"resnet 14x14 1024>256", 196, 1024, 256, 1}, {"resnet 14x14 256>1024", 196, 256, 1024, 1},
+      {"resnet 7x7 2048>512", 49, 2048, 512, 1},    {"resnet 7x7 512>2048", 49, 512, 2048, 1},
   };
   for (const Shape& s : shapes) bench(eng, strm, s, reps, flush);
   return 0;
