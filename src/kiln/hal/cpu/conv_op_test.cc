@@ -420,6 +420,16 @@ TEST(CpuConvSubsampling, AStrided1x1ConvReadsOnlyItsPixels) {
   }
 }
 
+// The reference of a 1x1 conv: stride 1, no padding, one group, then `activation`.
+ConvRef pointwise_ref(const kernels::FusedActivation& activation) {
+  ConvRef ref;
+  ref.strides = ref.dilations = {1, 1};
+  ref.pads_begin = ref.pads_end = {0, 0};
+  ref.group = 1;
+  ref.activation = activation;
+  return ref;
+}
+
 // A 1x1 conv on single pixels (a squeeze-and-excitation block's fully connected convs) runs as
 // kiln's matrix product: each sample alone (its bits at any batch), a NaN in a sample's input
 // makes that sample's outputs NaN and no other's, and the fused SiLU keeps NaN.
@@ -447,12 +457,8 @@ TEST(CpuConvSinglePixels, RunsAsAMatrixProductPerSample) {
   std::string steps;
   const Tensor y = run(x, &steps);
   EXPECT_NE(steps.find("kiln_gemm"), std::string::npos) << steps;
-  ConvRef ref;
-  ref.strides = ref.dilations = {1, 1};
-  ref.pads_begin = ref.pads_end = {0, 0};
-  ref.group = 1;
-  ref.activation = {kernels::FusedActivation::Kind::kSilu};
-  EXPECT_TRUE(all_close(y, ref_conv(x, w, &bias, nullptr, ref)));
+  EXPECT_TRUE(all_close(
+      y, ref_conv(x, w, &bias, nullptr, pointwise_ref({kernels::FusedActivation::Kind::kSilu}))));
   for (int64_t n = 0; n < 3; ++n) {
     EXPECT_TRUE(bitwise_equal(run(slice_batch(x, n), nullptr), slice_batch(y, n))) << n;
   }
@@ -497,12 +503,8 @@ TEST(CpuConvChannelsLastPointwise, RunsAsAMatrixProductOverPixels) {
   EXPECT_NE(steps.find("kiln_gemm"), std::string::npos) << steps;
   EXPECT_NE(steps.find("1x1 over channels-last pixels"), std::string::npos) << steps;
   EXPECT_NE(steps.find("+relu"), std::string::npos) << steps;
-  ConvRef ref;
-  ref.strides = ref.dilations = {1, 1};
-  ref.pads_begin = ref.pads_end = {0, 0};
-  ref.group = 1;
-  ref.activation = {kernels::FusedActivation::Kind::kRelu};
-  EXPECT_TRUE(all_close(y, ref_conv(x, w, &bias, &residual, ref)));
+  EXPECT_TRUE(all_close(
+      y, ref_conv(x, w, &bias, &residual, pointwise_ref({kernels::FusedActivation::Kind::kRelu}))));
   for (int64_t n = 0; n < 3; ++n) {
     EXPECT_TRUE(
         bitwise_equal(run(slice_batch(x, n), slice_batch(residual, n), nullptr), slice_batch(y, n)))
