@@ -708,10 +708,9 @@ Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& 
   const ConcreteShape& y = op.output(0).shape;
   const int64_t k = x[1], n = y[1];
   const int64_t rows = product(to_dnnl_dims(x), 0) / k;  // one per pixel of every sample
-  // Channels last, a pixel's channels are one row: [N, C, spatial...] as [N * pixels, C].
+  // Channels last (NHWC, 4-D), a pixel's channels are one row: [N, C, H, W] as [N * H * W, C].
   auto layout = [channels_last](const ConcreteShape& shape) {
-    if (!channels_last) return plain_desc(shape);
-    return dnnl_desc(to_dnnl_dims(shape), dt::f32, shape.size() == 4 ? tag::nhwc : tag::ndhwc);
+    return channels_last ? dnnl_desc(to_dnnl_dims(shape), dt::f32, tag::nhwc) : plain_desc(shape);
   };
   gemm::Product p = gemm::dense_product(rows, k, n);
   GemmStep::Buffers buffers;

@@ -66,7 +66,7 @@ Status build_matmul(ProgramBuilder& b);
 // oneDNN's 1x1 kernel took ~60-80 us for EfficientNet-B0's 1152 -> 48.
 bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& conv);
 // Appends that product for the dispatch being built: on plain data (single pixels), or, with
-// `channels_last`, on NHWC (NDHWC) data of any spatial size, a row per pixel:
+// `channels_last`, on 4-D NHWC data of any spatial size, a row per pixel:
 // Y[N * pixels, M] = X[N * pixels, C] W^T (conv_op.cc decides where: 1x1, stride 1, no padding,
 // where oneDNN keeps the data channels last). Relu runs in the product's epilogue, another
 // activation as kiln's step after it. Each row's bits do not depend on the rows around it
