@@ -96,9 +96,11 @@ dnnl_desc subsampled_view(const dnnl_desc& stored, const dnnl_dims& dims,
 
 // Whether the conv runs as kiln's gemm over its pixels (build_conv_as_product, channels last):
 // f32, group 1, 1x1 kernels, stride 1, no padding, in two spatial dims of at most
-// kMaxPointwisePixels pixels, where oneDNN's one-sample primitive `one` keeps source and
-// destination channels last, so that the product reads and writes the layout the neighbours use.
-// The choice depends on the per-sample shapes and the machine only.
+// kMaxPointwisePixels pixels, no activation or relu (which the product's epilogue applies; oneDNN
+// fuses the others where kiln's gemm would need a pass of its own), where oneDNN's one-sample
+// primitive `one` keeps source and destination channels last, so that the product reads and
+// writes the layout the neighbours use. The choice depends on the per-sample shapes and the
+// machine only.
 //
 // Measured on Zen 5 (AVX-512, 2 threads), ResNet-50 v1 in the model against oneDNN's
 // brgconv_1x1: its 7x7 stage's 1x1 convs (49 pixels, 512 <-> 2048 channels) 8-11% faster at batch
@@ -112,7 +114,9 @@ bool pointwise_channels_last(const OpReader& op, const ConvParams& p,
                              const dnnl::convolution_forward::primitive_desc& one) {
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& w = op.input(1).shape;
+  using Kind = kernels::FusedActivation::Kind;
   if (p.data != dt::f32 || p.group != 1 || x.size() != 4 || op.input(1).dtype != DType::kF32 ||
+      (p.activation.kind != Kind::kNone && p.activation.kind != Kind::kRelu) ||
       !gemm::cpu_supported()) {
     return false;
   }

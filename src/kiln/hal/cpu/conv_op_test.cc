@@ -471,18 +471,20 @@ TEST(CpuConvSinglePixels, RunsAsAMatrixProductPerSample) {
 // A 1x1 stride-1 conv on channels-last data of at most 64 pixels (ResNet's 7x7 stage on AVX-512,
 // where oneDNN keeps NHWC) runs as kiln's matrix product over the pixels, a row each, with bias,
 // residual and relu in its epilogue: the reference's values, each sample's bits at any batch, and a
-// NaN pixel makes that pixel's outputs NaN (through the relu) and no others.
+// NaN pixel makes that pixel's outputs NaN (through the relu) and no others. With relu6, which
+// the epilogue lacks, it stays on oneDNN.
 TEST(CpuConvChannelsLastPointwise, RunsAsAMatrixProductOverPixels) {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   const Tensor w = random_tensor({256, 512, 1, 1}, 61), bias = random_tensor({256}, 62);
-  auto run = [&](const Tensor& x, const Tensor& residual, std::string* steps) {
+  auto run = [&](const Tensor& x, const Tensor& residual, std::string* steps,
+                 kernels::FusedActivation activation = {kernels::FusedActivation::Kind::kRelu}) {
     SpecBuilder s;
     const int64_t n = x.shape()[0];
     const int32_t xi = s.input("x", x.shape());
     const int32_t ri = s.input("res", residual.shape());
     const int32_t y = s.output("y", {n, 256, 7, 7});
     Attributes a;
-    kernels::set_fused_activation(a, {kernels::FusedActivation::Kind::kRelu});
+    kernels::set_fused_activation(a, activation);
     s.dispatch("conv", "Conv", {xi, s.constant("w", w), s.constant("b", bias), ri}, {y}, a);
     auto device = create_cpu_device({});
     KILN_CHECK(device.ok());
@@ -503,6 +505,10 @@ TEST(CpuConvChannelsLastPointwise, RunsAsAMatrixProductOverPixels) {
   EXPECT_NE(steps.find("kiln_gemm"), std::string::npos) << steps;
   EXPECT_NE(steps.find("1x1 over channels-last pixels"), std::string::npos) << steps;
   EXPECT_NE(steps.find("+relu"), std::string::npos) << steps;
+  // An activation the product's epilogue lacks (relu6 here) stays on oneDNN, which fuses it.
+  std::string clip_steps;
+  run(x, residual, &clip_steps, {kernels::FusedActivation::Kind::kClip, 0.0, 6.0});
+  EXPECT_EQ(clip_steps.find("kiln_gemm"), std::string::npos) << clip_steps;
   EXPECT_TRUE(all_close(
       y, ref_conv(x, w, &bias, &residual, pointwise_ref({kernels::FusedActivation::Kind::kRelu}))));
   for (int64_t n = 0; n < 3; ++n) {
