@@ -39,7 +39,7 @@ typename V::R activate(typename V::R y, const kernels::FusedActivation& a) {
 
 // The 1-D transforms of one tile edge: B^T applied to a column (or row) of a patch's values, and
 // A^T to a column (or row) of products. The 2-D transforms apply them to each column, then to
-// each row of the result: B^T d B is row i of it B^T applied to row i of B^T d.
+// each row of the result: row i of B^T d B is B^T applied to row i of B^T d (and so for A).
 template <class V, int64_t Tile>
 struct Transform1d;
 
