@@ -128,9 +128,7 @@ bool pointwise_channels_last(const OpReader& op, const ConvParams& p,
   }
   if (x[2] * x[3] > kMaxPointwisePixels) return false;
   auto nhwc_one = [](const ConcreteShape& shape) {
-    dnnl_dims dims = to_dnnl_dims(shape);
-    dims[0] = 1;
-    return dnnl_desc(dims, dt::f32, tag::nhwc);
+    return dnnl_desc(with_dim0(to_dnnl_dims(shape), 1), dt::f32, tag::nhwc);
   };
   return one.src_desc() == nhwc_one(x) && one.dst_desc() == nhwc_one(op.output(0).shape);
 }

@@ -43,16 +43,17 @@ const char* unsupported_reason(const Conv3x3& s, Isa isa) {
 
 int64_t preferred_tile(const Conv3x3& s) {
   constexpr int64_t kMaxF4x4WeightBytes = int64_t{4} << 20;
-  const int64_t f4x4_weight_bytes = 36 * s.out_channels * s.channels * int64_t{sizeof(float)};
+  const int64_t f4x4_weight_bytes =
+      plane_count(4) * s.out_channels * s.channels * int64_t{sizeof(float)};
   if (f4x4_weight_bytes > kMaxF4x4WeightBytes) return 2;
   auto products = [&s](int64_t tile) {  // per image and channel pair
-    return ((s.out_h + tile - 1) / tile) * ((s.out_w + tile - 1) / tile) * (tile + 2) * (tile + 2);
+    return ((s.out_h + tile - 1) / tile) * ((s.out_w + tile - 1) / tile) * plane_count(tile);
   };
   return products(4) < products(2) ? 4 : 2;
 }
 
 size_t transformed_weight_count(const Conv3x3& s) {
-  return static_cast<size_t>((s.tile + 2) * (s.tile + 2) * s.out_channels * s.channels);
+  return static_cast<size_t>(plane_count(s.tile) * s.out_channels * s.channels);
 }
 
 namespace {

@@ -71,6 +71,9 @@ struct Epilogue {
   kernels::FusedActivation activation;
 };
 
+// Planes of a tile edge's transformed weights, input and products: (tile + 2)^2, 16 or 36.
+constexpr int64_t plane_count(int64_t tile) { return (tile + 2) * (tile + 2); }
+
 // Floats per vector of `isa`: the channel block of its blocked layout (8 or 16).
 int64_t vector_width(Isa isa);
 

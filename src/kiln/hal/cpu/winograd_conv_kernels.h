@@ -33,8 +33,8 @@ inline constexpr int64_t kChunkBytes = int64_t{1} << 19;
 struct Geometry {
   static constexpr int64_t kFloat = sizeof(float);
   Blocking k;
-  int64_t tile, alpha;        // output tile edge (2 or 4); input patch edge, tile + 2
-  int64_t planes;             // alpha^2: planes of the transformed input and of the products
+  int64_t tile;               // output tile edge (2 or 4)
+  int64_t planes;             // plane_count(tile): of the transformed input and of the products
   int64_t cb, ob, ov;         // C/vec, ceil(M / out_per_block), M/vec
   int64_t tiles_h, tiles_w;   // output tiles per column and row of one image
   int64_t image_tiles;        // tiles of one image
@@ -48,8 +48,7 @@ struct Geometry {
   Geometry(const Conv3x3& s, int64_t batch, const Blocking& blocking)
       : k(blocking),
         tile(s.tile),
-        alpha(s.tile + 2),
-        planes(alpha * alpha),
+        planes(plane_count(s.tile)),
         cb(s.channels / k.vec),
         ob((s.out_channels + k.out_per_block - 1) / k.out_per_block),
         ov(s.out_channels / k.vec),

@@ -119,8 +119,8 @@ class WinogradConvStep : public Step {
 
 // The packed layout of `shape`'s transformed weights, [planes][M/16][C][16].
 dnnl_desc transformed_layout(const winograd::Conv3x3& shape) {
-  const int64_t planes = (shape.tile + 2) * (shape.tile + 2);
-  return dnnl_desc({planes, shape.out_channels / 16, shape.channels, 16}, dt::f32, tag::abcd);
+  return dnnl_desc({winograd::plane_count(shape.tile), shape.out_channels / 16, shape.channels, 16},
+                   dt::f32, tag::abcd);
 }
 
 // Value `v` (OIHW weights of `w` dims) transformed for `shape`'s tile edge, once per plan.
