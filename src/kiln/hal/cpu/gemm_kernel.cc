@@ -507,10 +507,11 @@ void multiply_products(const Product& p, const float* a, std::span<const int64_t
   const int64_t panels = panel_count(p.n);
   // The split over threads changes no bits (see the header); it only balances the work. Work
   // items are all rows or chunks of about 96 rows (below) x groups of panels, all of k, of nearly
-  // equal sizes (whole register blocks), at least 4 per thread where the product allows. They go
-  // in order of panel group, then chunk: the threads' chunks of rows use a group's B at about the
-  // same time, so a B larger than the caches comes from memory about once (BERT-base at batch 1:
-  // its products took ~7% less time than in chunk-major order).
+  // equal sizes (whole register blocks), at least 4 per thread where the product allows (one per
+  // thread for a single product whose items take all rows, below). They go in order of panel
+  // group, then chunk: the threads' chunks of rows use a group's B at about the same time, so a B
+  // larger than the caches comes from memory about once (BERT-base at batch 1: its products took
+  // ~7% less time than in chunk-major order).
   const int64_t threads = omp_get_max_threads();
   const int64_t rows = block_rows(isa), wide = block_panels(isa);
   auto round_up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
@@ -528,10 +529,19 @@ void multiply_products(const Product& p, const float* a, std::span<const int64_t
   constexpr int64_t kAllRowsMaxABlock = int64_t{1} << 18;  // floats: 1 MiB
   const bool all_rows =
       p.m <= 1024 && p.m * p.k <= kAllRowsMaxA && p.m * std::min(p.k, kBlockK) <= kAllRowsMaxABlock;
+  // One product whose items take all rows (a weight product at a small batch) gives each thread
+  // one item, a contiguous range of panels: the block loop fetches the next group of panels' B
+  // into L2 while it computes one (NextB), so only a range's first group comes from memory
+  // unfetched. Four items a thread left that to half the groups of BERT-base's 768-column
+  // products at batch 1 (in the model, Zen 5, 2 threads: those products 3.5-4.5% faster with one
+  // range a thread, the 3072-wide ones 1.5-3.5%). The ranges are equal, so a core that another
+  // process slows holds the other up (TeamChoice then tries the one-thread plan).
+  const bool range_per_thread = all_rows && count == 1;
   // A softmax of the rows needs whole rows in each work item: one group of every panel.
   int64_t row_pieces = all_rows ? 1 : std::max<int64_t>(1, (p.m + 95) / 96);
-  int64_t panel_pieces = p.softmax ? 1 : std::max<int64_t>(1, panels / (4 * wide));
-  const int64_t want = threads > 1 ? 4 * threads : 1;
+  int64_t panel_pieces =
+      p.softmax || range_per_thread ? 1 : std::max<int64_t>(1, panels / (4 * wide));
+  const int64_t want = threads > 1 ? (range_per_thread ? 1 : 4) * threads : 1;
   int64_t chunk_rows = split(p.m, row_pieces, rows), group = split(panels, panel_pieces, wide);
   auto items = [&] {
     return count * ((p.m + chunk_rows - 1) / chunk_rows) * ((panels + group - 1) / group);

@@ -172,11 +172,13 @@ TEST_F(GemmKernelTest, BothIsasGiveTheContractsBits) {
 }
 
 // The thread count and several products per call change no bits, whether the work items take
-// all rows of a group of panels (few rows, a small A) or chunks of rows (over 1024 rows; an A of
-// over 2 MiB; an A of over 1 MiB in one block of k).
+// all rows of a group of panels (few rows, a small A; one product of them gives each thread one
+// range of panels, across several groups and blocks of k at 40x1600x300) or chunks of rows (over
+// 1024 rows; an A of over 2 MiB; an A of over 1 MiB in one block of k).
 TEST_F(GemmKernelTest, ThreadsAndProductCountChangeNoBits) {
   const int saved = omp_get_max_threads();
-  const Shape shapes[] = {{37, 130, 70}, {1100, 40, 70}, {400, 1600, 20}, {400, 700, 20}};
+  const Shape shapes[] = {
+      {37, 130, 70}, {40, 1600, 300}, {1100, 40, 70}, {400, 1600, 20}, {400, 700, 20}};
   for (int threads : {1, 2, 3}) {
     omp_set_num_threads(threads);
     for (const Shape& s : shapes) {
