@@ -536,8 +536,8 @@ void multiply_products(const Product& p, const float* a, std::span<const int64_t
   // into L2 while it computes one (NextB), so only a range's first group comes from memory
   // unfetched. Four items a thread left that to half the groups of BERT-base's 768-column
   // products at batch 1 (in the model, Zen 5, 2 threads: those products 3.5-4.5% faster with one
-  // range a thread, the 3072-wide ones 1.5-3.5%). The ranges are equal, so a core that another
-  // process slows holds the other up (TeamChoice then tries the one-thread plan).
+  // range a thread, the ones with 3072 rows or columns 0.5-3.5%). The ranges are equal, so a core
+  // that another process slows holds the other up (TeamChoice then tries the one-thread plan).
   const bool range_per_thread = all_rows && count == 1;
   // A softmax of the rows needs whole rows in each work item: one group of every panel.
   int64_t row_pieces = all_rows ? 1 : std::max<int64_t>(1, (p.m + 95) / 96);
@@ -570,11 +570,11 @@ void multiply_products(const Product& p, const float* a, std::span<const int64_t
   // Several products go to the threads in contiguous blocks of items (static), as pack() hands
   // out their matrices: each product then runs on the core that packed its B, and in attention
   // on the one that computed its heads' columns of Q, K and V where those projections took one
-  // range of panels a thread, so its operands are in that core's caches. (Attention's P·V
-  // products, handed out item by item instead, ran 5-15% slower in the model: BERT-base at batch
-  // 4, ViT-B/16 at batch 1, Zen 5, 2 threads.) One range a thread is static too. Otherwise items
-  // go one at a time to whichever thread is free, which evens out cores that other processes
-  // slow.
+  // range of panels a thread, so its operands are in that core's caches. (In the model, Zen 5, 2
+  // threads, against items handed out one at a time: attention's P·V products 12-23% faster,
+  // its QKᵀ products 2-13%, BERT-base at batch 1 and 4 and ViT-B/16 at batch 1.) One range a
+  // thread is static too. Otherwise items go one at a time to whichever thread is free, which
+  // evens out cores that other processes slow.
   if (count > 1 || range_per_thread) {
 #pragma omp parallel for schedule(static) if (total > 1 && threads > 1)
     for (int64_t item = 0; item < total; ++item) run_item(item);
