@@ -468,6 +468,25 @@ TEST(CpuConvSinglePixels, RunsAsAMatrixProductPerSample) {
   for (int64_t i = 0; i < 3 * 48; ++i) EXPECT_EQ(std::isnan(v[i]), i / 48 == 1) << i;
 }
 
+// A 1x1 conv on single pixels with no input channels sums nothing: each output is its bias (the
+// product path counts its rows from the input's dims, which hold no channel to divide by).
+TEST(CpuConvSinglePixels, NoInputChannelsGiveTheBias) {
+  const Tensor w = random_tensor({5, 0, 1, 1}, 55), bias = random_tensor({5}, 56);
+  SpecBuilder s;
+  const int32_t xi = s.input("x", {2, 0, 1, 1});
+  const int32_t y = s.output("y", {2, 5, 1, 1});
+  s.dispatch("fc", "Conv", {xi, s.constant("w", w), s.constant("b", bias)}, {y});
+  auto device = create_cpu_device({});
+  ASSERT_TRUE(device.ok());
+  auto exe = (*device)->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().message();
+  auto out = run_program(**exe, s.spec(), {random_tensor({2, 0, 1, 1}, 57)});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const auto v = (*out)[0].values<float>();
+  const auto b = bias.values<float>();
+  for (int64_t i = 0; i < 2 * 5; ++i) EXPECT_EQ(v[i], b[i % 5]) << i;
+}
+
 // A 1x1 stride-1 conv on channels-last data of at most 64 pixels (ResNet's 7x7 stage on AVX-512,
 // where oneDNN keeps NHWC) runs as kiln's matrix product over the pixels, a row each, with bias,
 // residual and relu in its epilogue: the reference's values, each sample's bits at any batch, and a

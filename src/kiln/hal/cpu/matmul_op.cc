@@ -707,7 +707,8 @@ Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& 
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& y = op.output(0).shape;
   const int64_t k = x[1], n = y[1];
-  const int64_t rows = product(to_dnnl_dims(x), 0) / k;  // one per pixel of every sample
+  int64_t rows = x[0];  // one per pixel of every sample
+  for (size_t i = 2; i < x.size(); ++i) rows *= x[i];
   // Channels last (NHWC, 4-D), a pixel's channels are one row: [N, C, H, W] as [N * H * W, C].
   auto layout = [channels_last](const ConcreteShape& shape) {
     return channels_last ? dnnl_desc(to_dnnl_dims(shape), dt::f32, tag::nhwc) : plain_desc(shape);
