@@ -24,7 +24,6 @@
 #include "kiln/hal/cpu/conv_common.h"
 #include "kiln/hal/cpu/conv_guard.h"
 #include "kiln/hal/cpu/finite_guard.h"
-#include "kiln/hal/cpu/gemm_kernel.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/winograd_conv_op.h"
@@ -113,20 +112,13 @@ constexpr int64_t kMaxPointwisePixels = 64;
 bool pointwise_channels_last(const OpReader& op, const ConvParams& p,
                              const dnnl::convolution_forward::primitive_desc& one) {
   const ConcreteShape& x = op.input(0).shape;
-  const ConcreteShape& w = op.input(1).shape;
   using Kind = kernels::FusedActivation::Kind;
-  if (p.data != dt::f32 || p.group != 1 || x.size() != 4 || op.input(1).dtype != DType::kF32 ||
+  if (x.size() != 4 || op.input(1).dtype != DType::kF32 ||
       (p.activation.kind != Kind::kNone && p.activation.kind != Kind::kRelu) ||
-      !gemm::cpu_supported()) {
+      !unpadded_pointwise(op, p) || p.window.strides[0] != 1 || p.window.strides[1] != 1 ||
+      x[2] * x[3] > kMaxPointwisePixels) {
     return false;
   }
-  for (size_t i = 0; i < 2; ++i) {
-    if (w[2 + i] != 1 || p.window.strides[i] != 1 || p.window.pads_begin[i] != 0 ||
-        p.window.pads_end[i] != 0) {
-      return false;
-    }
-  }
-  if (x[2] * x[3] > kMaxPointwisePixels) return false;
   auto nhwc_one = [](const ConcreteShape& shape) {
     return dnnl_desc(with_dim0(to_dnnl_dims(shape), 1), dt::f32, tag::nhwc);
   };

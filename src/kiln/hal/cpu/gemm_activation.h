@@ -1,7 +1,7 @@
 // The activation kiln's matrix product applies last (gemm::Product::activation, gemm_kernel.h):
 // GELU in its erf and tanh forms, or relu (max(+0, x), which keeps NaN and -0), over a block of Y
-// in place. Internal to gemm_kernel.cc and its
-// per-ISA halves (gemm_activation_avx2.cc, gemm_activation_avx512.cc); not for other callers.
+// in place. Internal to gemm_kernel.cc and its per-ISA halves (gemm_activation_avx2.cc,
+// gemm_activation_avx512.cc); not for other callers.
 //
 // Numerics: every element goes through one fixed sequence of IEEE operations (multiplies, fused
 // multiply-adds, one division, compares), the same on both ISAs, so AVX2 and AVX-512 give the

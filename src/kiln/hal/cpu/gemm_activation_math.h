@@ -1,7 +1,7 @@
 // The vector code of gemm_activation.h, written once over an ISA's vector operations `V` (max(a, b)
-// returning b where either is NaN or both are zeros, as x86's max does) and
-// compiled in gemm_activation_avx2.cc and gemm_activation_avx512.cc under their target options.
-// Include only there, inside those options.
+// returning b where either is NaN or both are zeros, as x86's max does) and compiled in
+// gemm_activation_avx2.cc and gemm_activation_avx512.cc under their target options. Include only
+// there, inside those options.
 #pragma once
 
 #include <cstdint>

@@ -688,17 +688,21 @@ bool matmul_reads_in_place(const OpReader& op, size_t slot, const std::vector<in
   return slot == 1 || strides.back() == 1;
 }
 
-bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& conv) {
+bool unpadded_pointwise(const OpReader& op, const kernels::ConvAttributes& conv) {
   if (!use_kiln_kernel(op) || conv.group != 1) return false;
-  const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& w = op.input(1).shape;
-  for (size_t i = 2; i < x.size(); ++i) {
-    if (x[i] != 1 || w[i] != 1 || conv.window.pads_begin[i - 2] != 0 ||
-        conv.window.pads_end[i - 2] != 0) {
+  for (size_t i = 2; i < w.size(); ++i) {
+    if (w[i] != 1 || conv.window.pads_begin[i - 2] != 0 || conv.window.pads_end[i - 2] != 0) {
       return false;
     }
   }
   return true;
+}
+
+bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& conv) {
+  if (!unpadded_pointwise(op, conv)) return false;
+  const ConcreteShape& x = op.input(0).shape;
+  return std::all_of(x.begin() + 2, x.end(), [](int64_t d) { return d == 1; });
 }
 
 Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation,

@@ -60,6 +60,10 @@ Status check_gemm(const OpReader& op);
 Status build_gemm(ProgramBuilder& b);
 Status check_matmul(const OpReader& op);
 Status build_matmul(ProgramBuilder& b);
+// Whether kiln's gemm can compute `op`'s conv as a matrix product over its pixels: f32 data on a
+// CPU it runs on, group 1, 1x1 kernels, no padding. Spatial sizes and strides are the caller's
+// to check (conv_runs_as_product below; conv_op.cc's channels-last rule).
+bool unpadded_pointwise(const OpReader& op, const kernels::ConvAttributes& conv);
 // A Conv of 1x1 kernels on inputs whose spatial dims are all 1 (a squeeze-and-excitation block's
 // fully connected convs, [N, C, 1, 1]), group 1, no padding, f32, where kiln's gemm runs: a matrix
 // product Y[N, M] = X[N, C] W^T (+ bias, + residual) on it, each row (sample) alone.
