@@ -90,21 +90,14 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, const Shape& s, int reps, bool
     strm.wait();
   };
 
-  // Read, not written: no dirty lines to write back while the next run is timed.
-  const std::vector<float> junk(flush ? size_t{16} << 20 : 0, 1.0f);  // 64 MiB
-  volatile float sink = 0.0f;
-  auto evict = [&] {
-    float sum = 0.0f;
-    for (size_t i = 0; i < junk.size(); i += 16) sum += junk[i];
-    sink = sink + sum;
-  };
+  kiln::bench::CacheEvictor caches(flush);
   run_kiln();
   run_dnnl();
   std::vector<double> kiln_ms, dnnl_ms;
   for (int r = 0; r < reps; ++r) {
-    evict();
+    caches.evict();
     kiln_ms.push_back(time_ms(run_kiln));
-    evict();
+    caches.evict();
     dnnl_ms.push_back(time_ms(run_dnnl));
   }
   const double kiln = median(kiln_ms), onednn = median(dnnl_ms);

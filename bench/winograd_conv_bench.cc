@@ -1,13 +1,14 @@
 // kiln's Winograd F(2x2, 3x3) and F(4x4, 3x3) kernels (hal/cpu/winograd_conv.h) against oneDNN's
 // direct convolution on ResNet-50's 3x3 stride-1 shapes, milliseconds side by side (never a test):
 //   cmake --build build --target winograd_conv_bench &&
-//   ./build/bench/winograd_conv_bench [reps [channels [batch]]]
+//   ./build/bench/winograd_conv_bench [reps [channels [batch [flush]]]]
 // Both read and write the layout oneDNN's direct kernel picks for one sample on this machine
 // (DNNL_MAX_CPU_ISA applies), the direct kernel run per sample as kiln runs it, with the weights
 // prepared once. Prints the median of `reps` runs of each, alternating, at batch 1 and 8, and
-// marks the tile edge kiln picks for the shape (winograd::preferred_tile). The weights stay in
-// cache from run to run here; in a model they come from memory, which favours F(2x2)'s smaller
-// ones at batch 1 more than this table shows.
+// marks the tile edge kiln picks for the shape (winograd::preferred_tile). With `flush` 0 (the
+// default) the weights and activations stay in cache from run to run; with 1, every run finds
+// them in memory, as a model's layer finds its weights, which favours F(2x2)'s smaller ones at
+// batch 1.
 #include <omp.h>
 
 #include <cstdio>
@@ -29,7 +30,8 @@ using kiln::bench::time_ms;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-void bench(dnnl::engine& eng, dnnl::stream& strm, int64_t n, int64_t c, int64_t hw, int reps) {
+void bench(dnnl::engine& eng, dnnl::stream& strm, int64_t n, int64_t c, int64_t hw, int reps,
+           bool flush) {
   const dnnl::memory::dims x1{1, c, hw, hw}, w{c, c, 3, 3}, pads{1, 1}, strides{1, 1};
   dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -92,12 +94,17 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, int64_t n, int64_t c, int64_t 
     winograd::run(r.shape, n, x.data(), r.u.data(), e, y.data(), aligned, isa, threads);
   };
 
+  kiln::bench::CacheEvictor caches(flush);
   run_direct();
   for (Winograd& r : runs) run_winograd(r);
   std::vector<double> direct_ms;
   for (int rep = 0; rep < reps; ++rep) {
+    caches.evict();
     direct_ms.push_back(time_ms(run_direct));
-    for (Winograd& r : runs) r.ms.push_back(time_ms([&] { run_winograd(r); }));
+    for (Winograd& r : runs) {
+      caches.evict();
+      r.ms.push_back(time_ms([&] { run_winograd(r); }));
+    }
   }
   const double direct = median(direct_ms);
   const double gflop = 2.0 * n * c * c * 9 * hw * hw * 1e-9;
@@ -120,13 +127,15 @@ int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 21;
   const int64_t only_c = argc > 2 ? std::atoll(argv[2]) : 0;  // one channel count only
   const int64_t only_n = argc > 3 ? std::atoll(argv[3]) : 0;  // one batch size only
+  const bool flush = argc > 4 && std::atoi(argv[4]) != 0;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
-  std::printf("threads %d\n", omp_get_max_threads());
+  std::printf("threads %d, caches %s between runs\n", omp_get_max_threads(),
+              flush ? "flushed" : "kept");
   for (int64_t n : {1, 8}) {
     for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 56}, {128, 28}, {256, 14}, {512, 7}}) {
       if ((only_c != 0 && c != only_c) || (only_n != 0 && n != only_n)) continue;
-      bench(eng, strm, n, c, hw, reps);
+      bench(eng, strm, n, c, hw, reps, flush);
     }
   }
   return 0;
