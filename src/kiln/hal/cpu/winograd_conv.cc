@@ -121,17 +121,23 @@ struct Work {
   void input(float* v, int64_t first, int64_t slot, int64_t cb) const {
     transforms.input(s, g, src, v, first + slot, slot, cb);
   }
-  // The products of plane xi, output block ob, for the chunk's blocks (from block `first`).
+  // The products of plane xi, output block ob, for the chunk's blocks (from block `first`). The
+  // first block's call prefetches the weights that follow: the next output block's, or the next
+  // plane's first, which a thread's next (xi, ob) pair reads (both loops below hand each thread
+  // consecutive pairs). (Measured on Zen 5, ResNet-50 v1 at batch 1, caches flushed: the 28x28
+  // and 14x14 convs 3-10% faster than with the in-kernel prefetch alone.)
   void products(const float* v, float* m, int64_t first, int64_t blocks, int64_t xi,
                 int64_t ob) const {
     const int64_t per_block = k.blocking.tiles_per_block, outs = k.blocking.out_per_block;
     const int64_t out0 = ob * outs;
     const float* u_block = u + (xi * s.out_channels + out0) * s.channels;
+    const int64_t width = std::min(outs, s.out_channels - out0);
     for (int64_t slot = 0; slot < blocks; ++slot) {
       const int64_t live = std::min(per_block, g.tiles - (first + slot) * per_block);
       k.multiply(v + xi * g.v_plane + slot * g.cb * per_block * k.blocking.vec, u_block,
-                 s.channels * kPanel, g.cb, std::min(outs, s.out_channels - out0), live,
-                 m + xi * g.m_plane + slot * per_block * s.out_channels + out0, s.out_channels);
+                 s.channels * kPanel, g.cb, width, live,
+                 m + xi * g.m_plane + slot * per_block * s.out_channels + out0, s.out_channels,
+                 slot == 0 ? u_block + width * s.channels : nullptr);
     }
   }
   void output(const float* m, int64_t first, int64_t ov, int64_t slot) const {

@@ -72,7 +72,7 @@ struct Avx2 {
 // padding tiles' products are never read).
 void multiply_block(const float* v, const float* u, int64_t /*panel_stride*/,
                     int64_t channel_blocks, int64_t /*outs*/, int64_t /*tiles*/, float* m,
-                    int64_t ldm) {
+                    int64_t ldm, const float* /*next*/) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
   __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
   for (int64_t c = 0; c < channel_blocks; ++c) {

@@ -16,6 +16,12 @@ namespace {
 
 constexpr int64_t kTilesPerBlock = 8;
 constexpr int64_t kOutPerBlock = 32;
+// How far ahead of its loads a panel's weights are prefetched into L1: 4 KiB, 4 steps of 16
+// channels. (Measured on Zen 5 at 2 threads, ResNet-50 v1 at batch 1 in the model: the 3x3
+// convs' total 6.3-6.5 ms against 6.8-8.1 without, 1 to 4 KiB alike; at batch 8 5-10% less.
+// A layer's weights come from memory, and the hardware prefetcher alone left the kernel waiting
+// on them. On AVX2, at half the FMA rate, the same prefetch gained nothing.)
+constexpr int64_t kPrefetchFloats = 1024;
 
 struct Avx512 {
   using R = __m512;
@@ -39,10 +45,11 @@ struct Avx512 {
 
 // R tiles (at most kTilesPerBlock: fewer in a batch's last block) x W panels of 16 output
 // channels, one accumulator each, summing the channels in order by one FMA each: per channel, W
-// weight loads, R broadcasts, R W FMAs.
-template <int R, int W>
+// weight loads, R broadcasts, R W FMAs, and W prefetches kPrefetchFloats ahead. With kNext, also
+// W prefetches into L2 of the next call's weights (`next`, its panels panel_stride apart).
+template <int R, int W, bool kNext>
 void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
-                    float* m, int64_t ldm) {
+                    float* m, int64_t ldm, const float* next) {
   constexpr int64_t kVec = Avx512::kWidth;
   __m512 acc[R][W];
 #pragma GCC unroll 8
@@ -55,7 +62,16 @@ void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_
     for (int ci = 0; ci < kVec; ++ci) {
       __m512 b[W];
 #pragma GCC unroll 2
-      for (int w = 0; w < W; ++w) b[w] = _mm512_loadu_ps(u + w * panel_stride + ci * kVec);
+      for (int w = 0; w < W; ++w) {
+        b[w] = _mm512_loadu_ps(u + w * panel_stride + ci * kVec);
+        _mm_prefetch(
+            reinterpret_cast<const char*>(u + w * panel_stride + ci * kVec + kPrefetchFloats),
+            _MM_HINT_T0);
+        if constexpr (kNext) {
+          _mm_prefetch(reinterpret_cast<const char*>(next + w * panel_stride + ci * kVec),
+                       _MM_HINT_T1);
+        }
+      }
 #pragma GCC unroll 8
       for (int t = 0; t < R; ++t) {
         const __m512 x = _mm512_set1_ps(v[t * kVec + ci]);
@@ -65,6 +81,7 @@ void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_
     }
     v += kTilesPerBlock * kVec;
     u += kVec * kVec;
+    if constexpr (kNext) next += kVec * kVec;
   }
 #pragma GCC unroll 8
   for (int t = 0; t < R; ++t) {
@@ -73,27 +90,39 @@ void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_
   }
 }
 
-template <int W>
+template <int W, bool kNext>
 void multiply_panels(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
-                     int64_t tiles, float* m, int64_t ldm) {
+                     int64_t tiles, float* m, int64_t ldm, const float* next) {
   switch (tiles) {
-    case 1: multiply_tiles<1, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
-    case 2: multiply_tiles<2, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
-    case 3: multiply_tiles<3, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
-    case 4: multiply_tiles<4, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
-    case 5: multiply_tiles<5, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
-    case 6: multiply_tiles<6, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
-    case 7: multiply_tiles<7, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
-    default: multiply_tiles<kTilesPerBlock, W>(v, u, panel_stride, channel_blocks, m, ldm); break;
+    case 1: multiply_tiles<1, W, kNext>(v, u, panel_stride, channel_blocks, m, ldm, next); break;
+    case 2: multiply_tiles<2, W, kNext>(v, u, panel_stride, channel_blocks, m, ldm, next); break;
+    case 3: multiply_tiles<3, W, kNext>(v, u, panel_stride, channel_blocks, m, ldm, next); break;
+    case 4: multiply_tiles<4, W, kNext>(v, u, panel_stride, channel_blocks, m, ldm, next); break;
+    case 5: multiply_tiles<5, W, kNext>(v, u, panel_stride, channel_blocks, m, ldm, next); break;
+    case 6: multiply_tiles<6, W, kNext>(v, u, panel_stride, channel_blocks, m, ldm, next); break;
+    case 7: multiply_tiles<7, W, kNext>(v, u, panel_stride, channel_blocks, m, ldm, next); break;
+    default:
+      multiply_tiles<kTilesPerBlock, W, kNext>(v, u, panel_stride, channel_blocks, m, ldm, next);
+      break;
+  }
+}
+
+template <bool kNext>
+void multiply_outs(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
+                   int64_t outs, int64_t tiles, float* m, int64_t ldm, const float* next) {
+  if (outs >= kOutPerBlock) {
+    multiply_panels<2, kNext>(v, u, panel_stride, channel_blocks, tiles, m, ldm, next);
+  } else {
+    multiply_panels<1, kNext>(v, u, panel_stride, channel_blocks, tiles, m, ldm, next);
   }
 }
 
 void multiply_block(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
-                    int64_t outs, int64_t tiles, float* m, int64_t ldm) {
-  if (outs >= kOutPerBlock) {
-    multiply_panels<2>(v, u, panel_stride, channel_blocks, tiles, m, ldm);
+                    int64_t outs, int64_t tiles, float* m, int64_t ldm, const float* next) {
+  if (next != nullptr) {
+    multiply_outs<true>(v, u, panel_stride, channel_blocks, outs, tiles, m, ldm, next);
   } else {
-    multiply_panels<1>(v, u, panel_stride, channel_blocks, tiles, m, ldm);
+    multiply_outs<false>(v, u, panel_stride, channel_blocks, outs, tiles, m, ldm, next);
   }
 }
 

@@ -108,9 +108,11 @@ struct Kernels {
   // block's first `tiles` tiles t (1 to tiles_per_block: fewer in the batch's last block, whose
   // other tiles are padding; a kernel may compute those too) and its `outs` output channels j (a
   // multiple of 16, at most out_per_block); v at the block's [C/vec][tiles_per_block][vec], u at
-  // the first 16-column panel [C][16], the next panels `panel_stride` floats apart.
+  // the first 16-column panel [C][16], the next panels `panel_stride` floats apart. `next`, if not
+  // null, is the u of the call after this one (laid out as u), which a kernel may prefetch; it
+  // never reads it.
   void (*multiply)(const float* v, const float* u, int64_t panel_stride, int64_t channel_blocks,
-                   int64_t outs, int64_t tiles, float* m, int64_t ldm);
+                   int64_t outs, int64_t tiles, float* m, int64_t ldm, const float* next);
 
   const Transforms& transforms(int64_t tile) const { return tile == 4 ? f4x4 : f2x2; }
 };
