@@ -1,5 +1,7 @@
 // kiln's f32 gemm (hal/cpu/gemm_kernel.h) against oneDNN's matmul on the products of kiln's
-// benchmark corpus (BERT-base, ViT-B/16 at batch 1 and 4; attention's per-head products;
+// benchmark corpus (BERT-base, ViT-B/16 at batch 1 and 4, the MLP's first product with its GELU
+// on both sides, kiln's in its epilogue and oneDNN's as an eltwise post-op; attention's per-head
+// products;
 // ResNet-50's 1x1 convolutions at batch 1, a row per pixel, as a channels-last 1x1 conv of up to 64
 // pixels runs, conv_op.cc), milliseconds side by side (never a test):
 //   cmake --build build --target gemm_kernel_bench &&
@@ -35,6 +37,7 @@ using kiln::bench::time_ms;
 struct Shape {
   const char* name;
   int64_t m, k, n, count;  // `count` products of one shape, each with its own A, B and Y
+  bool gelu = false;       // then GELU (erf form) of each element, as a transformer MLP's first
 };
 
 std::vector<float> random_floats(size_t count, std::mt19937& rng) {
@@ -65,7 +68,8 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, const Shape& s, int reps, bool
     b_sources.push_back(i * b_size);
   }
   gemm::pack(s.k, s.n, b.data(), b_sources, s.n, 1, packed.get());
-  const gemm::Product product = gemm::dense_product(s.m, s.k, s.n);
+  gemm::Product product = gemm::dense_product(s.m, s.k, s.n);
+  if (s.gelu) product.activation = gemm::Activation::kGelu;
   auto run_kiln = [&] {
     gemm::multiply(product, a.data(), a_offsets, packed.get(), b_offsets, y.data(), y_size);
   };
@@ -77,8 +81,14 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, const Shape& s, int reps, bool
     return dnnl::memory::desc(d, dnnl::memory::data_type::f32,
                               any ? dnnl::memory::format_tag::any : dnnl::memory::format_tag::abc);
   };
+  dnnl::primitive_attr attr;
+  if (s.gelu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(f32(ad, false), f32(bd, true), f32(yd, false)),
-                                  eng);
+                                  attr, eng);
   dnnl::memory b_plain(f32(bd, false), eng, const_cast<float*>(b.data()));
   dnnl::memory b_mem(pd.weights_desc(), eng);
   dnnl::reorder(b_plain, b_mem).execute(strm, b_plain, b_mem);
@@ -103,11 +113,12 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, const Shape& s, int reps, bool
   const double kiln = median(kiln_ms), onednn = median(dnnl_ms);
   const double gflop = 2.0 * static_cast<double>(s.count * s.m * s.k * s.n) * 1e-9;
   std::printf(
-      "%-22s %4lldx%-4lldx%-5lld x%-3lld  oneDNN %-16s %7.3f ms (%4.0f GFLOP/s)  "
+      "%-22s %4lldx%-4lldx%-5lld x%-3lld%s  oneDNN %-16s %7.3f ms (%4.0f GFLOP/s)  "
       "kiln_gemm:%-7s %7.3f ms (%4.0f)  ratio %.2f\n",
       s.name, static_cast<long long>(s.m), static_cast<long long>(s.k), static_cast<long long>(s.n),
-      static_cast<long long>(s.count), impl_name(pd).c_str(), onednn, gflop / onednn * 1e3,
-      gemm::isa_name(gemm::best_isa()), kiln, gflop / kiln * 1e3, kiln / onednn);
+      static_cast<long long>(s.count), s.gelu ? " +gelu" : "      ", impl_name(pd).c_str(), onednn,
+      gflop / onednn * 1e3, gemm::isa_name(gemm::best_isa()), kiln, gflop / kiln * 1e3,
+      kiln / onednn);
 }
 
 }  // namespace
@@ -124,11 +135,11 @@ int main(int argc, char** argv) {
   std::printf("threads %d, caches %s between runs\n", omp_get_max_threads(),
               flush ? "flushed" : "kept");
   const Shape shapes[] = {
-      {"bert qkv/proj b1", 128, 768, 768, 1},       {"bert ffn.0 b1", 128, 768, 3072, 1},
+      {"bert qkv/proj b1", 128, 768, 768, 1},       {"bert ffn.0 b1", 128, 768, 3072, 1, true},
       {"bert ffn.2 b1", 128, 3072, 768, 1},         {"bert qkv/proj b4", 512, 768, 768, 1},
-      {"bert ffn.0 b4", 512, 768, 3072, 1},         {"bert ffn.2 b4", 512, 3072, 768, 1},
-      {"vit mlp.0 b1", 197, 768, 3072, 1},          {"vit mlp.3 b1", 197, 3072, 768, 1},
-      {"vit mlp.0 b4", 788, 768, 3072, 1},          {"vit mlp.3 b4", 788, 3072, 768, 1},
+      {"bert ffn.0 b4", 512, 768, 3072, 1, true},   {"bert ffn.2 b4", 512, 3072, 768, 1},
+      {"vit mlp.0 b1", 197, 768, 3072, 1, true},    {"vit mlp.3 b1", 197, 3072, 768, 1},
+      {"vit mlp.0 b4", 788, 768, 3072, 1, true},    {"vit mlp.3 b4", 788, 3072, 768, 1},
       {"bert scores b1", 128, 64, 128, 12},         {"bert context b1", 128, 128, 64, 12},
       {"vit scores b1", 197, 64, 197, 12},          {"vit context b1", 197, 197, 64, 12},
       {"resnet 56x56 256>64", 3136, 256, 64, 1},    {"resnet 56x56 64>256", 3136, 64, 256, 1},
