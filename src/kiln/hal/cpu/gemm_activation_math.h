@@ -49,11 +49,12 @@ typename V::R tanh_approx(typename V::R z) {
   return rational_odd<V>(z, kP, kQ, 7.90531110763549805f);
 }
 
-template <class V>
-typename V::R gelu(typename V::R x, Activation activation) {
+// GELU in the form `kForm` (kGelu or kGeluTanh).
+template <class V, Activation kForm>
+typename V::R gelu(typename V::R x) {
   using R = typename V::R;
   R t;
-  if (activation == Activation::kGelu) {
+  if constexpr (kForm == Activation::kGelu) {
     t = erf_approx<V>(V::mul(x, V::set1(0.70710678118654752f)));
   } else {
     const R x3 = V::mul(V::mul(x, x), x);
@@ -69,22 +70,40 @@ typename V::R relu(typename V::R x) {
   return V::max(V::set1(0.0f), x);
 }
 
-template <class V>
-typename V::R activate(typename V::R x, Activation activation) {
-  return activation == Activation::kRelu ? relu<V>(x) : gelu<V>(x, activation);
+template <class V, Activation kActivation>
+typename V::R activate(typename V::R x) {
+  if constexpr (kActivation == Activation::kRelu) {
+    return relu<V>(x);
+  } else {
+    return gelu<V, kActivation>(x);
+  }
 }
 
-template <class V>
-void activate_rows(Activation activation, float* y, int64_t ldy, int64_t rows, int64_t cols) {
+// One activation over the rows, chosen at compile time so that its code is inlined into the loop
+// (a call per vector, its constants loaded anew each time, ran GELU at half the speed).
+template <class V, Activation kActivation>
+void activate_rows_with(float* y, int64_t ldy, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = y + r * ldy;
     int64_t c = 0;
     for (; c + V::kWidth <= cols; c += V::kWidth)
-      V::store(row + c, activate<V>(V::load(row + c), activation));
+      V::store(row + c, activate<V, kActivation>(V::load(row + c)));
     if (c < cols) {
       const auto mask = V::mask(cols - c);
-      V::store_partial(row + c, mask, activate<V>(V::load_partial(row + c, mask), activation));
+      V::store_partial(row + c, mask, activate<V, kActivation>(V::load_partial(row + c, mask)));
     }
+  }
+}
+
+template <class V>
+void activate_rows(Activation activation, float* y, int64_t ldy, int64_t rows, int64_t cols) {
+  switch (activation) {
+    case Activation::kRelu: activate_rows_with<V, Activation::kRelu>(y, ldy, rows, cols); return;
+    case Activation::kGelu: activate_rows_with<V, Activation::kGelu>(y, ldy, rows, cols); return;
+    case Activation::kGeluTanh:
+      activate_rows_with<V, Activation::kGeluTanh>(y, ldy, rows, cols);
+      return;
+    case Activation::kNone: return;
   }
 }
 
