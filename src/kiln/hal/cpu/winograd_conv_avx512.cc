@@ -2,6 +2,8 @@
 // register block of 8 tiles x 32 output channels (16 zmm accumulators).
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "kiln/hal/cpu/isa_target.h"
 #include "kiln/hal/cpu/winograd_conv_kernels.h"
 
@@ -43,6 +45,14 @@ struct Avx512 {
   }
 };
 
+// The address `floats` floats from `base`, for a prefetch: it may lie past the end of the
+// weights (a prefetch never faults), so it is computed as an integer, not by pointer arithmetic
+// past the array.
+const char* address_at(const float* base, int64_t floats) {
+  return reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(base) +
+                                       static_cast<uintptr_t>(floats) * sizeof(float));
+}
+
 // R tiles (at most kTilesPerBlock: fewer in a batch's last block) x W panels of 16 output
 // channels, one accumulator each, summing the channels in order by one FMA each: per channel, W
 // weight loads, R broadcasts, R W FMAs, and W prefetches kPrefetchFloats ahead. With kNext, also
@@ -64,11 +74,9 @@ void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_
 #pragma GCC unroll 2
       for (int w = 0; w < W; ++w) {
         b[w] = _mm512_loadu_ps(u + w * panel_stride + ci * kVec);
-        _mm_prefetch(
-            reinterpret_cast<const char*>(u + w * panel_stride + ci * kVec + kPrefetchFloats),
-            _MM_HINT_T0);
+        _mm_prefetch(address_at(u, w * panel_stride + ci * kVec + kPrefetchFloats), _MM_HINT_T0);
         if constexpr (kNext) {
-          _mm_prefetch(reinterpret_cast<const char*>(next + w * panel_stride + ci * kVec),
+          _mm_prefetch(address_at(next, w * panel_stride + c * kVec * kVec + ci * kVec),
                        _MM_HINT_T1);
         }
       }
@@ -81,7 +89,6 @@ void multiply_tiles(const float* v, const float* u, int64_t panel_stride, int64_
     }
     v += kTilesPerBlock * kVec;
     u += kVec * kVec;
-    if constexpr (kNext) next += kVec * kVec;
   }
 #pragma GCC unroll 8
   for (int t = 0; t < R; ++t) {
