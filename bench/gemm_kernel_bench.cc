@@ -1,9 +1,8 @@
 // kiln's f32 gemm (hal/cpu/gemm_kernel.h) against oneDNN's matmul on the products of kiln's
 // benchmark corpus (BERT-base, ViT-B/16 at batch 1 and 4, the MLP's first product with its GELU
 // on both sides, kiln's in its epilogue and oneDNN's as an eltwise post-op; attention's per-head
-// products;
-// ResNet-50's 1x1 convolutions at batch 1, a row per pixel, as a channels-last 1x1 conv of up to 64
-// pixels runs, conv_op.cc), milliseconds side by side (never a test):
+// products; ResNet-50's 1x1 convolutions at batch 1, a row per pixel, as a channels-last 1x1 conv
+// of up to 64 pixels runs, conv_op.cc), milliseconds side by side (never a test):
 //   cmake --build build --target gemm_kernel_bench &&
 //   ./build/bench/gemm_kernel_bench [reps [flush]]
 // Both get their B prepared once (kiln's packed panels; oneDNN's weights in the layout its
