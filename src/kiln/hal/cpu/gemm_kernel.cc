@@ -262,7 +262,7 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
   const int64_t full_end = r0 + (r1 - r0) / kRows * kRows;
   const int64_t tail = r1 - full_end;
   // A tail of 4 or 5 rows takes one panel at a time, as the full rows do, right after them, while
-  // the panel's block of B is in L1 (see run_block_avx512); fewer rows take wider blocks
+  // the panel's block of B is still in cache (see run_block_avx512); fewer rows take wider blocks
   // (panels_for), so they run after all the panels.
   const bool tail_per_panel = tail >= 4;
   for (int64_t k0 = 0;; k0 += block_k) {
