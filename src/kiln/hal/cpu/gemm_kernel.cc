@@ -101,6 +101,9 @@ inline void prefetch_line(const float* prefetch, int64_t k) {
 // of a chunk pass over it; the chunk's block of A (96 x 768 floats) stays in L2 across its panels.
 // (Measured on Zen 5: blocks of 768 beat 256 by about 8%, fewer partial sums stored and loaded.)
 constexpr int64_t kBlockK = 768;
+// Panels a tail of 1 to 3 rows waits for (run_block_avx2): a multiple of its blocks of 4 or 2
+// panels; 384 KiB of B at most, in L2.
+constexpr int64_t kTailSpan = 8;
 
 // Which of a panel's 16 columns exist.
 struct Columns {
@@ -261,13 +264,14 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
   const int64_t block_k = r1 - r0 > kRows ? kBlockK : std::max<int64_t>(p.k, 1);
   const int64_t full_end = r0 + (r1 - r0) / kRows * kRows;
   const int64_t tail = r1 - full_end;
-  // A tail of 4 or 5 rows takes one panel at a time, as the full rows do, right after them, while
-  // the panel's block of B is still in cache (see run_block_avx512); fewer rows take wider blocks
-  // (panels_for), so they run after all the panels.
-  const bool tail_per_panel = tail >= 4;
+  // The rows after the last full register block follow the full rows over the same panels, while
+  // their B is in cache (see run_block_avx512): 4 or 5 rows one panel at a time, as the full rows
+  // go; 1 to 3 rows, which take wider blocks (panels_for), every kTailSpan panels.
+  const int64_t tail_span = tail >= 4 ? 1 : kTailSpan;
   for (int64_t k0 = 0;; k0 += block_k) {
     const int64_t kc = std::min(block_k, p.k - k0);
     const bool last = k0 + kc >= p.k;
+    int64_t tail_from = p0;
     for (int64_t panel = p0; panel < p1; ++panel) {
       const std::optional<NextB> next = next_b(panel + 1, 1, p0, p1, k0, block_k, p.k);
       int64_t block = 0;
@@ -275,10 +279,11 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
         rows_block<6>(p, a, packed, y, base, last, k0, kc, r, panel, panel + 1,
                       prefetch_for(next, block, packed, panel_stride));
       }
-      if (tail_per_panel)
-        tail_rows(tail, p, a, packed, y, base, last, k0, kc, full_end, panel, panel + 1);
+      if (panel + 1 - tail_from >= tail_span || panel + 1 == p1) {
+        tail_rows(tail, p, a, packed, y, base, last, k0, kc, full_end, tail_from, panel + 1);
+        tail_from = panel + 1;
+      }
     }
-    if (!tail_per_panel) tail_rows(tail, p, a, packed, y, base, last, k0, kc, full_end, p0, p1);
     if (last) break;
   }
 }
@@ -291,6 +296,9 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
 constexpr int64_t kBlockK512 = 768;
 constexpr int64_t kRows512 = 8;
 constexpr int kWide512 = 3;
+// Panels a tail of 1 or 2 rows waits for (run_block_avx512): a multiple of its blocks of 8 or 4
+// panels and of the full rows' 3; at most 1.2 MB of B, in L2 or the last-level cache.
+constexpr int64_t kTailSpan512 = 24;
 
 KILN_AVX512 inline __mmask16 column_mask(int64_t count) {
   const int64_t c = std::clamp<int64_t>(count, 0, kPanelColumns);
@@ -424,15 +432,16 @@ KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float*
   const int64_t block_k = r1 - r0 > kRows512 ? kBlockK512 : std::max<int64_t>(p.k, 1);
   const int64_t full_end = r0 + (r1 - r0) / kRows512 * kRows512;
   const int64_t tail = r1 - full_end;
-  // A tail of 3 or more rows takes the same register blocks of panels as the full rows, right
-  // after them, while their block of B is in L2. After all the groups, it found a B larger than
-  // L2 gone and read it from memory unfetched: ViT-B/16's 197-row products (5 tail rows, 2.5% of
-  // their work) spent 5% of the model's time in the tail. One or two rows take wider blocks
-  // (panels_for512), so they run after all the groups.
-  const bool tail_per_group = tail >= 3;
+  // The rows after the last full register block follow the full rows over the same panels, while
+  // their B is in L2. After all the groups, they found a B larger than L2 gone and read it from
+  // memory unfetched: ViT-B/16's 197-row products (5 tail rows, 2.5% of their work) spent 5% of
+  // the model's time in the tail. 3 or more rows take the full rows' groups of panels, after each;
+  // 1 or 2 rows, which take wider blocks (panels_for512), go every kTailSpan512 panels.
+  const int64_t tail_span = tail >= 3 ? 1 : kTailSpan512;
   for (int64_t k0 = 0;; k0 += block_k) {
     const int64_t kc = std::min(block_k, p.k - k0);
     const bool last = k0 + kc >= p.k;
+    int64_t tail_from = p0;
     for (int64_t panel = p0; panel < p1;) {
       const int64_t end = panel + panels_next512(p1 - panel, kWide512);
       const std::optional<NextB> next = next_b(end, kWide512, p0, p1, k0, block_k, p.k);
@@ -441,11 +450,12 @@ KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float*
         rows_block512<8>(p, a, packed, y, base, last, k0, kc, r, panel, end,
                          prefetch_for(next, block, packed, panel_stride));
       }
-      if (tail_per_group)
-        tail_rows512(tail, p, a, packed, y, base, last, k0, kc, full_end, panel, end);
+      if (end - tail_from >= tail_span || end == p1) {
+        tail_rows512(tail, p, a, packed, y, base, last, k0, kc, full_end, tail_from, end);
+        tail_from = end;
+      }
       panel = end;
     }
-    if (!tail_per_group) tail_rows512(tail, p, a, packed, y, base, last, k0, kc, full_end, p0, p1);
     if (last) break;
   }
 }
