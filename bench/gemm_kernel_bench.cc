@@ -8,11 +8,11 @@
 // Both get their B prepared once (kiln's packed panels; oneDNN's weights in the layout its
 // primitive asks for), as a constant weight is in a module; attention's B, computed in a model,
 // is prepared once here too, so those rows time the product alone. With `flush` 1 (the default),
-// a 64 MiB buffer is read between runs, so every operand comes from memory, as a transformer's
-// weights do between its layers (kiln bench --per-dispatch gives the in-model figures); with 0
-// every operand stays in cache. Prints the median of `reps` alternating runs of each and their
-// ratio, with this process's thread count (OMP_NUM_THREADS) and the ISA kiln's kernel runs
-// (DNNL_MAX_CPU_ISA caps both).
+// twice the last-level cache is read between runs, so every operand comes from memory, as a
+// transformer's weights do between its layers (kiln bench --per-dispatch gives the in-model
+// figures); with 0 every operand stays in cache. Prints the median of `reps` alternating runs of
+// each and their ratio, with this process's thread count (OMP_NUM_THREADS) and the ISA kiln's
+// kernel runs (DNNL_MAX_CPU_ISA caps both).
 #include <omp.h>
 
 #include <cstdio>
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
   std::printf("threads %d, caches %s between runs\n", omp_get_max_threads(),
-              flush ? "flushed" : "kept");
+              kiln::bench::caches_between_runs(flush).c_str());
   const Shape shapes[] = {
       {"bert qkv/proj b1", 128, 768, 768, 1},       {"bert ffn.0 b1", 128, 768, 3072, 1, true},
       {"bert ffn.2 b1", 128, 3072, 768, 1},         {"bert qkv/proj b4", 512, 768, 768, 1},

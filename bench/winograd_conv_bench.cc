@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
   std::printf("threads %d, caches %s between runs\n", omp_get_max_threads(),
-              flush ? "flushed" : "kept");
+              kiln::bench::caches_between_runs(flush).c_str());
   for (int64_t n : {1, 8}) {
     for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 56}, {128, 28}, {256, 14}, {512, 7}}) {
       if ((only_c != 0 && c != only_c) || (only_n != 0 && n != only_n)) continue;
