@@ -95,6 +95,19 @@ inline void prefetch_line(const float* prefetch, int64_t k) {
   }
 }
 
+// Calls f.template operator()<R>() with R = `rows`, the rows past the last full register block
+// of kFull rows (1 to kFull - 1); nothing for 0.
+template <int kFull, class F>
+void with_tail_rows(int64_t rows, F&& f) {
+  if constexpr (kFull > 1) {
+    if (rows == kFull - 1) {
+      f.template operator()<kFull - 1>();
+    } else {
+      with_tail_rows<kFull - 1>(rows, f);
+    }
+  }
+}
+
 // ---- AVX2 + FMA: 6 rows x 16 columns (two ymm per row) per register block ----
 
 // k per block: one panel's block of B (768 x 16 floats, 48 KiB) stays in L1 or L2 while the rows
@@ -239,20 +252,6 @@ KILN_AVX2 void rows_block(const Product& p, const float* a, const float* packed,
   }
 }
 
-// The last `rows` (fewer than 6) rows from `r`, panels [p0, p1), one k block.
-KILN_AVX2 void tail_rows(int64_t rows, const Product& p, const float* a, const float* packed,
-                         float* y, const Epilogue& base, bool last, int64_t k0, int64_t kc,
-                         int64_t r, int64_t p0, int64_t p1) {
-  switch (rows) {
-    case 5: rows_block<5>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 4: rows_block<4>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 3: rows_block<3>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 2: rows_block<2>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 1: rows_block<1>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    default: break;
-  }
-}
-
 // Rows [r0, r1) x panels [p0, p1) of one product, all of k.
 KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* packed, float* y,
                               int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
@@ -280,7 +279,9 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
                       prefetch_for(next, block, packed, panel_stride));
       }
       if (panel + 1 - tail_from >= tail_span || panel + 1 == p1) {
-        tail_rows(tail, p, a, packed, y, base, last, k0, kc, full_end, tail_from, panel + 1);
+        with_tail_rows<kRows>(tail, [&]<int R>() {
+          rows_block<R>(p, a, packed, y, base, last, k0, kc, full_end, tail_from, panel + 1);
+        });
         tail_from = panel + 1;
       }
     }
@@ -408,22 +409,6 @@ KILN_AVX512 void rows_block512(const Product& p, const float* a, const float* pa
   }
 }
 
-// The last `rows` (fewer than 8) rows from `r`, panels [p0, p1), one k block.
-KILN_AVX512 void tail_rows512(int64_t rows, const Product& p, const float* a, const float* packed,
-                              float* y, const Epilogue& base, bool last, int64_t k0, int64_t kc,
-                              int64_t r, int64_t p0, int64_t p1) {
-  switch (rows) {
-    case 7: rows_block512<7>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 6: rows_block512<6>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 5: rows_block512<5>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 4: rows_block512<4>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 3: rows_block512<3>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 2: rows_block512<2>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    case 1: rows_block512<1>(p, a, packed, y, base, last, k0, kc, r, p0, p1); break;
-    default: break;
-  }
-}
-
 // Rows [r0, r1) x panels [p0, p1) of one product, all of k.
 KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float* packed, float* y,
                                   int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
@@ -451,7 +436,9 @@ KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float*
                          prefetch_for(next, block, packed, panel_stride));
       }
       if (end - tail_from >= tail_span || end == p1) {
-        tail_rows512(tail, p, a, packed, y, base, last, k0, kc, full_end, tail_from, end);
+        with_tail_rows<kRows512>(tail, [&]<int R>() {
+          rows_block512<R>(p, a, packed, y, base, last, k0, kc, full_end, tail_from, end);
+        });
         tail_from = end;
       }
       panel = end;
