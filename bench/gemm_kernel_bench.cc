@@ -46,7 +46,8 @@ std::vector<float> random_floats(size_t count, std::mt19937& rng) {
   return v;
 }
 
-void bench(dnnl::engine& eng, dnnl::stream& strm, const Shape& s, int reps, bool flush) {
+void bench(dnnl::engine& eng, dnnl::stream& strm, const Shape& s, int reps,
+           kiln::bench::CacheEvictor& caches) {
   std::mt19937 rng(1);
   const int64_t a_size = s.m * s.k, b_size = s.k * s.n, y_size = s.m * s.n;
   const std::vector<float> a = random_floats(static_cast<size_t>(s.count * a_size), rng);
@@ -99,7 +100,6 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, const Shape& s, int reps, bool
     strm.wait();
   };
 
-  kiln::bench::CacheEvictor caches(flush);
   run_kiln();
   run_dnnl();
   std::vector<double> kiln_ms, dnnl_ms;
@@ -131,8 +131,9 @@ int main(int argc, char** argv) {
   }
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
+  kiln::bench::CacheEvictor caches(flush);  // one buffer for every row
   std::printf("threads %d, caches %s between runs\n", omp_get_max_threads(),
-              kiln::bench::caches_between_runs(flush).c_str());
+              caches.between_runs().c_str());
   const Shape shapes[] = {
       {"bert qkv/proj b1", 128, 768, 768, 1},       {"bert ffn.0 b1", 128, 768, 3072, 1, true},
       {"bert ffn.2 b1", 128, 3072, 768, 1},         {"bert qkv/proj b4", 512, 768, 768, 1},
@@ -146,6 +147,6 @@ int main(int argc, char** argv) {
       {"resnet 14x14 1024>256", 196, 1024, 256, 1}, {"resnet 14x14 256>1024", 196, 256, 1024, 1},
       {"resnet 7x7 2048>512", 49, 2048, 512, 1},    {"resnet 7x7 512>2048", 49, 512, 2048, 1},
   };
-  for (const Shape& s : shapes) bench(eng, strm, s, reps, flush);
+  for (const Shape& s : shapes) bench(eng, strm, s, reps, caches);
   return 0;
 }

@@ -41,21 +41,20 @@ class CacheEvictor {
     for (size_t i = 0; i < junk_.size(); i += 16) sum += junk_[i];
     sink_ = sink_ + sum;
   }
-  // Bytes each evict() reads, when enabled.
+  // How the runs find the caches, for a benchmark's header: "flushed (520 MiB read)" or "kept".
+  std::string between_runs() const {
+    if (junk_.empty()) return "kept";
+    return "flushed (" + std::to_string((junk_.size() * sizeof(float)) >> 20) + " MiB read)";
+  }
+
+ private:
   static size_t bytes_to_read() {
     const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     return std::max<size_t>(size_t{64} << 20, llc > 0 ? 2 * static_cast<size_t>(llc) : 0);
   }
 
- private:
   std::vector<float> junk_;
   volatile float sink_ = 0.0f;
 };
-
-// How the runs find the caches, for a benchmark's header: "flushed (520 MiB read)" or "kept".
-inline std::string caches_between_runs(bool flush) {
-  if (!flush) return "kept";
-  return "flushed (" + std::to_string(CacheEvictor::bytes_to_read() >> 20) + " MiB read)";
-}
 
 }  // namespace kiln::bench

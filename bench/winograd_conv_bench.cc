@@ -31,7 +31,7 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 void bench(dnnl::engine& eng, dnnl::stream& strm, int64_t n, int64_t c, int64_t hw, int reps,
-           bool flush) {
+           kiln::bench::CacheEvictor& caches) {
   const dnnl::memory::dims x1{1, c, hw, hw}, w{c, c, 3, 3}, pads{1, 1}, strides{1, 1};
   dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -94,7 +94,6 @@ void bench(dnnl::engine& eng, dnnl::stream& strm, int64_t n, int64_t c, int64_t 
     winograd::run(r.shape, n, x.data(), r.u.data(), e, y.data(), aligned, isa, threads);
   };
 
-  kiln::bench::CacheEvictor caches(flush);
   run_direct();
   for (Winograd& r : runs) run_winograd(r);
   std::vector<double> direct_ms;
@@ -130,12 +129,13 @@ int main(int argc, char** argv) {
   const bool flush = argc > 4 && std::atoi(argv[4]) != 0;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
+  kiln::bench::CacheEvictor caches(flush);  // one buffer for every shape
   std::printf("threads %d, caches %s between runs\n", omp_get_max_threads(),
-              kiln::bench::caches_between_runs(flush).c_str());
+              caches.between_runs().c_str());
   for (int64_t n : {1, 8}) {
     for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 56}, {128, 28}, {256, 14}, {512, 7}}) {
       if ((only_c != 0 && c != only_c) || (only_n != 0 && n != only_n)) continue;
-      bench(eng, strm, n, c, hw, reps, flush);
+      bench(eng, strm, n, c, hw, reps, caches);
     }
   }
   return 0;

@@ -264,9 +264,9 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
   const int64_t full_end = r0 + (r1 - r0) / kRows * kRows;
   const int64_t tail = r1 - full_end;
   // The rows after the last full register block follow the full rows over the same panels, while
-  // their B is in cache (see run_block_avx512): 4 or 5 rows one panel at a time, as the full rows
-  // go; 1 to 3 rows, which take wider blocks (panels_for), every kTailSpan panels.
-  const int64_t tail_span = tail >= 4 ? 1 : kTailSpan;
+  // their B is in cache (see run_block_avx512): a tail whose blocks are one panel wide, as the
+  // full rows' are, after each panel; a tail of wider blocks (panels_for) every kTailSpan panels.
+  const int64_t tail_span = panels_for(static_cast<int>(tail)) == 1 ? 1 : kTailSpan;
   for (int64_t k0 = 0;; k0 += block_k) {
     const int64_t kc = std::min(block_k, p.k - k0);
     const bool last = k0 + kc >= p.k;
@@ -420,9 +420,9 @@ KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float*
   // The rows after the last full register block follow the full rows over the same panels, while
   // their B is in L2. After all the groups, they found a B larger than L2 gone and read it from
   // memory unfetched: ViT-B/16's 197-row products (5 tail rows, 2.5% of their work) spent 5% of
-  // the model's time in the tail. 3 or more rows take the full rows' groups of panels, after each;
-  // 1 or 2 rows, which take wider blocks (panels_for512), go every kTailSpan512 panels.
-  const int64_t tail_span = tail >= 3 ? 1 : kTailSpan512;
+  // the model's time in the tail. A tail whose blocks are as wide as the full rows' goes after
+  // each group; one of wider blocks (panels_for512: 1 or 2 rows) every kTailSpan512 panels.
+  const int64_t tail_span = panels_for512(static_cast<int>(tail)) == kWide512 ? 1 : kTailSpan512;
   for (int64_t k0 = 0;; k0 += block_k) {
     const int64_t kc = std::min(block_k, p.k - k0);
     const bool last = k0 + kc >= p.k;
