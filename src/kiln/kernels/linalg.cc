@@ -58,11 +58,13 @@ constexpr std::array kMatmulDtypes = {DType::kF16, DType::kBF16, DType::kF32, DT
 // kiln extensions (passes::fuse_matmul folds the Adds after a MatMul into them): MatMul's attribute
 // 'kiln_scale' (float products) multiplies each sum over k, as a Mul by that scalar after the
 // MatMul; then its optional input 2 'kiln_bias' [N] is added to every row, then input 3
-// 'kiln_residual' (the output's shape) element by element: the same operations, in the same order,
-// as MatMul then Mul then Add then Add. Its attribute 'kiln_activation' ("gelu" or "gelu_tanh",
-// activation.h) then applies GELU to every element, as a Gelu node after them; or its attribute
-// 'kiln_softmax' = 1 then applies Softmax along the last axis (each row of the result), as an
-// opset-13 Softmax node after them (softmax_lane.h: in double, rounded once).
+// 'kiln_residual' element by element: the same operations, in the same order, as MatMul then Mul
+// then Add then Add. kiln_residual has the output's rank and last dim; each other dim is the
+// output's or 1, broadcast (attention's mask [B, 1, 1, S] against scores [B, H, S, S]). Its
+// attribute 'kiln_activation' ("gelu" or "gelu_tanh", activation.h) then applies GELU to every
+// element, as a Gelu node after them; or its attribute 'kiln_softmax' = 1 then applies Softmax
+// along the last axis (each row of the result), as an opset-13 Softmax node after them
+// (softmax_lane.h: in double, rounded once).
 
 // `a` and `b` name the operands in errors (MatMul: input 0 'A', input 1 'B'; QLinearMatMul:
 // input 0 'a', input 3 'b').
@@ -113,11 +115,13 @@ Status infer_matmul(InferArgs& args) {
                                      shape_to_string(b.shape))));
   }
   if (const ValueType* residual = optional_input(args, 3)) {
-    // kiln's residual (passes::fuse_matmul): one value per output element.
+    // kiln's residual (passes::fuse_matmul): one value per output element, or one broadcast over
+    // the output's dims where its own dim is 1 (not the last).
     KILN_RETURN_IF_ERROR(check_same_dtype(*residual, 3, "kiln_residual", a.dtype, "input 0 'A'"));
     KILN_RETURN_IF_ERROR(
         check_rank(*residual, 3, "kiln_residual", static_cast<int64_t>(out.size())));
     for (size_t i = 0; i < out.size(); ++i) {
+      if (i + 1 < out.size() && residual->shape[i] == DimExpr(1)) continue;
       KILN_RETURN_IF_ERROR(
           check_dims_equal(residual->shape[i], out[i],
                            fmt::format("input 3 'kiln_residual' dim {} (the product's shape {})", i,
@@ -193,18 +197,21 @@ MatmulDims matmul_dims(ConcreteShape as, ConcreteShape bs) {
 struct MatmulEpilogue {
   std::optional<float> scale;  // times this, float products only
   bool bias = false, residual = false;
+  // With a residual: for each row of the output (its dims but the last, row-major), the row of
+  // the residual added to it (the same row where it does not broadcast).
+  std::vector<int64_t> residual_rows;
   FusedActivation activation;
   bool softmax = false;  // Softmax along each row, last (float products only)
 };
 
 // y = a @ b per batch, then * scale when set (floats), then + bias[j] on every row when `bias` is
-// set, then
-// + residual (y's shape) when set, then the activation, then the softmax of the row when set;
-// y fully written.
+// set, then + residual row residual_rows[row] when set, then the activation, then the softmax of
+// the row when set; y fully written.
 template <typename C>
 void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y, const C* bias = nullptr,
-                 const C* residual = nullptr, const FusedActivation& activation = {},
-                 std::optional<float> scale = std::nullopt, bool softmax = false) {
+                 const C* residual = nullptr, std::span<const int64_t> residual_rows = {},
+                 const FusedActivation& activation = {}, std::optional<float> scale = std::nullopt,
+                 bool softmax = false) {
   const auto batches = static_cast<int64_t>(d.a_batch.size());
   const int64_t m = d.m, k = d.k, n = d.n;
   parallel_rows(batches * m, k * n, [&](int64_t job) {
@@ -229,7 +236,7 @@ void matmul_core(const MatmulDims& d, const C* a, const C* b, C* y, const C* bia
       for (int64_t j = 0; j < n; ++j) row[j] = row[j] + bias[j];
     }
     if (residual != nullptr) {
-      const C* r = residual + job * n;
+      const C* r = residual + residual_rows[static_cast<size_t>(job)] * n;
       for (int64_t j = 0; j < n; ++j) row[j] = row[j] + r[j];
     }
     if constexpr (std::is_floating_point_v<C>) {  // infer allows no activation on integers
@@ -255,7 +262,7 @@ class MatMulKernel : public Kernel {
         if constexpr (std::is_same_v<T, C>) {
           matmul_core<C>(d_, in[0].as<T>(), in[1].as<T>(), out[0].as<T>(),
                          e_.bias ? in[2].as<T>() : nullptr, e_.residual ? in[3].as<T>() : nullptr,
-                         e_.activation, e_.scale, e_.softmax);
+                         e_.residual_rows, e_.activation, e_.scale, e_.softmax);
         } else {
           const std::vector<C> a = widen<C, T>(in[0]);
           const std::vector<C> b = widen<C, T>(in[1]);
@@ -264,8 +271,8 @@ class MatMulKernel : public Kernel {
           const int64_t total = out[0].element_count();
           std::vector<C> y(static_cast<size_t>(total));
           matmul_core<C>(d_, a.data(), b.data(), y.data(), e_.bias ? bias.data() : nullptr,
-                         e_.residual ? residual.data() : nullptr, e_.activation, e_.scale,
-                         e_.softmax);
+                         e_.residual ? residual.data() : nullptr, e_.residual_rows, e_.activation,
+                         e_.scale, e_.softmax);
           for (int64_t i = 0; i < total; ++i) store(out[0].as<T>(), i, y[i]);
         }
         return ok_status();
@@ -284,6 +291,14 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
   MatmulEpilogue e;
   e.bias = args.inputs.size() > 2 && args.inputs[2];
   e.residual = args.inputs.size() > 3 && args.inputs[3];
+  if (e.residual) {
+    ConcreteShape residual_rows = args.input_dims(3), output_rows = args.output_dims(0);
+    if (!output_rows.empty()) {  // the output's rank, which infer_matmul checked
+      residual_rows.pop_back();
+      output_rows.pop_back();
+    }
+    e.residual_rows = broadcast_index_map(residual_rows, output_rows);
+  }
   KILN_ASSIGN_OR_RETURN(e.activation,
                         read_matmul_activation(args.attributes, args.inputs[0]->dtype));
   KILN_ASSIGN_OR_RETURN(e.scale, read_matmul_scale(args.attributes, args.inputs[0]->dtype));

@@ -232,6 +232,41 @@ TEST(MatMul, KilnResidualAddsPerElementAfterTheBias) {
       StatusCode::kInvalidArgument, {"input 3 'kiln_residual'"}));
 }
 
+// A kiln_residual of the output's rank and last dim broadcasts over its dims of 1 (attention's
+// mask): [2, 1, 2] against the output [2, 3, 2] adds batch b's row to each of its 3 rows. Its
+// last dim never broadcasts, and a dim that is neither 1 nor the output's is refused.
+TEST(MatMul, KilnResidualBroadcastsOverItsDimsOfOne) {
+  // A: 2 batches of 3 x 1 rows [1..6]; B [1, 2] = [1, 10]: row i of batch b is (x, 10 x).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto y = run_op("MatMul", {value(f64({2, 3, 1}, {1, 2, 3, 4, 5, 6})), value(f64({1, 2}, {1, 10})),
+                             absent(), value(f64({2, 1, 2}, {0.5, -1, 100, nan}))});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(shape_to_string(y->at(0).shape()), "[2,3,2]");
+  const std::vector<double> v = values_of<double>(y->at(0));
+  const std::vector<double> want{1.5, 9, 2.5, 19, 3.5, 29, 104, nan, 105, nan, 106, nan};
+  ASSERT_EQ(v.size(), want.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(v[i])) << i;
+    } else {
+      EXPECT_EQ(v[i], want[i]) << i;
+    }
+  }
+  auto s = infer_op("MatMul", {type(DType::kF32, {sym("B"), 4, sym("S"), 8}),
+                               type(DType::kF32, {sym("B"), 4, 8, sym("S")}), std::nullopt,
+                               type(DType::kF32, {sym("B"), 1, 1, sym("S")})});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(shape_to_string(s->at(0).shape), "[B,4,S,S]");
+  for (const Shape& bad : {Shape{2, 1, 6, 1}, Shape{2, 2, 1, 6}}) {
+    EXPECT_TRUE(has_error(
+        infer_op("MatMul", {type(DType::kF32, {2, 4, 6, 8}), type(DType::kF32, {2, 4, 8, 6}),
+                            std::nullopt, type(DType::kF32, bad)})
+            .status(),
+        StatusCode::kInvalidArgument, {"input 3 'kiln_residual' dim"}))
+        << shape_to_string(bad);
+  }
+}
+
 TEST(MatMulInteger, PerRowZeroPoint) {
   // ONNX MatMulInteger example: A 4x3 u8, B 3x2 u8, a_zero_point 12, b_zero_point 0.
   Tensor a = u8({4, 3}, {11, 7, 3, 10, 6, 2, 9, 5, 1, 8, 4, 0});

@@ -25,6 +25,16 @@
 // broadcastable shape matches the product's shape only when sizes are bound, which would make a
 // bound module differ from the dynamic one.
 //
+// Attention's additive mask is such a computed addend too, but of a shape that broadcasts up to the
+// scores': Add(MatMul(q, k) [* scale], mask) with mask [B, 1, 1, S] (BERT-style exports; [1, 1,
+// S, S] for a causal one) against scores [B, H, S, S], of any B (the computed K^T need not be a
+// constant), becomes MatMul(q, k, absent, mask): a kiln_residual of the product's rank and last dim
+// whose other dims are the product's or 1, added to every row and matrix it broadcasts over, in
+// the same operation as the Add (so the Softmax after it can fold as well, below). A dim of 1 in
+// the mask against one that is not 1 in the product is a literal 1 in both the dynamic and the
+// bound graph (the mask's Unsqueeze); a symbolic dim that only binding sets to 1 leaves the dynamic
+// graph's Add unfused and the bound one's fused, the same bits either way.
+//
 // f32 and f64 only, where the fused form gives the unfused bits: the product's sum is rounded to
 // the output's type, then the bias is added and rounded once, as by the Add (on the CPU kernel
 // fma(bias, 1, sum), which is the same rounding of sum + bias), and the residual is added after it,
@@ -241,6 +251,50 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
   return true;
 }
 
+// Whether `r` broadcasts up to `y` dim by dim without changing y's last dim: the same rank, the
+// last dim the same, every other dim the same or 1.
+bool broadcasts_to_rows(const ir::Graph& graph, const Shape& r, const Shape& y) {
+  if (r.size() != y.size() || r.size() < 2) return false;
+  for (size_t i = 0; i < r.size(); ++i) {
+    const bool one = r[i] == DimExpr(1) && i + 1 < r.size();
+    if (!one && !same_or_assumed_shape(graph, Shape{r[i]}, Shape{y[i]})) return false;
+  }
+  return true;
+}
+
+// An f32 MatMul of computed or constant operands (with or without a scale, nothing else fused)
+// whose only consumer adds a computed value that broadcasts up to the product's shape along
+// every dim but the last (attention's mask).
+bool fuse_broadcast_addend(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+                           ir::NodeId id) {
+  const ir::Node& mm = graph.node(id);
+  if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1 ||
+      ends_with_function(mm) || graph.value(mm.inputs[0]).dtype != DType::kF32 ||
+      graph.value(mm.inputs[1]).shape.size() < 2) {
+    return false;
+  }
+  const ir::ValueId y = mm.outputs[0];
+  auto add_id = sole_consumer(graph, consumers, y);
+  if (!add_id) return false;
+  const ir::Node& add = graph.node(*add_id);
+  if (add.op_type != "Add" || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) {
+    return false;
+  }
+  const ir::ValueId addend = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  const ir::Value& r = graph.value(addend);
+  const Shape& ys = graph.value(y).shape;
+  if (!r.producer || r.constant || r.dtype != DType::kF32 ||
+      !broadcasts_to_rows(graph, r.shape, ys) ||
+      !same_or_assumed_shape(graph, graph.value(add.outputs[0]).shape, ys)) {
+    return false;
+  }
+  ir::Node& mm_mut = graph.node(id);
+  mm_mut.inputs.resize(3, ir::kAbsent);
+  mm_mut.inputs.push_back(addend);
+  absorb_successor(graph, id, *add_id);
+  return true;
+}
+
 // A MatMul of a constant matrix whose only consumer is a Gelu of its output.
 bool fuse_gelu_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                           ir::NodeId id) {
@@ -297,6 +351,7 @@ StatusOr<int> fuse_matmul(ir::Graph& graph) {
     // softmax, on the same MatMul.
     while (fuse_operand_scale(graph, consumers, id) || fuse_scale(graph, consumers, id) ||
            fuse_bias(graph, consumers, id) || fuse_residual(graph, consumers, id) ||
+           fuse_broadcast_addend(graph, consumers, id) ||
            fuse_gelu_activation(graph, consumers, id) || fuse_softmax(graph, consumers, id)) {
       ++rewrites;
       consumers = graph.consumers();

@@ -1087,6 +1087,107 @@ TEST(FuseMatmul, FoldsASoftmaxAlongTheLastAxis) {
   }
 }
 
+// BERT-style attention: Softmax(Add(Div(MatMul(q, k), 8), mask)) with a computed mask [B, 1, 1,
+// S] of symbolic B and S (1 - attention_mask, Unsqueezed: here a Relu of an input) against
+// scores [B, 4, S, S]: the scale, the mask (as a kiln_residual that broadcasts) and the softmax
+// fold, with the unfused graph's values and the NaN of a mask element spreading over its
+// batch's rows. A causal mask [1, 1, S, S] folds too. A mask that is a graph input (no
+// producer), one of a lower rank, one that broadcasts the last dim ([B, 1, S, 1]) and an f64
+// product stay Adds.
+TEST(FuseMatmul, FoldsABroadcastMaskBetweenTheScaleAndTheSoftmax) {
+  struct Case {
+    const char* name;
+    std::vector<int> mask_dims;  // -1: B, -2: S, else the number
+    bool computed = true;
+    DType dtype = DType::kF32;
+    bool folds = true;
+  };
+  for (const Case& c : {Case{"padding mask", {-1, 1, 1, -2}}, Case{"causal mask", {1, 1, -2, -2}},
+                        Case{"mask input", {-1, 1, 1, -2}, false, DType::kF32, false},
+                        Case{"rank 2 mask", {-2, -2}, true, DType::kF32, false},
+                        Case{"last dim broadcast", {-1, 1, -2, 1}, true, DType::kF32, false},
+                        Case{"f64", {-1, 1, 1, -2}, true, DType::kF64, false}}) {
+    std::mt19937 rng(31);
+    Graph g;
+    g.name = "masked_scores";
+    g.opset = 17;
+    const DimExpr batch = DimExpr::symbol("B"), seq = DimExpr::symbol("S");
+    const Shape ps{batch, 4, seq, seq};
+    Shape ms;
+    ConcreteShape ms_bound;
+    for (int d : c.mask_dims) {
+      ms.push_back(d == -1 ? batch : d == -2 ? seq : DimExpr(d));
+      ms_bound.push_back(d == -1 ? 2 : d == -2 ? 6 : d);
+    }
+    ValueId q = g.add_input("q", c.dtype, {batch, 4, seq, 8});
+    ValueId k = g.add_input("k", c.dtype, {batch, 4, 8, seq});
+    ValueId mask_in = g.add_input("mask_in", c.dtype, ms);
+    ValueId mask = mask_in;
+    if (c.computed) {
+      mask = g.add_value({"mask", c.dtype, ms, {}, {}});
+      g.add_node({"mask_relu", "Relu", {mask_in}, {mask}, {}, {}});
+    }
+    ValueId p = g.add_value({"p", c.dtype, ps, {}, {}});
+    ValueId scaled = g.add_value({"scaled", c.dtype, ps, {}, {}});
+    ValueId masked = g.add_value({"masked", c.dtype, ps, {}, {}});
+    ValueId probs = g.add_value({"probs", c.dtype, ps, {}, {}});
+    g.add_node({"mm", "MatMul", {q, k}, {p}, {}, {}});
+    Tensor eight = Tensor::create(c.dtype, {}).value();
+    if (c.dtype == DType::kF32) {
+      eight.mutable_values<float>()[0] = 8.0f;
+    } else {
+      eight.mutable_values<double>()[0] = 8.0;
+    }
+    g.add_node({"scale", "Div", {p, g.add_constant("eight", std::move(eight))}, {scaled}, {}, {}});
+    g.add_node({"mask_add", "Add", {scaled, mask}, {masked}, {}, {}});
+    Node softmax{"softmax", "Softmax", {masked}, {probs}, {}, {}};
+    softmax.attributes.set("axis", int64_t{-1});
+    g.add_node(std::move(softmax));
+    g.add_output(probs);
+    std::vector<Tensor> in{random_tensor({2, 4, 6, 8}, rng, -3.0f, 3.0f),
+                           random_tensor({2, 4, 8, 6}, rng), random_tensor(ms_bound, rng)};
+    if (c.dtype == DType::kF32) {
+      in[2].mutable_values<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    } else {
+      for (Tensor& t : in) {
+        Tensor wide = Tensor::create(DType::kF64, t.shape()).value();
+        for (int64_t i = 0; i < t.element_count(); ++i) {
+          wide.mutable_values<double>()[i] = t.values<float>()[i];
+        }
+        t = std::move(wide);
+      }
+    }
+    auto before = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(before.ok()) << c.name << ": " << before.status().to_string();
+    // The scale folds in every f32 graph (an f32 scalar only); the mask and then the softmax
+    // where the mask folds.
+    EXPECT_EQ(fuse_matmul(g).value(), (c.dtype == DType::kF32 ? 1 : 0) + (c.folds ? 2 : 0))
+        << c.name;
+    ASSERT_TRUE(ir::verify_graph(g).ok()) << c.name;
+    EXPECT_EQ(count_op(g, "Add"), c.folds ? 0 : 1) << c.name;
+    EXPECT_EQ(count_op(g, "Softmax"), c.folds ? 0 : 1) << c.name;
+    auto after = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(after.ok()) << c.name << ": " << after.status().to_string();
+    expect_close((*after)[0], (*before)[0], 1e-6);
+    if (!c.folds) continue;
+    const Node* mm = nullptr;
+    for (const Node& node : g.nodes()) {
+      if (node.op_type == "MatMul") mm = &node;
+    }
+    ASSERT_NE(mm, nullptr) << c.name;
+    ASSERT_EQ(mm->inputs.size(), 4u) << c.name;
+    EXPECT_EQ(mm->inputs[2], ir::kAbsent) << c.name;
+    EXPECT_EQ(mm->inputs[3], mask) << c.name;
+    EXPECT_EQ(mm->attributes.get_int(kernels::kMatmulSoftmaxAttribute, 0).value(), 1) << c.name;
+    EXPECT_NE(std::find(mm->origins.begin(), mm->origins.end(), "mask_add"), mm->origins.end());
+    // The padding mask's NaN is batch 0's first key: every row of batch 0 is NaN; the causal
+    // mask's is row 0 of every batch and head.
+    const std::span<const float> y = (*after)[0].values<float>();
+    EXPECT_TRUE(std::isnan(y[0])) << c.name;
+    EXPECT_TRUE(std::isnan(y[6 * 6 + 3])) << c.name;  // head 1's row 0
+  }
+}
+
 // The scale folds first, then a constant bias after it: Y = s * (x W) + bias.
 TEST(FuseMatmul, FoldsTheScaleBeforeTheBias) {
   std::mt19937 rng(22);

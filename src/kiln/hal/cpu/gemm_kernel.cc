@@ -526,7 +526,8 @@ void pack(int64_t k, int64_t n, const float* src, std::span<const int64_t> offse
 namespace {
 
 // Both multiply() forms: product i writes Y at y + y_offsets[i], or at y + i * y_stride (and then
-// reads its residual at p.residual + i * y_stride) where y_offsets is empty.
+// reads its residual at p.residual + i * y_stride, unless p.residual_offsets places it) where
+// y_offsets is empty.
 void multiply_products(const Product& p, const float* a, std::span<const int64_t> a_offsets,
                        const float* packed, std::span<const int64_t> b_offsets, float* y,
                        int64_t y_stride, std::span<const int64_t> y_offsets, Isa isa) {
@@ -586,7 +587,9 @@ void multiply_products(const Product& p, const float* a, std::span<const int64_t
     const int64_t i = item / (chunks * groups);
     const int64_t g = item / chunks % groups, chunk = item % chunks;
     Product q = p;
-    if (q.residual != nullptr) q.residual += i * y_stride;
+    if (q.residual != nullptr) {
+      q.residual += p.residual_offsets != nullptr ? p.residual_offsets[i] : i * y_stride;
+    }
     const int64_t r0 = chunk * chunk_rows, r1 = std::min(p.m, r0 + chunk_rows);
     float* yi = y + (y_offsets.empty() ? i * y_stride : y_offsets[static_cast<size_t>(i)]);
     run(q, a + a_offsets[i], packed + b_offsets[i], yi, r0, r1, g * group,

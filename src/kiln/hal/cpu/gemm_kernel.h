@@ -79,9 +79,13 @@ struct Product {
   const float* c = nullptr;
   float beta = 0.0f;
   int64_t c_row_stride = 0, c_col_stride = 0;
-  // R[i, j] at residual[i * residual_row_stride + j], when set.
+  // R[i, j] at residual[i * residual_row_stride + j], when set: row stride n, or 0 for one row
+  // added to every row (attention's mask).
   const float* residual = nullptr;
   int64_t residual_row_stride = 0;
+  // Where multiply() finds product i's R: residual + residual_offsets[i] when set (one offset per
+  // product: a residual broadcast over products), else at its Y's offset (below).
+  const int64_t* residual_offsets = nullptr;
   Activation activation = Activation::kNone;
   // Then Softmax along each row of Y (a MatMul's kiln_softmax), with softmax_kernel.h's kernel
   // and so its bits: a work item computes whole rows and applies it to them while they are in
@@ -102,7 +106,7 @@ inline Product dense_product(int64_t m, int64_t k, int64_t n) {
 
 // `a_offsets.size()` products of one shape: product i reads A at a + a_offsets[i] and the packed
 // B at packed + b_offsets[i] (a multiple of 8 floats) and writes Y at y + i * y_stride (and reads
-// its residual, when set, at p.residual + i * y_stride). Products
+// its residual, when set, at p.residual + i * y_stride, or where p.residual_offsets says). Products
 // must not write over each other or over their operands. Runs on the calling thread's OpenMP team,
 // with `isa`'s code (AVX2 where the CPU lacks AVX-512F).
 void multiply(const Product& p, const float* a, std::span<const int64_t> a_offsets,

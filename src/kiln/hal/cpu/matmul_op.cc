@@ -391,6 +391,7 @@ class GemmStep : public Step {
     gemm::Product p = product_;
     p.c = reinterpret_cast<const float*>(ctx.resolve(buffers_.c));  // null when there is no C
     p.residual = reinterpret_cast<const float*>(ctx.resolve(buffers_.residual));
+    if (!residual_offsets_.empty()) p.residual_offsets = residual_offsets_.data();
     const auto* a = reinterpret_cast<const float*>(ctx.resolve(buffers_.a));
     auto* y = reinterpret_cast<float*>(ctx.resolve(buffers_.y));
     if (y_offsets_.empty()) {
@@ -402,6 +403,11 @@ class GemmStep : public Step {
   }
   // Product i writes Y at y_offsets[i] instead of i * y_stride (a strided output).
   void write_at(std::vector<int64_t> y_offsets) { y_offsets_ = std::move(y_offsets); }
+  // Product i reads its residual at residual_offsets[i] instead of i * y_stride (a residual
+  // broadcast over products).
+  void read_residual_at(std::vector<int64_t> residual_offsets) {
+    residual_offsets_ = std::move(residual_offsets);
+  }
   std::string describe() const override { return label_; }
 
  private:
@@ -409,7 +415,7 @@ class GemmStep : public Step {
   gemm::Product product_;
   std::vector<int64_t> a_offsets_, b_offsets_;
   int64_t y_stride_;
-  std::vector<int64_t> y_offsets_;
+  std::vector<int64_t> y_offsets_, residual_offsets_;
   Buffers buffers_;
   Packing packing_;
 };
@@ -575,7 +581,18 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     y_strides = merged_output_strides(b, op.output_index(0), r);
   }
   if (y_strides) p.ldy = (*y_strides)[r - 2];
-  std::vector<int64_t> a_offsets, b_offsets, y_offsets;
+  std::vector<int64_t> a_offsets, b_offsets, y_offsets, residual_offsets;
+  // kiln_residual broadcast over some dims of the output (attention's mask [B, 1, 1, S] against
+  // [B, H, S, S]): read per product through strides that are 0 where its dim is 1.
+  const bool broadcast_residual = op.has_input(3) && op.input(3).shape != s.y;
+  std::vector<int64_t> residual_strides(r, 0);
+  if (broadcast_residual) {
+    const ConcreteShape& rs = op.input(3).shape;
+    for (size_t d = r, stride = 1; d-- > 0;) {
+      residual_strides[d] = rs[d] == 1 ? 0 : static_cast<int64_t>(stride);
+      stride *= static_cast<size_t>(rs[d]);
+    }
+  }
   const bool rows_along_dim0 =
       a_strides && r == 3 && b_matrices == 1 && !y_strides && !op.has_input(3) &&
       !op.attributes().has(kernels::kMatmulSoftmaxAttribute) && s.a[0] > s.a[1];
@@ -593,7 +610,7 @@ Status build_matmul_kiln(ProgramBuilder& b) {
       b_offsets.push_back(0);
       y_offsets.push_back(i * n);
     }
-  } else if (b_matrices == 1 && !a_strides && !y_strides) {
+  } else if (b_matrices == 1 && !a_strides && !y_strides && !broadcast_residual) {
     // One B for every matrix of A (broadcast over A's leading dims, which are then the
     // output's): one product of all of A's rows.
     p.m = a_matrices * m;
@@ -608,11 +625,12 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     b_offsets.resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
       int64_t rest = i, a_index = 0, b_index = 0, a_scale = 1, b_scale = 1, a_offset = 0;
-      int64_t y_offset = 0;
+      int64_t y_offset = 0, residual_offset = 0;
       for (size_t d = r - 2; d-- > 0;) {
         const int64_t index = rest % s.y[d];
         rest /= s.y[d];
         if (y_strides) y_offset += index * (*y_strides)[d];
+        residual_offset += index * residual_strides[d];
         if (s.a[d] != 1) {
           a_index += index * a_scale;
           if (a_strides) a_offset += index * (*a_strides)[d];
@@ -624,6 +642,7 @@ Status build_matmul_kiln(ProgramBuilder& b) {
       a_offsets[static_cast<size_t>(i)] = a_strides ? a_offset : a_index * m * k;
       b_offsets[static_cast<size_t>(i)] = b_index * per_packed;
       if (y_strides) y_offsets.push_back(y_offset);
+      if (broadcast_residual) residual_offsets.push_back(residual_offset);
     }
   }
   GemmStep::Buffers buffers;
@@ -644,10 +663,11 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(p.softmax,
                         kernels::read_matmul_softmax(op.attributes(), op.input(0).dtype));
   if (op.has_input(3)) {
-    // kiln_residual: the output's shape, row stride n (each product's at its Y's offset).
+    // kiln_residual: the output's shape, row stride n (each product's at its Y's offset); or one
+    // that broadcasts, at the offsets above, row stride 0 where its rows broadcast.
     KILN_ASSIGN_OR_RETURN(buffers.residual,
                           b.input_as(op.input_index(3), plain_desc(op.input(3).shape)));
-    p.residual_row_stride = n;
+    p.residual_row_stride = broadcast_residual ? residual_strides[r - 2] : n;
   }
   if (a_strides) {
     buffers.a = BufferRef::of_value(op.input_index(0));
@@ -669,10 +689,16 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   std::string label = product_label("matmul", p, count);
   if (y_strides) label += " (written for the transpose after it)";
   if (rows_along_dim0) label += " (rows along dim 0 of a transposed A)";
+  if (broadcast_residual) {
+    label += fmt::format(" +mask {} (a residual broadcast)", shape_to_string(op.input(3).shape));
+  } else if (op.has_input(3)) {
+    label += " +residual";
+  }
   auto step =
       std::make_unique<GemmStep>(b.label(label), p, std::move(a_offsets), std::move(b_offsets),
                                  p.m * n, buffers, std::move(packing));
   if (!y_offsets.empty()) step->write_at(std::move(y_offsets));
+  if (broadcast_residual) step->read_residual_at(std::move(residual_offsets));
   b.add(std::move(step));
   return ok_status();
 }

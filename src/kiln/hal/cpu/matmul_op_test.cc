@@ -486,6 +486,62 @@ TEST(CpuMatMulTest, KilnSoftmaxGivesTheBitsOfASoftmaxAfterTheProduct) {
   }
 }
 
+// A kiln_residual that broadcasts over the product's leading dims and rows (attention's mask,
+// passes::fuse_matmul), with kiln_scale and with or without kiln_softmax, gives the bits of the
+// MatMul, an Add of the mask with numpy broadcasting and a Softmax dispatch: a padding mask [B, 1,
+// 1, S] of 0 and -10000 with a -inf and a NaN in it, a causal one [1, 1, S, S] and one per head
+// [B, H, 1, S]; several matrices of A and B (one product per matrix).
+TEST(CpuMatMulTest, ABroadcastKilnResidualGivesTheBitsOfAMaskAdd) {
+  struct Case {
+    ConcreteShape mask;
+    bool softmax;
+  };
+  const ConcreteShape as{2, 3, 17, 64}, bs{2, 3, 64, 19}, ys{2, 3, 17, 19};
+  for (const Case& c : {Case{{2, 1, 1, 19}, true}, Case{{2, 1, 1, 19}, false},
+                        Case{{1, 1, 17, 19}, true}, Case{{2, 3, 1, 19}, true}}) {
+    const Tensor a = random_tensor(as, 61, -2.0f, 2.0f), b = random_tensor(bs, 62);
+    Tensor mask = random_tensor(c.mask, 63);
+    std::span<float> mv = mask.mutable_values<float>();
+    for (size_t i = 0; i < mv.size(); ++i) mv[i] = i % 5 == 4 ? -10000.0f : 0.0f;
+    mv[1] = -std::numeric_limits<float>::infinity();
+    mv[mv.size() - 1] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<Tensor> outputs;
+    std::string described;
+    for (bool fused : {true, false}) {
+      SpecBuilder s;
+      const int32_t ai = s.input("a", as), bi = s.input("b", bs), mi = s.input("mask", c.mask);
+      const int32_t y = s.output("y", ys);
+      Attributes scale = attrs({{kernels::kMatmulScaleAttribute, 0.125}});
+      if (fused) {
+        if (c.softmax) scale.set(kernels::kMatmulSoftmaxAttribute, int64_t{1});
+        s.dispatch("mm", "MatMul", {ai, bi, -1, mi}, {y}, scale);
+      } else {
+        const int32_t p = s.value("p", ys), q = c.softmax ? s.value("q", ys) : y;
+        s.dispatch("mm", "MatMul", {ai, bi}, {p}, scale);
+        s.dispatch("mask", "Add", {p, mi}, {q});
+        if (c.softmax) s.dispatch("softmax", "Softmax", {q}, {y}, attrs({{"axis", int64_t{-1}}}));
+      }
+      auto exe = device()->prepare(s.spec());
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      if (fused) described = (*exe)->describe_dispatch(0).at(0);
+      auto ran = run_program(**exe, s.spec(), {a, b, mask});
+      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+      outputs.push_back(std::move(ran)->at(0));
+    }
+    const std::string name =
+        fmt::format("mask {}{}", fmt::join(c.mask, "x"), c.softmax ? " +softmax" : "");
+    EXPECT_NE(described.find("kiln_gemm"), std::string::npos) << name << ": " << described;
+    EXPECT_NE(described.find("+mask"), std::string::npos) << name << ": " << described;
+    EXPECT_TRUE(identical(outputs[0], outputs[1])) << name;
+    // The NaN in the mask's last element reaches the last row (softmax: all of it).
+    const std::span<const float> y = outputs[0].values<float>();
+    EXPECT_TRUE(std::isnan(y.back())) << name;
+    if (c.softmax) {
+      EXPECT_TRUE(std::isnan(y[y.size() - 19])) << name;
+    }
+  }
+}
+
 // Attention's head merge: a batched product read only by a Transpose that keeps the last axis
 // last is written in the layout that makes the Transpose's output plain, and the Transpose then
 // copies nothing; the bits are those of the plain product and a copying Transpose (the same
