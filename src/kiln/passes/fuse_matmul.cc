@@ -187,6 +187,31 @@ bool fuse_scale(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& co
   return true;
 }
 
+// The Add that is the only reader of `y`, with the other value it adds to y.
+struct AddAfter {
+  ir::NodeId add;
+  ir::ValueId other;
+};
+std::optional<AddAfter> sole_add_after(const ir::Graph& graph,
+                                       const std::vector<std::vector<ir::NodeId>>& consumers,
+                                       ir::ValueId y) {
+  auto add_id = sole_consumer(graph, consumers, y);
+  if (!add_id) return std::nullopt;
+  const ir::Node& add = graph.node(*add_id);
+  if (add.op_type != "Add" || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) {
+    return std::nullopt;
+  }
+  return AddAfter{*add_id, add.inputs[0] == y ? add.inputs[1] : add.inputs[0]};
+}
+
+// MatMul `id` takes `after`'s addend as its kiln_residual (input 3) and the Add's place.
+void take_residual(ir::Graph& graph, ir::NodeId id, const AddAfter& after) {
+  ir::Node& mm = graph.node(id);
+  mm.inputs.resize(3, ir::kAbsent);
+  mm.inputs.push_back(after.other);
+  absorb_successor(graph, id, after.add);
+}
+
 bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                ir::NodeId id) {
   const ir::Node& mm = graph.node(id);
@@ -200,13 +225,9 @@ bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& con
   const ir::ValueId y = mm.outputs[0];
   // The product's rows keep their shape through the Add: A of rank >= 2 (a 1-D A drops a dim).
   if (graph.value(mm.inputs[0]).shape.size() < 2) return false;
-  auto add_id = sole_consumer(graph, consumers, y);
-  if (!add_id) return false;
-  const ir::Node& add = graph.node(*add_id);
-  if (add.op_type != "Add" || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) {
-    return false;
-  }
-  const ir::ValueId other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  const std::optional<AddAfter> after = sole_add_after(graph, consumers, y);
+  if (!after) return false;
+  const ir::ValueId other = after->other;
   const ir::Value& bias_value = graph.value(other);
   // The Add's output must be the product's shape: a bias of higher rank would broadcast it.
   if (bias_value.shape.size() > graph.value(y).shape.size()) return false;
@@ -217,7 +238,7 @@ bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& con
                                   ? other
                                   : graph.add_constant(mm.name + "/kiln_bias", std::move(*bias));
   graph.node(id).inputs.push_back(bias_id);
-  absorb_successor(graph, id, *add_id);
+  absorb_successor(graph, id, after->add);
   return true;
 }
 
@@ -233,21 +254,16 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
   if (!constant_matrix_b(graph, mm)) return false;
   const ir::Value& w = graph.value(mm.inputs[1]);
   const ir::ValueId y = mm.outputs[0];
-  auto add_id = sole_consumer(graph, consumers, y);
-  if (!add_id) return false;
-  const ir::Node& add = graph.node(*add_id);
-  if (add.op_type != "Add" || add.inputs.size() != 2) return false;
-  const ir::ValueId residual = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-  const ir::Value& r = graph.value(residual);
+  const std::optional<AddAfter> after = sole_add_after(graph, consumers, y);
+  if (!after) return false;
+  const ir::Value& r = graph.value(after->other);
+  const ir::Value& sum = graph.value(graph.node(after->add).outputs[0]);
   if (!r.producer || r.constant || r.dtype != w.dtype ||
       !same_or_assumed_shape(graph, r.shape, graph.value(y).shape) ||
-      !same_or_assumed_shape(graph, graph.value(add.outputs[0]).shape, graph.value(y).shape)) {
+      !same_or_assumed_shape(graph, sum.shape, graph.value(y).shape)) {
     return false;
   }
-  ir::Node& mm_mut = graph.node(id);
-  mm_mut.inputs.resize(3, ir::kAbsent);
-  mm_mut.inputs.push_back(residual);
-  absorb_successor(graph, id, *add_id);
+  take_residual(graph, id, *after);
   return true;
 }
 
@@ -274,24 +290,16 @@ bool fuse_broadcast_addend(ir::Graph& graph, const std::vector<std::vector<ir::N
     return false;
   }
   const ir::ValueId y = mm.outputs[0];
-  auto add_id = sole_consumer(graph, consumers, y);
-  if (!add_id) return false;
-  const ir::Node& add = graph.node(*add_id);
-  if (add.op_type != "Add" || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) {
-    return false;
-  }
-  const ir::ValueId addend = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-  const ir::Value& r = graph.value(addend);
+  const std::optional<AddAfter> after = sole_add_after(graph, consumers, y);
+  if (!after) return false;
+  const ir::Value& r = graph.value(after->other);
+  const ir::Value& sum = graph.value(graph.node(after->add).outputs[0]);
   const Shape& ys = graph.value(y).shape;
   if (!r.producer || r.constant || r.dtype != DType::kF32 ||
-      !broadcasts_to_rows(graph, r.shape, ys) ||
-      !same_or_assumed_shape(graph, graph.value(add.outputs[0]).shape, ys)) {
+      !broadcasts_to_rows(graph, r.shape, ys) || !same_or_assumed_shape(graph, sum.shape, ys)) {
     return false;
   }
-  ir::Node& mm_mut = graph.node(id);
-  mm_mut.inputs.resize(3, ir::kAbsent);
-  mm_mut.inputs.push_back(addend);
-  absorb_successor(graph, id, *add_id);
+  take_residual(graph, id, *after);
   return true;
 }
 

@@ -1087,6 +1087,31 @@ TEST(FuseMatmul, FoldsASoftmaxAlongTheLastAxis) {
   }
 }
 
+// Add(p, p) of a product with itself (p = MatMul(x, W)) is not a residual: the product cannot
+// read its own output, so the Add stays, with the values of 2 p.
+TEST(FuseMatmul, AProductAddedToItselfStaysAnAdd) {
+  std::mt19937 rng(9);
+  Graph g;
+  g.name = "matmul_doubled";
+  const Shape ys{3, 5};
+  ValueId x = g.add_input("x", DType::kF32, {3, 8});
+  ValueId w = g.add_constant("w", random_tensor({8, 5}, rng));
+  ValueId p = g.add_value({"p", DType::kF32, ys, {}, {}});
+  ValueId y = g.add_value({"y", DType::kF32, ys, {}, {}});
+  g.add_node({"mm", "MatMul", {x, w}, {p}, {}, {}});
+  g.add_node({"double", "Add", {p, p}, {y}, {}, {}});
+  g.add_output(y);
+  const Tensor in = random_tensor({3, 8}, rng);
+  auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&in, 1));
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+  EXPECT_EQ(fuse_matmul(g).value(), 0);
+  ASSERT_TRUE(ir::verify_graph(g).ok());
+  EXPECT_EQ(count_op(g, "Add"), 1);
+  auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&in, 1));
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  expect_close((*after)[0], (*before)[0], 0.0);
+}
+
 // BERT-style attention: Softmax(Add(Div(MatMul(q, k), 8), mask)) with a computed mask [B, 1, 1,
 // S] of symbolic B and S (1 - attention_mask, Unsqueezed: here a Relu of an input) against
 // scores [B, 4, S, S]: the scale, the mask (as a kiln_residual that broadcasts) and the softmax
