@@ -142,6 +142,7 @@ void with_tail_rows(int64_t rows, F&& f) {
 // of a chunk pass over it; the chunk's block of A (96 x 768 floats) stays in L2 across its panels.
 // (Measured on Zen 5: blocks of 768 beat 256 by about 8%, fewer partial sums stored and loaded.)
 constexpr int64_t kBlockK = 768;
+constexpr int64_t kRows = 6;  // rows per register block
 // Panels a tail of 1 to 3 rows waits for (run_block_avx2): a multiple of its blocks of 4 or 2
 // panels; 384 KiB of B at most, in L2.
 constexpr int64_t kTailSpan = 8;
@@ -227,7 +228,7 @@ KILN_AVX2 inline void fma_step(Acc (&c)[R][W], const float* a, int64_t lda, cons
 // panel's row k, the next panels `panel_stride` floats apart. Starts from the partial sums in Y
 // when `accumulate`, applies `finish` when set. (Several panels for a block of few rows give the
 // core independent sums to interleave; each element is still its own chain of FMAs.) Fetches a
-// line from `prefetch` on every kEvery k steps when set (prefetch_for).
+// line from `prefetch` every kEvery k steps when set (prefetch_for).
 template <int R, int W, int kEvery = 1>
 KILN_AVX2 inline void tile(const float* a, int64_t lda, const float* bp, int64_t panel_stride,
                            int64_t kc, float* y, int64_t ldy, const Columns (&cols)[W],
@@ -286,9 +287,13 @@ KILN_AVX2 void rows_block(const Product& p, const float* a, const float* packed,
       panel += kWide;
     } else {
       const Columns cols[1] = {columns(p.n - col0)};
-      with_prefetch_every(every, [&]<int kEvery>() {
-        tile<R, 1, kEvery>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f, prefetch);
-      });
+      if constexpr (R == kRows) {  // only the full rows fetch B ahead
+        with_prefetch_every(every, [&]<int kEvery>() {
+          tile<R, 1, kEvery>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f, prefetch);
+        });
+      } else {
+        tile<R, 1>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
+      }
       if (last) activate_block(p, yr, R, col0, 1, detail::activate_avx2);
       ++panel;
     }
@@ -300,7 +305,6 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
                               int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
   const Epilogue base = epilogue_of(p);
   const int64_t panel_stride = p.k * kPanelColumns;
-  constexpr int64_t kRows = 6;
   // Blocks of k keep a panel's block of B in L1 for the next register blocks of rows; with one
   // register block there is nothing to keep, and B streams best in one piece.
   const int64_t block_k = r1 - r0 > kRows ? kBlockK : std::max<int64_t>(p.k, 1);
@@ -441,9 +445,13 @@ KILN_AVX512 inline void panels512(const Product& p, const float* ar, const float
   __mmask16 cols[W];
   for (int w = 0; w < W; ++w) cols[w] = column_mask(p.n - col0 - w * kPanelColumns);
   const Epilogue* f = last ? &finish : nullptr;
-  with_prefetch_every(every, [&]<int kEvery>() {
-    tile512<R, W, kEvery>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f, prefetch);
-  });
+  if constexpr (R == kRows512) {  // only the full rows fetch B ahead
+    with_prefetch_every(every, [&]<int kEvery>() {
+      tile512<R, W, kEvery>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f, prefetch);
+    });
+  } else {
+    tile512<R, W>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
+  }
   if (last) activate_block(p, yr, R, col0, W, detail::activate_avx512);
 }
 
@@ -509,7 +517,7 @@ KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float*
 }
 
 // Rows per register block and panels per register block of each ISA.
-int64_t block_rows(Isa isa) { return isa == Isa::kAvx512 ? kRows512 : 6; }
+int64_t block_rows(Isa isa) { return isa == Isa::kAvx512 ? kRows512 : kRows; }
 int64_t block_panels(Isa isa) { return isa == Isa::kAvx512 ? kWide512 : 1; }
 
 // Rows [0, rows) (rows a multiple of 8) of one panel whose 16 columns are each contiguous along k
