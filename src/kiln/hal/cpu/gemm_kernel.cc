@@ -96,16 +96,24 @@ inline int prefetch_every(int64_t blocks, int64_t wide) {
   return every;
 }
 
-// The line register block `block` of rows fetches first (then one a line further every `every` k
-// steps), or nullptr: 1/every of panel next.panel + block / every, part block % every.
-inline const float* prefetch_for(const std::optional<NextB>& next, int64_t block, int every,
-                                 const float* packed, int64_t panel_stride, int64_t block_k,
-                                 int64_t k) {
-  if (!next || next->panel + block / every >= next->end) return nullptr;
+// A register block's share of the next group: from `line` on, one line every `every` k steps;
+// none where `line` is null.
+struct Prefetch {
+  const float* line = nullptr;
+  int every = 1;
+};
+
+// Register block `block`'s share, at the pace `every` (prefetch_every): 1/every of panel
+// next.panel + block / every, part block % every; none past the group's panels.
+inline Prefetch prefetch_for(const std::optional<NextB>& next, int64_t block, int every,
+                             const float* packed, int64_t panel_stride, int64_t block_k,
+                             int64_t k) {
+  if (!next || next->panel + block / every >= next->end) return {};
   const int64_t lines = std::min(block_k, k - next->k0);  // k steps of the next k block
   const int64_t part = (lines + every - 1) / every;
-  return packed + (next->panel + block / every) * panel_stride +
-         (next->k0 + block % every * part) * kPanelColumns;
+  return {packed + (next->panel + block / every) * panel_stride +
+              (next->k0 + block % every * part) * kPanelColumns,
+          every};
 }
 
 inline void prefetch_line(const float* line) {
@@ -269,7 +277,7 @@ constexpr int panels_for(int rows) { return rows == 1 ? 4 : rows <= 3 ? 2 : 1; }
 template <int R>
 KILN_AVX2 void rows_block(const Product& p, const float* a, const float* packed, float* y,
                           const Epilogue& base, bool last, int64_t k0, int64_t kc, int64_t r,
-                          int64_t p0, int64_t p1, const float* prefetch = nullptr, int every = 1) {
+                          int64_t p0, int64_t p1, Prefetch prefetch = {}) {
   constexpr int kWide = panels_for(R);
   const float* ar = a + r * p.lda + k0;
   const int64_t panel_stride = p.k * kPanelColumns;
@@ -288,8 +296,9 @@ KILN_AVX2 void rows_block(const Product& p, const float* a, const float* packed,
     } else {
       const Columns cols[1] = {columns(p.n - col0)};
       if constexpr (R == kRows) {  // only the full rows fetch B ahead
-        with_prefetch_every(every, [&]<int kEvery>() {
-          tile<R, 1, kEvery>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f, prefetch);
+        with_prefetch_every(prefetch.every, [&]<int kEvery>() {
+          tile<R, 1, kEvery>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f,
+                             prefetch.line);
         });
       } else {
         tile<R, 1>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
@@ -324,7 +333,7 @@ KILN_AVX2 void run_block_avx2(const Product& p, const float* a, const float* pac
       int64_t block = 0;
       for (int64_t r = r0; r < full_end; r += kRows, ++block) {
         rows_block<6>(p, a, packed, y, base, last, k0, kc, r, panel, panel + 1,
-                      prefetch_for(next, block, every, packed, panel_stride, block_k, p.k), every);
+                      prefetch_for(next, block, every, packed, panel_stride, block_k, p.k));
       }
       if (panel + 1 - tail_from >= tail_span || panel + 1 == p1) {
         with_tail_rows<kRows>(tail, [&]<int R>() {
@@ -432,11 +441,11 @@ constexpr int64_t panels_next512(int64_t left, int wide) {
   return wide == 3 && left >= 2 ? 2 : 1;
 }
 
-// R rows x W panels from `panel`, one k block; `prefetch` and `every`: see prefetch_for.
+// R rows x W panels from `panel`, one k block, fetching `prefetch` (prefetch_for) when R is full.
 template <int R, int W>
 KILN_AVX512 inline void panels512(const Product& p, const float* ar, const float* packed, float* y,
                                   const Epilogue& base, bool last, int64_t k0, int64_t kc,
-                                  int64_t r, int64_t panel, const float* prefetch, int every) {
+                                  int64_t r, int64_t panel, Prefetch prefetch) {
   const int64_t col0 = panel * kPanelColumns;
   const int64_t panel_stride = p.k * kPanelColumns;
   const float* bp = packed + panel * panel_stride + k0 * kPanelColumns;
@@ -446,8 +455,9 @@ KILN_AVX512 inline void panels512(const Product& p, const float* ar, const float
   for (int w = 0; w < W; ++w) cols[w] = column_mask(p.n - col0 - w * kPanelColumns);
   const Epilogue* f = last ? &finish : nullptr;
   if constexpr (R == kRows512) {  // only the full rows fetch B ahead
-    with_prefetch_every(every, [&]<int kEvery>() {
-      tile512<R, W, kEvery>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f, prefetch);
+    with_prefetch_every(prefetch.every, [&]<int kEvery>() {
+      tile512<R, W, kEvery>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f,
+                            prefetch.line);
     });
   } else {
     tile512<R, W>(ar, p.lda, bp, panel_stride, kc, yr, p.ldy, cols, k0 > 0, f);
@@ -459,18 +469,17 @@ KILN_AVX512 inline void panels512(const Product& p, const float* ar, const float
 template <int R>
 KILN_AVX512 void rows_block512(const Product& p, const float* a, const float* packed, float* y,
                                const Epilogue& base, bool last, int64_t k0, int64_t kc, int64_t r,
-                               int64_t p0, int64_t p1, const float* prefetch = nullptr,
-                               int every = 1) {
+                               int64_t p0, int64_t p1, Prefetch prefetch = {}) {
   constexpr int kWide = panels_for512(R);
   const float* ar = a + r * p.lda + k0;
   for (int64_t panel = p0; panel < p1;) {
     const int64_t width = panels_next512(p1 - panel, kWide);
     if (width == kWide) {
-      panels512<R, kWide>(p, ar, packed, y, base, last, k0, kc, r, panel, prefetch, every);
+      panels512<R, kWide>(p, ar, packed, y, base, last, k0, kc, r, panel, prefetch);
     } else if (width == 2) {
-      panels512<R, 2>(p, ar, packed, y, base, last, k0, kc, r, panel, prefetch, every);
+      panels512<R, 2>(p, ar, packed, y, base, last, k0, kc, r, panel, prefetch);
     } else {
-      panels512<R, 1>(p, ar, packed, y, base, last, k0, kc, r, panel, nullptr, 1);
+      panels512<R, 1>(p, ar, packed, y, base, last, k0, kc, r, panel, {});
     }
     panel += width;
   }
@@ -501,8 +510,7 @@ KILN_AVX512 void run_block_avx512(const Product& p, const float* a, const float*
       int64_t block = 0;
       for (int64_t r = r0; r < full_end; r += kRows512, ++block) {
         rows_block512<8>(p, a, packed, y, base, last, k0, kc, r, panel, end,
-                         prefetch_for(next, block, every, packed, panel_stride, block_k, p.k),
-                         every);
+                         prefetch_for(next, block, every, packed, panel_stride, block_k, p.k));
       }
       if (end - tail_from >= tail_span || end == p1) {
         with_tail_rows<kRows512>(tail, [&]<int R>() {

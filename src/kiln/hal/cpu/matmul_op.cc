@@ -38,6 +38,7 @@
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/plain_kernels.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/kernels/broadcast.h"
 #include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
@@ -583,15 +584,15 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   if (y_strides) p.ldy = (*y_strides)[r - 2];
   std::vector<int64_t> a_offsets, b_offsets, y_offsets, residual_offsets;
   // kiln_residual broadcast over some dims of the output (attention's mask [B, 1, 1, S] against
-  // [B, H, S, S]): read per product through strides that are 0 where its dim is 1.
-  const bool broadcast_residual = op.has_input(3) && op.input(3).shape != s.y;
-  std::vector<int64_t> residual_strides(r, 0);
+  // [B, H, S, S]): the residual's row for each row of the output, as the reference kernel maps
+  // them (the output's dims but the last, in order: product i's rows are i * m ...).
+  const bool broadcast_residual = op.has_input(3) && op.input(3).shape != op.output(0).shape;
+  std::vector<int64_t> residual_rows;
   if (broadcast_residual) {
-    const ConcreteShape& rs = op.input(3).shape;
-    for (size_t d = r, stride = 1; d-- > 0;) {
-      residual_strides[d] = rs[d] == 1 ? 0 : static_cast<int64_t>(stride);
-      stride *= static_cast<size_t>(rs[d]);
-    }
+    ConcreteShape from = op.input(3).shape, to = op.output(0).shape;
+    from.pop_back();  // infer_matmul: the output's rank (>= 2 where it broadcasts) and last dim
+    to.pop_back();
+    residual_rows = kernels::broadcast_index_map(from, to);
   }
   const bool rows_along_dim0 =
       a_strides && r == 3 && b_matrices == 1 && !y_strides && !op.has_input(3) &&
@@ -625,12 +626,11 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     b_offsets.resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
       int64_t rest = i, a_index = 0, b_index = 0, a_scale = 1, b_scale = 1, a_offset = 0;
-      int64_t y_offset = 0, residual_offset = 0;
+      int64_t y_offset = 0;
       for (size_t d = r - 2; d-- > 0;) {
         const int64_t index = rest % s.y[d];
         rest /= s.y[d];
         if (y_strides) y_offset += index * (*y_strides)[d];
-        residual_offset += index * residual_strides[d];
         if (s.a[d] != 1) {
           a_index += index * a_scale;
           if (a_strides) a_offset += index * (*a_strides)[d];
@@ -642,7 +642,9 @@ Status build_matmul_kiln(ProgramBuilder& b) {
       a_offsets[static_cast<size_t>(i)] = a_strides ? a_offset : a_index * m * k;
       b_offsets[static_cast<size_t>(i)] = b_index * per_packed;
       if (y_strides) y_offsets.push_back(y_offset);
-      if (broadcast_residual) residual_offsets.push_back(residual_offset);
+      if (broadcast_residual && m > 0) {
+        residual_offsets.push_back(residual_rows[static_cast<size_t>(i * m)] * n);
+      }
     }
   }
   GemmStep::Buffers buffers;
@@ -667,7 +669,9 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     // that broadcasts, at the offsets above, row stride 0 where its rows broadcast.
     KILN_ASSIGN_OR_RETURN(buffers.residual,
                           b.input_as(op.input_index(3), plain_desc(op.input(3).shape)));
-    p.residual_row_stride = broadcast_residual ? residual_strides[r - 2] : n;
+    // Rows that broadcast read one residual row: stride 0.
+    const bool rows_broadcast = broadcast_residual && m > 1 && residual_rows[1] == residual_rows[0];
+    p.residual_row_stride = rows_broadcast ? 0 : n;
   }
   if (a_strides) {
     buffers.a = BufferRef::of_value(op.input_index(0));

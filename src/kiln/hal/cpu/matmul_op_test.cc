@@ -154,7 +154,8 @@ TEST(CpuMatMulTest, KilnBiasAndResidualGiveTheUnfusedBits) {
                                          {{2, 97, 300}, {300, 33}, true, true},
                                          {{3, 16, 800}, {800, 49}, false, true},
                                          {{4, 5}, {5, 6}, false, true},
-                                         {{3, 7, 20}, {3, 20, 17}, true, true}}) {
+                                         {{3, 7, 20}, {3, 20, 17}, true, true},
+                                         {{9}, {9, 6}, false, true}}) {
     const int64_t n = c.b.back();
     const Tensor a = random_tensor(c.a, 1), w = random_tensor(c.b, 2);
     Tensor bias = random_tensor({n}, 3);
