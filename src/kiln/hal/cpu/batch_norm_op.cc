@@ -5,7 +5,7 @@
 // NaN to 0: activation_step.h). Either way the op works on the input's layout, so it keeps a
 // conv's output layout. f16 and bf16 X normalize in f32 between conversions (in X's layout),
 // rounding once as the portable kernel does; the parameters, of any of these types, are read as
-// f32.
+// f32. kiln's kernel vouches for its output (finite_guard.h).
 #include <fmt/format.h>
 
 #include "kiln/hal/cpu/activation_step.h"
@@ -63,10 +63,14 @@ Status build_batch_norm(ProgramBuilder& b) {
     bool in_place = false;
     KILN_ASSIGN_OR_RETURN(o.y, b.output_over_if_free(op.output_index(0), x, src, in_place));
     o.coefficients = b.temp(static_cast<size_t>(runs->channels) * sizeof(float));
+    // The step checks what it writes and vouches for it (finite_guard.h): a conv after it fuses
+    // its activation without reading its input first.
+    const int32_t y = op.output_index(0);
     b.add(std::make_unique<BatchNormStep>(
         b.label(fmt::format("batch_norm kiln {}{}{}", describe(src), p.relu ? " +relu" : "",
                             in_place ? " (in place)" : "")),
-        *runs, p.epsilon, p.relu, o));
+        *runs, p.epsilon, p.relu, o, y));
+    b.vouch(y, kNormalizedBound);
     return ok_status();
   }
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |

@@ -11,6 +11,12 @@
 // Non-finite inputs follow IEEE arithmetic (inf - mean stays inf; a NaN parameter makes its
 // channel NaN), as the definition does.
 //
+// Vouching (finite_guard.h): built with `vouches` >= 0 (the value Y is), the step also checks each
+// element it writes, in registers as it writes it, and marks Y in ExecContext::vouched when every
+// one is finite with |y| <= kNormalizedBound, clearing the mark otherwise. A conv reading Y then
+// fuses its activation without reading Y again (a ResNet v2 block's 1x1 conv after its
+// pre-activation BatchNormalization + ReLU reads four times what it writes, too much to check).
+//
 // It serves the layouts a CPU dispatch hands BatchNormalization in practice: any dense layout
 // where the channel dim is innermost (channels-last, e.g. acdb after a convolution, or [N, C]),
 // and the ones where each (sample, channel) is one contiguous run of the remaining dims (plain
@@ -22,6 +28,7 @@
 #include <string>
 
 #include "kiln/hal/cpu/channel_runs.h"
+#include "kiln/hal/cpu/finite_guard.h"
 #include "kiln/hal/cpu/step.h"
 
 namespace kiln::hal::cpu {
@@ -33,8 +40,14 @@ class BatchNormStep : public Step {
   struct Operands {
     BufferRef x, scale, shift, mean, var, y, coefficients;
   };
-  BatchNormStep(std::string label, ChannelRuns runs, float epsilon, bool relu, Operands operands)
-      : label_(std::move(label)), runs_(runs), epsilon_(epsilon), relu_(relu), ops_(operands) {}
+  BatchNormStep(std::string label, ChannelRuns runs, float epsilon, bool relu, Operands operands,
+                int32_t vouches = -1)
+      : label_(std::move(label)),
+        runs_(runs),
+        epsilon_(epsilon),
+        relu_(relu),
+        ops_(operands),
+        vouches_(vouches) {}
   Status run(const ExecContext& ctx) override;
   std::string describe() const override { return label_; }
 
@@ -44,6 +57,7 @@ class BatchNormStep : public Step {
   float epsilon_;
   bool relu_;
   Operands ops_;
+  int32_t vouches_;
 };
 
 }  // namespace kiln::hal::cpu

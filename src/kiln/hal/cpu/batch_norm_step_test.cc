@@ -1,7 +1,8 @@
 // kiln's BatchNormalization kernel (batch_norm_step.h): which layouts it takes, its exact
 // per-element expression in both channel orders (vector lanes and scalar tails alike), ReLU's NaN
-// and -0, and bits that do not depend on the thread count or the batch; then that the CPU device
-// runs it for BatchNormalization on a plain input.
+// and -0, and bits that do not depend on the thread count or the batch; the mark it leaves when it
+// vouches for its output (finite_guard.h); then that the CPU device runs it for
+// BatchNormalization on a plain input.
 #include "kiln/hal/cpu/batch_norm_step.h"
 
 #include <gtest/gtest.h>
@@ -157,6 +158,71 @@ TEST(BatchNormStepTest, NonFiniteValuesFollowTheArithmetic) {
   for (int64_t r = 0; r < rows; ++r) EXPECT_TRUE(std::isnan(y[r * channels + 9])) << r;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 2; c < 9; ++c) EXPECT_FALSE(std::isnan(y[r * channels + c])) << r << "," << c;
+  }
+}
+
+// The mark a step built to vouch for value 0 leaves in ExecContext::vouched (starting from
+// `before`), on `threads` threads.
+uint8_t vouch_mark(const ChannelRuns& runs, const Params& p, std::vector<float> x, bool relu,
+                   int threads, uint8_t before) {
+  std::vector<float> y(x.size()), coefficients(static_cast<size_t>(runs.channels));
+  auto at = [](const float* v) {
+    return BufferRef::at(reinterpret_cast<std::byte*>(const_cast<float*>(v)));
+  };
+  BatchNormStep step("bn", runs, 0.0f, relu,
+                     {at(x.data()), at(p.scale.data()), at(p.shift.data()), at(p.mean.data()),
+                      at(p.var.data()), at(y.data()), at(coefficients.data())},
+                     /*vouches=*/0);
+  uint8_t vouched[1] = {before};
+  ExecContext ctx;
+  ctx.vouched = vouched;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  Status status = step.run(ctx);
+  omp_set_num_threads(saved);
+  KILN_CHECK(status.ok());
+  return vouched[0];
+}
+
+// With scale 1, var 1, mean 0, shift 0 and epsilon 0, y = x: the step marks its output exactly
+// when every y is finite with |y| <= kNormalizedBound, wherever the one value outside sits (a
+// vector lane, a scalar tail, a run of the plain order, another thread's job), and clears a mark
+// an earlier run left.
+TEST(BatchNormStepTest, VouchesExactlyWhenEveryOutputIsWithinTheBound) {
+  const float above = std::nextafter(kNormalizedBound, kInf);
+  struct Layout {
+    const char* name;
+    ChannelRuns runs;
+  };
+  // 13 channels: one 8-lane vector and a tail of 5 per row; plain runs of 3000 floats span jobs.
+  const int64_t total = 13 * 3000;
+  for (const Layout& l : {Layout{"channels last", {Order::kChannelInnermost, 13, 3000, 13}},
+                          Layout{"plain", {Order::kChannelOuter, 13, 13, 3000}}}) {
+    Params p{std::vector<float>(13, 1.0f), std::vector<float>(13, 0.0f),
+             std::vector<float>(13, 0.0f), std::vector<float>(13, 1.0f)};
+    const Tensor xt = random_tensor({total}, 61, -1e6f, 1e6f);
+    const std::vector<float> clean(xt.values<float>().begin(), xt.values<float>().end());
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << l.name << ", " << threads << " thread(s)");
+      EXPECT_EQ(vouch_mark(l.runs, p, clean, false, threads, 0), 1);
+      for (int64_t at : {int64_t{0}, int64_t{7}, int64_t{12}, int64_t{20000}, total - 1}) {
+        for (float bad : {kNaN, kInf, -kInf, above, -above}) {
+          std::vector<float> x = clean;
+          x[static_cast<size_t>(at)] = bad;
+          EXPECT_EQ(vouch_mark(l.runs, p, x, false, threads, 1), 0) << at << " holds " << bad;
+        }
+        std::vector<float> x = clean;
+        x[static_cast<size_t>(at)] = -kNormalizedBound;
+        EXPECT_EQ(vouch_mark(l.runs, p, x, false, threads, 0), 1) << at;
+        // ReLU makes -inf and a large negative value 0, within the bound; NaN stays NaN.
+        for (float negative : {-kInf, -above}) {
+          x[static_cast<size_t>(at)] = negative;
+          EXPECT_EQ(vouch_mark(l.runs, p, x, true, threads, 0), 1) << at << " holds " << negative;
+        }
+        x[static_cast<size_t>(at)] = kNaN;
+        EXPECT_EQ(vouch_mark(l.runs, p, x, true, threads, 1), 0) << at;
+      }
+    }
   }
 }
 

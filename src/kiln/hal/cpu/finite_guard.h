@@ -21,7 +21,8 @@
 // conv reads what it writes, where the pass would read and write it), or where the input's
 // producer vouches for it: a guarded clip whose fused path ran marks its output as within its
 // bounds (ProgramBuilder::vouch), and the check then needs no read. A guarded relu vouches with
-// kGuardedSumBound; an f32 max pool guards its NaN passes the same way (pool_op.cc).
+// kGuardedSumBound; an f32 max pool guards its NaN passes the same way (pool_op.cc); kiln's
+// BatchNormalization checks what it writes as it writes it and vouches with kNormalizedBound.
 #pragma once
 
 #include <cstddef>
@@ -52,6 +53,10 @@ inline constexpr float kResidualBound = 0x1p120f;
 // A bound on every sum of a conv whose checks held (bias and residual included): 2^123, above the
 // 2^122 conv_input_bound keeps each sum below, so also on a relu of it.
 inline constexpr float kGuardedSumBound = 0x1p123f;
+// The bound kiln's BatchNormalization checks its output against and vouches with
+// (batch_norm_step.h): 2^64, far above any activation a model computes, and within
+// conv_input_bound for every conv whose per-channel sums of |w| stay below 2^56.
+inline constexpr float kNormalizedBound = 0x1p64f;
 
 // Whether each of the `count` floats at `x` is finite with |x| <= bound (false for NaN and
 // infinities whatever the bound). Splits the read over the calling thread's OpenMP team.

@@ -4,7 +4,8 @@
 // expansion's clip. A NaN or a pair of infinities in one sample sends the batch down the plain
 // path: that sample's output keeps the NaN (as the float64 reference has it) and every other
 // sample keeps the bits it has in a clean run, run as a whole batch or one sample at a time. The
-// relu of such a conv vouches for a max pool after it, which then skips its NaN windows.
+// relu of such a conv vouches for a max pool after it, which then skips its NaN windows, and kiln's
+// BatchNormalization vouches for a conv after it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -256,6 +257,89 @@ TEST_P(ReluIntoMaxPool, GuardsTheMaxAndKeepsNaNWindowsWhereTheReluFellBack) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SampleGroups, ReluIntoMaxPool, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "grouped" : "whole_batch";
+                         });
+
+// kiln's BatchNormalization vouches for what it writes (batch_norm_step.h), so a conv that reads
+// more than it writes fuses its relu after it, as a ResNet v2 block's first 1x1 conv after its
+// pre-activation: x[3,8,10,10] -> 1x1 conv to 24 -> BatchNormalization + relu -> 1x1 conv to 8 +
+// relu -> y[3,8,10,10]. A NaN or a pair of infinities in one sample reaches the normalized values
+// and clears the mark: the last conv then checks its input, takes the plain path and keeps the
+// NaN, and the other samples keep their bits.
+class BatchNormIntoShrinkingConv : public ::testing::TestWithParam<bool> {
+ protected:
+  BatchNormIntoShrinkingConv() {
+    const int32_t x = s_.input("x", {kBatch, 8, 10, 10});
+    const int32_t wide = s_.value("wide", {kBatch, 24, 10, 10});
+    s_.dispatch("expand", "Conv", {x, s_.constant("ew", expand_), s_.constant("eb", expand_b_)},
+                {wide});
+    const int32_t normalized = s_.value("normalized", {kBatch, 24, 10, 10});
+    Attributes n;
+    n.set("epsilon", 1e-3);
+    kernels::set_fused_activation(n, {Kind::kRelu});
+    s_.dispatch("bn", "BatchNormalization",
+                {wide, s_.constant("scale", scale_), s_.constant("shift", shift_),
+                 s_.constant("mean", mean_), s_.constant("var", var_)},
+                {normalized}, n);
+    const int32_t y = s_.output("y", {kBatch, 8, 10, 10});
+    Attributes a;
+    kernels::set_fused_activation(a, {Kind::kRelu});
+    s_.dispatch("shrink", "Conv",
+                {normalized, s_.constant("sw", shrink_), s_.constant("sb", shrink_b_)}, {y}, a);
+  }
+
+  Tensor reference(const Tensor& x) const {
+    ConvRef c;
+    c.strides = c.dilations = {1, 1};
+    c.pads_begin = c.pads_end = {0, 0};
+    const Tensor wide = ref_conv(x, expand_, &expand_b_, nullptr, c);
+    const Tensor normalized = ref_batch_norm(wide, scale_, shift_, mean_, var_, 1e-3, true);
+    c.activation = {Kind::kRelu};
+    return ref_conv(normalized, shrink_, &shrink_b_, nullptr, c);
+  }
+
+  Tensor expand_ = random_tensor({24, 8, 1, 1}, 71, -0.5f, 0.5f);
+  Tensor expand_b_ = random_tensor({24}, 72);
+  Tensor scale_ = random_tensor({24}, 73, 0.5f, 1.5f), shift_ = random_tensor({24}, 74);
+  Tensor mean_ = random_tensor({24}, 75), var_ = random_tensor({24}, 76, 0.1f, 2.0f);
+  Tensor shrink_ = random_tensor({8, 24, 1, 1}, 77, -0.5f, 0.5f);
+  Tensor shrink_b_ = random_tensor({8}, 78);
+  SpecBuilder s_;
+};
+
+TEST_P(BatchNormIntoShrinkingConv, FusesTheReluAndKeepsNaNWhereTheNormalizedValuesHoldOne) {
+  auto dev = device(GetParam());
+  auto prepared = dev->prepare(s_.spec());
+  ASSERT_TRUE(prepared.ok()) << prepared.status().to_string();
+  Executable& exe = **prepared;
+  const std::string shrink = fmt::format("{}", fmt::join(exe.describe_dispatch(2), "\n"));
+  EXPECT_NE(shrink.find("fused while finite"), std::string::npos) << shrink;
+
+  const Tensor x = random_tensor({kBatch, 8, 10, 10}, 79);
+  auto clean = run_program(exe, s_.spec(), {x});
+  ASSERT_TRUE(clean.ok()) << clean.status().to_string();
+  EXPECT_EQ(nan_count((*clean)[0]), 0);
+  EXPECT_TRUE(all_close((*clean)[0], reference(x)));
+  for (bool infinities : {false, true}) {
+    SCOPED_TRACE(infinities ? "+inf and -inf" : "NaN");
+    const Tensor bad = poisoned(x, infinities);
+    auto got = run_program(exe, s_.spec(), {bad});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    const Tensor sample = slice_batch((*got)[0], 1), want = slice_batch(reference(bad), 1);
+    ASSERT_GT(nan_count(want), 0);
+    EXPECT_EQ(nan_count(sample), nan_count(want));
+    EXPECT_TRUE(all_close(sample, want));
+    for (int64_t n : {0, 2}) {
+      EXPECT_TRUE(identical(slice_batch((*got)[0], n), slice_batch((*clean)[0], n))) << n;
+    }
+  }
+  auto again = run_program(exe, s_.spec(), {x});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(identical((*again)[0], (*clean)[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(SampleGroups, BatchNormIntoShrinkingConv, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "grouped" : "whole_batch";
                          });
