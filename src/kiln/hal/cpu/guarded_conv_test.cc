@@ -185,41 +185,50 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<ChainCase>& info) { return info.param.name; });
 
 // A conv's relu vouches for its output when its fused path ran, and a max pool reading it then
-// runs oneDNN's max alone, without reading its input (pool_op.cc): x[3,8,10,10] -> 1x1 conv to 24
-// + relu -> MaxPool 3x3 stride 2 pad 1 -> y[3,24,5,5]. A NaN in one sample sends the conv down its
-// plain path, whose relu keeps the NaN: the vouch is gone, so the max pool runs its NaN windows
-// too and that sample's windows over the NaN are NaN, while the other samples keep their bits.
+// runs oneDNN's max alone, without reading its input (pool_op.cc): x[3,8,10] -> 1-D 1x1 conv to 24
+// + relu -> 1-D MaxPool 3 stride 2 pad 1 -> y[3,24,5] (a 2-D pool over a channels-last input runs
+// kiln's one-pass kernel instead: max_pool_step_test.cc). A NaN in one sample sends the conv down
+// its plain path, whose relu keeps the NaN: the vouch is gone, so the max pool runs its NaN
+// windows too and that sample's windows over the NaN are NaN, while the other samples keep their
+// bits.
 class ReluIntoMaxPool : public ::testing::TestWithParam<bool> {
  protected:
   ReluIntoMaxPool() {
-    const int32_t x = s_.input("x", {kBatch, 8, 10, 10});
-    const int32_t relu = s_.value("relu", {kBatch, 24, 10, 10});
+    const int32_t x = s_.input("x", {kBatch, 8, 10});
+    const int32_t relu = s_.value("relu", {kBatch, 24, 10});
     Attributes a;
     kernels::set_fused_activation(a, {Kind::kRelu});
     s_.dispatch("conv", "Conv", {x, s_.constant("w", w_), s_.constant("b", b_)}, {relu}, a);
-    const int32_t y = s_.output("y", {kBatch, 24, 5, 5});
+    const int32_t y = s_.output("y", {kBatch, 24, 5});
     Attributes m;
-    m.set("kernel_shape", std::vector<int64_t>{3, 3});
-    m.set("strides", std::vector<int64_t>{2, 2});
-    m.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    m.set("kernel_shape", std::vector<int64_t>{3});
+    m.set("strides", std::vector<int64_t>{2});
+    m.set("pads", std::vector<int64_t>{1, 1});
     s_.dispatch("pool", "MaxPool", {relu}, {y}, m);
   }
 
   Tensor reference(const Tensor& x) const {
     ConvRef c;
-    c.strides = c.dilations = {1, 1};
-    c.pads_begin = c.pads_end = {0, 0};
+    c.strides = c.dilations = {1};
+    c.pads_begin = c.pads_end = {0};
     c.activation = {Kind::kRelu};
     PoolRef p;
-    p.kernel = {3, 3};
-    p.strides = {2, 2};
-    p.pads_begin = p.pads_end = {1, 1};
-    p.dilations = {1, 1};
-    p.out = {kBatch, 24, 5, 5};
+    p.kernel = {3};
+    p.strides = {2};
+    p.pads_begin = p.pads_end = {1};
+    p.dilations = {1};
+    p.out = {kBatch, 24, 5};
     return ref_pool(ref_conv(x, w_, &b_, nullptr, c), p);
   }
 
-  Tensor w_ = random_tensor({24, 8, 1, 1}, 51, -0.5f, 0.5f), b_ = random_tensor({24}, 52);
+  // The input with sample 1's position 5 made NaN in channel 3.
+  static Tensor poisoned(const Tensor& clean) {
+    Tensor x = clean.clone();
+    x.mutable_values<float>()[8 * 10 + 3 * 10 + 5] = kNaN;
+    return x;
+  }
+
+  Tensor w_ = random_tensor({24, 8, 1}, 51, -0.5f, 0.5f), b_ = random_tensor({24}, 52);
   SpecBuilder s_;
 };
 
@@ -235,13 +244,13 @@ TEST_P(ReluIntoMaxPool, GuardsTheMaxAndKeepsNaNWindowsWhereTheReluFellBack) {
   EXPECT_NE(steps(1).find("else oneDNN's max and kiln's NaN windows"), std::string::npos)
       << steps(1);
 
-  const Tensor x = random_tensor({kBatch, 8, 10, 10}, 53);
+  const Tensor x = random_tensor({kBatch, 8, 10}, 53);
   auto clean = run_program(exe, s_.spec(), {x});
   ASSERT_TRUE(clean.ok()) << clean.status().to_string();
   EXPECT_EQ(nan_count((*clean)[0]), 0);
   EXPECT_TRUE(all_close((*clean)[0], reference(x)));
 
-  const Tensor bad = poisoned(x, false);
+  const Tensor bad = poisoned(x);
   auto got = run_program(exe, s_.spec(), {bad});
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   const Tensor sample = slice_batch((*got)[0], 1), want = slice_batch(reference(bad), 1);
@@ -263,17 +272,17 @@ INSTANTIATE_TEST_SUITE_P(SampleGroups, ReluIntoMaxPool, ::testing::Bool(),
 
 // kiln's BatchNormalization vouches for what it writes (batch_norm_step.h), so a conv that reads
 // more than it writes fuses its relu after it, as a ResNet v2 block's first 1x1 conv after its
-// pre-activation: x[3,8,10,10] -> 1x1 conv to 24 -> BatchNormalization + relu -> 1x1 conv to 8 +
-// relu -> y[3,8,10,10]. A NaN or a pair of infinities in one sample reaches the normalized values
-// and clears the mark: the last conv then checks its input, takes the plain path and keeps the
-// NaN, and the other samples keep their bits.
+// pre-activation: x[3,10,10,24] (NHWC, transposed to NCHW: stored channels last, as a conv writes
+// it, whatever the ISA) -> BatchNormalization + relu -> 1x1 conv to 8 + relu -> y[3,8,10,10]. A
+// NaN, or +inf in two channels (whose sum in the conv is NaN wherever their weights differ in
+// sign), in one sample reaches the normalized values and clears the mark: the conv then checks
+// its input, takes the plain path and keeps the NaN, and the other samples keep their bits.
 class BatchNormIntoShrinkingConv : public ::testing::TestWithParam<bool> {
  protected:
   BatchNormIntoShrinkingConv() {
-    const int32_t x = s_.input("x", {kBatch, 8, 10, 10});
+    const int32_t x = s_.input("x", {kBatch, 10, 10, 24});
     const int32_t wide = s_.value("wide", {kBatch, 24, 10, 10});
-    s_.dispatch("expand", "Conv", {x, s_.constant("ew", expand_), s_.constant("eb", expand_b_)},
-                {wide});
+    s_.dispatch("to_nchw", "Transpose", {x}, {wide}, attrs({{"perm", kToNchw}}));
     const int32_t normalized = s_.value("normalized", {kBatch, 24, 10, 10});
     Attributes n;
     n.set("epsilon", 1e-3);
@@ -290,17 +299,29 @@ class BatchNormIntoShrinkingConv : public ::testing::TestWithParam<bool> {
   }
 
   Tensor reference(const Tensor& x) const {
+    const Tensor wide = testing::reference("Transpose", {x}, attrs({{"perm", kToNchw}}));
+    const Tensor normalized = ref_batch_norm(wide, scale_, shift_, mean_, var_, 1e-3, true);
     ConvRef c;
     c.strides = c.dilations = {1, 1};
     c.pads_begin = c.pads_end = {0, 0};
-    const Tensor wide = ref_conv(x, expand_, &expand_b_, nullptr, c);
-    const Tensor normalized = ref_batch_norm(wide, scale_, shift_, mean_, var_, 1e-3, true);
     c.activation = {Kind::kRelu};
     return ref_conv(normalized, shrink_, &shrink_b_, nullptr, c);
   }
 
-  Tensor expand_ = random_tensor({24, 8, 1, 1}, 71, -0.5f, 0.5f);
-  Tensor expand_b_ = random_tensor({24}, 72);
+  // Sample 1's pixel (5, 4) with NaN in channel 3, or +inf in channels 0 and 1.
+  static Tensor poisoned(const Tensor& clean, bool infinities) {
+    Tensor x = clean.clone();
+    auto v = x.mutable_values<float>();
+    const int64_t pixel = ((1 * 10 + 5) * 10 + 4) * 24;
+    if (infinities) {
+      v[pixel + 0] = v[pixel + 1] = kInf;
+    } else {
+      v[pixel + 3] = kNaN;
+    }
+    return x;
+  }
+
+  const std::vector<int64_t> kToNchw{0, 3, 1, 2};
   Tensor scale_ = random_tensor({24}, 73, 0.5f, 1.5f), shift_ = random_tensor({24}, 74);
   Tensor mean_ = random_tensor({24}, 75), var_ = random_tensor({24}, 76, 0.1f, 2.0f);
   Tensor shrink_ = random_tensor({8, 24, 1, 1}, 77, -0.5f, 0.5f);
@@ -313,16 +334,18 @@ TEST_P(BatchNormIntoShrinkingConv, FusesTheReluAndKeepsNaNWhereTheNormalizedValu
   auto prepared = dev->prepare(s_.spec());
   ASSERT_TRUE(prepared.ok()) << prepared.status().to_string();
   Executable& exe = **prepared;
+  const std::string bn = fmt::format("{}", fmt::join(exe.describe_dispatch(1), "\n"));
+  EXPECT_NE(bn.find("batch_norm kiln"), std::string::npos) << bn;
   const std::string shrink = fmt::format("{}", fmt::join(exe.describe_dispatch(2), "\n"));
   EXPECT_NE(shrink.find("fused while finite"), std::string::npos) << shrink;
 
-  const Tensor x = random_tensor({kBatch, 8, 10, 10}, 79);
+  const Tensor x = random_tensor({kBatch, 10, 10, 24}, 79);
   auto clean = run_program(exe, s_.spec(), {x});
   ASSERT_TRUE(clean.ok()) << clean.status().to_string();
   EXPECT_EQ(nan_count((*clean)[0]), 0);
   EXPECT_TRUE(all_close((*clean)[0], reference(x)));
   for (bool infinities : {false, true}) {
-    SCOPED_TRACE(infinities ? "+inf and -inf" : "NaN");
+    SCOPED_TRACE(infinities ? "+inf in two channels" : "NaN");
     const Tensor bad = poisoned(x, infinities);
     auto got = run_program(exe, s_.spec(), {bad});
     ASSERT_TRUE(got.ok()) << got.status().to_string();

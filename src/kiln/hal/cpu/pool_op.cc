@@ -6,7 +6,9 @@
 // avg_exclude_padding, for the average's divisor. oneDNN's max skips a NaN in the window; a second
 // pooling by average marks those windows and MaxPoolNanStep makes their max NaN, as PyTorch and
 // kiln's portable kernel give, reading the taps of a window whose max is +inf (activation_step.h).
-// An f32 max needs those two passes only where the input holds a NaN: a GuardedStep
+// An f32 MaxPool over two spatial dims stored channels last (after a conv) runs kiln's one-pass
+// kernel instead (max_pool_step.h), NaN windows included. Elsewhere, an f32 max needs those two
+// passes only where the input holds a NaN: a GuardedStep
 // (finite_guard.h) runs the max alone when every input value is finite, which the producer's vouch
 // (a guarded conv's relu or clip, or another such max) tells without a read, else one vectorized
 // read; the max alone gives the bits of the three steps on such an input, being their first.
@@ -22,6 +24,7 @@
 #include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/finite_guard.h"
 #include "kiln/hal/cpu/global_average_step.h"
+#include "kiln/hal/cpu/max_pool_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/kernels/op_attributes.h"
@@ -95,6 +98,49 @@ Status build_global_average(ProgramBuilder& b, const dnnl_desc& layout, const Pl
   return ok_status();
 }
 
+// The shape of an f32 MaxPool over two spatial dims whose input is stored channels last, dense
+// (acdb), for kiln's one-pass kernel (max_pool_step.h); nullopt for others, and where the CPU
+// lacks AVX2.
+std::optional<MaxPoolShape> channels_last_max_pool(const OpReader& op, const PoolParams& p,
+                                                   const dnnl_desc& stored) {
+  const ConcreteShape& x = op.input(0).shape;
+  const ConcreteShape& y = op.output(0).shape;
+  if (op.dispatch().op_type != "MaxPool" || p.data != dnnl::memory::data_type::f32 ||
+      x.size() != 4 || !cpu_has(Isa::kAvx2) ||
+      stored != dnnl_desc(to_dnnl_dims(x), dnnl::memory::data_type::f32,
+                          dnnl::memory::format_tag::acdb)) {
+    return std::nullopt;
+  }
+  MaxPoolShape s;
+  s.n = x[0], s.c = x[1], s.h = x[2], s.w = x[3], s.out_h = y[2], s.out_w = y[3];
+  for (size_t i = 0; i < 2; ++i) {
+    s.kernel[i] = p.window.kernel[i];
+    s.strides[i] = p.window.strides[i];
+    s.dilations[i] = p.window.dilations[i];
+    s.pads[i] = p.window.pads_begin[i];
+  }
+  return s;
+}
+
+// kiln's one-pass max (max_pool_step.h), writing channels last. It vouches for its output as the
+// guarded max did: within the input's bound where a producer vouches for one, else finite.
+Status build_channels_last_max_pool(ProgramBuilder& b, const MaxPoolShape& shape,
+                                    const dnnl_desc& src) {
+  const OpReader& op = b.op();
+  const int32_t x = op.input_index(0), y = op.output_index(0);
+  KILN_ASSIGN_OR_RETURN(BufferRef x_ref, b.input_as(x, src));
+  const dnnl_desc dst(to_dnnl_dims(op.output(0).shape), dnnl::memory::data_type::f32,
+                      dnnl::memory::format_tag::acdb);
+  KILN_ASSIGN_OR_RETURN(BufferRef y_ref, b.output(y, dst));
+  const float bound = b.vouched_bound(x).value_or(std::numeric_limits<float>::max());
+  b.add(std::make_unique<MaxPoolStep>(
+      b.label(fmt::format("max pool kiln:{} {} -> {} (NaN windows NaN)", isa_name(best_isa()),
+                          describe(src), describe(dst))),
+      shape, x_ref, y_ref, bound, y));
+  b.vouch(y, bound);
+  return ok_status();
+}
+
 }  // namespace
 
 Status check_pool(const OpReader& op) { return read_pool(op).status(); }
@@ -113,6 +159,9 @@ Status build_pool(ProgramBuilder& b) {
     }
   }
   const dnnl_desc src = with_data_type(b.layout(x), dnnl::memory::data_type::f32);
+  if (const std::optional<MaxPoolShape> shape = channels_last_max_pool(op, p, b.layout(x))) {
+    return build_channels_last_max_pool(b, *shape, src);
+  }
   dnnl::pooling_v2_forward::desc desc(
       dnnl::prop_kind::forward_inference, p.algorithm, src,
       dnnl_desc(to_dnnl_dims(op.output(0).shape), dnnl::memory::data_type::f32,
