@@ -43,8 +43,7 @@ KILN_AVX2 bool normalize_avx2(const float* x, float* y, int64_t n, const float* 
     if (relu) v = _mm256_max_ps(zero, v);  // the bound first: NaN and -0 stay as they are
     _mm256_storeu_ps(y + i, v);
     if constexpr (Check) {
-      outside = _mm256_or_ps(outside,
-                             _mm256_cmp_ps(_mm256_andnot_ps(sign, v), bound, _CMP_NLE_UQ));
+      outside = _mm256_or_ps(outside, _mm256_cmp_ps(_mm256_andnot_ps(sign, v), bound, _CMP_NLE_UQ));
     }
   }
   bool within = !Check || _mm256_movemask_ps(outside) == 0;
@@ -77,12 +76,12 @@ bool normalize_all(const ChannelRuns& runs, const float* x, float* y, const floa
   for_each_channel_span(runs, kChunk, [&](int64_t i, int64_t n, int64_t r, int64_t at) {
     bool span_within;
     if (innermost) {
-      span_within = normalize_span<1, Check>(avx2, x + i, y + i, n, mean + at, a + at,
-                                             shift + at, relu);
+      span_within =
+          normalize_span<1, Check>(avx2, x + i, y + i, n, mean + at, a + at, shift + at, relu);
     } else {
       const int64_t c = r % runs.channels;
-      span_within = normalize_span<0, Check>(avx2, x + i, y + i, n, mean + c, a + c, shift + c,
-                                             relu);
+      span_within =
+          normalize_span<0, Check>(avx2, x + i, y + i, n, mean + c, a + c, shift + c, relu);
     }
     if (!span_within) within.store(false, std::memory_order_relaxed);
   });

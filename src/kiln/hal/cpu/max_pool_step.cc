@@ -9,8 +9,8 @@ namespace kiln::hal::cpu {
 bool max_pool_channels_last(const MaxPoolShape& shape, const float* x, float* y, float bound,
                             Isa isa) {
   if (isa == Isa::kAvx512 && !cpu_has(Isa::kAvx512)) isa = Isa::kAvx2;
-  const auto rows_of = isa == Isa::kAvx512 ? detail::max_pool_rows_avx512
-                                           : detail::max_pool_rows_avx2;
+  const auto rows_of =
+      isa == Isa::kAvx512 ? detail::max_pool_rows_avx512 : detail::max_pool_rows_avx2;
   const int64_t rows = shape.n * shape.out_h;
   // Blocks of output rows of about 16K floats each; a row's values do not depend on its block.
   const int64_t per_block =

@@ -106,7 +106,8 @@ std::vector<float> run_kernel(const MaxPoolShape& s, const std::vector<float>& x
 
 int64_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
   int64_t n = 0;
-  for (size_t i = 0; i < a.size(); ++i) n += std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i]);
+  for (size_t i = 0; i < a.size(); ++i)
+    n += std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i]);
   return n;
 }
 
@@ -207,7 +208,8 @@ TEST(MaxPoolStepTest, TheCpuDeviceRunsItOnAChannelsLastInputAndKeepsNaNWindowsNa
   SpecBuilder s;
   const int32_t x = s.input("x", {2, 12, 12, 24});
   const int32_t nchw = s.value("nchw", {2, 24, 12, 12});
-  s.dispatch("to_nchw", "Transpose", {x}, {nchw}, attrs({{"perm", std::vector<int64_t>{0, 3, 1, 2}}}));
+  s.dispatch("to_nchw", "Transpose", {x}, {nchw},
+             attrs({{"perm", std::vector<int64_t>{0, 3, 1, 2}}}));
   const int32_t y = s.output("y", {2, 24, 6, 6});
   Attributes m;
   m.set("kernel_shape", std::vector<int64_t>{3, 3});
@@ -228,7 +230,8 @@ TEST(MaxPoolStepTest, TheCpuDeviceRunsItOnAChannelsLastInputAndKeepsNaNWindowsNa
     p.pads_begin = p.pads_end = {1, 1};
     p.dilations = {1, 1};
     p.out = {2, 24, 6, 6};
-    return ref_pool(reference("Transpose", {in}, attrs({{"perm", std::vector<int64_t>{0, 3, 1, 2}}})), p);
+    return ref_pool(
+        reference("Transpose", {in}, attrs({{"perm", std::vector<int64_t>{0, 3, 1, 2}}})), p);
   };
   const Tensor clean_x = random_tensor({2, 12, 12, 24}, 13);
   auto clean = run_program(**exe, s.spec(), {clean_x});
