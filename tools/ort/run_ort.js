@@ -6,6 +6,8 @@
 //        [--threads N] [--verbose]
 //   node tools/ort/run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...]
 //        [--warmup N] [--repeat N] [--threads N] [--verbose]
+//   node tools/ort/run_ort.js profile MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...]
+//        [--warmup N] [--repeat N] [--threads N] [--json] [--verbose]
 //   node tools/ort/run_ort.js batch JOBS.json [--threads N] [--verbose]
 //
 // SHAPE is dims joined by 'x' (e.g. 8x3x224x224; use 'scalar' for a 0-d tensor).
@@ -16,6 +18,14 @@
 // f32 for float models) and DIR/<name>.shape (text, e.g. `8x1000`). Characters in <name> outside
 // [A-Za-z0-9._-] are replaced by '_'.
 // `time` prints one JSON line to stdout: {"times_ms":[...],"median_ms":...,...}.
+// `profile` times each node as ORT runs it (ORT's own profiler, on the optimized graph: fused nodes
+// carry ORT's names), to set beside `kiln bench --per-dispatch`: after the warmup runs, the median
+// over the `repeat` timed runs of each node's kernel time in a run (a node inside a Loop or If body
+// adds up its executions in that run), and the median of the whole runs. Prints a table sorted by
+// time, then the totals per op type; with --json one JSON line instead:
+// {"runs":N,"run_median_ms":..,"nodes":[{"name","op","median_ms"}],"ops":[{"op","nodes","median_ms"}]}.
+// The profiler adds a little time to each node: compare its figures with each other, and take
+// `time` for the model's.
 // `batch` runs many models in one process (node and ORT start once, not per model). JOBS.json is
 // [{"model": PATH, "inputs": [{"name", "shape": [dims], "type": "f32", "file"}], "output_dir": DIR}].
 // Each job's DIR gets the outputs as for `run`, plus outputs.json ([{"name", "type", "shape"}] in
@@ -26,6 +36,7 @@
 'use strict';
 
 const fs = require('fs');
+const os = require('os');
 const path = require('path');
 const { performance } = require('perf_hooks');
 
@@ -37,6 +48,7 @@ function die(msg) {
 const USAGE = `usage:
   node run_ort.js run  MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] --output-dir DIR [--threads N] [--verbose]
   node run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] [--warmup N] [--repeat N] [--threads N] [--verbose]
+  node run_ort.js profile MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] [--warmup N] [--repeat N] [--threads N] [--json] [--verbose]
   node run_ort.js batch JOBS.json [--threads N] [--verbose]
 defaults: --threads 2 --warmup 3 --repeat 10; ORT CPU EP, graphOptimizationLevel 'all'`;
 
@@ -69,9 +81,9 @@ function parseArgs(argv) {
   }
   const opts = {
     mode: argv[0], model: argv[1], inputs: [], outputDir: null,
-    threads: 2, warmup: 3, repeat: 10, verbose: false,
+    threads: 2, warmup: 3, repeat: 10, verbose: false, json: false,
   };
-  if (opts.mode !== 'run' && opts.mode !== 'time' && opts.mode !== 'batch') die(`unknown mode '${opts.mode}'\n${USAGE}`);
+  if (!['run', 'time', 'profile', 'batch'].includes(opts.mode)) die(`unknown mode '${opts.mode}'\n${USAGE}`);
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     const next = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); return argv[++i]; };
@@ -81,6 +93,7 @@ function parseArgs(argv) {
     else if (a === '--warmup') opts.warmup = parseIntArg(next(), a, 0);
     else if (a === '--repeat') opts.repeat = parseIntArg(next(), a, 1);
     else if (a === '--verbose') opts.verbose = true;
+    else if (a === '--json' && opts.mode === 'profile') opts.json = true;
     else die(`unknown argument '${a}'\n${USAGE}`);
   }
   if (opts.mode === 'run' && !opts.outputDir) die('run needs --output-dir DIR');
@@ -147,8 +160,9 @@ function median(xs) {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
-function sessionOptions(opts) {
+function sessionOptions(opts, extra = {}) {
   return {
+    ...extra,
     executionProviders: ['cpu'],
     intraOpNumThreads: opts.threads,
     interOpNumThreads: 1,
@@ -199,6 +213,57 @@ async function runBatch(ort, opts) {
   process.stderr.write(`run_ort: batch of ${jobs.length} models, ${failed} failed\n`);
 }
 
+// ORT's profile events (Chrome trace format, durations in microseconds) summed per node and run:
+// the runs after the first `warmup`, each node's median kernel time over them (0 in a run that did
+// not execute it), sorted by time, and the totals per op type.
+function profileSummary(events, warmup) {
+  const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run')
+    .sort((a, b) => a.ts - b.ts).slice(warmup);
+  const perRun = runs.map(() => new Map());
+  const ops = new Map();
+  for (const e of events) {
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
+    const r = runs.findIndex((run) => e.ts >= run.ts && e.ts <= run.ts + run.dur);
+    if (r < 0) continue;
+    const name = e.name.slice(0, -'_kernel_time'.length);
+    ops.set(name, (e.args && e.args.op_name) || '?');
+    perRun[r].set(name, (perRun[r].get(name) || 0) + e.dur);
+  }
+  const ms = (us) => Math.round(us) / 1000;
+  const nodes = [...ops.keys()].map((name) => ({
+    name, op: ops.get(name), median_ms: ms(median(perRun.map((m) => m.get(name) || 0))),
+  })).sort((a, b) => b.median_ms - a.median_ms);
+  const byOp = new Map();
+  for (const n of nodes) {
+    const t = byOp.get(n.op) || { op: n.op, nodes: 0, median_ms: 0 };
+    t.nodes += 1;
+    t.median_ms += n.median_ms;
+    byOp.set(n.op, t);
+  }
+  return {
+    runs: runs.length,
+    run_median_ms: runs.length ? ms(median(runs.map((run) => run.dur))) : 0,
+    nodes,
+    ops: [...byOp.values()].map((t) => ({ ...t, median_ms: Math.round(t.median_ms * 1000) / 1000 }))
+      .sort((a, b) => b.median_ms - a.median_ms),
+  };
+}
+
+function profileTable(s) {
+  const total = s.nodes.reduce((a, n) => a + n.median_ms, 0);
+  const pct = (v) => (total > 0 ? (100 * v) / total : 0).toFixed(1).padStart(6);
+  let out = `ONNX Runtime per node (median of ${s.runs} run(s); whole run ${s.run_median_ms.toFixed(3)} ms, ` +
+    `nodes ${total.toFixed(3)} ms)\n     # median ms      %  op                   node\n`;
+  s.nodes.forEach((n, i) => {
+    out += `${String(i + 1).padStart(6)} ${n.median_ms.toFixed(3).padStart(9)} ${pct(n.median_ms)}  ${n.op.padEnd(20)} ${n.name}\n`;
+  });
+  out += 'per op type:\n';
+  for (const t of s.ops) {
+    out += `  ${t.op.padEnd(24)} ${t.median_ms.toFixed(3).padStart(9)} ms ${pct(t.median_ms)} %  (${t.nodes} node(s))\n`;
+  }
+  return out;
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   let ort;
@@ -212,7 +277,12 @@ async function main() {
   if (!fs.existsSync(opts.model)) die(`no such ${opts.mode === 'batch' ? 'job list' : 'model'}: ${opts.model}`);
   if (opts.mode === 'batch') return runBatch(ort, opts);
 
-  const session = await ort.InferenceSession.create(opts.model, sessionOptions(opts));
+  // `profile`: ORT's profiler writes its events to a file of its own naming under this prefix.
+  const profileDir = opts.mode === 'profile' ? fs.mkdtempSync(path.join(os.tmpdir(), 'run_ort_profile-')) : null;
+  // Gone however the process ends (die() on a bad input exits from anywhere).
+  if (profileDir) process.on('exit', () => fs.rmSync(profileDir, { recursive: true, force: true }));
+  const extra = profileDir ? { enableProfiling: true, profileFilePrefix: path.join(profileDir, 'ort') } : {};
+  const session = await ort.InferenceSession.create(opts.model, sessionOptions(opts, extra));
 
   const feeds = {};
   for (const inp of opts.inputs) {
@@ -234,6 +304,18 @@ async function main() {
       fs.writeFileSync(base + '.shape', (t.dims.length ? t.dims.join('x') : 'scalar') + '\n');
       process.stderr.write(`run_ort: ${name} ${t.type} [${t.dims.join('x')}] -> ${base}.bin\n`);
     }
+    return;
+  }
+
+  if (opts.mode === 'profile') {
+    for (let i = 0; i < opts.warmup + opts.repeat; i++) await session.run(feeds);
+    session.endProfiling();
+    const files = fs.readdirSync(profileDir).filter((f) => f.endsWith('.json'));
+    if (files.length !== 1) die(`ORT's profiler wrote ${files.length} files, expected 1`);
+    const events = JSON.parse(fs.readFileSync(path.join(profileDir, files[0]), 'utf8'));
+    const summary = profileSummary(events, opts.warmup);
+    if (summary.runs !== opts.repeat) die(`ORT's profile holds ${summary.runs} timed runs, expected ${opts.repeat}`);
+    process.stdout.write(opts.json ? JSON.stringify(summary) + '\n' : profileTable(summary));
     return;
   }
 
