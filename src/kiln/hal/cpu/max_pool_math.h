@@ -42,32 +42,44 @@ struct Window {
   int64_t top = 0, left = 0;
 };
 
-// One vector of channels (`xs` at sample n's channel c, `y` at the output's) of one output pixel,
-// over its window's taps; only the lanes `tail` says where kPartial. Returns the flags of lanes
-// outside the bound.
-template <class V, bool kPartial>
+// kCount vectors of channels side by side of one output pixel, over its window's taps.
+template <class V, int kCount, bool kPartial>
 inline typename V::Flags pool_channels(const MaxPoolShape& s, const float* xs, const Window& win,
                                        float* y, typename V::Tail tail, typename V::R bound) {
   using R = typename V::R;
-  R m = V::set1(-std::numeric_limits<float>::infinity());
-  typename V::Flags seen = V::none();
+  using Flags = typename V::Flags;
+  constexpr int64_t kWidth = V::kWidth;
+  R m[kCount];
+  Flags seen[kCount];
+  for (int u = 0; u < kCount; ++u) {
+    m[u] = V::set1(-std::numeric_limits<float>::infinity());
+    seen[u] = V::none();
+  }
   for (int64_t kh = win.rows.first; kh < win.rows.end; ++kh) {
     const float* xr = xs + (win.top + kh * s.dilations[0]) * s.w * s.c;
     for (int64_t kw = win.cols.first; kw < win.cols.end; ++kw) {
       const float* p = xr + (win.left + kw * s.dilations[1]) * s.c;
-      const R v = kPartial ? V::load(p, tail) : V::load(p);
-      const typename V::Flags nan = V::is_nan(v);
-      m = V::select(V::first_nan(nan, seen), v, V::take_max(v, m));
-      seen = V::either(seen, nan);
+#pragma GCC unroll 4
+      for (int u = 0; u < kCount; ++u) {
+        const R v =
+            kPartial && u == kCount - 1 ? V::load(p + u * kWidth, tail) : V::load(p + u * kWidth);
+        const Flags nan = V::is_nan(v);
+        m[u] = V::select(V::first_nan(nan, seen[u]), v, V::take_max(v, m[u]));
+        seen[u] = V::either(seen[u], nan);
+      }
     }
   }
-  if constexpr (kPartial) {
-    V::store(y, m, tail);
-    return V::outside(m, bound, tail);
-  } else {
-    V::store(y, m);
-    return V::outside(m, bound);
+  Flags outside = V::none();
+  for (int u = 0; u < kCount; ++u) {
+    if (kPartial && u == kCount - 1) {
+      V::store(y + u * kWidth, m[u], tail);
+      outside = V::either(outside, V::outside(m[u], bound, tail));
+    } else {
+      V::store(y + u * kWidth, m[u]);
+      outside = V::either(outside, V::outside(m[u], bound));
+    }
   }
+  return outside;
 }
 
 template <class V>
@@ -95,11 +107,17 @@ bool max_pool_rows(const MaxPoolShape& s, const float* x, float* y, int64_t firs
         continue;
       }
       int64_t c = 0;
+      for (; c + 4 * kWidth <= full; c += 4 * kWidth) {
+        outside =
+            V::either(outside, pool_channels<V, 4, false>(s, xs + c, win, yp + c, tail, limit));
+      }
       for (; c < full; c += kWidth) {
-        outside = V::either(outside, pool_channels<V, false>(s, xs + c, win, yp + c, tail, limit));
+        outside =
+            V::either(outside, pool_channels<V, 1, false>(s, xs + c, win, yp + c, tail, limit));
       }
       if (c < s.c) {
-        outside = V::either(outside, pool_channels<V, true>(s, xs + c, win, yp + c, tail, limit));
+        outside =
+            V::either(outside, pool_channels<V, 1, true>(s, xs + c, win, yp + c, tail, limit));
       }
     }
   }
