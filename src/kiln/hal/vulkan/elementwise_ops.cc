@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "kiln/hal/vulkan/broadcast.h"
+#include "kiln/hal/vulkan/elementwise_launch.h"
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
 #include "kiln/kernels/infer_util.h"
@@ -28,7 +29,6 @@ constexpr UnaryCode kUnaryCodes[] = {
     {"LeakyRelu", 12}, {"HardSigmoid", 13}, {"HardSwish", 14}, {"Elu", 15},      {"Softplus", 16},
     {"Floor", 17},     {"Ceil", 18},        {"Round", 19},     {"Softsign", 20}, {"Clip", 21},
 };
-constexpr uint32_t kGeluErf = 4, kGeluTanh = 5;
 
 // A scalar f32 bound of Clip (input i) when it is a constant; nullopt when absent.
 StatusOr<std::optional<float>> clip_bound(KernelBuilder& b, size_t i) {
@@ -53,7 +53,7 @@ Status build_unary(KernelBuilder& b) {
   const Attributes& a = b.attributes();
   if (op == "Gelu") {
     KILN_ASSIGN_OR_RETURN(bool tanh_form, kernels::read_gelu_tanh_approximation(a));
-    code = tanh_form ? kGeluTanh : kGeluErf;
+    code = tanh_form ? kUnaryGeluTanh : kUnaryGeluErf;
   } else if (op == "LeakyRelu") {
     KILN_ASSIGN_OR_RETURN(double v, kernels::read_leaky_relu_alpha(a));
     alpha = static_cast<float>(v);
@@ -75,9 +75,48 @@ Status build_unary(KernelBuilder& b) {
   const uint64_t n = b.output(0).shape.empty() ? 1 : plain_bytes(b.output(0)) / sizeof(float);
   KILN_ASSIGN_OR_RETURN(Operand x, b.input_operand(0));
   b.describe(fmt::format("vulkan unary {} ({} elements)", op, n));
+  return launch_unary(b, *code, x, b.output_operand(0), n, alpha, beta);
+}
+
+Status launch_unary(KernelBuilder& b, uint32_t code, Operand x, Operand y, uint64_t count,
+                    float alpha, float beta) {
   return b.launch(
-      "unary", {*code}, n, {x, b.output_operand(0)},
-      {static_cast<uint32_t>(n), KernelBuilder::bits(alpha), KernelBuilder::bits(beta)});
+      "unary", {code}, count, {x, y},
+      {static_cast<uint32_t>(count), KernelBuilder::bits(alpha), KernelBuilder::bits(beta)});
+}
+
+namespace {
+
+// binary.comp's parameters for `y` = op(a, c): the element count, the rank, y's dims and each
+// operand's broadcast strides; sets `broadcast` when an operand's shape is not y's.
+std::vector<uint32_t> binary_params(const ConcreteShape& a, const ConcreteShape& c,
+                                    const ConcreteShape& y, bool& broadcast) {
+  std::vector<uint32_t> params = {static_cast<uint32_t>(kernels::product(y)),
+                                  static_cast<uint32_t>(y.size())};
+  const std::vector<uint32_t> dims = broadcast_dims(y);
+  params.insert(params.end(), dims.begin(), dims.end());
+  broadcast = false;
+  for (const ConcreteShape* shape : {&a, &c}) {
+    const std::vector<uint32_t> strides = broadcast_strides(*shape, y);
+    params.insert(params.end(), strides.begin(), strides.end());
+    if (*shape != y) broadcast = true;
+  }
+  return params;
+}
+
+}  // namespace
+
+Status launch_add(KernelBuilder& b, Operand x, Operand c, const ConcreteShape& c_shape, Operand y,
+                  const ConcreteShape& shape) {
+  if (shape.size() > kMaxBroadcastRank) {
+    return unimplemented("rank {} (the Vulkan kernel takes up to {})", shape.size(),
+                         kMaxBroadcastRank);
+  }
+  const auto n = static_cast<uint64_t>(kernels::product(shape));
+  if (n == 0) return ok_status();
+  bool broadcast = false;
+  std::vector<uint32_t> params = binary_params(shape, c_shape, shape, broadcast);
+  return b.launch("binary", {0u /* Add */, broadcast ? 1u : 0u}, n, {x, c, y}, std::move(params));
 }
 
 Status build_binary(KernelBuilder& b) {
@@ -110,15 +149,8 @@ Status build_binary(KernelBuilder& b) {
   const auto n = static_cast<uint64_t>(kernels::product(y));
   if (n == 0) return ok_status();
 
-  std::vector<uint32_t> params = {static_cast<uint32_t>(n), static_cast<uint32_t>(y.size())};
-  const std::vector<uint32_t> dims = broadcast_dims(y);
-  params.insert(params.end(), dims.begin(), dims.end());
   bool broadcast = false;
-  for (size_t i = 0; i < 2; ++i) {
-    const std::vector<uint32_t> strides = broadcast_strides(b.input(i).shape, y);
-    params.insert(params.end(), strides.begin(), strides.end());
-    if (b.input(i).shape != y) broadcast = true;
-  }
+  std::vector<uint32_t> params = binary_params(b.input(0).shape, b.input(1).shape, y, broadcast);
   KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
   KILN_ASSIGN_OR_RETURN(Operand c, b.input_operand(1));
   b.describe(fmt::format("vulkan binary {} of {} ({} elements{})", op, dtype_name(dtype), n,

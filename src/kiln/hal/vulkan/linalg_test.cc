@@ -237,6 +237,44 @@ TEST_F(VulkanLinalgTest, MatMulKilnSoftmaxRunsOnTheGpu) {
         attrs({{"kiln_scale", 0.125}, {"kiln_softmax", int64_t{1}}}));
 }
 
+// kiln_bias, kiln_residual and kiln_activation (passes::fuse_matmul: a transformer's weight
+// products) run on the GPU: the bias as the shader's C, the residual and the GELU as passes over
+// the product; with batched and 2-D products, a bias alone, a residual alone, both forms of GELU.
+TEST_F(VulkanLinalgTest, MatMulKilnBiasResidualAndGeluRunOnTheGpu) {
+  const Tensor a = random_tensor({2, 3, 17, 9}, 21), w = random_tensor({9, 13}, 22);
+  const Tensor bias = random_tensor({13}, 23), residual = random_tensor({2, 3, 17, 13}, 24);
+  check("MatMul", {{a}, constant(w), constant(bias), {residual}},
+        attrs({{"kiln_activation", std::string("gelu")}}));
+  check("MatMul", {{a}, constant(w), constant(bias), {residual}},
+        attrs({{"kiln_scale", 0.5}, {"kiln_activation", std::string("gelu_tanh")}}));
+  check("MatMul", {{random_tensor({70, 9}, 25)}, constant(w), constant(bias)});
+  check("MatMul", {{a}, {random_tensor({2, 3, 9, 13}, 26)}, {Tensor()}, {residual}});
+}
+
+// Attention's masked scores (passes::fuse_matmul folds the mask [B, 1, 1, S] into the scores
+// product as a kiln_residual that broadcasts, then the softmax): on the GPU, with -inf in the mask
+// (a padded position, which the softmax makes 0) and a NaN in one sample's mask (its rows NaN).
+TEST_F(VulkanLinalgTest, MaskedScoresRunOnTheGpu) {
+  const Tensor q = random_tensor({2, 3, 13, 8}, 27), k = random_tensor({2, 3, 8, 13}, 28);
+  Tensor mask = random_tensor({2, 1, 1, 13}, 29);
+  mask.mutable_values<float>()[4] = -std::numeric_limits<float>::infinity();
+  const Attributes scores = attrs({{"kiln_scale", 0.125}, {"kiln_softmax", int64_t{1}}});
+  check("MatMul", {{q}, {k}, {Tensor()}, {mask}}, scores);
+  mask.mutable_values<float>()[13 + 2] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<Tensor> expected =
+      expected_of("MatMul", {{q}, {k}, {Tensor()}, {mask}}, scores, 1, 18);
+  ASSERT_EQ(expected.size(), 1u);
+  const std::vector<Tensor> got =
+      run_op("MatMul", {{q}, {k}, {Tensor()}, {mask}}, scores, expected);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(all_close(got[0], expected[0], kTol));
+  const auto v = got[0].values<float>();
+  const int64_t sample = 3 * 13 * 13;
+  for (int64_t i = 0; i < 2 * sample; ++i) {
+    EXPECT_EQ(std::isnan(v[i]), i >= sample) << i;  // sample 1's every row is NaN, sample 0's none
+  }
+}
+
 TEST_F(VulkanLinalgTest, MatMulPropagatesNaN) {
   Tensor a = random_tensor({5, 20}, 14);
   a.mutable_values<float>()[2 * 20 + 3] = std::numeric_limits<float>::quiet_NaN();

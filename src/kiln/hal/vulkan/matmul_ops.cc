@@ -7,10 +7,16 @@
 //
 // The shader is the same for every M, N and batch count (batch invariance: no size-chosen
 // variant, no split-K), so row i of a product does not depend on the other rows.
+//
+// A MatMul's fused epilogue (passes::fuse_matmul) runs on the GPU too: kiln_scale is the shader's
+// alpha and kiln_bias its C; kiln_residual, kiln_activation (GELU) and kiln_softmax are passes of
+// the elementwise and softmax shaders over the product, in place, in the reference's order.
 #include <fmt/format.h>
 
 #include <atomic>
 
+#include "kiln/hal/vulkan/broadcast.h"
+#include "kiln/hal/vulkan/elementwise_launch.h"
 #include "kiln/hal/vulkan/kernel_builder.h"
 #include "kiln/hal/vulkan/op_table.h"
 #include "kiln/kernels/broadcast.h"
@@ -96,23 +102,23 @@ std::optional<uint64_t> batch_stride(const ConcreteShape& operand, const Concret
 void set_matmul_shader_for_testing(MatmulShader shader) { g_matmul_shader.store(shader); }
 
 Status build_matmul(KernelBuilder& b) {
-  for (size_t i = 2; i < b.input_count(); ++i) {
-    if (b.has_input(i)) {
-      return unimplemented(
-          "a MatMul with kiln_bias or kiln_residual runs on the CPU (no Vulkan epilogue for them)");
-    }
+  for (size_t i = 0; i < b.input_count(); ++i) {
+    if (b.has_input(i)) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
   }
-  if (b.attributes().has(kernels::kActivationAttribute)) {
-    return unimplemented(
-        "a MatMul with kiln_activation runs on the CPU (no Vulkan epilogue for it)");
-  }
-  for (size_t i = 0; i < 2; ++i) KILN_RETURN_IF_ERROR(b.expect_dtype(b.input(i), DType::kF32));
   KILN_RETURN_IF_ERROR(b.expect_dtype(b.output(0), DType::kF32));
   // kiln_scale (passes::fuse_matmul): the shader's alpha, each sum times it.
   KILN_ASSIGN_OR_RETURN(const std::optional<float> scale,
                         kernels::read_matmul_scale(b.attributes(), DType::kF32));
   KILN_ASSIGN_OR_RETURN(const bool softmax,
                         kernels::read_matmul_softmax(b.attributes(), DType::kF32));
+  KILN_ASSIGN_OR_RETURN(const kernels::FusedActivation activation,
+                        kernels::read_matmul_activation(b.attributes(), DType::kF32));
+  const bool has_bias = b.input_count() > 2 && b.has_input(2);
+  const bool has_residual = b.input_count() > 3 && b.has_input(3);
+  if (has_residual && b.output(0).shape.size() > kMaxBroadcastRank) {
+    return unimplemented("a kiln_residual of rank {} (the Vulkan add takes up to {})",
+                         b.output(0).shape.size(), kMaxBroadcastRank);
+  }
   ConcreteShape as = b.input(0).shape, bs = b.input(1).shape;
   if (as.empty() || bs.empty()) return internal_error("MatMul of a scalar passed its checks");
   if (as.size() == 1) as.insert(as.begin(), 1);
@@ -142,8 +148,37 @@ Status build_matmul(KernelBuilder& b) {
   }
   KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
   KILN_ASSIGN_OR_RETURN(Operand bm, b.input_operand(1));
-  KILN_RETURN_IF_ERROR(launch_product(b, p, a, bm, a, "matmul"));
-  if (!softmax || p.batches * p.m * p.n == 0) return ok_status();
+  // kiln_bias [N]: the shader's C, one value per column for every row and batch, beta 1.
+  Operand bias = a;
+  if (has_bias) {
+    KILN_ASSIGN_OR_RETURN(bias, b.input_operand(2));
+    p.has_c = true;
+    p.c_rs = 0, p.c_cs = 1;
+  }
+  KILN_RETURN_IF_ERROR(launch_product(b, p, a, bm, bias, has_bias ? "matmul +bias" : "matmul"));
+  const uint64_t elements = p.batches * p.m * p.n;
+  if (elements == 0) return ok_status();
+  const Operand y = b.output_operand(0);
+  // Then the rest of the epilogue in the reference's order (kernels/linalg.cc), each a pass over
+  // the product in place with the shader an Add or a Gelu dispatch would run: kiln_residual, added
+  // with its broadcast (attention's mask [B, 1, 1, S]); kiln_activation; kiln_softmax.
+  if (has_residual) {
+    KILN_ASSIGN_OR_RETURN(Operand residual, b.input_operand(3));
+    b.describe(fmt::format("vulkan add of the residual {} to the product",
+                           shape_to_string(b.input(3).shape)));
+    KILN_RETURN_IF_ERROR(launch_add(b, y, residual, b.input(3).shape, y, b.output(0).shape));
+  }
+  using Kind = kernels::FusedActivation::Kind;
+  if (activation.kind == Kind::kGelu || activation.kind == Kind::kGeluTanh) {
+    b.describe(fmt::format("vulkan unary {} of the product ({} elements)",
+                           kernels::describe(activation), elements));
+    KILN_RETURN_IF_ERROR(launch_unary(
+        b, activation.kind == Kind::kGelu ? kUnaryGeluErf : kUnaryGeluTanh, y, y, elements));
+  } else if (activation.kind != Kind::kNone) {
+    return internal_error("MatMul's kiln_activation {} passed its checks",
+                          kernels::describe(activation));
+  }
+  if (!softmax) return ok_status();
   // kiln_softmax: the softmax shader's row form over the product, in place (each invocation reads
   // its elements before it writes them), as a Softmax dispatch after the MatMul would run.
   const uint64_t rows = p.batches * p.m;
