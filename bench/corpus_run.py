@@ -13,6 +13,8 @@ checked, its compile cost measured, then timed against ONNX Runtime's best case.
 3. Timing: per model and size, alternating fresh processes of `kiln bench` and tools/ort's `time`
    (ORT's best case: weights stripped from graph.input where a model lists them there), medians
    over the rounds; runs per process chosen so each process times about 0.4 s (0.2 s in --quick).
+   Each row also prints the range of the rounds' own ratios: a wide one says the machine's load
+   moved during the row, and its median says less.
    One `kiln bench --per-dispatch` run per model names the kernels kiln ran (e.g.
    brgconv:avx512_core, kiln_gemm:avx2): the ISA of its code paths.
 The table (print_table) gives each ratio kiln/ORT, kiln's GFLOP/s and % of the FMA peak for the
@@ -154,10 +156,14 @@ def time_model(bench, model, module, sizes_list, reuse, budget_ms):
                 "ort": lambda w, r: bench.ort_time_inputs(ort_model, ort_inputs, w, r),
             }, warmup, repeat)
             k, o = med(res["kiln"]), med(res["ort"])
+            # Each round's own ratio: their spread shows how much the machine's load moved.
+            round_ratios = [kr["median_ms"] / orr["median_ms"] for kr, orr in zip(res["kiln"], res["ort"])]
             row = {"kiln_ms": k, "ort_ms": o, "ratio": k / o, "gflop": res["kiln"][0]["gflop"],
-                   "warmup": warmup, "repeat": repeat, "rounds_ms": rounds_ms(res)}
+                   "warmup": warmup, "repeat": repeat, "rounds_ms": rounds_ms(res),
+                   "round_ratios": round_ratios}
             print(f"  {model.name} {label}: kiln {k:.2f} ms | ORT best {o:.2f} ms -> kiln/ORT {k / o:.3f} "
-                  f"({warmup}+{repeat} runs per process)", flush=True)
+                  f"({warmup}+{repeat} runs per process; rounds {min(round_ratios):.3f}-{max(round_ratios):.3f})",
+                  flush=True)
         row.update({"model": model.name, "sizes": label, "kind": model.kind,
                     "flops_dominate": model.flops_dominate, "kernels": kernels,
                     "kiln_gflop_per_s": row["gflop"] / (row["kiln_ms"] / 1000)})

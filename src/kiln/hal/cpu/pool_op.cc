@@ -134,8 +134,8 @@ Status build_channels_last_max_pool(ProgramBuilder& b, const MaxPoolShape& shape
   KILN_ASSIGN_OR_RETURN(BufferRef y_ref, b.output(y, dst));
   const float bound = b.vouched_bound(x).value_or(std::numeric_limits<float>::max());
   b.add(std::make_unique<MaxPoolStep>(
-      b.label(fmt::format("max pool kiln:{} {} -> {} (NaN windows NaN)", isa_name(best_isa()),
-                          describe(src), describe(dst))),
+      b.label(fmt::format("max pool kiln_max_pool:{} {} -> {} (NaN windows NaN)",
+                          isa_name(best_isa()), describe(src), describe(dst))),
       shape, x_ref, y_ref, bound, y));
   b.vouch(y, bound);
   return ok_status();
