@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -118,6 +119,34 @@ Tensor poisoned(const Tensor& clean, bool infinities) {
   return x;
 }
 
+// Runs `exe` on `clean`, then on each of `poisoned` (sample 1 of `clean` with a NaN or infinities
+// put in), then on `clean` again: the clean output holds no NaN and matches `reference`; each
+// poisoned run's sample 1 holds the reference's NaNs (at least one) and values while samples 0 and
+// 2 keep their clean bits; the last run gives the clean bits again.
+void expect_only_sample_one_poisoned(Executable& exe, const ProgramSpec& spec, const Tensor& clean,
+                                     const std::vector<Tensor>& poisoned,
+                                     const std::function<Tensor(const Tensor&)>& reference) {
+  auto clean_out = run_program(exe, spec, {clean});
+  ASSERT_TRUE(clean_out.ok()) << clean_out.status().to_string();
+  EXPECT_EQ(nan_count((*clean_out)[0]), 0);
+  EXPECT_TRUE(all_close((*clean_out)[0], reference(clean)));
+  for (size_t i = 0; i < poisoned.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "poisoned input " << i);
+    auto got = run_program(exe, spec, {poisoned[i]});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    const Tensor sample = slice_batch((*got)[0], 1), want = slice_batch(reference(poisoned[i]), 1);
+    ASSERT_GT(nan_count(want), 0);
+    EXPECT_EQ(nan_count(sample), nan_count(want));
+    EXPECT_TRUE(all_close(sample, want));
+    for (int64_t n : {0, 2}) {
+      EXPECT_TRUE(identical(slice_batch((*got)[0], n), slice_batch((*clean_out)[0], n))) << n;
+    }
+  }
+  auto again = run_program(exe, spec, {clean});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(identical((*again)[0], (*clean_out)[0]));
+}
+
 // The case's chain prepared on its device.
 class GuardedConvChain : public ::testing::TestWithParam<ChainCase> {
  protected:
@@ -148,31 +177,10 @@ TEST_P(GuardedConvChain, FusesWhereTheInputAllowsIt) {
 }
 
 TEST_P(GuardedConvChain, ASampleKeepsItsBitsWhileAnotherHoldsNaNOrInfinities) {
-  Chain& chain = *chain_;
-  Executable& exe = *exe_;
   const Tensor x = random_tensor({kBatch, 8, 10, 10}, 47);
-  auto clean = run_program(exe, chain.s.spec(), {x});
-  ASSERT_TRUE(clean.ok()) << clean.status().to_string();
-  EXPECT_EQ(nan_count((*clean)[0]), 0);
-  EXPECT_TRUE(all_close((*clean)[0], chain.reference(x)));
-  for (bool infinities : {false, true}) {
-    SCOPED_TRACE(infinities ? "+inf and -inf" : "NaN");
-    const Tensor bad = poisoned(x, infinities);
-    auto got = run_program(exe, chain.s.spec(), {bad});
-    ASSERT_TRUE(got.ok()) << got.status().to_string();
-    const Tensor expected = chain.reference(bad);
-    const Tensor sample = slice_batch((*got)[0], 1), want = slice_batch(expected, 1);
-    ASSERT_GT(nan_count(want), 0);
-    EXPECT_EQ(nan_count(sample), nan_count(want));
-    EXPECT_TRUE(all_close(sample, want));
-    for (int64_t n : {0, 2}) {
-      EXPECT_TRUE(identical(slice_batch((*got)[0], n), slice_batch((*clean)[0], n))) << n;
-    }
-  }
-  // And clean again: nothing of the poisoned runs stays behind.
-  auto again = run_program(exe, chain.s.spec(), {x});
-  ASSERT_TRUE(again.ok());
-  EXPECT_TRUE(identical((*again)[0], (*clean)[0]));
+  expect_only_sample_one_poisoned(*exe_, chain_->s.spec(), x,
+                                  {poisoned(x, false), poisoned(x, true)},
+                                  [&](const Tensor& in) { return chain_->reference(in); });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -245,24 +253,8 @@ TEST_P(ReluIntoMaxPool, GuardsTheMaxAndKeepsNaNWindowsWhereTheReluFellBack) {
       << steps(1);
 
   const Tensor x = random_tensor({kBatch, 8, 10}, 53);
-  auto clean = run_program(exe, s_.spec(), {x});
-  ASSERT_TRUE(clean.ok()) << clean.status().to_string();
-  EXPECT_EQ(nan_count((*clean)[0]), 0);
-  EXPECT_TRUE(all_close((*clean)[0], reference(x)));
-
-  const Tensor bad = poisoned(x);
-  auto got = run_program(exe, s_.spec(), {bad});
-  ASSERT_TRUE(got.ok()) << got.status().to_string();
-  const Tensor sample = slice_batch((*got)[0], 1), want = slice_batch(reference(bad), 1);
-  ASSERT_GT(nan_count(want), 0);
-  EXPECT_EQ(nan_count(sample), nan_count(want));
-  EXPECT_TRUE(all_close(sample, want));
-  for (int64_t n : {0, 2}) {
-    EXPECT_TRUE(identical(slice_batch((*got)[0], n), slice_batch((*clean)[0], n))) << n;
-  }
-  auto again = run_program(exe, s_.spec(), {x});
-  ASSERT_TRUE(again.ok());
-  EXPECT_TRUE(identical((*again)[0], (*clean)[0]));
+  expect_only_sample_one_poisoned(exe, s_.spec(), x, {poisoned(x)},
+                                  [&](const Tensor& in) { return reference(in); });
 }
 
 INSTANTIATE_TEST_SUITE_P(SampleGroups, ReluIntoMaxPool, ::testing::Bool(),
@@ -340,26 +332,8 @@ TEST_P(BatchNormIntoShrinkingConv, FusesTheReluAndKeepsNaNWhereTheNormalizedValu
   EXPECT_NE(shrink.find("fused while finite"), std::string::npos) << shrink;
 
   const Tensor x = random_tensor({kBatch, 10, 10, 24}, 79);
-  auto clean = run_program(exe, s_.spec(), {x});
-  ASSERT_TRUE(clean.ok()) << clean.status().to_string();
-  EXPECT_EQ(nan_count((*clean)[0]), 0);
-  EXPECT_TRUE(all_close((*clean)[0], reference(x)));
-  for (bool infinities : {false, true}) {
-    SCOPED_TRACE(infinities ? "+inf in two channels" : "NaN");
-    const Tensor bad = poisoned(x, infinities);
-    auto got = run_program(exe, s_.spec(), {bad});
-    ASSERT_TRUE(got.ok()) << got.status().to_string();
-    const Tensor sample = slice_batch((*got)[0], 1), want = slice_batch(reference(bad), 1);
-    ASSERT_GT(nan_count(want), 0);
-    EXPECT_EQ(nan_count(sample), nan_count(want));
-    EXPECT_TRUE(all_close(sample, want));
-    for (int64_t n : {0, 2}) {
-      EXPECT_TRUE(identical(slice_batch((*got)[0], n), slice_batch((*clean)[0], n))) << n;
-    }
-  }
-  auto again = run_program(exe, s_.spec(), {x});
-  ASSERT_TRUE(again.ok());
-  EXPECT_TRUE(identical((*again)[0], (*clean)[0]));
+  expect_only_sample_one_poisoned(exe, s_.spec(), x, {poisoned(x, false), poisoned(x, true)},
+                                  [&](const Tensor& in) { return reference(in); });
 }
 
 INSTANTIATE_TEST_SUITE_P(SampleGroups, BatchNormIntoShrinkingConv, ::testing::Bool(),
