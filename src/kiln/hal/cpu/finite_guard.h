@@ -21,8 +21,9 @@
 // conv reads what it writes, where the pass would read and write it), or where the input's
 // producer vouches for it: a guarded clip whose fused path ran marks its output as within its
 // bounds (ProgramBuilder::vouch), and the check then needs no read. A guarded relu vouches with
-// kGuardedSumBound; an f32 max pool guards its NaN passes the same way (pool_op.cc); kiln's
-// BatchNormalization checks what it writes as it writes it and vouches with kNormalizedBound.
+// kGuardedSumBound; oneDNN's f32 max pool guards its NaN passes the same way (pool_op.cc); kiln's
+// own max pool (max_pool_step.h) and BatchNormalization check what they write as they write it
+// and vouch, the latter with kNormalizedBound.
 #pragma once
 
 #include <cstddef>
