@@ -92,7 +92,7 @@ struct Avx2 {
 }  // namespace
 
 void rows_avx2(const float* x, float* y, int64_t first, int64_t last, int64_t n) {
-  softmax_rows<Avx2>(x, y, first, last, n);
+  softmax_rows<Avx2, 2>(x, y, first, last, n);
 }
 
 }  // namespace kiln::hal::cpu::softmax::detail

@@ -64,12 +64,11 @@ struct Avx512 {
     return flags | _mm512_cmp_ps_mask(v, set1(limit), _CMP_NLT_UQ);
   }
   static bool any(Flags flags) { return flags != 0; }
-  // Lanes 0-7 and 8-15 (through memory: once per row).
+  // Lanes 0-7 and 8-15, in registers (zero-masking forms, as above). Through memory, a 64-byte
+  // store read back as two 32-byte loads, it stalled twice a row on the row's critical path.
   static void halves(R v, __m256& lo, __m256& hi) {
-    alignas(64) float t[16];
-    _mm512_store_ps(t, v);
-    lo = _mm256_load_ps(t);
-    hi = _mm256_load_ps(t + 8);
+    lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0));
+    hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 1));
   }
   static float max_lanes(R v) {
     __m256 lo, hi;
@@ -86,7 +85,7 @@ struct Avx512 {
 }  // namespace
 
 void rows_avx512(const float* x, float* y, int64_t first, int64_t last, int64_t n) {
-  softmax_rows<Avx512>(x, y, first, last, n);
+  softmax_rows<Avx512, 4>(x, y, first, last, n);
 }
 
 }  // namespace kiln::hal::cpu::softmax::detail

@@ -113,6 +113,36 @@ TEST_F(SoftmaxKernelTest, BothIsasAnyRowCountAndThreadCountGiveTheSameBits) {
   }
 }
 
+// The kernel works on several rows side by side (softmax_math.h): a row's bits are those it gets
+// alone, whatever its neighbours hold, NaN and +inf among them, and wherever its group starts.
+TEST_F(SoftmaxKernelTest, NeighbouringRowsChangeNoBits) {
+  for (int64_t n : {70, 197}) {  // four full vectors and more, then a tail
+    const int64_t count = 11;
+    std::vector<float> x = random_rows(count, n, 4.0f, static_cast<unsigned>(n));
+    x[1 * n + 40] = kNaN;    // in the first four vectors
+    x[6 * n + 66] = kInf;    // in the fifth vector or the tail
+    x[9 * n + 3] = -kInf;
+    for (Isa isa : runnable_isas()) {
+      for (int64_t first : {0, 1, 2, 3}) {  // groups starting at every offset
+        const int64_t rows_here = count - first;
+        std::vector<float> y(static_cast<size_t>(rows_here * n));
+        rows_on_this_thread(x.data() + first * n, y.data(), rows_here, n, isa);
+        for (int64_t r = first; r < count; ++r) {
+          std::vector<float> alone(static_cast<size_t>(n));
+          rows_on_this_thread(x.data() + r * n, alone.data(), 1, n, isa);
+          const float* got = y.data() + (r - first) * n;
+          if (r == 1 || r == 6) {
+            for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(std::isnan(got[i])) << r << " " << i;
+          } else {
+            EXPECT_EQ(std::memcmp(got, alone.data(), static_cast<size_t>(n) * sizeof(float)), 0)
+                << fmt::format("n {} row {} from row {} ({})", n, r, first, isa_name(isa));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(SoftmaxKernelTest, NonFiniteRowsFollowTheDefinition) {
   const int64_t n = 19;
   std::vector<float> x = random_rows(7, n, 2.0f, 3);

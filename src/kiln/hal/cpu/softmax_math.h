@@ -10,9 +10,10 @@
 
 namespace kiln::hal::cpu::softmax::detail {
 
-// exp(t) for t <= 0 (t = x - max, never NaN here): see softmax_kernel.h.
+// exp(t) for t <= 0 (t = x - max, never NaN here): see softmax_kernel.h. Always inlined: as a
+// call, AVX2's two-vector R goes through the stack (2.4x slower rows).
 template <class V>
-typename V::R exp_non_positive(typename V::R t) {
+[[gnu::always_inline]] inline typename V::R exp_non_positive(typename V::R t) {
   using R = typename V::R;
   constexpr float kLowest = -87.33654f;  // ln(2^-126)
   const R tc = V::max(t, V::set1(kLowest));
@@ -48,52 +49,99 @@ static inline float max_lanes(__m256 lo, __m256 hi) {
   return _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
 }
 
-template <class V>
-void softmax_rows(const float* x, float* y, int64_t first, int64_t last, int64_t n) {
+// G rows from x into y (row g at x + g * n, y + g * n), each step of the definition done for the
+// G rows side by side: a row of attention's 128-197 floats is too short for the core to overlap
+// its steps (maximum, exp and sum, scale), each waiting on the one before through a horizontal
+// reduction, and rows side by side give it independent work. Each row goes through exactly the
+// operations it would alone, so its bits do not depend on G or on its neighbours.
+template <class V, int G>
+void softmax_row_group(const float* x, float* y, int64_t n) {
   using R = typename V::R;
   constexpr int64_t kWidth = 16;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const int64_t full = n / kWidth * kWidth, tail = n - full;
-  for (int64_t row = first; row < last; ++row) {
-    const float* xr = x + row * n;
-    float* yr = y + row * n;
-    // The maximum, and whether any element is NaN or +inf.
-    R top = V::set1(-kInf);
-    typename V::Flags poisoned = V::no_flags();
-    for (int64_t i = 0; i < full; i += kWidth) {
-      const R v = V::load(xr + i);
-      top = V::max(top, v);
-      poisoned = V::flag_not_below(poisoned, v, kInf);
+  // The maxima, and whether any element is NaN or +inf. A single row runs four maxima, so that it
+  // is not one chain of dependent maxima; the maximum of finite values is exact in any order (and
+  // where it is a zero, its sign changes no x - m).
+  constexpr int kChains = G == 1 ? 4 : 1;
+  R top[G][kChains];
+  typename V::Flags poisoned[G];
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < kChains; ++c) top[g][c] = V::set1(-kInf);
+    poisoned[g] = V::no_flags();
+  }
+  int64_t i = 0;
+  for (; i + kChains * kWidth <= full; i += kChains * kWidth) {
+    for (int c = 0; c < kChains; ++c) {
+      for (int g = 0; g < G; ++g) {
+        const R v = V::load(x + g * n + i + c * kWidth);
+        top[g][c] = V::max(top[g][c], v);
+        poisoned[g] = V::flag_not_below(poisoned[g], v, kInf);
+      }
     }
-    if (tail > 0) {
-      const R v = V::load_partial(xr + full, tail, -kInf);
-      top = V::max(top, v);
-      poisoned = V::flag_not_below(poisoned, v, kInf);
+  }
+  for (; i < full; i += kWidth) {
+    for (int g = 0; g < G; ++g) {
+      const R v = V::load(x + g * n + i);
+      top[g][0] = V::max(top[g][0], v);
+      poisoned[g] = V::flag_not_below(poisoned[g], v, kInf);
     }
-    const float m = V::max_lanes(top);
-    if (V::any(poisoned) || m == -kInf) {
-      for (int64_t i = 0; i < n; ++i) yr[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+  if (tail > 0) {
+    for (int g = 0; g < G; ++g) {
+      const R v = V::load_partial(x + g * n + full, tail, -kInf);
+      top[g][0] = V::max(top[g][0], v);
+      poisoned[g] = V::flag_not_below(poisoned[g], v, kInf);
+    }
+  }
+  // exp(x - m), stored, and summed lane by lane (a tail's missing lanes add +0). A row that holds
+  // NaN or +inf, or only -inf, goes through too (its values are then overwritten).
+  R mv[G], sum[G];
+  bool nan_row[G];
+  for (int g = 0; g < G; ++g) {
+    R m = top[g][0];
+    for (int c = 1; c < kChains; ++c) m = V::max(m, top[g][c]);
+    const float mg = V::max_lanes(m);
+    nan_row[g] = V::any(poisoned[g]) || mg == -kInf;
+    mv[g] = V::set1(mg);
+    sum[g] = V::set1(0.0f);
+  }
+  for (i = 0; i < full; i += kWidth) {
+    for (int g = 0; g < G; ++g) {
+      const R e = exp_non_positive<V>(V::sub(V::load(x + g * n + i), mv[g]));
+      V::store(y + g * n + i, e);
+      sum[g] = V::add(sum[g], e);
+    }
+  }
+  if (tail > 0) {
+    for (int g = 0; g < G; ++g) {
+      const R e = exp_non_positive<V>(V::sub(V::load_partial(x + g * n + full, tail, -kInf), mv[g]));
+      V::store_partial(y + g * n + full, tail, e);
+      sum[g] = V::add(sum[g], e);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    float* yr = y + g * n;
+    if (nan_row[g]) {
+      for (int64_t j = 0; j < n; ++j) yr[j] = std::numeric_limits<float>::quiet_NaN();
       continue;
     }
-    // exp(x - m), stored, and summed lane by lane (a tail's missing lanes add +0).
-    const R mv = V::set1(m);
-    R sum = V::set1(0.0f);
-    for (int64_t i = 0; i < full; i += kWidth) {
-      const R e = exp_non_positive<V>(V::sub(V::load(xr + i), mv));
-      V::store(yr + i, e);
-      sum = V::add(sum, e);
-    }
-    if (tail > 0) {
-      const R e = exp_non_positive<V>(V::sub(V::load_partial(xr + full, tail, -kInf), mv));
-      V::store_partial(yr + full, tail, e);
-      sum = V::add(sum, e);
-    }
-    const R scale = V::set1(1.0f / V::sum_lanes(sum));
-    for (int64_t i = 0; i < full; i += kWidth) V::store(yr + i, V::mul(V::load(yr + i), scale));
+    const R scale = V::set1(1.0f / V::sum_lanes(sum[g]));
+    for (int64_t j = 0; j < full; j += kWidth) V::store(yr + j, V::mul(V::load(yr + j), scale));
     if (tail > 0) {
       V::store_partial(yr + full, tail, V::mul(V::load_partial(yr + full, tail, 0.0f), scale));
     }
   }
+}
+
+// Rows [first, last) of n floats, kGroup at a time, then one at a time.
+template <class V, int kGroup>
+void softmax_rows(const float* x, float* y, int64_t first, int64_t last, int64_t n) {
+  int64_t row = first;
+  for (; row + kGroup <= last; row += kGroup) {
+    softmax_row_group<V, kGroup>(x + row * n, y + row * n, n);
+  }
+  for (; row < last; ++row) softmax_row_group<V, 1>(x + row * n, y + row * n, n);
 }
 
 // SiLU of n floats (silu_kernel.h): x * (num / (1 + e)) with e = exp(-|x|) and num = e where
