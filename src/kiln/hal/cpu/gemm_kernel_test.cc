@@ -6,6 +6,8 @@
 // function within its stated bound, and for the same bits on both ISAs.
 #include "kiln/hal/cpu/gemm_kernel.h"
 
+#include "kiln/hal/cpu/softmax_kernel.h"
+
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -38,6 +40,7 @@ struct Problem {
   bool residual = false;
   std::vector<float> r_values;  // [m, n + 3]: a row stride other than n
   Activation activation = Activation::kNone;
+  bool softmax = false;
 };
 
 std::vector<float> random_values(size_t n, uint32_t seed) {
@@ -49,7 +52,7 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
 }
 
 Problem make_problem(Shape s, int64_t count, float alpha, float beta, CKind c, uint32_t seed) {
-  Problem p{s, count, alpha, beta, c, {}, {}, {}, false, {}, Activation::kNone};
+  Problem p{s, count, alpha, beta, c, {}, {}, {}, false, {}, Activation::kNone, false};
   p.a = random_values(static_cast<size_t>(count * s.m * s.k), seed);
   p.b = random_values(static_cast<size_t>(count * s.k * s.n), seed + 1);
   p.c_values = random_values(static_cast<size_t>(s.m * s.n), seed + 2);
@@ -117,6 +120,7 @@ std::vector<float> run(const Problem& p, Isa isa) {
     prod.residual_row_stride = n + 3;
   }
   prod.activation = p.activation;
+  prod.softmax = p.softmax;
   std::vector<float> y(static_cast<size_t>(p.count * m * n), -7.0f);
   multiply(prod, p.a.data(), a_offsets, packed.get(), b_offsets, y.data(), m * n, isa);
   return y;
@@ -195,6 +199,34 @@ TEST_F(GemmKernelTest, ThreadsAndProductCountChangeNoBits) {
                            fmt::format("{} threads {} {}x{}x{} count {}", isa_name(isa), threads,
                                        s.m, s.k, s.n, count));
         }
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+// A fused softmax gives the bits of softmax_kernel.h's softmax of the finished product, whether
+// the rows are normalized by the work item that computed them (many products or rows) or, where
+// whole rows would leave threads idle (a classifier's single row), after a product split over
+// panels; at any thread count, on both ISAs.
+TEST_F(GemmKernelTest, FusedSoftmaxGivesTheBitsOfTheSoftmaxAfterTheProduct) {
+  const int saved = omp_get_max_threads();
+  const struct {
+    Shape s;
+    int64_t count;
+  } cases[] = {{{1, 300, 1000}, 1}, {{1, 64, 40}, 3}, {{16, 100, 200}, 1},
+               {{8, 64, 197}, 12}, {{37, 50, 70}, 2}, {{200, 30, 50}, 1}};
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    for (const auto& c : cases) {
+      Problem p = make_problem(c.s, c.count, 0.125f, 1.0f, CKind::kRowVector, 7);
+      p.softmax = true;
+      std::vector<float> want = expected(p);
+      softmax::rows_on_this_thread(want.data(), want.data(), c.count * c.s.m, c.s.n);
+      for (Isa isa : runnable_isas()) {
+        expect_same_bits(run(p, isa), want,
+                         fmt::format("{} threads {} {}x{}x{} count {}", isa_name(isa), threads,
+                                     c.s.m, c.s.k, c.s.n, c.count));
       }
     }
   }
