@@ -38,11 +38,12 @@ def under_load_part(bench, names, loops):
             specs, ort_inputs = inputs_of(args.models, model, sizes)
             first = bench.kiln_bench(module, specs, 1, 1, threads=1)
             warmup, repeat = runs_for(first["median_ms"], 1000 if args.quick else 2000)
-            # kiln at 2 threads settles on its plan within 6 runs of a busy start (the full team
-            # twice, then a try of the one-thread plan: hal/cpu/team_choice.h); the rows compare
-            # the steady state, which is what a process that runs a model more than a few times
-            # sees. A process that runs once runs on the full team.
-            warmup = max(warmup, 6)
+            # kiln at 2 threads settles on its plan within 7 runs of a busy start (the full team
+            # three times, the first cold, then a try of the one-thread plan:
+            # hal/cpu/team_choice.h); the rows compare the steady state, which is what a process
+            # that runs a model more than a few times sees. A process that runs once runs on the
+            # full team.
+            warmup = max(warmup, 7)
             turn = itertools.count()
 
             def in_one_process(w, r):

@@ -48,6 +48,7 @@ void TeamChoice::record(Team team, double milliseconds, double cpu_share) {
   since_[t] = 0;
   ++since_[1 - t];
   if (team != current_) {
+    previous_busy_ms_ = 0;
     if (!cold) recent_[t].add(milliseconds);
     if (team == Team::kFull) {
       last_full_ms_ = milliseconds;
@@ -73,10 +74,15 @@ void TeamChoice::record(Team team, double milliseconds, double cpu_share) {
   const bool slower = best_full_ms_ > 0 && milliseconds > kSlowdown * best_full_ms_;
   best_full_ms_ = best_full_ms_ > 0 ? std::min(best_full_ms_, milliseconds) : milliseconds;
   const bool waited = !one_thread_lost_ || since_[1] >= interval_;
-  if ((cpu_share < kBusyShare || slower) && waited) {
-    // Runs from before the load came say nothing about it: the try is held against this one.
+  const bool busy = cpu_share < kBusyShare || slower;
+  const double previous_busy_ms = previous_busy_ms_;
+  previous_busy_ms_ = busy ? milliseconds : 0;
+  if (busy && previous_busy_ms > 0 && waited) {
+    // Runs from before the load came say nothing about it: the try is held against these two.
     recent_[t] = Recent{};
+    recent_[t].add(previous_busy_ms);
     recent_[t].add(milliseconds);
+    previous_busy_ms_ = 0;
     start_try();
   }
 }

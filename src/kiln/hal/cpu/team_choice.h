@@ -12,15 +12,19 @@
 //    is not even built (the executable builds it on first use).
 //  - A full-team run looks busy when the calling thread got less than kBusyShare of the run's
 //    wall time as CPU time (it was descheduled: spinning at a barrier still counts as CPU time),
-//    or when it took more than kSlowdown times the fastest full-team run so far. After a busy
-//    run, the one-thread plan is tried.
+//    or when it took more than kSlowdown times the fastest full-team run so far. After two busy
+//    runs in a row, the one-thread plan is tried. A load that makes the one-thread plan pay
+//    lasts (a busy machine's share of a core comes and goes over hundreds of milliseconds); a
+//    lone slow run is a moment's interruption, after which a try costs the next runs twice their
+//    time for nothing (a shared VM: one 2.2x run of ResNet-50 at batch 1 was followed by five
+//    one-thread runs at 1.9x, a 4% higher median over 60 runs).
 //  - On the one-thread plan, the full team is tried again once it has not run for `interval`
 //    runs, to notice when the load is gone; but while `others_running` says other tasks want
 //    the cores, the try waits, the interval doubling, until kMaxInterval runs have gone by.
 //  - A try of the one-thread plan is kTryRuns runs (one more for its very first, which pays for
 //    building it and for first touches of memory and is not counted), and their median must come
-//    within kOneThreadMargin of the busy full-team run that started the try (the runs before it
-//    are from before the load came). Medians: a busy machine's share of a core comes and goes
+//    within kOneThreadMargin of the mean of the two busy full-team runs that started the try (the
+//    runs before them are from before the load came). Medians: a busy machine's share of a core comes and goes
 //    over hundreds of milliseconds. The margin: right after full-team runs the scheduler still
 //    charges the process for two cores, so the first one-thread runs come out slow; where the
 //    full team is much faster even when busy (many cores, one of them taken), it still wins.
@@ -94,6 +98,7 @@ class TeamChoice {
   double best_full_ms_ = 0;     // the fastest full-team run but the first
   double last_full_ms_ = 0;     // the latest full-team run
   double last_full_share_ = 1;  // and the calling thread's CPU share in it
+  double previous_busy_ms_ = 0;  // the run before, on the full team and busy: its time; else 0
   int64_t runs_[2] = {0, 0};    // runs of each plan so far
   int64_t since_[2] = {0, 0};   // runs since each plan last ran
   int64_t interval_ = kFirstInterval;
