@@ -62,6 +62,33 @@ std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::N
   return a;
 }
 
+// Conv -> Transpose -> Relu, LeakyRelu or Clip, each read only by the next: the activation becomes
+// the conv's and the Transpose produces the activation's output. An element-wise function
+// commutes with a transpose (the same values, in the transposed places), so the bits are the
+// same. tf2onnx's NHWC graphs can leave a Relu6 between the transposes around a conv (the
+// benchmark corpus's NHWC CNN: a portable Clip of 0.024 ms at batch 1).
+bool fuse_activation_across_transpose(ir::Graph& graph,
+                                      const std::vector<std::vector<ir::NodeId>>& consumers,
+                                      ir::NodeId conv_id, ir::NodeId transpose_id) {
+  const ir::Node& transpose = graph.node(transpose_id);
+  if (transpose.outputs.size() != 1) return false;
+  auto act_id = sole_consumer(graph, consumers, transpose.outputs[0]);
+  if (!act_id) return false;
+  const std::optional<FusedActivation> activation = as_activation(graph, graph.node(*act_id));
+  if (!activation || graph.node(*act_id).outputs.size() != 1) return false;
+  kernels::set_fused_activation(graph.node(conv_id).attributes, *activation);
+  const std::vector<std::string> origins = graph.node(*act_id).origins;
+  ir::Node& conv = graph.node(conv_id);
+  conv.origins.insert(conv.origins.end(), origins.begin(), origins.end());
+  const ir::ValueId activated = graph.node(*act_id).outputs[0];
+  graph.erase_node(*act_id);
+  ir::Node& moved = graph.node(transpose_id);
+  graph.value(moved.outputs[0]).producer.reset();
+  moved.outputs[0] = activated;
+  graph.value(activated).producer = transpose_id;
+  return true;
+}
+
 // Relu, LeakyRelu or Clip after a Conv, or Relu after a standalone BatchNormalization, becomes
 // the producer's activation.
 bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
@@ -73,6 +100,9 @@ bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>
   }
   auto next = sole_consumer(graph, consumers, node.outputs[0]);
   if (!next) return false;
+  if (node.op_type == "Conv" && graph.node(*next).op_type == "Transpose") {
+    return fuse_activation_across_transpose(graph, consumers, id, *next);
+  }
   std::optional<FusedActivation> activation = as_activation(graph, graph.node(*next));
   if (!activation) return false;
   if (node.op_type == "BatchNormalization" && activation->kind != FusedActivation::Kind::kRelu) {

@@ -15,7 +15,8 @@
 //                   (any data-dependent size) gives its count to every shape that used it.
 //   fold_batchnorm  fold an inference BatchNormalization into the Conv that feeds only it
 //   fuse_conv       fuse bias-free residual Add, and Relu, LeakyRelu, Clip with constant bounds or
-//                   SiLU (Mul(y, Sigmoid(y))), into Conv
+//                   SiLU (Mul(y, Sigmoid(y))), into Conv (Relu, LeakyRelu and Clip also across a
+//                   Transpose between them, as tf2onnx's NHWC graphs place them)
 //                   (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu into a
 //                   standalone BatchNormalization
 //   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul), or in its tanh form

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
@@ -215,6 +216,53 @@ Tensor f32_scalar(float v) {
   Tensor t = Tensor::create(DType::kF32, {}).value();
   t.mutable_values<float>()[0] = v;
   return t;
+}
+
+// Conv -> Transpose (to NHWC) -> Clip -> Transpose (back), as tf2onnx leaves a Relu6 between the
+// transposes around a conv: the Clip moves into the conv, the Transpose writes its output, the
+// values are the same bits. A Transpose whose output another node reads keeps its Clip.
+TEST(Passes, ActivationAfterATransposeOfAConvBecomesTheConvActivation) {
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "transposed value read twice" : "chain");
+    std::mt19937 rng(4);
+    Graph g;
+    ValueId x = g.add_input("x", DType::kF32, {2, 4, 6, 6});
+    ValueId w = g.add_constant("w", random_tensor({4, 4, 3, 3}, rng, -2.0f, 2.0f));
+    ValueId y = add_intermediate(g, "y");
+    g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
+    ValueId t = add_intermediate(g, "t");
+    Node to_nhwc{"to_nhwc", "Transpose", {y}, {t}, {}, {}};
+    to_nhwc.attributes.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+    g.add_node(std::move(to_nhwc));
+    ValueId c = add_intermediate(g, "c");
+    g.add_node({"relu6", "Clip", {t, g.add_constant("lo", f32_scalar(0.0f)),
+                                  g.add_constant("hi", f32_scalar(6.0f))}, {c}, {}, {}});
+    ValueId out = add_intermediate(g, "out");
+    Node to_nchw{"to_nchw", "Transpose", {c}, {out}, {}, {}};
+    to_nchw.attributes.set("perm", std::vector<int64_t>{0, 3, 1, 2});
+    g.add_node(std::move(to_nchw));
+    g.add_output(out);
+    if (shared) g.add_output(t);
+    ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+    Tensor input = random_tensor({2, 4, 6, 6}, rng, -3.0f, 3.0f);
+    auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    EXPECT_EQ(fuse_conv(g).value(), shared ? 0 : 1);
+    ASSERT_TRUE(ir::verify_graph(g).ok());
+    EXPECT_EQ(count_op(g, "Clip"), shared ? 1 : 0);
+    EXPECT_EQ(count_op(g, "Transpose"), 2);
+    if (!shared) {
+      const Node& conv = g.node(0);
+      ASSERT_EQ(conv.op_type, "Conv");
+      auto activation = kernels::read_fused_activation(conv.attributes);
+      ASSERT_TRUE(activation.ok()) << activation.status().to_string();
+      EXPECT_EQ(kernels::describe(*activation), "clip(0, 6)");
+      EXPECT_NE(std::find(conv.origins.begin(), conv.origins.end(), "relu6"), conv.origins.end());
+      EXPECT_EQ(g.value(g.outputs()[0]).name, "out");
+    }
+    auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    ASSERT_EQ(after[0].byte_size(), before[0].byte_size());
+    EXPECT_EQ(std::memcmp(after[0].data(), before[0].data(), before[0].byte_size()), 0);
+  }
 }
 
 // x -> conv -> Add(x) -> Clip(min, max) -> out, with the bounds given as constants or inputs.
