@@ -235,8 +235,12 @@ TEST(Passes, ActivationAfterATransposeOfAConvBecomesTheConvActivation) {
     to_nhwc.attributes.set("perm", std::vector<int64_t>{0, 2, 3, 1});
     g.add_node(std::move(to_nhwc));
     ValueId c = add_intermediate(g, "c");
-    g.add_node({"relu6", "Clip", {t, g.add_constant("lo", f32_scalar(0.0f)),
-                                  g.add_constant("hi", f32_scalar(6.0f))}, {c}, {}, {}});
+    g.add_node({"relu6",
+                "Clip",
+                {t, g.add_constant("lo", f32_scalar(0.0f)), g.add_constant("hi", f32_scalar(6.0f))},
+                {c},
+                {},
+                {}});
     ValueId out = add_intermediate(g, "out");
     Node to_nchw{"to_nchw", "Transpose", {c}, {out}, {}, {}};
     to_nchw.attributes.set("perm", std::vector<int64_t>{0, 3, 1, 2});

@@ -214,8 +214,8 @@ TEST_F(GemmKernelTest, FusedSoftmaxGivesTheBitsOfTheSoftmaxAfterTheProduct) {
   const struct {
     Shape s;
     int64_t count;
-  } cases[] = {{{1, 300, 1000}, 1}, {{1, 64, 40}, 3}, {{16, 100, 200}, 1},
-               {{8, 64, 197}, 12}, {{37, 50, 70}, 2}, {{200, 30, 50}, 1}};
+  } cases[] = {{{1, 300, 1000}, 1}, {{1, 64, 40}, 3},  {{16, 100, 200}, 1},
+               {{8, 64, 197}, 12},  {{37, 50, 70}, 2}, {{200, 30, 50}, 1}};
   for (int threads : {1, 2, 3}) {
     omp_set_num_threads(threads);
     for (const auto& c : cases) {

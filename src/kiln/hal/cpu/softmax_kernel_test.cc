@@ -119,8 +119,8 @@ TEST_F(SoftmaxKernelTest, NeighbouringRowsChangeNoBits) {
   for (int64_t n : {70, 197}) {  // four full vectors and more, then a tail
     const int64_t count = 11;
     std::vector<float> x = random_rows(count, n, 4.0f, static_cast<unsigned>(n));
-    x[1 * n + 40] = kNaN;    // in the first four vectors
-    x[6 * n + 66] = kInf;    // in the fifth vector or the tail
+    x[1 * n + 40] = kNaN;  // in the first four vectors
+    x[6 * n + 66] = kInf;  // in the fifth vector or the tail
     x[9 * n + 3] = -kInf;
     for (Isa isa : runnable_isas()) {
       for (int64_t first : {0, 1, 2, 3}) {  // groups starting at every offset

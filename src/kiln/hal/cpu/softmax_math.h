@@ -115,7 +115,8 @@ void softmax_row_group(const float* x, float* y, int64_t n) {
   }
   if (tail > 0) {
     for (int g = 0; g < G; ++g) {
-      const R e = exp_non_positive<V>(V::sub(V::load_partial(x + g * n + full, tail, -kInf), mv[g]));
+      const R e =
+          exp_non_positive<V>(V::sub(V::load_partial(x + g * n + full, tail, -kInf), mv[g]));
       V::store_partial(y + g * n + full, tail, e);
       sum[g] = V::add(sum[g], e);
     }

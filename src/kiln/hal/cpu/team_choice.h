@@ -24,10 +24,11 @@
 //  - A try of the one-thread plan is kTryRuns runs (one more for its very first, which pays for
 //    building it and for first touches of memory and is not counted), and their median must come
 //    within kOneThreadMargin of the mean of the two busy full-team runs that started the try (the
-//    runs before them are from before the load came). Medians: a busy machine's share of a core comes and goes
-//    over hundreds of milliseconds. The margin: right after full-team runs the scheduler still
-//    charges the process for two cores, so the first one-thread runs come out slow; where the
-//    full team is much faster even when busy (many cores, one of them taken), it still wins.
+//    runs before them are from before the load came). Medians: a busy machine's share of a core
+//    comes and goes over hundreds of milliseconds. The margin: right after full-team runs the
+//    scheduler still charges the process for two cores, so the first one-thread runs come out slow;
+//    where the full team is much faster even when busy (many cores, one of them taken), it still
+//    wins.
 //  - A try of the full team is one run, which must look quiet (a CPU share of kBusyShare or more)
 //    and beat the median of the one-thread plan's last kTryRuns runs: on a quiet machine it wins
 //    by far, and on a busy one each full-team run is costly and a lucky one misleading.
@@ -95,12 +96,12 @@ class TeamChoice {
   int trying_ = 0;                // runs of the other plan still to make in the current try
   bool one_thread_lost_ = false;  // the last try was of the one-thread plan, and it lost
   Recent recent_[2];
-  double best_full_ms_ = 0;     // the fastest full-team run but the first
-  double last_full_ms_ = 0;     // the latest full-team run
-  double last_full_share_ = 1;  // and the calling thread's CPU share in it
+  double best_full_ms_ = 0;      // the fastest full-team run but the first
+  double last_full_ms_ = 0;      // the latest full-team run
+  double last_full_share_ = 1;   // and the calling thread's CPU share in it
   double previous_busy_ms_ = 0;  // the run before, on the full team and busy: its time; else 0
-  int64_t runs_[2] = {0, 0};    // runs of each plan so far
-  int64_t since_[2] = {0, 0};   // runs since each plan last ran
+  int64_t runs_[2] = {0, 0};     // runs of each plan so far
+  int64_t since_[2] = {0, 0};    // runs since each plan last ran
   int64_t interval_ = kFirstInterval;
 };
 

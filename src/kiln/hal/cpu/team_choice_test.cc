@@ -71,9 +71,8 @@ TEST(TeamChoice, AStartOnABusyMachineMovesToOneThreadBySevenRuns) {
   const std::vector<Team> teams = drive(choice, 7, busy);
   // Full (cold), full twice (busy), then the try: one thread cold and three counted runs, which
   // win.
-  EXPECT_EQ(teams,
-            (std::vector<Team>{Team::kFull, Team::kFull, Team::kFull, Team::kOneThread,
-                               Team::kOneThread, Team::kOneThread, Team::kOneThread}));
+  EXPECT_EQ(teams, (std::vector<Team>{Team::kFull, Team::kFull, Team::kFull, Team::kOneThread,
+                                      Team::kOneThread, Team::kOneThread, Team::kOneThread}));
   EXPECT_EQ(choice.current(), Team::kOneThread);
   const std::vector<Team> loaded = drive(choice, 500, busy);
   EXPECT_EQ(choice.current(), Team::kOneThread);
@@ -88,8 +87,8 @@ TEST(TeamChoice, ALoadThatStartsLaterIsFollowedWithinSixRuns) {
   drive(choice, 200, quiet);
   const std::vector<Team> teams = drive(choice, 6, busy);
   // Two busy runs, then the try (a cold run and three more) held against them alone.
-  EXPECT_EQ(teams, (std::vector<Team>{Team::kFull, Team::kFull, Team::kOneThread,
-                                      Team::kOneThread, Team::kOneThread, Team::kOneThread}));
+  EXPECT_EQ(teams, (std::vector<Team>{Team::kFull, Team::kFull, Team::kOneThread, Team::kOneThread,
+                                      Team::kOneThread, Team::kOneThread}));
   EXPECT_EQ(choice.current(), Team::kOneThread);
 }
 
@@ -115,9 +114,9 @@ TEST(TeamChoice, ATryOfTheOtherPlanEndsARunOfBusyRuns) {
     return t == Team::kFull ? RunTime{3.0, 0.8} : RunTime{4.0, 0.9};
   });
   // Busy twice, the try (cold + three: lost), then full-team runs until the interval has passed.
-  EXPECT_EQ(teams, (std::vector<Team>{Team::kFull, Team::kFull, Team::kOneThread, Team::kOneThread,
-                                      Team::kOneThread, Team::kOneThread, Team::kFull,
-                                      Team::kFull}));
+  EXPECT_EQ(teams,
+            (std::vector<Team>{Team::kFull, Team::kFull, Team::kOneThread, Team::kOneThread,
+                               Team::kOneThread, Team::kOneThread, Team::kFull, Team::kFull}));
   EXPECT_EQ(choice.current(), Team::kFull);
 }
 
