@@ -76,16 +76,14 @@ bool fuse_activation_across_transpose(ir::Graph& graph,
   if (!act_id) return false;
   const std::optional<FusedActivation> activation = as_activation(graph, graph.node(*act_id));
   if (!activation || graph.node(*act_id).outputs.size() != 1) return false;
-  kernels::set_fused_activation(graph.node(conv_id).attributes, *activation);
-  const std::vector<std::string> origins = graph.node(*act_id).origins;
   ir::Node& conv = graph.node(conv_id);
+  kernels::set_fused_activation(conv.attributes, *activation);
+  // The conv computes the activation, so it takes the activation's origins; the Transpose then
+  // takes over its output.
+  std::vector<std::string>& origins = graph.node(*act_id).origins;
   conv.origins.insert(conv.origins.end(), origins.begin(), origins.end());
-  const ir::ValueId activated = graph.node(*act_id).outputs[0];
-  graph.erase_node(*act_id);
-  ir::Node& moved = graph.node(transpose_id);
-  graph.value(moved.outputs[0]).producer.reset();
-  moved.outputs[0] = activated;
-  graph.value(activated).producer = transpose_id;
+  origins.clear();
+  absorb_successor(graph, transpose_id, *act_id);
   return true;
 }
 
