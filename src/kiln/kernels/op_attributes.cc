@@ -26,7 +26,24 @@ StatusOr<ConvAttributes> read_conv_attributes(const Attributes& attributes,
   KILN_ASSIGN_OR_RETURN(a.window, resolve_window(g, x.subspan(2)));
   KILN_ASSIGN_OR_RETURN(a.activation, read_fused_activation(attributes));
   KILN_RETURN_IF_ERROR(reject_gelu(a.activation));
+  KILN_ASSIGN_OR_RETURN(a.residual_after_activation,
+                        read_residual_after_activation(attributes, a.activation));
   return a;
+}
+
+StatusOr<bool> read_residual_after_activation(const Attributes& attributes,
+                                              const FusedActivation& activation) {
+  KILN_ASSIGN_OR_RETURN(const int64_t after,
+                        attributes.get_int(kResidualAfterActivationAttribute, 0));
+  if (after != 0 && after != 1) {
+    return invalid_argument("attribute '{}' must be 0 or 1, got {}",
+                            kResidualAfterActivationAttribute, after);
+  }
+  if (after == 1 && activation.kind == FusedActivation::Kind::kNone) {
+    return invalid_argument("attribute '{}' needs a fused activation ('{}')",
+                            kResidualAfterActivationAttribute, kActivationAttribute);
+  }
+  return after == 1;
 }
 
 StatusOr<FusedActivation> read_matmul_activation(const Attributes& attributes, DType dtype) {

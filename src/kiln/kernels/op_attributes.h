@@ -24,14 +24,23 @@
 namespace kiln::kernels {
 
 // Conv: X [N, C, spatial...], W [M, C/group, k...]; kiln's fused activation (activation.h).
+// kiln's residual (input 3) is added before the activation, as ResNet's Add before its Relu; with
+// kiln_residual_after_activation = 1 it is added after it, as an Add of two activated branches
+// (passes::fuse_conv), each of the two steps rounding once as the unfused nodes do.
+inline constexpr const char* kResidualAfterActivationAttribute = "kiln_residual_after_activation";
 struct ConvAttributes {
   ConcreteWindow window;
   int64_t group = 1;
   FusedActivation activation;
+  bool residual_after_activation = false;
 };
 StatusOr<ConvAttributes> read_conv_attributes(const Attributes& attributes,
                                               std::span<const int64_t> x,
                                               std::span<const int64_t> w);
+// kiln_residual_after_activation: 0 (or absent) or 1, and 1 only with a fused `activation`;
+// otherwise InvalidArgument naming the attribute.
+StatusOr<bool> read_residual_after_activation(const Attributes& attributes,
+                                              const FusedActivation& activation);
 
 // MaxPool and AveragePool (windows from the attributes) and GlobalMaxPool and GlobalAveragePool
 // (one window over all spatial dims, no padding) on X [N, C, spatial...].

@@ -173,9 +173,9 @@ Status check_output_shaped(const ValueType& v, size_t index, std::string_view na
 
 Status infer_conv(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(
-      args.attributes,
-      {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", kActivationAttribute,
-       kActivationMinAttribute, kActivationMaxAttribute, kActivationAlphaAttribute}));
+      args.attributes, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
+                        kActivationAttribute, kActivationMinAttribute, kActivationMaxAttribute,
+                        kActivationAlphaAttribute, kResidualAfterActivationAttribute}));
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
   KILN_ASSIGN_OR_RETURN(ValueType x, required_input(args, 0, "X"));
   KILN_RETURN_IF_ERROR(check_dtype(x, 0, "X", float_dtypes()));
@@ -195,6 +195,13 @@ Status infer_conv(InferArgs& args) {
   }
   KILN_ASSIGN_OR_RETURN(FusedActivation activation, read_fused_activation(args.attributes));
   KILN_RETURN_IF_ERROR(reject_gelu(activation));
+  KILN_ASSIGN_OR_RETURN(const int64_t after,
+                        args.attributes.get_int(kResidualAfterActivationAttribute, 0));
+  if (after != 0 && optional_input(args, 3) == nullptr) {
+    return invalid_argument("attribute '{}' needs input 3 'residual'",
+                            kResidualAfterActivationAttribute);
+  }
+  KILN_RETURN_IF_ERROR(read_residual_after_activation(args.attributes, activation).status());
   args.outputs = {ValueType{x.dtype, std::move(s.out)}};
   return ok_status();
 }
@@ -238,7 +245,8 @@ Status infer_conv_integer(InferArgs& args) {
 struct ConvDims {
   Grid grid;
   int64_t batch = 0, channels = 0, out_channels = 0, c_per_group = 0, group = 1;
-  FusedActivation activation;  // Conv only
+  FusedActivation activation;              // Conv only
+  bool residual_after_activation = false;  // Conv only
 };
 
 StatusOr<ConvDims> make_conv_dims(const MakeArgs& args, size_t w_index = 1) {
@@ -250,6 +258,7 @@ StatusOr<ConvDims> make_conv_dims(const MakeArgs& args, size_t w_index = 1) {
   d.grid = make_grid(a.window, std::span(x).subspan(2), std::span(y).subspan(2));
   d.group = a.group;
   d.activation = a.activation;
+  d.residual_after_activation = a.residual_after_activation;
   d.batch = x[0];
   d.channels = x[1];
   d.out_channels = w[0];
@@ -323,8 +332,15 @@ class ConvKernel : public Kernel {
           for (int64_t i = 0; i < total; ++i) {
             C v = y[i];
             if (has_bias) v += load(in[2].as<T>(), (i / out_plane) % d_.out_channels);
-            if (has_residual) v += load(in[3].as<T>(), i);
-            y[i] = activation_.apply(v);
+            if (has_residual && !d_.residual_after_activation) v += load(in[3].as<T>(), i);
+            v = activation_.apply(v);
+            if (has_residual && d_.residual_after_activation) {
+              // Rounded to T first, as the activation node's output is before the Add.
+              T rounded;
+              store(&rounded, 0, v);
+              v = load(&rounded, 0) + load(in[3].as<T>(), i);
+            }
+            y[i] = v;
           }
         };
         if constexpr (std::is_same_v<T, C>) {

@@ -87,6 +87,50 @@ TEST(Conv, GroupedOneDWithBiasResidualAndRelu) {
   EXPECT_EQ(values_of<double>((*plain)[0]), (std::vector<double>{-1.5, -1.5, 4.5, -90, -70, -50}));
 }
 
+// kiln_residual_after_activation = 1 adds the residual after the activation: relu(conv) + r, where
+// the residual before it gives relu(conv + r).
+TEST(Conv, ResidualAfterTheActivation) {
+  Tensor x = f64({1, 1, 4}, {1, -2, 3, -4});
+  Tensor w = f64({1, 1, 1}, {1});
+  Tensor r = f64({1, 1, 4}, {-10, -10, 10, 10});
+  auto after = run_op("Conv", {x, w, Tensor(), r},
+                      attrs({{"kiln_activation", std::string("relu")},
+                             {"kiln_residual_after_activation", int64_t{1}}}));
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  EXPECT_EQ(values_of<double>((*after)[0]), (std::vector<double>{-9, -10, 13, 10}));
+  auto before =
+      run_op("Conv", {x, w, Tensor(), r}, attrs({{"kiln_activation", std::string("relu")}}));
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+  EXPECT_EQ(values_of<double>((*before)[0]), (std::vector<double>{0, 0, 13, 6}));
+}
+
+// The attribute needs a residual and an activation, and is 0 or 1; otherwise the Conv is refused,
+// naming it.
+TEST(Conv, ResidualAfterTheActivationNeedsBothAndABoolean) {
+  const ValueType x{DType::kF32, {1, 1, 4}}, w{DType::kF32, {1, 1, 1}};
+  std::vector<ValueType> outputs;
+  const Status no_residual = infer("Conv", {x, w},
+                                   attrs({{"kiln_activation", std::string("relu")},
+                                          {"kiln_residual_after_activation", int64_t{1}}}),
+                                   &outputs);
+  EXPECT_TRUE(has_error(no_residual, StatusCode::kInvalidArgument,
+                        {"kiln_residual_after_activation", "input 3 'residual'"}))
+      << no_residual.to_string();
+  Tensor xt = f64({1, 1, 4}, {1, -2, 3, -4}), wt = f64({1, 1, 1}, {1});
+  Tensor rt = f64({1, 1, 4}, {0, 0, 0, 0});
+  auto no_activation = run_op("Conv", {xt, wt, Tensor(), rt},
+                              attrs({{"kiln_residual_after_activation", int64_t{1}}}));
+  EXPECT_TRUE(has_error(no_activation.status(), StatusCode::kInvalidArgument,
+                        {"kiln_residual_after_activation", "kiln_activation"}))
+      << no_activation.status().to_string();
+  auto two = run_op("Conv", {xt, wt, Tensor(), rt},
+                    attrs({{"kiln_activation", std::string("relu")},
+                           {"kiln_residual_after_activation", int64_t{2}}}));
+  EXPECT_TRUE(has_error(two.status(), StatusCode::kInvalidArgument,
+                        {"kiln_residual_after_activation", "0 or 1", "2"}))
+      << two.status().to_string();
+}
+
 // GELU fuses into MatMul only: a Conv that names it is refused, naming the attribute.
 TEST(Conv, RefusesAFusedGelu) {
   Tensor x = f64({1, 1, 4}, {1, 2, 3, 4});

@@ -87,6 +87,48 @@ bool fuse_activation_across_transpose(ir::Graph& graph,
   return true;
 }
 
+// Conv -> Transpose -> Transpose, each read only by the next, where the second undoes the first:
+// both go, and the second's readers read the conv's output. (tf2onnx's NHWC graphs leave such a
+// pair around a conv once its activation between them moves into the conv above; the pair is a
+// view at run time, but it hides the conv from an Add after it, fuse_residual_after_activation.)
+bool cancel_transposes_after_conv(ir::Graph& graph,
+                                  const std::vector<std::vector<ir::NodeId>>& consumers,
+                                  ir::NodeId conv_id) {
+  const ir::Node& conv = graph.node(conv_id);
+  if (conv.op_type != "Conv" || conv.outputs.size() != 1) return false;
+  const ir::ValueId y = conv.outputs[0];
+  const size_t rank = graph.value(y).shape.size();
+  auto first_id = sole_consumer(graph, consumers, y);
+  if (!first_id || graph.node(*first_id).op_type != "Transpose" ||
+      graph.node(*first_id).outputs.size() != 1) {
+    return false;
+  }
+  auto second_id = sole_consumer(graph, consumers, graph.node(*first_id).outputs[0]);
+  if (!second_id || graph.node(*second_id).op_type != "Transpose" ||
+      graph.node(*second_id).outputs.size() != 1) {
+    return false;
+  }
+  auto first = kernels::read_transpose_perm(graph.node(*first_id).attributes, rank);
+  auto second = kernels::read_transpose_perm(graph.node(*second_id).attributes, rank);
+  if (!first.ok() || !second.ok()) return false;
+  // Output dim j of the pair is dim first[second[j]] of y.
+  for (size_t j = 0; j < rank; ++j) {
+    if ((*first)[static_cast<size_t>((*second)[j])] != static_cast<int64_t>(j)) return false;
+  }
+  const ir::ValueId out = graph.node(*second_id).outputs[0];
+  const auto& outputs = graph.outputs();
+  if (std::find(outputs.begin(), outputs.end(), out) != outputs.end()) return false;
+  for (ir::NodeId t : {*second_id, *first_id}) {
+    const std::vector<std::string> origins = graph.node(t).origins;
+    ir::Node& c = graph.node(conv_id);
+    c.origins.insert(c.origins.end(), origins.begin(), origins.end());
+  }
+  graph.replace_uses(out, y);
+  graph.erase_node(*second_id);
+  graph.erase_node(*first_id);
+  return true;
+}
+
 // Relu, LeakyRelu or Clip after a Conv, or Relu after a standalone BatchNormalization, becomes
 // the producer's activation.
 bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
@@ -183,6 +225,50 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
   return true;
 }
 
+// Add(y, r) where y is an f32 conv's activated output (Relu, Clip, LeakyRelu or SiLU fused
+// above), read by nothing else, and r a computed value of y's shape and dtype becomes the conv's
+// residual, added after its activation (kiln_residual_after_activation): a block whose branches
+// each end in an activation and then meet (tf2onnx's Relu6 blocks, YOLO's SiLU bottlenecks). The
+// activated value rounds to f32 and the sum rounds once, as the two nodes do, so the bits are the
+// same; the Add's pass over memory is saved. The later of two such convs absorbs the Add, as in
+// fuse_residual. f32 only: a narrower type's conv keeps its activated value in f32 up to its one
+// rounding (conv_common.h), which the Add would have rounded first.
+bool fuse_residual_after_activation(ir::Graph& graph,
+                                    const std::vector<std::vector<ir::NodeId>>& consumers,
+                                    ir::NodeId id) {
+  const ir::Node& conv = graph.node(id);
+  if (conv.op_type != "Conv" || !has_activation(conv) || conv.inputs.size() > 3 ||
+      conv.outputs.size() != 1) {
+    return false;
+  }
+  const ir::ValueId y = conv.outputs[0];
+  if (graph.value(y).dtype != DType::kF32) return false;
+  auto add_id = sole_consumer(graph, consumers, y);
+  if (!add_id) return false;
+  const ir::Node& add = graph.node(*add_id);
+  if (add.op_type != "Add" || add.inputs.size() != 2) return false;
+  const ir::ValueId residual = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  const ir::Value& r = graph.value(residual);
+  if (!r.producer || r.constant || r.dtype != DType::kF32 ||
+      !same_or_assumed_shape(graph, r.shape, graph.value(y).shape)) {
+    return false;
+  }
+  const ir::Node& other = graph.node(*r.producer);
+  if (other.op_type == "Conv" && other.inputs.size() <= 3 &&
+      sole_consumer(graph, consumers, residual) == add_id) {
+    // The other conv could take the Add too. One without activation takes it before its own
+    // (fuse_residual), which lets an activation after the Add fuse as well; of two activated
+    // convs, the later takes it.
+    if (!has_activation(other) || *r.producer > id) return false;
+  }
+  ir::Node& conv_mut = graph.node(id);
+  conv_mut.inputs.resize(3, ir::kAbsent);
+  conv_mut.inputs.push_back(residual);
+  conv_mut.attributes.set(kernels::kResidualAfterActivationAttribute, int64_t{1});
+  absorb_successor(graph, id, *add_id);
+  return true;
+}
+
 }  // namespace
 
 StatusOr<int> fuse_conv(ir::Graph& graph) {
@@ -194,7 +280,8 @@ StatusOr<int> fuse_conv(ir::Graph& graph) {
     for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
       if (graph.node(id).outputs.empty()) continue;
       if (fuse_residual(graph, consumers, id) || fuse_activation(graph, consumers, id) ||
-          fuse_silu(graph, consumers, id)) {
+          fuse_silu(graph, consumers, id) || cancel_transposes_after_conv(graph, consumers, id) ||
+          fuse_residual_after_activation(graph, consumers, id)) {
         ++rewrites;
         changed = true;
         consumers = graph.consumers();

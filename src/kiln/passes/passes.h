@@ -16,7 +16,9 @@
 //   fold_batchnorm  fold an inference BatchNormalization into the Conv that feeds only it
 //   fuse_conv       fuse bias-free residual Add, and Relu, LeakyRelu, Clip with constant bounds or
 //                   SiLU (Mul(y, Sigmoid(y))), into Conv (Relu, LeakyRelu and Clip also across a
-//                   Transpose between them, as tf2onnx's NHWC graphs place them)
+//                   Transpose between them, as tf2onnx's NHWC graphs place them, dropping the
+//                   Transpose pair that is left), then an f32 Add after the activation as a
+//                   residual added after it (kiln_residual_after_activation)
 //                   (kiln extensions, ops/registry.h, kernels/activation.h); fuse Relu into a
 //                   standalone BatchNormalization
 //   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul), or in its tanh form

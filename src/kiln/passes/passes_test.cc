@@ -269,6 +269,131 @@ TEST(Passes, ActivationAfterATransposeOfAConvBecomesTheConvActivation) {
   }
 }
 
+// Two branches that each end in an activation, then meet in an Add (tf2onnx's Relu6 blocks, YOLO's
+// bottlenecks): the later conv takes the Add as its residual after its activation
+// (kiln_residual_after_activation), in either operand order, the same values. A conv without an
+// activation takes such an Add before its own (fuse_residual), and a graph input is no residual.
+TEST(Passes, AddAfterAnActivatedConvBecomesItsResidualAfterTheActivation) {
+  enum class Other { kActivatedConv, kPlainConv, kGraphInput };
+  for (Other other : {Other::kActivatedConv, Other::kPlainConv, Other::kGraphInput}) {
+    for (bool swapped : {false, true}) {
+      SCOPED_TRACE(fmt::format("other {} swapped {}", static_cast<int>(other), swapped));
+      std::mt19937 rng(5);
+      Graph g;
+      ValueId x = g.add_input("x", DType::kF32, {2, 4, 6, 6});
+      ValueId a = ir::kAbsent;
+      if (other == Other::kGraphInput) {
+        a = g.add_input("skip", DType::kF32, {2, 4, 6, 6});
+      } else {
+        ValueId ya = add_intermediate(g, "ya");
+        g.add_node(conv_node("conv_a", x, g.add_constant("wa", random_tensor({4, 4, 3, 3}, rng)),
+                             g.add_constant("ba", random_tensor({4}, rng)), ya));
+        a = ya;
+        if (other == Other::kActivatedConv) {
+          a = add_intermediate(g, "a");
+          g.add_node(
+              {"relu6",
+               "Clip",
+               {ya, g.add_constant("lo", f32_scalar(0.0f)), g.add_constant("hi", f32_scalar(6.0f))},
+               {a},
+               {},
+               {}});
+        }
+      }
+      ValueId yb = add_intermediate(g, "yb");
+      g.add_node(conv_node("conv_b", x, g.add_constant("wb", random_tensor({4, 4, 3, 3}, rng)),
+                           g.add_constant("bb", random_tensor({4}, rng)), yb));
+      ValueId b = add_intermediate(g, "b");
+      Node leaky{"leaky", "LeakyRelu", {yb}, {b}, {}, {}};
+      leaky.attributes.set("alpha", 0.1);
+      g.add_node(std::move(leaky));
+      ValueId sum = add_intermediate(g, "sum");
+      g.add_node({"add",
+                  "Add",
+                  swapped ? std::vector<ValueId>{b, a} : std::vector<ValueId>{a, b},
+                  {sum},
+                  {},
+                  {}});
+      g.add_output(sum);
+      ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+      std::vector<Tensor> inputs;
+      inputs.reserve(2);
+      inputs.push_back(random_tensor({2, 4, 6, 6}, rng, -2.0f, 2.0f));
+      if (other == Other::kGraphInput) inputs.push_back(random_tensor({2, 4, 6, 6}, rng));
+      auto before = graph_eval::evaluate_graph(g, inputs).value();
+      ASSERT_TRUE(fuse_conv(g).ok());
+      ASSERT_TRUE(ir::verify_graph(g).ok());
+      EXPECT_EQ(count_op(g, "Add"), other == Other::kGraphInput ? 1 : 0);
+      EXPECT_EQ(count_op(g, "Clip") + count_op(g, "LeakyRelu"), 0);
+      for (const Node& node : g.nodes()) {
+        if (node.op_type != "Conv") continue;
+        const bool after =
+            node.attributes.get_int(kernels::kResidualAfterActivationAttribute, 0).value() == 1;
+        if (node.name == "conv_b") {
+          EXPECT_EQ(node.inputs.size(), other == Other::kActivatedConv ? 4u : 3u);
+          EXPECT_EQ(after, other == Other::kActivatedConv);
+        } else {
+          // conv_a: a residual before its (absent) activation where it has none.
+          EXPECT_EQ(node.inputs.size(), other == Other::kPlainConv ? 4u : 3u);
+          EXPECT_FALSE(after);
+        }
+      }
+      // The reference evaluator computes a fused node in f64 and rounds once (as for every
+      // fusion); the CPU backend's f32 kernels give the unfused bits (conv_op_test.cc).
+      auto after = graph_eval::evaluate_graph(g, inputs).value();
+      expect_close(after[0], before[0], 1e-6);
+    }
+  }
+}
+
+// Conv -> Transpose (NHWC) -> Clip -> Transpose (NCHW) -> Add(skip): once the Clip moves into the
+// conv, the two Transposes undo each other and go, and the Add fuses after the activation.
+TEST(Passes, TransposePairAroundAConvActivationGoesAndTheAddFuses) {
+  std::mt19937 rng(6);
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {2, 4, 6, 6});
+  ValueId skip = add_intermediate(g, "skip");
+  g.add_node({"skip", "Abs", {x}, {skip}, {}, {}});
+  ValueId y = add_intermediate(g, "y");
+  g.add_node(conv_node("conv", x,
+                       g.add_constant("w", random_tensor({4, 4, 3, 3}, rng, -2.0f, 2.0f)),
+                       g.add_constant("b", random_tensor({4}, rng)), y));
+  ValueId t = add_intermediate(g, "t");
+  Node to_nhwc{"to_nhwc", "Transpose", {y}, {t}, {}, {}};
+  to_nhwc.attributes.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+  g.add_node(std::move(to_nhwc));
+  ValueId c = add_intermediate(g, "c");
+  g.add_node({"relu6",
+              "Clip",
+              {t, g.add_constant("lo", f32_scalar(0.0f)), g.add_constant("hi", f32_scalar(6.0f))},
+              {c},
+              {},
+              {}});
+  ValueId back = add_intermediate(g, "back");
+  Node to_nchw{"to_nchw", "Transpose", {c}, {back}, {}, {}};
+  to_nchw.attributes.set("perm", std::vector<int64_t>{0, 3, 1, 2});
+  g.add_node(std::move(to_nchw));
+  ValueId out = add_intermediate(g, "out");
+  g.add_node({"add", "Add", {skip, back}, {out}, {}, {}});
+  g.add_output(out);
+  ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+  Tensor input = random_tensor({2, 4, 6, 6}, rng, -3.0f, 3.0f);
+  auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+  EXPECT_EQ(fuse_conv(g).value(), 3);  // the Clip, the Transpose pair, the Add
+  ASSERT_TRUE(ir::verify_graph(g).ok());
+  EXPECT_EQ(count_op(g, "Transpose") + count_op(g, "Clip") + count_op(g, "Add"), 0);
+  EXPECT_EQ(count_op(g, "Conv"), 1);
+  for (const Node& node : g.nodes()) {
+    if (node.op_type != "Conv") continue;
+    for (const char* origin : {"conv", "to_nhwc", "relu6", "to_nchw", "add"}) {
+      EXPECT_NE(std::find(node.origins.begin(), node.origins.end(), origin), node.origins.end())
+          << origin;
+    }
+  }
+  auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+  expect_close(after[0], before[0], 1e-6);
+}
+
 // x -> conv -> Add(x) -> Clip(min, max) -> out, with the bounds given as constants or inputs.
 struct ClipGraph {
   Graph g;

@@ -72,6 +72,10 @@ Tensor ref_conv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tens
   std::vector<Tensor> inputs{x, w};
   if (bias != nullptr) inputs.push_back(*bias);
   Tensor y = reference("Conv", inputs, a);
+  if (p.residual_after_activation) {
+    y = reference_activation(y, p.activation);
+    return residual != nullptr ? reference("Add", {y, *residual}) : y;
+  }
   if (residual != nullptr) y = reference("Add", {y, *residual});
   return reference_activation(y, p.activation);
 }

@@ -26,8 +26,10 @@ struct ConvRef {
   std::vector<int64_t> strides, pads_begin, pads_end, dilations;
   int64_t group = 1;
   kernels::FusedActivation activation;
+  bool residual_after_activation = false;
 };
-// Conv (+ Add residual) (+ activation).
+// Conv (+ Add residual) (+ activation), or with residual_after_activation, Conv (+ activation)
+// (+ Add residual).
 Tensor ref_conv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                 const ConvRef& p);
 struct PoolRef {

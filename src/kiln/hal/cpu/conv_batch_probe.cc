@@ -64,6 +64,11 @@ class ProbeInputs {
 
   float* src() { return src_.data(); }
 
+  // Adds the residual to `dst`, element by element (kiln's residual after the activation).
+  void add_residual(std::span<float> dst) const {
+    for (size_t i = 0; i < dst.size() && i < residual_.size(); ++i) dst[i] += residual_[i];
+  }
+
   // The destination's first contents: `bytes` of the residual from float `offset`; else zeros
   // where the layout has padding, which a conv need not write; else nothing (the conv writes
   // every byte).
@@ -202,15 +207,19 @@ bool conv_gives_full_team_bits(const dnnl::engine& engine,
 bool fused_activation_matches(const dnnl::engine& engine,
                               const dnnl::convolution_forward::primitive_desc& plain,
                               const dnnl::convolution_forward::primitive_desc& fused, bool has_bias,
-                              const kernels::FusedActivation& activation) {
+                              const kernels::FusedActivation& activation,
+                              bool residual_after_activation) {
   if (!same_f32_layouts(plain, fused, has_bias)) return false;
   return false_on_throw([&] {
-    ProbeInputs inputs(engine, plain, has_bias, larger_scratchpad(plain, fused));
+    // After the activation, only the fused primitive sums: its destination starts as the residual.
+    ProbeInputs inputs(engine, residual_after_activation ? fused : plain, has_bias,
+                       larger_scratchpad(plain, fused));
     return same_destination_bits(
         inputs, plain.dst_desc().get_size(),
         [&](std::span<float> expected) {
           inputs.run(plain, inputs.src(), expected.data());
           apply_activation(activation, expected.data(), expected.data(), expected.size());
+          if (residual_after_activation) inputs.add_residual(expected);
         },
         [&](std::span<float> got) { inputs.run(fused, inputs.src(), got.data()); });
   });

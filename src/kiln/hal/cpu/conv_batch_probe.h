@@ -46,11 +46,15 @@ bool conv_gives_full_team_bits(const dnnl::engine& engine,
 // The same question for a fused activation (finite_guard.h): whether `fused` (the convolution
 // `plain` with `activation` appended to its post-ops, the same layouts) gives the bits `plain`
 // followed by kiln's rule for `activation` gives, each run once on the same random inputs: that
-// is, whether the primitive with the post-op sums in the plain one's order. False also for data
-// types other than f32 and where the layouts differ or running fails.
+// is, whether the primitive with the post-op sums in the plain one's order. With
+// `residual_after_activation`, `plain` has no sum and `fused` ends with one (kiln's residual
+// after the activation): `fused` on a destination holding a random residual against `plain`,
+// the activation, then the residual added. False also for data types other than f32 and where
+// the layouts differ or running fails.
 bool fused_activation_matches(const dnnl::engine& engine,
                               const dnnl::convolution_forward::primitive_desc& plain,
                               const dnnl::convolution_forward::primitive_desc& fused, bool has_bias,
-                              const kernels::FusedActivation& activation);
+                              const kernels::FusedActivation& activation,
+                              bool residual_after_activation = false);
 
 }  // namespace kiln::hal::cpu

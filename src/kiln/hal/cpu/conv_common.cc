@@ -1,5 +1,7 @@
 #include "kiln/hal/cpu/conv_common.h"
 
+#include <fmt/format.h>
+
 #include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/program_builder.h"
 
@@ -21,10 +23,13 @@ StatusOr<ConvDestination> conv_destination(ProgramBuilder& b, const ConvParams& 
     KILN_ASSIGN_OR_RETURN(d.buffer, b.output(out, layout));
     if (p.has_residual) b.add_reorder(BufferRef::of_value(res), b.layout(res), d.buffer, layout);
   }
-  if (p.has_residual) d.suffix = in_place ? " +residual(in place)" : " +residual";
-  if (p.activation.kind != kernels::FusedActivation::Kind::kNone) {
-    d.suffix += " +" + kernels::describe(p.activation);
-  }
+  const std::string residual = !p.has_residual ? ""
+                               : in_place      ? " +residual(in place)"
+                                               : " +residual";
+  const std::string activation = p.activation.kind == kernels::FusedActivation::Kind::kNone
+                                     ? ""
+                                     : " +" + kernels::describe(p.activation);
+  d.suffix = p.residual_after_activation ? activation + residual : residual + activation;
   return d;
 }
 
@@ -38,6 +43,19 @@ Status finish_conv(ProgramBuilder& b, const ConvParams& p, const ConvDestination
   KILN_ASSIGN_OR_RETURN(BufferRef y, b.output(out, stored));
   b.add_reorder(d.buffer, layout, y, stored);
   return ok_status();
+}
+
+void add_sum_into(ProgramBuilder& b, const BufferRef& activated, const BufferRef& into,
+                  const dnnl_desc& layout) {
+  dnnl::binary::desc desc(dnnl::algorithm::binary_add, layout, layout, layout);
+  dnnl::binary::primitive_desc pd(desc, b.attr(), b.engine());
+  PrimitiveStep& step =
+      b.add_primitive(b.label(fmt::format("binary {} {} +residual (after the activation)",
+                                          impl_name(pd), describe(layout))),
+                      pd, dnnl::binary(pd));
+  step.bind(DNNL_ARG_SRC_0, layout, into);
+  step.bind(DNNL_ARG_SRC_1, layout, activated);
+  step.bind(DNNL_ARG_DST, layout, into);
 }
 
 }  // namespace kiln::hal::cpu

@@ -45,5 +45,10 @@ StatusOr<ConvDestination> conv_destination(ProgramBuilder& b, const ConvParams& 
 // output).
 Status finish_conv(ProgramBuilder& b, const ConvParams& p, const ConvDestination& d,
                    const dnnl_desc& layout);
+// For a residual added after the activation (f32 only), where the conv's plain output went to
+// `activated` and its activation ran there: adds it to the destination `into`, which holds the
+// residual (oneDNN's binary add in place, in `layout`: residual + activated, the Add's bits).
+void add_sum_into(ProgramBuilder& b, const BufferRef& activated, const BufferRef& into,
+                  const dnnl_desc& layout);
 
 }  // namespace kiln::hal::cpu

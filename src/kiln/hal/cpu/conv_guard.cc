@@ -45,9 +45,12 @@ std::optional<InputGuard> input_guard(const ProgramBuilder& b, const ConvParams&
   // The cheap rules first: the bound reads every weight.
   const int32_t x = op.input_index(0);
   // A relu's vouch (kGuardedSumBound) would serve only weights whose sums of |w| stay below 1/8.
-  std::optional<float> known = p.has_residual ? std::nullopt : b.vouched_bound(x);
+  // A residual added before the activation must be checked too; one added after it goes through
+  // the post-op sum, which keeps a NaN, as the Add it replaces.
+  const bool checks_residual = p.has_residual && !p.residual_after_activation;
+  std::optional<float> known = checks_residual ? std::nullopt : b.vouched_bound(x);
   if (known && *known >= kGuardedSumBound) known.reset();
-  const size_t read = src_layout.get_size() + (p.has_residual ? dst_layout.get_size() : 0);
+  const size_t read = src_layout.get_size() + (checks_residual ? dst_layout.get_size() : 0);
   const bool small_read = read <= dst_layout.get_size();
   if (!known && !small_read) return std::nullopt;
   const std::optional<float> bound = conv_input_bound(*weights, bias);

@@ -31,9 +31,10 @@ struct InputGuard {
 // activation may run inside the primitive: f32 data, an activation append_activation_post_op
 // takes, constant weights and a constant bias (without a bias a sum of -0 products may be -0),
 // and what the check reads no larger than the output. The check reads the input unless its
-// producer vouches for it within the bound, and the residual always: a conv that shrinks its
-// input, or adds a residual to an output no larger than its input (ResNet's last 1x1 conv of a
-// block, no faster fused), keeps kiln's pass, which reads and writes the output.
+// producer vouches for it within the bound, and a residual added before the activation always: a
+// conv that shrinks its input, or adds such a residual to an output no larger than its input
+// (ResNet's last 1x1 conv of a block, no faster fused), keeps kiln's pass, which reads and writes
+// the output. A residual added after the activation needs no check (its sum keeps a NaN).
 std::optional<InputGuard> input_guard(const ProgramBuilder& b, const ConvParams& p,
                                       const dnnl_desc& src_layout, const dnnl_desc& dst_layout);
 

@@ -20,6 +20,7 @@
 
 #include <optional>
 
+#include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/conv_batch_probe.h"
 #include "kiln/hal/cpu/conv_common.h"
 #include "kiln/hal/cpu/conv_guard.h"
@@ -55,6 +56,11 @@ StatusOr<ConvParams> read_conv(const OpReader& op) {
       kernels::read_conv_attributes(op.attributes(), op.input(0).shape, op.input(1).shape));
   p.has_bias = op.has_input(2);
   p.has_residual = op.has_input(3);
+  if (p.residual_after_activation && p.data != dt::f32) {
+    // passes::fuse_conv adds it after the activation in f32 only.
+    return unimplemented("a residual added after the activation needs f32, got {}",
+                         dtype_name(dtype));
+  }
   return p;
 }
 
@@ -113,7 +119,7 @@ bool pointwise_channels_last(const OpReader& op, const ConvParams& p,
                              const dnnl::convolution_forward::primitive_desc& one) {
   const ConcreteShape& x = op.input(0).shape;
   using Kind = kernels::FusedActivation::Kind;
-  if (x.size() != 4 || op.input(1).dtype != DType::kF32 ||
+  if (x.size() != 4 || op.input(1).dtype != DType::kF32 || p.residual_after_activation ||
       (p.activation.kind != Kind::kNone && p.activation.kind != Kind::kRelu) ||
       !unpadded_pointwise(op, p) || p.window.strides[0] != 1 || p.window.strides[1] != 1 ||
       x[2] * x[3] > kMaxPointwisePixels) {
@@ -132,7 +138,10 @@ Status check_conv(const OpReader& op) { return read_conv(op).status(); }
 Status build_conv(ProgramBuilder& b) {
   const OpReader& op = b.op();
   KILN_ASSIGN_OR_RETURN(ConvParams p, read_conv(op));
-  if (conv_runs_as_product(op, p)) return build_conv_as_product(b, p.activation);
+  // kiln's gemm adds a residual before its activation only.
+  if (!p.residual_after_activation && conv_runs_as_product(op, p)) {
+    return build_conv_as_product(b, p.activation);
+  }
   const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& w = op.input(1).shape;
   const ConcreteShape& y = op.output(0).shape;
@@ -161,8 +170,11 @@ Status build_conv(ProgramBuilder& b) {
   const dnnl_desc bias_desc = p.has_bias ? dnnl_desc({w[0]}, dt::f32, tag::a) : dnnl_desc();
 
   dnnl::primitive_attr attr = b.attr();
+  // The residual: a sum post-op into the destination, which holds it (conv_common.h); after the
+  // activation, only the fused primitive sums (below), and the plain one's output is activated
+  // and added to it by kiln's steps.
   dnnl::post_ops post_ops;
-  if (p.has_residual) post_ops.append_sum(1.0f);
+  if (p.has_residual && !p.residual_after_activation) post_ops.append_sum(1.0f);
   attr.set_post_ops(post_ops);
 
   // X and W in `compute`, B and Y in f32.
@@ -238,28 +250,46 @@ Status build_conv(ProgramBuilder& b) {
     KILN_ASSIGN_OR_RETURN(bias, b.input_as(op.input_index(2), bias_desc));
   }
   // The activation inside the primitive where the input allows (finite_guard.h).
+  // A residual after the activation joins the post-ops as a sum after it where the kernel takes
+  // that order (brgconv; not AVX2's jit kernels); else the fused primitive writes the activated
+  // values to the temporary, and kiln's sum step adds them, as on the plain path.
   std::optional<dnnl::convolution_forward::primitive_desc> fused;
+  bool fused_sums_after = false;
   const std::optional<InputGuard> guard = input_guard(b, p, src_layout, dst_layout);
   if (guard) {
-    dnnl::primitive_attr fused_attr = b.attr();
-    dnnl::post_ops fused_ops = post_ops;
-    append_activation_post_op(fused_ops, p.activation);
-    fused_attr.set_post_ops(fused_ops);
-    const auto candidate = make_pd_with(pd.src_desc().dims()[0], fused_attr);
-    if (impl_name(candidate) == impl_name(pd) &&
-        fused_activation_matches(b.engine(), pd, candidate, p.has_bias, p.activation)) {
-      fused = candidate;
+    for (bool sum_after : {p.residual_after_activation, false}) {
+      dnnl::primitive_attr fused_attr = b.attr();
+      // A fresh list: a copy of a dnnl::post_ops shares its handle.
+      dnnl::post_ops fused_ops;
+      if (p.has_residual && !p.residual_after_activation) fused_ops.append_sum(1.0f);
+      append_activation_post_op(fused_ops, p.activation);
+      if (sum_after) fused_ops.append_sum(1.0f);
+      fused_attr.set_post_ops(fused_ops);
+      const auto candidate = make_pd_with(pd.src_desc().dims()[0], fused_attr);
+      if (impl_name(candidate) == impl_name(pd) &&
+          fused_activation_matches(b.engine(), pd, candidate, p.has_bias, p.activation,
+                                   sum_after)) {
+        fused = candidate;
+        fused_sums_after = sum_after;
+        break;
+      }
+      if (!sum_after) break;
     }
   }
 
   KILN_ASSIGN_OR_RETURN(ConvDestination dst, conv_destination(b, p, dst_layout));
   const size_t first_step = b.step_count();
-  auto bind = [&](PrimitiveStep& step, const dnnl::convolution_forward::primitive_desc& with) {
+  auto bind = [&](PrimitiveStep& step, const dnnl::convolution_forward::primitive_desc& with,
+                  const BufferRef& into) {
     step.bind(DNNL_ARG_SRC, with.src_desc(), src, src_stride);
     step.bind(DNNL_ARG_WEIGHTS, with.weights_desc(), wei);
     if (p.has_bias) step.bind(DNNL_ARG_BIAS, bias_desc, bias);
-    step.bind(DNNL_ARG_DST, with.dst_desc(), dst.buffer, dst_stride);
+    step.bind(DNNL_ARG_DST, with.dst_desc(), into, dst_stride);
   };
+  // The plain primitive's output: the destination, or where the residual comes after the
+  // activation, a temporary that kiln's steps activate and add to the destination.
+  const BufferRef plain_out =
+      p.residual_after_activation ? b.temp(dst_layout.get_size()) : dst.buffer;
   std::string what =
       fmt::format("conv {} {} -> {}{}{}", impl_name(pd), describe(src_layout), describe(dst_layout),
                   dst.suffix, repeat > 1 ? fmt::format(" per sample x{}", repeat) : "");
@@ -276,8 +306,13 @@ Status build_conv(ProgramBuilder& b) {
       step.mark_team_dependent();
     }
   }
-  bind(step, pd);
-  KILN_RETURN_IF_ERROR(finish_conv(b, p, dst, dst_layout));
+  bind(step, pd, plain_out);
+  if (p.residual_after_activation) {
+    add_activation(b, plain_out, dst_layout, p.activation);
+    add_sum_into(b, plain_out, dst.buffer, dst_layout);
+  } else {
+    KILN_RETURN_IF_ERROR(finish_conv(b, p, dst, dst_layout));
+  }
   if (!fused) return ok_status();
 
   // The plain primitive and kiln's pass become the fallback of a GuardedStep.
@@ -286,19 +321,24 @@ Status build_conv(ProgramBuilder& b) {
   PrimitiveStep& fused_step = b.add_primitive(b.label(what + " fused while finite"), *fused,
                                               dnnl::convolution_forward(*fused), repeat);
   if (team_dependent) fused_step.mark_team_dependent();
-  bind(fused_step, *fused);
+  const bool sum_step = p.residual_after_activation && !fused_sums_after;
+  bind(fused_step, *fused, sum_step ? plain_out : dst.buffer);
+  if (sum_step) add_sum_into(b, plain_out, dst.buffer, dst_layout);
   std::vector<FiniteBound> checks{
       {src, src_layout.get_size() / sizeof(float), guard->bound, guard->vouched_by}};
-  if (p.has_residual) {
+  if (p.has_residual && !p.residual_after_activation) {
     // The destination holds the residual when the step runs (conv_common.h).
     checks.push_back({dst.buffer, dst_layout.get_size() / sizeof(float), kResidualBound});
   }
   const int32_t out = op.output_index(0);
-  const std::optional<float> keeps = output_bound(p.activation);
+  // A residual after the activation leaves the output unbounded.
+  const std::optional<float> keeps =
+      p.residual_after_activation ? std::nullopt : output_bound(p.activation);
   if (keeps) b.vouch(out, *keeps);
   b.add(std::make_unique<GuardedStep>(
       std::move(checks), b.take_steps(first_step), std::move(fallback),
-      fmt::format("the plain conv and kiln's {}", kernels::describe(p.activation)),
+      fmt::format("the plain conv and kiln's {}{}", kernels::describe(p.activation),
+                  p.residual_after_activation ? ", then the residual's sum" : ""),
       keeps ? out : -1));
   return ok_status();
 }

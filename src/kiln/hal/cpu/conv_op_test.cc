@@ -4,7 +4,13 @@
 // stride-1 cases with channel counts that are multiples of 8 (in) and 16 (out) and constant weights
 // run by kiln's Winograd kernel where oneDNN would run its AVX2 kernel; the test checks which ran.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "kiln/hal/cpu/conv_batch_probe.h"
 #include "kiln/hal/cpu/cpu_device.h"
@@ -27,6 +33,7 @@ struct ConvCase {
   int64_t group = 1;
   bool bias = true;
   bool residual = false;
+  bool residual_after_activation = false;  // kiln_residual_after_activation
   kernels::FusedActivation activation;
   bool constant_weights = true;
   bool winograd =
@@ -61,6 +68,7 @@ TEST_P(CpuConvTest, MatchesReference) {
   ref.pads_end.assign(pads.begin() + r, pads.end());
   ref.group = c.group;
   ref.activation = c.activation;
+  ref.residual_after_activation = c.residual_after_activation;
 
   Tensor x = random_tensor(c.x, 1);
   Tensor w = random_tensor(c.w, 2);
@@ -93,6 +101,7 @@ TEST_P(CpuConvTest, MatchesReference) {
   if (!c.dilations.empty()) a.set("dilations", c.dilations);
   a.set("kernel_shape", std::vector<int64_t>(c.w.begin() + 2, c.w.end()));
   kernels::set_fused_activation(a, c.activation);
+  if (c.residual_after_activation) a.set(kernels::kResidualAfterActivationAttribute, int64_t{1});
   s.dispatch("conv", "Conv", ins, {y}, a);
 
   auto device = create_cpu_device({});
@@ -256,6 +265,45 @@ INSTANTIATE_TEST_SUITE_P(
                     c.residual = true;
                     c.activation = {.kind = kernels::FusedActivation::Kind::kLeakyRelu,
                                     .alpha = 0.1};
+                  }),
+        // The residual after the activation: by oneDNN's post-ops (1x1, guarded), kiln's
+        // Winograd epilogue, kiln's SiLU and a no-bias conv (unguarded: kiln's steps), and
+        // where kiln's gemm would otherwise run it (1x1 over few pixels or one pixel).
+        make_case("pointwise_relu6_then_residual", {2, 32, 6, 6}, {32, 32, 1, 1},
+                  [](ConvCase& c) {
+                    c.residual = c.residual_after_activation = true;
+                    c.activation = kRelu6;
+                  }),
+        make_case("winograd_clip_then_residual", {2, 16, 8, 8}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                    c.residual = c.residual_after_activation = true;
+                    c.activation = {kernels::FusedActivation::Kind::kClip, -0.5, 0.75};
+                  }),
+        make_case("pointwise_silu_then_residual", {2, 24, 6, 6}, {40, 24, 1, 1},
+                  [](ConvCase& c) {
+                    c.residual = c.residual_after_activation = true;
+                    c.activation = {kernels::FusedActivation::Kind::kSilu};
+                  }),
+        make_case("stride2_no_bias_leaky_relu_then_residual", {2, 8, 9, 10}, {16, 8, 3, 3},
+                  [](ConvCase& c) {
+                    c.strides = {2, 2};
+                    c.pads = {1, 1, 1, 1};
+                    c.bias = false;
+                    c.residual = c.residual_after_activation = true;
+                    c.activation = {.kind = kernels::FusedActivation::Kind::kLeakyRelu,
+                                    .alpha = 0.1};
+                  }),
+        make_case("pointwise_7x7_relu_then_residual", {1, 32, 7, 7}, {32, 32, 1, 1},
+                  [](ConvCase& c) {
+                    c.residual = c.residual_after_activation = true;
+                    c.activation = kRelu;
+                  }),
+        make_case("single_pixel_relu_then_residual", {2, 24, 1}, {40, 24, 1},
+                  [](ConvCase& c) {
+                    c.residual = c.residual_after_activation = true;
+                    c.activation = kRelu;
                   }),
         make_case("winograd_leaky_relu", {2, 16, 8, 8}, {16, 16, 3, 3},
                   [](ConvCase& c) {
@@ -641,6 +689,108 @@ TEST(ConvBatchProbe, AddsTheResidualBeforeEachRun) {
   EXPECT_TRUE(batched_conv_matches_per_sample(engine, single, batched, batch, true));
   EXPECT_TRUE(fused_activation_matches(engine, batched, conv(batch, true), true,
                                        {kernels::FusedActivation::Kind::kRelu}));
+}
+
+// A conv whose residual comes after its activation gives the bits of the conv with its activation
+// followed by an Add, on every path: oneDNN's post-ops while the input is finite (1x1, clip),
+// kiln's steps when a sample holds a NaN (the plain conv, kiln's clip, the sum) or when nothing can
+// be guarded (SiLU; no bias), and kiln's Winograd epilogue. A NaN or an infinity in the residual
+// reaches the output as the Add gives it.
+TEST(CpuConvResidualAfterActivation, GivesTheBitsOfTheActivationAndTheAdd) {
+  struct Case {
+    const char* name;
+    ConcreteShape x, w;
+    std::vector<int64_t> pads;
+    bool bias;
+    kernels::FusedActivation activation;
+  };
+  const Case cases[] = {
+      {"pointwise_relu6", {2, 32, 6, 6}, {32, 32, 1, 1}, {}, true, kRelu6},
+      {"winograd_relu6", {2, 16, 8, 8}, {16, 16, 3, 3}, {1, 1, 1, 1}, true, kRelu6},
+      {"pointwise_silu",
+       {2, 24, 6, 6},
+       {24, 24, 1, 1},
+       {},
+       true,
+       {kernels::FusedActivation::Kind::kSilu}},
+      {"no_bias_leaky_relu",
+       {2, 8, 6, 6},
+       {8, 8, 3, 3},
+       {1, 1, 1, 1},
+       false,
+       {.kind = kernels::FusedActivation::Kind::kLeakyRelu, .alpha = 0.1}},
+  };
+  auto device = create_cpu_device({});
+  ASSERT_TRUE(device.ok()) << device.status().to_string();
+  for (const Case& c : cases) {
+    for (const char* poison : {"none", "nan in x", "nan and inf in the residual"}) {
+      SCOPED_TRACE(fmt::format("{}, {}", c.name, poison));
+      Tensor x = random_tensor(c.x, 11, -2.0f, 2.0f);
+      Tensor w = random_tensor(c.w, 12, -0.5f, 0.5f);
+      Tensor b = random_tensor({c.w[0]}, 13);
+      ConcreteShape y_shape = c.x;
+      y_shape[1] = c.w[0];
+      Tensor r = random_tensor(y_shape, 14, -3.0f, 3.0f);
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      if (std::string(poison) == "nan in x") x.mutable_values<float>()[x.element_count() - 5] = nan;
+      if (std::string(poison) == "nan and inf in the residual") {
+        r.mutable_values<float>()[3] = nan;
+        r.mutable_values<float>()[r.element_count() - 2] = std::numeric_limits<float>::infinity();
+      }
+      Attributes a;
+      if (!c.pads.empty()) a.set("pads", c.pads);
+      kernels::set_fused_activation(a, c.activation);
+      auto spec = [&](bool fused) {
+        SpecBuilder s;
+        const int32_t xi = s.input("x", c.x), ri = s.input("r", y_shape);
+        std::vector<int32_t> conv_in{xi, s.constant("w", w)};
+        if (c.bias) conv_in.push_back(s.constant("b", b));
+        const int32_t y = s.output("y", y_shape);
+        if (fused) {
+          if (!c.bias) conv_in.push_back(-1);
+          conv_in.push_back(ri);
+          Attributes after = a;
+          after.set(kernels::kResidualAfterActivationAttribute, int64_t{1});
+          s.dispatch("conv", "Conv", conv_in, {y}, after);
+        } else {
+          const int32_t t = s.value("t", y_shape);
+          s.dispatch("conv", "Conv", conv_in, {t}, a);
+          s.dispatch("add", "Add", {t, ri}, {y});
+        }
+        return s;
+      };
+      std::vector<Tensor> outputs;
+      for (bool fused : {false, true}) {
+        SpecBuilder s = spec(fused);
+        auto exe = (*device)->prepare(s.spec());
+        ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+        auto out = run_program(**exe, s.spec(), {x, r});
+        ASSERT_TRUE(out.ok()) << out.status().to_string();
+        outputs.push_back(std::move((*out)[0]));
+        if (fused) {
+          const std::string steps =
+              fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
+          EXPECT_NE(steps.find("+residual"), std::string::npos) << steps;
+          // The 1x1 conv's clip and sum run inside oneDNN's primitive while x is finite.
+          if (std::string(c.name) == "pointwise_relu6") {
+            EXPECT_NE(steps.find("fused while finite"), std::string::npos) << steps;
+          }
+        }
+      }
+      const float* unfused = outputs[0].values<float>().data();
+      const float* fused = outputs[1].values<float>().data();
+      int differ = 0;
+      for (int64_t i = 0; i < outputs[0].element_count(); ++i) {
+        const bool both_nan = std::isnan(unfused[i]) && std::isnan(fused[i]);
+        differ += !both_nan && std::memcmp(&unfused[i], &fused[i], sizeof(float)) != 0;
+      }
+      EXPECT_EQ(differ, 0);
+      if (std::string(poison) != "none") {
+        EXPECT_TRUE(std::any_of(fused, fused + outputs[1].element_count(),
+                                [](float v) { return std::isnan(v); }));
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -64,11 +64,13 @@ struct Conv3x3 {
 int64_t preferred_tile(const Conv3x3& shape);
 
 // What is done to each output after the sum: + bias[m] (when not null), + the value already in
-// the destination (when `accumulate`: kiln's residual), then the activation.
+// the destination (when `accumulate`: kiln's residual), then the activation; with
+// `accumulate_after_activation`, the destination's value is added after the activation instead.
 struct Epilogue {
   const float* bias = nullptr;
   bool accumulate = false;
   kernels::FusedActivation activation;
+  bool accumulate_after_activation = false;
 };
 
 // Planes of a tile edge's transformed weights, input and products: (tile + 2)^2, 16 or 36.

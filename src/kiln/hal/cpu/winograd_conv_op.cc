@@ -63,7 +63,8 @@ class WinogradConvStep : public Step {
   };
   WinogradConvStep(std::string label, winograd::Conv3x3 shape, std::optional<float> input_bound,
                    int64_t batch, Isa isa, int threads, Buffers buffers, bool has_bias,
-                   bool accumulate, kernels::FusedActivation activation)
+                   bool accumulate, bool accumulate_after_activation,
+                   kernels::FusedActivation activation)
       : label_(std::move(label)),
         shape_(shape),
         input_bound_(input_bound),
@@ -73,6 +74,7 @@ class WinogradConvStep : public Step {
         buffers_(buffers),
         has_bias_(has_bias),
         accumulate_(accumulate),
+        accumulate_after_activation_(accumulate_after_activation),
         activation_(activation) {}
 
   Status run(const ExecContext& ctx) override {
@@ -84,6 +86,7 @@ class WinogradConvStep : public Step {
     epilogue.bias =
         has_bias_ ? reinterpret_cast<const float*>(ctx.resolve(buffers_.bias)) : nullptr;
     epilogue.accumulate = accumulate_;
+    epilogue.accumulate_after_activation = accumulate_after_activation_;
     epilogue.activation = activation_;
     const int64_t image = shape_.channels * shape_.in_h * shape_.in_w;
     if (!input_bound_ || all_within(src, batch_ * image, *input_bound_)) {
@@ -113,7 +116,7 @@ class WinogradConvStep : public Step {
   Isa isa_;
   int threads_;  // the dispatch's team size (thread_policy.h), which sized the workspace
   Buffers buffers_;
-  bool has_bias_, accumulate_;
+  bool has_bias_, accumulate_, accumulate_after_activation_;
   kernels::FusedActivation activation_;
 };
 
@@ -226,7 +229,8 @@ Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p,
                                 "the bound: winograd_2x2_3x3)"
                               : "");
   b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, input_bound, x[0], isa, threads,
-                                           buffers, p.has_bias, p.has_residual, p.activation));
+                                           buffers, p.has_bias, p.has_residual,
+                                           p.residual_after_activation, p.activation));
   return ok_status();
 }
 

@@ -186,8 +186,10 @@ void transform_output(const Conv3x3& s, const Geometry& g, const float* m, const
       if (x >= s.out_w) break;
       float* o = plane + (y * s.out_w + x) * g.out.pixel;
       R value = V::add(out[k], bias);
-      if (e.accumulate) value = V::add(value, V::load(o));
-      V::store(o, activate<V>(value, e.activation));
+      if (e.accumulate && !e.accumulate_after_activation) value = V::add(value, V::load(o));
+      value = activate<V>(value, e.activation);
+      if (e.accumulate && e.accumulate_after_activation) value = V::add(value, V::load(o));
+      V::store(o, value);
     }
   }
 }

@@ -97,7 +97,9 @@ Status build_conv(KernelBuilder& b) {
   if (has_residual) {
     KILN_ASSIGN_OR_RETURN(residual, b.input_operand(3));
   }
-  const std::vector<uint32_t> specialization = {has_bias ? 1u : 0u, has_residual ? 1u : 0u,
+  // HAS_RESIDUAL: 1 added before the activation, 2 after it (kiln_residual_after_activation).
+  const uint32_t residual_code = !has_residual ? 0u : a.residual_after_activation ? 2u : 1u;
+  const std::vector<uint32_t> specialization = {has_bias ? 1u : 0u, residual_code,
                                                 activation_code(a.activation)};
   const bool leaky = a.activation.kind == kernels::FusedActivation::Kind::kLeakyRelu;
   const uint32_t lo =
@@ -105,10 +107,12 @@ Status build_conv(KernelBuilder& b) {
   const uint32_t hi = KernelBuilder::bits(static_cast<float>(a.activation.max));
   const std::vector<Operand> operands = {x, weights, bias, residual, y};
   const std::string fused =
-      fmt::format("{}{}{}", has_bias ? " +bias" : "", has_residual ? " +residual" : "",
+      fmt::format("{}{}{}{}", has_bias ? " +bias" : "",
+                  has_residual && !a.residual_after_activation ? " +residual" : "",
                   a.activation.kind == kernels::FusedActivation::Kind::kNone
                       ? ""
-                      : " " + kernels::describe(a.activation));
+                      : " " + kernels::describe(a.activation),
+                  has_residual && a.residual_after_activation ? " +residual" : "");
 
   // The shaders' parameters between the first (tiled: the launch's first column tile; direct:
   // the launch's first element, then the element count) and the clip bounds.

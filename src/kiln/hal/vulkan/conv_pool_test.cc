@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kiln/hal/vulkan/conv_ops.h"
+#include "kiln/kernels/op_attributes.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/hal/reference.h"
@@ -56,6 +57,7 @@ struct ConvCase {
   kernels::FusedActivation activation;
   const char* variant = "tiled";  // what the automatic choice takes
   bool weights_input = false;     // W and B as program inputs (computed at run time), not constants
+  bool residual_after_activation = false;  // kiln_residual_after_activation
 };
 
 kernels::FusedActivation relu() { return {.kind = kernels::FusedActivation::Kind::kRelu}; }
@@ -123,6 +125,7 @@ void make_conv(ConvProgram& p, const ConvCase& c, const Tensor& x, const Tensor*
   Attributes a = window_attributes(c.kernel, c.strides, c.pads_begin, c.pads_end, c.dilations);
   a.set("group", c.group);
   kernels::set_fused_activation(a, c.activation);
+  if (c.residual_after_activation) a.set(kernels::kResidualAfterActivationAttribute, int64_t{1});
   std::vector<int32_t> ins = {p.spec.input("x", x.shape())};
   p.inputs = {x};
   if (c.weights_input) {
@@ -147,7 +150,8 @@ void make_conv(ConvProgram& p, const ConvCase& c, const Tensor& x, const Tensor*
                          .pads_end = c.pads_end,
                          .dilations = c.dilations,
                          .group = c.group,
-                         .activation = c.activation});
+                         .activation = c.activation,
+                         .residual_after_activation = c.residual_after_activation});
 }
 
 class VulkanConvTest : public VulkanDeviceTest, public ::testing::WithParamInterface<ConvCase> {
@@ -220,7 +224,12 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{"DirectDepthwiseSilu", {1, 8, 9, 9}, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1},
                  8, true, false, silu(), "direct"},
         ConvCase{"Direct1DWeightsInput", {1, 5, 9}, 3, {3}, {1}, {1}, {1}, {1}, 1, true, false,
-                 {}, "direct", true}),
+                 {}, "direct", true},
+        // The residual after the activation (kiln_residual_after_activation).
+        ConvCase{"TiledClipThenResidual", {2, 16, 9, 9}, 24, {3, 3}, {1, 1}, {1, 1}, {1, 1},
+                 {1, 1}, 1, true, true, clip(0, 6), "tiled", false, true},
+        ConvCase{"DirectDepthwiseSiluThenResidual", {1, 8, 9, 9}, 8, {3, 3}, {1, 1}, {1, 1},
+                 {1, 1}, {1, 1}, 8, true, true, silu(), "direct", false, true}),
     [](const auto& info) { return info.param.name; });
 // clang-format on
 

@@ -59,6 +59,8 @@ void main() {
   }
   float v = acc;
   if (HAS_BIAS != 0u) v += pc.bias.v[co];
-  if (HAS_RESIDUAL != 0u) v += pc.residual.v[o];
-  pc.y.v[o] = fused_activation(v, ACT, pc.lo, pc.hi);
+  if (HAS_RESIDUAL == 1u) v += pc.residual.v[o];
+  v = fused_activation(v, ACT, pc.lo, pc.hi);
+  if (HAS_RESIDUAL == 2u) v += pc.residual.v[o];
+  pc.y.v[o] = v;
 }

@@ -6,7 +6,8 @@
 // shared memory; invocation t loads A's row t and B's column t, whose tap (channel, kernel row,
 // kernel column) advances with k without a division. Every output element sums its K products
 // in order k = 0, 1, ..., K-1 (one fma each) whatever the tile or N: batch invariance. Epilogue:
-// + bias (HAS_BIAS), + residual (HAS_RESIDUAL), the fused activation ACT (common.glsl).
+// + bias (HAS_BIAS), + residual (HAS_RESIDUAL 1), the fused activation ACT (common.glsl), +
+// residual (HAS_RESIDUAL 2: kiln_residual_after_activation).
 //
 // Grid: x = column tiles of this launch (the first is `col_tile_base`: conv_ops.cc splits the
 // columns into launches of at most maxComputeWorkGroupCount[0] tiles), y = row tiles, z = groups.
@@ -125,8 +126,10 @@ void main() {
       const uint o = (n * pc.cout + co) * opix + r;
       float v = acc[i][j];
       if (HAS_BIAS != 0u) v += pc.bias.v[co];
-      if (HAS_RESIDUAL != 0u) v += pc.residual.v[o];
-      pc.y.v[o] = fused_activation(v, ACT, pc.lo, pc.hi);
+      if (HAS_RESIDUAL == 1u) v += pc.residual.v[o];
+      v = fused_activation(v, ACT, pc.lo, pc.hi);
+      if (HAS_RESIDUAL == 2u) v += pc.residual.v[o];
+      pc.y.v[o] = v;
     }
   }
 }
