@@ -218,6 +218,31 @@ Tensor f32_scalar(float v) {
   return t;
 }
 
+// y -> Transpose (to NHWC) "to_nhwc" -> Clip(0, 6) "relu6" -> Transpose (back to NCHW) "to_nchw",
+// as tf2onnx leaves a Relu6 after a conv: the NHWC value before the Clip, and the result (named
+// `out_name`).
+struct NhwcRelu6 {
+  ValueId nhwc, out;
+};
+NhwcRelu6 add_nhwc_relu6(Graph& g, ValueId y, const std::string& out_name) {
+  ValueId t = add_intermediate(g, "t");
+  Node to_nhwc{"to_nhwc", "Transpose", {y}, {t}, {}, {}};
+  to_nhwc.attributes.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+  g.add_node(std::move(to_nhwc));
+  ValueId c = add_intermediate(g, "c");
+  g.add_node({"relu6",
+              "Clip",
+              {t, g.add_constant("lo", f32_scalar(0.0f)), g.add_constant("hi", f32_scalar(6.0f))},
+              {c},
+              {},
+              {}});
+  ValueId out = add_intermediate(g, out_name);
+  Node to_nchw{"to_nchw", "Transpose", {c}, {out}, {}, {}};
+  to_nchw.attributes.set("perm", std::vector<int64_t>{0, 3, 1, 2});
+  g.add_node(std::move(to_nchw));
+  return {t, out};
+}
+
 // Conv -> Transpose (to NHWC) -> Clip -> Transpose (back), as tf2onnx leaves a Relu6 between the
 // transposes around a conv: the Clip moves into the conv, the Transpose writes its output, the
 // values are the same bits. A Transpose whose output another node reads keeps its Clip.
@@ -230,23 +255,9 @@ TEST(Passes, ActivationAfterATransposeOfAConvBecomesTheConvActivation) {
     ValueId w = g.add_constant("w", random_tensor({4, 4, 3, 3}, rng, -2.0f, 2.0f));
     ValueId y = add_intermediate(g, "y");
     g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
-    ValueId t = add_intermediate(g, "t");
-    Node to_nhwc{"to_nhwc", "Transpose", {y}, {t}, {}, {}};
-    to_nhwc.attributes.set("perm", std::vector<int64_t>{0, 2, 3, 1});
-    g.add_node(std::move(to_nhwc));
-    ValueId c = add_intermediate(g, "c");
-    g.add_node({"relu6",
-                "Clip",
-                {t, g.add_constant("lo", f32_scalar(0.0f)), g.add_constant("hi", f32_scalar(6.0f))},
-                {c},
-                {},
-                {}});
-    ValueId out = add_intermediate(g, "out");
-    Node to_nchw{"to_nchw", "Transpose", {c}, {out}, {}, {}};
-    to_nchw.attributes.set("perm", std::vector<int64_t>{0, 3, 1, 2});
-    g.add_node(std::move(to_nchw));
-    g.add_output(out);
-    if (shared) g.add_output(t);
+    const NhwcRelu6 relu6 = add_nhwc_relu6(g, y, "out");
+    g.add_output(relu6.out);
+    if (shared) g.add_output(relu6.nhwc);
     ASSERT_TRUE(graph_eval::infer_graph(g).ok());
     Tensor input = random_tensor({2, 4, 6, 6}, rng, -3.0f, 3.0f);
     auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
@@ -358,23 +369,9 @@ TEST(Passes, TransposePairAroundAConvActivationGoesAndTheAddFuses) {
   g.add_node(conv_node("conv", x,
                        g.add_constant("w", random_tensor({4, 4, 3, 3}, rng, -2.0f, 2.0f)),
                        g.add_constant("b", random_tensor({4}, rng)), y));
-  ValueId t = add_intermediate(g, "t");
-  Node to_nhwc{"to_nhwc", "Transpose", {y}, {t}, {}, {}};
-  to_nhwc.attributes.set("perm", std::vector<int64_t>{0, 2, 3, 1});
-  g.add_node(std::move(to_nhwc));
-  ValueId c = add_intermediate(g, "c");
-  g.add_node({"relu6",
-              "Clip",
-              {t, g.add_constant("lo", f32_scalar(0.0f)), g.add_constant("hi", f32_scalar(6.0f))},
-              {c},
-              {},
-              {}});
-  ValueId back = add_intermediate(g, "back");
-  Node to_nchw{"to_nchw", "Transpose", {c}, {back}, {}, {}};
-  to_nchw.attributes.set("perm", std::vector<int64_t>{0, 3, 1, 2});
-  g.add_node(std::move(to_nchw));
+  const NhwcRelu6 relu6 = add_nhwc_relu6(g, y, "back");
   ValueId out = add_intermediate(g, "out");
-  g.add_node({"add", "Add", {skip, back}, {out}, {}, {}});
+  g.add_node({"add", "Add", {skip, relu6.out}, {out}, {}, {}});
   g.add_output(out);
   ASSERT_TRUE(graph_eval::infer_graph(g).ok());
   Tensor input = random_tensor({2, 4, 6, 6}, rng, -3.0f, 3.0f);
