@@ -195,13 +195,12 @@ Status infer_conv(InferArgs& args) {
   }
   KILN_ASSIGN_OR_RETURN(FusedActivation activation, read_fused_activation(args.attributes));
   KILN_RETURN_IF_ERROR(reject_gelu(activation));
-  KILN_ASSIGN_OR_RETURN(const int64_t after,
-                        args.attributes.get_int(kResidualAfterActivationAttribute, 0));
-  if (after != 0 && optional_input(args, 3) == nullptr) {
+  KILN_ASSIGN_OR_RETURN(const bool after,
+                        read_residual_after_activation(args.attributes, activation));
+  if (after && optional_input(args, 3) == nullptr) {
     return invalid_argument("attribute '{}' needs input 3 'residual'",
                             kResidualAfterActivationAttribute);
   }
-  KILN_RETURN_IF_ERROR(read_residual_after_activation(args.attributes, activation).status());
   args.outputs = {ValueType{x.dtype, std::move(s.out)}};
   return ok_status();
 }
