@@ -98,16 +98,18 @@ bool cancel_transposes_after_conv(ir::Graph& graph,
   if (conv.op_type != "Conv" || conv.outputs.size() != 1) return false;
   const ir::ValueId y = conv.outputs[0];
   const size_t rank = graph.value(y).shape.size();
-  auto first_id = sole_consumer(graph, consumers, y);
-  if (!first_id || graph.node(*first_id).op_type != "Transpose" ||
-      graph.node(*first_id).outputs.size() != 1) {
-    return false;
-  }
-  auto second_id = sole_consumer(graph, consumers, graph.node(*first_id).outputs[0]);
-  if (!second_id || graph.node(*second_id).op_type != "Transpose" ||
-      graph.node(*second_id).outputs.size() != 1) {
-    return false;
-  }
+  // The Transpose of one output that alone reads `value`.
+  auto sole_transpose = [&](ir::ValueId value) -> std::optional<ir::NodeId> {
+    auto id = sole_consumer(graph, consumers, value);
+    if (!id || graph.node(*id).op_type != "Transpose" || graph.node(*id).outputs.size() != 1) {
+      return std::nullopt;
+    }
+    return id;
+  };
+  auto first_id = sole_transpose(y);
+  if (!first_id) return false;
+  auto second_id = sole_transpose(graph.node(*first_id).outputs[0]);
+  if (!second_id) return false;
   auto first = kernels::read_transpose_perm(graph.node(*first_id).attributes, rank);
   auto second = kernels::read_transpose_perm(graph.node(*second_id).attributes, rank);
   if (!first.ok() || !second.ok()) return false;
@@ -118,10 +120,10 @@ bool cancel_transposes_after_conv(ir::Graph& graph,
   const ir::ValueId out = graph.node(*second_id).outputs[0];
   const auto& outputs = graph.outputs();
   if (std::find(outputs.begin(), outputs.end(), out) != outputs.end()) return false;
-  for (ir::NodeId t : {*second_id, *first_id}) {
-    const std::vector<std::string> origins = graph.node(t).origins;
-    ir::Node& c = graph.node(conv_id);
-    c.origins.insert(c.origins.end(), origins.begin(), origins.end());
+  std::vector<std::string>& origins = graph.node(conv_id).origins;
+  for (ir::NodeId t : {*first_id, *second_id}) {
+    const std::vector<std::string>& moved = graph.node(t).origins;
+    origins.insert(origins.end(), moved.begin(), moved.end());
   }
   graph.replace_uses(out, y);
   graph.erase_node(*second_id);
@@ -191,6 +193,27 @@ bool fuse_silu(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& con
   return false;
 }
 
+// The Add that alone reads conv `id`'s only output (sole_add_after) and adds to it a value some
+// node computes (not a constant or graph input), of the output's shape and dtype: what
+// fuse_residual and fuse_residual_after_activation fold into a conv that has no residual yet.
+std::optional<AddAfter> residual_add(const ir::Graph& graph,
+                                     const std::vector<std::vector<ir::NodeId>>& consumers,
+                                     ir::NodeId id) {
+  const ir::Node& conv = graph.node(id);
+  if (conv.op_type != "Conv" || conv.inputs.size() > 3 || conv.outputs.size() != 1) {
+    return std::nullopt;
+  }
+  const ir::ValueId y = conv.outputs[0];
+  const std::optional<AddAfter> after = sole_add_after(graph, consumers, y);
+  if (!after) return std::nullopt;
+  const ir::Value& r = graph.value(after->other);
+  if (!r.producer || r.constant || r.dtype != graph.value(y).dtype ||
+      !same_or_assumed_shape(graph, r.shape, graph.value(y).shape)) {
+    return std::nullopt;
+  }
+  return after;
+}
+
 // Add(conv_out, r) with matching shapes becomes conv's residual input, so the sum happens in the
 // conv's post-ops. The later of two candidate convs absorbs the Add, so the residual already
 // exists. Only a residual that a node computes is fused: a constant or graph input of [1,C,1,1]
@@ -198,30 +221,17 @@ bool fuse_silu(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& con
 // from the broadcast Add's, so fusing it would make a bound module differ from the dynamic one.
 bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                    ir::NodeId id) {
-  const ir::Node& conv = graph.node(id);
-  if (conv.op_type != "Conv" || has_activation(conv) || conv.inputs.size() > 3) return false;
-  ir::ValueId y = conv.outputs[0];
-  auto add_id = sole_consumer(graph, consumers, y);
-  if (!add_id) return false;
-  const ir::Node& add = graph.node(*add_id);
-  if (add.op_type != "Add" || add.inputs.size() != 2) return false;
-  ir::ValueId residual = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-  const ir::Value& r = graph.value(residual);
-  if (!r.producer || r.constant) return false;
-  if (!same_or_assumed_shape(graph, r.shape, graph.value(y).shape) ||
-      r.dtype != graph.value(y).dtype) {
-    return false;
-  }
-  if (auto producer = r.producer; producer && *producer > id) {
-    const ir::Node& other = graph.node(*producer);
-    bool other_can_absorb = other.op_type == "Conv" && !has_activation(other) &&
-                            other.inputs.size() <= 3 && !r.constant;
+  if (has_activation(graph.node(id))) return false;
+  const std::optional<AddAfter> found = residual_add(graph, consumers, id);
+  if (!found) return false;
+  const ir::NodeId producer = *graph.value(found->other).producer;
+  if (producer > id) {
+    const ir::Node& other = graph.node(producer);
+    const bool other_can_absorb =
+        other.op_type == "Conv" && !has_activation(other) && other.inputs.size() <= 3;
     if (other_can_absorb) return false;  // let the later conv take it
   }
-  ir::Node& conv_mut = graph.node(id);
-  conv_mut.inputs.resize(3, ir::kAbsent);
-  conv_mut.inputs.push_back(residual);
-  absorb_successor(graph, id, *add_id);
+  take_residual(graph, id, *found);
   return true;
 }
 
@@ -237,35 +247,23 @@ bool fuse_residual_after_activation(ir::Graph& graph,
                                     const std::vector<std::vector<ir::NodeId>>& consumers,
                                     ir::NodeId id) {
   const ir::Node& conv = graph.node(id);
-  if (conv.op_type != "Conv" || !has_activation(conv) || conv.inputs.size() > 3 ||
-      conv.outputs.size() != 1) {
+  if (!has_activation(conv) || conv.outputs.empty() ||
+      graph.value(conv.outputs[0]).dtype != DType::kF32) {
     return false;
   }
-  const ir::ValueId y = conv.outputs[0];
-  if (graph.value(y).dtype != DType::kF32) return false;
-  auto add_id = sole_consumer(graph, consumers, y);
-  if (!add_id) return false;
-  const ir::Node& add = graph.node(*add_id);
-  if (add.op_type != "Add" || add.inputs.size() != 2) return false;
-  const ir::ValueId residual = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-  const ir::Value& r = graph.value(residual);
-  if (!r.producer || r.constant || r.dtype != DType::kF32 ||
-      !same_or_assumed_shape(graph, r.shape, graph.value(y).shape)) {
-    return false;
-  }
-  const ir::Node& other = graph.node(*r.producer);
+  const std::optional<AddAfter> found = residual_add(graph, consumers, id);
+  if (!found) return false;
+  const ir::NodeId producer = *graph.value(found->other).producer;
+  const ir::Node& other = graph.node(producer);
   if (other.op_type == "Conv" && other.inputs.size() <= 3 &&
-      sole_consumer(graph, consumers, residual) == add_id) {
+      sole_consumer(graph, consumers, found->other) == found->add) {
     // The other conv could take the Add too. One without activation takes it before its own
     // (fuse_residual), which lets an activation after the Add fuse as well; of two activated
     // convs, the later takes it.
-    if (!has_activation(other) || *r.producer > id) return false;
+    if (!has_activation(other) || producer > id) return false;
   }
-  ir::Node& conv_mut = graph.node(id);
-  conv_mut.inputs.resize(3, ir::kAbsent);
-  conv_mut.inputs.push_back(residual);
-  conv_mut.attributes.set(kernels::kResidualAfterActivationAttribute, int64_t{1});
-  absorb_successor(graph, id, *add_id);
+  graph.node(id).attributes.set(kernels::kResidualAfterActivationAttribute, int64_t{1});
+  take_residual(graph, id, *found);
   return true;
 }
 

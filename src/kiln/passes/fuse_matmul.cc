@@ -187,31 +187,6 @@ bool fuse_scale(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& co
   return true;
 }
 
-// The Add that is the only reader of `y`, with the other value it adds to y.
-struct AddAfter {
-  ir::NodeId add;
-  ir::ValueId other;
-};
-std::optional<AddAfter> sole_add_after(const ir::Graph& graph,
-                                       const std::vector<std::vector<ir::NodeId>>& consumers,
-                                       ir::ValueId y) {
-  auto add_id = sole_consumer(graph, consumers, y);
-  if (!add_id) return std::nullopt;
-  const ir::Node& add = graph.node(*add_id);
-  if (add.op_type != "Add" || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) {
-    return std::nullopt;
-  }
-  return AddAfter{*add_id, add.inputs[0] == y ? add.inputs[1] : add.inputs[0]};
-}
-
-// MatMul `id` takes `after`'s addend as its kiln_residual (input 3) and the Add's place.
-void take_residual(ir::Graph& graph, ir::NodeId id, const AddAfter& after) {
-  ir::Node& mm = graph.node(id);
-  mm.inputs.resize(3, ir::kAbsent);
-  mm.inputs.push_back(after.other);
-  absorb_successor(graph, id, after.add);
-}
-
 bool fuse_bias(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                ir::NodeId id) {
   const ir::Node& mm = graph.node(id);

@@ -27,6 +27,25 @@ void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed) {
   node.origins.insert(node.origins.end(), origins.begin(), origins.end());
 }
 
+std::optional<AddAfter> sole_add_after(const ir::Graph& graph,
+                                       const std::vector<std::vector<ir::NodeId>>& consumers,
+                                       ir::ValueId y) {
+  auto add_id = sole_consumer(graph, consumers, y);
+  if (!add_id) return std::nullopt;
+  const ir::Node& add = graph.node(*add_id);
+  if (add.op_type != "Add" || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) {
+    return std::nullopt;
+  }
+  return AddAfter{*add_id, add.inputs[0] == y ? add.inputs[1] : add.inputs[0]};
+}
+
+void take_residual(ir::Graph& graph, ir::NodeId id, const AddAfter& after) {
+  ir::Node& node = graph.node(id);
+  node.inputs.resize(3, ir::kAbsent);
+  node.inputs.push_back(after.other);
+  absorb_successor(graph, id, after.add);
+}
+
 void replace_with_fused(ir::Graph& graph, const std::vector<ir::NodeId>& nodes, ir::Node fused) {
   const ir::NodeId last = nodes.back();
   for (ir::NodeId n : nodes) {

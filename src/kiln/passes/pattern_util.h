@@ -1,6 +1,7 @@
 // Small queries shared by the fusion passes.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "kiln/ir/graph.h"
@@ -15,6 +16,19 @@ std::optional<ir::NodeId> sole_consumer(const ir::Graph& graph,
 // Makes `into` produce `absorbed`'s (single) output instead of its own, records the absorbed
 // node's origins, and erases `absorbed`. The caller has already moved any inputs it needs.
 void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed);
+
+// The Add that is the only reader of `y`, with the other value it adds to y.
+struct AddAfter {
+  ir::NodeId add;
+  ir::ValueId other;
+};
+std::optional<AddAfter> sole_add_after(const ir::Graph& graph,
+                                       const std::vector<std::vector<ir::NodeId>>& consumers,
+                                       ir::ValueId y);
+
+// Node `id` (a Conv or MatMul with at most 3 inputs) takes `after`'s addend as its kiln residual
+// (input 3, inputs 2 and up padded with absent ones) and the Add's place.
+void take_residual(ir::Graph& graph, ir::NodeId id, const AddAfter& after);
 
 // Puts `fused` in place of `nodes` (a matched pattern whose last node produces the fused
 // output, so it follows everything the pattern reads and the graph stays in topological order):

@@ -24,6 +24,9 @@ struct ConvParams : kernels::ConvAttributes {
   bool has_bias = false;
   bool has_residual = false;
   dnnl::memory::data_type data = dnnl::memory::data_type::f32;
+  // kiln's residual, added before the activation (the sum post-op first, and a value the guard
+  // of a fused activation must check).
+  bool residual_before_activation() const { return has_residual && !residual_after_activation; }
 };
 
 // The buffer a conv step writes its output to, in the f32 layout `layout`. With a residual

@@ -47,7 +47,7 @@ std::optional<InputGuard> input_guard(const ProgramBuilder& b, const ConvParams&
   // A relu's vouch (kGuardedSumBound) would serve only weights whose sums of |w| stay below 1/8.
   // A residual added before the activation must be checked too; one added after it goes through
   // the post-op sum, which keeps a NaN, as the Add it replaces.
-  const bool checks_residual = p.has_residual && !p.residual_after_activation;
+  const bool checks_residual = p.residual_before_activation();
   std::optional<float> known = checks_residual ? std::nullopt : b.vouched_bound(x);
   if (known && *known >= kGuardedSumBound) known.reset();
   const size_t read = src_layout.get_size() + (checks_residual ? dst_layout.get_size() : 0);

@@ -169,13 +169,20 @@ Status build_conv(ProgramBuilder& b) {
   for (size_t i = 0; i < r; ++i) dilates[i] = p.window.dilations[i] - 1;
   const dnnl_desc bias_desc = p.has_bias ? dnnl_desc({w[0]}, dt::f32, tag::a) : dnnl_desc();
 
-  dnnl::primitive_attr attr = b.attr();
   // The residual: a sum post-op into the destination, which holds it (conv_common.h); after the
-  // activation, only the fused primitive sums (below), and the plain one's output is activated
-  // and added to it by kiln's steps.
-  dnnl::post_ops post_ops;
-  if (p.has_residual && !p.residual_after_activation) post_ops.append_sum(1.0f);
-  attr.set_post_ops(post_ops);
+  // activation, only a fused primitive may sum (below), and the plain one's output is activated
+  // and added to it by kiln's steps. Each list is built anew (a copy of a dnnl::post_ops shares
+  // its handle).
+  auto attr_with = [&](bool activation, bool sum_after) {
+    dnnl::post_ops ops;
+    if (p.residual_before_activation()) ops.append_sum(1.0f);
+    if (activation) append_activation_post_op(ops, p.activation);
+    if (sum_after) ops.append_sum(1.0f);
+    dnnl::primitive_attr with = b.attr();
+    with.set_post_ops(ops);
+    return with;
+  };
+  const dnnl::primitive_attr attr = attr_with(false, false);
 
   // X and W in `compute`, B and Y in f32.
   dt compute = dt::f32;
@@ -253,27 +260,24 @@ Status build_conv(ProgramBuilder& b) {
   // A residual after the activation joins the post-ops as a sum after it where the kernel takes
   // that order (brgconv; not AVX2's jit kernels); else the fused primitive writes the activated
   // values to the temporary, and kiln's sum step adds them, as on the plain path.
+  auto fused_candidate =
+      [&](bool sum_after) -> std::optional<dnnl::convolution_forward::primitive_desc> {
+    const auto candidate = make_pd_with(pd.src_desc().dims()[0], attr_with(true, sum_after));
+    if (impl_name(candidate) != impl_name(pd) ||
+        !fused_activation_matches(b.engine(), pd, candidate, p.has_bias, p.activation, sum_after)) {
+      return std::nullopt;
+    }
+    return candidate;
+  };
   std::optional<dnnl::convolution_forward::primitive_desc> fused;
   bool fused_sums_after = false;
   const std::optional<InputGuard> guard = input_guard(b, p, src_layout, dst_layout);
   if (guard) {
-    for (bool sum_after : {p.residual_after_activation, false}) {
-      dnnl::primitive_attr fused_attr = b.attr();
-      // A fresh list: a copy of a dnnl::post_ops shares its handle.
-      dnnl::post_ops fused_ops;
-      if (p.has_residual && !p.residual_after_activation) fused_ops.append_sum(1.0f);
-      append_activation_post_op(fused_ops, p.activation);
-      if (sum_after) fused_ops.append_sum(1.0f);
-      fused_attr.set_post_ops(fused_ops);
-      const auto candidate = make_pd_with(pd.src_desc().dims()[0], fused_attr);
-      if (impl_name(candidate) == impl_name(pd) &&
-          fused_activation_matches(b.engine(), pd, candidate, p.has_bias, p.activation,
-                                   sum_after)) {
-        fused = candidate;
-        fused_sums_after = sum_after;
-        break;
-      }
-      if (!sum_after) break;
+    fused_sums_after = p.residual_after_activation;
+    fused = fused_candidate(fused_sums_after);
+    if (!fused && fused_sums_after) {
+      fused_sums_after = false;
+      fused = fused_candidate(false);
     }
   }
 
@@ -326,7 +330,7 @@ Status build_conv(ProgramBuilder& b) {
   if (sum_step) add_sum_into(b, plain_out, dst.buffer, dst_layout);
   std::vector<FiniteBound> checks{
       {src, src_layout.get_size() / sizeof(float), guard->bound, guard->vouched_by}};
-  if (p.has_residual && !p.residual_after_activation) {
+  if (p.residual_before_activation()) {
     // The destination holds the residual when the step runs (conv_common.h).
     checks.push_back({dst.buffer, dst_layout.get_size() / sizeof(float), kResidualBound});
   }
