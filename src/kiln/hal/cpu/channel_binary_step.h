@@ -1,4 +1,5 @@
-// y = x op s for an f32 x [N, C, ...] stored in a channels-last or plain layout (channel_runs.h)
+// y = x op s for an f32 x [N, C, ...] stored in a channels-last or plain layout (channel_runs.h),
+// or a plain x [N, ..., C] whose channels are its last dim (runs of the channels-innermost order),
 // and s holding one value per sample and channel ([N, C, 1, ...] or [1, C, 1, ...]: a
 // squeeze-and-excitation block's scale, a per-channel bias), in x's layout. oneDNN's binary kernel
 // for that broadcast next to a channels-last x is its generic one (EfficientNet-B0's 16 scales

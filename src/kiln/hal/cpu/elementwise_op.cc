@@ -86,9 +86,21 @@ dnnl_dims padded_dims(const ConcreteShape& shape, size_t rank) {
   return dims;
 }
 
-// `c` one value per sample and channel of `a` [N, C, ...] (shape [N or 1, C, 1, ...], right-
-// aligned), `a` f32 stored with channel runs (channel_runs.h): kiln's ChannelBinaryStep in a's
-// layout. Nullopt where that does not apply.
+// Whether `cd` (c's dims right-aligned to a's rank) holds one value per sample or for all
+// samples (dim 0 of 1 or N) and per channel at dim `channel` of `as`, 1 elsewhere.
+bool per_channel_dims(const dnnl_dims& cd, const ConcreteShape& as, size_t channel) {
+  if (cd[channel] != as[channel] || (cd[0] != 1 && cd[0] != as[0])) return false;
+  for (size_t d = 1; d < cd.size(); ++d) {
+    if (d != channel && cd[d] != 1) return false;
+  }
+  return true;
+}
+
+// `c` one value per sample and channel of `a`, `a` f32: kiln's ChannelBinaryStep in a's layout.
+// The channels at dim 1 of [N, C, ...] (c [N or 1, C, 1, ...], right-aligned), a stored with
+// channel runs (channel_runs.h); or at the last dim of a plain channels-last [N, ..., C] (c
+// [N or 1, 1, ..., C]: a tf2onnx squeeze-and-excitation's scale, whose oneDNN binary kernel is
+// its generic one). Nullopt where neither applies.
 std::optional<Status> add_channel_binary(ProgramBuilder& b, BinaryOp kind, int32_t a, int32_t c,
                                          int32_t y) {
   const ConcreteShape& as = b.value(a).shape;
@@ -98,12 +110,16 @@ std::optional<Status> add_channel_binary(ProgramBuilder& b, BinaryOp kind, int32
     return std::nullopt;
   }
   const dnnl_dims cd = padded_dims(cs, as.size());
-  if (cd[1] != as[1] || (cd[0] != 1 && cd[0] != as[0])) return std::nullopt;
-  for (size_t d = 2; d < cd.size(); ++d) {
-    if (cd[d] != 1) return std::nullopt;
-  }
   const dnnl_desc layout = b.layout(a);
-  const std::optional<ChannelRuns> runs = channel_runs(layout);
+  std::optional<ChannelRuns> runs;
+  if (per_channel_dims(cd, as, 1)) {
+    runs = channel_runs(layout);
+  } else if (per_channel_dims(cd, as, as.size() - 1) && is_plain(layout) && layout.get_size() > 0) {
+    const int64_t channels = as.back();
+    runs =
+        ChannelRuns{ChannelRuns::Order::kChannelInnermost, channels,
+                    static_cast<int64_t>(layout.get_size() / sizeof(float)) / channels, channels};
+  }
   if (!runs) return std::nullopt;
   KILN_ASSIGN_OR_RETURN(BufferRef x, b.input_as(a, layout));
   KILN_ASSIGN_OR_RETURN(BufferRef s, b.input_as(c, plain_desc(cs)));

@@ -192,6 +192,59 @@ TEST(CpuChannelBinaryTest, EachElementIsOneOperation) {
   }
 }
 
+// The same for channels last at the last dim ([N, H, W, C] by [N or 1, 1, 1, C], as a tf2onnx
+// squeeze-and-excitation block scales its plain NHWC data), the scale on either side of a Mul:
+// kiln's ChannelBinaryStep, bit for bit with x op s, NaN included. A scale that is not one value
+// per sample and channel ([1, 1, W, C]) takes the broadcast kernel, with the same bits.
+TEST(CpuChannelBinaryTest, ChannelsAtTheLastDimAreOneOperationEach) {
+  const ConcreteShape xs{2, 5, 7, 24};
+  for (char op : {'+', '-', '*', '/'}) {
+    for (const ConcreteShape& s_shape : {ConcreteShape{2, 1, 1, 24}, ConcreteShape{1, 1, 1, 24},
+                                         ConcreteShape{24}, ConcreteShape{1, 1, 7, 24}}) {
+      for (bool scale_first : {false, true}) {
+        if (scale_first && op != '*') continue;  // only Add and Mul take either order
+        SCOPED_TRACE(fmt::format("{} by {}{}", op, fmt::join(s_shape, "x"),
+                                 scale_first ? ", the scale first" : ""));
+        Tensor x = random_tensor(xs, 71);
+        x.mutable_values<float>()[11] = std::numeric_limits<float>::quiet_NaN();
+        const Tensor sv = random_tensor(s_shape, 72, 0.5f, 2.0f);
+        SpecBuilder s;
+        const int32_t xi = s.input("x", xs), si = s.constant("s", sv);
+        const int32_t y = s.output("y", xs);
+        s.dispatch("op", op_name(op),
+                   scale_first ? std::vector<int32_t>{si, xi} : std::vector<int32_t>{xi, si}, {y});
+        auto exe = device()->prepare(s.spec());
+        ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+        const std::string steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
+        const bool per_sample = s_shape.size() == 4 && s_shape[0] == 2;
+        const bool per_column = s_shape.size() == 4 && s_shape[2] == 7;
+        const bool per_channel = !per_column;
+        EXPECT_EQ(steps.find("binary kiln per channel plain") != std::string::npos, per_channel)
+            << steps;
+        auto out = run_program(**exe, s.spec(), {x});
+        ASSERT_TRUE(out.ok()) << out.status().to_string();
+        const auto in = x.values<float>();
+        const auto got = (*out)[0].values<float>();
+        const auto scale = sv.values<float>();
+        int64_t mismatches = 0;
+        for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+          const int64_t n = i / (5 * 7 * 24), w = i / 24 % 7, c = i % 24;
+          const float v = per_sample   ? scale[n * 24 + c]
+                          : per_column ? scale[w * 24 + c]
+                                       : scale[c];
+          const float e = op == '+'   ? in[i] + v
+                          : op == '-' ? in[i] - v
+                          : op == '*' ? in[i] * v
+                                      : in[i] / v;
+          mismatches += std::memcmp(&e, &got[i], sizeof(float)) != 0 &&
+                        !(std::isnan(e) && std::isnan(got[i]));
+        }
+        EXPECT_EQ(mismatches, 0) << steps;
+      }
+    }
+  }
+}
+
 TEST(CpuSumTest, SameShapeMixedLayouts) {
   const ConcreteShape xs{2, 8, 5, 5};
   Tensor x = random_tensor(xs, 1);

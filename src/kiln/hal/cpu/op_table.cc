@@ -33,6 +33,7 @@ constexpr std::array kFastPaths = {
     OpPath{"QLinearMatMul", check_qlinear_matmul, build_qlinear_matmul},
     OpPath{"QuantizeLinear", check_quantize_linear, build_quantize_linear},
     OpPath{"RNN", check_recurrent, build_recurrent},
+    OpPath{"ReduceMean", check_reduce_mean, build_reduce_mean, SampleInputs::at_slots(1)},
     OpPath{"Relu", check_eltwise, build_eltwise, SampleInputs::at_slots(1)},
     OpPath{"Reshape", check_reshape, build_reshape},
     OpPath{"Resize", check_resize, build_resize},

@@ -48,6 +48,9 @@ Status check_conv(const OpReader& op);
 Status build_conv(ProgramBuilder& b);
 Status check_pool(const OpReader& op);
 Status build_pool(ProgramBuilder& b);
+// ReduceMean over spatial dims, as a global average pool (pool_op.cc).
+Status check_reduce_mean(const OpReader& op);
+Status build_reduce_mean(ProgramBuilder& b);
 Status check_batch_norm(const OpReader& op);
 Status build_batch_norm(ProgramBuilder& b);
 Status check_eltwise(const OpReader& op);

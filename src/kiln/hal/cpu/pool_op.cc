@@ -1,7 +1,9 @@
 // MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool on oneDNN pooling_v2 (dilations),
 // reading the input in whatever layout its producer chose and writing the same kind of layout;
 // an f32 GlobalAveragePool on kiln's GlobalAverageStep instead (global_average_step.h), written
-// plain.
+// plain, as is an f32 ReduceMean over the spatial dims of [N, C, ...] or of a channels-last
+// [N, ..., C] (the portable kernel summed those a scalar double at a time: 55 us for a tf2onnx
+// squeeze-and-excitation's mean over 28x28x256 at batch 1, 13 us on this kernel).
 // ceil_mode becomes extra end padding: oneDNN ignores padding for max and, with
 // avg_exclude_padding, for the average's divisor. oneDNN's max skips a NaN in the window; a second
 // pooling by average marks those windows and MaxPoolNanStep makes their max NaN, as PyTorch and
@@ -16,6 +18,7 @@
 // input is converted into an f32 temporary in its own layout and the result converted back; max
 // and average then round once, as the portable kernel does.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <limits>
@@ -27,6 +30,7 @@
 #include "kiln/hal/cpu/max_pool_step.h"
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/kernels/infer_util.h"
 #include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
@@ -83,11 +87,58 @@ StatusOr<PoolParams> read_pool(const OpReader& op) {
   return p;
 }
 
-// GlobalAveragePool of an f32 input that plane_walk reads: kiln's GlobalAverageStep (its header
-// says why), writing the output plain.
-Status build_global_average(ProgramBuilder& b, const dnnl_desc& layout, const PlaneWalk& walk) {
+// Which spatial dims an f32 ReduceMean averages, as a GlobalAveragePool does: dims [2, rank)
+// of [N, C, ...] (PyTorch's x.mean((2, 3))), or dims [1, rank - 1) of a channels-last
+// [N, ..., C] (the mean over H and W of a tf2onnx squeeze-and-excitation block or a Keras
+// global pooling). Other axes, computed axes and empty tensors are left to the portable kernel.
+enum class SpatialMean : uint8_t { kChannelsSecond, kChannelsLast };
+
+StatusOr<SpatialMean> read_spatial_mean(const OpReader& op) {
+  if (op.input(0).dtype != DType::kF32) {
+    return unimplemented("{} data runs on the portable path", dtype_name(op.input(0).dtype));
+  }
+  const ConcreteShape& dims = op.input(0).shape;
+  const auto rank = static_cast<int64_t>(dims.size());
+  if (rank < 3 || std::find(dims.begin(), dims.end(), 0) != dims.end()) {
+    return unimplemented("ReduceMean of a {} input runs on the portable path",
+                         shape_to_string(dims));
+  }
+  std::vector<int64_t> raw;
+  std::string what = "attribute 'axes'";
+  if (op.has_input(1)) {
+    const ValueSpec& axes = op.input(1);
+    const Tensor* known = axes.constant != nullptr       ? axes.constant
+                          : axes.known_value.has_value() ? &*axes.known_value
+                                                         : nullptr;
+    if (known == nullptr) {
+      return unimplemented("ReduceMean's axes '{}' are computed at run time", axes.name);
+    }
+    for (int64_t i = 0; i < known->element_count(); ++i) {
+      raw.push_back(element_as_int64(*known, i));
+    }
+    what = "input 1 'axes'";
+  } else {
+    KILN_ASSIGN_OR_RETURN(raw, op.attributes().get_ints("axes", {}));
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, kernels::normalize_axes(raw, rank, what));
+  std::sort(axes.begin(), axes.end());
+  auto dims_from = [&](int64_t first, int64_t end) {
+    std::vector<int64_t> range;
+    for (int64_t d = first; d < end; ++d) range.push_back(d);
+    return range;
+  };
+  if (axes == dims_from(2, rank)) return SpatialMean::kChannelsSecond;
+  if (axes == dims_from(1, rank - 1)) return SpatialMean::kChannelsLast;
+  return unimplemented("ReduceMean over axes {} of a {} input runs on the portable path",
+                       fmt::join(axes, ","), shape_to_string(dims));
+}
+
+// The average over the pixels of x, whose bytes `layout` describes as [N, C, spatial...] and
+// plane_walk reads (`walk`): kiln's GlobalAverageStep (its header says why), writing the output
+// plain (its N x C values in that order, whatever 1s its shape holds).
+Status add_global_average(ProgramBuilder& b, const BufferRef& x, const dnnl_desc& layout,
+                          const PlaneWalk& walk) {
   const OpReader& op = b.op();
-  KILN_ASSIGN_OR_RETURN(BufferRef x, b.input_as(op.input_index(0), layout));
   const size_t partials = static_cast<size_t>(GlobalAverageStep::partial_floats(walk));
   const BufferRef workspace = b.temp(std::max<size_t>(1, partials) * sizeof(float));
   const dnnl_desc out = plain_desc(op.output(0).shape);
@@ -145,6 +196,37 @@ Status build_channels_last_max_pool(ProgramBuilder& b, const MaxPoolShape& shape
 
 Status check_pool(const OpReader& op) { return read_pool(op).status(); }
 
+Status check_reduce_mean(const OpReader& op) { return read_spatial_mean(op).status(); }
+
+Status build_reduce_mean(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  KILN_ASSIGN_OR_RETURN(SpatialMean mean, read_spatial_mean(op));
+  const int32_t x = op.input_index(0);
+  const ConcreteShape& dims = op.input(0).shape;
+  if (mean == SpatialMean::kChannelsSecond) {
+    // As GlobalAveragePool: in the layout x is stored in where plane_walk reads it, else plain.
+    const dnnl_desc layout = plane_walk(b.layout(x)) ? b.layout(x) : plain_desc(dims);
+    KILN_ASSIGN_OR_RETURN(BufferRef in, b.input_as(x, layout));
+    return add_global_average(b, in, layout, *plane_walk(layout));
+  }
+  // x plain [N, spatial..., C]: its bytes are [N, C, spatial...] stored channels last.
+  const size_t rank = dims.size();
+  dnnl_dims relabeled{dims[0], dims[rank - 1]}, strides(rank);
+  int64_t stride = dims[rank - 1];
+  for (size_t d = rank - 1; d-- > 1;) {
+    strides[d + 1] = stride;  // spatial dim d of x is dim d + 1 of the relabeled view
+    stride *= dims[d];
+  }
+  relabeled.insert(relabeled.end(), dims.begin() + 1, dims.end() - 1);
+  strides[0] = stride;
+  strides[1] = 1;
+  const dnnl_desc layout = strided_desc(relabeled, strides);
+  const std::optional<PlaneWalk> walk = plane_walk(layout);
+  if (!walk) return internal_error("no channels-last walk for ReduceMean's input");
+  KILN_ASSIGN_OR_RETURN(BufferRef in, b.input_as(x, plain_desc(dims)));
+  return add_global_average(b, in, layout, *walk);
+}
+
 Status build_pool(ProgramBuilder& b) {
   const OpReader& op = b.op();
   KILN_ASSIGN_OR_RETURN(PoolParams p, read_pool(op));
@@ -155,7 +237,8 @@ Status build_pool(ProgramBuilder& b) {
   const bool f32 = p.data == dnnl::memory::data_type::f32;
   if (f32 && op.dispatch().op_type == "GlobalAveragePool") {
     if (const std::optional<PlaneWalk> walk = plane_walk(b.layout(x))) {
-      return build_global_average(b, b.layout(x), *walk);
+      KILN_ASSIGN_OR_RETURN(BufferRef in, b.input_as(x, b.layout(x)));
+      return add_global_average(b, in, b.layout(x), *walk);
     }
   }
   const dnnl_desc src = with_data_type(b.layout(x), dnnl::memory::data_type::f32);
