@@ -126,26 +126,25 @@ MeanCase mean_case(std::string name, ConcreteShape x, std::vector<int64_t> axes,
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, CpuReduceMeanTest,
-    ::testing::Values(
-        mean_case("nchw_hw", {2, 24, 5, 7}, {2, 3}),
-        mean_case("nchw_negative_axes_dropped", {2, 24, 5, 7}, {-1, -2},
-                  [](MeanCase& c) { c.keepdims = false; }),
-        mean_case("nchw_after_conv", {2, 32, 6, 5}, {2, 3},
-                  [](MeanCase& c) { c.after_conv = true; }),
-        mean_case("nhwc_hw", {2, 5, 7, 24}, {1, 2}),
-        mean_case("nhwc_axes_input_dropped", {2, 5, 7, 24}, {2, 1},
-                  [](MeanCase& c) {
-                    c.keepdims = false;
-                    c.axes_input = true;
-                  }),
-        mean_case("ncl_l", {3, 9, 16}, {2}), mean_case("nlc_l", {3, 16, 9}, {1}),
-        mean_case("ncdhw_dhw", {2, 8, 3, 4, 5}, {2, 3, 4}),
-        mean_case("channels_only_is_portable", {2, 24, 5, 7}, {1},
-                  [](MeanCase& c) { c.fast = false; }),
-        mean_case("batch_and_spatial_is_portable", {2, 24, 5, 7}, {0, 2, 3},
-                  [](MeanCase& c) { c.fast = false; }),
-        mean_case("one_spatial_dim_of_two_is_portable", {2, 24, 5, 7}, {3},
-                  [](MeanCase& c) { c.fast = false; })),
+    ::testing::Values(mean_case("nchw_hw", {2, 24, 5, 7}, {2, 3}),
+                      mean_case("nchw_negative_axes_dropped", {2, 24, 5, 7}, {-1, -2},
+                                [](MeanCase& c) { c.keepdims = false; }),
+                      mean_case("nchw_after_conv", {2, 32, 6, 5}, {2, 3},
+                                [](MeanCase& c) { c.after_conv = true; }),
+                      mean_case("nhwc_hw", {2, 5, 7, 24}, {1, 2}),
+                      mean_case("nhwc_axes_input_dropped", {2, 5, 7, 24}, {2, 1},
+                                [](MeanCase& c) {
+                                  c.keepdims = false;
+                                  c.axes_input = true;
+                                }),
+                      mean_case("ncl_l", {3, 9, 16}, {2}), mean_case("nlc_l", {3, 16, 9}, {1}),
+                      mean_case("ncdhw_dhw", {2, 8, 3, 4, 5}, {2, 3, 4}),
+                      mean_case("channels_only_is_portable", {2, 24, 5, 7}, {1},
+                                [](MeanCase& c) { c.fast = false; }),
+                      mean_case("batch_and_spatial_is_portable", {2, 24, 5, 7}, {0, 2, 3},
+                                [](MeanCase& c) { c.fast = false; }),
+                      mean_case("one_spatial_dim_of_two_is_portable", {2, 24, 5, 7}, {3},
+                                [](MeanCase& c) { c.fast = false; })),
     [](const ::testing::TestParamInfo<MeanCase>& info) { return info.param.name; });
 
 // A sample's means are the same bits alone and in a batch of three, in either channel order
@@ -153,10 +152,10 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CpuReduceMeanTest, ASampleGivesTheSameBitsInAnyBatch) {
   for (bool channels_last : {false, true}) {
     SCOPED_TRACE(channels_last ? "channels last" : "channels second");
-    const ConcreteShape one = channels_last ? ConcreteShape{1, 9, 11, 40}
-                                            : ConcreteShape{1, 40, 9, 11};
-    const std::vector<int64_t> axes = channels_last ? std::vector<int64_t>{1, 2}
-                                                    : std::vector<int64_t>{2, 3};
+    const ConcreteShape one =
+        channels_last ? ConcreteShape{1, 9, 11, 40} : ConcreteShape{1, 40, 9, 11};
+    const std::vector<int64_t> axes =
+        channels_last ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{2, 3};
     auto run = [&](const Tensor& x) {
       SpecBuilder s;
       ConcreteShape out = x.shape();
