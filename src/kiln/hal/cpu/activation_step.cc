@@ -154,6 +154,7 @@ Status EltwiseEdgeStep::run(const ExecContext& ctx) {
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   const EdgeRule rule = rule_;
+  const float alpha = alpha_;
   parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
     // One vectorized pass tells whether the chunk holds a non-finite value at all; nearly every
     // chunk does not, and the element loop below (branchy, scalar) then never runs.
@@ -170,6 +171,8 @@ Status EltwiseEdgeStep::run(const ExecContext& ctx) {
         case EdgeRule::kGelu: out[i] = x > 0 ? x : kNaN; break;
         case EdgeRule::kSigmoid: out[i] = x > 0 ? 1.0f : 0.0f; break;
         case EdgeRule::kTanh: out[i] = x > 0 ? 1.0f : -1.0f; break;
+        case EdgeRule::kExp: out[i] = x > 0 ? x : 0.0f; break;
+        case EdgeRule::kElu: out[i] = x > 0 ? x : -alpha; break;
       }
     }
   });

@@ -60,15 +60,17 @@ void add_activation(ProgramBuilder& b, const BufferRef& in, const BufferRef& out
 
 // The value an eltwise op run on oneDNN gives at a non-finite input, where oneDNN's kernels (which
 // clamp their input into a finite range) would not: NaN -> NaN always; for +inf / -inf, Gelu
-// gives +inf / NaN (x * Phi(x) = -inf * 0), Sigmoid 1 / 0, Tanh 1 / -1.
-enum class EdgeRule { kGelu, kSigmoid, kTanh };
+// gives +inf / NaN (x * Phi(x) = -inf * 0), Sigmoid 1 / 0, Tanh 1 / -1, Exp +inf / 0, Elu +inf /
+// -alpha (alpha * (e^-inf - 1)).
+enum class EdgeRule { kGelu, kSigmoid, kTanh, kExp, kElu };
 
-// For `count` floats: where in[i] is NaN or infinite, out[i] = the rule's value; elsewhere out[i]
-// is left as it is.
+// For `count` floats: where in[i] is NaN or infinite, out[i] = the rule's value (`alpha`: Elu's);
+// elsewhere out[i] is left as it is.
 class EltwiseEdgeStep : public Step {
  public:
-  EltwiseEdgeStep(std::string label, EdgeRule rule, BufferRef in, BufferRef out, size_t count)
-      : label_(std::move(label)), rule_(rule), in_(in), out_(out), count_(count) {}
+  EltwiseEdgeStep(std::string label, EdgeRule rule, BufferRef in, BufferRef out, size_t count,
+                  float alpha = 0.0f)
+      : label_(std::move(label)), rule_(rule), in_(in), out_(out), count_(count), alpha_(alpha) {}
   Status run(const ExecContext& ctx) override;
   std::string describe() const override { return label_; }
 
@@ -77,6 +79,7 @@ class EltwiseEdgeStep : public Step {
   EdgeRule rule_;
   BufferRef in_, out_;
   size_t count_;
+  float alpha_;
 };
 
 // MaxPool's NaN: oneDNN's max pooling skips a NaN in the window (max(acc, x) keeps acc), while

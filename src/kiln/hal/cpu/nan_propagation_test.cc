@@ -313,9 +313,9 @@ TEST(NanThroughBatchNorm, FusedReluKeepsNaN) {
   }
 }
 
-// Standalone Relu, Gelu, Sigmoid and Tanh on a plain input and on a conv's blocked output. Gelu of
-// -inf is NaN (x * Phi(x) = -inf * 0) and of +inf is +inf, as in ONNX Runtime; Sigmoid gives 0 and
-// 1 there, Tanh -1 and 1.
+// Standalone Relu, Gelu, Sigmoid, Tanh, Exp and Elu on a plain input and on a conv's blocked
+// output. Gelu of -inf is NaN (x * Phi(x) = -inf * 0) and of +inf is +inf, as in ONNX Runtime;
+// Sigmoid gives 0 and 1 there, Tanh -1 and 1, Exp 0 and +inf, Elu -1 (-alpha) and +inf.
 TEST(NanThroughStandalone, ReluAndGelu) {
   const ConcreteShape shape{2, 8, 5, 5};
   Tensor x =
@@ -339,7 +339,9 @@ TEST(NanThroughStandalone, ReluAndGelu) {
   };
   auto sigmoid = [](double d) { return 1 / (1 + std::exp(-d)); };
   auto tanh = [](double d) { return std::tanh(d); };
-  for (const char* op : {"Relu", "Gelu", "Sigmoid", "Tanh"}) {
+  auto exp = [](double d) { return std::exp(d); };
+  auto elu = [](double d) { return d < 0 ? std::expm1(d) : d; };
+  for (const char* op : {"Relu", "Gelu", "Sigmoid", "Tanh", "Exp", "Elu"}) {
     SCOPED_TRACE(op);
     SpecBuilder s;
     const int32_t xi = s.input("x", shape), xf = s.input("x_finite", shape);
@@ -354,6 +356,8 @@ TEST(NanThroughStandalone, ReluAndGelu) {
     auto want = [&](const Tensor& t) {
       if (type == "Relu") return ref_relu(t);
       if (type == "Gelu") return gelu(t);
+      if (type == "Exp") return map(t, +exp);
+      if (type == "Elu") return map(t, +elu);
       return map(t, type == "Sigmoid" ? +sigmoid : +tanh);
     };
     EXPECT_TRUE(keeps_nan(r->outputs[0], want(x))) << r->steps;
@@ -365,6 +369,9 @@ TEST(NanThroughStandalone, ReluAndGelu) {
     } else if (type == "Gelu") {
       EXPECT_EQ(plain[11], kInf);
       EXPECT_TRUE(std::isnan(plain[7]));
+    } else if (type == "Exp" || type == "Elu") {
+      EXPECT_EQ(plain[11], kInf);
+      EXPECT_EQ(plain[7], type == "Exp" ? 0.0f : -1.0f);
     } else {
       EXPECT_EQ(plain[11], 1.0f);
       EXPECT_EQ(plain[7], type == "Sigmoid" ? 0.0f : -1.0f);
@@ -372,28 +379,32 @@ TEST(NanThroughStandalone, ReluAndGelu) {
   }
 }
 
-// Gelu, Sigmoid and Tanh give the exact functions' values at NaN and +-inf wherever those sit in
-// a tensor of several of the edge step's chunks (it rewrites a chunk only when a vectorized scan
-// finds a non-finite value there). oneDNN 2.6's AVX2 and AVX-512 kernels already give these
+// Gelu, Sigmoid, Tanh, Exp and Elu give the exact functions' values at NaN and +-inf wherever those
+// sit in a tensor of several of the edge step's chunks (it rewrites a chunk only when a vectorized
+// scan finds a non-finite value there). oneDNN 2.6's AVX2 and AVX-512 kernels already give these
 // values; the step guards the kernels that clamp their input.
 TEST(NanThroughStandalone, EdgeValuesInLaterChunks) {
   const ConcreteShape shape{4, 17, 1031};  // 70108 floats: 5 chunks of 16384
   Tensor x =
       planted(planted(planted(random_tensor(shape, 53, -2.0f, 2.0f), {20000}), {40001}, -kInf),
               {70100}, kInf);
-  for (const char* op : {"Gelu", "Sigmoid", "Tanh"}) {
+  for (const char* op : {"Gelu", "Sigmoid", "Tanh", "Exp", "Elu"}) {
     SCOPED_TRACE(op);
     SpecBuilder s;
     const int32_t y = s.output("y", shape);
-    s.dispatch("op", op, {s.input("x", shape)}, {y});
+    const std::string type = op;
+    s.dispatch("op", op, {s.input("x", shape)}, {y},
+               type == "Elu" ? attrs({{"alpha", 0.5}}) : Attributes{});
     auto r = run(s, {x});
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     const auto out = r->outputs[0].values<float>();
-    const std::string type = op;
     EXPECT_TRUE(std::isnan(out[20000]));
     EXPECT_EQ(nan_count(r->outputs[0]), type == "Gelu" ? 2 : 1);
     if (type == "Gelu") {
       EXPECT_TRUE(std::isnan(out[40001]));
+      EXPECT_EQ(out[70100], kInf);
+    } else if (type == "Exp" || type == "Elu") {
+      EXPECT_EQ(out[40001], type == "Exp" ? 0.0f : -0.5f);
       EXPECT_EQ(out[70100], kInf);
     } else {
       EXPECT_EQ(out[40001], type == "Sigmoid" ? 0.0f : -1.0f);
@@ -582,7 +593,6 @@ TEST(NanThroughStandalone, PortableActivations) {
       {"Sigmoid", {}},
       {"HardSigmoid", attrs({{"alpha", 0.2}, {"beta", 0.5}})},
       {"HardSwish", {}},
-      {"Elu", {}},
       {"Selu", {}},
       {"Celu", {}},
       {"Softplus", {}},

@@ -16,6 +16,8 @@ constexpr std::array kFastPaths = {
     OpPath{"DequantizeLinear", check_dequantize_linear, build_dequantize_linear},
     OpPath{"Div", check_binary, build_binary, SampleInputs::every()},
     OpPath{"Dropout", check_identity, build_identity},
+    OpPath{"Elu", check_eltwise, build_eltwise, SampleInputs::at_slots(1)},
+    OpPath{"Exp", check_eltwise, build_eltwise, SampleInputs::at_slots(1)},
     OpPath{"Flatten", check_reshape, build_reshape},
     OpPath{"GRU", check_recurrent, build_recurrent},
     OpPath{"Gemm", check_gemm, build_gemm},

@@ -448,5 +448,42 @@ TEST(CpuSigmoidTanhTest, PlainAndAfterConvMatchDouble) {
   }
 }
 
+// Exp and Elu (its default alpha and 0.5) as oneDNN eltwise, plain and after a conv (8 channels,
+// and 5: Exp(0) = 1 must not land in a padded block either), against the functions computed here
+// in double (Elu by expm1, as the portable kernel).
+TEST(CpuExpEluTest, PlainAndAfterConvMatchDouble) {
+  struct Case {
+    const char* op;
+    Attributes attributes;
+    double alpha;
+  };
+  const std::vector<Case> cases = {
+      {"Exp", {}, 0.0}, {"Elu", {}, 1.0}, {"Elu", attrs({{"alpha", 0.5}}), 0.5}};
+  for (const Case& c : cases) {
+    const bool exp = std::string(c.op) == "Exp";
+    auto reference = [&](const Tensor& x) {
+      Tensor y = Tensor::create(DType::kF32, x.shape()).value();
+      auto in = x.values<float>();
+      auto out = y.mutable_values<float>();
+      for (size_t i = 0; i < in.size(); ++i) {
+        const double v = in[i];
+        out[i] = static_cast<float>(exp ? std::exp(v) : v < 0 ? c.alpha * std::expm1(v) : v);
+      }
+      return y;
+    };
+    for (int64_t channels : {8, 5}) {
+      SCOPED_TRACE(fmt::format("{} alpha {} channels {}", c.op, c.alpha, channels));
+      Tensor x = random_tensor({2, channels, 5, 5}, 27, -6.0f, 6.0f);
+      Tensor w = random_tensor({channels, channels, 1, 1}, 28);
+      auto r = run_plain_and_after_conv(c.op, c.attributes, x, w);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      EXPECT_NE(r->blocked_kernel.find(exp ? "exp jit" : "elu jit"), std::string::npos)
+          << r->blocked_kernel;
+      EXPECT_TRUE(all_close(r->outputs[0], reference(x)));
+      EXPECT_TRUE(all_close(r->outputs[1], reference(r->conv_of_x)));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::hal::cpu
