@@ -143,6 +143,16 @@ void apply_activation(const kernels::FusedActivation& activation, const float* i
   });
 }
 
+Status VectorMapStep::run(const ExecContext& ctx) {
+  const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
+  auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
+  static const Isa isa = best_isa();
+  const Kernel kernel = kernel_;
+  parallel_chunks(static_cast<int64_t>(count_),
+                  [&](int64_t begin, int64_t n) { kernel(in + begin, out + begin, n, isa); });
+  return ok_status();
+}
+
 Status ActivationStep::run(const ExecContext& ctx) {
   apply_activation(activation_, reinterpret_cast<const float*>(ctx.resolve(in_)),
                    reinterpret_cast<float*>(ctx.resolve(out_)), count_);

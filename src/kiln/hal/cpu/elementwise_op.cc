@@ -23,6 +23,7 @@
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/plain_kernels.h"
 #include "kiln/hal/cpu/program_builder.h"
+#include "kiln/hal/cpu/softplus_kernel.h"
 #include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
@@ -161,7 +162,7 @@ struct Eltwise {
 // and Elu: within 0.03 of the tests' tolerance of the exact functions over [-30, 30], at 0.18
 // ns an element (AVX-512, 2 threads) where the portable kernel's scalar expf and expm1f took 1.8
 // and 5.8 ns. Its soft_relu, mish and log are not: softplus(-17.7) came out -1.9e-6, log near 1
-// off by 1e-4 relatively, so Softplus, Mish and Log stay portable.)
+// off by 1e-4 relatively: Softplus runs on kiln's kernel instead, Mish and Log stay portable.)
 StatusOr<Eltwise> eltwise_of(const OpReader& op) {
   const std::string& type = op.dispatch().op_type;
   if (type == "Relu" || type == "LeakyRelu") {  // kiln's ActivationStep, not oneDNN's
@@ -189,13 +190,36 @@ StatusOr<Eltwise> eltwise_of(const OpReader& op) {
 // steps can do), and f16/bf16 Relu and binary ops of operands of the output's shape; the
 // definitions have checked the rest (select_path).
 Status check_eltwise(const OpReader& op) {
+  if (op.dispatch().op_type == "Softplus") {
+    if (!cpu_has(Isa::kAvx2)) return unimplemented("kiln's Softplus kernel needs AVX2 and FMA");
+    return check_all_f32(op);
+  }
   KILN_RETURN_IF_ERROR(eltwise_of(op).status());
   if (op.dispatch().op_type == "Relu") return one_stored_type(op).status();
   return check_all_f32(op);
 }
 
+namespace {
+
+// Softplus on kiln's vector kernel (softplus_kernel.h) in the input's layout; Softplus(0) = ln 2,
+// so a blocked layout with padding is read plain.
+Status build_softplus(ProgramBuilder& b) {
+  const OpReader& op = b.op();
+  const int32_t x = op.input_index(0);
+  const dnnl_desc layout = has_padding(b.layout(x)) ? plain_desc(b.layout(x).dims()) : b.layout(x);
+  KILN_ASSIGN_OR_RETURN(BufferRef in, b.input_as(x, layout));
+  KILN_ASSIGN_OR_RETURN(BufferRef out, b.output(op.output_index(0), layout));
+  b.add(std::make_unique<VectorMapStep>(b.label(fmt::format("softplus kiln {}", describe(layout))),
+                                        softplus::apply, in, out,
+                                        layout.get_size() / sizeof(float)));
+  return ok_status();
+}
+
+}  // namespace
+
 Status build_eltwise(ProgramBuilder& b) {
   const OpReader& op = b.op();
+  if (op.dispatch().op_type == "Softplus") return build_softplus(b);
   KILN_ASSIGN_OR_RETURN(Eltwise eltwise, eltwise_of(op));
   const int32_t x = op.input_index(0);
   const dnnl_desc src = b.layout(x);

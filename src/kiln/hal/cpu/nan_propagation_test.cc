@@ -313,9 +313,10 @@ TEST(NanThroughBatchNorm, FusedReluKeepsNaN) {
   }
 }
 
-// Standalone Relu, Gelu, Sigmoid, Tanh, Exp and Elu on a plain input and on a conv's blocked
-// output. Gelu of -inf is NaN (x * Phi(x) = -inf * 0) and of +inf is +inf, as in ONNX Runtime;
-// Sigmoid gives 0 and 1 there, Tanh -1 and 1, Exp 0 and +inf, Elu -1 (-alpha) and +inf.
+// Standalone Relu, Gelu, Sigmoid, Tanh, Exp, Elu and Softplus on a plain input and on a conv's
+// blocked output. Gelu of -inf is NaN (x * Phi(x) = -inf * 0) and of +inf is +inf, as in ONNX
+// Runtime; Sigmoid gives 0 and 1 there, Tanh -1 and 1, Exp and Softplus 0 and +inf, Elu -1
+// (-alpha) and +inf.
 TEST(NanThroughStandalone, ReluAndGelu) {
   const ConcreteShape shape{2, 8, 5, 5};
   Tensor x =
@@ -341,7 +342,8 @@ TEST(NanThroughStandalone, ReluAndGelu) {
   auto tanh = [](double d) { return std::tanh(d); };
   auto exp = [](double d) { return std::exp(d); };
   auto elu = [](double d) { return d < 0 ? std::expm1(d) : d; };
-  for (const char* op : {"Relu", "Gelu", "Sigmoid", "Tanh", "Exp", "Elu"}) {
+  auto softplus = [](double d) { return std::max(d, 0.0) + std::log1p(std::exp(-std::fabs(d))); };
+  for (const char* op : {"Relu", "Gelu", "Sigmoid", "Tanh", "Exp", "Elu", "Softplus"}) {
     SCOPED_TRACE(op);
     SpecBuilder s;
     const int32_t xi = s.input("x", shape), xf = s.input("x_finite", shape);
@@ -358,6 +360,7 @@ TEST(NanThroughStandalone, ReluAndGelu) {
       if (type == "Gelu") return gelu(t);
       if (type == "Exp") return map(t, +exp);
       if (type == "Elu") return map(t, +elu);
+      if (type == "Softplus") return map(t, +softplus);
       return map(t, type == "Sigmoid" ? +sigmoid : +tanh);
     };
     EXPECT_TRUE(keeps_nan(r->outputs[0], want(x))) << r->steps;
@@ -369,9 +372,9 @@ TEST(NanThroughStandalone, ReluAndGelu) {
     } else if (type == "Gelu") {
       EXPECT_EQ(plain[11], kInf);
       EXPECT_TRUE(std::isnan(plain[7]));
-    } else if (type == "Exp" || type == "Elu") {
+    } else if (type == "Exp" || type == "Elu" || type == "Softplus") {
       EXPECT_EQ(plain[11], kInf);
-      EXPECT_EQ(plain[7], type == "Exp" ? 0.0f : -1.0f);
+      EXPECT_EQ(plain[7], type == "Elu" ? -1.0f : 0.0f);
     } else {
       EXPECT_EQ(plain[11], 1.0f);
       EXPECT_EQ(plain[7], type == "Sigmoid" ? 0.0f : -1.0f);
@@ -595,7 +598,6 @@ TEST(NanThroughStandalone, PortableActivations) {
       {"HardSwish", {}},
       {"Selu", {}},
       {"Celu", {}},
-      {"Softplus", {}},
       {"Softsign", {}},
       {"Tanh", {}},
       {"Clip", {}, true},

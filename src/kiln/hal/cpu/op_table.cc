@@ -41,6 +41,7 @@ constexpr std::array kFastPaths = {
     OpPath{"Resize", check_resize, build_resize},
     OpPath{"Sigmoid", check_eltwise, build_eltwise, SampleInputs::at_slots(1)},
     OpPath{"Softmax", check_softmax, build_softmax},
+    OpPath{"Softplus", check_eltwise, build_eltwise, SampleInputs::at_slots(1)},
     OpPath{"Sub", check_binary, build_binary, SampleInputs::every()},
     OpPath{"Sum", check_sum, build_sum, SampleInputs::every()},
     OpPath{"Tanh", check_eltwise, build_eltwise, SampleInputs::at_slots(1)},

@@ -448,26 +448,31 @@ TEST(CpuSigmoidTanhTest, PlainAndAfterConvMatchDouble) {
   }
 }
 
-// Exp and Elu (its default alpha and 0.5) as oneDNN eltwise, plain and after a conv (8 channels,
-// and 5: Exp(0) = 1 must not land in a padded block either), against the functions computed here
-// in double (Elu by expm1, as the portable kernel).
-TEST(CpuExpEluTest, PlainAndAfterConvMatchDouble) {
+// Exp and Elu (its default alpha and 0.5) as oneDNN eltwise and Softplus on kiln's kernel, plain
+// and after a conv (8 channels, and 5: Exp(0) = 1 and Softplus(0) = ln 2 must not land in a padded
+// block either), against the functions computed here in double (Elu by expm1, as the portable
+// kernel).
+TEST(CpuExpEluSoftplusTest, PlainAndAfterConvMatchDouble) {
   struct Case {
     const char* op;
     Attributes attributes;
     double alpha;
   };
-  const std::vector<Case> cases = {
-      {"Exp", {}, 0.0}, {"Elu", {}, 1.0}, {"Elu", attrs({{"alpha", 0.5}}), 0.5}};
+  const std::vector<Case> cases = {{"Exp", {}, 0.0},
+                                   {"Elu", {}, 1.0},
+                                   {"Elu", attrs({{"alpha", 0.5}}), 0.5},
+                                   {"Softplus", {}, 0.0}};
   for (const Case& c : cases) {
-    const bool exp = std::string(c.op) == "Exp";
+    const std::string type = c.op;
     auto reference = [&](const Tensor& x) {
       Tensor y = Tensor::create(DType::kF32, x.shape()).value();
       auto in = x.values<float>();
       auto out = y.mutable_values<float>();
       for (size_t i = 0; i < in.size(); ++i) {
         const double v = in[i];
-        out[i] = static_cast<float>(exp ? std::exp(v) : v < 0 ? c.alpha * std::expm1(v) : v);
+        out[i] = static_cast<float>(type == "Exp"   ? std::exp(v)
+                                    : type == "Elu" ? (v < 0 ? c.alpha * std::expm1(v) : v)
+                                                    : std::log1p(std::exp(v)));
       }
       return y;
     };
@@ -477,8 +482,10 @@ TEST(CpuExpEluTest, PlainAndAfterConvMatchDouble) {
       Tensor w = random_tensor({channels, channels, 1, 1}, 28);
       auto r = run_plain_and_after_conv(c.op, c.attributes, x, w);
       ASSERT_TRUE(r.ok()) << r.status().to_string();
-      EXPECT_NE(r->blocked_kernel.find(exp ? "exp jit" : "elu jit"), std::string::npos)
-          << r->blocked_kernel;
+      const std::string kernel = type == "Exp"   ? "exp jit"
+                                 : type == "Elu" ? "elu jit"
+                                                 : "softplus kiln";
+      EXPECT_NE(r->blocked_kernel.find(kernel), std::string::npos) << r->blocked_kernel;
       EXPECT_TRUE(all_close(r->outputs[0], reference(x)));
       EXPECT_TRUE(all_close(r->outputs[1], reference(r->conv_of_x)));
     }

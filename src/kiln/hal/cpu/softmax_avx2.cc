@@ -1,5 +1,5 @@
-// softmax_kernel.h and silu_kernel.h on AVX2 + FMA: 16 lanes as two 8-float vectors, lanes 0-7 and
-// 8-15.
+// softmax_kernel.h, silu_kernel.h and softplus_kernel.h on AVX2 + FMA: 16 lanes as two 8-float
+// vectors, lanes 0-7 and 8-15.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include "kiln/hal/cpu/isa_target.h"
 #include "kiln/hal/cpu/silu_kernel.h"
 #include "kiln/hal/cpu/softmax_kernel.h"
+#include "kiln/hal/cpu/softplus_kernel.h"
 
 // Everything below is compiled for AVX2 + FMA, so this file adds no such instruction anywhere
 // else; softmax_kernel.cc and silu_kernel.cc call it only where the CPU has them.
@@ -57,6 +58,12 @@ struct Avx2 {
     return R{_mm256_blendv_ps(other.lo, then.lo, _mm256_cmp_ps(x.lo, zero, _CMP_LT_OQ)),
              _mm256_blendv_ps(other.hi, then.hi, _mm256_cmp_ps(x.hi, zero, _CMP_LT_OQ))};
   }
+  // `then` where x >= limit, else `other` (NaN: other).
+  static R where_not_below(R x, float limit, R then, R other) {
+    const __m256 l = _mm256_set1_ps(limit);
+    return R{_mm256_blendv_ps(other.lo, then.lo, _mm256_cmp_ps(x.lo, l, _CMP_GE_OQ)),
+             _mm256_blendv_ps(other.hi, then.hi, _mm256_cmp_ps(x.hi, l, _CMP_GE_OQ))};
+  }
   static R fmadd(R a, R b, R c) {
     return R{_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
   }
@@ -104,5 +111,13 @@ void apply_avx2(const float* x, float* y, int64_t n) {
 }
 
 }  // namespace kiln::hal::cpu::silu::detail
+
+namespace kiln::hal::cpu::softplus::detail {
+
+void apply_avx2(const float* x, float* y, int64_t n) {
+  softmax::detail::softplus_span<softmax::detail::Avx2>(x, y, n);
+}
+
+}  // namespace kiln::hal::cpu::softplus::detail
 
 KILN_ISA_TARGET_END()

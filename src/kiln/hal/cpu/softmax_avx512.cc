@@ -1,4 +1,4 @@
-// softmax_kernel.h and silu_kernel.h on AVX-512: one 16-float vector.
+// softmax_kernel.h, silu_kernel.h and softplus_kernel.h on AVX-512: one 16-float vector.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include "kiln/hal/cpu/isa_target.h"
 #include "kiln/hal/cpu/silu_kernel.h"
 #include "kiln/hal/cpu/softmax_kernel.h"
+#include "kiln/hal/cpu/softplus_kernel.h"
 
 // Everything below is compiled for AVX-512, so this file adds no such instruction anywhere
 // else; softmax_kernel.cc and silu_kernel.cc call it only where the CPU has AVX-512F.
@@ -44,6 +45,10 @@ struct Avx512 {
   // `then` where x < 0, else `other` (false for NaN and -0).
   static R where_negative(R x, R then, R other) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, set1(0.0f), _CMP_LT_OQ), other, then);
+  }
+  // `then` where x >= limit, else `other` (NaN: other).
+  static R where_not_below(R x, float limit, R then, R other) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, set1(limit), _CMP_GE_OQ), other, then);
   }
   static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R round(R x) { return _mm512_maskz_roundscale_ps(kAll, x, _MM_FROUND_TO_NEAREST_INT); }
@@ -97,5 +102,13 @@ void apply_avx512(const float* x, float* y, int64_t n) {
 }
 
 }  // namespace kiln::hal::cpu::silu::detail
+
+namespace kiln::hal::cpu::softplus::detail {
+
+void apply_avx512(const float* x, float* y, int64_t n) {
+  softmax::detail::softplus_span<softmax::detail::Avx512>(x, y, n);
+}
+
+}  // namespace kiln::hal::cpu::softplus::detail
 
 KILN_ISA_TARGET_END()

@@ -1,6 +1,6 @@
-// The vector code of softmax_kernel.h and silu_kernel.h (which share its exp), written once over
-// an ISA's 16-lane vector operations `V` and compiled in softmax_avx2.cc and softmax_avx512.cc
-// under their target options. Include only there, inside those options.
+// The vector code of softmax_kernel.h, silu_kernel.h and softplus_kernel.h (which share its exp),
+// written once over an ISA's 16-lane vector operations `V` and compiled in softmax_avx2.cc and
+// softmax_avx512.cc under their target options. Include only there, inside those options.
 #pragma once
 
 #include <immintrin.h>
@@ -143,6 +143,52 @@ void softmax_rows(const float* x, float* y, int64_t first, int64_t last, int64_t
     softmax_row_group<V, kGroup>(x + row * n, y + row * n, n);
   }
   for (; row < last; ++row) softmax_row_group<V, 1>(x + row * n, y + row * n, n);
+}
+
+// log(1 + e) for e in [0, 1] (softplus_kernel.h): Cephes' logf polynomial of x = e below
+// sqrt(2) - 1, else of x = (1 + e) / 2 - 1 = (e - 1) / 2, with k ln 2 added in two parts (k = 1
+// there, else 0).
+template <class V>
+[[gnu::always_inline]] inline typename V::R log1p_unit(typename V::R e) {
+  using R = typename V::R;
+  const R half = V::set1(0.5f);
+  const R x = V::where_not_below(e, 0.41421356f, V::fmadd(e, half, V::set1(-0.5f)), e);
+  const R k = V::where_not_below(e, 0.41421356f, V::set1(1.0f), V::set1(0.0f));
+  const R z = V::mul(x, x);
+  R p = V::set1(7.0376836292e-2f);
+  p = V::fmadd(p, x, V::set1(-1.1514610310e-1f));
+  p = V::fmadd(p, x, V::set1(1.1676998740e-1f));
+  p = V::fmadd(p, x, V::set1(-1.2420140846e-1f));
+  p = V::fmadd(p, x, V::set1(1.4249322787e-1f));
+  p = V::fmadd(p, x, V::set1(-1.6668057665e-1f));
+  p = V::fmadd(p, x, V::set1(2.0000714765e-1f));
+  p = V::fmadd(p, x, V::set1(-2.4999993993e-1f));
+  p = V::fmadd(p, x, V::set1(3.3333331174e-1f));
+  R y = V::mul(V::mul(p, x), z);
+  y = V::fmadd(k, V::set1(-2.12194440e-4f), y);
+  y = V::fmadd(z, V::set1(-0.5f), y);
+  return V::fmadd(k, V::set1(0.693359375f), V::add(x, y));
+}
+
+// Softplus of one vector: max(x, 0) + log1p(exp(-|x|)). x86's max returns its second operand
+// where either is NaN, so max(0, x) keeps a NaN.
+template <class V>
+typename V::R softplus(typename V::R x) {
+  using R = typename V::R;
+  const R zero = V::set1(0.0f);
+  const R negative_abs = V::min(x, V::sub(zero, x));
+  const R e = exp_non_positive<V>(negative_abs);
+  return V::add(V::max(zero, x), log1p_unit<V>(e));
+}
+
+template <class V>
+void softplus_span(const float* x, float* y, int64_t n) {
+  constexpr int64_t kWidth = 16;
+  const int64_t full = n / kWidth * kWidth, tail = n - full;
+  for (int64_t i = 0; i < full; i += kWidth) V::store(y + i, softplus<V>(V::load(x + i)));
+  if (tail > 0) {
+    V::store_partial(y + full, tail, softplus<V>(V::load_partial(x + full, tail, 0.0f)));
+  }
 }
 
 // SiLU of n floats (silu_kernel.h): x * (num / (1 + e)) with e = exp(-|x|) and num = e where
