@@ -13,7 +13,7 @@
 #include <limits>
 #include <vector>
 
-#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/cpu_device_for_tests.h"
 #include "kiln/hal/cpu/cpu_executable.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
@@ -226,12 +226,6 @@ TEST(BatchNormStepTest, VouchesExactlyWhenEveryOutputIsWithinTheBound) {
   }
 }
 
-std::unique_ptr<Device> device() {
-  auto d = create_cpu_device({});
-  KILN_CHECK(d.ok());
-  return std::move(d).value();
-}
-
 // BatchNormalization with ReLU on a plain graph input runs kiln's kernel, and sample 1 of a batch
 // of 3 has the bits of that sample run alone.
 TEST(BatchNormStepTest, TheCpuDeviceRunsItWithBatchInvariantBits) {
@@ -247,7 +241,7 @@ TEST(BatchNormStepTest, TheCpuDeviceRunsItWithBatchInvariantBits) {
                {xi, s.constant("scale", scale), s.constant("B", bias), s.constant("mean", mean),
                 s.constant("var", var)},
                {y}, attrs({{"epsilon", 1e-3}, {"kiln_activation", std::string("relu")}}));
-    auto exe = device()->prepare(s.spec());
+    auto exe = default_cpu_device()->prepare(s.spec());
     KILN_CHECK(exe.ok());
     for (const std::string& line : static_cast<CpuExecutable&>(**exe).summary()) *steps += line;
     auto out = run_program(**exe, s.spec(), {x});

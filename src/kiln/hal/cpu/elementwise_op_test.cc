@@ -6,8 +6,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
 
-#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/cpu_device_for_tests.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/hal/reference.h"
@@ -17,12 +18,6 @@ namespace kiln::hal::cpu {
 namespace {
 
 using namespace testing;
-
-std::unique_ptr<Device> device() {
-  auto d = create_cpu_device({});
-  KILN_CHECK(d.ok());
-  return std::move(d).value();
-}
 
 const char* op_name(char op) {
   switch (op) {
@@ -50,7 +45,7 @@ TEST_P(CpuBinaryTest, PlainBroadcastMatchesReference) {
   const int32_t bi = s.input("b", c.b);
   const int32_t y = s.output("y", expected.shape());
   s.dispatch("op", op_name(c.op), {ai, bi}, {y});
-  auto exe = device()->prepare(s.spec());
+  auto exe = default_cpu_device()->prepare(s.spec());
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   auto out = run_program(**exe, s.spec(), {a, b});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -98,7 +93,7 @@ void check_binary_between_convs(char op, int64_t c, ConcreteShape other_shape, b
   s.dispatch("op", op_name(op), {a, bi}, {m});
   const int32_t y = s.output("y", xs);
   s.dispatch("conv2", "Conv", {m, s.constant("w2", w2)}, {y});
-  auto exe = device()->prepare(s.spec());
+  auto exe = default_cpu_device()->prepare(s.spec());
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   const std::string steps =
       fmt::format("{}", fmt::join((*exe)->describe_dispatch(other_conv ? 2 : 1), "\n"));
@@ -135,6 +130,22 @@ TEST(CpuBinaryBlockedTest, DivPerSampleChannelOddChannels) {
   check_binary_between_convs('/', 5, {2, 5, 1, 1}, false);
 }
 
+// The elements of `got` whose bits differ from in[i] op scale_at(i) (NaN against any NaN).
+template <class ScaleAt>
+int64_t mismatches(char op, std::span<const float> in, std::span<const float> got,
+                   ScaleAt scale_at) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+    const float v = scale_at(i);
+    const float e = op == '+'   ? in[i] + v
+                    : op == '-' ? in[i] - v
+                    : op == '*' ? in[i] * v
+                                : in[i] / v;
+    count += std::memcmp(&e, &got[i], sizeof(float)) != 0 && !(std::isnan(e) && std::isnan(got[i]));
+  }
+  return count;
+}
+
 // One value per sample and channel beside a plain graph input or a conv's output (channels-last
 // on AVX-512: kiln's ChannelBinaryStep, channel_binary_step.h): each element is one f32
 // operation, so the output equals x op s computed here, bit for bit, NaN included; the conv's
@@ -163,7 +174,7 @@ TEST(CpuChannelBinaryTest, EachElementIsOneOperation) {
         if (after_conv) {
           s.dispatch("again", "Conv", {xi, s.constant("w2", w)}, {s.output("c_out", xs)});
         }
-        auto exe = device()->prepare(s.spec());
+        auto exe = default_cpu_device()->prepare(s.spec());
         ASSERT_TRUE(exe.ok()) << exe.status().to_string();
         const std::string steps =
             fmt::format("{}", fmt::join((*exe)->describe_dispatch(after_conv ? 1 : 0), "\n"));
@@ -175,18 +186,14 @@ TEST(CpuChannelBinaryTest, EachElementIsOneOperation) {
         const auto in = (after_conv ? (*out)[1] : x).values<float>();
         const auto got = (*out)[0].values<float>();
         const auto scale = sv.values<float>();
-        int64_t mismatches = 0;
-        for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
-          const int64_t n = i / (24 * 35), c = i / 35 % 24;
-          const float v = scale[s_shape.size() == 4 && s_shape[0] == 2 ? n * 24 + c : c];
-          const float e = op == '+'   ? in[i] + v
-                          : op == '-' ? in[i] - v
-                          : op == '*' ? in[i] * v
-                                      : in[i] / v;
-          mismatches += std::memcmp(&e, &got[i], sizeof(float)) != 0 &&
-                        !(std::isnan(e) && std::isnan(got[i]));
-        }
-        EXPECT_EQ(mismatches, 0) << steps;
+        const bool per_sample = s_shape.size() == 4 && s_shape[0] == 2;
+        EXPECT_EQ(mismatches(op, in, got,
+                             [&](int64_t i) {
+                               const int64_t n = i / (24 * 35), c = i / 35 % 24;
+                               return scale[per_sample ? n * 24 + c : c];
+                             }),
+                  0)
+            << steps;
       }
     }
   }
@@ -213,7 +220,7 @@ TEST(CpuChannelBinaryTest, ChannelsAtTheLastDimAreOneOperationEach) {
         const int32_t y = s.output("y", xs);
         s.dispatch("op", op_name(op),
                    scale_first ? std::vector<int32_t>{si, xi} : std::vector<int32_t>{xi, si}, {y});
-        auto exe = device()->prepare(s.spec());
+        auto exe = default_cpu_device()->prepare(s.spec());
         ASSERT_TRUE(exe.ok()) << exe.status().to_string();
         const std::string steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
         const bool per_sample = s_shape.size() == 4 && s_shape[0] == 2;
@@ -226,20 +233,15 @@ TEST(CpuChannelBinaryTest, ChannelsAtTheLastDimAreOneOperationEach) {
         const auto in = x.values<float>();
         const auto got = (*out)[0].values<float>();
         const auto scale = sv.values<float>();
-        int64_t mismatches = 0;
-        for (int64_t i = 0; i < static_cast<int64_t>(in.size()); ++i) {
-          const int64_t n = i / (5 * 7 * 24), w = i / 24 % 7, c = i % 24;
-          const float v = per_sample   ? scale[n * 24 + c]
-                          : per_column ? scale[w * 24 + c]
-                                       : scale[c];
-          const float e = op == '+'   ? in[i] + v
-                          : op == '-' ? in[i] - v
-                          : op == '*' ? in[i] * v
-                                      : in[i] / v;
-          mismatches += std::memcmp(&e, &got[i], sizeof(float)) != 0 &&
-                        !(std::isnan(e) && std::isnan(got[i]));
-        }
-        EXPECT_EQ(mismatches, 0) << steps;
+        EXPECT_EQ(mismatches(op, in, got,
+                             [&](int64_t i) {
+                               const int64_t n = i / (5 * 7 * 24), w = i / 24 % 7, c = i % 24;
+                               return per_sample   ? scale[n * 24 + c]
+                                      : per_column ? scale[w * 24 + c]
+                                                   : scale[c];
+                             }),
+                  0)
+            << steps;
       }
     }
   }
@@ -260,7 +262,7 @@ TEST(CpuSumTest, SameShapeMixedLayouts) {
   s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {ci});
   const int32_t y = s.output("y", xs);
   s.dispatch("sum", "Sum", {ci, xi, zi}, {y});
-  auto exe = device()->prepare(s.spec());
+  auto exe = default_cpu_device()->prepare(s.spec());
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   auto out = run_program(**exe, s.spec(), {x, z});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -275,7 +277,7 @@ TEST(CpuSumTest, BroadcastAndSingleInput) {
   const int32_t y1 = s.output("y1", {4});
   s.dispatch("sum", "Sum", {ai, bi, ci}, {y});
   s.dispatch("sum1", "Sum", {bi}, {y1});
-  auto exe = device()->prepare(s.spec());
+  auto exe = default_cpu_device()->prepare(s.spec());
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   auto out = run_program(**exe, s.spec(), {a, b, c});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -289,7 +291,7 @@ TEST(CpuBinaryTest, NonBroadcastableShapesAreRejected) {
   const int32_t a = s.input("a", {2, 3}), b = s.input("b", {4});
   const int32_t y = s.output("y", {2, 3});
   s.dispatch("bad_add", "Add", {a, b}, {y});
-  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  Status st = default_cpu_device()->supports(s.spec().dispatches[0], s.spec().values);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.to_string().find("'bad_add' (Add)"), std::string::npos) << st.to_string();
   EXPECT_NE(st.to_string().find("cannot broadcast"), std::string::npos) << st.to_string();
@@ -301,7 +303,7 @@ TEST(CpuBinaryTest, IntegerInputsFallBackToPortableKernels) {
   const int32_t a = s.input("a", {2}, DType::kI64), b = s.input("b", {2}, DType::kI64);
   const int32_t y = s.output("y", {2}, DType::kI64);
   s.dispatch("int_add", "Add", {a, b}, {y});
-  EXPECT_TRUE(device()->supports(s.spec().dispatches[0], s.spec().values).ok());
+  EXPECT_TRUE(default_cpu_device()->supports(s.spec().dispatches[0], s.spec().values).ok());
 }
 
 TEST(CpuBinaryTest, BoolInputsAreUnimplemented) {
@@ -310,7 +312,7 @@ TEST(CpuBinaryTest, BoolInputsAreUnimplemented) {
   const int32_t a = s.input("a", {2}, DType::kBool), b = s.input("b", {2}, DType::kBool);
   const int32_t y = s.output("y", {2}, DType::kBool);
   s.dispatch("bool_add", "Add", {a, b}, {y});
-  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  Status st = default_cpu_device()->supports(s.spec().dispatches[0], s.spec().values);
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_NE(st.to_string().find("input 0 'A' must have dtype"), std::string::npos)
       << st.to_string();

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/cpu_device_for_tests.h"
 #include "kiln/hal/cpu/cpu_executable.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
@@ -20,12 +20,6 @@ namespace kiln::hal::cpu {
 namespace {
 
 using namespace testing;
-
-std::unique_ptr<Device> device() {
-  auto d = create_cpu_device({});
-  KILN_CHECK(d.ok());
-  return std::move(d).value();
-}
 
 struct LnCase {
   ConcreteShape x, scale, bias;  // bias empty: absent
@@ -45,7 +39,7 @@ Tensor run_layer_norm(const LnCase& c, const Tensor& x, const Tensor& scale, con
   a.set("axis", c.axis);
   a.set("epsilon", 1e-5);
   s.dispatch("ln", "LayerNormalization", inputs, {y}, a);
-  auto exe = device()->prepare(s.spec());
+  auto exe = default_cpu_device()->prepare(s.spec());
   KILN_CHECK(exe.ok());
   if (kernel != nullptr) {
     for (const std::string& line : static_cast<CpuExecutable&>(**exe).summary()) *kernel += line;

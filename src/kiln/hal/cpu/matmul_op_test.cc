@@ -11,7 +11,7 @@
 #include <numeric>
 #include <tuple>
 
-#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/cpu_device_for_tests.h"
 #include "kiln/kernels/op_attributes.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
@@ -23,14 +23,8 @@ namespace {
 
 using namespace testing;
 
-std::unique_ptr<Device> device() {
-  auto d = create_cpu_device({});
-  KILN_CHECK(d.ok());
-  return std::move(d).value();
-}
-
 StatusOr<std::vector<Tensor>> prepare_and_run(SpecBuilder& s, const std::vector<Tensor>& inputs) {
-  auto dev = device();
+  auto dev = default_cpu_device();
   KILN_ASSIGN_OR_RETURN(auto exe, dev->prepare(s.spec()));
   return run_program(*exe, s.spec(), inputs);
 }
@@ -265,7 +259,7 @@ std::vector<Tensor> run_view_and_copy(const TransposedOperand& c) {
       const int32_t dims = s.output("t_shape", {static_cast<int64_t>(t_shape.size())}, DType::kI64);
       s.dispatch("shape", "Shape", {t}, {dims});
     }
-    auto exe = device()->prepare(s.spec());
+    auto exe = default_cpu_device()->prepare(s.spec());
     if (!exe.ok()) {
       ADD_FAILURE() << exe.status().to_string();
       return {};
@@ -344,7 +338,7 @@ TEST(CpuMatMulTest, ATransposeMovingKIsCopied) {
   s.dispatch("transpose", "Transpose", {relu}, {t}, attrs({{"perm", ConcreteShape{1, 0}}}));
   const int32_t out = s.output("y", {6, 3});
   s.dispatch("matmul", "MatMul", {t, bi}, {out});
-  auto exe = device()->prepare(s.spec());
+  auto exe = default_cpu_device()->prepare(s.spec());
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   const std::vector<std::string> lines = (*exe)->describe_dispatch(1);
   ASSERT_FALSE(lines.empty());
@@ -381,7 +375,7 @@ TEST(CpuMatMulTest, KilnScaleGivesTheBitsOfAMulAfterTheProduct) {
         const int32_t c = s.constant("c", form == 1 ? s_value : divisor);
         s.dispatch("scale", form == 1 ? "Mul" : "Div", {p, c}, {y});
       }
-      auto exe = device()->prepare(s.spec());
+      auto exe = default_cpu_device()->prepare(s.spec());
       ASSERT_TRUE(exe.ok()) << exe.status().to_string();
       auto ran = run_program(**exe, s.spec(), {a, b});
       ASSERT_TRUE(ran.ok()) << ran.status().to_string();
@@ -419,7 +413,7 @@ TEST(CpuMatMulTest, APowerOfTwoKilnScaleGivesTheBitsOfScalingAnOperandFirst) {
         s.dispatch("scale", op, {operand, c}, {scaled});
         s.dispatch("mm", "MatMul", {slot == 0 ? scaled : ai, slot == 0 ? bi : scaled}, {y});
       }
-      auto exe = device()->prepare(s.spec());
+      auto exe = default_cpu_device()->prepare(s.spec());
       ASSERT_TRUE(exe.ok()) << exe.status().to_string();
       auto ran = run_program(**exe, s.spec(), {a, b});
       ASSERT_TRUE(ran.ok()) << ran.status().to_string();
@@ -461,7 +455,7 @@ TEST(CpuMatMulTest, KilnSoftmaxGivesTheBitsOfASoftmaxAfterTheProduct) {
         s.dispatch("mm", "MatMul", {ai, bi}, {p}, attrs({{kernels::kMatmulScaleAttribute, 0.125}}));
         s.dispatch("softmax", "Softmax", {p}, {y}, attrs({{"axis", int64_t{-1}}}));
       }
-      auto exe = device()->prepare(s.spec());
+      auto exe = default_cpu_device()->prepare(s.spec());
       ASSERT_TRUE(exe.ok()) << exe.status().to_string();
       if (fused) {
         const std::vector<std::string> lines = (*exe)->describe_dispatch(0);
@@ -522,7 +516,7 @@ TEST(CpuMatMulTest, ABroadcastKilnResidualGivesTheBitsOfAMaskAdd) {
         s.dispatch("mask", "Add", {p, mi}, {q});
         if (c.softmax) s.dispatch("softmax", "Softmax", {q}, {y}, attrs({{"axis", int64_t{-1}}}));
       }
-      auto exe = device()->prepare(s.spec());
+      auto exe = default_cpu_device()->prepare(s.spec());
       ASSERT_TRUE(exe.ok()) << exe.status().to_string();
       if (fused) described = (*exe)->describe_dispatch(0).at(0);
       auto ran = run_program(**exe, s.spec(), {a, b, mask});
@@ -570,7 +564,7 @@ TEST(CpuMatMulTest, AProductBeforeAHeadMergeIsWrittenForTheTranspose) {
       s.dispatch("merge", "Transpose", {y}, {t}, attrs({{"perm", c.perm}}));
       s.dispatch("relu", "Relu", {t}, {out});
       if (also_read) s.dispatch("again", "Relu", {y}, {s.output("y_again", ys)});
-      auto exe = device()->prepare(s.spec());
+      auto exe = default_cpu_device()->prepare(s.spec());
       ASSERT_TRUE(exe.ok()) << exe.status().to_string();
       const std::vector<std::string> product = (*exe)->describe_dispatch(0);
       const std::vector<std::string> merge = (*exe)->describe_dispatch(1);
@@ -594,7 +588,7 @@ TEST(CpuMatMulTest, MismatchedInnerDimsAreRejected) {
   const int32_t a = s.input("a", {2, 3}), b = s.input("b", {4, 5});
   const int32_t y = s.output("y", {2, 5});
   s.dispatch("mm", "MatMul", {a, b}, {y});
-  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  Status st = default_cpu_device()->supports(s.spec().dispatches[0], s.spec().values);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(
       st.to_string().find("contracted dim (K = last dim of input 0 'A' [2,3]) must be 3, got 4"),
@@ -907,7 +901,7 @@ TEST(CpuIdentityTest, DropoutTrainingModeRunsThePortableKernel) {
   const int32_t mask = s.output("mask", {64}, DType::kBool);
   s.dispatch("drop", "Dropout", {x, -1, s.constant("training_mode", *mode)}, {y, mask},
              attrs({{"seed", int64_t{5}}}));
-  ASSERT_TRUE(device()->supports(s.spec().dispatches[0], s.spec().values).ok());
+  ASSERT_TRUE(default_cpu_device()->supports(s.spec().dispatches[0], s.spec().values).ok());
   const Tensor in = random_tensor({64}, 3);
   auto out = prepare_and_run(s, {in});
   ASSERT_TRUE(out.ok()) << out.status().to_string();

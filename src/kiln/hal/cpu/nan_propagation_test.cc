@@ -13,7 +13,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/cpu_device_for_tests.h"
 #include "kiln/hal/cpu/winograd_conv_op.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
@@ -34,12 +34,6 @@ const kernels::FusedActivation kRelu6{Kind::kClip, 0.0, 6.0};
 const kernels::FusedActivation kClipAboveZero{Kind::kClip, 0.25, 2.0};  // moves padding zeros
 const kernels::FusedActivation kLeakyRelu{.kind = Kind::kLeakyRelu, .alpha = 0.1};
 const kernels::FusedActivation kSilu{Kind::kSilu};
-
-std::unique_ptr<Device> device() {
-  auto d = create_cpu_device({});
-  KILN_CHECK(d.ok());
-  return std::move(d).value();
-}
 
 Tensor planted(Tensor t, std::initializer_list<int64_t> flat, float value = kNaN) {
   auto v = t.mutable_values<float>();
@@ -70,7 +64,7 @@ struct Ran {
 };
 
 StatusOr<Ran> run(SpecBuilder& s, const std::vector<Tensor>& inputs) {
-  auto dev = device();
+  auto dev = default_cpu_device();
   KILN_ASSIGN_OR_RETURN(auto exe, dev->prepare(s.spec()));
   Ran r;
   for (size_t d = 0; d < s.spec().dispatches.size(); ++d) {

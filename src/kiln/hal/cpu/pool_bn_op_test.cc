@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/cpu_device_for_tests.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/hal/reference.h"
@@ -17,14 +17,8 @@ namespace {
 
 using namespace testing;
 
-std::unique_ptr<Device> device() {
-  auto d = create_cpu_device({});
-  KILN_CHECK(d.ok());
-  return std::move(d).value();
-}
-
 StatusOr<Tensor> run_one(SpecBuilder& s, std::vector<Tensor> inputs) {
-  auto dev = device();
+  auto dev = default_cpu_device();
   KILN_ASSIGN_OR_RETURN(auto exe, dev->prepare(s.spec()));
   KILN_ASSIGN_OR_RETURN(auto out, run_program(*exe, s.spec(), inputs));
   return out[0];
@@ -177,7 +171,7 @@ TEST(CpuPoolTest, CeilOverhangWithIncludePadFallsBackToThePortableKernel) {
                     {"strides", std::vector<int64_t>{2, 2}},
                     {"ceil_mode", int64_t{1}},
                     {"count_include_pad", int64_t{1}}}));
-  Status st = device()->supports(s.spec().dispatches[0], s.spec().values);
+  Status st = default_cpu_device()->supports(s.spec().dispatches[0], s.spec().values);
   EXPECT_TRUE(st.ok()) << st.to_string();
 }
 
@@ -189,7 +183,7 @@ TEST(CpuPoolTest, MaxPoolIndicesOutputFallsBackToThePortableKernel) {
   s.dispatch("mp", "MaxPool", {x}, {y, idx},
              attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
                     {"strides", std::vector<int64_t>{2, 2}}}));
-  auto exe = device()->prepare(s.spec());
+  auto exe = default_cpu_device()->prepare(s.spec());
   EXPECT_TRUE(exe.ok()) << exe.status().to_string();
 }
 
@@ -304,7 +298,7 @@ TEST(CpuPoolTest, EdgeWindowsMatchOnnxRuntime) {
       const int32_t xi = s.input("x", c.x, dtype);
       const int32_t y = s.output("y", c.y, dtype);
       s.dispatch("pool", c.op, {xi}, {y}, c.attributes);
-      auto dev = device();
+      auto dev = default_cpu_device();
       auto exe = dev->prepare(s.spec());
       ASSERT_TRUE(exe.ok()) << exe.status().to_string();
       const std::string steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
@@ -341,8 +335,8 @@ TEST(CpuBatchNormTest, TrainingModeRunsThePortableKernel) {
   const int32_t rv = s.output("running_var", {2});
   s.dispatch("bn", "BatchNormalization", ins, {y, rm, rv},
              attrs({{"training_mode", int64_t{1}}, {"epsilon", 0.0}, {"momentum", 0.5}}));
-  ASSERT_TRUE(device()->supports(s.spec().dispatches[0], s.spec().values).ok());
-  auto dev = device();
+  ASSERT_TRUE(default_cpu_device()->supports(s.spec().dispatches[0], s.spec().values).ok());
+  auto dev = default_cpu_device();
   auto exe = dev->prepare(s.spec());
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   auto out = run_program(**exe, s.spec(), {f32({2, 2, 1, 2}, {1, 3, 0, 0, 5, 7, 2, 2})});
@@ -371,7 +365,7 @@ StatusOr<PlainAndAfterConv> run_plain_and_after_conv(const std::string& op, cons
   s.dispatch("plain", op, {xi}, {y1}, a);
   s.dispatch("conv", "Conv", {xi, s.constant("w", w)}, {c});
   s.dispatch("blocked", op, {c}, {y2}, a);
-  KILN_ASSIGN_OR_RETURN(auto exe, device()->prepare(s.spec()));
+  KILN_ASSIGN_OR_RETURN(auto exe, default_cpu_device()->prepare(s.spec()));
   PlainAndAfterConv r;
   r.blocked_kernel = fmt::format("{}", fmt::join(exe->describe_dispatch(2), "\n"));
   KILN_ASSIGN_OR_RETURN(r.outputs, run_program(*exe, s.spec(), {x}));

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/cpu_device_for_tests.h"
 #include "tests/support/expect.h"
 #include "tests/support/hal/program.h"
 #include "tests/support/tensors.h"
@@ -16,12 +16,6 @@ namespace kiln::hal::cpu {
 namespace {
 
 using namespace testing;
-
-std::unique_ptr<Device> device() {
-  auto d = create_cpu_device({});
-  KILN_CHECK(d.ok());
-  return std::move(d).value();
-}
 
 // The mean of x over `reduced` dims, in double, in the order of x's elements.
 std::vector<double> mean_over(const Tensor& x, const std::vector<bool>& reduced) {
@@ -95,7 +89,7 @@ TEST_P(CpuReduceMeanTest, MatchesTheMeanInDouble) {
     a.set("axes", c.axes);
   }
   s.dispatch("mean", "ReduceMean", inputs, {s.output("y", out)}, a);
-  auto exe = device()->prepare(s.spec());
+  auto exe = default_cpu_device()->prepare(s.spec());
   ASSERT_TRUE(exe.ok()) << exe.status().to_string();
   const std::string steps =
       fmt::format("{}", fmt::join((*exe)->describe_dispatch(c.after_conv ? 1 : 0), "\n"));
@@ -162,7 +156,7 @@ TEST(CpuReduceMeanTest, ASampleGivesTheSameBitsInAnyBatch) {
       for (int64_t a : axes) out[static_cast<size_t>(a)] = 1;
       s.dispatch("mean", "ReduceMean", {s.input("x", x.shape())}, {s.output("y", out)},
                  attrs({{"axes", axes}}));
-      auto exe = device()->prepare(s.spec());
+      auto exe = default_cpu_device()->prepare(s.spec());
       KILN_CHECK(exe.ok());
       auto got = run_program(**exe, s.spec(), {x});
       KILN_CHECK(got.ok());

@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "kiln/hal/cpu/vector_kernel_testing.h"
+
 namespace kiln::hal::cpu::silu {
 namespace {
 
@@ -53,22 +55,7 @@ TEST_F(SiluKernelTest, MatchesTheDefinitionWithinAFewRoundings) {
 }
 
 TEST_F(SiluKernelTest, BothIsasAnyLengthAndOffsetGiveTheSameBits) {
-  const std::vector<float> x = spread_values(600, 6.0f, 6);
-  std::vector<float> whole(x.size());
-  apply(x.data(), whole.data(), static_cast<int64_t>(x.size()), Isa::kAvx2);
-  for (Isa isa : runnable_isas()) {
-    for (int64_t first : {0, 1, 7, 16, 33}) {
-      for (int64_t n : {0, 1, 5, 15, 16, 17, 31, 48, 100}) {
-        // In place, in a buffer of its own (with a guard float after it, which must stay).
-        std::vector<float> y(x.begin() + first, x.begin() + first + n);
-        y.push_back(-1.0f);
-        apply(y.data(), y.data(), n, isa);
-        EXPECT_EQ(0, std::memcmp(y.data(), whole.data() + first, n * sizeof(float)))
-            << fmt::format("{} floats from {} on {}", n, first, isa_name(isa));
-        EXPECT_EQ(y.back(), -1.0f) << fmt::format("{} floats on {}", n, isa_name(isa));
-      }
-    }
-  }
+  expect_same_bits_at_any_length_and_offset(apply, spread_values(600, 6.0f, 6));
 }
 
 TEST_F(SiluKernelTest, NonFiniteValuesAndSignedZerosFollowTheDefinition) {
