@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-
 #include <optional>
 #include <vector>
 
