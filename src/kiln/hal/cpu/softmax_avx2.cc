@@ -12,7 +12,8 @@
 #include "kiln/hal/cpu/softplus_kernel.h"
 
 // Everything below is compiled for AVX2 + FMA, so this file adds no such instruction anywhere
-// else; softmax_kernel.cc and silu_kernel.cc call it only where the CPU has them.
+// else; softmax_kernel.cc, silu_kernel.cc and softplus_kernel.cc call it only where the CPU has
+// them.
 KILN_ISA_TARGET_BEGIN("avx2,fma")
 
 #include "kiln/hal/cpu/softmax_math.h"
@@ -107,7 +108,8 @@ void rows_avx2(const float* x, float* y, int64_t first, int64_t last, int64_t n)
 namespace kiln::hal::cpu::silu::detail {
 
 void apply_avx2(const float* x, float* y, int64_t n) {
-  softmax::detail::silu_span<softmax::detail::Avx2>(x, y, n);
+  softmax::detail::map_span<softmax::detail::Avx2, softmax::detail::silu<softmax::detail::Avx2>>(
+      x, y, n);
 }
 
 }  // namespace kiln::hal::cpu::silu::detail
@@ -115,7 +117,8 @@ void apply_avx2(const float* x, float* y, int64_t n) {
 namespace kiln::hal::cpu::softplus::detail {
 
 void apply_avx2(const float* x, float* y, int64_t n) {
-  softmax::detail::softplus_span<softmax::detail::Avx2>(x, y, n);
+  softmax::detail::map_span<softmax::detail::Avx2,
+                            softmax::detail::softplus<softmax::detail::Avx2>>(x, y, n);
 }
 
 }  // namespace kiln::hal::cpu::softplus::detail

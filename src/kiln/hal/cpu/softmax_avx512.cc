@@ -11,7 +11,8 @@
 #include "kiln/hal/cpu/softplus_kernel.h"
 
 // Everything below is compiled for AVX-512, so this file adds no such instruction anywhere
-// else; softmax_kernel.cc and silu_kernel.cc call it only where the CPU has AVX-512F.
+// else; softmax_kernel.cc, silu_kernel.cc and softplus_kernel.cc call it only where the CPU has
+// AVX-512F.
 KILN_ISA_TARGET_BEGIN("avx512f,avx2,fma")
 
 #include "kiln/hal/cpu/softmax_math.h"
@@ -98,7 +99,8 @@ void rows_avx512(const float* x, float* y, int64_t first, int64_t last, int64_t 
 namespace kiln::hal::cpu::silu::detail {
 
 void apply_avx512(const float* x, float* y, int64_t n) {
-  softmax::detail::silu_span<softmax::detail::Avx512>(x, y, n);
+  softmax::detail::map_span<softmax::detail::Avx512,
+                            softmax::detail::silu<softmax::detail::Avx512>>(x, y, n);
 }
 
 }  // namespace kiln::hal::cpu::silu::detail
@@ -106,7 +108,8 @@ void apply_avx512(const float* x, float* y, int64_t n) {
 namespace kiln::hal::cpu::softplus::detail {
 
 void apply_avx512(const float* x, float* y, int64_t n) {
-  softmax::detail::softplus_span<softmax::detail::Avx512>(x, y, n);
+  softmax::detail::map_span<softmax::detail::Avx512,
+                            softmax::detail::softplus<softmax::detail::Avx512>>(x, y, n);
 }
 
 }  // namespace kiln::hal::cpu::softplus::detail

@@ -181,18 +181,8 @@ typename V::R softplus(typename V::R x) {
   return V::add(V::max(zero, x), log1p_unit<V>(e));
 }
 
-template <class V>
-void softplus_span(const float* x, float* y, int64_t n) {
-  constexpr int64_t kWidth = 16;
-  const int64_t full = n / kWidth * kWidth, tail = n - full;
-  for (int64_t i = 0; i < full; i += kWidth) V::store(y + i, softplus<V>(V::load(x + i)));
-  if (tail > 0) {
-    V::store_partial(y + full, tail, softplus<V>(V::load_partial(x + full, tail, 0.0f)));
-  }
-}
-
-// SiLU of n floats (silu_kernel.h): x * (num / (1 + e)) with e = exp(-|x|) and num = e where
-// x < 0, else 1. A tail shorter than 16 goes through the same lanes (its other lanes hold 0).
+// SiLU of one vector (silu_kernel.h): x * (num / (1 + e)) with e = exp(-|x|) and num = e where
+// x < 0, else 1.
 template <class V>
 typename V::R silu(typename V::R x) {
   using R = typename V::R;
@@ -201,12 +191,15 @@ typename V::R silu(typename V::R x) {
   return V::mul(x, V::div(V::where_negative(x, e, one), V::add(one, e)));
 }
 
-template <class V>
-void silu_span(const float* x, float* y, int64_t n) {
+// f applied to n floats (silu_kernel.h, softplus_kernel.h), 16 at a time; a tail shorter than 16
+// goes through the same lanes (its other lanes hold 0), so an element's bits do not depend on
+// where it falls.
+template <class V, typename V::R (*F)(typename V::R)>
+void map_span(const float* x, float* y, int64_t n) {
   constexpr int64_t kWidth = 16;
   const int64_t full = n / kWidth * kWidth, tail = n - full;
-  for (int64_t i = 0; i < full; i += kWidth) V::store(y + i, silu<V>(V::load(x + i)));
-  if (tail > 0) V::store_partial(y + full, tail, silu<V>(V::load_partial(x + full, tail, 0.0f)));
+  for (int64_t i = 0; i < full; i += kWidth) V::store(y + i, F(V::load(x + i)));
+  if (tail > 0) V::store_partial(y + full, tail, F(V::load_partial(x + full, tail, 0.0f)));
 }
 
 }  // namespace kiln::hal::cpu::softmax::detail
