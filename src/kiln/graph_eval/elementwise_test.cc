@@ -38,7 +38,8 @@ TEST(Relu, ClampsNegativesAndKeepsNaN) {
 
 // The reference evaluator keeps NaN through every activation, as ONNX Runtime 1.30 and PyTorch
 // do (checked by running each op there on the same input): Relu, Clip, LeakyRelu, Sigmoid,
-// HardSigmoid, HardSwish, Elu, Selu, Celu, Softplus, PRelu, Max and Min (either operand order).
+// HardSigmoid, HardSwish, Elu, Selu, Celu, Softplus, Mish, PRelu, Max and Min (either operand
+// order).
 // Shrink and ThresholdedRelu give 0 for NaN by their ONNX definitions, in ONNX Runtime too.
 TEST(Activations, ReferenceKeepsNaN) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -49,8 +50,8 @@ TEST(Activations, ReferenceKeepsNaN) {
     for (const auto& [name, value] : a) g.attr(name, value);
     return g.run1({x});
   };
-  for (const char* op :
-       {"Relu", "Sigmoid", "HardSwish", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Tanh"}) {
+  for (const char* op : {"Relu", "Sigmoid", "HardSwish", "Elu", "Selu", "Celu", "Softplus", "Mish",
+                         "Softsign", "Tanh"}) {
     SCOPED_TRACE(op);
     Tensor y = unary(op, {});
     EXPECT_TRUE(std::isnan(element_as_double(y, 0)));

@@ -24,7 +24,7 @@
 // input rules a NaN out (hal/cpu/finite_guard.h), and otherwise applies them with kiln's own code
 // (hal/cpu/activation_step.h, the Winograd kernel's epilogue), as ONNX Runtime and PyTorch keep
 // NaN. -0 stays -0 (v < 0 is false for it). SiLU runs on kiln's vector kernel
-// (hal/cpu/silu_kernel.h), whose results at the non-finite inputs the CPU tests pin down.
+// (hal/cpu/vector_map_kernels.h), whose results at the non-finite inputs the CPU tests pin down.
 #pragma once
 
 #include <cmath>

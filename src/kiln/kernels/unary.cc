@@ -57,6 +57,7 @@ enum class Fn {
   kTanh,
   kSigmoid,
   kSoftplus,
+  kMish,
   kSoftsign,
   kHardSwish,
   kSin,
@@ -206,6 +207,9 @@ auto apply(C x, const Params& p) {
   } else if constexpr (F == Fn::kSoftplus) {
     // log(1 + e^x) = max(x, 0) + log1p(e^-|x|)
     return (x > 0 ? x : C(0)) + std::log1p(std::exp(-std::fabs(x)));
+  } else if constexpr (F == Fn::kMish) {
+    // x * tanh(softplus(x)): -inf gives -inf * tanh(0) = NaN, as the op written out does.
+    return x * std::tanh((x > 0 ? x : C(0)) + std::log1p(std::exp(-std::fabs(x))));
   } else if constexpr (F == Fn::kSoftsign) {
     return x / (C(1) + std::fabs(x));
   } else if constexpr (F == Fn::kHardSwish) {
@@ -298,6 +302,7 @@ constexpr FnInfo kFunctions[] = {
     {Fn::kTanh, "Tanh", {}},
     {Fn::kSigmoid, "Sigmoid", {}},
     {Fn::kSoftplus, "Softplus", {}},
+    {Fn::kMish, "Mish", {}},
     {Fn::kSoftsign, "Softsign", {}},
     {Fn::kHardSwish, "HardSwish", {}},
     {Fn::kSin, "Sin", {}},

@@ -50,16 +50,6 @@ std::optional<ir::ValueId> other_than(const ir::Node& n, ir::ValueId v) {
   return std::nullopt;
 }
 
-// The single reader of node `id`'s only output, when it has op type `op`.
-std::optional<ir::NodeId> next(const ir::Graph& graph, const Consumers& consumers, ir::NodeId id,
-                               const char* op) {
-  const ir::Node& n = graph.node(id);
-  if (n.outputs.size() != 1) return std::nullopt;
-  auto reader = sole_consumer(graph, consumers, n.outputs[0]);
-  if (!reader || graph.node(*reader).op_type != op) return std::nullopt;
-  return reader;
-}
-
 // The nodes of one match, in graph order of the computation, and its input and output.
 struct GeluMatch {
   std::vector<ir::NodeId> nodes;
@@ -72,7 +62,7 @@ std::optional<GeluMatch> match_tail(const ir::Graph& graph, const Consumers& con
                                     ir::ValueId x, std::vector<ir::NodeId> head,
                                     ir::NodeId add_id) {
   if (!other_than_constant(graph, graph.node(add_id), 1.0)) return std::nullopt;
-  auto mul_id = next(graph, consumers, add_id, "Mul");
+  auto mul_id = sole_consumer_of_type(graph, consumers, add_id, "Mul");
   if (!mul_id) return std::nullopt;
   const ir::ValueId a = graph.node(add_id).outputs[0];
   auto partner = other_than(graph.node(*mul_id), a);
@@ -83,7 +73,7 @@ std::optional<GeluMatch> match_tail(const ir::Graph& graph, const Consumers& con
   m.nodes.push_back(add_id);
   if (*partner == x) {
     // y = Mul(Mul(x, a), 0.5)
-    auto half_id = next(graph, consumers, *mul_id, "Mul");
+    auto half_id = sole_consumer_of_type(graph, consumers, *mul_id, "Mul");
     if (!half_id || !other_than_constant(graph, graph.node(*half_id), 0.5)) return std::nullopt;
     m.nodes.push_back(*mul_id);
     m.nodes.push_back(*half_id);
@@ -133,7 +123,7 @@ std::optional<GeluMatch> match_at_erf(const ir::Graph& graph, const Consumers& c
     x = other_than_constant(graph, scale, std::sqrt(0.5));
   }
   if (!x || sole_consumer(graph, consumers, erf.inputs[0]) != erf_id) return std::nullopt;
-  auto add_id = next(graph, consumers, erf_id, "Add");
+  auto add_id = sole_consumer_of_type(graph, consumers, erf_id, "Add");
   if (!add_id) return std::nullopt;
   return match_tail(graph, consumers, *x, {scale_id, erf_id}, *add_id);
 }
@@ -188,7 +178,7 @@ std::optional<GeluMatch> match_at_tanh(const ir::Graph& graph, const Consumers& 
     std::vector<ir::NodeId> head;
     if (!cube_id || !is_cube_of(graph, consumers, *cube_id, x, head)) continue;
     head.insert(head.end(), {*cube_id, *term_id, *inner_id, *scale_id, tanh_id});
-    auto add_id = next(graph, consumers, tanh_id, "Add");
+    auto add_id = sole_consumer_of_type(graph, consumers, tanh_id, "Add");
     if (!add_id) return std::nullopt;
     return match_tail(graph, consumers, x, std::move(head), *add_id);
   }

@@ -24,6 +24,8 @@
 //   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul), or in its tanh form
 //                   (x^3 as Pow or Muls, Mul 0.044715, Add, Mul sqrt(2/pi), Tanh, Add, Mul, Mul),
 //                   becomes one Gelu node (ONNX opset 20 semantics, approximate "none" / "tanh")
+//   fuse_mish       Mish written out (Softplus, Tanh, Mul by the Softplus's input) becomes one
+//                   Mish node (ONNX opset 18 semantics)
 //   fuse_layer_norm layer normalization written out (ReduceMean, Sub, Pow or Mul, ReduceMean, Add
 //                   eps, Sqrt, Div, optional Mul gamma and Add beta) over the last axes becomes one
 //                   LayerNormalization node (ONNX opset 17 semantics)
@@ -54,6 +56,7 @@ StatusOr<int> fold_constants(ir::Graph& graph);
 StatusOr<int> fold_batchnorm(ir::Graph& graph);
 StatusOr<int> fuse_conv(ir::Graph& graph);
 StatusOr<int> fuse_gelu(ir::Graph& graph);
+StatusOr<int> fuse_mish(ir::Graph& graph);
 StatusOr<int> fuse_layer_norm(ir::Graph& graph);
 StatusOr<int> fuse_matmul(ir::Graph& graph);
 StatusOr<int> split_sliced_matmul(ir::Graph& graph);

@@ -793,6 +793,63 @@ TEST(Passes, GeluTanhLookalikesStayAsTheyAre) {
   }
 }
 
+// x [2, 3, 8] -> Softplus -> Tanh -> Mul with x (Mish written out); `variant` 0: Mul(x, t);
+// 1: Mul(t, x); 2: Mul(t, z) with another input z (not Mish); 3: like 0 with the Tanh's output
+// also a graph output (not fusable); 4: like 0 with the Softplus's output also read by a Relu.
+Graph mish_graph(int variant) {
+  Graph g;
+  ValueId x = g.add_input("x", DType::kF32, {2, 3, 8});
+  ValueId z = g.add_input("z", DType::kF32, {2, 3, 8});
+  ValueId s = add_intermediate(g, "s"), t = add_intermediate(g, "t");
+  g.add_node({"softplus", "Softplus", {x}, {s}, {}, {}});
+  g.add_node({"tanh", "Tanh", {s}, {t}, {}, {}});
+  if (variant == 4) {
+    ValueId r = add_intermediate(g, "r");
+    g.add_node({"relu", "Relu", {s}, {r}, {}, {}});
+    g.add_output(r);
+  }
+  ValueId y = add_intermediate(g, "y");
+  const ValueId other = variant == 2 ? z : x;
+  g.add_node(
+      {"mish", "Mul", variant == 1 ? std::vector{t, other} : std::vector{other, t}, {y}, {}, {}});
+  g.add_output(y);
+  if (variant == 3) g.add_output(t);
+  EXPECT_TRUE(graph_eval::infer_graph(g).ok());
+  return g;
+}
+
+TEST(Passes, MishWrittenOutBecomesOneMishNode) {
+  std::mt19937 rng(9);
+  const std::vector<Tensor> inputs{random_tensor({2, 3, 8}, rng, -6.0f, 6.0f),
+                                   random_tensor({2, 3, 8}, rng, -6.0f, 6.0f)};
+  for (int variant : {0, 1}) {
+    SCOPED_TRACE(variant);
+    Graph g = mish_graph(variant);
+    auto before = graph_eval::evaluate_graph(g, inputs).value();
+    EXPECT_EQ(fuse_mish(g).value(), 1);
+    ASSERT_EQ(g.nodes().size(), 1u);
+    const Node& mish = g.node(0);
+    EXPECT_EQ(mish.op_type, "Mish");
+    EXPECT_EQ(mish.name, "mish");
+    EXPECT_EQ(mish.inputs, std::vector<ValueId>{g.inputs()[0]});
+    EXPECT_EQ(mish.origins.size(), 3u);
+    auto after = graph_eval::evaluate_graph(g, inputs).value();
+    expect_close(after[0], before[0], 1e-6);
+  }
+}
+
+TEST(Passes, MishLookalikesStayAsTheyAre) {
+  for (int variant : {2, 3, 4}) {
+    SCOPED_TRACE(variant);
+    Graph g = mish_graph(variant);
+    const size_t nodes = g.nodes().size();
+    EXPECT_EQ(fuse_mish(g).value(), 0);
+    EXPECT_EQ(count_op(g, "Softplus"), 1);
+    EXPECT_EQ(count_op(g, "Mish"), 0);
+    EXPECT_EQ(g.nodes().size(), nodes);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::passes
 

@@ -16,6 +16,16 @@ std::optional<ir::NodeId> sole_consumer(const ir::Graph& graph,
   return readers[0];
 }
 
+std::optional<ir::NodeId> sole_consumer_of_type(
+    const ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers, ir::NodeId id,
+    const char* op) {
+  const ir::Node& n = graph.node(id);
+  if (n.outputs.size() != 1) return std::nullopt;
+  auto reader = sole_consumer(graph, consumers, n.outputs[0]);
+  if (!reader || graph.node(*reader).op_type != op) return std::nullopt;
+  return reader;
+}
+
 void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed) {
   ir::ValueId new_output = graph.node(absorbed).outputs.at(0);
   std::vector<std::string> origins = graph.node(absorbed).origins;

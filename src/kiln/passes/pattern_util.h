@@ -13,6 +13,11 @@ std::optional<ir::NodeId> sole_consumer(const ir::Graph& graph,
                                         const std::vector<std::vector<ir::NodeId>>& consumers,
                                         ir::ValueId value);
 
+// The sole_consumer of node `id`'s only output, when it has op type `op`.
+std::optional<ir::NodeId> sole_consumer_of_type(
+    const ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers, ir::NodeId id,
+    const char* op);
+
 // Makes `into` produce `absorbed`'s (single) output instead of its own, records the absorbed
 // node's origins, and erases `absorbed`. The caller has already moved any inputs it needs.
 void absorb_successor(ir::Graph& graph, ir::NodeId into, ir::NodeId absorbed);

@@ -10,7 +10,7 @@
 
 #include "kiln/hal/cpu/cpu_isa.h"
 #include "kiln/hal/cpu/program_builder.h"
-#include "kiln/hal/cpu/silu_kernel.h"
+#include "kiln/hal/cpu/vector_map_kernels.h"
 
 namespace kiln::hal::cpu {
 namespace {
@@ -76,7 +76,9 @@ KILN_AVX512 void bound_avx512(const kernels::FusedActivation& a, const float* in
 
 void activate(const kernels::FusedActivation& a, const float* in, float* out, int64_t n) {
   // GELU is a MatMul epilogue (gemm_kernel.h); should a step get it, the scalar rule applies.
-  if (a.kind == Kind::kSilu && have_avx2()) return silu::apply(in, out, n);
+  if (a.kind == Kind::kSilu && have_avx2()) {
+    return vector_map::apply(vector_map::Function::kSilu, in, out, n);
+  }
   const bool vector = a.kind == Kind::kRelu || a.kind == Kind::kClip || a.kind == Kind::kLeakyRelu;
   static const bool avx512 = best_isa() == Isa::kAvx512;
   if (avx512 && (a.kind == Kind::kRelu || a.kind == Kind::kClip)) {
@@ -147,9 +149,10 @@ Status VectorMapStep::run(const ExecContext& ctx) {
   const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
   static const Isa isa = best_isa();
-  const Kernel kernel = kernel_;
-  parallel_chunks(static_cast<int64_t>(count_),
-                  [&](int64_t begin, int64_t n) { kernel(in + begin, out + begin, n, isa); });
+  const vector_map::Function function = function_;
+  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
+    vector_map::apply(function, in + begin, out + begin, n, isa);
+  });
   return ok_status();
 }
 

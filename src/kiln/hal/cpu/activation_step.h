@@ -7,10 +7,10 @@
 // (conv, batch norm) writes the pre-activation value, and an ActivationStep applies the
 // activation in place right after, while the data is still in cache (kernels/activation.h gives
 // the rule; NaN stays NaN). A conv's fused SiLU runs there too, on kiln's vector kernel
-// (silu_kernel.h), cheaper than oneDNN's swish post-op. Gelu, Sigmoid, Tanh, Exp and Elu run on
-// oneDNN's eltwise, followed by an EltwiseEdgeStep that rewrites the non-finite inputs' outputs (as
-// the exact functions and ONNX Runtime give them); Softplus on kiln's vector kernel
-// (softplus_kernel.h) in a VectorMapStep.
+// (vector_map_kernels.h), cheaper than oneDNN's swish post-op. Gelu, Sigmoid, Tanh, Exp and Elu
+// run on oneDNN's eltwise, followed by an EltwiseEdgeStep that rewrites the non-finite inputs'
+// outputs (as the exact functions and ONNX Runtime give them); Softplus and Mish on kiln's vector
+// kernels in a VectorMapStep.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +22,7 @@
 #include "kiln/hal/cpu/cpu_isa.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 #include "kiln/hal/cpu/step.h"
+#include "kiln/hal/cpu/vector_map_kernels.h"
 #include "kiln/kernels/activation.h"
 
 namespace kiln::hal::cpu {
@@ -49,21 +50,20 @@ class ActivationStep : public Step {
   size_t count_;
 };
 
-// y[i] = f(x[i]) for `count` floats by one of kiln's vector kernels with the signature of
-// softplus::apply (softplus_kernel.h), OpenMP-parallel over the same fixed chunks as
-// ActivationStep; `in` may equal `out`. The kernel gives every element the same bits whatever the
-// chunk it falls in.
+// y[i] = f(x[i]) for `count` floats by one of kiln's vector kernels (vector_map_kernels.h),
+// OpenMP-parallel over the same fixed chunks as ActivationStep; `in` may equal `out`. The kernel
+// gives every element the same bits whatever the chunk it falls in.
 class VectorMapStep : public Step {
  public:
-  using Kernel = void (*)(const float* x, float* y, int64_t n, Isa isa);
-  VectorMapStep(std::string label, Kernel kernel, BufferRef in, BufferRef out, size_t count)
-      : label_(std::move(label)), kernel_(kernel), in_(in), out_(out), count_(count) {}
+  VectorMapStep(std::string label, vector_map::Function function, BufferRef in, BufferRef out,
+                size_t count)
+      : label_(std::move(label)), function_(function), in_(in), out_(out), count_(count) {}
   Status run(const ExecContext& ctx) override;
   std::string describe() const override { return label_; }
 
  private:
   std::string label_;
-  Kernel kernel_;
+  vector_map::Function function_;
   BufferRef in_, out_;
   size_t count_;
 };

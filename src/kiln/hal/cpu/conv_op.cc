@@ -11,10 +11,10 @@
 // machine only. Bias and kiln's residual (a sum post-op over the destination pre-filled with the
 // residual) are fused; the activation (relu, clip, leaky relu or SiLU) runs as kiln's
 // ActivationStep right after, in place: oneDNN's eltwise post-op maps a NaN to the lower bound
-// (activation_step.h), and its swish post-op cost more than kiln's SiLU pass (silu_kernel.h).
-// An f32 conv's relu, clip or leaky relu runs as the post-op instead on every run whose input
-// rules out a NaN (finite_guard.h: a GuardedStep with both paths).
-// When nothing reads the residual afterwards and it is stored in the destination's layout, the
+// (activation_step.h), and its swish post-op cost more than kiln's SiLU pass
+// (vector_map_kernels.h). An f32 conv's relu, clip or leaky relu runs as the post-op instead on
+// every run whose input rules out a NaN (finite_guard.h: a GuardedStep with both paths). When
+// nothing reads the residual afterwards and it is stored in the destination's layout, the
 // destination offers to take over its bytes, and the pre-fill copy then does nothing.
 #include <fmt/format.h>
 

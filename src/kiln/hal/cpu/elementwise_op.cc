@@ -22,7 +22,7 @@
 #include "kiln/hal/cpu/op_table.h"
 #include "kiln/hal/cpu/plain_kernels.h"
 #include "kiln/hal/cpu/program_builder.h"
-#include "kiln/hal/cpu/softplus_kernel.h"
+#include "kiln/hal/cpu/vector_map_kernels.h"
 #include "kiln/kernels/op_attributes.h"
 
 namespace kiln::hal::cpu {
@@ -157,11 +157,19 @@ struct Eltwise {
   float alpha = 0.0f;
 };
 
+// Softplus or Mish on kiln's vector kernels (vector_map_kernels.h), or nothing for the other ops.
+std::optional<vector_map::Function> vector_map_of(const OpReader& op) {
+  if (op.dispatch().op_type == "Softplus") return vector_map::Function::kSoftplus;
+  if (op.dispatch().op_type == "Mish") return vector_map::Function::kMish;
+  return std::nullopt;
+}
+
 // Relu, Sigmoid, Tanh, Exp, Elu, and Gelu with approximate "none" (erf) or "tanh". (oneDNN's Exp
 // and Elu: within 0.03 of the tests' tolerance of the exact functions over [-30, 30], at 0.18
 // ns an element (AVX-512, 2 threads) where the portable kernel's scalar expf and expm1f took 1.8
 // and 5.8 ns. Its soft_relu, mish and log are not: softplus(-17.7) came out -1.9e-6, log near 1
-// off by 1e-4 relatively: Softplus runs on kiln's kernel instead, Mish and Log stay portable.)
+// off by 1e-4 relatively, mish by 1e-6 absolutely: Softplus and Mish run on kiln's kernels
+// instead (vector_map_kernels.h), Log stays portable.)
 StatusOr<Eltwise> eltwise_of(const OpReader& op) {
   const std::string& type = op.dispatch().op_type;
   if (type == "Relu" || type == "LeakyRelu") {  // kiln's ActivationStep, not oneDNN's
@@ -189,8 +197,10 @@ StatusOr<Eltwise> eltwise_of(const OpReader& op) {
 // steps can do), and f16/bf16 Relu and binary ops of operands of the output's shape; the
 // definitions have checked the rest (select_path).
 Status check_eltwise(const OpReader& op) {
-  if (op.dispatch().op_type == "Softplus") {
-    if (!cpu_has(Isa::kAvx2)) return unimplemented("kiln's Softplus kernel needs AVX2 and FMA");
+  if (vector_map_of(op)) {
+    if (!cpu_has(Isa::kAvx2)) {
+      return unimplemented("kiln's {} kernel needs AVX2 and FMA", op.dispatch().op_type);
+    }
     return check_all_f32(op);
   }
   KILN_RETURN_IF_ERROR(eltwise_of(op).status());
@@ -200,17 +210,18 @@ Status check_eltwise(const OpReader& op) {
 
 namespace {
 
-// Softplus on kiln's vector kernel (softplus_kernel.h) in the input's layout; Softplus(0) = ln 2,
-// so a blocked layout with padding is read plain.
-Status build_softplus(ProgramBuilder& b) {
+// `function` in the input's layout; Softplus(0) = ln 2, so a blocked layout with padding is then
+// read plain (Mish(0) = 0 keeps the padding zero).
+Status build_vector_map(ProgramBuilder& b, vector_map::Function function) {
   const OpReader& op = b.op();
   const int32_t x = op.input_index(0);
-  const dnnl_desc layout = has_padding(b.layout(x)) ? plain_desc(b.layout(x).dims()) : b.layout(x);
+  const bool plain = has_padding(b.layout(x)) && function == vector_map::Function::kSoftplus;
+  const dnnl_desc layout = plain ? plain_desc(b.layout(x).dims()) : b.layout(x);
   KILN_ASSIGN_OR_RETURN(BufferRef in, b.input_as(x, layout));
   KILN_ASSIGN_OR_RETURN(BufferRef out, b.output(op.output_index(0), layout));
-  b.add(std::make_unique<VectorMapStep>(b.label(fmt::format("softplus kiln {}", describe(layout))),
-                                        softplus::apply, in, out,
-                                        layout.get_size() / sizeof(float)));
+  b.add(std::make_unique<VectorMapStep>(
+      b.label(fmt::format("{} kiln {}", vector_map::name_of(function), describe(layout))), function,
+      in, out, layout.get_size() / sizeof(float)));
   return ok_status();
 }
 
@@ -218,7 +229,7 @@ Status build_softplus(ProgramBuilder& b) {
 
 Status build_eltwise(ProgramBuilder& b) {
   const OpReader& op = b.op();
-  if (op.dispatch().op_type == "Softplus") return build_softplus(b);
+  if (auto function = vector_map_of(op)) return build_vector_map(b, *function);
   KILN_ASSIGN_OR_RETURN(Eltwise eltwise, eltwise_of(op));
   const int32_t x = op.input_index(0);
   const dnnl_desc src = b.layout(x);

@@ -307,9 +307,10 @@ TEST(NanThroughBatchNorm, FusedReluKeepsNaN) {
   }
 }
 
-// Standalone Relu, Gelu, Sigmoid, Tanh, Exp, Elu and Softplus on a plain input and on a conv's
-// blocked output. Gelu of -inf is NaN (x * Phi(x) = -inf * 0) and of +inf is +inf, as in ONNX
-// Runtime; Sigmoid gives 0 and 1 there, Tanh -1 and 1, Exp and Softplus 0 and +inf, Elu -1
+// Standalone Relu, Gelu, Sigmoid, Tanh, Exp, Elu, Softplus and Mish on a plain input and on a
+// conv's blocked output. Gelu and Mish of -inf are NaN (x * Phi(x) = -inf * 0, x * tanh(0)) and of
+// +inf +inf, as in ONNX Runtime; Sigmoid gives 0 and 1 there, Tanh -1 and 1, Exp and Softplus 0 and
+// +inf, Elu -1
 // (-alpha) and +inf.
 TEST(NanThroughStandalone, ReluAndGelu) {
   const ConcreteShape shape{2, 8, 5, 5};
@@ -337,7 +338,10 @@ TEST(NanThroughStandalone, ReluAndGelu) {
   auto exp = [](double d) { return std::exp(d); };
   auto elu = [](double d) { return d < 0 ? std::expm1(d) : d; };
   auto softplus = [](double d) { return std::max(d, 0.0) + std::log1p(std::exp(-std::fabs(d))); };
-  for (const char* op : {"Relu", "Gelu", "Sigmoid", "Tanh", "Exp", "Elu", "Softplus"}) {
+  auto mish = [](double d) {
+    return d * std::tanh(std::max(d, 0.0) + std::log1p(std::exp(-std::fabs(d))));
+  };
+  for (const char* op : {"Relu", "Gelu", "Sigmoid", "Tanh", "Exp", "Elu", "Softplus", "Mish"}) {
     SCOPED_TRACE(op);
     SpecBuilder s;
     const int32_t xi = s.input("x", shape), xf = s.input("x_finite", shape);
@@ -355,6 +359,7 @@ TEST(NanThroughStandalone, ReluAndGelu) {
       if (type == "Exp") return map(t, +exp);
       if (type == "Elu") return map(t, +elu);
       if (type == "Softplus") return map(t, +softplus);
+      if (type == "Mish") return map(t, +mish);
       return map(t, type == "Sigmoid" ? +sigmoid : +tanh);
     };
     EXPECT_TRUE(keeps_nan(r->outputs[0], want(x))) << r->steps;
@@ -363,7 +368,7 @@ TEST(NanThroughStandalone, ReluAndGelu) {
     if (type == "Relu") {
       EXPECT_EQ(plain[11], kInf);
       EXPECT_EQ(plain[7], 0.0f);
-    } else if (type == "Gelu") {
+    } else if (type == "Gelu" || type == "Mish") {
       EXPECT_EQ(plain[11], kInf);
       EXPECT_TRUE(std::isnan(plain[7]));
     } else if (type == "Exp" || type == "Elu" || type == "Softplus") {

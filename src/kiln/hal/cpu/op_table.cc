@@ -30,6 +30,7 @@ constexpr std::array kFastPaths = {
     OpPath{"LeakyRelu", check_eltwise, build_eltwise, SampleInputs::at_slots(1)},
     OpPath{"MatMul", check_matmul, build_matmul},
     OpPath{"MaxPool", check_pool, build_pool, SampleInputs::at_slots(1)},
+    OpPath{"Mish", check_eltwise, build_eltwise, SampleInputs::at_slots(1)},
     OpPath{"Mul", check_binary, build_binary, SampleInputs::every()},
     OpPath{"QLinearConv", check_qlinear_conv, build_qlinear_conv},
     OpPath{"QLinearMatMul", check_qlinear_matmul, build_qlinear_matmul},

@@ -442,11 +442,11 @@ TEST(CpuSigmoidTanhTest, PlainAndAfterConvMatchDouble) {
   }
 }
 
-// Exp and Elu (its default alpha and 0.5) as oneDNN eltwise and Softplus on kiln's kernel, plain
-// and after a conv (8 channels, and 5: Exp(0) = 1 and Softplus(0) = ln 2 must not land in a padded
-// block either), against the functions computed here in double (Elu by expm1, as the portable
-// kernel).
-TEST(CpuExpEluSoftplusTest, PlainAndAfterConvMatchDouble) {
+// Exp and Elu (its default alpha and 0.5) as oneDNN eltwise and Softplus and Mish on kiln's
+// kernels, plain and after a conv (8 channels, and 5: Exp(0) = 1 and Softplus(0) = ln 2 must not
+// land in a padded block either; Mish(0) = 0 runs in the blocked layout), against the functions
+// computed here in double (Elu by expm1, as the portable kernel).
+TEST(CpuExpEluSoftplusMishTest, PlainAndAfterConvMatchDouble) {
   struct Case {
     const char* op;
     Attributes attributes;
@@ -455,7 +455,8 @@ TEST(CpuExpEluSoftplusTest, PlainAndAfterConvMatchDouble) {
   const std::vector<Case> cases = {{"Exp", {}, 0.0},
                                    {"Elu", {}, 1.0},
                                    {"Elu", attrs({{"alpha", 0.5}}), 0.5},
-                                   {"Softplus", {}, 0.0}};
+                                   {"Softplus", {}, 0.0},
+                                   {"Mish", {}, 0.0}};
   for (const Case& c : cases) {
     const std::string type = c.op;
     auto reference = [&](const Tensor& x) {
@@ -463,10 +464,11 @@ TEST(CpuExpEluSoftplusTest, PlainAndAfterConvMatchDouble) {
       auto in = x.values<float>();
       auto out = y.mutable_values<float>();
       for (size_t i = 0; i < in.size(); ++i) {
-        const double v = in[i];
-        out[i] = static_cast<float>(type == "Exp"   ? std::exp(v)
-                                    : type == "Elu" ? (v < 0 ? c.alpha * std::expm1(v) : v)
-                                                    : std::log1p(std::exp(v)));
+        const double v = in[i], softplus = std::log1p(std::exp(v));
+        out[i] = static_cast<float>(type == "Exp"        ? std::exp(v)
+                                    : type == "Elu"      ? (v < 0 ? c.alpha * std::expm1(v) : v)
+                                    : type == "Softplus" ? softplus
+                                                         : v * std::tanh(softplus));
       }
       return y;
     };
@@ -476,9 +478,10 @@ TEST(CpuExpEluSoftplusTest, PlainAndAfterConvMatchDouble) {
       Tensor w = random_tensor({channels, channels, 1, 1}, 28);
       auto r = run_plain_and_after_conv(c.op, c.attributes, x, w);
       ASSERT_TRUE(r.ok()) << r.status().to_string();
-      const std::string kernel = type == "Exp"   ? "exp jit"
-                                 : type == "Elu" ? "elu jit"
-                                                 : "softplus kiln";
+      const std::string kernel = type == "Exp"        ? "exp jit"
+                                 : type == "Elu"      ? "elu jit"
+                                 : type == "Softplus" ? "softplus kiln"
+                                                      : "mish kiln";
       EXPECT_NE(r->blocked_kernel.find(kernel), std::string::npos) << r->blocked_kernel;
       EXPECT_TRUE(all_close(r->outputs[0], reference(x)));
       EXPECT_TRUE(all_close(r->outputs[1], reference(r->conv_of_x)));

@@ -1,4 +1,4 @@
-// softmax_kernel.h, silu_kernel.h and softplus_kernel.h on AVX2 + FMA: 16 lanes as two 8-float
+// softmax_kernel.h and vector_map_kernels.h on AVX2 + FMA: 16 lanes as two 8-float
 // vectors, lanes 0-7 and 8-15.
 #include <immintrin.h>
 
@@ -7,12 +7,11 @@
 // Every header with inline code but the vector template goes before the target options
 // (isa_target.h).
 #include "kiln/hal/cpu/isa_target.h"
-#include "kiln/hal/cpu/silu_kernel.h"
 #include "kiln/hal/cpu/softmax_kernel.h"
-#include "kiln/hal/cpu/softplus_kernel.h"
+#include "kiln/hal/cpu/vector_map_kernels.h"
 
 // Everything below is compiled for AVX2 + FMA, so this file adds no such instruction anywhere
-// else; softmax_kernel.cc, silu_kernel.cc and softplus_kernel.cc call it only where the CPU has
+// else; softmax_kernel.cc and vector_map_kernels.cc call it only where the CPU has
 // them.
 KILN_ISA_TARGET_BEGIN("avx2,fma")
 
@@ -105,22 +104,12 @@ void rows_avx2(const float* x, float* y, int64_t first, int64_t last, int64_t n)
 
 }  // namespace kiln::hal::cpu::softmax::detail
 
-namespace kiln::hal::cpu::silu::detail {
+namespace kiln::hal::cpu::vector_map::detail {
 
-void apply_avx2(const float* x, float* y, int64_t n) {
-  softmax::detail::map_span<softmax::detail::Avx2, softmax::detail::silu<softmax::detail::Avx2>>(
-      x, y, n);
+void apply_avx2(Function f, const float* x, float* y, int64_t n) {
+  softmax::detail::map_function<softmax::detail::Avx2>(f, x, y, n);
 }
 
-}  // namespace kiln::hal::cpu::silu::detail
-
-namespace kiln::hal::cpu::softplus::detail {
-
-void apply_avx2(const float* x, float* y, int64_t n) {
-  softmax::detail::map_span<softmax::detail::Avx2,
-                            softmax::detail::softplus<softmax::detail::Avx2>>(x, y, n);
-}
-
-}  // namespace kiln::hal::cpu::softplus::detail
+}  // namespace kiln::hal::cpu::vector_map::detail
 
 KILN_ISA_TARGET_END()

@@ -1,4 +1,4 @@
-// softmax_kernel.h, silu_kernel.h and softplus_kernel.h on AVX-512: one 16-float vector.
+// softmax_kernel.h and vector_map_kernels.h on AVX-512: one 16-float vector.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -6,12 +6,11 @@
 // Every header with inline code but the vector template goes before the target options
 // (isa_target.h).
 #include "kiln/hal/cpu/isa_target.h"
-#include "kiln/hal/cpu/silu_kernel.h"
 #include "kiln/hal/cpu/softmax_kernel.h"
-#include "kiln/hal/cpu/softplus_kernel.h"
+#include "kiln/hal/cpu/vector_map_kernels.h"
 
 // Everything below is compiled for AVX-512, so this file adds no such instruction anywhere
-// else; softmax_kernel.cc, silu_kernel.cc and softplus_kernel.cc call it only where the CPU has
+// else; softmax_kernel.cc and vector_map_kernels.cc call it only where the CPU has
 // AVX-512F.
 KILN_ISA_TARGET_BEGIN("avx512f,avx2,fma")
 
@@ -96,22 +95,12 @@ void rows_avx512(const float* x, float* y, int64_t first, int64_t last, int64_t 
 
 }  // namespace kiln::hal::cpu::softmax::detail
 
-namespace kiln::hal::cpu::silu::detail {
+namespace kiln::hal::cpu::vector_map::detail {
 
-void apply_avx512(const float* x, float* y, int64_t n) {
-  softmax::detail::map_span<softmax::detail::Avx512,
-                            softmax::detail::silu<softmax::detail::Avx512>>(x, y, n);
+void apply_avx512(Function f, const float* x, float* y, int64_t n) {
+  softmax::detail::map_function<softmax::detail::Avx512>(f, x, y, n);
 }
 
-}  // namespace kiln::hal::cpu::silu::detail
-
-namespace kiln::hal::cpu::softplus::detail {
-
-void apply_avx512(const float* x, float* y, int64_t n) {
-  softmax::detail::map_span<softmax::detail::Avx512,
-                            softmax::detail::softplus<softmax::detail::Avx512>>(x, y, n);
-}
-
-}  // namespace kiln::hal::cpu::softplus::detail
+}  // namespace kiln::hal::cpu::vector_map::detail
 
 KILN_ISA_TARGET_END()

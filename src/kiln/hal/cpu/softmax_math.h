@@ -1,4 +1,4 @@
-// The vector code of softmax_kernel.h, silu_kernel.h and softplus_kernel.h (which share its exp),
+// The vector code of softmax_kernel.h and vector_map_kernels.h (which share its exp),
 // written once over an ISA's 16-lane vector operations `V` and compiled in softmax_avx2.cc and
 // softmax_avx512.cc under their target options. Include only there, inside those options.
 #pragma once
@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <limits>
+
+#include "kiln/hal/cpu/vector_map_kernels.h"
 
 namespace kiln::hal::cpu::softmax::detail {
 
@@ -145,7 +147,7 @@ void softmax_rows(const float* x, float* y, int64_t first, int64_t last, int64_t
   for (; row < last; ++row) softmax_row_group<V, 1>(x + row * n, y + row * n, n);
 }
 
-// log(1 + e) for e in [0, 1] (softplus_kernel.h): Cephes' logf polynomial of x = e below
+// log(1 + e) for e in [0, 1] (vector_map_kernels.h): Cephes' logf polynomial of x = e below
 // sqrt(2) - 1, else of x = (1 + e) / 2 - 1 = (e - 1) / 2, with k ln 2 added in two parts (k = 1
 // there, else 0).
 template <class V>
@@ -181,8 +183,8 @@ typename V::R softplus(typename V::R x) {
   return V::add(V::max(zero, x), log1p_unit<V>(e));
 }
 
-// SiLU of one vector (silu_kernel.h): x * (num / (1 + e)) with e = exp(-|x|) and num = e where
-// x < 0, else 1.
+// SiLU of one vector (vector_map_kernels.h): x * (num / (1 + e)) with e = exp(-|x|) and num = e
+// where x < 0, else 1.
 template <class V>
 typename V::R silu(typename V::R x) {
   using R = typename V::R;
@@ -191,15 +193,37 @@ typename V::R silu(typename V::R x) {
   return V::mul(x, V::div(V::where_negative(x, e, one), V::add(one, e)));
 }
 
-// f applied to n floats (silu_kernel.h, softplus_kernel.h), 16 at a time; a tail shorter than 16
-// goes through the same lanes (its other lanes hold 0), so an element's bits do not depend on
-// where it falls.
+// Mish of one vector (vector_map_kernels.h): x * (num / (num + d)) with e = exp(-|x|), num =
+// 1 + 2e and d = 2e^2 where x >= 0, num = e(2 + e) and d = 2 where x < 0.
+template <class V>
+typename V::R mish(typename V::R x) {
+  using R = typename V::R;
+  const R one = V::set1(1.0f), two = V::set1(2.0f);
+  const R e = exp_non_positive<V>(V::min(x, V::sub(V::set1(0.0f), x)));
+  const R two_e = V::add(e, e);
+  const R num = V::where_negative(x, V::mul(e, V::add(two, e)), V::add(one, two_e));
+  const R d = V::where_negative(x, two, V::mul(two_e, e));
+  return V::mul(x, V::div(num, V::add(num, d)));
+}
+
+// f applied to n floats, 16 at a time; a tail shorter than 16 goes through the same lanes (its
+// other lanes hold 0), so an element's bits do not depend on where it falls.
 template <class V, typename V::R (*F)(typename V::R)>
 void map_span(const float* x, float* y, int64_t n) {
   constexpr int64_t kWidth = 16;
   const int64_t full = n / kWidth * kWidth, tail = n - full;
   for (int64_t i = 0; i < full; i += kWidth) V::store(y + i, F(V::load(x + i)));
   if (tail > 0) V::store_partial(y + full, tail, F(V::load_partial(x + full, tail, 0.0f)));
+}
+
+// vector_map::apply's body on one ISA.
+template <class V>
+void map_function(vector_map::Function f, const float* x, float* y, int64_t n) {
+  switch (f) {
+    case vector_map::Function::kSilu: return map_span<V, silu<V>>(x, y, n);
+    case vector_map::Function::kSoftplus: return map_span<V, softplus<V>>(x, y, n);
+    case vector_map::Function::kMish: return map_span<V, mish<V>>(x, y, n);
+  }
 }
 
 }  // namespace kiln::hal::cpu::softmax::detail

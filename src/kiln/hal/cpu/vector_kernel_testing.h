@@ -1,5 +1,6 @@
-// A check shared by the tests of kiln's f32 vector kernels of one input (silu_kernel.h,
-// softplus_kernel.h): the same bits on both ISAs at any length and offset, in place or not.
+// A check shared by the tests of kiln's f32 vector kernels of one input (vector_map_kernels.h,
+// and others of apply()'s signature): the same bits on both ISAs at any length and offset, in
+// place or not.
 #pragma once
 
 #include <fmt/format.h>
@@ -7,20 +8,21 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "kiln/hal/cpu/cpu_isa.h"
 
 namespace kiln::hal::cpu {
 
-// The signature of silu::apply and softplus::apply.
-using VectorKernel = void (*)(const float* x, float* y, int64_t n, Isa isa);
+// A kernel y[i] = f(x[i]) for i < n with `isa`'s code.
+using VectorKernel = std::function<void(const float* x, float* y, int64_t n, Isa isa)>;
 
 // Runs `kernel` over all of `x` (at least 133 floats) on AVX2, then over slices of it from
 // several offsets and of several lengths on each ISA this CPU runs, each in place in a buffer of
 // its own with a guard float after it: every slice must give the whole run's bits, and the guard
 // must stay.
-inline void expect_same_bits_at_any_length_and_offset(VectorKernel kernel,
+inline void expect_same_bits_at_any_length_and_offset(const VectorKernel& kernel,
                                                       const std::vector<float>& x) {
   std::vector<float> whole(x.size());
   kernel(x.data(), whole.data(), static_cast<int64_t>(x.size()), Isa::kAvx2);

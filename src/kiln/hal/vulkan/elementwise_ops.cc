@@ -28,6 +28,7 @@ constexpr UnaryCode kUnaryCodes[] = {
     {"Log", 7},        {"Sqrt", 8},         {"Neg", 9},        {"Abs", 10},      {"Reciprocal", 11},
     {"LeakyRelu", 12}, {"HardSigmoid", 13}, {"HardSwish", 14}, {"Elu", 15},      {"Softplus", 16},
     {"Floor", 17},     {"Ceil", 18},        {"Round", 19},     {"Softsign", 20}, {"Clip", 21},
+    {"Mish", 22},
 };
 
 // A scalar f32 bound of Clip (input i) when it is a constant; nullopt when absent.

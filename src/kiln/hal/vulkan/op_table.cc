@@ -55,6 +55,7 @@ constexpr Entry kKernels[] = {
     {"Max", build_binary},
     {"MaxPool", build_pool},
     {"Min", build_binary},
+    {"Mish", build_unary},
     {"Mul", build_binary},
     {"Neg", build_unary},
     {"Not", build_compare},

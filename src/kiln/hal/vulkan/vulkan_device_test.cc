@@ -110,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(
                       UnaryCase{"LeakyRelu", with_float("alpha", 0.1)}, UnaryCase{"HardSigmoid"},
                       UnaryCase{"HardSwish"}, UnaryCase{"Elu", with_float("alpha", 0.5)},
                       UnaryCase{"Softplus"}, UnaryCase{"Floor"}, UnaryCase{"Ceil"},
-                      UnaryCase{"Round"}, UnaryCase{"Softsign"}),
+                      UnaryCase{"Round"}, UnaryCase{"Softsign"}, UnaryCase{"Mish"}),
     [](const auto& info) {
       return info.param.op + (info.param.attributes.has("approximate") ? "Tanh" : "");
     });

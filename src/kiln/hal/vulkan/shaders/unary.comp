@@ -62,6 +62,7 @@ float apply(float x) {
     case 19: return roundEven(x);                                                // Round
     case 20: return x / (1.0 + abs(x));                                          // Softsign
     case 21: if (isnan(x)) return x; return x < pc.alpha ? pc.alpha : (x > pc.beta ? pc.beta : x);  // Clip
+    case 22: return x * tanh_safe((x > 0.0 ? x : 0.0) + log(1.0 + exp(-abs(x))));  // Mish
   }
   return x;
 }
