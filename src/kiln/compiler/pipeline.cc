@@ -28,9 +28,9 @@ Status run_stage(ir::Graph& graph, const CompileOptions& options, Stage stage) {
       return passes::remove_dead(graph).status();
     }
     case Stage::kFuse: {
+      KILN_RETURN_IF_ERROR(passes::fuse_mish(graph).status());
       KILN_RETURN_IF_ERROR(passes::fuse_conv(graph).status());
       KILN_RETURN_IF_ERROR(passes::fuse_gelu(graph).status());
-      KILN_RETURN_IF_ERROR(passes::fuse_mish(graph).status());
       KILN_RETURN_IF_ERROR(passes::fuse_layer_norm(graph).status());
       KILN_RETURN_IF_ERROR(passes::fuse_matmul(graph).status());
       KILN_RETURN_IF_ERROR(passes::split_sliced_matmul(graph).status());

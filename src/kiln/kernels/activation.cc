@@ -56,6 +56,10 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes) {
     a.kind = FusedActivation::Kind::kSilu;
     return a;
   }
+  if (name == "mish") {
+    a.kind = FusedActivation::Kind::kMish;
+    return a;
+  }
   if (name == "gelu") {
     a.kind = FusedActivation::Kind::kGelu;
     return a;
@@ -65,8 +69,8 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes) {
     return a;
   }
   return invalid_argument(
-      "attribute '{}' must be \"\", \"relu\", \"clip\", \"leaky_relu\", \"silu\", \"gelu\" or "
-      "\"gelu_tanh\", got \"{}\"",
+      "attribute '{}' must be \"\", \"relu\", \"clip\", \"leaky_relu\", \"silu\", \"mish\", "
+      "\"gelu\" or \"gelu_tanh\", got \"{}\"",
       kActivationAttribute, name);
 }
 
@@ -90,6 +94,7 @@ void set_fused_activation(Attributes& attributes, const FusedActivation& activat
       attributes.set(kActivationAlphaAttribute, activation.alpha);
       return;
     case FusedActivation::Kind::kSilu:
+    case FusedActivation::Kind::kMish:
     case FusedActivation::Kind::kGelu:
     case FusedActivation::Kind::kGeluTanh:
       attributes.set(kActivationAttribute, describe(activation));
@@ -105,6 +110,7 @@ std::string describe(const FusedActivation& activation) {
       return fmt::format("clip({}, {})", activation.min, activation.max);
     case FusedActivation::Kind::kLeakyRelu: return fmt::format("leaky_relu({})", activation.alpha);
     case FusedActivation::Kind::kSilu: return "silu";
+    case FusedActivation::Kind::kMish: return "mish";
     case FusedActivation::Kind::kGelu: return "gelu";
     case FusedActivation::Kind::kGeluTanh: return "gelu_tanh";
   }

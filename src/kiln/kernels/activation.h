@@ -13,6 +13,9 @@
 //                                   Mul(v, Sigmoid(v)) with Sigmoid as kiln's kernel computes it
 //                                   (split by sign, so exp never overflows): -inf gives NaN
 //                                   (-inf * 0), +inf gives +inf.
+//   "kiln_activation" = "mish"      v * tanh(softplus(v)), ONNX Mish (opset 18) and the
+//                                   Softplus -> Tanh -> Mul chain passes::fuse_mish makes one:
+//                                   -inf gives NaN (-inf * tanh(0)), +inf gives +inf.
 //   "kiln_activation" = "gelu"      v/2 (1 + erf(v / sqrt 2)), ONNX Gelu (opset 20); "gelu_tanh":
 //                                   v/2 (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))), Gelu with
 //                                   approximate = "tanh". -inf gives NaN (-inf * 0), +inf gives
@@ -23,7 +26,7 @@
 // hands relu or clip to oneDNN (whose max(x, bound) maps a NaN to the bound) only where the conv's
 // input rules a NaN out (hal/cpu/finite_guard.h), and otherwise applies them with kiln's own code
 // (hal/cpu/activation_step.h, the Winograd kernel's epilogue), as ONNX Runtime and PyTorch keep
-// NaN. -0 stays -0 (v < 0 is false for it). SiLU runs on kiln's vector kernel
+// NaN. -0 stays -0 (v < 0 is false for it). SiLU and Mish run on kiln's vector kernels
 // (hal/cpu/vector_map_kernels.h), whose results at the non-finite inputs the CPU tests pin down.
 #pragma once
 
@@ -50,8 +53,20 @@ T gelu(T x, bool tanh_approximation) {
   return static_cast<T>(0.5) * x * (T(1) + erf(x * static_cast<T>(0.7071067811865476)));
 }
 
+// Mish, x * tanh(softplus(x)), with softplus(x) = max(x, 0) + log1p(e^-|x|): -inf gives -inf *
+// tanh(0) = NaN, as the op written out (Softplus, Tanh, Mul) does. Mish's portable kernel and the
+// fused activation both compute it here.
+template <typename T>
+T mish(T x) {
+  using std::exp;
+  using std::fabs;
+  using std::log1p;
+  using std::tanh;
+  return x * tanh((x > T(0) ? x : T(0)) + log1p(exp(-fabs(x))));
+}
+
 struct FusedActivation {
-  enum class Kind { kNone, kRelu, kClip, kLeakyRelu, kSilu, kGelu, kGeluTanh };
+  enum class Kind { kNone, kRelu, kClip, kLeakyRelu, kSilu, kMish, kGelu, kGeluTanh };
   Kind kind = Kind::kNone;
   double min = -std::numeric_limits<double>::infinity();  // kClip only
   double max = std::numeric_limits<double>::infinity();   // kClip only
@@ -74,6 +89,7 @@ struct FusedActivation {
         const T e = exp(v);
         return v * (e / (T(1) + e));
       }
+      case Kind::kMish: return mish(v);
       case Kind::kGelu: return gelu(v, false);
       case Kind::kGeluTanh: return gelu(v, true);
     }
@@ -96,7 +112,7 @@ StatusOr<FusedActivation> read_fused_activation(const Attributes& attributes);
 // Sets the attributes that read_fused_activation reads back as `activation`.
 void set_fused_activation(Attributes& attributes, const FusedActivation& activation);
 
-// "relu", "clip(0, 6)", "leaky_relu(0.1)", "silu", "gelu", "gelu_tanh"; "" for none.
+// "relu", "clip(0, 6)", "leaky_relu(0.1)", "silu", "mish", "gelu", "gelu_tanh"; "" for none.
 std::string describe(const FusedActivation& activation);
 
 // Whether `activation` is one of the GELU forms.

@@ -208,8 +208,7 @@ auto apply(C x, const Params& p) {
     // log(1 + e^x) = max(x, 0) + log1p(e^-|x|)
     return (x > 0 ? x : C(0)) + std::log1p(std::exp(-std::fabs(x)));
   } else if constexpr (F == Fn::kMish) {
-    // x * tanh(softplus(x)): -inf gives -inf * tanh(0) = NaN, as the op written out does.
-    return x * std::tanh((x > 0 ? x : C(0)) + std::log1p(std::exp(-std::fabs(x))));
+    return mish(x);  // activation.h
   } else if constexpr (F == Fn::kSoftsign) {
     return x / (C(1) + std::fabs(x));
   } else if constexpr (F == Fn::kHardSwish) {

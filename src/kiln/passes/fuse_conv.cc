@@ -37,10 +37,14 @@ std::optional<double> clip_bound(const ir::Graph& graph, const ir::Node& clip, s
 }
 
 // The activation an elementwise node computes, when the fused form computes the same: Relu,
-// f32/f16/bf16 LeakyRelu with a finite alpha, and f32/f16/bf16 Clip with constant finite bounds
-// min <= max.
+// f32/f16/bf16 Mish (passes::fuse_mish writes it), f32/f16/bf16 LeakyRelu with a finite alpha,
+// and f32/f16/bf16 Clip with constant finite bounds min <= max.
 std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::Node& node) {
   if (node.op_type == "Relu") return FusedActivation{FusedActivation::Kind::kRelu};
+  if (node.op_type == "Mish" && !node.inputs.empty() &&
+      clip_fusable_dtype(graph.value(node.inputs[0]).dtype)) {
+    return FusedActivation{FusedActivation::Kind::kMish};
+  }
   if (node.op_type == "LeakyRelu" && !node.inputs.empty() &&
       clip_fusable_dtype(graph.value(node.inputs[0]).dtype)) {
     auto alpha = kernels::read_leaky_relu_alpha(node.attributes);
@@ -62,8 +66,8 @@ std::optional<FusedActivation> as_activation(const ir::Graph& graph, const ir::N
   return a;
 }
 
-// Conv -> Transpose -> Relu, LeakyRelu or Clip, each read only by the next: the activation becomes
-// the conv's and the Transpose produces the activation's output. An element-wise function
+// Conv -> Transpose -> Relu, LeakyRelu, Clip or Mish, each read only by the next: the activation
+// becomes the conv's and the Transpose produces the activation's output. An element-wise function
 // commutes with a transpose (the same values, in the transposed places), so the bits are the
 // same. tf2onnx's NHWC graphs can leave a Relu6 between the transposes around a conv (the
 // benchmark corpus's NHWC CNN: a portable Clip of 0.024 ms at batch 1).
@@ -131,8 +135,8 @@ bool cancel_transposes_after_conv(ir::Graph& graph,
   return true;
 }
 
-// Relu, LeakyRelu or Clip after a Conv, or Relu after a standalone BatchNormalization, becomes
-// the producer's activation.
+// Relu, LeakyRelu, Clip or Mish after a Conv, or Relu after a standalone BatchNormalization,
+// becomes the producer's activation.
 bool fuse_activation(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
                      ir::NodeId id) {
   const ir::Node& node = graph.node(id);

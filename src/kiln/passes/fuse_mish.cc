@@ -4,7 +4,8 @@
 //   s = Softplus(x);  t = Tanh(s);  y = Mul(x, t) or Mul(t, x)
 //
 // becomes one Mish node (ONNX opset 18 semantics): one pass over memory instead of three, on the
-// CPU kiln's vector kernel (hal/cpu/vector_map_kernels.h). s and t must have no other reader and
+// CPU kiln's vector kernel (hal/cpu/vector_map_kernels.h); fuse_conv, which runs next, then
+// makes a Mish after a conv the conv's activation. s and t must have no other reader and
 // not be graph outputs (y has x's shape and dtype: Mul(x, t) cannot broadcast). The values differ
 // from the three rounded steps by float rounding only; a module with bound dims fuses the same way
 // as the dynamic one, so the two still give the same bits.

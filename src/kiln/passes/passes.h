@@ -14,8 +14,10 @@
 //                   module. Values from initializers alone fold alike in both. A folded NonZero
 //                   (any data-dependent size) gives its count to every shape that used it.
 //   fold_batchnorm  fold an inference BatchNormalization into the Conv that feeds only it
-//   fuse_conv       fuse bias-free residual Add, and Relu, LeakyRelu, Clip with constant bounds or
-//                   SiLU (Mul(y, Sigmoid(y))), into Conv (Relu, LeakyRelu and Clip also across a
+//   fuse_mish       Mish written out (Softplus, Tanh, Mul by the Softplus's input) becomes one
+//                   Mish node (ONNX opset 18 semantics), which fuse_conv may then take
+//   fuse_conv       fuse bias-free residual Add, and Relu, LeakyRelu, Clip with constant bounds,
+//                   Mish or SiLU (Mul(y, Sigmoid(y))), into Conv (all but SiLU also across a
 //                   Transpose between them, as tf2onnx's NHWC graphs place them, dropping the
 //                   Transpose pair that is left), then an f32 Add after the activation as a
 //                   residual added after it (kiln_residual_after_activation)
@@ -24,8 +26,6 @@
 //   fuse_gelu       GELU written out with Erf (Div/Mul, Erf, Add, Mul, Mul), or in its tanh form
 //                   (x^3 as Pow or Muls, Mul 0.044715, Add, Mul sqrt(2/pi), Tanh, Add, Mul, Mul),
 //                   becomes one Gelu node (ONNX opset 20 semantics, approximate "none" / "tanh")
-//   fuse_mish       Mish written out (Softplus, Tanh, Mul by the Softplus's input) becomes one
-//                   Mish node (ONNX opset 18 semantics)
 //   fuse_layer_norm layer normalization written out (ReduceMean, Sub, Pow or Mul, ReduceMean, Add
 //                   eps, Sqrt, Div, optional Mul gamma and Add beta) over the last axes becomes one
 //                   LayerNormalization node (ONNX opset 17 semantics)

@@ -509,6 +509,7 @@ TEST(FusedActivation, AttributesAreCheckedAndRoundTrip) {
         FusedActivation{FusedActivation::Kind::kClip, -1.5},
         FusedActivation{.kind = FusedActivation::Kind::kLeakyRelu, .alpha = 0.125},
         FusedActivation{FusedActivation::Kind::kSilu},
+        FusedActivation{FusedActivation::Kind::kMish},
         FusedActivation{FusedActivation::Kind::kGelu},
         FusedActivation{FusedActivation::Kind::kGeluTanh}}) {
     Attributes attributes;
@@ -835,6 +836,49 @@ TEST(Passes, MishWrittenOutBecomesOneMishNode) {
     EXPECT_EQ(mish.origins.size(), 3u);
     auto after = graph_eval::evaluate_graph(g, inputs).value();
     expect_close(after[0], before[0], 1e-6);
+  }
+}
+
+// Conv -> Softplus -> Tanh -> Mul(y, t), in f32, f16 and bf16: fuse_mish, then fuse_conv, leave
+// one conv whose activation is "mish", with the unfused values, NaN and +-inf inputs included
+// (-inf -> NaN, as -inf * tanh(softplus(-inf)) = -inf * 0).
+TEST(Passes, WrittenOutMishAfterAConvBecomesItsActivation) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::mt19937 rng(8);
+    Graph g;
+    ValueId x = g.add_input("x", dtype, {2, 4, 6, 6});
+    ValueId w = g.add_constant(
+        "w", kiln::testing::make_tensor(
+                 dtype, {4, 4, 3, 3}, kiln::testing::values_of(random_tensor({4, 4, 3, 3}, rng))));
+    ValueId y = add_intermediate(g, "y"), s = add_intermediate(g, "s"),
+            t = add_intermediate(g, "t"), out = add_intermediate(g, "out");
+    g.add_node(conv_node("conv", x, w, ir::kAbsent, y));
+    g.add_node({"softplus", "Softplus", {y}, {s}, {}, {}});
+    g.add_node({"tanh", "Tanh", {s}, {t}, {}, {}});
+    g.add_node({"mul", "Mul", {t, y}, {out}, {}, {}});
+    g.add_output(out);
+    ASSERT_TRUE(graph_eval::infer_graph(g).ok());
+    std::vector<double> values = kiln::testing::values_of(random_tensor({2, 4, 6, 6}, rng));
+    const double specials[] = {std::nan(""), std::numeric_limits<double>::infinity(),
+                               -std::numeric_limits<double>::infinity(), 60.0, -60.0};
+    for (size_t i = 0; i < std::size(specials); ++i) values[i * 37] = specials[i];
+    Tensor input = kiln::testing::make_tensor(dtype, {2, 4, 6, 6}, values);
+    auto before = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    EXPECT_EQ(fuse_mish(g).value(), 1);
+    EXPECT_EQ(fuse_conv(g).value(), 1);
+    ASSERT_TRUE(ir::verify_graph(g).ok());
+    ASSERT_EQ(g.nodes().size(), 1u);
+    const Node& conv = g.nodes().front();
+    EXPECT_EQ(conv.attributes.get_string("kiln_activation", "").value(), "mish");
+    for (const char* origin : {"conv", "softplus", "tanh", "mul"}) {
+      EXPECT_NE(std::find(conv.origins.begin(), conv.origins.end(), origin), conv.origins.end())
+          << origin;
+    }
+    auto after = graph_eval::evaluate_graph(g, std::span<const Tensor>(&input, 1)).value();
+    // The fused activation rounds to f16/bf16 once, the unfused graph after each of three nodes.
+    const double tol = dtype == DType::kF32 ? 1e-6 : (dtype == DType::kF16 ? 4e-3 : 3e-2);
+    EXPECT_TRUE(::kiln::testing::all_close(after[0], before[0], {.atol = tol, .rtol = tol}));
   }
 }
 

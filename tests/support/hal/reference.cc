@@ -50,6 +50,7 @@ Tensor reference_activation(const Tensor& x, const kernels::FusedActivation& act
       return reference("LeakyRelu", {x}, a);
     }
     case Kind::kSilu: return reference("Mul", {x, reference("Sigmoid", {x})});
+    case Kind::kMish: return reference("Mul", {x, reference("Tanh", {reference("Softplus", {x})})});
     case Kind::kGelu:
     case Kind::kGeluTanh: {
       Attributes a;

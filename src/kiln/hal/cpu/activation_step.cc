@@ -76,8 +76,10 @@ KILN_AVX512 void bound_avx512(const kernels::FusedActivation& a, const float* in
 
 void activate(const kernels::FusedActivation& a, const float* in, float* out, int64_t n) {
   // GELU is a MatMul epilogue (gemm_kernel.h); should a step get it, the scalar rule applies.
-  if (a.kind == Kind::kSilu && have_avx2()) {
-    return vector_map::apply(vector_map::Function::kSilu, in, out, n);
+  if ((a.kind == Kind::kSilu || a.kind == Kind::kMish) && have_avx2()) {
+    const auto f =
+        a.kind == Kind::kSilu ? vector_map::Function::kSilu : vector_map::Function::kMish;
+    return vector_map::apply(f, in, out, n);
   }
   const bool vector = a.kind == Kind::kRelu || a.kind == Kind::kClip || a.kind == Kind::kLeakyRelu;
   static const bool avx512 = best_isa() == Isa::kAvx512;

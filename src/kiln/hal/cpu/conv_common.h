@@ -43,9 +43,9 @@ struct ConvDestination {
 StatusOr<ConvDestination> conv_destination(ProgramBuilder& b, const ConvParams& p,
                                            const dnnl_desc& layout);
 // The steps after the conv's: the fused activation on the destination (activation_step.h: kiln's
-// relu, clip, leaky relu and SiLU, which keep NaN), then, for f16 or bf16 data, the conversion
-// into the output (in `layout`'s blocking with the output's data type, or plain for a graph
-// output).
+// relu, clip, leaky relu, SiLU and Mish, which keep NaN), then, for f16 or bf16 data, the
+// conversion into the output (in `layout`'s blocking with the output's data type, or plain for a
+// graph output).
 Status finish_conv(ProgramBuilder& b, const ConvParams& p, const ConvDestination& d,
                    const dnnl_desc& layout);
 // For a residual added after the activation (f32 only), where the conv's plain output went to

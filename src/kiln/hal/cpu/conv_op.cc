@@ -9,7 +9,7 @@
 // result is rounded to f16/bf16 once, after bias, residual and activation (conv_common.h), as
 // ONNX Runtime's f32-computing f16 conv rounds it. The choice depends on the dtype and the
 // machine only. Bias and kiln's residual (a sum post-op over the destination pre-filled with the
-// residual) are fused; the activation (relu, clip, leaky relu or SiLU) runs as kiln's
+// residual) are fused; the activation (relu, clip, leaky relu, SiLU or Mish) runs as kiln's
 // ActivationStep right after, in place: oneDNN's eltwise post-op maps a NaN to the lower bound
 // (activation_step.h), and its swish post-op cost more than kiln's SiLU pass
 // (vector_map_kernels.h). An f32 conv's relu, clip or leaky relu runs as the post-op instead on

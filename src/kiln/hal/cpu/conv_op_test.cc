@@ -355,10 +355,33 @@ INSTANTIATE_TEST_SUITE_P(
                     c.group = 40;
                     c.activation = {kernels::FusedActivation::Kind::kSilu};
                   }),
-        make_case("winograd_shape_silu_runs_direct", {2, 16, 8, 8}, {16, 16, 3, 3},
+        // SiLU and Mish run as kiln's ActivationStep after the Winograd step, which then cannot add
+        // a residual after them: that conv runs on oneDNN's direct kernel.
+        make_case("winograd_silu", {2, 16, 8, 8}, {16, 16, 3, 3},
                   [](ConvCase& c) {
                     c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
                     c.activation = {kernels::FusedActivation::Kind::kSilu};
+                  }),
+        make_case("winograd_residual_mish", {2, 16, 7, 9}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                    c.residual = true;
+                    c.activation = {kernels::FusedActivation::Kind::kMish};
+                  }),
+        make_case("winograd_shape_mish_then_residual_runs_direct", {2, 16, 8, 8}, {16, 16, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.residual = c.residual_after_activation = true;
+                    c.activation = {kernels::FusedActivation::Kind::kMish};
+                  }),
+        make_case("depthwise_odd_channels_mish_then_residual", {2, 5, 9, 9}, {5, 1, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.group = 5;
+                    c.residual = c.residual_after_activation = true;
+                    c.activation = {kernels::FusedActivation::Kind::kMish};
                   })),
     [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
 

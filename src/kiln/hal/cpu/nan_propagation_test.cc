@@ -34,6 +34,7 @@ const kernels::FusedActivation kRelu6{Kind::kClip, 0.0, 6.0};
 const kernels::FusedActivation kClipAboveZero{Kind::kClip, 0.25, 2.0};  // moves padding zeros
 const kernels::FusedActivation kLeakyRelu{.kind = Kind::kLeakyRelu, .alpha = 0.1};
 const kernels::FusedActivation kSilu{Kind::kSilu};
+const kernels::FusedActivation kMish{Kind::kMish};
 
 Tensor planted(Tensor t, std::initializer_list<int64_t> flat, float value = kNaN) {
   auto v = t.mutable_values<float>();
@@ -171,14 +172,22 @@ INSTANTIATE_TEST_SUITE_P(
                       conv_case("direct_1x1_silu", {2, 16, 7, 7}, {32, 16, 1, 1}, kSilu),
                       conv_case("direct_residual_silu", {2, 16, 6, 6}, {16, 16, 1, 1}, kSilu,
                                 [](ConvCase& c) { c.residual = true; }),
+                      conv_case("direct_1x1_mish", {2, 16, 7, 7}, {32, 16, 1, 1}, kMish),
+                      // Winograd, then Mish as kiln's ActivationStep after it.
+                      conv_case("winograd_residual_mish", {2, 16, 8, 8}, {16, 16, 3, 3}, kMish,
+                                [](ConvCase& c) {
+                                  c.pads = {1, 1, 1, 1};
+                                  c.residual = true;
+                                  c.winograd = true;
+                                }),
                       conv_case("direct_odd_channels_silu", {2, 5, 6, 6}, {7, 5, 3, 3}, kSilu,
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
                                 }),
-                      // A shape Winograd would take: SiLU keeps it on oneDNN's direct conv.
-                      conv_case("winograd_shape_silu", {2, 16, 8, 8}, {16, 16, 3, 3}, kSilu,
+                      conv_case("winograd_silu", {2, 16, 8, 8}, {16, 16, 3, 3}, kSilu,
                                 [](ConvCase& c) {
                                   c.pads = {1, 1, 1, 1};
+                                  c.winograd = true;
                                 }),
                       conv_case("winograd_leaky_relu", {2, 16, 8, 8}, {16, 16, 3, 3}, kLeakyRelu,
                                 [](ConvCase& c) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kiln/hal/cpu/activation_step.h"
 #include "kiln/hal/cpu/finite_guard.h"
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/winograd_conv.h"
@@ -36,6 +37,14 @@ winograd::Conv3x3 one_sample(const OpReader& op, const kernels::ConcreteWindow& 
 dnnl_desc layout(const ConcreteShape& shape, const winograd::Conv3x3& s, Isa isa) {
   const tag blocked = isa == Isa::kAvx512 ? tag::nChw16c : tag::nChw8c;
   return dnnl_desc(to_dnnl_dims(shape), dt::f32, s.channels_last ? tag::nhwc : blocked);
+}
+
+// Whether `a` runs as kiln's ActivationStep after the Winograd step rather than in its epilogue
+// (winograd_transforms.h has no SiLU or Mish): the step writes the pre-activation values and the
+// activation follows over the whole output, as after oneDNN's direct conv, with the same bits.
+bool activation_after_step(const kernels::FusedActivation& a) {
+  return a.kind == kernels::FusedActivation::Kind::kSilu ||
+         a.kind == kernels::FusedActivation::Kind::kMish;
 }
 
 // The largest input magnitude F(4x4)'s transforms and products take without overflow: the bound
@@ -150,8 +159,9 @@ std::optional<winograd::Conv3x3> winograd_shape(
   }
   const Isa isa = best_isa();
   if (b.constant(op.input_index(1)) == nullptr || !cpu_has(isa)) return std::nullopt;
-  // Its epilogue has no SiLU (winograd_transforms.h).
-  if (p.activation.kind == kernels::FusedActivation::Kind::kSilu) return std::nullopt;
+  // Its epilogue has no SiLU or Mish (winograd_transforms.h): they run after the step
+  // (build_winograd_conv), which cannot then add a residual after them.
+  if (activation_after_step(p.activation) && p.residual_after_activation) return std::nullopt;
   // oneDNN's direct kernel of that ISA: AVX2's jit kernel, AVX-512's jit or brgconv kernel.
   const std::string impl = impl_name(direct);
   if (isa == Isa::kAvx512 ? impl != "jit:avx512_core" && impl != "brgconv:avx512_core"
@@ -228,9 +238,11 @@ Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p,
                   input_bound ? " (a sample with a value not finite or beyond "
                                 "the bound: winograd_2x2_3x3)"
                               : "");
-  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, input_bound, x[0], isa, threads,
-                                           buffers, p.has_bias, p.has_residual,
-                                           p.residual_after_activation, p.activation));
+  const bool after = activation_after_step(p.activation);
+  b.add(std::make_unique<WinogradConvStep>(
+      b.label(what), shape, input_bound, x[0], isa, threads, buffers, p.has_bias, p.has_residual,
+      p.residual_after_activation, after ? kernels::FusedActivation{} : p.activation));
+  if (after) add_activation(b, dst.buffer, dst_layout, p.activation);
   return ok_status();
 }
 

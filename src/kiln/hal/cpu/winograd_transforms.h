@@ -24,7 +24,8 @@ typename V::R activate(typename V::R y, const kernels::FusedActivation& a) {
   // max/min return their second operand when either is NaN: a NaN stays NaN.
   switch (a.kind) {
     case Kind::kNone:
-    case Kind::kSilu:  // never: winograd_shape leaves SiLU to oneDNN's direct conv
+    case Kind::kSilu:  // never: build_winograd_conv applies SiLU and Mish after the step
+    case Kind::kMish:
     case Kind::kGelu:  // never: read_conv_attributes rejects GELU
     case Kind::kGeluTanh: return y;
     case Kind::kRelu: return V::max(V::zero(), y);

@@ -26,6 +26,7 @@ uint32_t activation_code(const kernels::FusedActivation& a) {
     case kernels::FusedActivation::Kind::kClip: return 2;
     case kernels::FusedActivation::Kind::kLeakyRelu: return 3;
     case kernels::FusedActivation::Kind::kSilu: return 4;
+    case kernels::FusedActivation::Kind::kMish: return 5;
     case kernels::FusedActivation::Kind::kGelu:  // never: read_conv_attributes rejects GELU
     case kernels::FusedActivation::Kind::kGeluTanh: return 0;
   }

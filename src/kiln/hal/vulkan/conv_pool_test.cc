@@ -68,6 +68,7 @@ kernels::FusedActivation leaky_relu(double alpha) {
   return {.kind = kernels::FusedActivation::Kind::kLeakyRelu, .alpha = alpha};
 }
 kernels::FusedActivation silu() { return {.kind = kernels::FusedActivation::Kind::kSilu}; }
+kernels::FusedActivation mish() { return {.kind = kernels::FusedActivation::Kind::kMish}; }
 
 // A 3x3 conv, stride 1, pads 1.
 ConvCase same_3x3(std::string name, ConcreteShape x, int64_t cout, bool bias, bool residual,
@@ -223,6 +224,10 @@ INSTANTIATE_TEST_SUITE_P(
                  true, true, silu()},
         ConvCase{"DirectDepthwiseSilu", {1, 8, 9, 9}, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1},
                  8, true, false, silu(), "direct"},
+        ConvCase{"TiledMish", {2, 16, 9, 9}, 24, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1,
+                 true, false, mish()},
+        ConvCase{"DirectDepthwiseResidualMish", {1, 8, 9, 9}, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1},
+                 {1, 1}, 8, true, true, mish(), "direct"},
         ConvCase{"Direct1DWeightsInput", {1, 5, 9}, 3, {3}, {1}, {1}, {1}, {1}, 1, true, false,
                  {}, "direct", true},
         // The residual after the activation (kiln_residual_after_activation).

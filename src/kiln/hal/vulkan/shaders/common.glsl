@@ -28,5 +28,9 @@ float fused_activation(float v, uint kind, float lo, float hi) {
     float e = exp(v);
     return v * (e / (1.0 + e));
   }
+  if (kind == 5u) {  // mish: tanh of a softplus above 9 is 1 in f32 (and inf / inf in some tanh)
+    float softplus = (v > 0.0 ? v : 0.0) + log(1.0 + exp(-abs(v)));
+    return v * (softplus > 9.0 ? 1.0 : tanh(softplus));
+  }
   return v;
 }
