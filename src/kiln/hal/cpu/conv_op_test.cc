@@ -355,8 +355,8 @@ INSTANTIATE_TEST_SUITE_P(
                     c.group = 40;
                     c.activation = {kernels::FusedActivation::Kind::kSilu};
                   }),
-        // SiLU and Mish run as kiln's ActivationStep after the Winograd step, which then cannot add
-        // a residual after them: that conv runs on oneDNN's direct kernel.
+        // SiLU and Mish run as kiln's ActivationStep after the Winograd step, and a residual added
+        // after them as a step of its own (a YOLO bottleneck's x + SiLU(conv)).
         make_case("winograd_silu", {2, 16, 8, 8}, {16, 16, 3, 3},
                   [](ConvCase& c) {
                     c.pads = {1, 1, 1, 1};
@@ -370,11 +370,19 @@ INSTANTIATE_TEST_SUITE_P(
                     c.residual = true;
                     c.activation = {kernels::FusedActivation::Kind::kMish};
                   }),
-        make_case("winograd_shape_mish_then_residual_runs_direct", {2, 16, 8, 8}, {16, 16, 3, 3},
+        make_case("winograd_mish_then_residual", {2, 16, 8, 8}, {16, 16, 3, 3},
                   [](ConvCase& c) {
                     c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
                     c.residual = c.residual_after_activation = true;
                     c.activation = {kernels::FusedActivation::Kind::kMish};
+                  }),
+        make_case("winograd_silu_then_residual", {2, 32, 6, 6}, {32, 32, 3, 3},
+                  [](ConvCase& c) {
+                    c.pads = {1, 1, 1, 1};
+                    c.winograd = true;
+                    c.residual = c.residual_after_activation = true;
+                    c.activation = {kernels::FusedActivation::Kind::kSilu};
                   }),
         make_case("depthwise_odd_channels_mish_then_residual", {2, 5, 9, 9}, {5, 1, 3, 3},
                   [](ConvCase& c) {

@@ -41,7 +41,8 @@ dnnl_desc layout(const ConcreteShape& shape, const winograd::Conv3x3& s, Isa isa
 
 // Whether `a` runs as kiln's ActivationStep after the Winograd step rather than in its epilogue
 // (winograd_transforms.h has no SiLU or Mish): the step writes the pre-activation values and the
-// activation follows over the whole output, as after oneDNN's direct conv, with the same bits.
+// activation follows over the whole output, as after oneDNN's direct conv, with the same bits; a
+// residual added after the activation then follows it as a step of its own (add_sum_into).
 bool activation_after_step(const kernels::FusedActivation& a) {
   return a.kind == kernels::FusedActivation::Kind::kSilu ||
          a.kind == kernels::FusedActivation::Kind::kMish;
@@ -159,9 +160,6 @@ std::optional<winograd::Conv3x3> winograd_shape(
   }
   const Isa isa = best_isa();
   if (b.constant(op.input_index(1)) == nullptr || !cpu_has(isa)) return std::nullopt;
-  // Its epilogue has no SiLU or Mish (winograd_transforms.h): they run after the step
-  // (build_winograd_conv), which cannot then add a residual after them.
-  if (activation_after_step(p.activation) && p.residual_after_activation) return std::nullopt;
   // oneDNN's direct kernel of that ISA: AVX2's jit kernel, AVX-512's jit or brgconv kernel.
   const std::string impl = impl_name(direct);
   if (isa == Isa::kAvx512 ? impl != "jit:avx512_core" && impl != "brgconv:avx512_core"
@@ -224,7 +222,11 @@ Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p,
                           b.input_as(op.input_index(2), plain_desc(op.input(2).shape)));
   }
   KILN_ASSIGN_OR_RETURN(ConvDestination dst, conv_destination(b, p, dst_layout));
-  buffers.dst = dst.buffer;
+  const bool after = activation_after_step(p.activation);
+  // With a residual after the activation, the destination holds the residual: the step writes
+  // into a temporary, activated there and then added to it (a YOLO bottleneck's x + SiLU(conv)).
+  const bool sum_after = after && p.residual_after_activation;
+  buffers.dst = sum_after ? b.temp(dst_layout.get_size()) : dst.buffer;
   const int threads = omp_get_max_threads();  // the dispatch's team size while it is built
   size_t workspace = winograd::workspace_bytes(shape, x[0], isa, threads);
   if (input_bound) {  // one sample at a time by either tile edge
@@ -238,11 +240,12 @@ Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p,
                   input_bound ? " (a sample with a value not finite or beyond "
                                 "the bound: winograd_2x2_3x3)"
                               : "");
-  const bool after = activation_after_step(p.activation);
   b.add(std::make_unique<WinogradConvStep>(
-      b.label(what), shape, input_bound, x[0], isa, threads, buffers, p.has_bias, p.has_residual,
-      p.residual_after_activation, after ? kernels::FusedActivation{} : p.activation));
-  if (after) add_activation(b, dst.buffer, dst_layout, p.activation);
+      b.label(what), shape, input_bound, x[0], isa, threads, buffers, p.has_bias,
+      p.has_residual && !sum_after, p.residual_after_activation && !sum_after,
+      after ? kernels::FusedActivation{} : p.activation));
+  if (after) add_activation(b, buffers.dst, dst_layout, p.activation);
+  if (sum_after) add_sum_into(b, buffers.dst, dst.buffer, dst_layout);
   return ok_status();
 }
 

@@ -1,7 +1,7 @@
 // Conv dispatches run by Winograd F(2x2, 3x3) or F(4x4, 3x3) (winograd_conv.h) instead of
 // oneDNN's direct kernel: 3x3, stride 1, no dilation, one group, constant weights, channel counts
 // the kernel takes, any fused activation (SiLU and Mish as kiln's ActivationStep after the step,
-// so not with a residual added after them), where oneDNN itself would run a direct kernel
+// and a residual after them as a step of its own), where oneDNN itself would run a direct kernel
 // of the ISA kiln's kernels run here (cpu_isa.h best_isa: its AVX2 jit kernel on nChw8c or NHWC
 // data; its AVX-512 jit or brgconv kernel on nChw16c or NHWC data), so the Winograd step reads and
 // writes the layouts oneDNN's neighbours use and adds no reorder. The choice, and the tile edge
