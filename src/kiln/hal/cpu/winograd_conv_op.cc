@@ -240,10 +240,10 @@ Status build_winograd_conv(ProgramBuilder& b, const ConvParams& p,
                   input_bound ? " (a sample with a value not finite or beyond "
                                 "the bound: winograd_2x2_3x3)"
                               : "");
-  b.add(std::make_unique<WinogradConvStep>(
-      b.label(what), shape, input_bound, x[0], isa, threads, buffers, p.has_bias,
-      p.has_residual && !sum_after, p.residual_after_activation && !sum_after,
-      after ? kernels::FusedActivation{} : p.activation));
+  b.add(std::make_unique<WinogradConvStep>(b.label(what), shape, input_bound, x[0], isa, threads,
+                                           buffers, p.has_bias, p.has_residual && !sum_after,
+                                           p.residual_after_activation && !sum_after,
+                                           after ? kernels::FusedActivation{} : p.activation));
   if (after) add_activation(b, buffers.dst, dst_layout, p.activation);
   if (sum_after) add_sum_into(b, buffers.dst, dst.buffer, dst_layout);
   return ok_status();
