@@ -16,6 +16,7 @@ nodes, bytes and ops of each model).
 - vit_b_16, mobilenet_v2, efficientnet_b0: torchvision's models, random init (no pretrained
   weights offline), batch dynamic, 224x224, opset 17.
 - nhwc_cnn: a tf2onnx-style NHWC CNN (bench/nhwc_cnn.py).
+- yolo_s: a YOLOv5s-shaped detector (bench/yolo_s.py), batch dynamic, 640x640, opset 17.
 
 Weights are random at realistic scale, seeded per model: the transformers as Hugging Face
 initializes them (normal, std 0.02; biases and LayerNorm parameters perturbed so none is exactly 0
@@ -26,7 +27,7 @@ normal; token ids uniform over the vocabulary; BERT's attention mask pads sample
 (b * S // 8 positions).
 
 Cached per model: MODELS/bench/.corpus_models.stamp holds, for each model generated, the SHA-256
-of this script, bench/nhwc_cnn.py and tests/models/gen_torch_models.py, the torch/torchvision/onnx
+of this script, bench/nhwc_cnn.py, bench/yolo_s.py and tests/models/gen_torch_models.py, the torch/torchvision/onnx
 versions and the model's entry in bench/corpus_table.py (inputs, files, sizes), and the files
 written; a model whose key matches and whose files exist is not generated again. The whole corpus
 takes 3 GB, and 10 to 25 minutes on 2 cores (the ViT and transformer exports dominate).
@@ -48,7 +49,8 @@ import corpus_table  # noqa: E402
 
 STAMP = ".corpus_models.stamp"
 SEEDS = {"bert_base_op14": 301, "bert_base_op17": 301, "gpt2_small_op14": 302, "gpt2_small_op17": 302,
-         "vit_b_16": 303, "mobilenet_v2": 304, "efficientnet_b0": 305, "nhwc_cnn": 306}
+         "vit_b_16": 303, "mobilenet_v2": 304, "efficientnet_b0": 305, "nhwc_cnn": 306,
+         "yolo_s": 307}
 GENERATED = [m for m in corpus_table.MODELS if m.generated]
 
 
@@ -65,7 +67,7 @@ def stamp_key(model):
     """What a model's files depend on: the generators, the package versions and the model's entry
     in bench/corpus_table.py (its inputs, files and sizes; not the rest of the table)."""
     key = {os.path.relpath(p, REPO): sha256(p) for p in (
-        os.path.abspath(__file__), os.path.join(HERE, "nhwc_cnn.py"),
+        os.path.abspath(__file__), os.path.join(HERE, "nhwc_cnn.py"), os.path.join(HERE, "yolo_s.py"),
         os.path.join(REPO, "tests", "models", "gen_torch_models.py"))}
     for package in ("torch", "torchvision", "onnx"):
         try:
@@ -135,6 +137,14 @@ def build_torch(name):
         hf_init(torch, nn, net)
         args = (torch.randint(0, 50257, (2, 128)),)
         outputs = {"logits": {0: "B", 1: "S"}}
+    elif name == "yolo_s":
+        import yolo_s
+        net = yolo_s.YoloS()
+        rng = np.random.default_rng(SEEDS[name])
+        gtm.calibrate(net, {"dims": {"N": [4]}, "make": lambda _, s: {
+            "input": rng.standard_normal((s["N"], 3, 640, 640)).astype(np.float32)}})
+        args = (torch.from_numpy(rng.standard_normal((2, 3, 640, 640)).astype(np.float32)),)
+        outputs = {f"p{level}": {0: "N"} for level in (3, 4, 5)}
     else:
         net = {"vit_b_16": torchvision.models.vit_b_16, "mobilenet_v2": torchvision.models.mobilenet_v2,
                "efficientnet_b0": torchvision.models.efficientnet_b0}[name](weights=None)
