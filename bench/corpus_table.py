@@ -93,11 +93,11 @@ MODELS = [
                 **image("efficientnet_b0"), doc="torchvision efficientnet_b0, random init, opset 17"),
     CorpusModel(name="nhwc_cnn", path=f"{SUBDIR}/nhwc_cnn.onnx", kind="cnn", flops_dominate=False,
                 **image("nhwc_cnn", "nhwc"), doc="tf2onnx-style NHWC CNN (bench/nhwc_cnn.py), opset 13"),
-    # Its 3x3 convs (SiLU, some then a residual) run kiln's Winograd F(4x4, 3x3), whose transforms
-    # add about 1e-5 of a layer's largest value to its error (kiln triage against the float64
-    # evaluator: 3e-6 to 1.3e-5 per layer, where the direct convs add 5e-7 to 1e-6); over the
-    # network's 23 such convs its outputs (up to 8 in magnitude) came within 3.8e-4 of ORT's at
-    # batch 4 when it joined the corpus: a tolerance of 1e-3 + 1e-4 |ORT|.
+    # Its 11 3x3 stride-1 convs (SiLU, 7 of them then a residual) run kiln's Winograd F(4x4, 3x3),
+    # whose transforms add about 1e-5 of a layer's largest value to its error (kiln triage against
+    # the float64 evaluator: 3e-6 to 1.3e-5 per layer, where the direct convs add 5e-7 to 1e-6);
+    # its outputs (up to 8 in magnitude) came within 3.8e-4 of ORT's at batch 4 when it joined the
+    # corpus: a tolerance of 1e-3 + 1e-4 |ORT|.
     CorpusModel(name="yolo_s", path=f"{SUBDIR}/yolo_s.onnx", kind="cnn", flops_dominate=True,
                 **image("yolo_s", batches=(1, 4), side=640),
                 tolerance={"atol": 1e-3, "rtol": 1e-4, "nan": "fail"},
