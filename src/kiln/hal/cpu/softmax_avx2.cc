@@ -11,8 +11,7 @@
 #include "kiln/hal/cpu/vector_map_kernels.h"
 
 // Everything below is compiled for AVX2 + FMA, so this file adds no such instruction anywhere
-// else; softmax_kernel.cc and vector_map_kernels.cc call it only where the CPU has
-// them.
+// else; softmax_kernel.cc and vector_map_kernels.cc call it only where the CPU has them.
 KILN_ISA_TARGET_BEGIN("avx2,fma")
 
 #include "kiln/hal/cpu/softmax_math.h"

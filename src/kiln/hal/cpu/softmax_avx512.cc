@@ -10,8 +10,7 @@
 #include "kiln/hal/cpu/vector_map_kernels.h"
 
 // Everything below is compiled for AVX-512, so this file adds no such instruction anywhere
-// else; softmax_kernel.cc and vector_map_kernels.cc call it only where the CPU has
-// AVX-512F.
+// else; softmax_kernel.cc and vector_map_kernels.cc call it only where the CPU has AVX-512F.
 KILN_ISA_TARGET_BEGIN("avx512f,avx2,fma")
 
 #include "kiln/hal/cpu/softmax_math.h"

@@ -1,6 +1,5 @@
-// A check shared by the tests of kiln's f32 vector kernels of one input (vector_map_kernels.h,
-// and others of apply()'s signature): the same bits on both ISAs at any length and offset, in
-// place or not.
+// A check for tests of kiln's f32 vector kernels of one input (vector_map_kernels.h): the same
+// bits on both ISAs at any length and offset, in place or not.
 #pragma once
 
 #include <fmt/format.h>
