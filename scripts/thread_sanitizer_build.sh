@@ -2,9 +2,9 @@
 # Builds the programs that share one kiln session between threads with clang and
 # ThreadSanitizer, then runs them: `make sanitize` calls it after the ASan + UBSan tests.
 # Only the runtime's side is built (libkiln_runtime.so and what it links: runtime, HAL, CPU
-# backend, kernels), at -O0 with line tables: reports still name file and line, and the build takes
-# half the time -O1 does (3.2 against 7 minutes on 2 cores), which the test's few hundred runs of a
-# tiny model never win back.
+# backend, kernels), at -O0 with line tables: reports still name file and line, and build and run
+# take 3.2 minutes on 2 cores where the build alone took 7 at -O1 (the run, a few hundred runs of
+# a tiny model, is seconds either way).
 # Each session runs with 1 thread per run, so every concurrent access comes from the callers'
 # threads (OpenMP's own workers are not instrumented).
 # Usage: scripts/thread_sanitizer_build.sh BUILD_DIR KILN_BINARY MODEL_DIR
