@@ -99,13 +99,14 @@ dnnl_desc subsampled_view(const dnnl_desc& stored, const dnnl_dims& dims,
   return view;
 }
 
-// Whether the conv runs as kiln's gemm over its pixels (build_conv_as_product, channels last):
-// f32, group 1, 1x1 kernels, stride 1, no padding, in two spatial dims of at most
-// kMaxPointwisePixels pixels, no activation or relu (which the product's epilogue applies; oneDNN
-// fuses the others where kiln's gemm would need a pass of its own), where oneDNN's one-sample
-// primitive `one` keeps source and destination channels last, so that the product reads and
-// writes the layout the neighbours use. The choice depends on the per-sample shapes and the
-// machine only.
+// Whether the conv may run as kiln's gemm over its pixels (build_conv_as_product, channels last):
+// f32, group 1, 1x1 kernels, no padding, stride 1 or `subsample` (the pixels it reads copied out
+// first, subsamples above), in two spatial dims of at most kMaxTeamInvariantPixels output pixels
+// (kMaxPointwisePixels with a residual, which it reads from its own buffer), no activation or relu
+// (which the product's epilogue applies; oneDNN fuses the others where kiln's gemm would need a
+// pass of its own), where oneDNN's one-sample primitive `one` keeps source and destination channels
+// last, so that the product reads and writes the layout the neighbours use. The choice depends on
+// the per-sample shapes and the machine only.
 //
 // Measured on Zen 5 (AVX-512, 2 threads), ResNet-50 v1 in the model against oneDNN's
 // brgconv_1x1: its 7x7 stage's 1x1 convs (49 pixels, 512 <-> 2048 channels) 8-11% faster at batch
@@ -113,22 +114,40 @@ dnnl_desc subsampled_view(const dnnl_desc& stored, const dnnl_dims& dims,
 // and the same at batch 1; but the 14x14 stage's 5-13% slower, the 28x28 and 56x56 stages' 12-27%
 // slower, and with a residual twice as slow there (kiln's gemm reads the residual from its own
 // buffer, where oneDNN adds into the destination that holds it).
+//
+// The strided ones on copied pixels too (ResNet-50 v1's stage-4 entry, 1024 -> 512 and
+// 1024 -> 2048 from 14x14 onto 7x7: 0.22 -> 0.21 and 0.74 -> 0.68 ms at batch 1).
 constexpr int64_t kMaxPointwisePixels = 64;
 
-bool pointwise_channels_last(const OpReader& op, const ConvParams& p,
+// Up to this many pixels, a conv without a residual also runs as kiln's gemm where brgconv's
+// one-sample bits depend on the team size (bits_depend_on_team in build_conv): a one-thread plan
+// would otherwise keep that dispatch's full-team steps (conv_gives_full_team_bits) and wait for
+// the busy machine's second thread on every run, where kiln's gemm gives the same bits at any
+// team size. ResNet-50 v1's stage-3 entry (512 -> 256, 28x28 -> 14x14, stride 2) is one: on
+// kiln's gemm 0.204 -> 0.214-0.222 ms at batch 1 on 2 threads (Zen 5), and a one-thread plan of
+// the model then opens no parallel region of 2 threads.
+constexpr int64_t kMaxTeamInvariantPixels = 196;
+
+bool pointwise_channels_last(const OpReader& op, const ConvParams& p, bool subsample,
                              const dnnl::convolution_forward::primitive_desc& one) {
-  const ConcreteShape& x = op.input(0).shape;
+  const ConcreteShape& y = op.output(0).shape;
   using Kind = kernels::FusedActivation::Kind;
-  if (x.size() != 4 || op.input(1).dtype != DType::kF32 || p.residual_after_activation ||
+  const bool unit_strides =
+      p.window.strides.size() == 2 && p.window.strides[0] == 1 && p.window.strides[1] == 1;
+  if (y.size() != 4 || op.input(1).dtype != DType::kF32 || p.residual_after_activation ||
       (p.activation.kind != Kind::kNone && p.activation.kind != Kind::kRelu) ||
-      !unpadded_pointwise(op, p) || p.window.strides[0] != 1 || p.window.strides[1] != 1 ||
-      x[2] * x[3] > kMaxPointwisePixels) {
+      !unpadded_pointwise(op, p) || !(unit_strides || subsample) ||
+      y[2] * y[3] > (p.has_residual ? kMaxPointwisePixels : kMaxTeamInvariantPixels)) {
     return false;
   }
+  // The one-sample primitive reads the pixels the conv reads: the input's, or the subsampled ones.
+  ConcreteShape read = op.input(0).shape;
+  read[2] = y[2];
+  read[3] = y[3];
   auto nhwc_one = [](const ConcreteShape& shape) {
     return dnnl_desc(with_dim0(to_dnnl_dims(shape), 1), dt::f32, tag::nhwc);
   };
-  return one.src_desc() == nhwc_one(x) && one.dst_desc() == nhwc_one(op.output(0).shape);
+  return one.src_desc() == nhwc_one(read) && one.dst_desc() == nhwc_one(y);
 }
 
 }  // namespace
@@ -210,8 +229,28 @@ Status build_conv(ProgramBuilder& b) {
   if (r == 2 && p.data == dt::f32) {
     if (auto shape = winograd_shape(b, p, pd)) return build_winograd_conv(b, p, *shape);
   }
-  if (pointwise_channels_last(op, p, pd)) {
-    return build_conv_as_product(b, p.activation, /*channels_last=*/true);
+  // brgconv's one-sample primitive made under one thread sums in another order than made under
+  // the full team (the one-thread plan's probe below, on one sample, so that both plans choose
+  // alike at any batch).
+  auto bits_depend_on_team = [&] {
+    if (b.full_team() <= 1) return false;
+    const CallerThreads restore;
+    use_threads(b.full_team());
+    const auto full = make_pd(1);
+    use_threads(1);
+    const auto one = make_pd(1);
+    return impl_name(one) != impl_name(full) ||
+           !conv_gives_full_team_bits(b.engine(), one, full, b.full_team(), p.has_bias);
+  };
+  if (pointwise_channels_last(op, p, subsample, pd) &&
+      (y[2] * y[3] <= kMaxPointwisePixels || bits_depend_on_team())) {
+    if (!subsample) return build_conv_as_product(b, p.activation, /*channels_last=*/true);
+    const dnnl_desc pixels_layout(with_dim0(src_dims, batch), dt::f32, tag::nhwc);
+    const BufferRef pixels = b.temp(pixels_layout.get_size());
+    b.add_reorder(BufferRef::of_value(op.input_index(0)),
+                  subsampled_view(stored, pixels_layout.dims(), p.window.strides), pixels,
+                  pixels_layout);
+    return build_conv_as_product(b, p.activation, /*channels_last=*/true, &pixels);
   }
   int64_t repeat = 1;
   dnnl_desc src_layout = pd.src_desc(), dst_layout = pd.dst_desc();

@@ -623,6 +623,64 @@ TEST(CpuConvChannelsLastPointwise, RunsAsAMatrixProductOverPixels) {
   }
 }
 
+// A strided 1x1 conv onto at most 64 channels-last pixels (ResNet-50 v1's stage-4 entry, 14x14 ->
+// 7x7 by stride 2) runs as kiln's matrix product over the pixels it reads, copied out first, with
+// bias, residual and relu in its epilogue: the reference's values, each sample's bits at any batch,
+// a NaN at a pixel the stride skips changes nothing, and one at a pixel it reads makes that
+// output pixel NaN in every channel (through the relu) and no other.
+TEST(CpuConvChannelsLastPointwise, AStridedOneRunsOnTheCopiedPixels) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const Tensor w = random_tensor({128, 256, 1, 1}, 71), bias = random_tensor({128}, 72);
+  auto run = [&](const Tensor& x, const Tensor& residual, std::string* steps) {
+    SpecBuilder s;
+    const int64_t n = x.shape()[0];
+    const int32_t xi = s.input("x", x.shape());
+    const int32_t ri = s.input("res", residual.shape());
+    const int32_t y = s.output("y", {n, 128, 7, 7});
+    Attributes a = attrs({{"strides", std::vector<int64_t>{2, 2}}});
+    kernels::set_fused_activation(a, {kernels::FusedActivation::Kind::kRelu});
+    s.dispatch("conv", "Conv", {xi, s.constant("w", w), s.constant("b", bias), ri}, {y}, a);
+    auto device = create_cpu_device({});
+    KILN_CHECK(device.ok());
+    auto exe = (*device)->prepare(s.spec());
+    KILN_CHECK(exe.ok());
+    if (steps != nullptr) *steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
+    auto out = run_program(**exe, s.spec(), {x, residual});
+    KILN_CHECK(out.ok());
+    return (*out)[0];
+  };
+  // 13x13 -> 7x7: output pixel (r, c) reads input pixel (2r, 2c).
+  Tensor x = random_tensor({3, 256, 13, 13}, 73);
+  const Tensor residual = random_tensor({3, 128, 7, 7}, 74);
+  std::string steps;
+  const Tensor y = run(x, residual, &steps);
+  if (steps.find("acdb") == std::string::npos) {
+    GTEST_SKIP() << "oneDNN keeps this conv's data in another layout here:\n" << steps;
+  }
+  EXPECT_NE(steps.find("kiln_gemm"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("1x1 over channels-last pixels, acdb 3x256x7x7"), std::string::npos)
+      << steps;
+  ConvRef ref = pointwise_ref({kernels::FusedActivation::Kind::kRelu});
+  ref.strides = {2, 2};
+  EXPECT_TRUE(all_close(y, ref_conv(x, w, &bias, &residual, ref)));
+  for (int64_t n = 0; n < 3; ++n) {
+    EXPECT_TRUE(
+        bitwise_equal(run(slice_batch(x, n), slice_batch(residual, n), nullptr), slice_batch(y, n)))
+        << n;
+  }
+  // Sample 1, channel 17: input pixel (5, 3) is skipped; (10, 4) is read by output pixel (5, 2).
+  Tensor skipped = x.clone();
+  skipped.mutable_values<float>()[((1 * 256 + 17) * 13 + 5) * 13 + 3] = kNaN;
+  EXPECT_TRUE(identical(run(skipped, residual, nullptr), y));
+  x.mutable_values<float>()[((1 * 256 + 17) * 13 + 10) * 13 + 4] = kNaN;
+  const Tensor poisoned = run(x, residual, nullptr);
+  const auto v = poisoned.values<float>();
+  const int64_t pixels = 7 * 7, pixel = 5 * 7 + 2;
+  for (int64_t i = 0; i < 3 * 128 * pixels; ++i) {
+    EXPECT_EQ(std::isnan(v[i]), i / (128 * pixels) == 1 && i % pixels == pixel) << i;
+  }
+}
+
 // A sum post-op (kiln's residual) is seen in a primitive descriptor, whatever other post-ops it
 // has. oneDNN's get_post_ops() hands out a view into the attribute it is called on: read through
 // a temporary attribute the kinds were garbage, so every probe below ran without its residual,

@@ -736,10 +736,12 @@ bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& con
 }
 
 Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation,
-                             bool channels_last) {
+                             bool channels_last, const BufferRef* pixels) {
   const OpReader& op = b.op();
-  const ConcreteShape& x = op.input(0).shape;
   const ConcreteShape& y = op.output(0).shape;
+  // The pixels read: the input's, or the copied ones at the output's spatial dims.
+  ConcreteShape x = op.input(0).shape;
+  if (pixels != nullptr) std::copy(y.begin() + 2, y.end(), x.begin() + 2);
   const int64_t k = x[1], n = y[1];
   int64_t rows = x[0];  // one per pixel of every sample
   for (size_t i = 2; i < x.size(); ++i) rows *= x[i];
@@ -749,7 +751,11 @@ Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& 
   };
   gemm::Product p = gemm::dense_product(rows, k, n);
   GemmStep::Buffers buffers;
-  KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), layout(x)));
+  if (pixels != nullptr) {
+    buffers.a = *pixels;
+  } else {
+    KILN_ASSIGN_OR_RETURN(buffers.a, b.input_as(op.input_index(0), layout(x)));
+  }
   // B[c][m] = W[m][c]: W [M, C, 1...] read along its columns.
   GemmStep::Packing packing;
   KILN_ASSIGN_OR_RETURN(buffers.packed,

@@ -21,6 +21,7 @@
 namespace kiln::hal::cpu {
 
 class ProgramBuilder;
+struct BufferRef;
 
 // One way to run an op: a fast path, or the portable path.
 struct OpPath {
@@ -74,12 +75,14 @@ bool unpadded_pointwise(const OpReader& op, const kernels::ConvAttributes& conv)
 bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& conv);
 // Appends that product for the dispatch being built: on plain data (single pixels), or, with
 // `channels_last`, on 4-D NHWC data of any spatial size, a row per pixel:
-// Y[N * pixels, M] = X[N * pixels, C] W^T (conv_op.cc decides where: 1x1, stride 1, no padding,
-// where oneDNN keeps the data channels last). Relu runs in the product's epilogue, another
-// activation as kiln's step after it. Each row's bits do not depend on the rows around it
-// (gemm_kernel.h), so a sample's do not depend on the batch.
+// Y[N * pixels, M] = X[N * pixels, C] W^T (conv_op.cc decides where: 1x1, no padding, where
+// oneDNN keeps the data channels last). X is the conv's input, or where not null, `pixels`: the
+// pixels a strided conv reads, already copied out channels last at the output's spatial dims
+// (a temporary of the dispatch). Relu runs in the product's epilogue, another activation as kiln's
+// step after it. Each row's bits do not depend on the rows around it (gemm_kernel.h), so a
+// sample's do not depend on the batch.
 Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation,
-                             bool channels_last = false);
+                             bool channels_last = false, const BufferRef* pixels = nullptr);
 // Whether the MatMul fast path reads input `slot` of `op` in place when it is stored as a dense
 // strided layout of its dims with `strides`: B in any (kiln's kernel packs B from any strides), A
 // where its last dim is contiguous (the kernel reads A's rows with a row stride). A Transpose

@@ -1,14 +1,19 @@
 // The one-thread plan of a CPU executable (cpu_executable.h, team_choice.h): which dispatches it
 // runs on one thread, that it gives the full team's bits, which oneDNN kinds keep their team,
 // and that plans storing values differently are refused.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "kiln/hal/cpu/conv_batch_probe.h"
 #include "kiln/hal/cpu/cpu_device.h"
 #include "kiln/hal/cpu/cpu_executable.h"
+#include "kiln/hal/cpu/device_state.h"
+#include "kiln/hal/cpu/dnnl_util.h"
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/thread_policy.h"
 #include "tests/support/hal/program.h"
@@ -117,6 +122,75 @@ TEST(OneThreadPlan, AConvWhoseBitsDependOnTheTeamKeepsTheFullTeam) {
     auto b_out = run_program(*one, spec, {input});
     ASSERT_TRUE(a_out.ok() && b_out.ok());
     EXPECT_TRUE(same_bytes((*a_out)[0], (*b_out)[0])) << "seed " << seed;
+  }
+}
+
+// ResNet-50 v1's stage-3 entry: a 1x1 conv with relu, 512 -> 256 channels, stride 2 onto 14x14
+// (196 pixels, past the 64 up to which kiln's gemm runs such convs anyway). Where oneDNN runs it
+// as brgconv on channels-last pixels and its one-thread primitive sums in another order than the
+// full team's (Zen 5: it does), the conv runs as kiln's gemm over its copied pixels in both plans
+// (conv_op.cc, kMaxTeamInvariantPixels); where they agree, it stays on brgconv. Either way the
+// one-thread plan runs it on one thread with the full team's bits. Without the rule, the
+// one-thread plan kept this dispatch on the full team where they differ.
+TEST(OneThreadPlan, AOneByOneConvWhoseBrgconvBitsDependOnTheTeamRunsOnKilnsGemm) {
+  SpecBuilder s;
+  const int32_t x = s.input("x", {1, 512, 28, 28});
+  const int32_t w = s.constant("w", random_tensor({256, 512, 1, 1}, 21));
+  const int32_t bias = s.constant("b", random_tensor({256}, 22));
+  const int32_t y = s.output("y", {1, 256, 14, 14});
+  Attributes a;
+  a.set("strides", std::vector<int64_t>{2, 2});
+  kernels::set_fused_activation(a, {kernels::FusedActivation::Kind::kRelu});
+  s.dispatch("entry", "Conv", {x, w, bias}, {y}, a);
+  const ProgramSpec& spec = s.spec();
+  ASSERT_EQ(dispatch_threads(spec.dispatches[0], spec.values, 2), 2);
+
+  // oneDNN's primitive for the copied pixels, made under 2 threads and under 1.
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  auto make = [&] {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        dnnl::memory::desc({1, 512, 14, 14}, dt::f32, tag::any),
+        dnnl::memory::desc({256, 512, 1, 1}, dt::f32, tag::any),
+        dnnl::memory::desc({256}, dt::f32, tag::a),
+        dnnl::memory::desc({1, 256, 14, 14}, dt::f32, tag::any), {1, 1}, {0, 0}, {0, 0});
+    return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+  };
+  bool depends = false;
+  {
+    const CallerThreads restore;
+    use_threads(2);
+    const auto full = make();
+    const dnnl::memory::desc nhwc({1, 512, 14, 14}, dt::f32, tag::nhwc);
+    if (impl_name(full).rfind("brgconv", 0) != 0 || full.src_desc() != nhwc) {
+      GTEST_SKIP() << "oneDNN runs " << impl_name(full) << " here, not brgconv on NHWC";
+    }
+    use_threads(1);
+    const auto one = make();
+    depends =
+        impl_name(one) != impl_name(full) || !conv_gives_full_team_bits(engine, one, full, 2, true);
+  }
+
+  auto full = prepare_with(spec, 2, TeamPolicy::kFull);
+  auto one = prepare_with(spec, 2, TeamPolicy::kOneThread);
+  ASSERT_TRUE(full && one);
+  const std::string steps = fmt::format("{}", fmt::join(full->describe_dispatch(0), "\n"));
+  EXPECT_EQ(steps.find("kiln_gemm") != std::string::npos, depends) << steps;
+  EXPECT_EQ(steps.find("brgconv") != std::string::npos, !depends) << steps;
+  for (uint64_t seed : {1, 2}) {
+    const Tensor input = random_tensor({1, 512, 28, 28}, seed);
+    TeamSizes one_sizes;
+    RunOptions observe_one;
+    observe_one.observer = &one_sizes;
+    auto a_out = run_program(*full, spec, {input});
+    auto b_out = run_program(*one, spec, {input}, observe_one);
+    ASSERT_TRUE(a_out.ok() && b_out.ok());
+    EXPECT_TRUE(same_bytes((*a_out)[0], (*b_out)[0])) << "seed " << seed;
+    EXPECT_EQ(one_sizes.sizes, (std::vector<int>{1})) << "seed " << seed;
   }
 }
 
