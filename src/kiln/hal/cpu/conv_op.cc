@@ -1,6 +1,7 @@
 // Conv on oneDNN convolution_forward (direct algorithm), with format_tag::any so oneDNN picks
 // blocked layouts, or, for f32 3x3 stride-1 convs where oneDNN would run its AVX2 kernel, kiln's
-// Winograd kernel (winograd_conv_op.h).
+// Winograd kernel (winograd_conv_op.h), or, for f32 1x1 convs on single pixels or on small
+// channels-last images (pointwise_channels_last), kiln's gemm (build_conv_as_product).
 //
 // f16 and bf16 convs compute in their own type where oneDNN has a kernel for it on this CPU
 // (bf16 on AVX-512 with bf16 instructions; f16 on AVX-512 FP16, which oneDNN 2.6 has no conv

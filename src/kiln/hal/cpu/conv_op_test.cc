@@ -566,6 +566,26 @@ TEST(CpuConvSinglePixels, NoInputChannelsGiveTheBias) {
   for (int64_t i = 0; i < 2 * 5; ++i) EXPECT_EQ(v[i], b[i % 5]) << i;
 }
 
+// Runs one Conv of x with weights w, bias and a residual (the same shape as its output) and
+// `attributes`, on the default CPU device; `steps` (where not null) gets its dispatch's steps.
+Tensor run_conv_with_residual(const Tensor& x, const Tensor& w, const Tensor& bias,
+                              const Tensor& residual, const Attributes& attributes,
+                              std::string* steps) {
+  SpecBuilder s;
+  const int32_t xi = s.input("x", x.shape());
+  const int32_t ri = s.input("res", residual.shape());
+  const int32_t y = s.output("y", residual.shape());
+  s.dispatch("conv", "Conv", {xi, s.constant("w", w), s.constant("b", bias), ri}, {y}, attributes);
+  auto device = create_cpu_device({});
+  KILN_CHECK(device.ok());
+  auto exe = (*device)->prepare(s.spec());
+  KILN_CHECK(exe.ok());
+  if (steps != nullptr) *steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
+  auto out = run_program(**exe, s.spec(), {x, residual});
+  KILN_CHECK(out.ok());
+  return (*out)[0];
+}
+
 // A 1x1 stride-1 conv on channels-last data of at most 64 pixels (ResNet's 7x7 stage on AVX-512,
 // where oneDNN keeps NHWC) runs as kiln's matrix product over the pixels, a row each, with bias,
 // residual and relu in its epilogue: the reference's values, each sample's bits at any batch, and a
@@ -576,22 +596,9 @@ TEST(CpuConvChannelsLastPointwise, RunsAsAMatrixProductOverPixels) {
   const Tensor w = random_tensor({256, 512, 1, 1}, 61), bias = random_tensor({256}, 62);
   auto run = [&](const Tensor& x, const Tensor& residual, std::string* steps,
                  kernels::FusedActivation activation = {kernels::FusedActivation::Kind::kRelu}) {
-    SpecBuilder s;
-    const int64_t n = x.shape()[0];
-    const int32_t xi = s.input("x", x.shape());
-    const int32_t ri = s.input("res", residual.shape());
-    const int32_t y = s.output("y", {n, 256, 7, 7});
     Attributes a;
     kernels::set_fused_activation(a, activation);
-    s.dispatch("conv", "Conv", {xi, s.constant("w", w), s.constant("b", bias), ri}, {y}, a);
-    auto device = create_cpu_device({});
-    KILN_CHECK(device.ok());
-    auto exe = (*device)->prepare(s.spec());
-    KILN_CHECK(exe.ok());
-    if (steps != nullptr) *steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
-    auto out = run_program(**exe, s.spec(), {x, residual});
-    KILN_CHECK(out.ok());
-    return (*out)[0];
+    return run_conv_with_residual(x, w, bias, residual, a, steps);
   };
   Tensor x = random_tensor({3, 512, 7, 7}, 63);
   const Tensor residual = random_tensor({3, 256, 7, 7}, 64);
@@ -631,23 +638,10 @@ TEST(CpuConvChannelsLastPointwise, RunsAsAMatrixProductOverPixels) {
 TEST(CpuConvChannelsLastPointwise, AStridedOneRunsOnTheCopiedPixels) {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   const Tensor w = random_tensor({128, 256, 1, 1}, 71), bias = random_tensor({128}, 72);
+  Attributes a = attrs({{"strides", std::vector<int64_t>{2, 2}}});
+  kernels::set_fused_activation(a, {kernels::FusedActivation::Kind::kRelu});
   auto run = [&](const Tensor& x, const Tensor& residual, std::string* steps) {
-    SpecBuilder s;
-    const int64_t n = x.shape()[0];
-    const int32_t xi = s.input("x", x.shape());
-    const int32_t ri = s.input("res", residual.shape());
-    const int32_t y = s.output("y", {n, 128, 7, 7});
-    Attributes a = attrs({{"strides", std::vector<int64_t>{2, 2}}});
-    kernels::set_fused_activation(a, {kernels::FusedActivation::Kind::kRelu});
-    s.dispatch("conv", "Conv", {xi, s.constant("w", w), s.constant("b", bias), ri}, {y}, a);
-    auto device = create_cpu_device({});
-    KILN_CHECK(device.ok());
-    auto exe = (*device)->prepare(s.spec());
-    KILN_CHECK(exe.ok());
-    if (steps != nullptr) *steps = fmt::format("{}", fmt::join((*exe)->describe_dispatch(0), "\n"));
-    auto out = run_program(**exe, s.spec(), {x, residual});
-    KILN_CHECK(out.ok());
-    return (*out)[0];
+    return run_conv_with_residual(x, w, bias, residual, a, steps);
   };
   // 13x13 -> 7x7: output pixel (r, c) reads input pixel (2r, 2c).
   Tensor x = random_tensor({3, 256, 13, 13}, 73);
