@@ -100,14 +100,24 @@ dnnl_desc subsampled_view(const dnnl_desc& stored, const dnnl_dims& dims,
   return view;
 }
 
+// Appends the reorder that copies the pixels a subsampling conv reads from its input value
+// `input` (stored in `stored`) into a new temporary of `layout`, which it returns.
+BufferRef copy_subsampled_pixels(ProgramBuilder& b, int32_t input, const dnnl_desc& stored,
+                                 const dnnl_desc& layout, const std::vector<int64_t>& strides) {
+  const BufferRef pixels = b.temp(layout.get_size());
+  b.add_reorder(BufferRef::of_value(input), subsampled_view(stored, layout.dims(), strides), pixels,
+                layout);
+  return pixels;
+}
+
 // Whether the conv may run as kiln's gemm over its pixels (build_conv_as_product, channels last):
 // f32, group 1, 1x1 kernels, no padding, stride 1 or `subsample` (the pixels it reads copied out
 // first, subsamples above), in two spatial dims of at most kMaxTeamInvariantPixels output pixels
-// (kMaxPointwisePixels with a residual, which it reads from its own buffer), no activation or relu
-// (which the product's epilogue applies; oneDNN fuses the others where kiln's gemm would need a
-// pass of its own), where oneDNN's one-sample primitive `one` keeps source and destination channels
-// last, so that the product reads and writes the layout the neighbours use. The choice depends on
-// the per-sample shapes and the machine only.
+// (build_conv takes it up to kMaxPointwisePixels, or past that where brgconv's bits depend on the
+// team), no activation or relu (which the product's epilogue applies; oneDNN fuses the others where
+// kiln's gemm would need a pass of its own), where oneDNN's one-sample primitive `one` keeps source
+// and destination channels last, so that the product reads and writes the layout the neighbours
+// use. The choice depends on the per-sample shapes and the machine only.
 //
 // Measured on Zen 5 (AVX-512, 2 threads), ResNet-50 v1 in the model against oneDNN's
 // brgconv_1x1: its 7x7 stage's 1x1 convs (49 pixels, 512 <-> 2048 channels) 8-11% faster at batch
@@ -138,7 +148,7 @@ bool pointwise_channels_last(const OpReader& op, const ConvParams& p, bool subsa
   if (y.size() != 4 || op.input(1).dtype != DType::kF32 || p.residual_after_activation ||
       (p.activation.kind != Kind::kNone && p.activation.kind != Kind::kRelu) ||
       !unpadded_pointwise(op, p) || !(unit_strides || subsample) ||
-      y[2] * y[3] > (p.has_residual ? kMaxPointwisePixels : kMaxTeamInvariantPixels)) {
+      y[2] * y[3] > kMaxTeamInvariantPixels) {
     return false;
   }
   // The one-sample primitive reads the pixels the conv reads: the input's, or the subsampled ones.
@@ -243,14 +253,13 @@ Status build_conv(ProgramBuilder& b) {
     return impl_name(one) != impl_name(full) ||
            !conv_gives_full_team_bits(b.engine(), one, full, b.full_team(), p.has_bias);
   };
+  // Past kMaxPointwisePixels only without a residual (which kiln's gemm reads from its own buffer).
   if (pointwise_channels_last(op, p, subsample, pd) &&
-      (y[2] * y[3] <= kMaxPointwisePixels || bits_depend_on_team())) {
+      (y[2] * y[3] <= kMaxPointwisePixels || (!p.has_residual && bits_depend_on_team()))) {
     if (!subsample) return build_conv_as_product(b, p.activation, /*channels_last=*/true);
-    const dnnl_desc pixels_layout(with_dim0(src_dims, batch), dt::f32, tag::nhwc);
-    const BufferRef pixels = b.temp(pixels_layout.get_size());
-    b.add_reorder(BufferRef::of_value(op.input_index(0)),
-                  subsampled_view(stored, pixels_layout.dims(), p.window.strides), pixels,
-                  pixels_layout);
+    const BufferRef pixels = copy_subsampled_pixels(
+        b, op.input_index(0), stored, dnnl_desc(with_dim0(src_dims, batch), dt::f32, tag::nhwc),
+        p.window.strides);
     return build_conv_as_product(b, p.activation, /*channels_last=*/true, &pixels);
   }
   int64_t repeat = 1;
@@ -285,9 +294,7 @@ Status build_conv(ProgramBuilder& b) {
 
   BufferRef src;
   if (subsample) {
-    src = b.temp(src_layout.get_size());
-    b.add_reorder(BufferRef::of_value(op.input_index(0)),
-                  subsampled_view(stored, src_layout.dims(), p.window.strides), src, src_layout);
+    src = copy_subsampled_pixels(b, op.input_index(0), stored, src_layout, p.window.strides);
   } else {
     KILN_ASSIGN_OR_RETURN(src, b.input_as(op.input_index(0), src_layout));
   }
