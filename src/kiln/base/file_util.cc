@@ -208,6 +208,12 @@ Status AtomicFileWriter::fail(Status status) {
   return status;
 }
 
+Status AtomicFileWriter::write_failed(int err) {
+  if (streaming_) return fail(data_loss("error writing '{}': {}", path_, errno_text(err)));
+  const std::string via = temp_path_.empty() ? std::string("a temporary file") : temp_path_;
+  return fail(data_loss("error writing '{}' (via '{}'): {}", path_, via, errno_text(err)));
+}
+
 Status AtomicFileWriter::append(std::string_view bytes) {
   if (fd_ < 0) {
     return failed_precondition("writing '{}': the file is already {}", path_,
@@ -218,15 +224,34 @@ Status AtomicFileWriter::append(std::string_view bytes) {
   while (left > 0) {
     ssize_t wrote = ::write(fd_, next, left);
     if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) {
-      int err = wrote < 0 ? errno : EIO;
-      if (streaming_) return fail(data_loss("error writing '{}': {}", path_, errno_text(err)));
-      const std::string via = temp_path_.empty() ? std::string("a temporary file") : temp_path_;
-      return fail(data_loss("error writing '{}' (via '{}'): {}", path_, via, errno_text(err)));
-    }
+    if (wrote <= 0) return write_failed(wrote < 0 ? errno : EIO);
     next += wrote;
     left -= static_cast<size_t>(wrote);
     bytes_written_ += static_cast<uint64_t>(wrote);
+  }
+  return ok_status();
+}
+
+Status AtomicFileWriter::overwrite(uint64_t offset, std::string_view bytes) {
+  if (fd_ < 0 || streaming_) {
+    return failed_precondition("cannot rewrite part of '{}': {}", path_,
+                               streaming_ ? "it is a stream"
+                               : committed_ ? "the file is already committed"
+                                            : "the file was abandoned after an error");
+  }
+  if (offset > bytes_written_ || bytes.size() > bytes_written_ - offset) {
+    return out_of_range("cannot rewrite bytes [{}, {}) of '{}': only {} were written", offset,
+                        offset + bytes.size(), path_, bytes_written_);
+  }
+  const char* next = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t wrote = ::pwrite(fd_, next, left, static_cast<off_t>(offset));
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) return write_failed(wrote < 0 ? errno : EIO);
+    next += wrote;
+    left -= static_cast<size_t>(wrote);
+    offset += static_cast<uint64_t>(wrote);
   }
   return ok_status();
 }

@@ -51,6 +51,11 @@ class AtomicFileWriter {
   Status append(const void* data, size_t size) {
     return append(std::string_view(static_cast<const char*>(data), size));
   }
+  // Replaces bytes already appended, from `offset`, with `bytes` (a header whose checksum covers
+  // what follows it, written last). Not for a stream (it cannot go back): kFailedPrecondition;
+  // kOutOfRange where the range reaches past what was appended. An error writing removes the
+  // temporary file, as append's does.
+  Status overwrite(uint64_t offset, std::string_view bytes);
   // Flushes to disk and renames the temporary file over the destination (a stream: closes it).
   // Error if already committed or after a failure.
   Status commit();
@@ -71,6 +76,8 @@ class AtomicFileWriter {
   // Gives an anonymous temporary file a name next to the target, ready to be renamed.
   Status name_anonymous_file();
   Status fail(Status status);
+  // fail() with the error `err` from writing the file.
+  Status write_failed(int err);
 
   std::string path_;
   std::string target_;  // where the bytes go: the symlink's final target, the device, "-"

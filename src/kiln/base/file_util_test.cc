@@ -180,6 +180,30 @@ TEST_F(FileUtilTest, AtomicFileWriterStreamsAndCommits) {
   }
 }
 
+TEST_F(FileUtilTest, AtomicFileWriterOverwritesOnlyWhatItAppended) {
+  auto writer = AtomicFileWriter::open(path("out"));
+  ASSERT_TRUE(writer.ok()) << writer.status().to_string();
+  ASSERT_TRUE(writer->append("0000 then the body").ok());
+  ASSERT_TRUE(writer->overwrite(0, "HEAD").ok());
+  Status past = writer->overwrite(10, std::string(9, 'x'));
+  EXPECT_EQ(past.code(), StatusCode::kOutOfRange) << past.to_string();
+  EXPECT_THAT(past.message(), HasSubstr("only 18 were written"));
+  EXPECT_EQ(writer->overwrite(19, "").code(), StatusCode::kOutOfRange);
+  ASSERT_TRUE(writer->overwrite(18, "").ok()) << "an empty range at the end";
+  ASSERT_TRUE(writer->commit().ok());
+  EXPECT_EQ(*read_file(path("out"), 100), "HEAD then the body");
+  EXPECT_EQ(writer->overwrite(0, "x").code(), StatusCode::kFailedPrecondition);
+
+  // A stream cannot go back.
+  auto stream = AtomicFileWriter::open("/dev/null");
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  ASSERT_TRUE(stream->streaming());
+  ASSERT_TRUE(stream->append("0000").ok());
+  Status streamed = stream->overwrite(0, "HEAD");
+  EXPECT_EQ(streamed.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(streamed.message(), HasSubstr("it is a stream"));
+}
+
 TEST_F(FileUtilTest, AtomicFileWriterWithoutCommitLeavesNothing) {
   for (bool named : {false, true}) {
     SCOPED_TRACE(named ? "named temporary file" : "anonymous temporary file");

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -286,7 +287,8 @@ Status for_each_piece(const std::vector<uint8_t>& metadata,
 
 namespace {
 
-// A module laid out for writing: everything but the bytes themselves, checksum included.
+// A module laid out for writing: everything but the bytes themselves and the header's checksum
+// (computed as the bytes are written).
 struct LaidOut {
   ModuleHeader header;
   std::vector<uint8_t> metadata;
@@ -318,30 +320,36 @@ StatusOr<LaidOut> lay_out(const ModuleContents& contents, std::string_view what)
   out.header.constants_offset = align_to_segment(kHeaderSize + out.metadata.size());
   out.header.constants_size = constants_size;
   out.padding = out.header.constants_offset - kHeaderSize - out.metadata.size();
-
-  // The checksum precedes the data it covers, so the bytes are visited twice (hash, then write)
-  // rather than assembled in memory: constants can be gigabytes.
-  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(),
-                                                                   &XXH64_freeState);
-  if (state == nullptr || XXH64_reset(state.get(), 0) != XXH_OK) {
-    return internal_error("cannot write {}: xxHash state allocation failed", what);
-  }
-  KILN_RETURN_IF_ERROR(
-      for_each_piece(out.metadata, out.placements, out.padding, [&](const void* p, uint64_t n) {
-        if (XXH64_update(state.get(), p, n) != XXH_OK)
-          return internal_error("xxHash update failed");
-        return ok_status();
-      }));
-  out.header.checksum = XXH64_digest(state.get());
   return out;
 }
 
-// Feeds every byte of the module file, header first, to `sink`, then checks that the constants
-// read in place from files (Tensor::borrow_from_file) were those files' bytes all along.
+// The checksum of the bytes after the header (module_header.h), fed in file order.
+class Checksum {
+ public:
+  static StatusOr<Checksum> start() {
+    Checksum sum;
+    if (sum.state_ == nullptr || XXH64_reset(sum.state_.get(), 0) != XXH_OK) {
+      return internal_error("xxHash state allocation failed");
+    }
+    return sum;
+  }
+  Status add(const void* bytes, uint64_t size) {
+    if (XXH64_update(state_.get(), bytes, size) != XXH_OK) {
+      return internal_error("xxHash update failed");
+    }
+    return ok_status();
+  }
+  uint64_t digest() const { return XXH64_digest(state_.get()); }
+
+ private:
+  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state_{XXH64_createState(),
+                                                                    &XXH64_freeState};
+};
+
+// Feeds every byte after the header to `sink`, then checks that the constants read in place from
+// files (Tensor::borrow_from_file) were those files' bytes all along.
 template <typename Sink>
-Status emit(const LaidOut& module, Sink&& sink) {
-  auto header_bytes = encode_header(module.header);
-  KILN_RETURN_IF_ERROR(sink(header_bytes.data(), header_bytes.size()));
+Status emit_body(const LaidOut& module, Sink&& sink) {
   KILN_RETURN_IF_ERROR(for_each_piece(module.metadata, module.placements, module.padding, sink));
   for (const ConstantPlacement& placement : module.placements) {
     if (placement.data == nullptr) continue;
@@ -354,12 +362,51 @@ Status emit(const LaidOut& module, Sink&& sink) {
   return ok_status();
 }
 
+// Writes the module in one pass over its bytes to an output that can go back: the header's place
+// first, the body hashed as it is appended, then the header with its checksum over its place.
+// `append(p, n)` and `overwrite_header(p, n)` return Status.
+template <typename Append, typename OverwriteHeader>
+Status emit_in_one_pass(LaidOut& module, Append&& append, OverwriteHeader&& overwrite_header) {
+  const auto placeholder = encode_header(module.header);
+  KILN_RETURN_IF_ERROR(append(placeholder.data(), placeholder.size()));
+  KILN_ASSIGN_OR_RETURN(Checksum sum, Checksum::start());
+  KILN_RETURN_IF_ERROR(emit_body(module, [&](const void* p, uint64_t n) {
+    KILN_RETURN_IF_ERROR(sum.add(p, n));
+    return append(p, n);
+  }));
+  module.header.checksum = sum.digest();
+  const auto header = encode_header(module.header);
+  return overwrite_header(header.data(), header.size());
+}
+
+// Writes the module to a stream, which cannot go back: the checksum in the header precedes the
+// bytes it covers, so they are visited twice (hashed, then written) rather than assembled in
+// memory (constants can be gigabytes).
+template <typename Append>
+Status emit_in_two_passes(LaidOut& module, Append&& append) {
+  KILN_ASSIGN_OR_RETURN(Checksum sum, Checksum::start());
+  KILN_RETURN_IF_ERROR(
+      for_each_piece(module.metadata, module.placements, module.padding,
+                     [&](const void* p, uint64_t n) { return sum.add(p, n); }));
+  module.header.checksum = sum.digest();
+  const auto header = encode_header(module.header);
+  KILN_RETURN_IF_ERROR(append(header.data(), header.size()));
+  return emit_body(module, append);
+}
+
 }  // namespace
 
 Status write_module(const ModuleContents& contents, const std::string& path) {
   KILN_ASSIGN_OR_RETURN(LaidOut module, lay_out(contents, fmt::format("module '{}'", path)));
   KILN_ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::open(path));
-  KILN_RETURN_IF_ERROR(emit(module, [&](const void* p, uint64_t n) { return out.append(p, n); }));
+  auto append = [&](const void* p, uint64_t n) { return out.append(p, n); };
+  if (out.streaming()) {
+    KILN_RETURN_IF_ERROR(emit_in_two_passes(module, append));
+  } else {
+    KILN_RETURN_IF_ERROR(emit_in_one_pass(module, append, [&](const void* p, uint64_t n) {
+      return out.overwrite(0, std::string_view(static_cast<const char*>(p), n));
+    }));
+  }
   const uint64_t expected = module.header.constants_offset + module.header.constants_size;
   if (out.bytes_written() != expected) {
     return internal_error("module writer produced {} bytes for '{}', expected {}",
@@ -372,11 +419,17 @@ StatusOr<std::vector<uint8_t>> serialize_module(const ModuleContents& contents) 
   KILN_ASSIGN_OR_RETURN(LaidOut module, lay_out(contents, "module"));
   std::vector<uint8_t> bytes;
   bytes.reserve(module.header.constants_offset + module.header.constants_size);
-  KILN_RETURN_IF_ERROR(emit(module, [&](const void* p, uint64_t n) {
-    const auto* begin = static_cast<const uint8_t*>(p);
-    bytes.insert(bytes.end(), begin, begin + n);
-    return ok_status();
-  }));
+  KILN_RETURN_IF_ERROR(emit_in_one_pass(
+      module,
+      [&](const void* p, uint64_t n) {
+        const auto* begin = static_cast<const uint8_t*>(p);
+        bytes.insert(bytes.end(), begin, begin + n);
+        return ok_status();
+      },
+      [&](const void* p, uint64_t n) {
+        std::memcpy(bytes.data(), p, n);
+        return ok_status();
+      }));
   return bytes;
 }
 

@@ -103,9 +103,11 @@ ir::ValueId column_constant(ir::Graph& graph, const Tensor& t, int64_t rows, int
                             int64_t begin, int64_t width, const std::string& name) {
   ConcreteShape dims = t.shape();
   dims.back() = width;
-  Tensor piece = Tensor::create(t.dtype(), dims).value();
+  // Every byte of the piece is copied below; the source is read where it lies (a weight in the
+  // model file is not copied into aligned memory first).
+  Tensor piece = Tensor::create_uninitialized(t.dtype(), dims).value();
   const size_t element = dtype_size(t.dtype());
-  const std::byte* src = t.data();
+  const std::byte* src = t.bytes().data();
   std::byte* dst = piece.mutable_data();
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(dst + static_cast<size_t>(r * width) * element,
