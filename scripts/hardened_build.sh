@@ -2,11 +2,9 @@
 # Configures and builds kiln with clang, AddressSanitizer + UndefinedBehaviorSanitizer and
 # libFuzzer coverage (-DKILN_FUZZ=ON), the one build that `make sanitize` runs the tests in and
 # `make fuzz` runs the fuzz targets from. -O1 with line tables: fast to build, and reports still
-# name file and line. The test programs' own sources at -O0 (KILN_TEST_OPT_LEVEL): kiln's code
-# under them keeps -O1, and their test bodies build in half the time. The line tables are
-# zlib-compressed and executables are not position independent: that makes the build's 40-odd
-# test and fuzz programs (each with all of kiln, under ASan) a third smaller on disk, 2.5 GB
-# before, which a CI machine's disk has run out of.
+# name file and line. The line tables are zlib-compressed and executables are not position
+# independent: that makes the build's 40-odd test and fuzz programs (each with all of kiln, under
+# ASan) a third smaller on disk, 2.5 GB before, which a CI machine's disk has run out of.
 # Usage: scripts/hardened_build.sh BUILD_DIR [TARGET...]   (no target: everything)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +14,7 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithD
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -gz=zlib" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -gz=zlib" \
   -DCMAKE_EXE_LINKER_FLAGS="-no-pie -Wl,--compress-debug-sections=zlib" \
-  -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--compress-debug-sections=zlib" -DKILN_TEST_OPT_LEVEL=-O0 \
-  -DKILN_FUZZ=ON >/dev/null
+  -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--compress-debug-sections=zlib" -DKILN_FUZZ=ON >/dev/null
 if (($#)); then
   cmake --build "$build" -j"${JOBS:-2}" --target "$@"
 else

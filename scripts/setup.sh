@@ -14,7 +14,7 @@ packages=(
   python3-onnx python3-numpy python3-torch python3-torchvision libonnx-testdata
   python3-dev pybind11-dev python3-pybind11 python3-pytest python3-pil
   libxml2-utils
-  clang clang-format libclang-rt-14-dev libomp-dev
+  clang clang-format libclang-rt-14-dev libomp-dev lld
   libvulkan-dev mesa-vulkan-drivers glslc spirv-tools vulkan-validationlayers
 )
 missing=()
