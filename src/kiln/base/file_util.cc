@@ -235,7 +235,7 @@ Status AtomicFileWriter::append(std::string_view bytes) {
 Status AtomicFileWriter::overwrite(uint64_t offset, std::string_view bytes) {
   if (fd_ < 0 || streaming_) {
     return failed_precondition("cannot rewrite part of '{}': {}", path_,
-                               streaming_ ? "it is a stream"
+                               streaming_   ? "it is a stream"
                                : committed_ ? "the file is already committed"
                                             : "the file was abandoned after an error");
   }

@@ -385,9 +385,8 @@ Status emit_in_one_pass(LaidOut& module, Append&& append, OverwriteHeader&& over
 template <typename Append>
 Status emit_in_two_passes(LaidOut& module, Append&& append) {
   KILN_ASSIGN_OR_RETURN(Checksum sum, Checksum::start());
-  KILN_RETURN_IF_ERROR(
-      for_each_piece(module.metadata, module.placements, module.padding,
-                     [&](const void* p, uint64_t n) { return sum.add(p, n); }));
+  KILN_RETURN_IF_ERROR(for_each_piece(module.metadata, module.placements, module.padding,
+                                      [&](const void* p, uint64_t n) { return sum.add(p, n); }));
   module.header.checksum = sum.digest();
   const auto header = encode_header(module.header);
   KILN_RETURN_IF_ERROR(append(header.data(), header.size()));
