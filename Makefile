@@ -73,16 +73,18 @@ bench: build models models-qdq-resnet bench-models
 	@bench/vs_onnxruntime.sh $(BUILD) $(MODELS) $(BENCH_PAIRS) $(BENCH_THREADS) -- $(BENCH_ARGS)
 
 # The unit and conformance tests again, built by clang with AddressSanitizer +
-# UndefinedBehaviorSanitizer (scripts/hardened_build.sh; the same build `make fuzz` uses). The
-# tests that run the ResNet-50 models are left out (SANITIZE_EXCLUDE): they take tens of minutes
-# under ASan, and the small models exercise the same code. So are the tests that load kiln's shared
-# libraries into a program built without ASan (the installed C example, the Python interpreter):
-# ASan must be linked into the executable itself.
-# The Vulkan device's ONNX conformance run and its shader-mutant run are left out too: their host
-# code is the one kiln_hal_vulkan_test runs under the sanitizers, and they would add minutes of
-# lavapipe. So are the runs that show the conformance harness fails a deliberately broken kernel:
-# they check the harness's verdict, and onnx_conformance_cpu runs the same code under ASan.
-SANITIZE_EXCLUDE ?= [Rr]es[Nn]et|kiln_models_suite|TriageCli\.|install_tree_embeds|python_|onnx_conformance_vulkan|vulkan_mutant_|onnx_conformance_catches_broken_
+# UndefinedBehaviorSanitizer (scripts/hardened_build.sh; the same build `make fuzz` uses), each
+# GoogleTest program run whole as one test. Left out: the tests that run the ResNet-50 models
+# (kiln's model suite here, the programs' cases by the GoogleTest filter KILN_GTEST_EXCLUDE in
+# scripts/hardened_build.sh): they take tens of minutes under ASan, and the small models exercise
+# the same code. The tests that load kiln's shared libraries into a program built without ASan
+# (the installed C example, the Python interpreter): ASan must be linked into the executable
+# itself. The Vulkan device's ONNX conformance run and its shader-mutant run: their host code is
+# the one kiln_hal_vulkan_test runs under the sanitizers, and they would add minutes of lavapipe.
+# The runs that show the conformance harness fails a deliberately broken kernel: they check the
+# harness's verdict, and onnx_conformance_cpu runs the same code under ASan. The format checks,
+# which run clang-format and no kiln code.
+SANITIZE_EXCLUDE ?= kiln_models_suite|install_tree_embeds|python_|onnx_conformance_vulkan|vulkan_mutant_|onnx_conformance_catches_broken_|^format_check
 # Then the C program whose 8 threads share one session, built with ThreadSanitizer
 # (scripts/thread_sanitizer_build.sh: the runtime's side only, in $(BUILD)-tsan).
 sanitize: build models

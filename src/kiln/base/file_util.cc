@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -208,10 +209,24 @@ Status AtomicFileWriter::fail(Status status) {
   return status;
 }
 
-Status AtomicFileWriter::write_failed(int err) {
-  if (streaming_) return fail(data_loss("error writing '{}': {}", path_, errno_text(err)));
-  const std::string via = temp_path_.empty() ? std::string("a temporary file") : temp_path_;
-  return fail(data_loss("error writing '{}' (via '{}'): {}", path_, via, errno_text(err)));
+Status AtomicFileWriter::write_fully(std::string_view bytes, std::optional<uint64_t> at) {
+  const char* next = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t wrote = at ? ::pwrite(fd_, next, left, static_cast<off_t>(*at))
+                             : ::write(fd_, next, left);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) {
+      const int err = wrote < 0 ? errno : EIO;
+      if (streaming_) return fail(data_loss("error writing '{}': {}", path_, errno_text(err)));
+      const std::string via = temp_path_.empty() ? std::string("a temporary file") : temp_path_;
+      return fail(data_loss("error writing '{}' (via '{}'): {}", path_, via, errno_text(err)));
+    }
+    next += wrote;
+    left -= static_cast<size_t>(wrote);
+    (at ? *at : bytes_written_) += static_cast<uint64_t>(wrote);
+  }
+  return ok_status();
 }
 
 Status AtomicFileWriter::append(std::string_view bytes) {
@@ -219,17 +234,7 @@ Status AtomicFileWriter::append(std::string_view bytes) {
     return failed_precondition("writing '{}': the file is already {}", path_,
                                committed_ ? "committed" : "abandoned after an error");
   }
-  const char* next = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t wrote = ::write(fd_, next, left);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) return write_failed(wrote < 0 ? errno : EIO);
-    next += wrote;
-    left -= static_cast<size_t>(wrote);
-    bytes_written_ += static_cast<uint64_t>(wrote);
-  }
-  return ok_status();
+  return write_fully(bytes, std::nullopt);
 }
 
 Status AtomicFileWriter::overwrite(uint64_t offset, std::string_view bytes) {
@@ -243,17 +248,7 @@ Status AtomicFileWriter::overwrite(uint64_t offset, std::string_view bytes) {
     return out_of_range("cannot rewrite bytes [{}, {}) of '{}': only {} were written", offset,
                         offset + bytes.size(), path_, bytes_written_);
   }
-  const char* next = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t wrote = ::pwrite(fd_, next, left, static_cast<off_t>(offset));
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) return write_failed(wrote < 0 ? errno : EIO);
-    next += wrote;
-    left -= static_cast<size_t>(wrote);
-    offset += static_cast<uint64_t>(wrote);
-  }
-  return ok_status();
+  return write_fully(bytes, offset);
 }
 
 Status AtomicFileWriter::name_anonymous_file() {
