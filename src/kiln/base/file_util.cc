@@ -213,8 +213,8 @@ Status AtomicFileWriter::write_fully(std::string_view bytes, std::optional<uint6
   const char* next = bytes.data();
   size_t left = bytes.size();
   while (left > 0) {
-    const ssize_t wrote = at ? ::pwrite(fd_, next, left, static_cast<off_t>(*at))
-                             : ::write(fd_, next, left);
+    const ssize_t wrote =
+        at ? ::pwrite(fd_, next, left, static_cast<off_t>(*at)) : ::write(fd_, next, left);
     if (wrote < 0 && errno == EINTR) continue;
     if (wrote <= 0) {
       const int err = wrote < 0 ? errno : EIO;
