@@ -149,15 +149,18 @@ class GemmKernelTest : public ::testing::Test {
 // Ragged and full register blocks of both ISAs (6 and 8 rows, 1 and 3 panels), k across the
 // blocks of 768, with each kind of epilogue. The rows after the last full register block run
 // after each group of panels (3 or more rows past 8, 4 or more past 6) or every few groups
-// (fewer rows): both, across several groups and blocks of k (14x900x150, 61x1537x51, 17x800x420,
-// 26x800x420). The full blocks' k loops that fetch the next group's B a line every 2 to 8 k steps
+// (fewer rows): both, across several groups and blocks of k (13x300x33, 61x1537x51, 17x800x420,
+// 26x800x420). On AVX-512, rows that would leave a tail of 1 or 2 go as blocks of 8 and 7 where
+// there are blocks enough (49: seven of 7; 58: two of 8 and six of 7), fewer as 8s and a tail (9,
+// 17, 26, 33). The full blocks' k loops that fetch the next group's B a line every 2 to 8 k steps
 // (prefetch_every) end in a part of fewer steps (200x203x100: 8 at a time on both ISAs).
 TEST_F(GemmKernelTest, BothIsasGiveTheContractsBits) {
   const Shape shapes[] = {{1, 1, 1},      {1, 7, 200},    {2, 33, 50},    {5, 17, 16},
                           {7, 64, 47},    {8, 5, 48},     {9, 100, 49},   {11, 50, 100},
                           {13, 300, 33},  {14, 900, 150}, {17, 800, 97},  {17, 800, 420},
                           {26, 800, 420}, {24, 769, 64},  {33, 1600, 20}, {100, 40, 130},
-                          {128, 96, 96},  {61, 1537, 51}, {200, 203, 100}};
+                          {128, 96, 96},  {61, 1537, 51}, {200, 203, 100}, {49, 1000, 150},
+                          {58, 70, 60}};
   const struct {
     float alpha, beta;
     CKind c;
