@@ -155,10 +155,10 @@ class GemmKernelTest : public ::testing::Test {
 // 17, 26, 33). The full blocks' k loops that fetch the next group's B a line every 2 to 8 k steps
 // (prefetch_every) end in a part of fewer steps (200x203x100: 8 at a time on both ISAs).
 TEST_F(GemmKernelTest, BothIsasGiveTheContractsBits) {
-  const Shape shapes[] = {{1, 1, 1},      {1, 7, 200},    {2, 33, 50},    {5, 17, 16},
-                          {7, 64, 47},    {8, 5, 48},     {9, 100, 49},   {11, 50, 100},
-                          {13, 300, 33},  {14, 900, 150}, {17, 800, 97},  {17, 800, 420},
-                          {26, 800, 420}, {24, 769, 64},  {33, 1600, 20}, {100, 40, 130},
+  const Shape shapes[] = {{1, 1, 1},      {1, 7, 200},    {2, 33, 50},     {5, 17, 16},
+                          {7, 64, 47},    {8, 5, 48},     {9, 100, 49},    {11, 50, 100},
+                          {13, 300, 33},  {14, 900, 150}, {17, 800, 97},   {17, 800, 420},
+                          {26, 800, 420}, {24, 769, 64},  {33, 1600, 20},  {100, 40, 130},
                           {128, 96, 96},  {61, 1537, 51}, {200, 203, 100}, {49, 1000, 150},
                           {58, 70, 60}};
   const struct {
