@@ -207,6 +207,11 @@ def main():
     parser.add_argument("--load-models", default="resnet50-v1-12,bert_base_op14",
                         help="corpus models timed under load (at their first size)")
     args = parser.parse_args()
+    for option, names in (("--corpus", args.corpus), ("--load-models", args.load_models)):
+        unknown = [n for n in (names.split(",") if names else []) if n not in corpus_table.BY_NAME]
+        if unknown:
+            parser.error(f"{option} names no corpus model: {', '.join(unknown)} "
+                         f"(the corpus: {', '.join(corpus_table.BY_NAME)})")
     if args.quick:
         args.pairs = min(args.pairs, 3)
     args.kiln_env = {"DNNL_MAX_CPU_ISA": "AVX2"} if args.isa == "avx2" else {}
