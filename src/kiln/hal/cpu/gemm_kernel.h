@@ -6,10 +6,10 @@
 // contiguous along k). On AVX2 one register block of 6 rows x 16 columns keeps 12 accumulators; on
 // AVX-512 a register block is 8 rows x 3 panels (24 zmm accumulators, one per row and panel; the
 // last panels of a row go 2 + 2 where 4 remain, and as a block of 2 where 2 remain; rows that
-// would leave a tail of 1 or 2 go as blocks of 8 and 7). The
-// k axis is walked in blocks of 768, with the partial sums stored to Y and loaded back in between.
-// While the register blocks of rows use one group of panels, the first of them prefetch the next
-// group into L2, so that a B larger than the caches streams from memory behind the arithmetic.
+// would leave a tail of 1 or 2 go as blocks of 8 and 7). The k axis is walked in blocks of 768,
+// with the partial sums stored to Y and loaded back in between. While the register blocks of rows
+// use one group of panels, the first of them prefetch the next group into L2, so that a B larger
+// than the caches streams from memory behind the arithmetic.
 //
 // Numerics (docs/architecture.md invariant 4): every element of Y is one accumulator that starts at
 // 0 and adds A[i,0]*B[0,j], A[i,1]*B[1,j], ... in order, each by one fused multiply-add, then the
