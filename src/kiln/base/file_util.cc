@@ -209,6 +209,12 @@ Status AtomicFileWriter::fail(Status status) {
   return status;
 }
 
+Status AtomicFileWriter::write_failed(int err) {
+  if (streaming_) return fail(data_loss("error writing '{}': {}", path_, errno_text(err)));
+  const std::string via = temp_path_.empty() ? std::string("a temporary file") : temp_path_;
+  return fail(data_loss("error writing '{}' (via '{}'): {}", path_, via, errno_text(err)));
+}
+
 Status AtomicFileWriter::write_fully(std::string_view bytes, std::optional<uint64_t> at) {
   const char* next = bytes.data();
   size_t left = bytes.size();
@@ -216,15 +222,14 @@ Status AtomicFileWriter::write_fully(std::string_view bytes, std::optional<uint6
     const ssize_t wrote =
         at ? ::pwrite(fd_, next, left, static_cast<off_t>(*at)) : ::write(fd_, next, left);
     if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) {
-      const int err = wrote < 0 ? errno : EIO;
-      if (streaming_) return fail(data_loss("error writing '{}': {}", path_, errno_text(err)));
-      const std::string via = temp_path_.empty() ? std::string("a temporary file") : temp_path_;
-      return fail(data_loss("error writing '{}' (via '{}'): {}", path_, via, errno_text(err)));
-    }
+    if (wrote <= 0) return write_failed(wrote < 0 ? errno : EIO);
     next += wrote;
     left -= static_cast<size_t>(wrote);
-    (at ? *at : bytes_written_) += static_cast<uint64_t>(wrote);
+    if (at) {
+      *at += static_cast<uint64_t>(wrote);
+    } else {
+      bytes_written_ += static_cast<uint64_t>(wrote);
+    }
   }
   return ok_status();
 }

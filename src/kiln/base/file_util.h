@@ -77,6 +77,8 @@ class AtomicFileWriter {
   // Gives an anonymous temporary file a name next to the target, ready to be renamed.
   Status name_anonymous_file();
   Status fail(Status status);
+  // fail() with the error `err` from writing the file.
+  Status write_failed(int err);
   // Writes all of `bytes`, appended (counted in bytes_written_) or, with `at`, from that offset;
   // on an error, fail()s with it.
   Status write_fully(std::string_view bytes, std::optional<uint64_t> at);
