@@ -64,7 +64,12 @@ constexpr std::array kMatmulDtypes = {DType::kF16, DType::kBF16, DType::kF32, DT
 // attribute 'kiln_activation' ("gelu" or "gelu_tanh", activation.h) then applies GELU to every
 // element, as a Gelu node after them; or its attribute 'kiln_softmax' = 1 then applies Softmax
 // along the last axis (each row of the result), as an opset-13 Softmax node after them
-// (softmax_lane.h: in double, rounded once).
+// (softmax_lane.h: in double, rounded once). With the softmax, its optional input 4 'kiln_values'
+// V [..., N, Dv] (f32; attention's values) then multiplies those rows: the output is the
+// softmaxed scores S [..., M, N] times V, [..., M, Dv], as a second MatMul(S, V) after them would
+// compute it. V's leading dims broadcast to the scores' without adding any (the output keeps the
+// scores' leading dims), so a kernel may compute the scores a block of rows at a time and never
+// hold all of them.
 
 // `a` and `b` name the operands in errors (MatMul: input 0 'A', input 1 'B'; QLinearMatMul:
 // input 0 'a', input 3 'b').
@@ -89,10 +94,38 @@ StatusOr<Shape> matmul_shape(const ValueType& a, const ValueType& b,
   return out;
 }
 
+// The shape of softmaxed `scores` [..., M, N] times kiln_values `values` [..., N, Dv]: [..., M, Dv]
+// with the scores' leading dims, which the values' must broadcast to without adding any.
+StatusOr<Shape> attended_shape(const ValueType& scores, const ValueType& values, bool softmax) {
+  if (!softmax) {
+    return invalid_argument("input 4 'kiln_values' needs the attribute '{}' = 1",
+                            kMatmulSoftmaxAttribute);
+  }
+  if (scores.dtype != DType::kF32) {
+    return unimplemented("input 4 'kiln_values' needs an f32 product, got {}",
+                         dtype_name(scores.dtype));
+  }
+  KILN_RETURN_IF_ERROR(check_same_dtype(values, 4, "kiln_values", scores.dtype, "input 0 'A'"));
+  if (values.shape.size() < 2 || values.shape.size() > scores.shape.size()) {
+    return invalid_argument(
+        "input 4 'kiln_values' {} must have rank 2 to {} (the scores' rank, {})",
+        shape_to_string(values.shape), scores.shape.size(), shape_to_string(scores.shape));
+  }
+  KILN_ASSIGN_OR_RETURN(
+      Shape out, matmul_shape(scores, values, "the softmaxed scores", "input 4 'kiln_values'"));
+  for (size_t i = 0; i + 2 < out.size(); ++i) {
+    KILN_RETURN_IF_ERROR(check_dims_equal(
+        out[i], scores.shape[i],
+        fmt::format("input 4 'kiln_values' {} broadcast against the scores {}, dim {}",
+                    shape_to_string(values.shape), shape_to_string(scores.shape), i)));
+  }
+  return out;
+}
+
 Status infer_matmul(InferArgs& args) {
   KILN_RETURN_IF_ERROR(check_known_attributes(
       args.attributes, {kActivationAttribute, kMatmulScaleAttribute, kMatmulSoftmaxAttribute}));
-  KILN_RETURN_IF_ERROR(check_arity(args, 2, 4));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 5));
   KILN_ASSIGN_OR_RETURN(ValueType a, required_input(args, 0, "A"));
   KILN_RETURN_IF_ERROR(check_dtype(a, 0, "A", kMatmulDtypes));
   KILN_RETURN_IF_ERROR(read_matmul_activation(args.attributes, a.dtype).status());
@@ -132,6 +165,15 @@ Status infer_matmul(InferArgs& args) {
     // The softmax runs along B's columns, which a 1-D B does not give the output.
     return invalid_argument("attribute '{}' needs input 1 'B' of rank >= 2, got {}",
                             kMatmulSoftmaxAttribute, shape_to_string(b.shape));
+  }
+  if (const ValueType* values = optional_input(args, 4)) {
+    if (a.shape.size() < 2) {
+      // A 1-D A drops the scores' rows, which V's product needs.
+      return invalid_argument("input 4 'kiln_values' needs input 0 'A' of rank >= 2, got {}",
+                              shape_to_string(a.shape));
+    }
+    KILN_ASSIGN_OR_RETURN(out,
+                          attended_shape(ValueType{a.dtype, std::move(out)}, *values, softmax));
   }
   args.outputs = {ValueType{a.dtype, std::move(out)}};
   return ok_status();
@@ -202,6 +244,8 @@ struct MatmulEpilogue {
   std::vector<int64_t> residual_rows;
   FusedActivation activation;
   bool softmax = false;  // Softmax along each row, last (float products only)
+  // With kiln_values: the product of the softmaxed scores and V (f32 only).
+  std::optional<MatmulDims> values;
 };
 
 // y = a @ b per batch, then * scale when set (floats), then + bias[j] on every row when `bias` is
@@ -259,6 +303,18 @@ class MatMulKernel : public Kernel {
     return visit_dtype(in[0].dtype, [&]<typename T>() -> Status {
       if constexpr (!std::is_same_v<T, Bool>) {
         using C = compute_t<T>;
+        if constexpr (std::is_same_v<T, float>) {
+          if (e_.values) {
+            // The scores in full, then their product with V, as MatMul(S, V) after them.
+            std::vector<float> scores(d_.a_batch.size() * static_cast<size_t>(d_.m * d_.n));
+            matmul_core<float>(d_, in[0].as<T>(), in[1].as<T>(), scores.data(),
+                               e_.bias ? in[2].as<T>() : nullptr,
+                               e_.residual ? in[3].as<T>() : nullptr, e_.residual_rows,
+                               e_.activation, e_.scale, e_.softmax);
+            matmul_core<float>(*e_.values, scores.data(), in[4].as<T>(), out[0].as<T>());
+            return ok_status();
+          }
+        }
         if constexpr (std::is_same_v<T, C>) {
           matmul_core<C>(d_, in[0].as<T>(), in[1].as<T>(), out[0].as<T>(),
                          e_.bias ? in[2].as<T>() : nullptr, e_.residual ? in[3].as<T>() : nullptr,
@@ -291,6 +347,17 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
   MatmulEpilogue e;
   e.bias = args.inputs.size() > 2 && args.inputs[2];
   e.residual = args.inputs.size() > 3 && args.inputs[3];
+  const MatmulDims scores = matmul_dims(args.input_dims(0), args.input_dims(1));
+  if (args.inputs.size() > 4 && args.inputs[4]) {
+    if (args.inputs[0]->dtype != DType::kF32) {
+      return unimplemented("MatMul's input 4 'kiln_values' needs f32, got {}",
+                           dtype_name(args.inputs[0]->dtype));
+    }
+    // The scores' shape: the output's, with the scores' columns last (infer_matmul).
+    ConcreteShape scores_shape = args.output_dims(0);
+    scores_shape.back() = scores.n;
+    e.values = matmul_dims(scores_shape, args.input_dims(4));
+  }
   if (e.residual) {
     ConcreteShape residual_rows = args.input_dims(3), output_rows = args.output_dims(0);
     if (!output_rows.empty()) {  // the output's rank, which infer_matmul checked
@@ -303,8 +370,7 @@ StatusOr<std::unique_ptr<Kernel>> make_matmul(const MakeArgs& args) {
                         read_matmul_activation(args.attributes, args.inputs[0]->dtype));
   KILN_ASSIGN_OR_RETURN(e.scale, read_matmul_scale(args.attributes, args.inputs[0]->dtype));
   KILN_ASSIGN_OR_RETURN(e.softmax, read_matmul_softmax(args.attributes, args.inputs[0]->dtype));
-  return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(
-      matmul_dims(args.input_dims(0), args.input_dims(1)), std::move(e)));
+  return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(scores, std::move(e)));
 }
 
 // The exact integer sums of MatMulInteger and QLinearMatMul: (a - a_zero_point) @

@@ -197,6 +197,72 @@ TEST(MatMul, KilnSoftmaxNormalizesEachRowLast) {
   EXPECT_EQ(values_of<double>(plain), std::vector<double>{3.0});
 }
 
+// kiln's attention values (input 4 'kiln_values', passes::fuse_matmul): the softmaxed product
+// times V, the bits of MatMul(softmax, mask) then MatMul(P, V); V of rank 2 broadcasts over the
+// scores' leading dims. Equal scores give each row the mean of V's rows (hand-computed). Errors:
+// no kiln_softmax, a product other than f32, V of rank 1 or above the scores', V's rows other
+// than the scores' columns, V's leading dims adding to the scores', a 1-D A (no rows).
+TEST(MatMul, KilnValuesMultipliesTheProbabilitiesByV) {
+  Attributes softmax;
+  softmax.set(kMatmulSoftmaxAttribute, int64_t{1});
+  softmax.set(kMatmulScaleAttribute, 0.5);
+  std::vector<float> q(2 * 3 * 4), k(2 * 4 * 5), mask(2 * 5), v(2 * 5 * 6);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.7f * static_cast<float>(i));
+  for (size_t i = 0; i < k.size(); ++i) k[i] = std::cos(0.3f * static_cast<float>(i));
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = i % 4 == 3 ? -1e4f : 0.0f;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.1f * static_cast<float>(i) - 2.0f;
+  const Tensor tq = f32({2, 3, 4}, q), tk = f32({2, 4, 5}, k), tmask = f32({2, 1, 5}, mask);
+  for (const Tensor& tv :
+       {f32({2, 5, 6}, v), f32({5, 6}, std::vector<float>(v.begin(), v.begin() + 30))}) {
+    auto scores = run_op("MatMul", {value(tq), value(tk), absent(), value(tmask)}, softmax);
+    ASSERT_TRUE(scores.ok()) << scores.status().to_string();
+    auto unfused = run_one("MatMul", {(*scores)[0], tv});
+    ASSERT_TRUE(unfused.ok()) << unfused.status().to_string();
+    auto fused =
+        run_op("MatMul", {value(tq), value(tk), absent(), value(tmask), value(tv)}, softmax);
+    ASSERT_TRUE(fused.ok()) << fused.status().to_string();
+    EXPECT_EQ((*fused)[0].shape(), (ConcreteShape{2, 3, 6}));
+    ASSERT_EQ((*fused)[0].byte_size(), unfused->byte_size());
+    EXPECT_EQ(std::memcmp((*fused)[0].data(), unfused->data(), unfused->byte_size()), 0)
+        << shape_to_string(tv.shape());
+  }
+  // K of zeros: every score 0, each probability 1/3, each output row the mean of V's rows.
+  auto mean = run_op("MatMul",
+                     {value(f32({1, 2}, {1, 2})), value(f32({2, 3}, {0, 0, 0, 0, 0, 0})), absent(),
+                      absent(), value(f32({3, 2}, {1, 2, 3, 4, 5, 6}))},
+                     softmax);
+  ASSERT_TRUE(mean.ok()) << mean.status().to_string();
+  const std::vector<float> got = values_of<float>((*mean)[0]);
+  EXPECT_NEAR(got[0], 3.0f, 1e-6f);
+  EXPECT_NEAR(got[1], 4.0f, 1e-6f);
+
+  auto infer = [](const std::vector<ValueType>& in, const Attributes& a) {
+    return infer_op("MatMul", {in[0], in[1], std::nullopt, std::nullopt, in[2]}, a);
+  };
+  const ValueType q3{DType::kF32, {2, 3, 4}}, k3{DType::kF32, {2, 4, 5}};
+  auto ok = infer({q3, k3, {DType::kF32, {5, 6}}}, softmax);
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ((*ok)[0].shape, (Shape{DimExpr(2), DimExpr(3), DimExpr(6)}));
+  EXPECT_TRUE(has_error(infer({q3, k3, {DType::kF32, {2, 5, 6}}}, {}).status(),
+                        StatusCode::kInvalidArgument, {"kiln_values", "kiln_softmax"}));
+  EXPECT_TRUE(has_error(
+      infer({{DType::kF64, {2, 3, 4}}, {DType::kF64, {2, 4, 5}}, {DType::kF64, {2, 5, 6}}}, softmax)
+          .status(),
+      StatusCode::kUnimplemented, {"kiln_values", "f32", "f64"}));
+  EXPECT_TRUE(has_error(infer({{DType::kF32, {4}}, k3, {DType::kF32, {5, 6}}}, softmax).status(),
+                        StatusCode::kInvalidArgument, {"kiln_values", "input 0 'A' of rank >= 2"}));
+  EXPECT_TRUE(has_error(infer({q3, k3, {DType::kF32, {5}}}, softmax).status(),
+                        StatusCode::kInvalidArgument, {"kiln_values", "[5]", "rank 2 to 3"}));
+  EXPECT_TRUE(has_error(infer({q3, k3, {DType::kF32, {1, 2, 5, 6}}}, softmax).status(),
+                        StatusCode::kInvalidArgument, {"kiln_values", "rank 2 to 3"}));
+  EXPECT_TRUE(has_error(infer({q3, k3, {DType::kF32, {2, 4, 6}}}, softmax).status(),
+                        StatusCode::kInvalidArgument, {"kiln_values"}));
+  EXPECT_TRUE(has_error(
+      infer({{DType::kF32, {1, 3, 4}}, {DType::kF32, {1, 4, 5}}, {DType::kF32, {2, 5, 6}}}, softmax)
+          .status(),
+      StatusCode::kInvalidArgument, {"kiln_values", "broadcast against the scores"}));
+}
+
 TEST(MatMul, KilnResidualAddsPerElementAfterTheBias) {
   // [[1, 2], [3, 4]] @ [[1], [1]] = [[3], [7]], + bias [1], + residual [[0.5], [NaN]].
   const double nan = std::numeric_limits<double>::quiet_NaN();

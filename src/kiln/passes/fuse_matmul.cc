@@ -41,6 +41,15 @@
 // as by the second Add. The MatMul's output must feed only the Add. Both operands are constants of
 // fixed shape, so a module with bound sizes fuses exactly where the dynamic one does.
 //
+// A MatMul whose softmax is fused (attention's probabilities, P = softmax(Q K^T [* scale]
+// [+ mask])) and read only by a second, plain f32 MatMul(P, V) becomes one MatMul(q, k, bias or
+// absent, mask or absent, V): input 4 'kiln_values' (kernels/linalg.cc), whose output is the second
+// MatMul's. The CPU kernel then computes P a block of rows at a time and multiplies those rows by V
+// while they are in its cache, never writing the [..., S, S] probabilities to memory; each output
+// element is the same sum of the same products as the second MatMul's, so the same bits. V's
+// leading dims must broadcast to P's without adding any, compared symbolically, so a bound module
+// fuses where the dynamic one does (and where it would not, the bits are the same either way).
+//
 // Last, Gelu(MatMul(x, W[, bias][, r])) (a Gelu node: passes::fuse_gelu writes exporters' GELU
 // as one) becomes MatMul(x, W, ...) with the attribute kiln_activation = "gelu" or "gelu_tanh"
 // (kernels/activation.h), applied after the bias and the residual, as the Gelu after the Adds;
@@ -323,6 +332,42 @@ bool fuse_softmax(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& 
   return true;
 }
 
+// A MatMul with a fused softmax (attention's probabilities) read only by a plain f32 MatMul as
+// its A (the probabilities times V), V of rank 2 or more whose leading dims broadcast to the
+// scores' without adding any.
+bool fuse_values(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>& consumers,
+                 ir::NodeId id) {
+  const ir::Node& mm = graph.node(id);
+  if (mm.op_type != "MatMul" || mm.inputs.size() > 4 || mm.outputs.size() != 1 ||
+      !mm.attributes.has(kernels::kMatmulSoftmaxAttribute)) {
+    return false;
+  }
+  const ir::ValueId scores = mm.outputs[0];
+  auto next_id = sole_consumer(graph, consumers, scores);
+  if (!next_id) return false;
+  const ir::Node& next = graph.node(*next_id);
+  if (next.op_type != "MatMul" || next.inputs.size() != 2 || next.outputs.size() != 1 ||
+      next.inputs[0] != scores || next.inputs[1] == scores || !next.attributes.all().empty()) {
+    return false;
+  }
+  const Shape& ss = graph.value(scores).shape;
+  const ir::Value& v = graph.value(next.inputs[1]);
+  const Shape& out = graph.value(next.outputs[0]).shape;
+  if (graph.value(scores).dtype != DType::kF32 || v.dtype != DType::kF32 ||
+      graph.value(mm.inputs[0]).shape.size() < 2 || v.shape.size() < 2 ||
+      v.shape.size() > ss.size() || out.size() != ss.size() ||
+      !same_or_assumed_shape(graph, Shape(out.begin(), out.end() - 1),
+                             Shape(ss.begin(), ss.end() - 1))) {
+    return false;
+  }
+  const ir::ValueId values = next.inputs[1];
+  ir::Node& fused = graph.node(id);
+  fused.inputs.resize(4, ir::kAbsent);
+  fused.inputs.push_back(values);
+  absorb_successor(graph, id, *next_id);
+  return true;
+}
+
 }  // namespace
 
 StatusOr<int> fuse_matmul(ir::Graph& graph) {
@@ -335,7 +380,8 @@ StatusOr<int> fuse_matmul(ir::Graph& graph) {
     while (fuse_operand_scale(graph, consumers, id) || fuse_scale(graph, consumers, id) ||
            fuse_bias(graph, consumers, id) || fuse_residual(graph, consumers, id) ||
            fuse_broadcast_addend(graph, consumers, id) ||
-           fuse_gelu_activation(graph, consumers, id) || fuse_softmax(graph, consumers, id)) {
+           fuse_gelu_activation(graph, consumers, id) || fuse_softmax(graph, consumers, id) ||
+           fuse_values(graph, consumers, id)) {
       ++rewrites;
       consumers = graph.consumers();
     }

@@ -34,7 +34,8 @@
 //                   residual Add of a computed value of the same shape, then a Gelu, into the
 //                   MatMul of a constant matrix before them (kiln_bias, kiln_residual,
 //                   kiln_activation), or a Softmax along the last axis into any f32 product
-//                   (kiln_softmax: attention's scores; kernels/linalg.cc)
+//                   (kiln_softmax: attention's scores; kernels/linalg.cc), then the product of
+//                   those probabilities and V into it (kiln_values: no [..., S, S] buffer)
 //   split_sliced_matmul
 //                   a MatMul of a constant f32 matrix read only by Slices and Splits of its last
 //                   axis becomes one MatMul per piece, of that piece's columns (attention's packed

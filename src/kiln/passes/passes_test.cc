@@ -1491,6 +1491,95 @@ TEST(FuseMatmul, FoldsABroadcastMaskBetweenTheScaleAndTheSoftmax) {
   }
 }
 
+// Attention's probabilities times V: MatMul(Softmax(Add(Div(MatMul(q, k), 8), mask)), v) folds
+// into one MatMul(q, k, absent, mask, v) (input 4 'kiln_values') after the scale, the mask and the
+// softmax, with the unfused graph's values (within 1e-6: the reference evaluates the unfused
+// softmax in f64 and rounds once) and the mask's NaN spreading over its batch's rows; a
+// V of rank 2 (one for every head) folds too. The probabilities also read elsewhere, read as the
+// second product's B, or a V whose leading dims add to the scores' (a batch of 1 against B) leave
+// the second MatMul as it is.
+TEST(FuseMatmul, FoldsTheValuesProductIntoTheProbabilities) {
+  struct Case {
+    const char* name;
+    std::vector<int> v_dims;  // -1: B, -2: S, else the number
+    bool probs_read_again = false;
+    bool probs_as_b = false;
+    bool batch_one = false;
+    bool folds = true;
+  };
+  for (const Case& c : {Case{"values", {-1, 4, -2, 5}}, Case{"values of rank 2", {-2, 5}},
+                        Case{"probabilities read again", {-1, 4, -2, 5}, true, false, false, false},
+                        Case{"probabilities as B", {-1, 4, 5, -2}, false, true, false, false},
+                        Case{"values add a dim", {-1, 4, -2, 5}, false, false, true, false}}) {
+    std::mt19937 rng(37);
+    Graph g;
+    g.name = "attention";
+    g.opset = 17;
+    const DimExpr batch = DimExpr::symbol("B"), seq = DimExpr::symbol("S");
+    const DimExpr qb = c.batch_one ? DimExpr(1) : batch;
+    const Shape ps{qb, 4, seq, seq};
+    ValueId q = g.add_input("q", DType::kF32, {qb, 4, seq, 8});
+    ValueId k = g.add_input("k", DType::kF32, {qb, 4, 8, seq});
+    ValueId mask_in = g.add_input("mask_in", DType::kF32, {qb, 1, 1, seq});
+    Shape vs;
+    ConcreteShape vs_bound;
+    for (int d : c.v_dims) {
+      vs.push_back(d == -1 ? batch : d == -2 ? seq : DimExpr(d));
+      vs_bound.push_back(d == -1 ? 2 : d == -2 ? 6 : d);
+    }
+    ValueId v = g.add_input("v", DType::kF32, vs);
+    ValueId mask = g.add_value({"mask", DType::kF32, {qb, 1, 1, seq}, {}, {}});
+    g.add_node({"mask_relu", "Relu", {mask_in}, {mask}, {}, {}});
+    ValueId p = g.add_value({"p", DType::kF32, ps, {}, {}});
+    ValueId scaled = g.add_value({"scaled", DType::kF32, ps, {}, {}});
+    ValueId masked = g.add_value({"masked", DType::kF32, ps, {}, {}});
+    ValueId probs = g.add_value({"probs", DType::kF32, ps, {}, {}});
+    g.add_node({"mm", "MatMul", {q, k}, {p}, {}, {}});
+    g.add_node({"scale", "Div", {p, g.add_constant("eight", f32_scalar(8.0f))}, {scaled}, {}, {}});
+    g.add_node({"mask_add", "Add", {scaled, mask}, {masked}, {}, {}});
+    Node softmax{"softmax", "Softmax", {masked}, {probs}, {}, {}};
+    softmax.attributes.set("axis", int64_t{-1});
+    g.add_node(std::move(softmax));
+    const DimExpr ob = c.batch_one ? batch : qb;
+    const Shape ys = c.probs_as_b ? Shape{ob, 4, 5, seq} : Shape{ob, 4, seq, 5};
+    ValueId y = g.add_value({"y", DType::kF32, ys, {}, {}});
+    g.add_node(
+        {"attend", "MatMul", {c.probs_as_b ? v : probs, c.probs_as_b ? probs : v}, {y}, {}, {}});
+    g.add_output(y);
+    if (c.probs_read_again) g.add_output(probs);
+    const int64_t qn = c.batch_one ? 1 : 2;
+    std::vector<Tensor> in{random_tensor({qn, 4, 6, 8}, rng, -3.0f, 3.0f),
+                           random_tensor({qn, 4, 8, 6}, rng), random_tensor({qn, 1, 1, 6}, rng),
+                           random_tensor(vs_bound, rng)};
+    in[2].mutable_values<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    auto before = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(before.ok()) << c.name << ": " << before.status().to_string();
+    EXPECT_EQ(fuse_matmul(g).value(), c.folds ? 4 : 3) << c.name;
+    ASSERT_TRUE(ir::verify_graph(g).ok()) << c.name;
+    EXPECT_EQ(count_op(g, "MatMul"), c.folds ? 1 : 2) << c.name;
+    auto after = graph_eval::evaluate_graph(g, in);
+    ASSERT_TRUE(after.ok()) << c.name << ": " << after.status().to_string();
+    for (size_t i = 0; i < before->size(); ++i) expect_close((*after)[i], (*before)[i], 1e-6);
+    if (!c.folds) continue;
+    const Node* mm = nullptr;
+    for (const Node& node : g.nodes()) {
+      if (node.op_type == "MatMul") mm = &node;
+    }
+    ASSERT_NE(mm, nullptr) << c.name;
+    ASSERT_EQ(mm->inputs.size(), 5u) << c.name;
+    EXPECT_EQ(mm->inputs[2], ir::kAbsent) << c.name;
+    EXPECT_EQ(mm->inputs[3], mask) << c.name;
+    EXPECT_EQ(mm->inputs[4], v) << c.name;
+    EXPECT_EQ(g.value(mm->outputs[0]).name, "y") << c.name;
+    EXPECT_NE(std::find(mm->origins.begin(), mm->origins.end(), "attend"), mm->origins.end());
+    // The mask's NaN is batch 0's first key: every row of batch 0 is NaN, batch 1's are not.
+    const std::span<const float> out = (*after)[0].values<float>();
+    EXPECT_TRUE(std::isnan(out[0])) << c.name;
+    EXPECT_TRUE(std::isnan(out[3 * 6 * 5 + 4])) << c.name;  // head 3's last row
+    EXPECT_FALSE(std::isnan(out[4 * 6 * 5])) << c.name;     // batch 1
+  }
+}
+
 // The scale folds first, then a constant bias after it: Y = s * (x W) + bias.
 TEST(FuseMatmul, FoldsTheScaleBeforeTheBias) {
   std::mt19937 rng(22);

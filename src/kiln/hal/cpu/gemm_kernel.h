@@ -119,4 +119,19 @@ void multiply(const Product& p, const float* a, std::span<const int64_t> a_offse
               const float* packed, std::span<const int64_t> b_offsets, float* y,
               std::span<const int64_t> y_offsets, Isa isa = best_isa());
 
+// Attention's probabilities times its values (a MatMul's kiln_values): for each product i, the
+// scores product `p` (p.softmax set; its residual, when set, at p.residual + p.residual_offsets[i],
+// which must then be set) followed by the softmax of each row, times V_i (`v`: v.m = p.m, v.k =
+// p.n, v.n the values' columns, v.ldy Y's row stride, no epilogue), V_i packed at packed_v +
+// v_offsets[i]; Y at y + y_offsets[i], or at y + i * y_stride where y_offsets is empty. A work
+// item computes a chunk of whole rows of the scores into a buffer of its own, normalizes them and
+// multiplies them by V_i while they are in its cache: the probabilities are never written out,
+// and each element of Y is the one multiply() gives the second product of the stored
+// probabilities (every element is the same sum in the same order). Runs on the calling thread's
+// OpenMP team, with `isa`'s code.
+void attend(const Product& p, const float* a, std::span<const int64_t> a_offsets,
+            const float* packed, std::span<const int64_t> b_offsets, const Product& v,
+            const float* packed_v, std::span<const int64_t> v_offsets, float* y, int64_t y_stride,
+            std::span<const int64_t> y_offsets, Isa isa = best_isa());
+
 }  // namespace kiln::hal::cpu::gemm

@@ -236,6 +236,105 @@ TEST_F(GemmKernelTest, FusedSoftmaxGivesTheBitsOfTheSoftmaxAfterTheProduct) {
   omp_set_num_threads(saved);
 }
 
+// attend(): problem `p`'s products (p.softmax set), each followed by its rows' softmax and the
+// product of those rows with V_q (`v`: p.count matrices [p.s.n, dv]). The residual, when set, is
+// one mask for every product (offset 0). With `merged`, Y is laid out as attention's head merge
+// wants it: product q's row i at (i * count + q) * dv.
+std::vector<float> run_attend(const Problem& p, const std::vector<float>& v, int64_t dv,
+                              bool merged, Isa isa) {
+  const auto [m, k, n] = p.s;
+  const int64_t per_k = packed_floats(k, n), per_v = packed_floats(n, dv);
+  auto aligned = [](int64_t floats) {
+    return std::unique_ptr<float, decltype(&std::free)>(
+        static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(floats + 16) * 4)),
+        &std::free);
+  };
+  const auto packed_k = aligned(p.count * per_k), packed_v = aligned(p.count * per_v);
+  std::vector<int64_t> k_src, v_src, a_offsets, k_offsets, v_offsets, residual_offsets, y_offsets;
+  for (int64_t q = 0; q < p.count; ++q) {
+    k_src.push_back(q * k * n);
+    v_src.push_back(q * n * dv);
+    a_offsets.push_back(q * m * k);
+    k_offsets.push_back(q * per_k);
+    v_offsets.push_back(q * per_v);
+    residual_offsets.push_back(0);
+    if (merged) y_offsets.push_back(q * dv);
+  }
+  pack(k, n, p.b.data(), k_src, n, 1, packed_k.get());
+  pack(n, dv, v.data(), v_src, dv, 1, packed_v.get());
+  Product scores = dense_product(m, k, n);
+  scores.alpha = p.alpha;
+  scores.softmax = true;
+  if (p.residual) {
+    scores.residual = p.r_values.data();
+    scores.residual_row_stride = n + 3;
+    scores.residual_offsets = residual_offsets.data();
+  }
+  Product values = dense_product(m, n, dv);
+  if (merged) values.ldy = p.count * dv;
+  std::vector<float> y(static_cast<size_t>(p.count * m * dv), -7.0f);
+  attend(scores, p.a.data(), a_offsets, packed_k.get(), k_offsets, values, packed_v.get(),
+         v_offsets, y.data(), m * dv, y_offsets, isa);
+  if (!merged) return y;
+  std::vector<float> by_product(y.size());  // back to product-major order
+  for (int64_t q = 0; q < p.count; ++q) {
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(&by_product[static_cast<size_t>((q * m + i) * dv)],
+                  &y[static_cast<size_t>((i * p.count + q) * dv)],
+                  static_cast<size_t>(dv) * sizeof(float));
+    }
+  }
+  return by_product;
+}
+
+// attend() gives each element the bits of the contract's product of the stored probabilities (the
+// fused softmax's bits, softmax_kernel.h) and V: in one chunk of rows or several (past 128 rows:
+// 197 as 104 and 93, 300 as 104, 104 and 92), with or without a mask, Y contiguous or laid out for
+// the head merge, at any thread count, on both ISAs.
+TEST_F(GemmKernelTest, AttendGivesTheBitsOfTheProbabilitiesTimesV) {
+  const int saved = omp_get_max_threads();
+  const struct {
+    Shape s;
+    int64_t count, dv;
+  } cases[] = {{{1, 64, 40}, 3, 16},  {{8, 64, 128}, 12, 64}, {{197, 64, 197}, 4, 64},
+               {{37, 50, 70}, 1, 40}, {{300, 30, 50}, 2, 17}, {{5, 3, 1}, 2, 9}};
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    for (const auto& c : cases) {
+      for (bool masked : {false, true}) {
+        const auto [m, k, n] = c.s;
+        Problem p = make_problem(c.s, c.count, 0.125f, 0.0f, CKind::kNone, 11);
+        p.residual = masked;
+        const std::vector<float> v = random_values(static_cast<size_t>(c.count * n * c.dv), 5);
+        std::vector<float> probabilities = expected(p);
+        softmax::rows_on_this_thread(probabilities.data(), probabilities.data(), c.count * m, n);
+        std::vector<float> want(static_cast<size_t>(c.count * m * c.dv));
+        for (int64_t q = 0; q < c.count; ++q) {
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < c.dv; ++j) {
+              float acc = 0.0f;
+              for (int64_t t = 0; t < n; ++t) {
+                acc = std::fma(probabilities[static_cast<size_t>((q * m + i) * n + t)],
+                               v[static_cast<size_t>((q * n + t) * c.dv + j)], acc);
+              }
+              want[static_cast<size_t>((q * m + i) * c.dv + j)] = acc;
+            }
+          }
+        }
+        for (Isa isa : runnable_isas()) {
+          for (bool merged : {false, true}) {
+            expect_same_bits(
+                run_attend(p, v, c.dv, merged, isa), want,
+                fmt::format("{} threads {} {}x{}x{} count {} dv {} mask {} merged {}",
+                            isa_name(isa), threads, m, k, n, c.count, c.dv, masked, merged));
+          }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
 // NaN and Inf propagate as IEEE arithmetic says: a NaN in A poisons its row, an Inf in B its
 // column (Inf * 0 is NaN, Inf + -Inf is NaN), and C's NaN its elements.
 TEST_F(GemmKernelTest, NanAndInfPropagate) {

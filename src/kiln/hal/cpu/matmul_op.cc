@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "kiln/hal/cpu/activation_step.h"
@@ -304,18 +305,19 @@ StatusOr<gemm::Activation> matmul_activation(const OpReader& op) {
 }  // namespace
 
 // What the MatMul fast path runs: f32, f16 or bf16 operands of rank 1 to 6 whose batch dims it
-// can broadcast (matmul_shapes), and a kiln_scale, kiln_bias, kiln_residual (inputs 2, 3),
-// kiln_activation or kiln_softmax on kiln's kernel only. The definition has checked the rest
-// (select_path).
+// can broadcast (matmul_shapes), and a kiln_scale, kiln_bias, kiln_residual, kiln_values (inputs
+// 2, 3, 4), kiln_activation or kiln_softmax on kiln's kernel only. The definition has checked
+// the rest (select_path).
 Status check_matmul(const OpReader& op) {
   KILN_ASSIGN_OR_RETURN(gemm::Activation activation, matmul_activation(op));
-  if ((op.has_input(2) || op.has_input(3) || activation != gemm::Activation::kNone ||
+  if ((op.has_input(2) || op.has_input(3) || op.has_input(4) ||
+       activation != gemm::Activation::kNone ||
        op.attributes().has(kernels::kMatmulScaleAttribute) ||
        op.attributes().has(kernels::kMatmulSoftmaxAttribute)) &&
       !use_kiln_kernel(op)) {
     return unimplemented(
-        "MatMul's kiln_scale, kiln_bias, kiln_residual, kiln_activation and kiln_softmax run on "
-        "kiln's f32 kernel only (AVX2 + FMA)");
+        "MatMul's kiln_scale, kiln_bias, kiln_residual, kiln_activation, kiln_softmax and "
+        "kiln_values run on kiln's f32 kernel only (AVX2 + FMA)");
   }
   KILN_RETURN_IF_ERROR(check_stored_dtype(op));
   KILN_RETURN_IF_ERROR(op.expect_input_rank(0, 1, 6));
@@ -395,7 +397,17 @@ class GemmStep : public Step {
     if (!residual_offsets_.empty()) p.residual_offsets = residual_offsets_.data();
     const auto* a = reinterpret_cast<const float*>(ctx.resolve(buffers_.a));
     auto* y = reinterpret_cast<float*>(ctx.resolve(buffers_.y));
-    if (y_offsets_.empty()) {
+    if (values_) {
+      auto* packed_v = reinterpret_cast<float*>(ctx.resolve(values_->packed));
+      if (values_->packing.at_run_time) {
+        gemm::pack(values_->product.k, values_->product.n,
+                   reinterpret_cast<const float*>(ctx.resolve(values_->source)),
+                   values_->packing.offsets, values_->packing.row_stride,
+                   values_->packing.col_stride, packed_v);
+      }
+      gemm::attend(p, a, a_offsets_, packed, b_offsets_, values_->product, packed_v,
+                   values_->offsets, y, y_stride_, y_offsets_);
+    } else if (y_offsets_.empty()) {
       gemm::multiply(p, a, a_offsets_, packed, b_offsets_, y, y_stride_);
     } else {
       gemm::multiply(p, a, a_offsets_, packed, b_offsets_, y, y_offsets_);
@@ -409,6 +421,17 @@ class GemmStep : public Step {
   void read_residual_at(std::vector<int64_t> residual_offsets) {
     residual_offsets_ = std::move(residual_offsets);
   }
+  // A MatMul's kiln_values: the product's rows (which then get a softmax) times V
+  // (gemm::attend), Y the output of that second product. `product` gives its sizes and Y's row
+  // stride; matrix i of V is packed at `offsets[i]` of `packed`, from `source` at run time where
+  // `packing` says so.
+  struct Values {
+    gemm::Product product;
+    BufferRef packed, source;
+    Packing packing;
+    std::vector<int64_t> offsets;
+  };
+  void then_multiply_by(Values values) { values_ = std::move(values); }
   std::string describe() const override { return label_; }
 
  private:
@@ -419,6 +442,7 @@ class GemmStep : public Step {
   std::vector<int64_t> y_offsets_, residual_offsets_;
   Buffers buffers_;
   Packing packing_;
+  std::optional<Values> values_;
 };
 
 // B's matrices [k, n] (`count` of them, matrix i at i * k * n in a plain buffer, or read with
@@ -575,21 +599,34 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   // A read in place through its strides: a product per matrix, rows lda apart.
   const std::optional<dnnl_dims> a_strides = strided_a(b, op.input_index(0), r);
   if (a_strides) p.lda = (*a_strides)[r - 2];
+  // kiln_values (input 4): the output is the softmaxed product (the scores) times V [..., n, dv]
+  // (gemm::attend); the scores are never stored.
+  const bool values = op.has_input(4);
+  const int64_t dv = values ? op.output(0).shape.back() : 0;
+  ConcreteShape scores_shape = op.output(0).shape;
+  if (values) scores_shape.back() = n;
   // Y written strided for a head merge after it; not with a residual (read as Y is written) or a
-  // softmax (over contiguous rows).
+  // softmax (over contiguous rows), unless both go to the scores (kiln_values).
   std::optional<dnnl_dims> y_strides;
-  if (!op.has_input(3) && !op.attributes().has(kernels::kMatmulSoftmaxAttribute) && r > 2) {
+  if (r > 2 &&
+      (values || (!op.has_input(3) && !op.attributes().has(kernels::kMatmulSoftmaxAttribute)))) {
     y_strides = merged_output_strides(b, op.output_index(0), r);
   }
-  if (y_strides) p.ldy = (*y_strides)[r - 2];
-  std::vector<int64_t> a_offsets, b_offsets, y_offsets, residual_offsets;
+  if (y_strides && !values) p.ldy = (*y_strides)[r - 2];
+  std::vector<int64_t> a_offsets, b_offsets, y_offsets, residual_offsets, v_offsets;
+  // V's leading dims, right-aligned against the output's (infer_matmul: they broadcast to them).
+  ConcreteShape v_lead(r - 2, 1);
+  if (values) {
+    const ConcreteShape& vs = op.input(4).shape;
+    std::copy(vs.begin(), vs.end() - 2, v_lead.end() - static_cast<ptrdiff_t>(vs.size() - 2));
+  }
   // kiln_residual broadcast over some dims of the output (attention's mask [B, 1, 1, S] against
   // [B, H, S, S]): the residual's row for each row of the output, as the reference kernel maps
   // them (the output's dims but the last, in order: product i's rows are i * m ...).
-  const bool broadcast_residual = op.has_input(3) && op.input(3).shape != op.output(0).shape;
+  const bool broadcast_residual = op.has_input(3) && op.input(3).shape != scores_shape;
   std::vector<int64_t> residual_rows;
   if (broadcast_residual) {
-    ConcreteShape from = op.input(3).shape, to = op.output(0).shape;
+    ConcreteShape from = op.input(3).shape, to = scores_shape;
     from.pop_back();  // infer_matmul: the output's rank (>= 2 where it broadcasts) and last dim
     to.pop_back();
     residual_rows = kernels::broadcast_index_map(from, to);
@@ -611,7 +648,7 @@ Status build_matmul_kiln(ProgramBuilder& b) {
       b_offsets.push_back(0);
       y_offsets.push_back(i * n);
     }
-  } else if (b_matrices == 1 && !a_strides && !y_strides && !broadcast_residual) {
+  } else if (b_matrices == 1 && !a_strides && !y_strides && !broadcast_residual && !values) {
     // One B for every matrix of A (broadcast over A's leading dims, which are then the
     // output's): one product of all of A's rows.
     p.m = a_matrices * m;
@@ -625,7 +662,8 @@ Status build_matmul_kiln(ProgramBuilder& b) {
     a_offsets.resize(static_cast<size_t>(count));
     b_offsets.resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
-      int64_t rest = i, a_index = 0, b_index = 0, a_scale = 1, b_scale = 1, a_offset = 0;
+      int64_t rest = i, a_index = 0, b_index = 0, v_index = 0, a_scale = 1, b_scale = 1,
+              v_scale = 1, a_offset = 0;
       int64_t y_offset = 0;
       for (size_t d = r - 2; d-- > 0;) {
         const int64_t index = rest % s.y[d];
@@ -638,12 +676,17 @@ Status build_matmul_kiln(ProgramBuilder& b) {
         if (s.b[d] != 1) b_index += index * b_scale;
         a_scale *= s.a[d];
         b_scale *= s.b[d];
+        if (values && v_lead[d] != 1) v_index += index * v_scale;
+        if (values) v_scale *= v_lead[d];
       }
       a_offsets[static_cast<size_t>(i)] = a_strides ? a_offset : a_index * m * k;
       b_offsets[static_cast<size_t>(i)] = b_index * per_packed;
+      if (values) v_offsets.push_back(v_index * gemm::packed_floats(n, dv));
       if (y_strides) y_offsets.push_back(y_offset);
-      if (broadcast_residual && m > 0) {
-        residual_offsets.push_back(residual_rows[static_cast<size_t>(i * m)] * n);
+      // gemm::attend reads a residual of the scores at explicit offsets.
+      if (op.has_input(3) && m > 0 && (broadcast_residual || values)) {
+        residual_offsets.push_back(
+            broadcast_residual ? residual_rows[static_cast<size_t>(i * m)] * n : i * m * n);
       }
     }
   }
@@ -691,6 +734,8 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   KILN_ASSIGN_OR_RETURN(buffers.y, b.output(op.output_index(0), y_layout));
   const size_t count = a_offsets.size();
   std::string label = product_label("matmul", p, count);
+  if (values)
+    label += fmt::format(" then x V {} (its rows in cache)", shape_to_string(op.input(4).shape));
   if (y_strides) label += " (written for the transpose after it)";
   if (rows_along_dim0) label += " (rows along dim 0 of a transposed A)";
   if (broadcast_residual) {
@@ -700,9 +745,24 @@ Status build_matmul_kiln(ProgramBuilder& b) {
   }
   auto step =
       std::make_unique<GemmStep>(b.label(label), p, std::move(a_offsets), std::move(b_offsets),
-                                 p.m * n, buffers, std::move(packing));
+                                 p.m * (values ? dv : n), buffers, std::move(packing));
   if (!y_offsets.empty()) step->write_at(std::move(y_offsets));
-  if (broadcast_residual) step->read_residual_at(std::move(residual_offsets));
+  if (!residual_offsets.empty()) step->read_residual_at(std::move(residual_offsets));
+  if (values) {
+    GemmStep::Values v;
+    v.product = gemm::dense_product(p.m, n, dv);
+    if (y_strides) v.product.ldy = (*y_strides)[r - 2];
+    const int32_t vi = op.input_index(4);
+    const int64_t v_matrices = product(dnnl_dims(v_lead.begin(), v_lead.end()), 0);
+    if (auto strided = packed_b_from_strides(b, vi, v_matrices, n, dv, v.packing, v.source)) {
+      v.packed = *strided;
+    } else {
+      KILN_ASSIGN_OR_RETURN(v.packed,
+                            packed_b(b, vi, v_matrices, n, dv, dv, 1, v.packing, v.source));
+    }
+    v.offsets = std::move(v_offsets);
+    step->then_multiply_by(std::move(v));
+  }
   b.add(std::move(step));
   return ok_status();
 }

@@ -537,6 +537,73 @@ TEST(CpuMatMulTest, ABroadcastKilnResidualGivesTheBitsOfAMaskAdd) {
   }
 }
 
+// A MatMul with kiln_values (attention's probabilities times V, passes::fuse_matmul) gives the bits
+// of the MatMul with its scale, mask and softmax followed by a MatMul of the probabilities and V:
+// several heads with a padding mask holding a NaN (NaN throughout its batch's rows), 197 rows (two
+// chunks of rows), a V of rank 2 for every matrix, and an output read by a head-merging Transpose
+// (written for it, as the unfused second product is).
+TEST(CpuMatMulTest, KilnValuesGiveTheBitsOfTheProbabilitiesTimesV) {
+  struct Case {
+    ConcreteShape q, k, mask, v;
+    bool merge = false;
+  };
+  for (const Case& c :
+       {Case{{2, 3, 17, 64}, {2, 3, 64, 19}, {2, 1, 1, 19}, {2, 3, 19, 40}},
+        Case{{197, 64}, {64, 197}, {}, {197, 64}}, Case{{4, 9, 5}, {4, 5, 40}, {}, {40, 7}},
+        Case{{2, 3, 17, 64}, {2, 3, 64, 19}, {2, 1, 1, 19}, {2, 3, 19, 40}, true}}) {
+    const std::string name = fmt::format("{}{}", fmt::join(c.q, "x"), c.merge ? " merged" : "");
+    const Tensor q = random_tensor(c.q, 71, -2.0f, 2.0f), k = random_tensor(c.k, 72);
+    const Tensor v = random_tensor(c.v, 73);
+    Tensor mask = random_tensor(c.mask.empty() ? ConcreteShape{1} : c.mask, 74);
+    mask.mutable_values<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    ConcreteShape ps = c.q;
+    ps.back() = c.k.back();
+    ConcreteShape ys = c.q;
+    ys.back() = c.v.back();
+    const ConcreteShape perm{0, 2, 1, 3};
+    ConcreteShape ts;
+    if (c.merge) {
+      for (int64_t i : perm) ts.push_back(ys[static_cast<size_t>(i)]);
+    }
+    std::vector<Tensor> outputs;
+    std::string described;
+    for (bool fused : {true, false}) {
+      SpecBuilder s;
+      const int32_t qi = s.input("q", c.q), ki = s.input("k", c.k), vi = s.input("v", c.v);
+      const int32_t mi = c.mask.empty() ? -1 : s.input("mask", c.mask);
+      const int32_t out = c.merge ? s.output("out", ts) : s.output("out", ys);
+      const int32_t y = c.merge ? s.value("y", ys) : out;
+      const Attributes scores = attrs({{kernels::kMatmulScaleAttribute, 0.125},
+                                       {kernels::kMatmulSoftmaxAttribute, int64_t{1}}});
+      if (fused) {
+        s.dispatch("mm", "MatMul", {qi, ki, -1, mi, vi}, {y}, scores);
+      } else {
+        const int32_t p = s.value("p", ps);
+        s.dispatch("mm", "MatMul", {qi, ki, -1, mi}, {p}, scores);
+        s.dispatch("mm2", "MatMul", {p, vi}, {y});
+      }
+      if (c.merge) s.dispatch("merge", "Transpose", {y}, {out}, attrs({{"perm", perm}}));
+      auto exe = default_cpu_device()->prepare(s.spec());
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      if (fused) described = (*exe)->describe_dispatch(0).at(0);
+      std::vector<Tensor> in{q, k, v};
+      if (!c.mask.empty()) in.push_back(mask);
+      auto ran = run_program(**exe, s.spec(), in);
+      ASSERT_TRUE(ran.ok()) << ran.status().to_string();
+      outputs.push_back(std::move(ran)->at(0));
+    }
+    EXPECT_NE(described.find("then x V"), std::string::npos) << name << ": " << described;
+    EXPECT_EQ(described.find("written for the transpose") != std::string::npos, c.merge)
+        << name << ": " << described;
+    EXPECT_TRUE(identical(outputs[0], outputs[1])) << name;
+    if (c.mask.empty()) continue;
+    // The mask's NaN (batch 0's first key) makes batch 0's rows NaN, batch 1's finite.
+    const std::span<const float> y = outputs[0].values<float>();
+    EXPECT_TRUE(std::isnan(y[0])) << name;
+    EXPECT_FALSE(std::isnan(y.back())) << name;
+  }
+}
+
 // Attention's head merge: a batched product read only by a Transpose that keeps the last axis
 // last is written in the layout that makes the Transpose's output plain, and the Transpose then
 // copies nothing; the bits are those of the plain product and a copying Transpose (the same

@@ -1,9 +1,11 @@
 #include "kiln/hal/vulkan/kernel_builder.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "kiln/hal/vulkan/constant_cache.h"
 #include "kiln/hal/vulkan/shader_library.h"
+#include "kiln/hal/vulkan/vulkan_buffer.h"
 
 namespace kiln::hal::vulkan {
 
@@ -57,6 +59,16 @@ StatusOr<Operand> KernelBuilder::owned_constant(std::span<const std::byte> bytes
   Operand operand;
   if (constants_ == nullptr) return operand;  // dry
   KILN_ASSIGN_OR_RETURN(operand.constant, constants_->upload(bytes));
+  return operand;
+}
+
+StatusOr<Operand> KernelBuilder::scratch(size_t bytes) {
+  Operand operand;
+  if (context_ == nullptr) return operand;  // dry
+  KILN_ASSIGN_OR_RETURN(
+      std::unique_ptr<VulkanBuffer> buffer,
+      VulkanBuffer::create(*context_, std::max<size_t>(bytes, 4), MemoryType::kDeviceLocal));
+  operand.constant = std::shared_ptr<const VulkanBuffer>(std::move(buffer));
   return operand;
 }
 

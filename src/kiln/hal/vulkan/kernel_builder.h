@@ -51,6 +51,9 @@ class KernelBuilder {
   Operand output_operand(size_t i, size_t byte_offset = 0) const;
   // A device copy of host data that the kernel owns (e.g. reordered weights).
   StatusOr<Operand> owned_constant(std::span<const std::byte> bytes);
+  // A device buffer of `bytes` that the kernel alone writes and reads between its launches (a
+  // fused dispatch's intermediate, e.g. attention's scores): no program value holds it.
+  StatusOr<Operand> scratch(size_t bytes);
 
   // Launches a 1-D `shader` over `invocations` elements: workgroups of kWorkgroupSize, split into
   // launches of at most maxComputeWorkGroupCount[0] workgroups. Each launch's parameters are

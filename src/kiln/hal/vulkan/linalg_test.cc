@@ -275,6 +275,29 @@ TEST_F(VulkanLinalgTest, MaskedScoresRunOnTheGpu) {
   }
 }
 
+// kiln_values (passes::fuse_matmul: attention's probabilities times V) runs on the GPU: the
+// masked scores in a buffer of the dispatch's own, then the product with V into the output; V
+// per head and V of rank 2 for every head, and a NaN in one sample's mask (its rows NaN).
+TEST_F(VulkanLinalgTest, AttentionValuesRunOnTheGpu) {
+  const Tensor q = random_tensor({2, 3, 13, 8}, 31), k = random_tensor({2, 3, 8, 13}, 32);
+  Tensor mask = random_tensor({2, 1, 1, 13}, 33);
+  const Attributes scores = attrs({{"kiln_scale", 0.125}, {"kiln_softmax", int64_t{1}}});
+  check("MatMul", {{q}, {k}, {Tensor()}, {mask}, {random_tensor({2, 3, 13, 5}, 34)}}, scores);
+  check("MatMul", {{q}, {k}, {Tensor()}, {Tensor()}, {random_tensor({13, 70}, 35)}}, scores);
+  mask.mutable_values<float>()[13 + 2] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<In> ins{{q}, {k}, {Tensor()}, {mask}, {random_tensor({2, 3, 13, 5}, 36)}};
+  const std::vector<Tensor> expected = expected_of("MatMul", ins, scores, 1, 18);
+  ASSERT_EQ(expected.size(), 1u);
+  const std::vector<Tensor> got = run_op("MatMul", ins, scores, expected);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(all_close(got[0], expected[0], kTol));
+  const auto y = got[0].values<float>();
+  const int64_t sample = 3 * 13 * 5;
+  for (int64_t i = 0; i < 2 * sample; ++i) {
+    EXPECT_EQ(std::isnan(y[i]), i >= sample) << i;  // sample 1's every row is NaN, sample 0's none
+  }
+}
+
 TEST_F(VulkanLinalgTest, MatMulPropagatesNaN) {
   Tensor a = random_tensor({5, 20}, 14);
   a.mutable_values<float>()[2 * 20 + 3] = std::numeric_limits<float>::quiet_NaN();

@@ -40,12 +40,12 @@ struct Product {
   bool has_c = false;
 };
 
+// Y = `y` (the dispatch's output, or a scratch buffer); `a_count` and `b_count`: the elements of
+// A and B.
 Status launch_product(KernelBuilder& b, const Product& p, Operand a, Operand bm, Operand c,
-                      const std::string& what) {
+                      Operand y, uint64_t a_count, uint64_t b_count, const std::string& what) {
   const uint64_t total = p.batches * p.m * p.n;
   if (total == 0) return ok_status();
-  const uint64_t a_count = static_cast<uint64_t>(kernels::product(b.input(0).shape)),
-                 b_count = static_cast<uint64_t>(kernels::product(b.input(1).shape));
   if (total >= (uint64_t{1} << 32) || a_count >= (uint64_t{1} << 32) ||
       b_count >= (uint64_t{1} << 32)) {
     return unimplemented("{} has more elements than the Vulkan kernel's 32-bit indices reach",
@@ -65,7 +65,7 @@ Status launch_product(KernelBuilder& b, const Product& p, Operand a, Operand bm,
                                   u(p.c_cs),
                                   KernelBuilder::bits(p.alpha),
                                   KernelBuilder::bits(p.beta)};
-  std::vector<Operand> operands = {a, bm, p.has_c ? c : a, b.output_operand(0)};
+  std::vector<Operand> operands = {a, bm, p.has_c ? c : a, std::move(y)};
   const uint32_t has_c = p.has_c ? 1 : 0;
   if (g_matmul_shader.load() == MatmulShader::kNaive) {
     params.push_back(u(total));
@@ -78,6 +78,10 @@ Status launch_product(KernelBuilder& b, const Product& p, Operand a, Operand bm,
   b.describe(fmt::format("vulkan tiled {} ({} x [{} x {}] x [{} x {}], {}x{} tiles)", what,
                          p.batches, p.m, p.k, p.k, p.n, kTile, kTile));
   return b.launch_groups("matmul", {has_c}, groups, std::move(operands), std::move(params));
+}
+
+uint64_t product_of(const ConcreteShape& shape) {
+  return static_cast<uint64_t>(kernels::product(shape));
 }
 
 // The stride of an operand's flattened batch (its batch dims, right-aligned against the
@@ -155,18 +159,28 @@ Status build_matmul(KernelBuilder& b) {
     p.has_c = true;
     p.c_rs = 0, p.c_cs = 1;
   }
-  KILN_RETURN_IF_ERROR(launch_product(b, p, a, bm, bias, has_bias ? "matmul +bias" : "matmul"));
+  // kiln_values (input 4): the epilogue below goes to the scores, in a buffer of the dispatch's
+  // own, which a second product then multiplies by V into the output.
+  const bool values = b.input_count() > 4 && b.has_input(4);
   const uint64_t elements = p.batches * p.m * p.n;
-  if (elements == 0) return ok_status();
-  const Operand y = b.output_operand(0);
+  Operand y = b.output_operand(0);
+  if (values) {
+    KILN_ASSIGN_OR_RETURN(y, b.scratch(elements * sizeof(float)));
+  }
+  ConcreteShape scores_shape = b.output(0).shape;
+  if (values) scores_shape.back() = static_cast<int64_t>(p.n);
+  KILN_RETURN_IF_ERROR(launch_product(b, p, a, bm, bias, y, product_of(b.input(0).shape),
+                                      product_of(b.input(1).shape),
+                                      has_bias ? "matmul +bias" : "matmul"));
+  if (elements == 0 && !values) return ok_status();
   // Then the rest of the epilogue in the reference's order (kernels/linalg.cc), each a pass over
   // the product in place with the shader an Add or a Gelu dispatch would run: kiln_residual, added
   // with its broadcast (attention's mask [B, 1, 1, S]); kiln_activation; kiln_softmax.
-  if (has_residual) {
+  if (has_residual && elements > 0) {
     KILN_ASSIGN_OR_RETURN(Operand residual, b.input_operand(3));
     b.describe(fmt::format("vulkan add of the residual {} to the product",
                            shape_to_string(b.input(3).shape)));
-    KILN_RETURN_IF_ERROR(launch_add(b, y, residual, b.input(3).shape, y, b.output(0).shape));
+    KILN_RETURN_IF_ERROR(launch_add(b, y, residual, b.input(3).shape, y, scores_shape));
   }
   using Kind = kernels::FusedActivation::Kind;
   if (activation.kind == Kind::kGelu || activation.kind == Kind::kGeluTanh) {
@@ -182,10 +196,33 @@ Status build_matmul(KernelBuilder& b) {
   // kiln_softmax: the softmax shader's row form over the product, in place (each invocation reads
   // its elements before it writes them), as a Softmax dispatch after the MatMul would run.
   const uint64_t rows = p.batches * p.m;
-  b.describe(
-      fmt::format("vulkan softmax of the product ({} rows of {}, a workgroup per row)", rows, p.n));
-  return b.launch_rows("softmax", {0u, 1u}, rows, {b.output_operand(0), b.output_operand(0)},
-                       {static_cast<uint32_t>(rows), static_cast<uint32_t>(p.n), 1u});
+  if (elements > 0) {
+    b.describe(fmt::format("vulkan softmax of the product ({} rows of {}, a workgroup per row)",
+                           rows, p.n));
+    KILN_RETURN_IF_ERROR(
+        b.launch_rows("softmax", {0u, 1u}, rows, {y, y},
+                      {static_cast<uint32_t>(rows), static_cast<uint32_t>(p.n), 1u}));
+  }
+  if (!values) return ok_status();
+  // kiln_values: the probabilities times V, the matmul shader as MatMul(P, V) after them runs it.
+  const ConcreteShape& vs = b.input(4).shape;
+  Product q;
+  q.batches = p.batches;
+  q.m = p.m;
+  q.k = p.n;
+  q.n = static_cast<uint64_t>(vs.back());
+  q.a_rs = q.k, q.a_cs = 1, q.a_bs = q.m * q.k;
+  q.b_rs = q.n, q.b_cs = 1;
+  const auto v_bs = batch_stride(ConcreteShape(vs.begin(), vs.end() - 2), batch, q.k * q.n);
+  if (!v_bs) {
+    return unimplemented(
+        "input 4 'kiln_values' {} is not one flattened batch with a stride against the scores {}",
+        shape_to_string(vs), shape_to_string(scores_shape));
+  }
+  q.b_bs = *v_bs;
+  KILN_ASSIGN_OR_RETURN(Operand v, b.input_operand(4));
+  return launch_product(b, q, y, v, y, b.output_operand(0), elements, product_of(vs),
+                        "matmul of the probabilities and V");
 }
 
 Status build_gemm(KernelBuilder& b) {
@@ -226,7 +263,8 @@ Status build_gemm(KernelBuilder& b) {
   }
   KILN_ASSIGN_OR_RETURN(Operand a, b.input_operand(0));
   KILN_ASSIGN_OR_RETURN(Operand bm, b.input_operand(1));
-  return launch_product(b, p, a, bm, c, "gemm");
+  return launch_product(b, p, a, bm, c, b.output_operand(0), product_of(b.input(0).shape),
+                        product_of(b.input(1).shape), "gemm");
 }
 
 }  // namespace kiln::hal::vulkan
