@@ -59,8 +59,9 @@ constexpr std::array kMatmulDtypes = {DType::kF16, DType::kBF16, DType::kF32, DT
 // 'kiln_scale' (float products) multiplies each sum over k, as a Mul by that scalar after the
 // MatMul; then its optional input 2 'kiln_bias' [N] is added to every row, then input 3
 // 'kiln_residual' element by element: the same operations, in the same order, as MatMul then Mul
-// then Add then Add. kiln_residual has the output's rank and last dim; each other dim is the
-// output's or 1, broadcast (attention's mask [B, 1, 1, S] against scores [B, H, S, S]). Its
+// then Add then Add. kiln_residual has the output's last dim and at most its rank; each other dim,
+// right-aligned, is the output's or 1, broadcast (attention's mask [B, 1, 1, S] against scores
+// [B, H, S, S], or a causal one [S, S]). Its
 // attribute 'kiln_activation' ("gelu" or "gelu_tanh", activation.h) then applies GELU to every
 // element, as a Gelu node after them; or its attribute 'kiln_softmax' = 1 then applies Softmax
 // along the last axis (each row of the result), as an opset-13 Softmax node after them
@@ -149,14 +150,19 @@ Status infer_matmul(InferArgs& args) {
   }
   if (const ValueType* residual = optional_input(args, 3)) {
     // kiln's residual (passes::fuse_matmul): one value per output element, or one broadcast over
-    // the output's dims where its own dim is 1 (not the last).
+    // the output's dims, right-aligned, where its own dim is 1 (not the last) or absent.
     KILN_RETURN_IF_ERROR(check_same_dtype(*residual, 3, "kiln_residual", a.dtype, "input 0 'A'"));
-    KILN_RETURN_IF_ERROR(
-        check_rank(*residual, 3, "kiln_residual", static_cast<int64_t>(out.size())));
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (i + 1 < out.size() && residual->shape[i] == DimExpr(1)) continue;
+    const size_t rank = residual->shape.size();
+    if (rank < 1 || rank > out.size()) {
+      return invalid_argument(
+          "input 3 'kiln_residual' {} must have rank 1 to {} (the product's {})",
+          shape_to_string(residual->shape), out.size(), shape_to_string(out));
+    }
+    const size_t lead = out.size() - rank;
+    for (size_t i = 0; i < rank; ++i) {
+      if (i + 1 < rank && residual->shape[i] == DimExpr(1)) continue;
       KILN_RETURN_IF_ERROR(
-          check_dims_equal(residual->shape[i], out[i],
+          check_dims_equal(residual->shape[i], out[lead + i],
                            fmt::format("input 3 'kiln_residual' dim {} (the product's shape {})", i,
                                        shape_to_string(out))));
     }

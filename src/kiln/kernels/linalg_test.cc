@@ -289,18 +289,21 @@ TEST(MatMul, KilnResidualAddsPerElementAfterTheBias) {
                                     {})
                             .status(),
                         StatusCode::kInvalidArgument, {"input 3 'kiln_residual' dim 1"}));
-  EXPECT_TRUE(has_error(
-      infer_shape(
-          "MatMul",
-          {{DType::kF32, {3, 8}}, {DType::kF32, {8, 5}}, {DType::kF32, {5}}, {DType::kF32, {5}}},
-          {})
-          .status(),
-      StatusCode::kInvalidArgument, {"input 3 'kiln_residual'"}));
+  EXPECT_TRUE(has_error(infer_shape("MatMul",
+                                    {{DType::kF32, {3, 8}},
+                                     {DType::kF32, {8, 5}},
+                                     {DType::kF32, {5}},
+                                     {DType::kF32, {1, 3, 5}}},
+                                    {})
+                            .status(),
+                        StatusCode::kInvalidArgument, {"input 3 'kiln_residual'", "rank 1 to 2"}));
 }
 
-// A kiln_residual of the output's rank and last dim broadcasts over its dims of 1 (attention's
-// mask): [2, 1, 2] against the output [2, 3, 2] adds batch b's row to each of its 3 rows. Its
-// last dim never broadcasts, and a dim that is neither 1 nor the output's is refused.
+// A kiln_residual with the output's last dim broadcasts over its dims of 1 (attention's mask):
+// [2, 1, 2] against the output [2, 3, 2] adds batch b's row to each of its 3 rows; one of a lower
+// rank, right-aligned ([1, 2] or [2]; a causal mask [S, S] against [B, H, S, S]), adds its row to
+// every row. Its last dim never broadcasts, and a dim that is neither 1 nor the output's is
+// refused.
 TEST(MatMul, KilnResidualBroadcastsOverItsDimsOfOne) {
   // A: 2 batches of 3 x 1 rows [1..6]; B [1, 2] = [1, 10]: row i of batch b is (x, 10 x).
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -318,12 +321,22 @@ TEST(MatMul, KilnResidualBroadcastsOverItsDimsOfOne) {
       EXPECT_EQ(v[i], want[i]) << i;
     }
   }
-  auto s = infer_op("MatMul", {type(DType::kF32, {sym("B"), 4, sym("S"), 8}),
-                               type(DType::kF32, {sym("B"), 4, 8, sym("S")}), std::nullopt,
-                               type(DType::kF32, {sym("B"), 1, 1, sym("S")})});
-  ASSERT_TRUE(s.ok()) << s.status().to_string();
-  EXPECT_EQ(shape_to_string(s->at(0).shape), "[B,4,S,S]");
-  for (const Shape& bad : {Shape{2, 1, 6, 1}, Shape{2, 2, 1, 6}}) {
+  for (const Tensor& row : {f64({1, 2}, {0.5, -1}), f64({2}, {0.5, -1})}) {
+    auto every_row = run_op("MatMul", {value(f64({2, 3, 1}, {1, 2, 3, 4, 5, 6})),
+                                       value(f64({1, 2}, {1, 10})), absent(), value(row)});
+    ASSERT_TRUE(every_row.ok()) << every_row.status().to_string();
+    EXPECT_EQ(values_of<double>(every_row->at(0)),
+              (std::vector<double>{1.5, 9, 2.5, 19, 3.5, 29, 4.5, 39, 5.5, 49, 6.5, 59}))
+        << shape_to_string(row.shape());
+  }
+  for (const Shape& mask : {Shape{sym("B"), 1, 1, sym("S")}, Shape{sym("S"), sym("S")}}) {
+    auto s = infer_op("MatMul", {type(DType::kF32, {sym("B"), 4, sym("S"), 8}),
+                                 type(DType::kF32, {sym("B"), 4, 8, sym("S")}), std::nullopt,
+                                 type(DType::kF32, mask)});
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(shape_to_string(s->at(0).shape), "[B,4,S,S]");
+  }
+  for (const Shape& bad : {Shape{2, 1, 6, 1}, Shape{2, 2, 1, 6}, Shape{5, 6}}) {
     EXPECT_TRUE(has_error(
         infer_op("MatMul", {type(DType::kF32, {2, 4, 6, 8}), type(DType::kF32, {2, 4, 8, 6}),
                             std::nullopt, type(DType::kF32, bad)})

@@ -27,9 +27,10 @@
 //
 // Attention's additive mask is such a computed addend too, but of a shape that broadcasts up to the
 // scores': Add(MatMul(q, k) [* scale], mask) with mask [B, 1, 1, S] (BERT-style exports; [1, 1,
-// S, S] for a causal one) against scores [B, H, S, S], of any B (the computed K^T need not be a
-// constant), becomes MatMul(q, k, absent, mask): a kiln_residual of the product's rank and last dim
-// whose other dims are the product's or 1, added to every row and matrix it broadcasts over, in
+// S, S] or [S, S] for a causal one, GPT-2's Trilu) against scores [B, H, S, S], of any B (the
+// computed K^T need not be a constant), becomes MatMul(q, k, absent, mask): a kiln_residual of at
+// most the product's rank with its last dim, whose other dims (right-aligned) are the product's
+// or 1, added to every row and matrix it broadcasts over, in
 // the same operation as the Add (so the Softmax after it can fold as well, below). A dim of 1 in
 // the mask against one that is not 1 in the product is a literal 1 in both the dynamic and the
 // bound graph (the mask's Unsqueeze); a symbolic dim that only binding sets to 1 leaves the dynamic
@@ -251,13 +252,15 @@ bool fuse_residual(ir::Graph& graph, const std::vector<std::vector<ir::NodeId>>&
   return true;
 }
 
-// Whether `r` broadcasts up to `y` dim by dim without changing y's last dim: the same rank, the
-// last dim the same, every other dim the same or 1.
+// Whether `r` broadcasts up to `y` dim by dim without changing y's last dim: at most y's rank
+// (right-aligned, the missing dims broadcast), the last dim the same, every other dim the same
+// or 1.
 bool broadcasts_to_rows(const ir::Graph& graph, const Shape& r, const Shape& y) {
-  if (r.size() != y.size() || r.size() < 2) return false;
+  if (r.size() > y.size() || r.empty() || y.size() < 2) return false;
+  const size_t lead = y.size() - r.size();
   for (size_t i = 0; i < r.size(); ++i) {
     const bool one = r[i] == DimExpr(1) && i + 1 < r.size();
-    if (!one && !same_or_assumed_shape(graph, Shape{r[i]}, Shape{y[i]})) return false;
+    if (!one && !same_or_assumed_shape(graph, Shape{r[i]}, Shape{y[lead + i]})) return false;
   }
   return true;
 }

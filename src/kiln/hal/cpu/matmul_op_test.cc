@@ -484,16 +484,18 @@ TEST(CpuMatMulTest, KilnSoftmaxGivesTheBitsOfASoftmaxAfterTheProduct) {
 // A kiln_residual that broadcasts over the product's leading dims and rows (attention's mask,
 // passes::fuse_matmul), with kiln_scale and with or without kiln_softmax, gives the bits of the
 // MatMul, an Add of the mask with numpy broadcasting and a Softmax dispatch: a padding mask [B, 1,
-// 1, S] of 0 and -10000 with a -inf and a NaN in it, a causal one [1, 1, S, S] and one per head
-// [B, H, 1, S]; several matrices of A and B (one product per matrix).
+// 1, S] of 0 and -10000 with a -inf and a NaN in it, a causal one [1, 1, S, S] or [S, S] (of a
+// lower rank, right-aligned) and one per head [B, H, 1, S]; several matrices of A and B (one
+// product per matrix).
 TEST(CpuMatMulTest, ABroadcastKilnResidualGivesTheBitsOfAMaskAdd) {
   struct Case {
     ConcreteShape mask;
     bool softmax;
   };
   const ConcreteShape as{2, 3, 17, 64}, bs{2, 3, 64, 19}, ys{2, 3, 17, 19};
-  for (const Case& c : {Case{{2, 1, 1, 19}, true}, Case{{2, 1, 1, 19}, false},
-                        Case{{1, 1, 17, 19}, true}, Case{{2, 3, 1, 19}, true}}) {
+  for (const Case& c :
+       {Case{{2, 1, 1, 19}, true}, Case{{2, 1, 1, 19}, false}, Case{{1, 1, 17, 19}, true},
+        Case{{17, 19}, true}, Case{{2, 3, 1, 19}, true}}) {
     const Tensor a = random_tensor(as, 61, -2.0f, 2.0f), b = random_tensor(bs, 62);
     Tensor mask = random_tensor(c.mask, 63);
     std::span<float> mv = mask.mutable_values<float>();

@@ -253,13 +253,15 @@ TEST_F(VulkanLinalgTest, MatMulKilnBiasResidualAndGeluRunOnTheGpu) {
 
 // Attention's masked scores (passes::fuse_matmul folds the mask [B, 1, 1, S] into the scores
 // product as a kiln_residual that broadcasts, then the softmax): on the GPU, with -inf in the mask
-// (a padded position, which the softmax makes 0) and a NaN in one sample's mask (its rows NaN).
+// (a padded position, which the softmax makes 0), a causal mask [S, S] of a lower rank, and a NaN
+// in one sample's mask (its rows NaN).
 TEST_F(VulkanLinalgTest, MaskedScoresRunOnTheGpu) {
   const Tensor q = random_tensor({2, 3, 13, 8}, 27), k = random_tensor({2, 3, 8, 13}, 28);
   Tensor mask = random_tensor({2, 1, 1, 13}, 29);
   mask.mutable_values<float>()[4] = -std::numeric_limits<float>::infinity();
   const Attributes scores = attrs({{"kiln_scale", 0.125}, {"kiln_softmax", int64_t{1}}});
   check("MatMul", {{q}, {k}, {Tensor()}, {mask}}, scores);
+  check("MatMul", {{q}, {k}, {Tensor()}, {random_tensor({13, 13}, 30)}}, scores);  // causal [S, S]
   mask.mutable_values<float>()[13 + 2] = std::numeric_limits<float>::quiet_NaN();
   const std::vector<Tensor> expected =
       expected_of("MatMul", {{q}, {k}, {Tensor()}, {mask}}, scores, 1, 18);
