@@ -898,13 +898,18 @@ StatusOr<std::unique_ptr<Kernel>> make_einsum(const MakeArgs& args) {
 }
 
 // Multiply-adds: every output element over the shared dim (A's last for MatMul; Gemm's A is
-// [M, K], or [K, M] with transA).
+// [M, K], or [K, M] with transA). A MatMul with kiln_values counts both products: the scores (a
+// row of N, V's rows, per output row) over K, then the output over N.
 double matmul_multiply_adds(const Attributes&, std::span<const ConcreteShape* const> in,
                             std::span<const ConcreteShape* const> out) {
   const ConcreteShape* a = dims_at(in, 0);
   const ConcreteShape* y = dims_at(out, 0);
   if (a == nullptr || y == nullptr || a->empty()) return 0;
-  return product_as_double(*y) * static_cast<double>(a->back());
+  const double outputs = product_as_double(*y), k = static_cast<double>(a->back());
+  const ConcreteShape* v = dims_at(in, 4);
+  if (v == nullptr || v->size() < 2 || y->empty() || y->back() == 0) return outputs * k;
+  const auto n = static_cast<double>((*v)[v->size() - 2]);
+  return outputs / static_cast<double>(y->back()) * n * k + outputs * n;
 }
 double gemm_multiply_adds(const Attributes& attributes, std::span<const ConcreteShape* const> in,
                           std::span<const ConcreteShape* const> out) {

@@ -236,6 +236,12 @@ TEST(MatMul, KilnValuesMultipliesTheProbabilitiesByV) {
   EXPECT_NEAR(got[0], 3.0f, 1e-6f);
   EXPECT_NEAR(got[1], 4.0f, 1e-6f);
 
+  // Both products' multiply-adds: 2 x 3 rows of 5 scores over 4, then 2 x 3 x 6 outputs over 5.
+  const ConcreteShape qs{2, 3, 4}, ks{2, 4, 5}, vs{2, 5, 6}, ys{2, 3, 6};
+  const std::vector<const ConcreteShape*> in_dims{&qs, &ks, nullptr, nullptr, &vs};
+  const std::vector<const ConcreteShape*> out_dims{&ys};
+  EXPECT_EQ(multiply_adds("MatMul", softmax, in_dims, out_dims), 2.0 * 3 * 5 * 4 + 2.0 * 3 * 6 * 5);
+
   auto infer = [](const std::vector<ValueType>& in, const Attributes& a) {
     return infer_op("MatMul", {in[0], in[1], std::nullopt, std::nullopt, in[2]}, a);
   };
