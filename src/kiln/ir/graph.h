@@ -124,6 +124,8 @@ class Graph {
   void replace_uses(ValueId from, ValueId to);
   // Marks a node for removal by remove_dead (clears its outputs' producer).
   void erase_node(NodeId id);
+  // Whether erase_node marked the node (it keeps its fields until remove_dead).
+  bool is_erased(NodeId id) const { return erased_.at(id); }
   // Drops erased nodes, nodes whose outputs are unused, and values nothing refers to; renumbers.
   void remove_dead();
   // Re-sorts nodes topologically (after a pass inserted nodes out of order).

@@ -377,7 +377,8 @@ StatusOr<int> fuse_matmul(ir::Graph& graph) {
   int rewrites = 0;
   auto consumers = graph.consumers();
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(graph.nodes().size()); ++id) {
-    if (graph.node(id).outputs.empty()) continue;
+    // A node a rewrite absorbed keeps its fields until remove_dead (fuse_values absorbs a MatMul).
+    if (graph.is_erased(id) || graph.node(id).outputs.empty()) continue;
     // The scale first, then the bias, the residual after it, then the activation or the
     // softmax, on the same MatMul.
     while (fuse_operand_scale(graph, consumers, id) || fuse_scale(graph, consumers, id) ||

@@ -1497,7 +1497,9 @@ TEST(FuseMatmul, FoldsABroadcastMaskBetweenTheScaleAndTheSoftmax) {
 // softmax in f64 and rounds once) and the mask's NaN spreading over its batch's rows; a
 // V of rank 2 (one for every head) folds too. The probabilities also read elsewhere, read as the
 // second product's B, or a V whose leading dims add to the scores' (a batch of 1 against B) leave
-// the second MatMul as it is.
+// the second MatMul as it is. A Mul by a scalar after the second product stays a Mul (nothing
+// folds after a softmax), and the second MatMul, absorbed, takes no rewrite of its own (it did:
+// the Mul folded into it, and the graph had a cycle).
 TEST(FuseMatmul, FoldsTheValuesProductIntoTheProbabilities) {
   struct Case {
     const char* name;
@@ -1506,8 +1508,10 @@ TEST(FuseMatmul, FoldsTheValuesProductIntoTheProbabilities) {
     bool probs_as_b = false;
     bool batch_one = false;
     bool folds = true;
+    bool scaled_after = false;  // Mul(y, 0.5) after the second product: it stays a Mul
   };
   for (const Case& c : {Case{"values", {-1, 4, -2, 5}}, Case{"values of rank 2", {-2, 5}},
+                        Case{"scaled after", {-1, 4, -2, 5}, false, false, false, true, true},
                         Case{"probabilities read again", {-1, 4, -2, 5}, true, false, false, false},
                         Case{"probabilities as B", {-1, 4, 5, -2}, false, true, false, false},
                         Case{"values add a dim", {-1, 4, -2, 5}, false, false, true, false}}) {
@@ -1545,7 +1549,14 @@ TEST(FuseMatmul, FoldsTheValuesProductIntoTheProbabilities) {
     ValueId y = g.add_value({"y", DType::kF32, ys, {}, {}});
     g.add_node(
         {"attend", "MatMul", {c.probs_as_b ? v : probs, c.probs_as_b ? probs : v}, {y}, {}, {}});
-    g.add_output(y);
+    if (c.scaled_after) {
+      ValueId half = g.add_value({"half", DType::kF32, ys, {}, {}});
+      g.add_node(
+          {"halve", "Mul", {y, g.add_constant("one_half", f32_scalar(0.5f))}, {half}, {}, {}});
+      g.add_output(half);
+    } else {
+      g.add_output(y);
+    }
     if (c.probs_read_again) g.add_output(probs);
     const int64_t qn = c.batch_one ? 1 : 2;
     std::vector<Tensor> in{random_tensor({qn, 4, 6, 8}, rng, -3.0f, 3.0f),
@@ -1557,6 +1568,7 @@ TEST(FuseMatmul, FoldsTheValuesProductIntoTheProbabilities) {
     EXPECT_EQ(fuse_matmul(g).value(), c.folds ? 4 : 3) << c.name;
     ASSERT_TRUE(ir::verify_graph(g).ok()) << c.name;
     EXPECT_EQ(count_op(g, "MatMul"), c.folds ? 1 : 2) << c.name;
+    EXPECT_EQ(count_op(g, "Mul"), c.scaled_after ? 1 : 0) << c.name;
     auto after = graph_eval::evaluate_graph(g, in);
     ASSERT_TRUE(after.ok()) << c.name << ": " << after.status().to_string();
     for (size_t i = 0; i < before->size(); ++i) expect_close((*after)[i], (*before)[i], 1e-6);
