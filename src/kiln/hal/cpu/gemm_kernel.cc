@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -758,9 +759,14 @@ void attend(const Product& p, const float* a, std::span<const int64_t> a_offsets
   auto run = isa == Isa::kAvx512 ? run_block_avx512 : run_block_avx2;
   // Items in product order, handed out in contiguous blocks (static), as pack() hands out the
   // matrices of K and V: each product runs on the core that packed its operands.
+  // Each thread's buffer of scores, 64-byte aligned as the arena's values are.
+  const size_t scores_bytes =
+      (static_cast<size_t>(chunk_rows * p.n) * sizeof(float) + 63) / 64 * 64;
 #pragma omp parallel if (total > 1 && omp_get_max_threads() > 1)
   {
-    const auto scores = std::make_unique<float[]>(static_cast<size_t>(chunk_rows * p.n));
+    const std::unique_ptr<float, decltype(&std::free)> scores(
+        static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(scores_bytes, 64))),
+        &std::free);
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < total; ++item) {
       const int64_t i = item / per_product, r0 = item % per_product * chunk_rows;

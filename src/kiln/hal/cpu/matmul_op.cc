@@ -770,12 +770,15 @@ Status build_matmul_kiln(ProgramBuilder& b) {
 }  // namespace
 
 bool matmul_reads_in_place(const OpReader& op, size_t slot, const std::vector<int64_t>& strides) {
-  // A or B of the rank of the output: its matrices are enumerated by its own leading dims. kiln's
-  // kernel packs B from any strides, and reads A's rows in place where k is contiguous.
-  if (op.dispatch().op_type != "MatMul" || slot > 1 || !use_kiln_kernel(op)) return false;
+  // A, B or V (kiln_values) of the rank of the output: its matrices are enumerated by its own
+  // leading dims. kiln's kernel packs B and V from any strides, and reads A's rows in place where
+  // k is contiguous.
+  if (op.dispatch().op_type != "MatMul" || (slot > 1 && slot != 4) || !use_kiln_kernel(op)) {
+    return false;
+  }
   const size_t rank = op.input(slot).shape.size();
   if (rank < 2 || rank != op.output(0).shape.size() || strides.size() != rank) return false;
-  return slot == 1 || strides.back() == 1;
+  return slot != 0 || strides.back() == 1;
 }
 
 bool unpadded_pointwise(const OpReader& op, const kernels::ConvAttributes& conv) {

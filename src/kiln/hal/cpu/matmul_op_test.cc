@@ -542,18 +542,22 @@ TEST(CpuMatMulTest, ABroadcastKilnResidualGivesTheBitsOfAMaskAdd) {
 // A MatMul with kiln_values (attention's probabilities times V, passes::fuse_matmul) gives the bits
 // of the MatMul with its scale, mask and softmax followed by a MatMul of the probabilities and V:
 // several heads with a padding mask holding a NaN (NaN throughout its batch's rows), 197 rows (two
-// chunks of rows), a V of rank 2 for every matrix, and an output read by a head-merging Transpose
-// (written for it, as the unfused second product is).
+// chunks of rows), a V of rank 2 for every matrix, an output read by a head-merging Transpose
+// (written for it, as the unfused second product is), and a V split into heads by a Transpose
+// (read through its strides, so the Transpose copies nothing).
 TEST(CpuMatMulTest, KilnValuesGiveTheBitsOfTheProbabilitiesTimesV) {
   struct Case {
     ConcreteShape q, k, mask, v;
     bool merge = false;
+    bool split_v = false;
   };
   for (const Case& c :
        {Case{{2, 3, 17, 64}, {2, 3, 64, 19}, {2, 1, 1, 19}, {2, 3, 19, 40}},
         Case{{197, 64}, {64, 197}, {}, {197, 64}}, Case{{4, 9, 5}, {4, 5, 40}, {}, {40, 7}},
-        Case{{2, 3, 17, 64}, {2, 3, 64, 19}, {2, 1, 1, 19}, {2, 3, 19, 40}, true}}) {
-    const std::string name = fmt::format("{}{}", fmt::join(c.q, "x"), c.merge ? " merged" : "");
+        Case{{2, 3, 17, 64}, {2, 3, 64, 19}, {2, 1, 1, 19}, {2, 3, 19, 40}, true},
+        Case{{2, 3, 17, 64}, {2, 3, 64, 19}, {2, 1, 1, 19}, {2, 19, 3, 40}, false, true}}) {
+    const std::string name = fmt::format("{}{}{}", fmt::join(c.q, "x"), c.merge ? " merged" : "",
+                                         c.split_v ? " V split" : "");
     const Tensor q = random_tensor(c.q, 71, -2.0f, 2.0f), k = random_tensor(c.k, 72);
     const Tensor v = random_tensor(c.v, 73);
     Tensor mask = random_tensor(c.mask.empty() ? ConcreteShape{1} : c.mask, 74);
@@ -563,15 +567,26 @@ TEST(CpuMatMulTest, KilnValuesGiveTheBitsOfTheProbabilitiesTimesV) {
     ConcreteShape ys = c.q;
     ys.back() = c.v.back();
     const ConcreteShape perm{0, 2, 1, 3};
+    // The V the products read: the input, or its heads split out by a Transpose (perm).
+    ConcreteShape vs = c.v;
+    if (c.split_v) vs = {c.v[0], c.v[2], c.v[1], c.v[3]};
     ConcreteShape ts;
     if (c.merge) {
       for (int64_t i : perm) ts.push_back(ys[static_cast<size_t>(i)]);
     }
     std::vector<Tensor> outputs;
-    std::string described;
+    std::string described, split;
     for (bool fused : {true, false}) {
       SpecBuilder s;
-      const int32_t qi = s.input("q", c.q), ki = s.input("k", c.k), vi = s.input("v", c.v);
+      const int32_t qi = s.input("q", c.q), ki = s.input("k", c.k);
+      int32_t vi = s.input("v", c.v);
+      if (c.split_v) {
+        // A computed V (a graph input's bytes cannot be lent to a view).
+        const int32_t computed = s.value("v_relu", c.v), heads = s.value("v_heads", vs);
+        s.dispatch("relu", "Relu", {vi}, {computed});
+        s.dispatch("split", "Transpose", {computed}, {heads}, attrs({{"perm", perm}}));
+        vi = heads;
+      }
       const int32_t mi = c.mask.empty() ? -1 : s.input("mask", c.mask);
       const int32_t out = c.merge ? s.output("out", ts) : s.output("out", ys);
       const int32_t y = c.merge ? s.value("y", ys) : out;
@@ -587,7 +602,10 @@ TEST(CpuMatMulTest, KilnValuesGiveTheBitsOfTheProbabilitiesTimesV) {
       if (c.merge) s.dispatch("merge", "Transpose", {y}, {out}, attrs({{"perm", perm}}));
       auto exe = default_cpu_device()->prepare(s.spec());
       ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-      if (fused) described = (*exe)->describe_dispatch(0).at(0);
+      if (fused) {
+        described = (*exe)->describe_dispatch(c.split_v ? 2 : 0).at(0);
+        if (c.split_v) split = (*exe)->describe_dispatch(1).at(0);
+      }
       std::vector<Tensor> in{q, k, v};
       if (!c.mask.empty()) in.push_back(mask);
       auto ran = run_program(**exe, s.spec(), in);
@@ -598,6 +616,9 @@ TEST(CpuMatMulTest, KilnValuesGiveTheBitsOfTheProbabilitiesTimesV) {
     EXPECT_EQ(described.find("written for the transpose") != std::string::npos, c.merge)
         << name << ": " << described;
     EXPECT_TRUE(identical(outputs[0], outputs[1])) << name;
+    if (c.split_v) {
+      EXPECT_EQ(split.find("reorder"), std::string::npos) << name << ": " << split;
+    }
     if (c.mask.empty()) continue;
     // The mask's NaN (batch 0's first key) makes batch 0's rows NaN, batch 1's finite.
     const std::span<const float> y = outputs[0].values<float>();

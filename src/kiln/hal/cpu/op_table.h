@@ -84,9 +84,10 @@ bool conv_runs_as_product(const OpReader& op, const kernels::ConvAttributes& con
 Status build_conv_as_product(ProgramBuilder& b, const kernels::FusedActivation& activation,
                              bool channels_last = false, const BufferRef* pixels = nullptr);
 // Whether the MatMul fast path reads input `slot` of `op` in place when it is stored as a dense
-// strided layout of its dims with `strides`: B in any (kiln's kernel packs B from any strides), A
-// where its last dim is contiguous (the kernel reads A's rows with a row stride). A Transpose
-// before it then hands it a strided view of its input instead of a copy (transpose_op.cc).
+// strided layout of its dims with `strides`: B and kiln_values' V in any (kiln's kernel packs them
+// from any strides), A where its last dim is contiguous (the kernel reads A's rows with a row
+// stride). A Transpose before it then hands it a strided view of its input instead of a copy
+// (transpose_op.cc).
 bool matmul_reads_in_place(const OpReader& op, size_t slot, const std::vector<int64_t>& strides);
 Status check_qlinear_conv(const OpReader& op);  // qlinear_op.cc: oneDNN int8
 Status build_qlinear_conv(ProgramBuilder& b);

@@ -10,10 +10,13 @@
 //
 // A MatMul's fused epilogue (passes::fuse_matmul) runs on the GPU too: kiln_scale is the shader's
 // alpha and kiln_bias its C; kiln_residual, kiln_activation (GELU) and kiln_softmax are passes of
-// the elementwise and softmax shaders over the product, in place, in the reference's order.
+// the elementwise and softmax shaders over the product, in place, in the reference's order. With
+// kiln_values (attention's probabilities times V) that product is a buffer of the dispatch's own
+// (KernelBuilder::scratch), which the matmul shader then multiplies by V into the output.
 #include <fmt/format.h>
 
 #include <atomic>
+#include <optional>
 
 #include "kiln/hal/vulkan/broadcast.h"
 #include "kiln/hal/vulkan/elementwise_launch.h"
@@ -162,6 +165,17 @@ Status build_matmul(KernelBuilder& b) {
   // kiln_values (input 4): the epilogue below goes to the scores, in a buffer of the dispatch's
   // own, which a second product then multiplies by V into the output.
   const bool values = b.input_count() > 4 && b.has_input(4);
+  std::optional<uint64_t> v_bs;
+  if (values) {
+    const ConcreteShape& vs = b.input(4).shape;
+    v_bs = batch_stride(ConcreteShape(vs.begin(), vs.end() - 2), batch,
+                        p.n * static_cast<uint64_t>(vs.back()));
+    if (!v_bs) {
+      return unimplemented(
+          "input 4 'kiln_values' {} is not one flattened batch with a stride against the product",
+          shape_to_string(vs));
+    }
+  }
   const uint64_t elements = p.batches * p.m * p.n;
   Operand y = b.output_operand(0);
   if (values) {
@@ -213,12 +227,6 @@ Status build_matmul(KernelBuilder& b) {
   q.n = static_cast<uint64_t>(vs.back());
   q.a_rs = q.k, q.a_cs = 1, q.a_bs = q.m * q.k;
   q.b_rs = q.n, q.b_cs = 1;
-  const auto v_bs = batch_stride(ConcreteShape(vs.begin(), vs.end() - 2), batch, q.k * q.n);
-  if (!v_bs) {
-    return unimplemented(
-        "input 4 'kiln_values' {} is not one flattened batch with a stride against the scores {}",
-        shape_to_string(vs), shape_to_string(scores_shape));
-  }
   q.b_bs = *v_bs;
   KILN_ASSIGN_OR_RETURN(Operand v, b.input_operand(4));
   return launch_product(b, q, y, v, y, b.output_operand(0), elements, product_of(vs),
