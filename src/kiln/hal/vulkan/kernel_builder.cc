@@ -65,10 +65,16 @@ StatusOr<Operand> KernelBuilder::owned_constant(std::span<const std::byte> bytes
 StatusOr<Operand> KernelBuilder::scratch(size_t bytes) {
   Operand operand;
   if (context_ == nullptr) return operand;  // dry
-  KILN_ASSIGN_OR_RETURN(
-      std::unique_ptr<VulkanBuffer> buffer,
-      VulkanBuffer::create(*context_, std::max<size_t>(bytes, 4), MemoryType::kDeviceLocal));
+  bytes = std::max<size_t>(bytes, 4);
+  if (shared_scratch_ != nullptr && *shared_scratch_ != nullptr &&
+      (*shared_scratch_)->size() >= bytes) {
+    operand.constant = *shared_scratch_;
+    return operand;
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<VulkanBuffer> buffer,
+                        VulkanBuffer::create(*context_, bytes, MemoryType::kDeviceLocal));
   operand.constant = std::shared_ptr<const VulkanBuffer>(std::move(buffer));
+  if (shared_scratch_ != nullptr) *shared_scratch_ = operand.constant;
   return operand;
 }
 

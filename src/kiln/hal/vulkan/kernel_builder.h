@@ -11,6 +11,7 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,9 +52,15 @@ class KernelBuilder {
   Operand output_operand(size_t i, size_t byte_offset = 0) const;
   // A device copy of host data that the kernel owns (e.g. reordered weights).
   StatusOr<Operand> owned_constant(std::span<const std::byte> bytes);
-  // A device buffer of `bytes` that the kernel alone writes and reads between its launches (a
-  // fused dispatch's intermediate, e.g. attention's scores): no program value holds it.
+  // A device buffer of at least `bytes` that the kernel writes and reads between its launches (a
+  // fused dispatch's intermediate, e.g. attention's scores): no program value holds it. With
+  // share_scratch, the builders of one program share it (the largest asked for so far; a barrier
+  // separates every two commands, so no two kernels use it at once), as the arena would share
+  // the intermediate's bytes between layers; else the kernel gets a buffer of its own.
   StatusOr<Operand> scratch(size_t bytes);
+  // Makes scratch() take its buffer from `shared`, which keeps the largest one (the program's
+  // builders pass the same slot; it must outlive the builder).
+  void share_scratch(std::shared_ptr<const VulkanBuffer>& shared) { shared_scratch_ = &shared; }
 
   // Launches a 1-D `shader` over `invocations` elements: workgroups of kWorkgroupSize, split into
   // launches of at most maxComputeWorkGroupCount[0] workgroups. Each launch's parameters are
@@ -91,6 +98,7 @@ class KernelBuilder {
   const DispatchSpec& dispatch_;
   std::span<const ValueSpec> values_;
   GpuDispatch result_;
+  std::shared_ptr<const VulkanBuffer>* shared_scratch_ = nullptr;
 };
 
 }  // namespace kiln::hal::vulkan

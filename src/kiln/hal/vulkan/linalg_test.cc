@@ -281,7 +281,7 @@ TEST_F(VulkanLinalgTest, MaskedScoresRunOnTheGpu) {
 }
 
 // kiln_values (passes::fuse_matmul: attention's probabilities times V) runs on the GPU: the
-// masked scores in a buffer of the dispatch's own, then the product with V into the output; V
+// masked scores in the program's scratch buffer, then the product with V into the output; V
 // per head and V of rank 2 for every head, and a NaN in one sample's mask (its rows NaN).
 TEST_F(VulkanLinalgTest, AttentionValuesRunOnTheGpu) {
   const Tensor q = random_tensor({2, 3, 13, 8}, 31), k = random_tensor({2, 3, 8, 13}, 32);
@@ -292,6 +292,37 @@ TEST_F(VulkanLinalgTest, AttentionValuesRunOnTheGpu) {
   mask.mutable_values<float>()[13 + 2] = std::numeric_limits<float>::quiet_NaN();
   check_nan_in_second_sample_only(
       "MatMul", {{q}, {k}, {Tensor()}, {mask}, {random_tensor({2, 3, 13, 5}, 36)}}, scores);
+}
+
+// Two attention dispatches in one program share one scratch buffer for their scores (the second's
+// are fewer, so it reuses the first's; a barrier separates them): the second reads the first's
+// output, and both match the reference.
+TEST_F(VulkanLinalgTest, AttentionDispatchesShareTheirScratch) {
+  const Tensor q = random_tensor({2, 3, 13, 8}, 41), k = random_tensor({2, 3, 8, 13}, 42);
+  const Tensor v = random_tensor({2, 3, 13, 8}, 43), k2 = random_tensor({2, 3, 8, 7}, 44);
+  const Tensor v2 = random_tensor({2, 3, 7, 5}, 45);
+  const Attributes scores = attrs({{"kiln_scale", 0.125}, {"kiln_softmax", int64_t{1}}});
+  const std::vector<Tensor> first =
+      expected_of("MatMul", {{q}, {k}, {Tensor()}, {Tensor()}, {v}}, scores, 1, 18);
+  ASSERT_EQ(first.size(), 1u);
+  const std::vector<Tensor> second =
+      expected_of("MatMul", {{first[0]}, {k2}, {Tensor()}, {Tensor()}, {v2}}, scores, 1, 18);
+  ASSERT_EQ(second.size(), 1u);
+  SpecBuilder s;
+  const int32_t qi = s.input("q", q.shape()), ki = s.input("k", k.shape());
+  const int32_t vi = s.input("v", v.shape()), k2i = s.input("k2", k2.shape());
+  const int32_t v2i = s.input("v2", v2.shape());
+  const int32_t y0 = s.value("y0", first[0].shape()), y1 = s.output("y1", second[0].shape());
+  s.dispatch("attend0", "MatMul", {qi, ki, -1, -1, vi}, {y0}, scores);
+  s.dispatch("attend1", "MatMul", {y0, k2i, -1, -1, v2i}, {y1}, scores);
+  auto exe = device_->prepare(s.spec());
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  for (const DispatchPlacement& p : static_cast<VulkanExecutable&>(**exe).placements()) {
+    EXPECT_TRUE(p.on_gpu) << p.reason;
+  }
+  auto out = run_program(*device_, **exe, s.spec(), {q, k, v, k2, v2});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(all_close((*out)[0], second[0], kTol));
 }
 
 TEST_F(VulkanLinalgTest, MatMulPropagatesNaN) {

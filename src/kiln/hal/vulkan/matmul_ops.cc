@@ -11,8 +11,9 @@
 // A MatMul's fused epilogue (passes::fuse_matmul) runs on the GPU too: kiln_scale is the shader's
 // alpha and kiln_bias its C; kiln_residual, kiln_activation (GELU) and kiln_softmax are passes of
 // the elementwise and softmax shaders over the product, in place, in the reference's order. With
-// kiln_values (attention's probabilities times V) that product is a buffer of the dispatch's own
-// (KernelBuilder::scratch), which the matmul shader then multiplies by V into the output.
+// kiln_values (attention's probabilities times V) that product goes to a scratch buffer the
+// program's kernels share (KernelBuilder::scratch), which the matmul shader then multiplies by V
+// into the output.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -162,8 +163,8 @@ Status build_matmul(KernelBuilder& b) {
     p.has_c = true;
     p.c_rs = 0, p.c_cs = 1;
   }
-  // kiln_values (input 4): the epilogue below goes to the scores, in a buffer of the dispatch's
-  // own, which a second product then multiplies by V into the output.
+  // kiln_values (input 4): the epilogue below goes to the scores, in the program's scratch
+  // buffer, which a second product then multiplies by V into the output.
   const bool values = b.input_count() > 4 && b.has_input(4);
   std::optional<uint64_t> v_bs;
   if (values) {

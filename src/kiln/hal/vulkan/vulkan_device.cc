@@ -79,11 +79,14 @@ StatusOr<std::unique_ptr<Executable>> VulkanDevice::prepare(const ProgramSpec& s
   const size_t count = spec.dispatches.size();
   std::vector<GpuDispatch> gpu(count);
   std::vector<DispatchPlacement> placements(count);
+  // One scratch buffer for the program's kernels (KernelBuilder::scratch).
+  std::shared_ptr<const VulkanBuffer> scratch;
   for (size_t d = 0; d < count; ++d) {
     const DispatchSpec& dispatch = spec.dispatches[d];
     KILN_RETURN_IF_ERROR(fallback_->supports(dispatch, spec.values));
     KernelBuilder builder(context_->info(), context_.get(), constants_.get(), dispatch,
                           spec.values);
+    builder.share_scratch(scratch);
     Status built = build_kernel(builder);
     if (built.ok()) {
       gpu[d] = builder.take();
