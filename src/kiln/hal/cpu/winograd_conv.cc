@@ -42,7 +42,7 @@ const char* unsupported_reason(const Conv3x3& s, Isa isa) {
 }
 
 int64_t preferred_tile(const Conv3x3& s) {
-  constexpr int64_t kMaxF4x4WeightBytes = int64_t{4} << 20;
+  constexpr int64_t kMaxF4x4WeightBytes = int64_t{10} << 20;
   const int64_t f4x4_weight_bytes =
       plane_count(4) * s.out_channels * s.channels * int64_t{sizeof(float)};
   if (f4x4_weight_bytes > kMaxF4x4WeightBytes) return 2;

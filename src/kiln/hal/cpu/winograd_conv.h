@@ -53,14 +53,15 @@ struct Conv3x3 {
 
 // The tile edge kiln runs a convolution of `shape` (its tile ignored) with: the one with fewer
 // products per image (ceil(out_h / t) ceil(out_w / t) (t + 2)^2: 4 from 3 x 3 outputs on, except
-// 5 x 5 and 6 x 6, a tie), but 2 where F(4x4)'s transformed weights (36 M C floats) exceed 4 MiB.
-// In a model each convolution's weights come from memory, and at batch 1 2.25 times F(2x2)'s
-// bytes cost about what the products save (measured on Zen 5, ResNet-50 v1: its 256-channel 14x14
-// stage, 9 MiB, took 0.50 ms a convolution by F(4x4) against 0.46 by F(2x2), the whole model
-// 19.3-20.0 ms with a 4 MiB limit against 19.6-20.9 with 9 MiB; its 512-channel 7x7 stage ran
-// 1.3-1.4 times slower even with hot caches). ResNet-50's 64- and 128-channel stages (0.6 and 2.4
-// MiB) run 25-30% faster by F(4x4). Depends on the sample's shape only, never on the batch, so an
-// image gets the same bits at every batch size.
+// 5 x 5 and 6 x 6, a tie), but 2 where F(4x4)'s transformed weights (36 M C floats) exceed 10 MiB.
+// In a model each convolution's weights come from memory, and F(4x4) reads 2.25 times F(2x2)'s
+// bytes. Measured on Zen 5 (AVX-512, 2 threads), each model against itself with a 4 MiB limit,
+// alternating in one process (`kiln bench --against`, paired medians): ResNet-50 v1's 256-channel
+// 14x14 stage (9 MiB) by F(4x4) made the whole model 0.7-1.2% faster at batch 1 and 0.8% at batch
+// 8, v2 0.3-0.7% and 0.7-1.8%, the YOLO-style detector of bench/ 1.4-2.5% at batch 1. The
+// 512-channel 7x7 stage (36 MiB) ran 1.3-1.4 times slower by F(4x4) even with hot caches; the
+// 64- and 128-channel stages (0.6 and 2.4 MiB) run 25-30% faster by it. Depends on the sample's
+// shape only, never on the batch, so an image gets the same bits at every batch size.
 int64_t preferred_tile(const Conv3x3& shape);
 
 // What is done to each output after the sum: + bias[m] (when not null), + the value already in

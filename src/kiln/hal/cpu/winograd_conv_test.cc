@@ -362,6 +362,28 @@ TEST_P(WinogradConvEachTile, BothIsasAndLayoutsGiveTheSameBits) {
 INSTANTIATE_TEST_SUITE_P(Tiles, WinogradConvEachTile, ::testing::Values(2, 4),
                          [](const auto& info) { return "f" + std::to_string(info.param); });
 
+// The tile edge follows products per image and the size of F(4x4)'s transformed weights
+// (36 M C floats, at most 10 MiB), as winograd_conv.h says, on ResNet-50's stages.
+TEST(WinogradConv, PrefersF4x4WhereItsWeightsFitTenMiB) {
+  auto tile_for = [](int64_t channels, int64_t edge) {
+    Conv3x3 s;
+    s.channels = s.out_channels = channels;
+    s.in_h = s.in_w = s.out_h = s.out_w = edge;
+    s.pad_top = s.pad_left = 1;
+    return preferred_tile(s);
+  };
+  EXPECT_EQ(tile_for(64, 56), 4);   // 0.6 MiB
+  EXPECT_EQ(tile_for(128, 28), 4);  // 2.4 MiB
+  EXPECT_EQ(tile_for(256, 14), 4);  // 9 MiB
+  EXPECT_EQ(tile_for(272, 14), 2);  // 10.2 MiB
+  EXPECT_EQ(tile_for(512, 7), 2);   // 36 MiB
+  // A tie in products goes to F(2x2): 5x5 and 6x6 outputs take 9 tiles of 16 or 4 of 36; 8x8
+  // takes 16 of 16 or 4 of 36.
+  EXPECT_EQ(tile_for(64, 5), 2);
+  EXPECT_EQ(tile_for(64, 6), 2);
+  EXPECT_EQ(tile_for(64, 8), 4);
+}
+
 TEST(WinogradConv, RefusesShapesItCannotRun) {
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
     EXPECT_EQ(unsupported_reason(Conv3x3{16, 16, 4, 4, 4, 4, 1, 1}, isa), nullptr);
