@@ -741,6 +741,23 @@ void multiply_products(const Product& p, const float* a, std::span<const int64_t
 // 2 threads, attention's products alone: chunks of 32 to 256 rows within 4% of each other.)
 constexpr int64_t kAttendRows = 128;
 
+// The calling thread's buffer for attend()'s scores: at least `bytes`, 64-byte aligned (as the
+// arena's values are), kept for the thread's next call, so that the hot path allocates only
+// when a longer sequence comes.
+float* thread_scores(size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
+    size_t bytes = 0;
+  };
+  thread_local Buffer buffer;
+  if (buffer.bytes < bytes) {
+    const size_t rounded = std::max<size_t>((bytes + 63) / 64 * 64, 64);
+    buffer.data.reset(static_cast<float*>(std::aligned_alloc(64, rounded)));
+    buffer.bytes = buffer.data ? rounded : 0;
+  }
+  return buffer.data.get();
+}
+
 }  // namespace
 
 void attend(const Product& p, const float* a, std::span<const int64_t> a_offsets,
@@ -764,9 +781,7 @@ void attend(const Product& p, const float* a, std::span<const int64_t> a_offsets
       (static_cast<size_t>(chunk_rows * p.n) * sizeof(float) + 63) / 64 * 64;
 #pragma omp parallel if (total > 1 && omp_get_max_threads() > 1)
   {
-    const std::unique_ptr<float, decltype(&std::free)> scores(
-        static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(scores_bytes, 64))),
-        &std::free);
+    float* const scores = thread_scores(scores_bytes);
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < total; ++item) {
       const int64_t i = item / per_product, r0 = item % per_product * chunk_rows;
@@ -781,16 +796,16 @@ void attend(const Product& p, const float* a, std::span<const int64_t> a_offsets
         q.residual += p.residual_offsets[i] + r0 * p.residual_row_stride;
       }
       q.residual_offsets = nullptr;
-      run(q, a + a_offsets[i] + r0 * p.lda, packed + b_offsets[i], scores.get(), 0, m, 0,
+      run(q, a + a_offsets[i] + r0 * p.lda, packed + b_offsets[i], scores, 0, m, 0,
           panel_count(p.n));
-      softmax::rows_on_this_thread(scores.get(), scores.get(), m, p.n, isa);
+      softmax::rows_on_this_thread(scores, scores, m, p.n, isa);
       // Those rows of the probabilities times V_i.
       Product w = v;
       w.m = m;
       w.k = p.n;
       w.lda = p.n;
       float* yi = y + (y_offsets.empty() ? i * y_stride : y_offsets[static_cast<size_t>(i)]);
-      run(w, scores.get(), packed_v + v_offsets[i], yi + r0 * v.ldy, 0, m, 0, panel_count(v.n));
+      run(w, scores, packed_v + v_offsets[i], yi + r0 * v.ldy, 0, m, 0, panel_count(v.n));
     }
   }
 }

@@ -374,6 +374,18 @@ class GemmStep : public Step {
     bool at_run_time = false;
     std::vector<int64_t> offsets;
     int64_t row_stride = 0, col_stride = 0;
+
+    // The packed panels of `product`'s B (its k and n): `packed`, which the matrices in `source`
+    // are packed into first where at_run_time says so.
+    float* packed_at_run_time(const ExecContext& ctx, const gemm::Product& product,
+                              const BufferRef& source, const BufferRef& packed) const {
+      auto* panels = reinterpret_cast<float*>(ctx.resolve(packed));
+      if (at_run_time) {
+        gemm::pack(product.k, product.n, reinterpret_cast<const float*>(ctx.resolve(source)),
+                   offsets, row_stride, col_stride, panels);
+      }
+      return panels;
+    }
   };
   GemmStep(std::string label, gemm::Product product, std::vector<int64_t> a_offsets,
            std::vector<int64_t> b_offsets, int64_t y_stride, Buffers buffers, Packing packing)
@@ -386,11 +398,7 @@ class GemmStep : public Step {
         packing_(std::move(packing)) {}
 
   Status run(const ExecContext& ctx) override {
-    auto* packed = reinterpret_cast<float*>(ctx.resolve(buffers_.packed));
-    if (packing_.at_run_time) {
-      gemm::pack(product_.k, product_.n, reinterpret_cast<const float*>(ctx.resolve(buffers_.b)),
-                 packing_.offsets, packing_.row_stride, packing_.col_stride, packed);
-    }
+    float* packed = packing_.packed_at_run_time(ctx, product_, buffers_.b, buffers_.packed);
     gemm::Product p = product_;
     p.c = reinterpret_cast<const float*>(ctx.resolve(buffers_.c));  // null when there is no C
     p.residual = reinterpret_cast<const float*>(ctx.resolve(buffers_.residual));
@@ -398,13 +406,8 @@ class GemmStep : public Step {
     const auto* a = reinterpret_cast<const float*>(ctx.resolve(buffers_.a));
     auto* y = reinterpret_cast<float*>(ctx.resolve(buffers_.y));
     if (values_) {
-      auto* packed_v = reinterpret_cast<float*>(ctx.resolve(values_->packed));
-      if (values_->packing.at_run_time) {
-        gemm::pack(values_->product.k, values_->product.n,
-                   reinterpret_cast<const float*>(ctx.resolve(values_->source)),
-                   values_->packing.offsets, values_->packing.row_stride,
-                   values_->packing.col_stride, packed_v);
-      }
+      const float* packed_v = values_->packing.packed_at_run_time(ctx, values_->product,
+                                                                  values_->source, values_->packed);
       gemm::attend(p, a, a_offsets_, packed, b_offsets_, values_->product, packed_v,
                    values_->offsets, y, y_stride_, y_offsets_);
     } else if (y_offsets_.empty()) {
