@@ -124,7 +124,8 @@ void multiply(const Product& p, const float* a, std::span<const int64_t> a_offse
 // which must then be set) followed by the softmax of each row, times V_i (`v`: v.m = p.m, v.k =
 // p.n, v.n the values' columns, v.ldy Y's row stride, no epilogue), V_i packed at packed_v +
 // v_offsets[i]; Y at y + y_offsets[i], or at y + i * y_stride where y_offsets is empty. A work
-// item computes a chunk of whole rows of the scores into a buffer of its own, normalizes them and
+// item computes a chunk of whole rows of the scores into its thread's buffer (at most 128 rows,
+// kept for the thread's next call and grown for a longer sequence), normalizes them and
 // multiplies them by V_i while they are in its cache: the probabilities are never written out,
 // and each element of Y is the one multiply() gives the second product of the stored
 // probabilities (every element is the same sum in the same order). Runs on the calling thread's
