@@ -58,7 +58,8 @@ struct Conv3x3 {
 // bytes. Measured on Zen 5 (AVX-512, 2 threads), each model against itself with a 4 MiB limit,
 // alternating in one process (`kiln bench --against`, paired medians): ResNet-50 v1's 256-channel
 // 14x14 stage (9 MiB) by F(4x4) made the whole model 0.7-1.2% faster at batch 1 and 0.8% at batch
-// 8, v2 0.3-0.7% and 0.7-1.8%, the YOLO-style detector of bench/ 1.4-2.5% at batch 1. The
+// 8, v2 0.3-0.7% and 0.7-1.8%, the YOLO-style detector of bench/ 1.4-2.5% at batch 1; on the
+// AVX2 kernels (DNNL_MAX_CPU_ISA=AVX2, same machine, under load) ResNet-50 v1 1-5% at batch 1. The
 // 512-channel 7x7 stage (36 MiB) ran 1.3-1.4 times slower by F(4x4) even with hot caches; the
 // 64- and 128-channel stages (0.6 and 2.4 MiB) run 25-30% faster by it. Depends on the sample's
 // shape only, never on the batch, so an image gets the same bits at every batch size.
