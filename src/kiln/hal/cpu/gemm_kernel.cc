@@ -776,9 +776,8 @@ void attend(const Product& p, const float* a, std::span<const int64_t> a_offsets
   auto run = isa == Isa::kAvx512 ? run_block_avx512 : run_block_avx2;
   // Items in product order, handed out in contiguous blocks (static), as pack() hands out the
   // matrices of K and V: each product runs on the core that packed its operands.
-  // Each thread's buffer of scores, 64-byte aligned as the arena's values are.
-  const size_t scores_bytes =
-      (static_cast<size_t>(chunk_rows * p.n) * sizeof(float) + 63) / 64 * 64;
+  // Each thread's buffer of scores (thread_scores rounds it up and aligns it).
+  const size_t scores_bytes = static_cast<size_t>(chunk_rows * p.n) * sizeof(float);
 #pragma omp parallel if (total > 1 && omp_get_max_threads() > 1)
   {
     float* const scores = thread_scores(scores_bytes);
