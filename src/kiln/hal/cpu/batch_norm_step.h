@@ -5,9 +5,10 @@
 // Each element is computed by one fixed sequence: a[c] = scale[c] / sqrt(var[c] + epsilon) (once
 // per run and channel, in float), then y = fma(x - mean[c], a[c], shift[c]), then ReLU as
 // max(0, y) with the bound first, so a NaN stays NaN and -0 stays -0 (FusedActivation::apply bit
-// for bit). The AVX2 lanes and the scalar tail give the same bits, and the work splits over the
-// OpenMP team in fixed chunks, so a value depends neither on the thread count, the ISA, the batch
-// size nor the element's position: batch invariance and dynamic == bound hold by construction.
+// for bit). The AVX2 lanes and the scalar tail give the same bits, and each element is computed
+// alone (the work splits over the OpenMP team in one piece a thread, for_each_channel_span), so a
+// value depends neither on the thread count, the ISA, the batch size nor the element's position:
+// batch invariance and dynamic == bound hold by construction.
 // Non-finite inputs follow IEEE arithmetic (inf - mean stays inf; a NaN parameter makes its
 // channel NaN), as the definition does.
 //

@@ -103,7 +103,7 @@ std::vector<float> run_step(const ChannelRuns& runs, const Params& p, std::vecto
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
 // Channel counts around the vector width (scalar tails in the channels-last order), runs longer
-// than a parallel job (the plain order), both with and without ReLU, on 1 to 3 threads.
+// than a thread's piece (the plain order), both with and without ReLU, on 1 to 3 threads.
 TEST(BatchNormStepTest, EachElementIsTheHeadersExpression) {
   struct Case {
     Order order;
@@ -186,7 +186,7 @@ uint8_t vouch_mark(const ChannelRuns& runs, const Params& p, std::vector<float> 
 
 // With scale 1, var 1, mean 0, shift 0 and epsilon 0, y = x: the step marks its output exactly
 // when every y is finite with |y| <= kNormalizedBound, wherever the one value outside sits (a
-// vector lane, a scalar tail, a run of the plain order, another thread's job), and clears a mark
+// vector lane, a scalar tail, a run of the plain order, another thread's piece), and clears a mark
 // an earlier run left.
 TEST(BatchNormStepTest, VouchesExactlyWhenEveryOutputIsWithinTheBound) {
   const float above = std::nextafter(kNormalizedBound, kInf);
@@ -194,7 +194,7 @@ TEST(BatchNormStepTest, VouchesExactlyWhenEveryOutputIsWithinTheBound) {
     const char* name;
     ChannelRuns runs;
   };
-  // 13 channels: one 8-lane vector and a tail of 5 per row; plain runs of 3000 floats span jobs.
+  // 13 channels: one 8-lane vector and a tail of 5 per row; plain runs of 3000 floats span pieces.
   const int64_t total = 13 * 3000;
   for (const Layout& l : {Layout{"channels last", {Order::kChannelInnermost, 13, 3000, 13}},
                           Layout{"plain", {Order::kChannelOuter, 13, 13, 3000}}}) {

@@ -4,7 +4,8 @@
 // squeeze-and-excitation block's scale, a per-channel bias), in x's layout. oneDNN's binary kernel
 // for that broadcast next to a channels-last x is its generic one (EfficientNet-B0's 16 scales
 // took ~0.29 ms at batch 1). One IEEE operation per element, so the result is the bits of any
-// correct kernel for Add, Sub, Mul and Div; the work splits over the team in fixed chunks. y may
+// correct kernel for Add, Sub, Mul and Div; the work splits over the team in one piece a thread
+// (for_each_channel_span). y may
 // be x itself (each element is read before it is written): the builder writes over x where
 // nothing reads it later.
 #pragma once
