@@ -4,11 +4,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "kiln/hal/cpu/cpu_isa.h"
+#include "kiln/hal/cpu/parallel_pieces.h"
 #include "kiln/hal/cpu/program_builder.h"
 #include "kiln/hal/cpu/vector_map_kernels.h"
 
@@ -19,7 +21,6 @@ namespace {
 
 using Kind = kernels::FusedActivation::Kind;
 
-constexpr int64_t kChunk = 16384;  // floats per parallel job
 constexpr int64_t kVec = 8;
 
 bool have_avx2() {
@@ -90,16 +91,6 @@ void activate(const kernels::FusedActivation& a, const float* in, float* out, in
   for (int64_t i = 0; i < n; ++i) out[i] = a.apply(in[i]);
 }
 
-template <typename F>
-void parallel_chunks(int64_t n, F&& body) {
-  const int64_t jobs = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (jobs > 1)
-  for (int64_t j = 0; j < jobs; ++j) {
-    const int64_t begin = j * kChunk;
-    body(begin, std::min(n, begin + kChunk) - begin);
-  }
-}
-
 // Which non-finite values `x` holds. !(x < +inf) is true for NaN and +inf only.
 KILN_AVX2 NonFinite scan_non_finite_avx2(const float* x, int64_t n) {
   const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
@@ -142,9 +133,9 @@ std::string label_of(const ProgramBuilder& b, const kernels::FusedActivation& a,
 
 void apply_activation(const kernels::FusedActivation& activation, const float* in, float* out,
                       size_t count) {
-  parallel_chunks(static_cast<int64_t>(count), [&](int64_t begin, int64_t n) {
-    activate(activation, in + begin, out + begin, n);
-  });
+  parallel_pieces(
+      static_cast<int64_t>(count), kMinPieceElements, 16,
+      [&](int64_t begin, int64_t n) { activate(activation, in + begin, out + begin, n); });
 }
 
 Status VectorMapStep::run(const ExecContext& ctx) {
@@ -152,9 +143,10 @@ Status VectorMapStep::run(const ExecContext& ctx) {
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
   static const Isa isa = best_isa();
   const vector_map::Function function = function_;
-  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
-    vector_map::apply(function, in + begin, out + begin, n, isa);
-  });
+  parallel_pieces(static_cast<int64_t>(count_), kMinPieceElements, 16,
+                  [&](int64_t begin, int64_t n) {
+                    vector_map::apply(function, in + begin, out + begin, n, isa);
+                  });
   return ok_status();
 }
 
@@ -170,27 +162,29 @@ Status EltwiseEdgeStep::run(const ExecContext& ctx) {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   const EdgeRule rule = rule_;
   const float alpha = alpha_;
-  parallel_chunks(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
-    // One vectorized pass tells whether the chunk holds a non-finite value at all; nearly every
-    // chunk does not, and the element loop below (branchy, scalar) then never runs.
-    const NonFinite found = scan_non_finite_in(in + begin, n);
-    if (!found.nan_or_pos_inf && !found.neg_inf) return;
-    for (int64_t i = begin; i < begin + n; ++i) {
-      const float x = in[i];
-      if (std::isfinite(x)) continue;
-      if (std::isnan(x)) {
-        out[i] = kNaN;
-        continue;
-      }
-      switch (rule) {
-        case EdgeRule::kGelu: out[i] = x > 0 ? x : kNaN; break;
-        case EdgeRule::kSigmoid: out[i] = x > 0 ? 1.0f : 0.0f; break;
-        case EdgeRule::kTanh: out[i] = x > 0 ? 1.0f : -1.0f; break;
-        case EdgeRule::kExp: out[i] = x > 0 ? x : 0.0f; break;
-        case EdgeRule::kElu: out[i] = x > 0 ? x : -alpha; break;
-      }
-    }
-  });
+  parallel_pieces(static_cast<int64_t>(count_), kMinPieceElements, 16,
+                  [&](int64_t begin, int64_t n) {
+                    // One vectorized pass tells whether the chunk holds a non-finite value at all;
+                    // nearly every chunk does not, and the element loop below (branchy, scalar)
+                    // then never runs.
+                    const NonFinite found = scan_non_finite_in(in + begin, n);
+                    if (!found.nan_or_pos_inf && !found.neg_inf) return;
+                    for (int64_t i = begin; i < begin + n; ++i) {
+                      const float x = in[i];
+                      if (std::isfinite(x)) continue;
+                      if (std::isnan(x)) {
+                        out[i] = kNaN;
+                        continue;
+                      }
+                      switch (rule) {
+                        case EdgeRule::kGelu: out[i] = x > 0 ? x : kNaN; break;
+                        case EdgeRule::kSigmoid: out[i] = x > 0 ? 1.0f : 0.0f; break;
+                        case EdgeRule::kTanh: out[i] = x > 0 ? 1.0f : -1.0f; break;
+                        case EdgeRule::kExp: out[i] = x > 0 ? x : 0.0f; break;
+                        case EdgeRule::kElu: out[i] = x > 0 ? x : -alpha; break;
+                      }
+                    }
+                  });
   return ok_status();
 }
 
@@ -200,22 +194,19 @@ Status MaxPoolNanStep::run(const ExecContext& ctx) {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const int64_t count = static_cast<int64_t>(count_);
-  const int64_t jobs = (count + kChunk - 1) / kChunk;
-  bool under_inf = false;
-#pragma omp parallel for schedule(static) reduction(|| : under_inf) if (jobs > 1)
-  for (int64_t j = 0; j < jobs; ++j) {
-    const int64_t end = std::min(count, (j + 1) * kChunk);
-    for (int64_t i = j * kChunk; i < end; ++i) {
+  std::atomic<bool> under_inf{false};
+  parallel_pieces(count, kMinPieceElements, 16, [&](int64_t begin, int64_t n) {
+    for (int64_t i = begin; i < begin + n; ++i) {
       if (std::isnan(mask[i])) {
         if (out[i] != kInf) {
           out[i] = kNaN;
         } else {
-          under_inf = true;
+          under_inf.store(true, std::memory_order_relaxed);
         }
       }
     }
-  }
-  if (under_inf) {
+  });
+  if (under_inf.load(std::memory_order_relaxed)) {
     nan_taps_under_inf(reinterpret_cast<const float*>(ctx.resolve(src_)), mask, out);
   }
   return ok_status();
@@ -261,16 +252,13 @@ void MaxPoolNanStep::nan_taps_under_inf(const float* src, const float* mask, flo
 }
 
 NonFinite scan_non_finite(const float* x, int64_t count) {
-  const int64_t jobs = (count + kChunk - 1) / kChunk;
-  bool nan_or_pos_inf = false, neg_inf = false;
-#pragma omp parallel for schedule(static) reduction(|| : nan_or_pos_inf, neg_inf) if (jobs > 1)
-  for (int64_t j = 0; j < jobs; ++j) {
-    const int64_t begin = j * kChunk;
-    const NonFinite r = scan_non_finite_in(x + begin, std::min(count, begin + kChunk) - begin);
-    nan_or_pos_inf = nan_or_pos_inf || r.nan_or_pos_inf;
-    neg_inf = neg_inf || r.neg_inf;
-  }
-  return {nan_or_pos_inf, neg_inf};
+  std::atomic<bool> nan_or_pos_inf{false}, neg_inf{false};
+  parallel_pieces(count, kMinPieceElements, 16, [&](int64_t begin, int64_t n) {
+    const NonFinite r = scan_non_finite_in(x + begin, n);
+    if (r.nan_or_pos_inf) nan_or_pos_inf.store(true, std::memory_order_relaxed);
+    if (r.neg_inf) neg_inf.store(true, std::memory_order_relaxed);
+  });
+  return {nan_or_pos_inf.load(std::memory_order_relaxed), neg_inf.load(std::memory_order_relaxed)};
 }
 
 Status SoftmaxNanStep::run(const ExecContext& ctx) {
@@ -283,7 +271,7 @@ Status SoftmaxNanStep::run(const ExecContext& ctx) {
   const int64_t n = n_, inner = inner_, lanes = outer_ * inner_;
   // With -inf only (an attention mask), a lane needs a look up to its first value above -inf.
   const bool full = seen.nan_or_pos_inf;
-#pragma omp parallel for schedule(static) if (lanes * n > kChunk)
+#pragma omp parallel for schedule(static) if (lanes * n >= 2 * kMinPieceElements)
   for (int64_t lane = 0; lane < lanes; ++lane) {
     const int64_t base = (lane / inner) * n * inner + lane % inner;
     bool poisoned = false, above_neg_inf = false;

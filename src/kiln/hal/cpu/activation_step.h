@@ -29,8 +29,9 @@ namespace kiln::hal::cpu {
 
 class ProgramBuilder;
 
-// out[i] = activation(in[i]) for `count` floats; `in` may equal `out`. OpenMP-parallel over
-// fixed chunks; every element gets the same expression whatever the thread count.
+// out[i] = activation(in[i]) for `count` floats; `in` may equal `out`. OpenMP-parallel in one
+// piece a thread (parallel_pieces.h); every element gets the same expression whatever the thread
+// count.
 void apply_activation(const kernels::FusedActivation& activation, const float* in, float* out,
                       size_t count);
 
@@ -51,8 +52,8 @@ class ActivationStep : public Step {
 };
 
 // y[i] = f(x[i]) for `count` floats by one of kiln's vector kernels (vector_map_kernels.h),
-// OpenMP-parallel over the same fixed chunks as ActivationStep; `in` may equal `out`. The kernel
-// gives every element the same bits whatever the chunk it falls in.
+// OpenMP-parallel in one piece a thread, as ActivationStep; `in` may equal `out`. The kernel
+// gives every element the same bits whatever the piece it falls in.
 class VectorMapStep : public Step {
  public:
   VectorMapStep(std::string label, vector_map::Function function, BufferRef in, BufferRef out,
@@ -161,7 +162,7 @@ class SoftmaxNanStep : public Step {
   int64_t outer_, n_, inner_;
 };
 
-// Which non-finite values `count` floats hold (vectorized, parallel over fixed chunks).
+// Which non-finite values `count` floats hold (vectorized, parallel in one piece a thread).
 struct NonFinite {
   bool nan_or_pos_inf = false;
   bool neg_inf = false;

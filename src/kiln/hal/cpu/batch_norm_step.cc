@@ -13,7 +13,6 @@ namespace {
 
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
 
-constexpr int64_t kMinPiece = 8192;  // floats a thread at least (for_each_channel_span)
 constexpr int64_t kVec = 8;
 
 // The header's expression for one element; the vector lanes below compute exactly this.
@@ -73,7 +72,7 @@ bool normalize_all(const ChannelRuns& runs, const float* x, float* y, const floa
   const bool avx2 = cpu_has(Isa::kAvx2);
   const bool innermost = runs.order == ChannelRuns::Order::kChannelInnermost;
   std::atomic<bool> within{true};
-  for_each_channel_span(runs, kMinPiece, [&](int64_t i, int64_t n, int64_t r, int64_t at) {
+  for_each_channel_span(runs, [&](int64_t i, int64_t n, int64_t r, int64_t at) {
     bool span_within;
     if (innermost) {
       span_within =

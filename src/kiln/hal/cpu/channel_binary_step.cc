@@ -7,8 +7,6 @@
 namespace kiln::hal::cpu {
 namespace {
 
-constexpr int64_t kMinPiece = 8192;  // floats a thread at least (for_each_channel_span)
-
 template <BinaryOp Op>
 inline float apply(float x, float s) {
   if constexpr (Op == BinaryOp::kAdd) return x + s;
@@ -72,7 +70,7 @@ Status ChannelBinaryStep::run(const ExecContext& ctx) {
   const bool innermost = runs_.order == ChannelRuns::Order::kChannelInnermost;
   const int64_t channels = runs_.channels;
   const int64_t per_sample = runs_.runs / std::max<int64_t>(1, samples_);  // runs of one sample
-  for_each_channel_span(runs_, kMinPiece, [&](int64_t i, int64_t n, int64_t r, int64_t within) {
+  for_each_channel_span(runs_, [&](int64_t i, int64_t n, int64_t r, int64_t within) {
     const float* row = s + (per_sample_ ? r / per_sample * channels : 0);
     if (innermost) {
       along_row(x + i, row + within, y + i, n);

@@ -4,13 +4,12 @@
 // layouts to oneDNN.
 #pragma once
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <optional>
 
 #include "kiln/hal/cpu/dnnl_util.h"
+#include "kiln/hal/cpu/parallel_pieces.h"
 
 namespace kiln::hal::cpu {
 
@@ -31,33 +30,23 @@ struct ChannelRuns {
 // are outermost: sample n holds runs [n * runs / N, (n + 1) * runs / N).
 std::optional<ChannelRuns> channel_runs(const dnnl_desc& layout);
 
-// Splits the elements [0, runs.runs * runs.run) over the OpenMP team: one contiguous piece per
-// thread, of equal sizes (in whole vectors of 16 floats), fewer pieces where the value has fewer
-// than `min_piece` floats a thread; calls span(first, count, run, within) for each part of a piece
-// that stays inside one run: elements [first, first + count) of run `run`, starting `within`
-// floats into it (so one channel in the outer order, consecutive channels from `within` in the
-// innermost one). The per-channel kernels compute each element alone, so the split changes no
-// bits. (Fixed jobs of 16384 floats handed out statically gave a ResNet-50 v2 14x14 stage's
-// 200704-float BatchNormalization 7 jobs on one core and 6 on the other; equal halves took it from
-// 75 to 66 us, Zen 5, 2 threads.)
+// Walks the elements [0, runs.runs * runs.run) in one piece a thread (parallel_pieces.h, in whole
+// vectors of 16 floats), calling span(first, count, run, within)
+// for each part of a piece that stays inside one run: elements [first, first + count) of run
+// `run`, starting `within` floats into it (so one channel in the outer order, consecutive channels
+// from `within` in the innermost one). The per-channel kernels compute each element alone, so the
+// split changes no bits.
 template <typename Span>
-void for_each_channel_span(const ChannelRuns& runs, int64_t min_piece, Span&& span) {
-  constexpr int64_t kVector = 16;
-  const int64_t run = runs.run, total = runs.runs * run;
-  const int64_t pieces =
-      std::clamp<int64_t>(total / std::max<int64_t>(min_piece, 1), 1, omp_get_max_threads());
-  auto bound = [&](int64_t j) {
-    return j == pieces ? total : total * j / pieces / kVector * kVector;
-  };
-#pragma omp parallel for schedule(static) if (pieces > 1)
-  for (int64_t j = 0; j < pieces; ++j) {
-    const int64_t end = bound(j + 1);
-    for (int64_t i = bound(j); i < end;) {
-      const int64_t within = i % run, count = std::min(end - i, run - within);
-      span(i, count, i / run, within);
-      i += count;
+void for_each_channel_span(const ChannelRuns& runs, Span&& span) {
+  const int64_t run = runs.run;
+  parallel_pieces(runs.runs * run, kMinPieceElements, 16, [&](int64_t begin, int64_t count) {
+    const int64_t end = begin + count;
+    for (int64_t i = begin; i < end;) {
+      const int64_t within = i % run, part = std::min(end - i, run - within);
+      span(i, part, i / run, within);
+      i += part;
     }
-  }
+  });
 }
 
 }  // namespace kiln::hal::cpu

@@ -7,13 +7,12 @@
 #include <cstdint>
 
 #include "kiln/base/half.h"
+#include "kiln/hal/cpu/parallel_pieces.h"
 
 namespace kiln::hal::cpu {
 namespace {
 
 using Type = dnnl::memory::data_type;
-
-constexpr int64_t kChunk = 16384;  // elements per parallel job
 
 // F16C from CPUID leaf 1 (clang's __builtin_cpu_supports does not know "f16c"); AVX also checks
 // that the OS saves the YMM registers.
@@ -82,13 +81,10 @@ void convert_elements(Type from_type, const std::byte* from, Type to_type, std::
   const size_t in_size = dnnl::memory::data_type_size(from_type);
   const size_t out_size = dnnl::memory::data_type_size(to_type);
   const auto n = static_cast<int64_t>(count);
-  const int64_t jobs = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (jobs > 1)
-  for (int64_t j = 0; j < jobs; ++j) {
-    const int64_t begin = j * kChunk;
+  parallel_pieces(n, kMinPieceElements, 16, [&](int64_t begin, int64_t count) {
     convert(from_type, to_type, from + static_cast<size_t>(begin) * in_size,
-            to + static_cast<size_t>(begin) * out_size, std::min(n, begin + kChunk) - begin);
-  }
+            to + static_cast<size_t>(begin) * out_size, count);
+  });
 }
 
 Status ConvertStep::run(const ExecContext& ctx) {

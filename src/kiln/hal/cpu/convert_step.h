@@ -3,7 +3,7 @@
 // every such conversion: oneDNN 2.6's f16 reorder is its generic reference loop, about a hundred
 // times slower). Narrowing rounds to nearest even; NaN stays NaN and overflow becomes infinity
 // (kiln/base/half.h, and the F16C instructions where the CPU has them, give the same values).
-// OpenMP-parallel over fixed chunks.
+// OpenMP-parallel in one piece a thread (parallel_pieces.h).
 #pragma once
 
 #include <cstddef>

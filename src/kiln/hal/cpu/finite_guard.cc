@@ -3,19 +3,19 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kiln/hal/cpu/cpu_isa.h"
+#include "kiln/hal/cpu/parallel_pieces.h"
 
 namespace kiln::hal::cpu {
 namespace {
 
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
 #define KILN_AVX512 __attribute__((target("avx512f,avx2,fma")))
-
-constexpr int64_t kChunk = 16384;  // floats per parallel job
 
 // !(|x| <= bound) is true for NaN (unordered), infinities and magnitudes above the bound.
 bool scalar_outside(float x, float bound) { return !(std::fabs(x) <= bound); }
@@ -73,14 +73,11 @@ bool negative_zero(float v) {
 }  // namespace
 
 bool all_within(const float* x, int64_t count, float bound) {
-  const int64_t jobs = (count + kChunk - 1) / kChunk;
-  bool outside = false;
-#pragma omp parallel for schedule(static) reduction(|| : outside) if (jobs > 1)
-  for (int64_t j = 0; j < jobs; ++j) {
-    const int64_t begin = j * kChunk;
-    outside = outside || any_outside(x + begin, std::min(count, begin + kChunk) - begin, bound);
-  }
-  return !outside;
+  std::atomic<bool> outside{false};
+  parallel_pieces(count, kMinPieceElements, 16, [&](int64_t begin, int64_t n) {
+    if (any_outside(x + begin, n, bound)) outside.store(true, std::memory_order_relaxed);
+  });
+  return !outside.load(std::memory_order_relaxed);
 }
 
 std::optional<float> conv_input_bound(const Tensor& weights, const Tensor* bias) {
