@@ -156,35 +156,39 @@ Status ActivationStep::run(const ExecContext& ctx) {
   return ok_status();
 }
 
+namespace {
+
+// EltwiseEdgeStep's rule over elements [begin, begin + n): one vectorized pass tells whether they
+// hold a non-finite value at all; nearly every piece does not, and the element loop (branchy,
+// scalar) then never runs.
+void fix_edges(EdgeRule rule, float alpha, const float* in, float* out, int64_t begin, int64_t n) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const NonFinite found = scan_non_finite_in(in + begin, n);
+  if (!found.nan_or_pos_inf && !found.neg_inf) return;
+  for (int64_t i = begin; i < begin + n; ++i) {
+    const float x = in[i];
+    if (std::isfinite(x)) continue;
+    if (std::isnan(x)) {
+      out[i] = kNaN;
+      continue;
+    }
+    switch (rule) {
+      case EdgeRule::kGelu: out[i] = x > 0 ? x : kNaN; break;
+      case EdgeRule::kSigmoid: out[i] = x > 0 ? 1.0f : 0.0f; break;
+      case EdgeRule::kTanh: out[i] = x > 0 ? 1.0f : -1.0f; break;
+      case EdgeRule::kExp: out[i] = x > 0 ? x : 0.0f; break;
+      case EdgeRule::kElu: out[i] = x > 0 ? x : -alpha; break;
+    }
+  }
+}
+
+}  // namespace
+
 Status EltwiseEdgeStep::run(const ExecContext& ctx) {
   const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
-  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-  const EdgeRule rule = rule_;
-  const float alpha = alpha_;
   parallel_pieces(static_cast<int64_t>(count_), kMinPieceElements, 16,
-                  [&](int64_t begin, int64_t n) {
-                    // One vectorized pass tells whether the chunk holds a non-finite value at all;
-                    // nearly every chunk does not, and the element loop below (branchy, scalar)
-                    // then never runs.
-                    const NonFinite found = scan_non_finite_in(in + begin, n);
-                    if (!found.nan_or_pos_inf && !found.neg_inf) return;
-                    for (int64_t i = begin; i < begin + n; ++i) {
-                      const float x = in[i];
-                      if (std::isfinite(x)) continue;
-                      if (std::isnan(x)) {
-                        out[i] = kNaN;
-                        continue;
-                      }
-                      switch (rule) {
-                        case EdgeRule::kGelu: out[i] = x > 0 ? x : kNaN; break;
-                        case EdgeRule::kSigmoid: out[i] = x > 0 ? 1.0f : 0.0f; break;
-                        case EdgeRule::kTanh: out[i] = x > 0 ? 1.0f : -1.0f; break;
-                        case EdgeRule::kExp: out[i] = x > 0 ? x : 0.0f; break;
-                        case EdgeRule::kElu: out[i] = x > 0 ? x : -alpha; break;
-                      }
-                    }
-                  });
+                  [&](int64_t begin, int64_t n) { fix_edges(rule_, alpha_, in, out, begin, n); });
   return ok_status();
 }
 
