@@ -133,9 +133,9 @@ std::string label_of(const ProgramBuilder& b, const kernels::FusedActivation& a,
 
 void apply_activation(const kernels::FusedActivation& activation, const float* in, float* out,
                       size_t count) {
-  parallel_pieces(
-      static_cast<int64_t>(count), kMinPieceElements, 16,
-      [&](int64_t begin, int64_t n) { activate(activation, in + begin, out + begin, n); });
+  parallel_pieces(static_cast<int64_t>(count), [&](int64_t begin, int64_t n) {
+    activate(activation, in + begin, out + begin, n);
+  });
 }
 
 Status VectorMapStep::run(const ExecContext& ctx) {
@@ -143,10 +143,9 @@ Status VectorMapStep::run(const ExecContext& ctx) {
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
   static const Isa isa = best_isa();
   const vector_map::Function function = function_;
-  parallel_pieces(static_cast<int64_t>(count_), kMinPieceElements, 16,
-                  [&](int64_t begin, int64_t n) {
-                    vector_map::apply(function, in + begin, out + begin, n, isa);
-                  });
+  parallel_pieces(static_cast<int64_t>(count_), [&](int64_t begin, int64_t n) {
+    vector_map::apply(function, in + begin, out + begin, n, isa);
+  });
   return ok_status();
 }
 
@@ -187,7 +186,7 @@ void fix_edges(EdgeRule rule, float alpha, const float* in, float* out, int64_t 
 Status EltwiseEdgeStep::run(const ExecContext& ctx) {
   const auto* in = reinterpret_cast<const float*>(ctx.resolve(in_));
   auto* out = reinterpret_cast<float*>(ctx.resolve(out_));
-  parallel_pieces(static_cast<int64_t>(count_), kMinPieceElements, 16,
+  parallel_pieces(static_cast<int64_t>(count_),
                   [&](int64_t begin, int64_t n) { fix_edges(rule_, alpha_, in, out, begin, n); });
   return ok_status();
 }
@@ -199,7 +198,7 @@ Status MaxPoolNanStep::run(const ExecContext& ctx) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const int64_t count = static_cast<int64_t>(count_);
   std::atomic<bool> under_inf{false};
-  parallel_pieces(count, kMinPieceElements, 16, [&](int64_t begin, int64_t n) {
+  parallel_pieces(count, [&](int64_t begin, int64_t n) {
     for (int64_t i = begin; i < begin + n; ++i) {
       if (std::isnan(mask[i])) {
         if (out[i] != kInf) {
@@ -257,7 +256,7 @@ void MaxPoolNanStep::nan_taps_under_inf(const float* src, const float* mask, flo
 
 NonFinite scan_non_finite(const float* x, int64_t count) {
   std::atomic<bool> nan_or_pos_inf{false}, neg_inf{false};
-  parallel_pieces(count, kMinPieceElements, 16, [&](int64_t begin, int64_t n) {
+  parallel_pieces(count, [&](int64_t begin, int64_t n) {
     const NonFinite r = scan_non_finite_in(x + begin, n);
     if (r.nan_or_pos_inf) nan_or_pos_inf.store(true, std::memory_order_relaxed);
     if (r.neg_inf) neg_inf.store(true, std::memory_order_relaxed);

@@ -30,16 +30,15 @@ struct ChannelRuns {
 // are outermost: sample n holds runs [n * runs / N, (n + 1) * runs / N).
 std::optional<ChannelRuns> channel_runs(const dnnl_desc& layout);
 
-// Walks the elements [0, runs.runs * runs.run) in one piece a thread (parallel_pieces.h, in whole
-// vectors of 16 floats), calling span(first, count, run, within)
-// for each part of a piece that stays inside one run: elements [first, first + count) of run
-// `run`, starting `within` floats into it (so one channel in the outer order, consecutive channels
-// from `within` in the innermost one). The per-channel kernels compute each element alone, so the
-// split changes no bits.
+// Walks the elements [0, runs.runs * runs.run) in one piece a thread (parallel_pieces.h),
+// calling span(first, count, run, within) for each part of a piece that stays inside one run:
+// elements [first, first + count) of run `run`, starting `within` floats into it (so one channel
+// in the outer order, consecutive channels from `within` in the innermost one). The per-channel
+// kernels compute each element alone, so the split changes no bits.
 template <typename Span>
 void for_each_channel_span(const ChannelRuns& runs, Span&& span) {
   const int64_t run = runs.run;
-  parallel_pieces(runs.runs * run, kMinPieceElements, 16, [&](int64_t begin, int64_t count) {
+  parallel_pieces(runs.runs * run, [&](int64_t begin, int64_t count) {
     const int64_t end = begin + count;
     for (int64_t i = begin; i < end;) {
       const int64_t within = i % run, part = std::min(end - i, run - within);

@@ -74,7 +74,7 @@ bool negative_zero(float v) {
 
 bool all_within(const float* x, int64_t count, float bound) {
   std::atomic<bool> outside{false};
-  parallel_pieces(count, kMinPieceElements, 16, [&](int64_t begin, int64_t n) {
+  parallel_pieces(count, [&](int64_t begin, int64_t n) {
     if (any_outside(x + begin, n, bound)) outside.store(true, std::memory_order_relaxed);
   });
   return !outside.load(std::memory_order_relaxed);

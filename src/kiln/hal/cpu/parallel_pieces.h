@@ -13,19 +13,22 @@ namespace kiln::hal::cpu {
 // Elements a piece holds at least: a pass over fewer than twice this runs as one piece on the
 // calling thread.
 inline constexpr int64_t kMinPieceElements = 8192;
+// Each piece but the last starts at a multiple of this many elements (a 64-byte line of floats).
+inline constexpr int64_t kPieceAlign = 16;
 
 // Calls body(begin, count) once for each piece of [0, n): one piece a thread of the team
-// (omp_get_max_threads), fewer where n holds fewer than `min_piece` elements a thread; each piece
-// but the last starts at a multiple of `align` elements. For passes whose result for an element
-// does not depend on the others, or whose reduction does not depend on the order (or-ing flags):
-// the split then changes no result, whatever the team size. (Fixed jobs of 16384 floats handed out
-// statically gave a 14x14x1024 value 7 jobs on one core and 6 on the other: ResNet-50 v2's
-// BatchNormalizations ran 7% faster in equal halves, Zen 5, 2 threads.)
+// (omp_get_max_threads), fewer where n holds fewer than kMinPieceElements elements a thread. For
+// passes whose result for an element does not depend on the others, or whose reduction does not
+// depend on the order (or-ing flags): the split then changes no result, whatever the team size.
+// (Fixed jobs of 16384 floats handed out statically gave a 14x14x1024 value 7 jobs on one core
+// and 6 on the other: ResNet-50 v2's BatchNormalizations ran 7% faster in equal halves, Zen 5,
+// 2 threads.)
 template <typename Body>
-void parallel_pieces(int64_t n, int64_t min_piece, int64_t align, Body&& body) {
-  const int64_t pieces =
-      std::clamp<int64_t>(n / std::max<int64_t>(min_piece, 1), 1, omp_get_max_threads());
-  auto start = [&](int64_t j) { return j == pieces ? n : n * j / pieces / align * align; };
+void parallel_pieces(int64_t n, Body&& body) {
+  const int64_t pieces = std::clamp<int64_t>(n / kMinPieceElements, 1, omp_get_max_threads());
+  auto start = [&](int64_t j) {
+    return j == pieces ? n : n * j / pieces / kPieceAlign * kPieceAlign;
+  };
 #pragma omp parallel for schedule(static) if (pieces > 1)
   for (int64_t j = 0; j < pieces; ++j) body(start(j), start(j + 1) - start(j));
 }

@@ -14,14 +14,13 @@
 namespace kiln::hal::cpu {
 namespace {
 
-// The pieces parallel_pieces hands out for (n, min_piece, align) on `threads` threads, sorted.
-std::vector<std::pair<int64_t, int64_t>> pieces(int64_t n, int64_t min_piece, int64_t align,
-                                                int threads) {
+// The pieces parallel_pieces hands out for n elements on `threads` threads, sorted.
+std::vector<std::pair<int64_t, int64_t>> pieces(int64_t n, int threads) {
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
   std::mutex mutex;
   std::vector<std::pair<int64_t, int64_t>> out;
-  parallel_pieces(n, min_piece, align, [&](int64_t begin, int64_t count) {
+  parallel_pieces(n, [&](int64_t begin, int64_t count) {
     std::lock_guard<std::mutex> lock(mutex);
     out.emplace_back(begin, count);
   });
@@ -34,7 +33,7 @@ TEST(ParallelPiecesTest, CoverEveryElementOnceInEqualAlignedPieces) {
   for (int threads : {1, 2, 3, 4}) {
     for (int64_t n : {int64_t{16384}, int64_t{16385}, int64_t{200704}, int64_t{1000003}}) {
       SCOPED_TRACE(::testing::Message() << n << " elements, " << threads << " threads");
-      const auto got = pieces(n, 8192, 16, threads);
+      const auto got = pieces(n, threads);
       ASSERT_FALSE(got.empty());
       EXPECT_EQ(got.size(), static_cast<size_t>(std::min<int64_t>(threads, n / 8192)));
       int64_t next = 0, smallest = n, largest = 0;
@@ -56,7 +55,7 @@ TEST(ParallelPiecesTest, CoverEveryElementOnceInEqualAlignedPieces) {
 
 TEST(ParallelPiecesTest, ASmallPassIsOnePiece) {
   for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{8191}, int64_t{16383}}) {
-    const auto got = pieces(n, 8192, 16, 4);
+    const auto got = pieces(n, 4);
     ASSERT_EQ(got.size(), 1u) << n;
     EXPECT_EQ(got[0], std::make_pair(int64_t{0}, n)) << n;
   }
