@@ -5,9 +5,8 @@
 // for that broadcast next to a channels-last x is its generic one (EfficientNet-B0's 16 scales
 // took ~0.29 ms at batch 1). One IEEE operation per element, so the result is the bits of any
 // correct kernel for Add, Sub, Mul and Div; the work splits over the team in one piece a thread
-// (for_each_channel_span). y may
-// be x itself (each element is read before it is written): the builder writes over x where
-// nothing reads it later.
+// (for_each_channel_span). y may be x itself (each element is read before it is written): the
+// builder writes over x where nothing reads it later.
 #pragma once
 
 #include <string>

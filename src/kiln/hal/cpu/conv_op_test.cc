@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +14,7 @@
 
 #include "kiln/hal/cpu/conv_batch_probe.h"
 #include "kiln/hal/cpu/cpu_device.h"
+#include "kiln/hal/cpu/device_state.h"
 #include "kiln/hal/cpu/dnnl_util.h"
 #include "kiln/hal/cpu/winograd_conv_op.h"
 #include "tests/support/expect.h"
@@ -702,19 +702,10 @@ TEST(DnnlUtil, SumsIntoDestination) {
   EXPECT_FALSE(sums_into_destination(conv(false, false)));
 }
 
-// Runs the rest of a scope on a team of `threads`, restoring the caller's team after: how oneDNN's
+// The probes' cases below were chosen on a team of 2 (the machine's two cores): how oneDNN's
 // batched brgconv blocks its work, so whether it sums a sample in the one-sample order, follows the
-// team, and the probes' cases below were chosen on a team of 2 (the machine's two cores).
-class TeamOf {
- public:
-  explicit TeamOf(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
-  ~TeamOf() { omp_set_num_threads(saved_); }
-  TeamOf(const TeamOf&) = delete;
-  TeamOf& operator=(const TeamOf&) = delete;
-
- private:
-  int saved_;
-};
+// team. Each test runs on a team of 2 and gives the caller its own team back after
+// (CallerThreads).
 
 // The probe tells a batched brgconv that blocks output positions across images (a 3x3 conv with
 // 3x4 outputs per image: sample 0 rounds differently at batch 2) from one that does not (a 1x1
@@ -722,7 +713,8 @@ class TeamOf {
 // the first case's blocks span both images on 2 threads, not on 3 (OMP_NUM_THREADS=3 made it
 // pass the probe, and 4 made the second case below fail it).
 TEST(ConvBatchProbe, TellsBatchedKernelsThatSumInAnotherOrder) {
-  const TeamOf team(2);
+  const CallerThreads restore;
+  use_threads(2);
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
@@ -758,7 +750,8 @@ TEST(ConvBatchProbe, TellsBatchedKernelsThatSumInAnotherOrder) {
 // and the fused-relu probe, also after the allocator has handed out memory full of other values
 // (which the two runs of a probe that skipped the residual would each have added).
 TEST(ConvBatchProbe, AddsTheResidualBeforeEachRun) {
-  const TeamOf team(2);
+  const CallerThreads restore;
+  use_threads(2);
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;

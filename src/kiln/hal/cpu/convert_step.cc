@@ -81,9 +81,9 @@ void convert_elements(Type from_type, const std::byte* from, Type to_type, std::
   const size_t in_size = dnnl::memory::data_type_size(from_type);
   const size_t out_size = dnnl::memory::data_type_size(to_type);
   const auto n = static_cast<int64_t>(count);
-  parallel_pieces(n, [&](int64_t begin, int64_t count) {
+  parallel_pieces(n, [&](int64_t begin, int64_t part) {
     convert(from_type, to_type, from + static_cast<size_t>(begin) * in_size,
-            to + static_cast<size_t>(begin) * out_size, count);
+            to + static_cast<size_t>(begin) * out_size, part);
   });
 }
 

@@ -4,27 +4,27 @@
 #include "kiln/hal/cpu/parallel_pieces.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "kiln/hal/cpu/device_state.h"
+
 namespace kiln::hal::cpu {
 namespace {
 
 // The pieces parallel_pieces hands out for n elements on `threads` threads, sorted.
 std::vector<std::pair<int64_t, int64_t>> pieces(int64_t n, int threads) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  const CallerThreads restore;
+  use_threads(threads);
   std::mutex mutex;
   std::vector<std::pair<int64_t, int64_t>> out;
   parallel_pieces(n, [&](int64_t begin, int64_t count) {
     std::lock_guard<std::mutex> lock(mutex);
     out.emplace_back(begin, count);
   });
-  omp_set_num_threads(saved);
   std::sort(out.begin(), out.end());
   return out;
 }
