@@ -14,11 +14,13 @@ checked, its compile cost measured, then timed against ONNX Runtime's best case.
    transformer's module is hundreds of MB of fresh page cache, and where the host has taken
    back the guest's free memory each new page faults into the host first (writing 652 MB of
    zeros with dd took 3.9 s of system time once, then 0.16 s on each of the next two).
-3. Timing: per model and size, alternating fresh processes of `kiln bench` and tools/ort's `time`
-   (ORT's best case: weights stripped from graph.input where a model lists them there), medians
-   over the rounds; runs per process chosen so each process times about 0.4 s (0.2 s in --quick).
-   Each row also prints the range of the rounds' own ratios: a wide one says the machine's load
-   moved during the row, and its median says less.
+3. Timing: per model and size, `kiln bench --serve` against tools/ort's `serve` (ORT's best
+   case: weights stripped from graph.input where a model lists them there) in interleaved bursts
+   (harness.Bench.interleave: --pairs rounds of fresh processes, each warmed until its runs
+   settle, then bursts of about 0.25 s that alternate). The ratio is the median over all bursts of
+   kiln's burst median over ORT's in the same pair; kiln's and ORT's figures are the medians of
+   all their timed runs. Each row also prints the range of the rounds' own ratios: a wide one
+   says the machine's load or ORT's speed moved from one process to the next.
    One `kiln bench --per-dispatch` run per model names the kernels kiln ran (e.g.
    brgconv:avx512_core, kiln_gemm:avx2): the ISA of its code paths.
 The table (print_table) gives each ratio kiln/ORT, kiln's GFLOP/s and % of the FMA peak for the
@@ -29,12 +31,13 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
 
 import corpus_table
-from harness import cpu_info, med, rounds_ms
+from harness import all_runs_median, cpu_info, paired_ratio
 
 ISA_NAME = re.compile(r"\b([A-Za-z0-9_]+:(?:avx|sse|amx)[A-Za-z0-9_]*)")
 
@@ -145,12 +148,7 @@ def kernels_of(bench, module, specs):
     return sorted(found)
 
 
-def runs_for(ms, budget_ms):
-    repeat = max(3, min(200, int(budget_ms / max(ms, 1e-3))))
-    return max(1, min(20, repeat // 3)), repeat
-
-
-def time_model(bench, model, module, sizes_list, reuse, budget_ms):
+def time_model(bench, model, module, sizes_list, reuse):
     args = bench.args
     shipped = os.path.join(args.models, model.path)
     ort_model = bench.ort_best(shipped) if model.ort_strip else shipped
@@ -168,20 +166,20 @@ def time_model(bench, model, module, sizes_list, reuse, budget_ms):
                   f"kiln/ORT {row['ratio']:.3f} (from the ResNet part)", flush=True)
         else:
             first = bench.kiln_bench(module, specs, 1, 1)
-            warmup, repeat = runs_for(first["median_ms"], budget_ms)
-            res = bench.alternate({
-                "kiln": lambda w, r: bench.kiln_bench(module, specs, w, r),
-                "ort": lambda w, r: bench.ort_time_inputs(ort_model, ort_inputs, w, r),
-            }, warmup, repeat)
-            k, o = med(res["kiln"]), med(res["ort"])
-            # Each round's own ratio: their spread shows how much the machine's load moved.
-            round_ratios = [kr["median_ms"] / orr["median_ms"] for kr, orr in zip(res["kiln"], res["ort"])]
-            row = {"kiln_ms": k, "ort_ms": o, "ratio": k / o, "gflop": res["kiln"][0]["gflop"],
-                   "warmup": warmup, "repeat": repeat, "rounds_ms": rounds_ms(res),
-                   "round_ratios": round_ratios}
-            print(f"  {model.name} {label}: kiln {k:.2f} ms | ORT best {o:.2f} ms -> kiln/ORT {k / o:.3f} "
-                  f"({warmup}+{repeat} runs per process; rounds {min(round_ratios):.3f}-{max(round_ratios):.3f})",
-                  flush=True)
+            res = bench.interleave({
+                "kiln": lambda warmup: bench.kiln_server(module, specs, warmup),
+                "ort": lambda warmup: bench.ort_server(ort_model, ort_inputs, warmup),
+            }, first["median_ms"])
+            k, o = all_runs_median(res["kiln"]), all_runs_median(res["ort"])
+            ratio, round_ratios = paired_ratio(res, "kiln", "ort")
+            runs = sum(len(r["times_ms"]) for r in res["kiln"])
+            row = {"kiln_ms": k, "ort_ms": o, "ratio": ratio, "gflop": res["kiln"][0]["ready"]["gflop"],
+                   "timed_runs": runs, "round_ratios": round_ratios,
+                   "rounds_ms": {name: [statistics.median(r["times_ms"]) for r in rounds_]
+                                 for name, rounds_ in res.items()}}
+            print(f"  {model.name} {label}: kiln {k:.2f} ms | ORT best {o:.2f} ms -> kiln/ORT {ratio:.3f} "
+                  f"({runs} timed runs each in {len(round_ratios)} rounds; rounds "
+                  f"{min(round_ratios):.3f}-{max(round_ratios):.3f})", flush=True)
         row.update({"model": model.name, "sizes": label, "kind": model.kind,
                     "flops_dominate": model.flops_dominate, "kernels": kernels,
                     "kiln_gflop_per_s": row["gflop"] / (row["kiln_ms"] / 1000)})
@@ -211,7 +209,6 @@ def corpus_part(bench, summary, names, resnet_rows):
     reuse = {(r["model"], str(r["batch"])): {"kiln_ms": r["kiln_ms"], "ort_ms": r["ort_best_ms"],
                                                "ratio": r["ratio_best"], "gflop": r["gflop"]}
              for r in resnet_rows if "ort_best_ms" in r}
-    budget = 200 if args.quick else 400
     rows, costs = [], {}
     for model in models:
         module = os.path.join(bench.work, f"corpus-{model.name}.kmod")
@@ -224,7 +221,7 @@ def corpus_part(bench, summary, names, resnet_rows):
         sizes = model.sizes()
         if args.quick and model.name in corpus_table.QUICK_ONE_SIZE:
             sizes = sizes[:1]
-        rows += time_model(bench, model, module, sizes, reuse, budget)
+        rows += time_model(bench, model, module, sizes, reuse)
     summary["corpus_compile"] = costs
     return rows, correct
 

@@ -1,6 +1,9 @@
 """The timing harness shared by bench/vs_onnxruntime.py's parts: one timed process per call
-(`kiln bench`, tools/ort/run_ort.js `time`, bench/fma_peak), `kiln compile`, and alternating
-rounds of several contenders so that the machine's drifting load falls on all of them.
+(`kiln bench`, tools/ort/run_ort.js `time`, bench/fma_peak), `kiln compile`, alternating rounds of
+several contenders so that the machine's drifting load falls on all of them, and interleaved
+bursts of long-lived timing servers (`kiln bench --serve`, run_ort.js `serve`) for kiln against
+ONNX Runtime (Bench.interleave: pairs of figures taken within a second of each other, each engine
+warmed until its runs settle, several processes of each).
 
 Bench(args) needs args.build, args.models and args.threads (the default thread count of every
 timed process), args.pairs (rounds per figure); args.kiln_env, when set, is extra environment for
@@ -8,10 +11,12 @@ every kiln process (e.g. DNNL_MAX_CPU_ISA=AVX2 to run oneDNN's AVX2 code path on
 """
 import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,6 +51,61 @@ def load_average():
 
 def med(results, key="median_ms"):
     return statistics.median(r[key] for r in results)
+
+
+class Server:
+    """A timing server (`kiln bench --serve` or run_ort.js `serve`): started by the constructor,
+    which waits for its ready line (kept as .ready); runs(n) has it run n times and returns the
+    wall times in ms; close() ends it. Any failure exits the harness with the command and its
+    stderr, as run() does."""
+
+    def __init__(self, cmd, env=None):
+        self.cmd = cmd
+        # stderr goes to a file: a pipe nobody reads could fill and stall the server.
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True, env=env)
+        self.ready = self._reply("ready")
+
+    def _fail(self, why):
+        self.stderr.seek(0)
+        stderr = self.stderr.read()
+        self.stop()
+        sys.exit(f"vs_onnxruntime: {' '.join(self.cmd)} {why}:\n{stderr}")
+
+    def stop(self):
+        """Ends the server at once (another contender failed)."""
+        if not self.stderr.closed:
+            self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout, self.stderr):
+                f.close()
+
+    def _reply(self, key):
+        line = self.proc.stdout.readline()
+        if not line:
+            self._fail(f"ended ({self.proc.wait()}) before answering")
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            reply = {}
+        if key not in reply:
+            self._fail(f"answered {line.strip()!r}, without {key!r}")
+        return reply
+
+    def runs(self, count):
+        self.proc.stdin.write(f"{count}\n")
+        self.proc.stdin.flush()
+        return self._reply("times_ms")["times_ms"]
+
+    def close(self):
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.flush()
+        if self.proc.wait() != 0:
+            self._fail(f"failed ({self.proc.returncode}) on quit")
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        self.stderr.close()
 
 
 def rounds_ms(res):
@@ -96,6 +156,20 @@ class Bench:
             return {"median_ms": r["against"]["median_ms"], "other_ms": r["median_ms"],
                     "ratio": 1.0 / r["against"]["median_of_pair_ratios"]}
         return time_pair
+
+    def kiln_server(self, module, spec, warmup, threads=None):
+        """`kiln bench --serve` on `module` (spec: as for kiln_bench), after `warmup` runs."""
+        specs = [spec] if isinstance(spec, str) else list(spec)
+        return Server([self.kiln, "bench", f"--module={module}"] + [f"--input={s}" for s in specs] +
+                      [f"--threads={threads or self.args.threads}", f"--warmup={warmup}", "--serve"],
+                      env=self.env)
+
+    def ort_server(self, model, inputs, warmup, threads=None):
+        """run_ort.js `serve` on `model` (inputs: as for ort_time_inputs), after `warmup` runs."""
+        cmd = ["node", self.ort, "serve", model]
+        for name, shape, dtype, data in inputs:
+            cmd += ["--input", f"{name}={'x'.join(str(d) for d in shape)}:{dtype}:{data}"]
+        return Server(cmd + ["--threads", str(threads or self.args.threads), "--warmup", str(warmup)])
 
     def ort_time(self, model, name, shape, data, warmup, repeat, dtype="f32", threads=None):
         return self.ort_time_inputs(model, [(name, shape, dtype, data)], warmup, repeat, threads)
@@ -152,3 +226,68 @@ class Bench:
             for name, fn in contenders.items():
                 results[name].append(fn(warmup, repeat))
         return results
+
+    # --- interleaved servers ---
+    # ONNX Runtime's runs settle only after several (ViT-B/16 at batch 4, Zen 5, 2 threads: 501,
+    # 474, 458, then 437-454 ms), and its speed differs from process to process by up to 10% (456
+    # to 527 ms over six processes in one minute), where kiln's runs are within 3% from the first.
+    # So each round starts every contender afresh, warms it for WARM_MS of runs (at least
+    # MIN_WARM_RUNS), and its timed runs come in bursts that alternate with the others' (the order
+    # rotating), a burst's pair taken within a second; the rounds sample the processes.
+    WARM_MS = 1500
+    MIN_WARM_RUNS = 3
+    BURST_MS = 250
+    BURSTS_PER_ROUND = 4
+    QUIET_S = 0.05  # before each burst, so that the last engine's threads have gone to sleep
+
+    def interleave(self, starts, run_ms, rounds=None):
+        """starts: name -> fn(warmup) returning a started Server; run_ms: the expected time of a
+        run (sizes the warm-up and the bursts). Returns name -> one dict per round: "ready" (the
+        server's ready line), "times_ms" (its timed runs) and "bursts_ms" (each burst's median)."""
+        warmup = max(self.MIN_WARM_RUNS, math.ceil(self.WARM_MS / max(run_ms, 1e-3)))
+        warmup = min(warmup, 50)
+        per_burst = max(1, min(50, round(self.BURST_MS / max(run_ms, 1e-3))))
+        results = {name: [] for name in starts}
+        names = list(starts)
+        for _ in range(rounds or self.args.pairs):
+            servers = {}
+            try:
+                for name in names:
+                    servers[name] = starts[name](warmup)
+                self._bursts(servers, per_burst, results)
+            finally:  # a contender that failed stopped the harness: the others go too
+                for server in servers.values():
+                    server.stop()
+        return results
+
+    def _bursts(self, servers, per_burst, results):
+        """One round of Bench.interleave on started servers; closes them and adds to results."""
+        names = list(servers)
+        times = {name: [] for name in names}
+        bursts = {name: [] for name in names}
+        for burst in range(self.BURSTS_PER_ROUND):
+            turn = names[burst % len(names):] + names[:burst % len(names)]
+            for name in turn:
+                time.sleep(self.QUIET_S)
+                # One untimed run first: the other engine's burst left the caches its own.
+                ms = servers[name].runs(per_burst + 1)[1:]
+                times[name] += ms
+                bursts[name].append(statistics.median(ms))
+        for name in names:
+            servers[name].close()
+            results[name].append({"ready": servers[name].ready, "times_ms": times[name],
+                                  "bursts_ms": bursts[name]})
+
+
+def paired_ratio(res, a, b):
+    """From Bench.interleave's result: the median over all bursts of a's burst median over b's
+    (each pair taken within a second), and each round's median of those ratios."""
+    per_round = [[x / y for x, y in zip(ra["bursts_ms"], rb["bursts_ms"])]
+                 for ra, rb in zip(res[a], res[b])]
+    return (statistics.median(r for ratios in per_round for r in ratios),
+            [statistics.median(ratios) for ratios in per_round])
+
+
+def all_runs_median(results):
+    """The median of every timed run of one contender of Bench.interleave."""
+    return statistics.median(t for r in results for t in r["times_ms"])

@@ -18,8 +18,14 @@ import os
 
 import corpus_table
 from busy_load import BusyLoops
-from corpus_run import inputs_of, runs_for, size_label
+from corpus_run import inputs_of, size_label
 from harness import load_average, med, rounds_ms
+
+
+def runs_for(ms, budget_ms):
+    """(warm-up runs, timed runs) for a process that times about budget_ms of runs of ms each."""
+    repeat = max(3, min(200, int(budget_ms / max(ms, 1e-3))))
+    return max(1, min(20, repeat // 3)), repeat
 
 
 def under_load_part(bench, names, loops):

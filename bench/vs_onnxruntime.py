@@ -1,9 +1,17 @@
 #!/usr/bin/python3
 """kiln and ONNX Runtime side by side, on the same model files, inputs and thread count.
 
-Every figure is a median over PAIRS alternating rounds (kiln, ORT, kiln, ORT, ...: both see the
-same machine conditions), each round a fresh process timing a few runs after warm-up runs. Per
-model and batch it reports kiln's and ORT's medians and their ratio, against the ResNet replicas
+kiln against ONNX Runtime (the ResNet part's and the corpus's figures) comes from interleaved
+timing servers (bench/harness.py, Bench.interleave): in each of PAIRS rounds a fresh `kiln bench
+--serve` and run_ort.js `serve` process per contender, each warmed until its runs settle, then
+bursts of about 0.25 s that alternate between them, so that each pair of bursts sees the same
+machine conditions; a ratio is the median over all bursts of the pair's ratio, a time the median
+of all timed runs. (ORT's runs settle only after several, and its speed differs from process to
+process by up to 10%: a few runs in each of a few processes, as this harness timed before, put
+ViT-B/16 at batch 4 at 0.86-0.95 of ORT on a machine where the interleaved servers give 0.92
+every round.) The other figures are medians over PAIRS alternating rounds of fresh processes
+(kiln, ORT, kiln, ORT, ...). Per model and batch it reports kiln's and ORT's medians and their
+ratio, against the ResNet replicas
 as shipped (weights also listed in graph.input, so ORT must treat them as inputs) and against
 ORT's best case (the same model with those inputs stripped), kiln's GFLOP/s as a fraction of the
 FMA peak that bench/fma_peak measures in the same run, the dynamic-batch module against one
@@ -59,7 +67,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus_table  # noqa: E402
 from corpus_run import corpus_part, print_table  # noqa: E402
-from harness import ROOT, Bench, cpu_info, load_average, med, rounds_ms, run  # noqa: E402
+from harness import (ROOT, Bench, all_runs_median, cpu_info, load_average, med, paired_ratio,  # noqa: E402
+                     rounds_ms, run)
 from under_load import print_load_table, under_load_part  # noqa: E402
 
 RESNETS = ["resnet50-v1-12", "resnet50-v2-7"]
@@ -243,28 +252,38 @@ def main():
             spec = f"{batch}x3x224x224xf32=@{data}"
             bound = os.path.join(bench.work, f"{model}-N{batch}.kmod")
             bench.compile(shipped, bound, bind=f"N={batch}")
-            res = bench.alternate({
-                "kiln": lambda w, r: bench.kiln_bench(module, spec, w, r),
-                "ort_shipped": lambda w, r: bench.ort_time(shipped, "data", shape, data, w, r),
-                "kiln_vs_bound": bench.kiln_pair(module, bound, spec),
-                "ort_best": lambda w, r: bench.ort_time(best, "data", shape, data, w, r),
-            }, warmup, repeat)
-            k, o, ob = (med(res[n]) for n in ("kiln", "ort_shipped", "ort_best"))
-            kb = med(res["kiln_vs_bound"], "other_ms")
-            dyn_bound = med(res["kiln_vs_bound"], "ratio")
-            gflop = res["kiln"][0]["gflop"]
+            # kiln against both ORT cases in interleaved bursts (harness.Bench.interleave); the
+            # dynamic module against the bound one in `kiln bench --against` processes.
+            inputs = [("data", shape, "f32", data)]
+            first_ms = bench.kiln_bench(module, spec, 1, 1)["median_ms"]
+            res = bench.interleave({
+                "kiln": lambda w: bench.kiln_server(module, spec, w),
+                "ort_shipped": lambda w: bench.ort_server(shipped, inputs, w),
+                "ort_best": lambda w: bench.ort_server(best, inputs, w),
+            }, first_ms)
+            bound_res = bench.alternate({"kiln_vs_bound": bench.kiln_pair(module, bound, spec)},
+                                        warmup, repeat)
+            k, o, ob = (all_runs_median(res[n]) for n in ("kiln", "ort_shipped", "ort_best"))
+            kb = med(bound_res["kiln_vs_bound"], "other_ms")
+            dyn_bound = med(bound_res["kiln_vs_bound"], "ratio")
+            gflop = res["kiln"][0]["ready"]["gflop"]
+            ready = [r["ready"] for r in res["kiln"]]
             row = {
                 "model": model, "batch": batch, "kiln_ms": k, "ort_shipped_ms": o,
-                "ort_best_ms": ob, "kiln_bound_ms": kb, "ratio_shipped": k / o,
-                "ratio_best": k / ob, "dynamic_vs_bound": dyn_bound, "gflop": gflop,
+                "ort_best_ms": ob, "kiln_bound_ms": kb,
+                "ratio_shipped": paired_ratio(res, "kiln", "ort_shipped")[0],
+                "ratio_best": paired_ratio(res, "kiln", "ort_best")[0],
+                "dynamic_vs_bound": dyn_bound, "gflop": gflop,
                 "kiln_gflop_per_s": gflop / (k / 1000), "compile_ms": compile_ms,
-                "load_ms": med(res["kiln"], "load_ms"), "cold_ms": med(res["kiln"], "cold_ms"),
-                "peak_rss_mib": med(res["kiln"], "peak_rss_mib"), "module_mib": module_mib,
-                "kiln_cpu_ms": med(res["kiln"], "cpu_median_ms"), "rounds_ms": rounds_ms(res),
+                "load_ms": med(ready, "load_ms"), "cold_ms": med(ready, "cold_ms"),
+                "peak_rss_mib": med(ready, "peak_rss_mib"), "module_mib": module_mib,
+                "rounds_ms": {name: [statistics.median(r["times_ms"]) for r in rounds_]
+                              for name, rounds_ in res.items()},
             }
             rows.append(row)
             print(f"  batch {batch}: kiln {k:.1f} ms | ORT shipped {o:.1f} ms -> kiln/ORT "
-                  f"{k / o:.3f} | ORT best case {ob:.1f} ms -> kiln/ORT {k / ob:.3f} | "
+                  f"{row['ratio_shipped']:.3f} | ORT best case {ob:.1f} ms -> kiln/ORT "
+                  f"{row['ratio_best']:.3f} | "
                   f"dynamic/bound {dyn_bound:.3f}", flush=True)
             print(f"           kiln {row['kiln_gflop_per_s']:.1f} GFLOP/s; cold run "
                   f"{row['cold_ms']:.0f} ms, load {row['load_ms']:.1f} ms, peak RSS "

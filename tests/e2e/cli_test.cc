@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "tests/support/test_env.h"
 
@@ -211,6 +213,49 @@ TEST_F(KilnCli, BenchAgainstThreadsGivesThePeerItsOwnTeam) {
   expect_error(run_kiln("bench --module=" + module_ + " --against=" + module_ + " --input=" +
                         tiny_input(1) + " --warmup=0 --repeat=1 --against-threads=-1"),
                {"--against-threads"});
+}
+
+// --serve: after the warm-up, one JSON line saying it is ready, then each stdin line N answered
+// by one JSON line of N run times, until `quit` or the end of input (bench/harness.py's servers).
+TEST_F(KilnCli, BenchServeRunsAsStdinAsks) {
+  auto serve = [&](const std::string& lines, const std::string& flags = "") {
+    return testing::run_command("printf '" + lines + "' | " + testing::kiln_binary() +
+                                " bench --module=" + module_ + " --input=" + tiny_input(3) +
+                                " --threads=1 --warmup=1 --serve" + flags);
+  };
+  for (const char* ending : {"quit\\n", ""}) {  // `quit`, or the end of input
+    auto result = serve(std::string("2\\n3\\n") + ending);
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    std::istringstream lines(result.output);
+    std::string line;
+    ASSERT_TRUE(std::getline(lines, line)) << result.output;
+    const auto ready = nlohmann::json::parse(line);
+    EXPECT_EQ(ready["ready"], true) << line;
+    for (const char* key : {"load_ms", "cold_ms", "gflop", "peak_rss_mib"}) {
+      EXPECT_GT(ready[key].get<double>(), 0.0) << key << " in " << line;
+    }
+    for (size_t runs : {2u, 3u}) {
+      ASSERT_TRUE(std::getline(lines, line)) << result.output;
+      const auto times = nlohmann::json::parse(line)["times_ms"];
+      ASSERT_EQ(times.size(), runs) << line;
+      for (const auto& t : times) EXPECT_GT(t.get<double>(), 0.0) << line;
+    }
+    EXPECT_FALSE(std::getline(lines, line)) << "more than asked: " << line;
+  }
+  // A line that is not a run count: an error naming it, after the runs asked before it.
+  for (const char* bad : {"abc", "0", "100001", "", "2x", "-1"}) {
+    auto result = serve(std::string("1\\n") + bad + "\\n1\\n");
+    expect_error(result, {"--serve: stdin line 2: expected a run count (1 to 100000) or 'quit', "});
+    EXPECT_NE(result.output.find(std::string("got '") + bad + "'"), std::string::npos)
+        << result.output;
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 3) << result.output;
+  }
+  // It times --module alone and writes nothing else.
+  const std::string json = dir_ + "/serve.json";
+  for (const std::string& flags :
+       {" --json=" + json, std::string(" --per-dispatch"), " --against=" + module_}) {
+    expect_error(serve("1\\n", flags), {"--serve times only --module"}, json);
+  }
 }
 
 // A peer module that is missing, or that does not take the inputs, is an error naming --against,

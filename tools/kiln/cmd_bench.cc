@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
 
@@ -36,6 +38,7 @@ struct BenchFlags {
   std::string against_sample_groups;   // its --sample-groups; empty: --module's
   std::optional<int> against_threads;  // its --threads; unset: --module's
   PlanCacheFlags plan_cache;
+  bool serve = false;  // after the warm-up, timed runs as stdin asks (serve_runs)
 };
 
 double process_cpu_ms() {
@@ -58,6 +61,63 @@ StatusOr<double> timed_run(runtime::Session& session, const std::vector<Tensor>&
   if (!outputs.ok()) return outputs.status();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
+}
+
+// The process's peak resident memory so far.
+double peak_rss_mib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+// Work per run: the flops of convolutions and matrix products at the sizes of `bindings` (0
+// where the sizes cannot be derived).
+double run_flops(runtime::Session& session, const Bindings& bindings) {
+  double flops = 0;
+  if (auto shapes = session.value_shapes(bindings); shapes.ok()) {
+    for (double f : dispatch_flops(session.module(), *shapes)) flops += f;
+  }
+  return flops;
+}
+
+// --serve: the session stays loaded and warm, and stdin says when to run, so that a harness can
+// interleave short bursts of kiln's runs with another engine's (bench/harness.py) and pair
+// figures taken within a second of each other. After the warm-up it prints one JSON line
+// {"ready": true, "load_ms", "cold_ms", "gflop", "peak_rss_mib"}; then each line of stdin is a
+// run count N (1 to 100000), answered by one JSON line {"times_ms": [N wall times]}, or `quit`;
+// the end of input also ends it. Any other line is an error naming the line, with exit status 2.
+int serve_runs(runtime::Session& session, const std::vector<Tensor>& inputs, double load_ms,
+               double cold_ms, double gflop) {
+  std::printf("%s\n", nlohmann::json({{"ready", true},
+                                      {"load_ms", load_ms},
+                                      {"cold_ms", cold_ms},
+                                      {"gflop", gflop},
+                                      {"peak_rss_mib", peak_rss_mib()}})
+                          .dump()
+                          .c_str());
+  std::fflush(stdout);
+  constexpr long kMaxRuns = 100000;
+  std::string line;
+  for (int number = 1; std::getline(std::cin, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line == "quit") break;
+    char* end = nullptr;
+    const long count = std::strtol(line.c_str(), &end, 10);
+    if (line.empty() || *end != '\0' || count < 1 || count > kMaxRuns) {
+      return report_error("bench", invalid_argument("--serve: stdin line {}: expected a run count "
+                                                    "(1 to {}) or 'quit', got '{}'",
+                                                    number, kMaxRuns, line));
+    }
+    std::vector<double> times;
+    for (long i = 0; i < count; ++i) {
+      auto t = timed_run(session, inputs, nullptr);
+      if (!t.ok()) return report_error("bench", t.status());
+      times.push_back(*t);
+    }
+    std::printf("%s\n", nlohmann::json({{"times_ms", times}}).dump().c_str());
+    std::fflush(stdout);
+  }
+  return kExitOk;
 }
 
 int run_bench(const BenchFlags& flags) {
@@ -100,6 +160,10 @@ int run_bench(const BenchFlags& flags) {
   if (flags.against.empty() && flags.against_threads) {
     return report_error("bench", invalid_argument("--against-threads needs --against=MODULE"));
   }
+  if (flags.serve && (!flags.against.empty() || flags.per_dispatch || !flags.json.empty())) {
+    return report_error("bench", invalid_argument("--serve times only --module, as stdin asks: it "
+                                                  "takes no --against, --per-dispatch or --json"));
+  }
   if (!flags.against.empty()) {
     runtime::SessionOptions peer_options = options;
     if (flags.against_threads) peer_options.threads = *flags.against_threads;
@@ -131,6 +195,9 @@ int run_bench(const BenchFlags& flags) {
   for (int i = 0; i < flags.warmup; ++i) {
     if (auto t = run_module(); !t.ok()) return report_error("bench", t.status());
   }
+  if (flags.serve) {
+    return serve_runs(**session, inputs, load_ms, *cold, run_flops(**session, bindings) / 1e9);
+  }
   if (peer) {
     for (int i = 0; i <= flags.warmup; ++i) {  // its cold run, then its warm-up
       if (auto t = timed_run(*peer, inputs, nullptr); !t.ok()) return peer_error(t.status());
@@ -157,15 +224,9 @@ int run_bench(const BenchFlags& flags) {
       if (Status s = run_peer(); !s.ok()) return peer_error(std::move(s));
     }
   }
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
   std::error_code size_error;
   const auto module_bytes = std::filesystem::file_size(flags.module, size_error);
-  // Work per run: the flops of convolutions and matrix products at these input sizes.
-  double flops = 0;
-  if (auto shapes = (*session)->value_shapes(bindings); shapes.ok()) {
-    for (double f : dispatch_flops((*session)->module(), *shapes)) flops += f;
-  }
+  const double flops = run_flops(**session, bindings);
   const double batch =
       !inputs.empty() && inputs[0].rank() > 0 ? static_cast<double>(inputs[0].shape()[0]) : 1.0;
   const double median = percentile(times, 0.5);
@@ -182,7 +243,7 @@ int run_bench(const BenchFlags& flags) {
       {"items_per_s", batch * 1000.0 / median},
       {"gflop", flops / 1e9},
       {"gflop_per_s", flops / (median * 1e6)},
-      {"peak_rss_mib", static_cast<double>(usage.ru_maxrss) / 1024.0},
+      {"peak_rss_mib", peak_rss_mib()},
       {"plans", (*session)->plan_cache_stats().plans},
       {"plan_mib", static_cast<double>((*session)->plan_cache_stats().bytes) / (1024.0 * 1024.0)},
       {"threads", flags.thread.threads},
@@ -258,6 +319,10 @@ Command add_bench_command(CLI::App& app) {
                   "module at 2 threads against itself at 1 in one process: --threads=2 "
                   "--against=SAME.kmod --against-threads=1")
       ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--serve", flags->serve,
+                "after the warm-up, run as stdin asks: each line a run count, answered with one "
+                "JSON line of the runs' wall times ('quit' or end of input ends it); for harnesses "
+                "that interleave kiln with another engine (bench/harness.py)");
   flags->plan_cache.add_to(sub);
   return {sub, [flags] { return run_bench(*flags); }};
 }

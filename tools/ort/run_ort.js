@@ -9,6 +9,8 @@
 //   node tools/ort/run_ort.js profile MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...]
 //        [--warmup N] [--repeat N] [--threads N] [--json] [--verbose]
 //   node tools/ort/run_ort.js batch JOBS.json [--threads N] [--verbose]
+//   node tools/ort/run_ort.js serve MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...]
+//        [--warmup N] [--threads N] [--verbose]
 //
 // SHAPE is dims joined by 'x' (e.g. 8x3x224x224; use 'scalar' for a 0-d tensor).
 // Element types: f32 (float32), f64, f16, i64, i32, i16, i8, u64, u32, u16, u8, bool (no bf16:
@@ -26,6 +28,11 @@
 // {"runs":N,"run_median_ms":..,"nodes":[{"name","op","median_ms"}],"ops":[{"op","nodes","median_ms"}]}.
 // The profiler adds a little time to each node: compare its figures with each other, and take
 // `time` for the model's.
+// `serve` keeps the session loaded and warm and runs as stdin asks, so that a harness can interleave
+// short bursts of ORT's runs with kiln's (`kiln bench --serve`, bench/harness.py): after the warmup
+// runs it prints {"ready":true}, then answers each stdin line N (a run count, 1 to 100000) with one
+// JSON line {"times_ms":[...]}; `quit` or the end of input ends it, any other line is an error
+// (exit 2).
 // `batch` runs many models in one process (node and ORT start once, not per model). JOBS.json is
 // [{"model": PATH, "inputs": [{"name", "shape": [dims], "type": "f32", "file"}], "output_dir": DIR}].
 // Each job's DIR gets the outputs as for `run`, plus outputs.json ([{"name", "type", "shape"}] in
@@ -50,6 +57,7 @@ const USAGE = `usage:
   node run_ort.js time MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] [--warmup N] [--repeat N] [--threads N] [--verbose]
   node run_ort.js profile MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] [--warmup N] [--repeat N] [--threads N] [--json] [--verbose]
   node run_ort.js batch JOBS.json [--threads N] [--verbose]
+  node run_ort.js serve MODEL.onnx --input NAME=SHAPE:f32:FILE.bin [...] [--warmup N] [--threads N] [--verbose]
 defaults: --threads 2 --warmup 3 --repeat 10; ORT CPU EP, graphOptimizationLevel 'all'`;
 
 const TYPES = {
@@ -83,7 +91,7 @@ function parseArgs(argv) {
     mode: argv[0], model: argv[1], inputs: [], outputDir: null,
     threads: 2, warmup: 3, repeat: 10, verbose: false, json: false,
   };
-  if (!['run', 'time', 'profile', 'batch'].includes(opts.mode)) die(`unknown mode '${opts.mode}'\n${USAGE}`);
+  if (!['run', 'time', 'profile', 'batch', 'serve'].includes(opts.mode)) die(`unknown mode '${opts.mode}'\n${USAGE}`);
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     const next = () => { if (i + 1 >= argv.length) die(`${a} needs a value`); return argv[++i]; };
@@ -264,6 +272,31 @@ function profileTable(s) {
   return out;
 }
 
+// `serve`: see the header.
+async function serve(session, feeds, opts) {
+  const maxRuns = 100000;
+  for (let i = 0; i < opts.warmup; i++) await session.run(feeds);
+  process.stdout.write(JSON.stringify({ ready: true }) + '\n');
+  const lines = require('readline').createInterface({ input: process.stdin, crlfDelay: Infinity });
+  let number = 0;
+  for await (const line of lines) {
+    number++;
+    if (line === 'quit') break;
+    const count = /^\d+$/.test(line) ? parseInt(line, 10) : NaN;
+    if (!(count >= 1 && count <= maxRuns)) {
+      die(`serve: stdin line ${number}: expected a run count (1 to ${maxRuns}) or 'quit', got '${line}'`);
+    }
+    const times = [];
+    for (let i = 0; i < count; i++) {
+      const t0 = performance.now();
+      await session.run(feeds);
+      times.push(Math.round((performance.now() - t0) * 1000) / 1000);
+    }
+    process.stdout.write(JSON.stringify({ times_ms: times }) + '\n');
+  }
+  lines.close();
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   let ort;
@@ -318,6 +351,8 @@ async function main() {
     process.stdout.write(opts.json ? JSON.stringify(summary) + '\n' : profileTable(summary));
     return;
   }
+
+  if (opts.mode === 'serve') return serve(session, feeds, opts);
 
   // time
   for (let i = 0; i < opts.warmup; i++) await session.run(feeds);

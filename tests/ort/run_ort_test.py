@@ -1,8 +1,13 @@
 #!/usr/bin/python3
-"""tools/ort/run_ort.js `profile`: ONNX Runtime's per-node times, to set beside
-`kiln bench --per-dispatch`. On a small graph whose nodes ORT keeps apart: one row per node with
-its op type, the runs counted after the warmup, the totals per op type, the JSON form, a temporary
-profile left behind nowhere, and clear errors for bad arguments."""
+"""tools/ort/run_ort.js on a small graph whose nodes ORT keeps apart.
+
+`profile`: ONNX Runtime's per-node times, to set beside `kiln bench --per-dispatch`: one row per
+node with its op type, the runs counted after the warmup, the totals per op type, the JSON form, a
+temporary profile left behind nowhere, and clear errors for bad arguments.
+
+`serve`: the timing server of bench/harness.py: ready after its warmup, each stdin line a run count
+answered with that many times, `quit` or the end of input ending it, and an error naming a line
+that is not a run count."""
 import json
 import os
 import subprocess
@@ -21,7 +26,9 @@ def run(*args):
     return subprocess.run(["node", RUN_ORT, *args], capture_output=True, text=True, timeout=120)
 
 
-class ProfileTest(unittest.TestCase):
+class SmallGraph(unittest.TestCase):
+    """The three-node graph and its input, in a temporary folder."""
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory()
@@ -42,6 +49,8 @@ class ProfileTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.dir.cleanup()
 
+
+class ProfileTest(SmallGraph):
     def profile_dirs(self):
         return {d for d in os.listdir(tempfile.gettempdir()) if d.startswith("run_ort_profile-")}
 
@@ -83,6 +92,29 @@ class ProfileTest(unittest.TestCase):
             self.assertEqual(self.profile_dirs(), before)
             self.assertIn(message, r.stderr)
             self.assertEqual(r.stdout, "")
+
+
+class ServeTest(SmallGraph):
+    def serve(self, stdin):
+        return subprocess.run(["node", RUN_ORT, "serve", self.model, "--input", self.input, "--warmup", "1"],
+                              input=stdin, capture_output=True, text=True, timeout=120)
+
+    def test_answers_each_run_count_with_that_many_times(self):
+        for ending in ("quit\n", ""):  # `quit`, or the end of input
+            r = self.serve("2\n3\n" + ending)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = [json.loads(line) for line in r.stdout.splitlines()]
+            self.assertEqual(lines[0], {"ready": True})
+            self.assertEqual([len(line["times_ms"]) for line in lines[1:]], [2, 3])
+            self.assertTrue(all(t > 0 for line in lines[1:] for t in line["times_ms"]))
+
+    def test_a_line_that_is_no_run_count_is_an_error_naming_it(self):
+        for bad in ("abc", "0", "100001", "", "2x", "-1"):
+            r = self.serve(f"1\n{bad}\n1\n")
+            self.assertEqual(r.returncode, 2, (bad, r.stdout, r.stderr))
+            self.assertIn(f"serve: stdin line 2: expected a run count (1 to 100000) or 'quit', got '{bad}'",
+                          r.stderr)
+            self.assertEqual(len(r.stdout.splitlines()), 2)  # ready, then the first line's run
 
 
 if __name__ == "__main__":
