@@ -31,13 +31,12 @@ import json
 import math
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 
 import corpus_table
-from harness import all_runs_median, cpu_info, paired_ratio
+from harness import all_runs_median, cpu_info, interleaved_rounds_ms, paired_ratio
 
 ISA_NAME = re.compile(r"\b([A-Za-z0-9_]+:(?:avx|sse|amx)[A-Za-z0-9_]*)")
 
@@ -175,8 +174,7 @@ def time_model(bench, model, module, sizes_list, reuse):
             runs = sum(len(r["times_ms"]) for r in res["kiln"])
             row = {"kiln_ms": k, "ort_ms": o, "ratio": ratio, "gflop": res["kiln"][0]["ready"]["gflop"],
                    "timed_runs": runs, "round_ratios": round_ratios,
-                   "rounds_ms": {name: [statistics.median(r["times_ms"]) for r in rounds_]
-                                 for name, rounds_ in res.items()}}
+                   "rounds_ms": interleaved_rounds_ms(res)}
             print(f"  {model.name} {label}: kiln {k:.2f} ms | ORT best {o:.2f} ms -> kiln/ORT {ratio:.3f} "
                   f"({runs} timed runs each in {len(round_ratios)} rounds; rounds "
                   f"{min(round_ratios):.3f}-{max(round_ratios):.3f})", flush=True)

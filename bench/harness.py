@@ -228,14 +228,17 @@ class Bench:
         return results
 
     # --- interleaved servers ---
-    # ONNX Runtime's runs settle only after several (ViT-B/16 at batch 4, Zen 5, 2 threads: 501,
-    # 474, 458, then 437-454 ms), and its speed differs from process to process by up to 10% (456
-    # to 527 ms over six processes in one minute), where kiln's runs are within 3% from the first.
-    # So each round starts every contender afresh, warms it for WARM_MS of runs (at least
-    # MIN_WARM_RUNS), and its timed runs come in bursts that alternate with the others' (the order
+    # ONNX Runtime's runs settle only after several (Zen 5, 2 threads: ViT-B/16 at batch 4 501,
+    # 474, 458, then 437-454 ms; the GPT-2-small-style decoder at (1,128) about 255 ms for its
+    # first 9 runs, 188-206 for the next 3, then 110-130), and its speed differs from process to
+    # process by up to 10% (ViT at batch 4: 456 to 527 ms over six processes in one minute), where
+    # kiln's runs are within 3% from the first. So each round starts every contender afresh,
+    # warms it for WARM_MS of kiln's run time (at least MIN_WARM_RUNS, at most MAX_WARM_RUNS
+    # runs), and its timed runs come in bursts that alternate with the others' (the order
     # rotating), a burst's pair taken within a second; the rounds sample the processes.
-    WARM_MS = 1500
+    WARM_MS = 3000
     MIN_WARM_RUNS = 3
+    MAX_WARM_RUNS = 200
     BURST_MS = 250
     BURSTS_PER_ROUND = 4
     QUIET_S = 0.05  # before each burst, so that the last engine's threads have gone to sleep
@@ -245,7 +248,7 @@ class Bench:
         run (sizes the warm-up and the bursts). Returns name -> one dict per round: "ready" (the
         server's ready line), "times_ms" (its timed runs) and "bursts_ms" (each burst's median)."""
         warmup = max(self.MIN_WARM_RUNS, math.ceil(self.WARM_MS / max(run_ms, 1e-3)))
-        warmup = min(warmup, 50)
+        warmup = min(warmup, self.MAX_WARM_RUNS)
         per_burst = max(1, min(50, round(self.BURST_MS / max(run_ms, 1e-3))))
         results = {name: [] for name in starts}
         names = list(starts)
@@ -291,3 +294,9 @@ def paired_ratio(res, a, b):
 def all_runs_median(results):
     """The median of every timed run of one contender of Bench.interleave."""
     return statistics.median(t for r in results for t in r["times_ms"])
+
+
+def interleaved_rounds_ms(res):
+    """Each contender's per-round medians of Bench.interleave's result, as the JSON rows keep
+    them (as rounds_ms does for alternate's)."""
+    return {name: [statistics.median(r["times_ms"]) for r in rounds] for name, rounds in res.items()}

@@ -11,15 +11,15 @@ process by up to 10%: a few runs in each of a few processes, as this harness tim
 ViT-B/16 at batch 4 at 0.86-0.95 of ORT on a machine where the interleaved servers give 0.92
 every round.) The other figures are medians over PAIRS alternating rounds of fresh processes
 (kiln, ORT, kiln, ORT, ...). Per model and batch it reports kiln's and ORT's medians and their
-ratio, against the ResNet replicas
-as shipped (weights also listed in graph.input, so ORT must treat them as inputs) and against
-ORT's best case (the same model with those inputs stripped), kiln's GFLOP/s as a fraction of the
-FMA peak that bench/fma_peak measures in the same run, the dynamic-batch module against one
-compiled with --bind N=B (both in one `kiln bench --against` process per round, runs alternating,
-so the machine's drifting load falls on both, and the rounds take turns at which module comes
-first; the figure is the median over rounds of each round's median ratio of adjacent runs),
-compile and load time, the cold (first) run at each batch, and peak RSS at batch 1 against the
-module size. The targets of the performance issue are checked at the end.
+ratio, against the ResNet replicas as shipped (weights also listed in graph.input, so ORT must
+treat them as inputs) and against ORT's best case (the same model with those inputs stripped),
+kiln's GFLOP/s as a fraction of the FMA peak that bench/fma_peak measures in the same run, the
+dynamic-batch module against one compiled with --bind N=B (both in one `kiln bench --against`
+process per round, runs alternating, so the machine's drifting load falls on both, and the rounds
+take turns at which module comes first; the figure is the median over rounds of each round's
+median ratio of adjacent runs), compile and load time, the cold (first) run at each batch, and
+peak RSS at batch 1 against the module size. The targets of the performance issue are checked at
+the end.
 
 The int8 part (--part int8, also in all) times the QDQ ResNet-50 (MODELS/qdq/resnet50-v1-12-qdq
 .onnx, from `make models-qdq-resnet`) at batch 1 and 8: kiln against ONNX Runtime on the same QDQ
@@ -67,8 +67,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus_table  # noqa: E402
 from corpus_run import corpus_part, print_table  # noqa: E402
-from harness import (ROOT, Bench, all_runs_median, cpu_info, load_average, med, paired_ratio,  # noqa: E402
-                     rounds_ms, run)
+from harness import (ROOT, Bench, all_runs_median, cpu_info, interleaved_rounds_ms,  # noqa: E402
+                     load_average, med, paired_ratio, rounds_ms, run)
 from under_load import print_load_table, under_load_part  # noqa: E402
 
 RESNETS = ["resnet50-v1-12", "resnet50-v2-7"]
@@ -277,8 +277,7 @@ def main():
                 "kiln_gflop_per_s": gflop / (k / 1000), "compile_ms": compile_ms,
                 "load_ms": med(ready, "load_ms"), "cold_ms": med(ready, "cold_ms"),
                 "peak_rss_mib": med(ready, "peak_rss_mib"), "module_mib": module_mib,
-                "rounds_ms": {name: [statistics.median(r["times_ms"]) for r in rounds_]
-                              for name, rounds_ in res.items()},
+                "rounds_ms": interleaved_rounds_ms(res),
             }
             rows.append(row)
             print(f"  batch {batch}: kiln {k:.1f} ms | ORT shipped {o:.1f} ms -> kiln/ORT "

@@ -64,9 +64,9 @@ class InterleaveTest(unittest.TestCase):
             return [line.split() for line in f]
 
     def test_rounds_alternate_and_pair_the_bursts(self):
-        run_ms = 125  # 12 warm-up runs for 1.5 s; bursts of 2 timed runs (0.25 s) after 1 untimed
+        run_ms = 125  # 24 warm-up runs for 3 s; bursts of 2 timed runs (0.25 s) after 1 untimed
         res = self.bench.interleave({"kiln": self.start("kiln", 10), "ort": self.start("ort", 20)}, run_ms)
-        self.assertEqual(self.warmups, [("kiln", 12), ("ort", 12)] * 2)  # fresh servers each round
+        self.assertEqual(self.warmups, [("kiln", 24), ("ort", 24)] * 2)  # fresh servers each round
         # 2 rounds of 4 bursts, the order rotating, each burst asking for 3 runs.
         self.assertEqual(self.logged(), [["kiln", "3"], ["ort", "3"], ["ort", "3"], ["kiln", "3"]] * 4)
         self.assertEqual(len(res["kiln"]), 2)
@@ -79,13 +79,13 @@ class InterleaveTest(unittest.TestCase):
         self.assertEqual(harness.all_runs_median(res["ort"]), 20)
 
     def test_warm_up_and_bursts_follow_the_run_time(self):
-        res = self.bench.interleave({"a": self.start("a", 1), "b": self.start("b", 1)}, 5000, rounds=1)
+        res = self.bench.interleave({"a": self.start("a", 1), "b": self.start("b", 1)}, 9000, rounds=1)
         self.assertEqual(self.warmups, [("a", 3), ("b", 3)])  # at least MIN_WARM_RUNS
         self.assertEqual({n for _, n in self.logged()}, {"2"})  # 1 timed run a burst, at least
         self.assertEqual(len(res["a"][0]["times_ms"]), 4)
         self.warmups.clear()
         self.bench.interleave({"a": self.start("a", 1), "b": self.start("b", 1)}, 0.001, rounds=1)
-        self.assertEqual(self.warmups, [("a", 50), ("b", 50)])  # at most 50
+        self.assertEqual(self.warmups, [("a", 200), ("b", 200)])  # at most MAX_WARM_RUNS
         self.assertEqual(self.logged()[-1], ["a", "51"])  # at most 50 timed runs a burst
 
     def test_a_server_that_fails_stops_the_harness_with_its_stderr(self):
