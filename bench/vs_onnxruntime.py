@@ -6,10 +6,11 @@ timing servers (bench/harness.py, Bench.interleave): in each of PAIRS rounds a f
 --serve` and run_ort.js `serve` process per contender, each warmed until its runs settle, then
 bursts of about 0.25 s that alternate between them, so that each pair of bursts sees the same
 machine conditions; a ratio is the median over all bursts of the pair's ratio, a time the median
-of all timed runs. (ORT's runs settle only after several, and its speed differs from process to
-process by up to 10%: a few runs in each of a few processes, as this harness timed before, put
-ViT-B/16 at batch 4 at 0.86-0.95 of ORT on a machine where the interleaved servers give 0.92
-every round.) The other figures are medians over PAIRS alternating rounds of fresh processes
+of all timed runs. (ORT's runs settle only after several, up to a dozen, and its speed differs
+from process to process by up to 10%: a few runs in each of a few processes, as this harness timed
+before, put the GPT-2-style decoder at (1,128) at 0.42-0.52 of ORT on a machine where the
+interleaved servers give 0.81-0.87.) The other figures are medians over PAIRS alternating rounds
+of fresh processes
 (kiln, ORT, kiln, ORT, ...). Per model and batch it reports kiln's and ORT's medians and their
 ratio, against the ResNet replicas as shipped (weights also listed in graph.input, so ORT must
 treat them as inputs) and against ORT's best case (the same model with those inputs stripped),
