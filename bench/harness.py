@@ -240,6 +240,7 @@ class Bench:
     MIN_WARM_RUNS = 3
     MAX_WARM_RUNS = 200
     BURST_MS = 250
+    MAX_BURST_RUNS = 50
     BURSTS_PER_ROUND = 4
     QUIET_S = 0.05  # before each burst, so that the last engine's threads have gone to sleep
 
@@ -249,7 +250,7 @@ class Bench:
         server's ready line), "times_ms" (its timed runs) and "bursts_ms" (each burst's median)."""
         warmup = max(self.MIN_WARM_RUNS, math.ceil(self.WARM_MS / max(run_ms, 1e-3)))
         warmup = min(warmup, self.MAX_WARM_RUNS)
-        per_burst = max(1, min(50, round(self.BURST_MS / max(run_ms, 1e-3))))
+        per_burst = max(1, min(self.MAX_BURST_RUNS, round(self.BURST_MS / max(run_ms, 1e-3))))
         results = {name: [] for name in starts}
         names = list(starts)
         for _ in range(rounds or self.args.pairs):

@@ -10,17 +10,16 @@ of all timed runs. (ORT's runs settle only after several, up to a dozen, and its
 from process to process by up to 10%: a few runs in each of a few processes, as this harness timed
 before, put the GPT-2-style decoder at (1,128) at 0.42-0.52 of ORT on a machine where the
 interleaved servers give 0.81-0.87.) The other figures are medians over PAIRS alternating rounds
-of fresh processes
-(kiln, ORT, kiln, ORT, ...). Per model and batch it reports kiln's and ORT's medians and their
-ratio, against the ResNet replicas as shipped (weights also listed in graph.input, so ORT must
-treat them as inputs) and against ORT's best case (the same model with those inputs stripped),
-kiln's GFLOP/s as a fraction of the FMA peak that bench/fma_peak measures in the same run, the
-dynamic-batch module against one compiled with --bind N=B (both in one `kiln bench --against`
-process per round, runs alternating, so the machine's drifting load falls on both, and the rounds
-take turns at which module comes first; the figure is the median over rounds of each round's
-median ratio of adjacent runs), compile and load time, the cold (first) run at each batch, and
-peak RSS at batch 1 against the module size. The targets of the performance issue are checked at
-the end.
+of fresh processes (kiln, ORT, kiln, ORT, ...). Per model and batch it reports kiln's and ORT's
+medians and their ratio, against the ResNet replicas as shipped (weights also listed in
+graph.input, so ORT must treat them as inputs) and against ORT's best case (the same model with
+those inputs stripped), kiln's GFLOP/s as a fraction of the FMA peak that bench/fma_peak measures
+in the same run, the dynamic-batch module against one compiled with --bind N=B (both in one `kiln
+bench --against` process per round, runs alternating, so the machine's drifting load falls on
+both, and the rounds take turns at which module comes first; the figure is the median over rounds
+of each round's median ratio of adjacent runs), compile and load time, the cold (first) run at
+each batch, and peak RSS at batch 1 against the module size. The targets of the performance
+issue are checked at the end.
 
 The int8 part (--part int8, also in all) times the QDQ ResNet-50 (MODELS/qdq/resnet50-v1-12-qdq
 .onnx, from `make models-qdq-resnet`) at batch 1 and 8: kiln against ONNX Runtime on the same QDQ
