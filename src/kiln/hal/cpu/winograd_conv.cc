@@ -176,9 +176,9 @@ struct BlockRange {
 // ranges' counts of tiles as nearly equal as whole blocks allow. Chunks handed out one at a time
 // left one core the last, short chunk while the other ran a full one: ResNet-50's 28x28 stage at
 // batch 1 (49 tiles, chunks of 16, 16, 16 and 1) went 32 tiles to one core and 17 to the other.
-// Contiguous ranges also keep an image's rows on one core, where the next layer's split over
-// pixels tends to read them. (Zen 5, 2 threads, interleaved servers: ResNet-50 v1 0.973 of the
-// time at batch 1 and 0.977 at batch 8, v2 0.987 at batch 1.)
+// (Zen 5, 2 threads, interleaved servers: ResNet-50 v1 0.973 of the time at batch 1 and 0.977 at
+// batch 8, v2 0.987 at batch 1; on the AVX2 kernels, whose blocks of 6 tiles already split that
+// stage 25 to 24, v1 1.006 at batch 1 and 1.000 at batch 8.)
 BlockRange thread_blocks(const Geometry& g, int t, int team) {
   auto boundary = [&](int64_t i) {
     if (i >= team) return g.blocks;
