@@ -4,7 +4,7 @@ the dispatches that share a kernel label (the label without its node's name, so 
 28x28 Winograd convs are one row). A row that scales well loses little however long it runs;
 one whose threads wait on each other, or on the other core's caches, stands at the top. This is
 how kiln's Winograd work split was found handing ResNet-50's 28x28 stage 32 tiles on one core and
-17 on the other (1.38x at 2 threads; 1.6-1.7x after the fix).
+17 on the other (1.38x at 2 threads; 1.55-1.66x after the fix).
 
   /usr/bin/python3 bench/thread_scaling.py --build build --module M.kmod --input SPEC [--input ..]
       [--threads 2] [--repeat 10] [--top 15]
@@ -15,7 +15,6 @@ two such files of one module. Both runs must hold the same dispatches in the sam
 stops with exit 2 naming the first that differs. Timings on a shared machine move by a few
 percent between runs: read the ranking, and judge a change with interleaved runs (harness.py)."""
 import argparse
-import collections
 import json
 import os
 import subprocess
@@ -44,7 +43,7 @@ def rows(one, many, threads):
     b = sorted(many["dispatches"], key=lambda d: d["dispatch"])
     if len(a) != len(b):
         raise MismatchError(f"the runs hold {len(a)} and {len(b)} dispatches")
-    groups = collections.OrderedDict()
+    groups = {}  # label -> [dispatches, ms at 1 thread, ms at N], in dispatch order
     for x, y in zip(a, b):
         if x["dispatch"] != y["dispatch"] or x["name"] != y["name"]:
             raise MismatchError(f"dispatch {x['dispatch']} is '{x['name']}' in one run and "
